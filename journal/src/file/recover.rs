@@ -1,0 +1,246 @@
+//! Recovery of a file-backend journal directory opened for writing.
+//!
+//! Runs one [`JournalScan`] pass (without the chain check: CRCs guard the frames, and
+//! `crescent-replay verify` checks the chain) and applies the rules:
+//! - a segment header that is garbage, misnamed, or does not continue the previous segment is
+//!   corruption (headers are written under a temporary name and renamed into place, so no crash
+//!   leaves a bad one);
+//! - a newer segment or frame format version is [`JournalError::UnsupportedVersion`];
+//! - the first bad frame (torn, bad CRC/length/body, seq discontinuity, garbage after the
+//!   end-of-data marker) starts the damaged region. If any valid record with a higher seq
+//!   follows it (later in the segment, found by byte-wise resync, or in a later segment), the
+//!   journal is [`JournalError::Corrupt`], naming `last good + 1` and the file, in every mode,
+//!   and nothing is modified;
+//! - otherwise the region is a torn tail: refused under `AbsoluteConsistency`; under
+//!   `TolerateTailCorruption` its bytes are zeroed (fdatasync) and any later, record-less
+//!   segments are removed (directory fsynced).
+
+use std::fs::OpenOptions;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+
+use crate::backend::Recovered;
+use crate::codec::FRAME_FORMAT_VERSION;
+use crate::error::{JournalError, Result};
+use crate::file::scan::{written_end, FaultKind, JournalScan, ScanEntry, ScanFault, ScanOptions};
+use crate::file::segment::{sync_dir, SegmentFile, SegmentHeader, HEADER_LEN};
+use crate::recovery::{RecoveryMode, TruncationReport};
+
+/// Where appends continue after recovery.
+#[derive(Debug, Clone)]
+pub(super) struct ActivePosition {
+    pub segment: SegmentFile,
+    pub write_pos: u64,
+    pub records: u64,
+}
+
+#[derive(Debug)]
+pub(super) struct FileRecovery {
+    pub recovered: Recovered,
+    pub segments: Vec<SegmentFile>,
+    pub active: Option<ActivePosition>,
+}
+
+struct LastRecord {
+    seq: u64,
+    term: u64,
+    digest: crate::record::Digest,
+    segment: usize,
+    end: u64,
+}
+
+pub(super) fn recover_dir(dir: &Path, mode: RecoveryMode) -> Result<FileRecovery> {
+    let scan = JournalScan::open(dir)?;
+    let mut segments = scan.segment_files().to_vec();
+    if segments.is_empty() {
+        return Ok(FileRecovery {
+            recovered: Recovered {
+                first_seq: 1,
+                last_seq: 0,
+                last_term: 0,
+                max_term: 0,
+                last_digest: crate::record::GENESIS_DIGEST,
+                truncated: None,
+            },
+            segments,
+            active: None,
+        });
+    }
+    let mut last: Option<LastRecord> = None;
+    let mut max_term = 0;
+    let mut records_per_segment = vec![0u64; segments.len()];
+    let mut damage: Option<ScanFault> = None;
+
+    for entry in scan.entries(ScanOptions {
+        verify_chain: false,
+    }) {
+        match entry? {
+            ScanEntry::Record {
+                segment,
+                offset,
+                frame_len,
+                record,
+            } => {
+                if let Some(f) = &damage {
+                    if record.seq >= f.expected_seq {
+                        return Err(JournalError::Corrupt {
+                            seq: f.expected_seq,
+                            location: f.path.clone(),
+                            reason: format!(
+                                "{} at offset {}, yet valid record {} follows in {}",
+                                f.detail,
+                                f.offset,
+                                record.seq,
+                                segments[segment].path.display()
+                            ),
+                        });
+                    }
+                    continue; // stale bytes inside the damaged tail
+                }
+                max_term = max_term.max(record.term);
+                records_per_segment[segment] += 1;
+                last = Some(LastRecord {
+                    seq: record.seq,
+                    term: record.term,
+                    digest: record.digest,
+                    segment,
+                    end: offset + frame_len as u64,
+                });
+            }
+            ScanEntry::Fault(f) => match f.kind {
+                FaultKind::UnsupportedSegmentVersion(v) => {
+                    return Err(JournalError::UnsupportedVersion {
+                        location: f.path,
+                        found: v,
+                        supported: crate::file::segment::SEGMENT_FORMAT_VERSION,
+                    })
+                }
+                FaultKind::UnsupportedFrameVersion(v) => {
+                    return Err(JournalError::UnsupportedVersion {
+                        location: f.path,
+                        found: v as u32,
+                        supported: FRAME_FORMAT_VERSION as u32,
+                    })
+                }
+                FaultKind::BadSegmentHeader
+                | FaultKind::SegmentNameMismatch { .. }
+                | FaultKind::SegmentSeqMismatch { .. }
+                | FaultKind::SegmentChainMismatch
+                    if damage.is_none() =>
+                {
+                    return Err(JournalError::Corrupt {
+                        seq: f.expected_seq,
+                        location: f.path,
+                        reason: f.detail,
+                    })
+                }
+                _ => {
+                    damage.get_or_insert(f);
+                }
+            },
+        }
+    }
+
+    let mut truncated = None;
+    let active_index = match &damage {
+        None => segments.len() - 1,
+        Some(f) => {
+            let last_good_seq = last
+                .as_ref()
+                .map_or(f.expected_seq.saturating_sub(1), |l| l.seq);
+            let seg_path = segments[f.segment].path.clone();
+            let bytes = std::fs::read(&seg_path).map_err(|e| JournalError::io(&seg_path, e))?;
+            let end = written_end(&bytes, f.offset as usize) as u64;
+            let mut dropped = end.saturating_sub(f.offset);
+            for later in &segments[f.segment + 1..] {
+                let b = std::fs::read(&later.path).map_err(|e| JournalError::io(&later.path, e))?;
+                dropped += written_end(&b, 0) as u64;
+            }
+            let reason = f.to_string();
+            if mode == RecoveryMode::AbsoluteConsistency {
+                return Err(JournalError::TailCorruption {
+                    last_good_seq,
+                    dropped_bytes: dropped,
+                    reason,
+                });
+            }
+            zero_range(&seg_path, f.offset, end)?;
+            let removed: Vec<SegmentFile> = segments.drain(f.segment + 1..).collect();
+            for seg in &removed {
+                std::fs::remove_file(&seg.path).map_err(|e| JournalError::io(&seg.path, e))?;
+            }
+            if !removed.is_empty() {
+                sync_dir(dir)?;
+            }
+            truncated = Some(TruncationReport {
+                last_good_seq,
+                dropped_bytes: dropped,
+                reason,
+            });
+            f.segment
+        }
+    };
+
+    let active_seg = segments[active_index].clone();
+    let write_pos = match &last {
+        Some(l) if l.segment == active_index => l.end,
+        _ => HEADER_LEN as u64,
+    };
+    let header = read_header(&active_seg)?;
+    let first_header = read_header(&segments[0])?;
+    let recovered = match &last {
+        Some(l) => Recovered {
+            first_seq: first_header.first_seq,
+            last_seq: l.seq,
+            last_term: l.term,
+            max_term: max_term.max(header.prev_term),
+            last_digest: l.digest,
+            truncated,
+        },
+        None => Recovered {
+            first_seq: first_header.first_seq,
+            last_seq: header.first_seq - 1,
+            last_term: header.prev_term,
+            max_term: header.prev_term,
+            last_digest: header.prev_digest,
+            truncated,
+        },
+    };
+    Ok(FileRecovery {
+        recovered,
+        segments,
+        active: Some(ActivePosition {
+            segment: active_seg,
+            write_pos,
+            records: records_per_segment[active_index],
+        }),
+    })
+}
+
+fn read_header(seg: &SegmentFile) -> Result<SegmentHeader> {
+    let mut head = [0u8; HEADER_LEN];
+    let file = std::fs::File::open(&seg.path).map_err(|e| JournalError::io(&seg.path, e))?;
+    file.read_exact_at(&mut head, 0)
+        .map_err(|e| JournalError::io(&seg.path, e))?;
+    SegmentHeader::decode(&head).map_err(|e| e.into_journal_error(&seg.path, seg.first_seq))
+}
+
+/// Overwrites `from..to` of `path` with zeros and makes that durable.
+pub(super) fn zero_range(path: &Path, from: u64, to: u64) -> Result<()> {
+    if to <= from {
+        return Ok(());
+    }
+    let file = OpenOptions::new()
+        .write(true)
+        .open(path)
+        .map_err(|e| JournalError::io(path, e))?;
+    let zeros = vec![0u8; (to - from).min(1 << 20) as usize];
+    let mut pos = from;
+    while pos < to {
+        let n = (to - pos).min(zeros.len() as u64) as usize;
+        file.write_all_at(&zeros[..n], pos)
+            .map_err(|e| JournalError::io(path, e))?;
+        pos += n as u64;
+    }
+    file.sync_data().map_err(|e| JournalError::io(path, e))
+}

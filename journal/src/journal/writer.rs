@@ -1,0 +1,188 @@
+//! The group-commit writer thread: the only code that touches the backend after open.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::{Shared, TruncateRequest};
+use crate::backend::JournalBackend;
+use crate::codec::EncodedBatch;
+use crate::error::JournalError;
+
+/// How many emptied batches to keep for reuse.
+const SPARE_BATCHES: usize = 2;
+
+/// Bounds of how long the writer waits to gather a batch as large as the previous one.
+const MIN_GATHER: Duration = Duration::from_micros(50);
+const MAX_GATHER: Duration = Duration::from_millis(2);
+
+/// What the writer learned from the previous batch, to size the next one.
+#[derive(Debug, Clone, Copy, Default)]
+struct LastBatch {
+    records: u64,
+    sync: Duration,
+}
+
+impl LastBatch {
+    /// (records to wait for, how long at most) before taking a smaller batch.
+    fn gather(&self) -> Option<(u64, Duration)> {
+        (self.records > 1).then(|| (self.records, (self.sync / 2).clamp(MIN_GATHER, MAX_GATHER)))
+    }
+}
+
+enum Work {
+    Append(EncodedBatch),
+    Truncate(TruncateRequest),
+    Exit,
+}
+
+/// Poisons the journal if the writer thread unwinds, so no waiter hangs forever.
+struct PanicGuard<'a>(&'a Shared);
+
+impl Drop for PanicGuard<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            poison(self.0, "journal writer thread panicked".into());
+        }
+    }
+}
+
+/// Marks the journal failed: nothing queued or later is ever acknowledged.
+fn poison(shared: &Shared, reason: String) {
+    let mut st = shared.lock();
+    if st.fatal.is_none() {
+        st.fatal = Some(reason.clone());
+    }
+    st.queue.clear();
+    st.queued_records = 0;
+    for (_, reply) in st.truncations.drain(..) {
+        let _ = reply.send(Err(JournalError::Fatal(reason.clone())));
+    }
+    drop(st);
+    shared.durable.fail(reason);
+}
+
+pub(super) fn run(shared: Arc<Shared>, mut backend: Box<dyn JournalBackend>) {
+    let _span = tracing::info_span!("journal_writer", backend = shared.backend_name).entered();
+    let _guard = PanicGuard(&shared);
+    let mut last = LastBatch::default();
+    loop {
+        let gather = if shared.adaptive_gather {
+            last.gather()
+        } else {
+            None
+        };
+        match next_work(&shared, gather) {
+            Work::Append(batch) => {
+                let records = batch.len() as u64;
+                let started = Instant::now();
+                append(&shared, backend.as_mut(), batch);
+                last = LastBatch {
+                    records,
+                    sync: started.elapsed(),
+                };
+            }
+            Work::Truncate((keep_from, reply)) => {
+                let fatal = shared.lock().fatal.clone();
+                let result = match fatal {
+                    Some(reason) => Err(JournalError::Fatal(reason)),
+                    None => backend.truncate_prefix(keep_from),
+                };
+                match &result {
+                    Ok(()) => {
+                        shared.first_seq.fetch_max(keep_from, Ordering::AcqRel);
+                        tracing::info!(keep_from, "journal prefix truncated");
+                    }
+                    Err(e) => {
+                        tracing::error!(keep_from, error = %e, "journal prefix truncation failed")
+                    }
+                }
+                let _ = reply.send(result);
+            }
+            Work::Exit => break,
+        }
+    }
+    // The backend (files, locks, sled handles) closes here, on the writer thread.
+    drop(backend);
+}
+
+/// Waits for the next thing to do. With `gather` = (n, max wait), a batch smaller than n is
+/// held back until n records are queued or the wait runs out (see
+/// [`crate::JournalOptions::adaptive_gather`]).
+fn next_work(shared: &Shared, gather: Option<(u64, Duration)>) -> Work {
+    let mut st = shared.lock();
+    let gather_until = gather.map(|(target, wait)| (target, Instant::now() + wait));
+    loop {
+        if let Some((target, until)) = gather_until {
+            let now = Instant::now();
+            if st.queued_records > 0
+                && st.queued_records < target
+                && now < until
+                && !st.closing
+                && st.truncations.is_empty()
+            {
+                st.gather_target = target;
+                st = shared
+                    .work
+                    .wait_timeout(st, until - now)
+                    .unwrap_or_else(|p| p.into_inner())
+                    .0;
+                st.gather_target = 0;
+                continue;
+            }
+        }
+        while let Some(batch) = st.queue.pop_front() {
+            st.queued_records -= batch.len() as u64;
+            if !batch.is_empty() {
+                return Work::Append(batch);
+            }
+            recycle(&mut st.spare, batch);
+        }
+        if let Some(req) = st.truncations.pop_front() {
+            return Work::Truncate(req);
+        }
+        if st.closing {
+            return Work::Exit;
+        }
+        st.writer_idle = true;
+        st = shared.work.wait(st).unwrap_or_else(|p| p.into_inner());
+        st.writer_idle = false;
+    }
+}
+
+fn recycle(spare: &mut Vec<EncodedBatch>, mut batch: EncodedBatch) {
+    if spare.len() < SPARE_BATCHES && batch.bytes.capacity() <= 64 << 20 {
+        batch.clear();
+        spare.push(batch);
+    }
+}
+
+fn append(shared: &Shared, backend: &mut dyn JournalBackend, batch: EncodedBatch) {
+    let last_seq = batch.last_seq().expect("non-empty batch");
+    let _span = tracing::debug_span!("journal_batch", records = batch.len(), last_seq).entered();
+    let started = Instant::now();
+    let result = backend.append(&batch);
+    let elapsed = started.elapsed();
+    match result {
+        Ok(()) => {
+            let m = &shared.metrics;
+            m.sync_seconds.observe(elapsed.as_secs_f64());
+            m.batches.inc();
+            m.batch_records.observe(batch.len() as f64);
+            m.bytes.inc_by(batch.bytes.len() as u64);
+            m.durable_seq.set(last_seq as i64);
+            shared.durable.advance(last_seq);
+            let mut st = shared.lock();
+            recycle(&mut st.spare, batch);
+        }
+        Err(e) => {
+            let reason = format!(
+                "append of seqs {}..={last_seq} to the {} backend failed: {e}",
+                batch.first_seq().unwrap_or(last_seq),
+                shared.backend_name
+            );
+            tracing::error!(error = %e, last_seq, "{reason}; the journal is poisoned");
+            poison(shared, reason);
+        }
+    }
+}
