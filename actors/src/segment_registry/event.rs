@@ -1,0 +1,183 @@
+//! Segment registry events: msgpack with named fields, one schema version per kind.
+//!
+//! Version history:
+//! - `owner_registered` v1: current.
+//! - `segment_mounted` v1 had no `transport` (every segment was TCP); v2 added it. v1 payloads
+//!   are upcast to v2 with `transport = tcp`.
+//! - `segment_unmounted` v1, `owner_removed` v1: current.
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+use crate::aggregate::{DecodeError, DomainEvent};
+
+use super::TransportKind;
+
+/// Why a segment was unmounted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UnmountReason {
+    /// An explicit UnmountSegment command.
+    Requested,
+    /// Its owner re-registered with a higher incarnation: the old process's memory is gone.
+    OwnerRestarted,
+    /// Its owner was removed.
+    OwnerRemoved,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OwnerRegistered {
+    pub owner_id: String,
+    /// `None` for an owner registered implicitly by a mount.
+    pub endpoint: Option<String>,
+    pub incarnation: u64,
+    pub at_ms: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SegmentMounted {
+    pub segment_id: String,
+    pub owner_id: String,
+    pub base: u64,
+    pub size: u64,
+    pub transport: TransportKind,
+    pub at_ms: i64,
+}
+
+/// `segment_mounted` as version 1 wrote it (before transports other than TCP existed).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SegmentMountedV1 {
+    pub segment_id: String,
+    pub owner_id: String,
+    pub base: u64,
+    pub size: u64,
+    pub at_ms: i64,
+}
+
+impl From<SegmentMountedV1> for SegmentMounted {
+    fn from(v1: SegmentMountedV1) -> Self {
+        SegmentMounted {
+            segment_id: v1.segment_id,
+            owner_id: v1.owner_id,
+            base: v1.base,
+            size: v1.size,
+            transport: TransportKind::Tcp,
+            at_ms: v1.at_ms,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SegmentUnmounted {
+    pub segment_id: String,
+    pub owner_id: String,
+    pub reason: UnmountReason,
+    pub at_ms: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OwnerRemoved {
+    pub owner_id: String,
+    pub reason: String,
+    pub at_ms: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SegmentRegistryEvent {
+    OwnerRegistered(OwnerRegistered),
+    SegmentMounted(SegmentMounted),
+    SegmentUnmounted(SegmentUnmounted),
+    OwnerRemoved(OwnerRemoved),
+}
+
+const OWNER_REGISTERED: &str = "owner_registered";
+const SEGMENT_MOUNTED: &str = "segment_mounted";
+const SEGMENT_UNMOUNTED: &str = "segment_unmounted";
+const OWNER_REMOVED: &str = "owner_removed";
+
+const SCHEMA: &[(&str, u16)] = &[
+    (OWNER_REGISTERED, 1),
+    (SEGMENT_MOUNTED, 2),
+    (SEGMENT_UNMOUNTED, 1),
+    (OWNER_REMOVED, 1),
+];
+
+fn current_version(kind: &str) -> Option<u16> {
+    SCHEMA.iter().find(|(k, _)| *k == kind).map(|(_, v)| *v)
+}
+
+fn to_msgpack<T: Serialize>(value: &T) -> Vec<u8> {
+    // Plain structs of strings, integers and unit enums always serialize into a Vec.
+    rmp_serde::to_vec_named(value).expect("event structs always serialize")
+}
+
+fn from_msgpack<T: DeserializeOwned>(
+    kind: &str,
+    version: u16,
+    payload: &[u8],
+) -> Result<T, DecodeError> {
+    rmp_serde::from_slice(payload).map_err(|e| DecodeError::Malformed {
+        kind: kind.to_string(),
+        version,
+        reason: e.to_string(),
+    })
+}
+
+impl DomainEvent for SegmentRegistryEvent {
+    fn kind(&self) -> &'static str {
+        match self {
+            SegmentRegistryEvent::OwnerRegistered(_) => OWNER_REGISTERED,
+            SegmentRegistryEvent::SegmentMounted(_) => SEGMENT_MOUNTED,
+            SegmentRegistryEvent::SegmentUnmounted(_) => SEGMENT_UNMOUNTED,
+            SegmentRegistryEvent::OwnerRemoved(_) => OWNER_REMOVED,
+        }
+    }
+
+    fn version(&self) -> u16 {
+        current_version(self.kind()).expect("every kind is in SCHEMA")
+    }
+
+    fn encode(&self) -> Vec<u8> {
+        match self {
+            SegmentRegistryEvent::OwnerRegistered(e) => to_msgpack(e),
+            SegmentRegistryEvent::SegmentMounted(e) => to_msgpack(e),
+            SegmentRegistryEvent::SegmentUnmounted(e) => to_msgpack(e),
+            SegmentRegistryEvent::OwnerRemoved(e) => to_msgpack(e),
+        }
+    }
+
+    fn decode(kind: &str, version: u16, payload: &[u8]) -> Result<Self, DecodeError> {
+        let Some(supported) = current_version(kind) else {
+            return Err(DecodeError::UnknownKind {
+                aggregate: super::STREAM_KIND,
+                kind: kind.to_string(),
+            });
+        };
+        if version > supported || version == 0 {
+            return Err(DecodeError::UnsupportedVersion {
+                kind: kind.to_string(),
+                version,
+                supported,
+            });
+        }
+        Ok(match (kind, version) {
+            (OWNER_REGISTERED, _) => Self::OwnerRegistered(from_msgpack(kind, version, payload)?),
+            (SEGMENT_MOUNTED, 1) => Self::SegmentMounted(
+                from_msgpack::<SegmentMountedV1>(kind, version, payload)?.into(),
+            ),
+            (SEGMENT_MOUNTED, _) => Self::SegmentMounted(from_msgpack(kind, version, payload)?),
+            (SEGMENT_UNMOUNTED, _) => Self::SegmentUnmounted(from_msgpack(kind, version, payload)?),
+            (OWNER_REMOVED, _) => Self::OwnerRemoved(from_msgpack(kind, version, payload)?),
+            _ => {
+                return Err(DecodeError::UnknownKind {
+                    aggregate: super::STREAM_KIND,
+                    kind: kind.to_string(),
+                })
+            }
+        })
+    }
+
+    fn schema() -> &'static [(&'static str, u16)] {
+        SCHEMA
+    }
+}

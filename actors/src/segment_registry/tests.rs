@@ -1,0 +1,491 @@
+//! Given/when/then tests: every command and every refusal, with the exact events.
+
+use super::*;
+use crate::aggregate::{DecodeError, DomainEvent};
+
+const NOW: i64 = 1_700_000_000_000;
+
+/// cqrs-es style: the state after `events`, a command, then the exact outcome.
+struct Given<A: Aggregate> {
+    state: A,
+}
+
+fn given<A: Aggregate>(events: Vec<A::Event>) -> Given<A> {
+    let mut state = A::default();
+    for e in &events {
+        state.apply(e);
+    }
+    Given { state }
+}
+
+struct When<A: Aggregate> {
+    state: A,
+    result: Result<Vec<A::Event>, A::Error>,
+}
+
+impl<A: Aggregate> Given<A> {
+    fn when(self, cmd: A::Command) -> When<A> {
+        let result = self.state.decide(&cmd, &Ctx::at(NOW));
+        When {
+            state: self.state,
+            result,
+        }
+    }
+}
+
+impl<A: Aggregate> When<A>
+where
+    A::Error: PartialEq,
+{
+    /// Asserts the events and returns the state after applying them.
+    fn then(self, expected: Vec<A::Event>) -> A {
+        match self.result {
+            Ok(events) => {
+                assert_eq!(events, expected);
+                let mut state = self.state;
+                for e in &events {
+                    state.apply(e);
+                }
+                state
+            }
+            Err(e) => panic!("expected events {expected:?}, got error {e}"),
+        }
+    }
+
+    fn then_error(self, expected: A::Error) {
+        match self.result {
+            Ok(events) => panic!("expected error {expected}, got events {events:?}"),
+            Err(e) => assert_eq!(e, expected),
+        }
+    }
+}
+
+fn registered(
+    owner: &str,
+    endpoint: Option<&str>,
+    incarnation: u64,
+    at: i64,
+) -> SegmentRegistryEvent {
+    SegmentRegistryEvent::OwnerRegistered(OwnerRegistered {
+        owner_id: owner.into(),
+        endpoint: endpoint.map(Into::into),
+        incarnation,
+        at_ms: at,
+    })
+}
+
+fn mounted(seg: &str, owner: &str, base: u64, size: u64, at: i64) -> SegmentRegistryEvent {
+    SegmentRegistryEvent::SegmentMounted(SegmentMounted {
+        segment_id: seg.into(),
+        owner_id: owner.into(),
+        base,
+        size,
+        transport: TransportKind::Tcp,
+        at_ms: at,
+    })
+}
+
+fn unmounted(seg: &str, owner: &str, reason: UnmountReason) -> SegmentRegistryEvent {
+    SegmentRegistryEvent::SegmentUnmounted(SegmentUnmounted {
+        segment_id: seg.into(),
+        owner_id: owner.into(),
+        reason,
+        at_ms: NOW,
+    })
+}
+
+fn register(owner: &str, endpoint: &str, incarnation: u64) -> SegmentRegistryCommand {
+    SegmentRegistryCommand::RegisterOwner {
+        owner_id: owner.into(),
+        endpoint: endpoint.into(),
+        incarnation,
+    }
+}
+
+fn mount(seg: &str, owner: &str, base: u64, size: u64) -> SegmentRegistryCommand {
+    SegmentRegistryCommand::MountSegment {
+        segment_id: seg.into(),
+        owner_id: owner.into(),
+        base,
+        size,
+        transport: TransportKind::Tcp,
+    }
+}
+
+fn invalid(field: &'static str, reason: &str) -> SegmentRegistryError {
+    SegmentRegistryError::InvalidArgument {
+        field,
+        reason: reason.into(),
+    }
+}
+
+#[test]
+fn register_new_owner() {
+    let state = given::<SegmentRegistry>(vec![])
+        .when(register("o1", "10.0.0.1:7000", 1))
+        .then(vec![registered("o1", Some("10.0.0.1:7000"), 1, NOW)]);
+    assert_eq!(state.owner("o1").unwrap().registered_at_ms, NOW);
+}
+
+#[test]
+fn register_same_incarnation_and_endpoint_is_idempotent() {
+    given::<SegmentRegistry>(vec![registered("o1", Some("h:1"), 3, 5)])
+        .when(register("o1", "h:1", 3))
+        .then(vec![]);
+}
+
+#[test]
+fn register_same_incarnation_other_endpoint_conflicts() {
+    given::<SegmentRegistry>(vec![registered("o1", Some("h:1"), 3, 5)])
+        .when(register("o1", "h:2", 3))
+        .then_error(SegmentRegistryError::Conflict {
+            what: "owner",
+            id: "o1".into(),
+            reason: "incarnation 3 is registered at endpoint \"h:1\", not \"h:2\"".into(),
+        });
+}
+
+#[test]
+fn register_fills_in_the_endpoint_of_an_implicit_owner_and_keeps_its_segments() {
+    let state = given::<SegmentRegistry>(vec![
+        registered("o1", None, 1, 5),
+        mounted("s1", "o1", 0, 64, 5),
+    ])
+    .when(register("o1", "h:1", 1))
+    .then(vec![registered("o1", Some("h:1"), 1, NOW)]);
+    assert!(state.segment("s1").is_some());
+    assert_eq!(state.owner("o1").unwrap().endpoint.as_deref(), Some("h:1"));
+}
+
+#[test]
+fn register_higher_incarnation_unmounts_the_old_segments() {
+    let state = given::<SegmentRegistry>(vec![
+        registered("o1", Some("h:1"), 1, 5),
+        registered("o2", Some("h:2"), 1, 5),
+        mounted("s1", "o1", 0, 64, 5),
+        mounted("s2", "o2", 0, 64, 5),
+        mounted("s3", "o1", 64, 64, 5),
+    ])
+    .when(register("o1", "h:9", 2))
+    .then(vec![
+        unmounted("s1", "o1", UnmountReason::OwnerRestarted),
+        unmounted("s3", "o1", UnmountReason::OwnerRestarted),
+        registered("o1", Some("h:9"), 2, NOW),
+    ]);
+    assert_eq!(state.segments().keys().collect::<Vec<_>>(), ["s2"]);
+    assert_eq!(state.owner("o1").unwrap().incarnation, 2);
+}
+
+#[test]
+fn register_lower_incarnation_is_stale() {
+    given::<SegmentRegistry>(vec![registered("o1", Some("h:1"), 4, 5)])
+        .when(register("o1", "h:1", 3))
+        .then_error(SegmentRegistryError::StaleIncarnation {
+            owner_id: "o1".into(),
+            current: 4,
+            offered: 3,
+        });
+}
+
+#[test]
+fn register_refuses_bad_arguments() {
+    given::<SegmentRegistry>(vec![])
+        .when(register("", "h:1", 1))
+        .then_error(invalid("owner_id", "must not be empty"));
+    given::<SegmentRegistry>(vec![])
+        .when(register("o1", "h:1", 0))
+        .then_error(invalid("incarnation", "must be at least 1"));
+    given::<SegmentRegistry>(vec![])
+        .when(register("o1", "h:\n1", 1))
+        .then_error(invalid("endpoint", "must not contain control characters"));
+    given::<SegmentRegistry>(vec![])
+        .when(register(&"a".repeat(257), "h:1", 1))
+        .then_error(invalid("owner_id", "257 bytes, at most 256 allowed"));
+    given::<SegmentRegistry>(vec![])
+        .when(register(&"a".repeat(256), "h:1", 1))
+        .then(vec![registered(&"a".repeat(256), Some("h:1"), 1, NOW)]);
+}
+
+#[test]
+fn mount_on_a_known_owner() {
+    given::<SegmentRegistry>(vec![registered("o1", Some("h:1"), 1, 5)])
+        .when(SegmentRegistryCommand::MountSegment {
+            segment_id: "s1".into(),
+            owner_id: "o1".into(),
+            base: 4096,
+            size: 1 << 30,
+            transport: TransportKind::TransferEngine,
+        })
+        .then(vec![SegmentRegistryEvent::SegmentMounted(SegmentMounted {
+            segment_id: "s1".into(),
+            owner_id: "o1".into(),
+            base: 4096,
+            size: 1 << 30,
+            transport: TransportKind::TransferEngine,
+            at_ms: NOW,
+        })]);
+}
+
+#[test]
+fn mount_on_an_unknown_owner_registers_it_implicitly() {
+    let state = given::<SegmentRegistry>(vec![])
+        .when(mount("s1", "o1", 0, 64))
+        .then(vec![
+            registered("o1", None, 1, NOW),
+            mounted("s1", "o1", 0, 64, NOW),
+        ]);
+    assert_eq!(state.segments_of("o1").count(), 1);
+}
+
+#[test]
+fn mount_identical_is_idempotent() {
+    given::<SegmentRegistry>(vec![
+        registered("o1", None, 1, 5),
+        mounted("s1", "o1", 0, 64, 5),
+    ])
+    .when(mount("s1", "o1", 0, 64))
+    .then(vec![]);
+}
+
+#[test]
+fn mount_with_different_parameters_conflicts() {
+    let history = || vec![registered("o1", None, 1, 5), mounted("s1", "o1", 0, 64, 5)];
+    let conflict = SegmentRegistryError::Conflict {
+        what: "segment",
+        id: "s1".into(),
+        reason: "already mounted by owner \"o1\" at base 0 size 64 over Tcp".into(),
+    };
+    given::<SegmentRegistry>(history())
+        .when(mount("s1", "o1", 0, 128))
+        .then_error(conflict.clone());
+    given::<SegmentRegistry>(history())
+        .when(mount("s1", "o2", 0, 64))
+        .then_error(conflict.clone());
+    given::<SegmentRegistry>(history())
+        .when(SegmentRegistryCommand::MountSegment {
+            segment_id: "s1".into(),
+            owner_id: "o1".into(),
+            base: 0,
+            size: 64,
+            transport: TransportKind::Embedded,
+        })
+        .then_error(conflict);
+}
+
+#[test]
+fn mount_refuses_bad_arguments() {
+    given::<SegmentRegistry>(vec![])
+        .when(mount("s1", "o1", 0, 0))
+        .then_error(invalid("size", "must be greater than 0"));
+    given::<SegmentRegistry>(vec![])
+        .when(mount("s1", "o1", u64::MAX, 1))
+        .then_error(invalid(
+            "size",
+            &format!("base {} + size 1 overflows the address space", u64::MAX),
+        ));
+    given::<SegmentRegistry>(vec![])
+        .when(mount("", "o1", 0, 1))
+        .then_error(invalid("segment_id", "must not be empty"));
+    given::<SegmentRegistry>(vec![])
+        .when(mount("s1", "o\u{7f}", 0, 1))
+        .then_error(invalid("owner_id", "must not contain control characters"));
+    given::<SegmentRegistry>(vec![])
+        .when(mount(&"s".repeat(300), "o1", 0, 1))
+        .then_error(invalid("segment_id", "300 bytes, at most 256 allowed"));
+    // The highest range that does not overflow is fine.
+    given::<SegmentRegistry>(vec![registered("o1", None, 1, 5)])
+        .when(mount("s1", "o1", u64::MAX - 1, 1))
+        .then(vec![mounted("s1", "o1", u64::MAX - 1, 1, NOW)]);
+}
+
+#[test]
+fn unmount_a_mounted_segment() {
+    let state = given::<SegmentRegistry>(vec![
+        registered("o1", None, 1, 5),
+        mounted("s1", "o1", 0, 64, 5),
+    ])
+    .when(SegmentRegistryCommand::UnmountSegment {
+        segment_id: "s1".into(),
+    })
+    .then(vec![unmounted("s1", "o1", UnmountReason::Requested)]);
+    assert!(state.segments().is_empty());
+    assert!(state.owner("o1").is_some(), "the owner stays registered");
+}
+
+#[test]
+fn unmount_unknown_segment_is_not_found() {
+    given::<SegmentRegistry>(vec![])
+        .when(SegmentRegistryCommand::UnmountSegment {
+            segment_id: "s1".into(),
+        })
+        .then_error(SegmentRegistryError::NotFound {
+            what: "segment",
+            id: "s1".into(),
+        });
+    given::<SegmentRegistry>(vec![])
+        .when(SegmentRegistryCommand::UnmountSegment {
+            segment_id: "".into(),
+        })
+        .then_error(invalid("segment_id", "must not be empty"));
+}
+
+#[test]
+fn remove_owner_unmounts_its_segments_first() {
+    let state = given::<SegmentRegistry>(vec![
+        registered("o1", Some("h:1"), 1, 5),
+        mounted("s1", "o1", 0, 64, 5),
+        mounted("s2", "o1", 64, 64, 5),
+    ])
+    .when(SegmentRegistryCommand::RemoveOwner {
+        owner_id: "o1".into(),
+        reason: "decommissioned".into(),
+    })
+    .then(vec![
+        unmounted("s1", "o1", UnmountReason::OwnerRemoved),
+        unmounted("s2", "o1", UnmountReason::OwnerRemoved),
+        SegmentRegistryEvent::OwnerRemoved(OwnerRemoved {
+            owner_id: "o1".into(),
+            reason: "decommissioned".into(),
+            at_ms: NOW,
+        }),
+    ]);
+    assert_eq!(state, SegmentRegistry::default());
+}
+
+#[test]
+fn remove_owner_refusals() {
+    given::<SegmentRegistry>(vec![])
+        .when(SegmentRegistryCommand::RemoveOwner {
+            owner_id: "o1".into(),
+            reason: String::new(),
+        })
+        .then_error(SegmentRegistryError::NotFound {
+            what: "owner",
+            id: "o1".into(),
+        });
+    given::<SegmentRegistry>(vec![registered("o1", None, 1, 5)])
+        .when(SegmentRegistryCommand::RemoveOwner {
+            owner_id: "o1".into(),
+            reason: "x".repeat(MAX_REASON_BYTES + 1),
+        })
+        .then_error(invalid("reason", "1025 bytes, at most 1024 allowed"));
+}
+
+#[test]
+fn error_codes_are_stable() {
+    assert_eq!(invalid("x", "y").code(), "INVALID_ARGUMENT");
+    assert_eq!(
+        SegmentRegistryError::NotFound {
+            what: "segment",
+            id: "s".into()
+        }
+        .code(),
+        "NOT_FOUND"
+    );
+    assert_eq!(
+        SegmentRegistryError::Conflict {
+            what: "segment",
+            id: "s".into(),
+            reason: String::new()
+        }
+        .code(),
+        "CONFLICT"
+    );
+    assert_eq!(
+        SegmentRegistryError::StaleIncarnation {
+            owner_id: "o".into(),
+            current: 2,
+            offered: 1
+        }
+        .code(),
+        "STALE_GENERATION"
+    );
+}
+
+#[test]
+fn segment_mounted_v1_upcasts_to_v2_with_tcp() {
+    let v1 = SegmentMountedV1 {
+        segment_id: "s1".into(),
+        owner_id: "o1".into(),
+        base: 7,
+        size: 9,
+        at_ms: 11,
+    };
+    let payload = rmp_serde::to_vec_named(&v1).unwrap();
+    let decoded = SegmentRegistryEvent::decode("segment_mounted", 1, &payload).unwrap();
+    assert_eq!(decoded, mounted("s1", "o1", 7, 9, 11));
+    // And a v2 payload read as v2 keeps its transport.
+    let v2 = SegmentRegistryEvent::SegmentMounted(SegmentMounted {
+        transport: TransportKind::Embedded,
+        ..match mounted("s1", "o1", 7, 9, 11) {
+            SegmentRegistryEvent::SegmentMounted(m) => m,
+            _ => unreachable!(),
+        }
+    });
+    assert_eq!(v2.version(), 2);
+    let back = SegmentRegistryEvent::decode(v2.kind(), v2.version(), &v2.encode()).unwrap();
+    assert_eq!(back, v2);
+}
+
+#[test]
+fn decode_refuses_unknown_kinds_versions_and_garbage() {
+    let e = registered("o1", Some("h"), 1, 1);
+    assert_eq!(
+        SegmentRegistryEvent::decode("owner_exploded", 1, &e.encode()),
+        Err(DecodeError::UnknownKind {
+            aggregate: "segment_registry",
+            kind: "owner_exploded".into()
+        })
+    );
+    assert_eq!(
+        SegmentRegistryEvent::decode("owner_registered", 2, &e.encode()),
+        Err(DecodeError::UnsupportedVersion {
+            kind: "owner_registered".into(),
+            version: 2,
+            supported: 1
+        })
+    );
+    assert!(matches!(
+        SegmentRegistryEvent::decode("owner_registered", 0, &e.encode()),
+        Err(DecodeError::UnsupportedVersion { version: 0, .. })
+    ));
+    assert!(matches!(
+        SegmentRegistryEvent::decode("owner_registered", 1, b"\xc1garbage"),
+        Err(DecodeError::Malformed { .. })
+    ));
+    // A payload of another kind lacks required fields.
+    assert!(matches!(
+        SegmentRegistryEvent::decode("segment_unmounted", 1, &e.encode()),
+        Err(DecodeError::Malformed { .. })
+    ));
+}
+
+#[test]
+fn every_event_kind_round_trips_and_is_in_the_schema() {
+    let events = vec![
+        registered("o1", Some("h:1"), 3, 1),
+        registered("o2", None, 1, 2),
+        mounted("s1", "o1", 0, 64, 3),
+        unmounted("s1", "o1", UnmountReason::OwnerRestarted),
+        SegmentRegistryEvent::OwnerRemoved(OwnerRemoved {
+            owner_id: "o1".into(),
+            reason: "bye".into(),
+            at_ms: 4,
+        }),
+    ];
+    for e in events {
+        assert!(SegmentRegistryEvent::schema().contains(&(e.kind(), e.version())));
+        assert_eq!(
+            SegmentRegistryEvent::decode(e.kind(), e.version(), &e.encode()),
+            Ok(e)
+        );
+    }
+}
+
+#[test]
+fn payloads_use_named_fields() {
+    let payload = registered("o1", None, 1, 1).encode();
+    let value: serde_json::Value = rmp_serde::from_slice(&payload).unwrap();
+    assert_eq!(value["owner_id"], "o1");
+    assert_eq!(value["incarnation"], 1);
+}
