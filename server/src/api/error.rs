@@ -1,0 +1,57 @@
+//! The HTTP face of [`crescent_wire::ApiError`]: statuses come from the one mapping in
+//! `ErrorCode::http_status`; bodies are always JSON so curl and every client can read them.
+
+use actix_web::http::StatusCode;
+use actix_web::{HttpResponse, ResponseError};
+pub use crescent_wire::{ApiError, ErrorCode};
+
+/// An [`ApiError`] as an actix-web error.
+#[derive(Debug)]
+pub struct HttpError(pub ApiError);
+
+impl std::fmt::Display for HttpError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl From<ApiError> for HttpError {
+    fn from(e: ApiError) -> Self {
+        HttpError(e)
+    }
+}
+
+impl ResponseError for HttpError {
+    fn status_code(&self) -> StatusCode {
+        StatusCode::from_u16(self.0.code.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
+    }
+
+    fn error_response(&self) -> HttpResponse {
+        HttpResponse::build(self.status_code()).json(&self.0)
+    }
+}
+
+/// The one conversion from runtime/domain errors to wire errors.
+pub fn from_runtime<E>(err: crescent_actors::runtime::RuntimeError<E>) -> HttpError
+where
+    E: std::error::Error + crescent_actors::WireCoded,
+{
+    use crescent_actors::runtime::RuntimeError;
+    use crescent_journal::JournalError;
+    let api = match &err {
+        RuntimeError::Domain(e) => {
+            let code = ErrorCode::parse(e.wire_code()).unwrap_or(ErrorCode::Internal);
+            ApiError::new(code, e.to_string())
+        }
+        RuntimeError::Journal(j) => match j {
+            JournalError::Fenced { .. } => ApiError::new(ErrorCode::Fenced, j.to_string()),
+            JournalError::RecordTooLarge { .. } => {
+                ApiError::new(ErrorCode::InvalidArgument, j.to_string())
+            }
+            JournalError::Closed => ApiError::new(ErrorCode::Unavailable, j.to_string()),
+            _ => ApiError::new(ErrorCode::DurabilityFailed, j.to_string()),
+        },
+        other => ApiError::new(ErrorCode::Unavailable, other.to_string()),
+    };
+    HttpError(api)
+}

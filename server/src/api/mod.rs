@@ -1,0 +1,70 @@
+//! The HTTP API: `/v1/...` (msgpack or JSON bodies), `/healthz`, `/metrics`, `/stats`.
+
+pub mod admin;
+pub mod error;
+pub mod segments;
+pub mod wire;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use actix_web::dev::{Service, ServiceRequest, ServiceResponse};
+use actix_web::{web, Error};
+use futures::future::{FutureExt, LocalBoxFuture};
+use tracing::Instrument;
+
+use crate::node::NodeState;
+
+/// Registers every route on an actix-web app.
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.route("/healthz", web::get().to(admin::healthz))
+        .route("/metrics", web::get().to(admin::metrics))
+        .route("/stats", web::get().to(admin::stats))
+        .service(
+            web::scope("/v1")
+                .route("/owners/register", web::post().to(segments::register_owner))
+                .route("/segments/mount", web::post().to(segments::mount))
+                .route("/segments/unmount", web::post().to(segments::unmount))
+                .route("/segments", web::get().to(segments::list))
+                .route("/admin/snapshot", web::post().to(admin::snapshot_now)),
+        );
+}
+
+/// Middleware body: counts every request by route pattern (bounded), method and status, and
+/// times it, inside an `http` tracing span.
+pub fn observe<S>(
+    req: ServiceRequest,
+    srv: &S,
+) -> LocalBoxFuture<'static, Result<ServiceResponse, Error>>
+where
+    S: Service<ServiceRequest, Response = ServiceResponse, Error = Error>,
+    S::Future: 'static,
+{
+    let state = req.app_data::<web::Data<Arc<NodeState>>>().cloned();
+    let route = req
+        .match_pattern()
+        .unwrap_or_else(|| "unmatched".to_string());
+    let method = req.method().as_str().to_string();
+    let span = tracing::debug_span!("http", %method, %route);
+    let started = Instant::now();
+    let fut = srv.call(req);
+    async move {
+        let res = fut.await;
+        if let Some(state) = state {
+            let status = match &res {
+                Ok(r) => r.status().as_u16(),
+                Err(e) => e.as_response_error().status_code().as_u16(),
+            };
+            let m = &state.metrics;
+            m.http_requests
+                .with_label_values(&[&route, &method, &status.to_string()])
+                .inc();
+            m.http_latency
+                .with_label_values(&[&route])
+                .observe(started.elapsed().as_secs_f64());
+        }
+        res
+    }
+    .instrument(span)
+    .boxed_local()
+}

@@ -1,0 +1,121 @@
+//! Storage owners and segments: journaled through the `SegmentRegistry` aggregate.
+
+use std::sync::Arc;
+
+use actix_web::web;
+use crescent_actors::runtime::Executed;
+use crescent_actors::segment_registry::{
+    self as registry, SegmentRegistryCommand, SegmentRegistryEvent, INSTANCE_ID,
+};
+use crescent_actors::DomainEvent;
+use crescent_wire::segments::{
+    CommandReply, MountSegmentRequest, OwnerInfo, RegisterOwnerRequest, SegmentInfo, SegmentList,
+    TransportKind, UnmountSegmentRequest,
+};
+
+use super::error::HttpError;
+use super::wire::{Reply, Wire};
+use crate::node::NodeState;
+
+type State = web::Data<Arc<NodeState>>;
+
+fn transport_to_domain(t: TransportKind) -> registry::TransportKind {
+    match t {
+        TransportKind::Tcp => registry::TransportKind::Tcp,
+        TransportKind::TransferEngine => registry::TransportKind::TransferEngine,
+        TransportKind::Embedded => registry::TransportKind::Embedded,
+    }
+}
+
+fn transport_to_wire(t: registry::TransportKind) -> TransportKind {
+    match t {
+        registry::TransportKind::Tcp => TransportKind::Tcp,
+        registry::TransportKind::TransferEngine => TransportKind::TransferEngine,
+        registry::TransportKind::Embedded => TransportKind::Embedded,
+    }
+}
+
+fn command_reply(done: Executed<SegmentRegistryEvent>) -> CommandReply {
+    CommandReply {
+        events: done.events.iter().map(|e| e.kind().to_string()).collect(),
+        first_seq: done.seqs.as_ref().map(|r| *r.start()),
+        last_seq: done.last_seq(),
+    }
+}
+
+async fn execute(state: &State, cmd: SegmentRegistryCommand) -> Result<CommandReply, HttpError> {
+    let done = state
+        .segments
+        .execute(INSTANCE_ID, cmd)
+        .await
+        .map_err(super::error::from_runtime)?;
+    Ok(command_reply(done))
+}
+
+pub async fn register_owner(
+    state: State,
+    Wire(req): Wire<RegisterOwnerRequest>,
+) -> Result<Reply<CommandReply>, HttpError> {
+    let cmd = SegmentRegistryCommand::RegisterOwner {
+        owner_id: req.owner_id,
+        endpoint: req.endpoint,
+        incarnation: req.incarnation,
+    };
+    Ok(Reply(execute(&state, cmd).await?))
+}
+
+pub async fn mount(
+    state: State,
+    Wire(req): Wire<MountSegmentRequest>,
+) -> Result<Reply<CommandReply>, HttpError> {
+    let cmd = SegmentRegistryCommand::MountSegment {
+        segment_id: req.segment_id,
+        owner_id: req.owner_id,
+        base: req.base,
+        size: req.size,
+        transport: transport_to_domain(req.transport),
+    };
+    Ok(Reply(execute(&state, cmd).await?))
+}
+
+pub async fn unmount(
+    state: State,
+    Wire(req): Wire<UnmountSegmentRequest>,
+) -> Result<Reply<CommandReply>, HttpError> {
+    let cmd = SegmentRegistryCommand::UnmountSegment {
+        segment_id: req.segment_id,
+    };
+    Ok(Reply(execute(&state, cmd).await?))
+}
+
+pub async fn list(state: State) -> Result<Reply<SegmentList>, HttpError> {
+    let list = state
+        .segments
+        .read(INSTANCE_ID, |r: &registry::SegmentRegistry| SegmentList {
+            owners: r
+                .owners()
+                .iter()
+                .map(|(id, o)| OwnerInfo {
+                    owner_id: id.clone(),
+                    endpoint: o.endpoint.clone(),
+                    incarnation: o.incarnation,
+                    registered_at_ms: o.registered_at_ms,
+                })
+                .collect(),
+            segments: r
+                .segments()
+                .iter()
+                .map(|(id, s)| SegmentInfo {
+                    segment_id: id.clone(),
+                    owner_id: s.owner_id.clone(),
+                    base: s.base,
+                    size: s.size,
+                    transport: transport_to_wire(s.transport),
+                    mounted_at_ms: s.mounted_at_ms,
+                })
+                .collect(),
+        })
+        .await
+        .map_err(super::error::from_runtime)?;
+    Ok(Reply(list))
+}

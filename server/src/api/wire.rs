@@ -1,0 +1,107 @@
+//! Request and response bodies: msgpack (the clients' format) or JSON (for tooling and curl).
+//!
+//! The request's `Content-Type` picks the decoder; the response follows `Accept`, defaulting to
+//! the request's own format. Bodies are version 1 of the wire format, named by the `/v1/` path.
+
+use actix_web::body::BoxBody;
+use actix_web::dev::Payload;
+use actix_web::http::header;
+use actix_web::{web, FromRequest, HttpRequest, HttpResponse, Responder};
+use futures::future::LocalBoxFuture;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use super::error::ApiError;
+use super::error::HttpError;
+
+pub const MSGPACK: &str = "application/msgpack";
+pub const JSON: &str = "application/json";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Msgpack,
+    Json,
+}
+
+impl Format {
+    fn of_content_type(req: &HttpRequest) -> Result<Format, ApiError> {
+        let Some(ct) = req.headers().get(header::CONTENT_TYPE) else {
+            return Ok(Format::Json);
+        };
+        let ct = ct.to_str().unwrap_or("").to_ascii_lowercase();
+        if ct.starts_with(MSGPACK) || ct.starts_with("application/x-msgpack") {
+            Ok(Format::Msgpack)
+        } else if ct.starts_with(JSON) || ct.is_empty() {
+            Ok(Format::Json)
+        } else {
+            Err(ApiError::invalid(format!(
+                "unsupported content type {ct:?}: send {MSGPACK} or {JSON}"
+            )))
+        }
+    }
+
+    /// The response format for a request.
+    pub fn for_response(req: &HttpRequest) -> Format {
+        if let Some(accept) = req.headers().get(header::ACCEPT) {
+            let accept = accept.to_str().unwrap_or("").to_ascii_lowercase();
+            if accept.contains("msgpack") {
+                return Format::Msgpack;
+            }
+            if accept.contains(JSON) {
+                return Format::Json;
+            }
+        }
+        Self::of_content_type(req).unwrap_or(Format::Json)
+    }
+}
+
+/// Decodes a body in `format`; missing fields and bad types are INVALID_ARGUMENT.
+pub fn decode<T: DeserializeOwned>(format: Format, bytes: &[u8]) -> Result<T, ApiError> {
+    match format {
+        Format::Json => serde_json::from_slice(bytes)
+            .map_err(|e| ApiError::invalid(format!("invalid JSON body: {e}"))),
+        Format::Msgpack => rmp_serde::from_slice(bytes)
+            .map_err(|e| ApiError::invalid(format!("invalid msgpack body: {e}"))),
+    }
+}
+
+/// A request body extractor for either format.
+#[derive(Debug)]
+pub struct Wire<T>(pub T);
+
+impl<T: DeserializeOwned + 'static> FromRequest for Wire<T> {
+    type Error = HttpError;
+    type Future = LocalBoxFuture<'static, Result<Self, HttpError>>;
+
+    fn from_request(req: &HttpRequest, payload: &mut Payload) -> Self::Future {
+        let format = Format::of_content_type(req);
+        let body = web::Bytes::from_request(req, payload);
+        Box::pin(async move {
+            let format = format?;
+            let bytes = body
+                .await
+                .map_err(|e| ApiError::invalid(format!("cannot read request body: {e}")))?;
+            Ok(decode(format, &bytes).map(Wire)?)
+        })
+    }
+}
+
+/// A response body, encoded as the client asked.
+#[derive(Debug)]
+pub struct Reply<T>(pub T);
+
+impl<T: Serialize> Responder for Reply<T> {
+    type Body = BoxBody;
+
+    fn respond_to(self, req: &HttpRequest) -> HttpResponse {
+        match Format::for_response(req) {
+            Format::Json => HttpResponse::Ok().json(&self.0),
+            Format::Msgpack => match rmp_serde::to_vec_named(&self.0) {
+                Ok(bytes) => HttpResponse::Ok().content_type(MSGPACK).body(bytes),
+                Err(e) => actix_web::ResponseError::error_response(&HttpError(ApiError::internal(
+                    format!("cannot encode response: {e}"),
+                ))),
+            },
+        }
+    }
+}

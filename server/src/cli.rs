@@ -1,0 +1,123 @@
+//! crescentd's command line. Flags (and their `CRESCENT_*` environment variables) override the
+//! config file, which overrides the defaults.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::Parser;
+use crescent_journal::RecoveryMode;
+
+use crate::config::{Config, ConfigError, JournalBackendKind, LogFormat};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "crescentd",
+    version,
+    about = "Crescent control plane. With no arguments: standalone, data dir ./crescent-data, listening on 127.0.0.1:7480."
+)]
+pub struct Args {
+    /// TOML config file (see docs/configuration.md).
+    #[arg(long, env = "CRESCENT_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// Data directory (journal, snapshots).
+    #[arg(long, env = "CRESCENT_DATA_DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// HTTP listen address.
+    #[arg(long, env = "CRESCENT_LISTEN")]
+    pub listen: Option<SocketAddr>,
+    /// Journal backend.
+    #[arg(long, env = "CRESCENT_JOURNAL_BACKEND", value_enum)]
+    pub journal_backend: Option<JournalBackendKind>,
+    /// What to do with a damaged journal tail: tolerate_tail_corruption or absolute_consistency.
+    #[arg(long, env = "CRESCENT_RECOVERY_MODE")]
+    pub recovery_mode: Option<RecoveryMode>,
+    /// Snapshot after this many events.
+    #[arg(long, env = "CRESCENT_SNAPSHOT_EVERY_EVENTS")]
+    pub snapshot_every_events: Option<u64>,
+    /// Snapshot after this many seconds (when there are new events).
+    #[arg(long, env = "CRESCENT_SNAPSHOT_EVERY_SECS")]
+    pub snapshot_every_secs: Option<u64>,
+    /// Log filter (tracing directive); RUST_LOG overrides it.
+    #[arg(long, env = "CRESCENT_LOG")]
+    pub log: Option<String>,
+    /// Log format.
+    #[arg(long, env = "CRESCENT_LOG_FORMAT", value_enum)]
+    pub log_format: Option<LogFormat>,
+    /// Print the merged configuration as TOML and exit.
+    #[arg(long)]
+    pub print_config: bool,
+}
+
+impl Args {
+    /// Defaults, then the file, then these flags/env; validated.
+    pub fn resolve(&self) -> Result<Config, ConfigError> {
+        let mut c = match &self.config {
+            Some(path) => Config::load(path)?,
+            None => Config::default(),
+        };
+        if let Some(v) = &self.data_dir {
+            c.data_dir = v.clone();
+        }
+        if let Some(v) = self.listen {
+            c.listen = v;
+        }
+        if let Some(v) = self.journal_backend {
+            c.journal.backend = v;
+        }
+        if let Some(v) = self.recovery_mode {
+            c.journal.recovery_mode = v;
+        }
+        if let Some(v) = self.snapshot_every_events {
+            c.snapshot.every_events = v;
+        }
+        if let Some(v) = self.snapshot_every_secs {
+            c.snapshot.every_secs = v;
+        }
+        if let Some(v) = &self.log {
+            c.log.level = v.clone();
+        }
+        if let Some(v) = self.log_format {
+            c.log.format = v;
+        }
+        c.validate()?;
+        Ok(c)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_arguments_is_the_embedded_default() {
+        let a = Args::try_parse_from(["crescentd"]).unwrap();
+        let c = a.resolve().unwrap();
+        assert_eq!(c, Config::default());
+    }
+
+    #[test]
+    fn flags_override_file() {
+        let t = tempfile::tempdir().unwrap();
+        let f = t.path().join("c.toml");
+        std::fs::write(&f, "listen = \"127.0.0.1:1111\"\ndata_dir = \"/a\"\n").unwrap();
+        let a = Args::try_parse_from([
+            "crescentd",
+            "--config",
+            f.to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:2222",
+        ])
+        .unwrap();
+        let c = a.resolve().unwrap();
+        assert_eq!(c.listen.to_string(), "127.0.0.1:2222");
+        assert_eq!(c.data_dir, PathBuf::from("/a"));
+    }
+
+    #[test]
+    fn invalid_flag_values_are_refused() {
+        assert!(Args::try_parse_from(["crescentd", "--listen", "nope"]).is_err());
+        assert!(Args::try_parse_from(["crescentd", "--recovery-mode", "yolo"]).is_err());
+        let a = Args::try_parse_from(["crescentd", "--snapshot-every-events", "0"]).unwrap();
+        assert!(a.resolve().is_err());
+    }
+}

@@ -1,0 +1,253 @@
+//! crescentd configuration: defaults < TOML file < environment < command-line flags.
+//!
+//! Every option is documented in docs/configuration.md with its default. Unknown keys and
+//! out-of-range values fail closed at startup with the offending key named.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crescent_journal::RecoveryMode;
+use serde::{Deserialize, Serialize};
+
+/// Which journal backend stores the OpLog.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum JournalBackendKind {
+    /// Segmented append-only files with exact fdatasync semantics (default).
+    File,
+    /// sled 0.34 (kept as an alternative; its flush is not a device flush).
+    Sled,
+}
+
+impl JournalBackendKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JournalBackendKind::File => "file",
+            JournalBackendKind::Sled => "sled",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// Where the journal, snapshots and the data-dir marker live.
+    pub data_dir: PathBuf,
+    /// HTTP listen address of the control plane.
+    pub listen: SocketAddr,
+    pub journal: JournalConfig,
+    pub snapshot: SnapshotConfig,
+    pub http: HttpConfig,
+    pub log: LogConfig,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct JournalConfig {
+    pub backend: JournalBackendKind,
+    pub recovery_mode: RecoveryMode,
+    /// Size of one journal segment file (file backend), preallocated.
+    pub segment_bytes: u64,
+    /// Largest single record accepted.
+    pub max_record_bytes: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SnapshotConfig {
+    /// Write a snapshot after this many new events.
+    pub every_events: u64,
+    /// Write a snapshot after this many seconds if there are new events.
+    pub every_secs: u64,
+    /// Snapshots kept; the journal is truncated behind the oldest one.
+    pub retain: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HttpConfig {
+    /// Largest request body accepted.
+    pub max_body_bytes: usize,
+    /// HTTP worker threads (0 = one per core).
+    pub workers: usize,
+    /// Seconds to let in-flight requests finish on SIGTERM.
+    pub shutdown_timeout_secs: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LogConfig {
+    /// A tracing filter directive (`info`, `crescent=debug,actix_web=warn`, ...).
+    pub level: String,
+    pub format: LogFormat,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            data_dir: PathBuf::from("./crescent-data"),
+            listen: "127.0.0.1:7480".parse().expect("valid default address"),
+            journal: JournalConfig::default(),
+            snapshot: SnapshotConfig::default(),
+            http: HttpConfig::default(),
+            log: LogConfig::default(),
+        }
+    }
+}
+
+impl Default for JournalConfig {
+    fn default() -> Self {
+        Self {
+            backend: JournalBackendKind::File,
+            recovery_mode: RecoveryMode::TolerateTailCorruption,
+            segment_bytes: 64 << 20,
+            max_record_bytes: 64 << 20,
+        }
+    }
+}
+
+impl Default for SnapshotConfig {
+    fn default() -> Self {
+        Self {
+            every_events: 100_000,
+            every_secs: 300,
+            retain: 3,
+        }
+    }
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        Self {
+            max_body_bytes: 16 << 20,
+            workers: 0,
+            shutdown_timeout_secs: 10,
+        }
+    }
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        Self {
+            level: "info".into(),
+            format: LogFormat::Text,
+        }
+    }
+}
+
+/// Why a configuration was refused. Always names the key.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {}: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("invalid config file {}: {message}", path.display())]
+    Parse { path: PathBuf, message: String },
+    #[error("invalid value for {key}: {message}")]
+    Invalid { key: &'static str, message: String },
+}
+
+fn invalid(key: &'static str, message: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid {
+        key,
+        message: message.into(),
+    }
+}
+
+impl Config {
+    /// Parses a TOML document (unknown keys are refused).
+    pub fn from_toml(path: &Path, text: &str) -> Result<Self, ConfigError> {
+        toml::from_str(text).map_err(|e| ConfigError::Parse {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        })
+    }
+
+    /// Reads and parses a TOML file.
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Self::from_toml(path, &text)
+    }
+
+    /// Checks every range; called after all sources are merged.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.data_dir.as_os_str().is_empty() {
+            return Err(invalid("data_dir", "must not be empty"));
+        }
+        let j = &self.journal;
+        if !(1 << 20..=1 << 34).contains(&j.segment_bytes) {
+            return Err(invalid(
+                "journal.segment_bytes",
+                format!("{} is outside 1 MiB..=16 GiB", j.segment_bytes),
+            ));
+        }
+        if !(4096..=1 << 30).contains(&j.max_record_bytes) {
+            return Err(invalid(
+                "journal.max_record_bytes",
+                format!("{} is outside 4 KiB..=1 GiB", j.max_record_bytes),
+            ));
+        }
+        let s = &self.snapshot;
+        if s.every_events == 0 {
+            return Err(invalid("snapshot.every_events", "must be at least 1"));
+        }
+        if s.every_secs == 0 {
+            return Err(invalid("snapshot.every_secs", "must be at least 1"));
+        }
+        if !(1..=100).contains(&s.retain) {
+            return Err(invalid(
+                "snapshot.retain",
+                format!("{} is outside 1..=100", s.retain),
+            ));
+        }
+        let h = &self.http;
+        if !(1024..=1 << 30).contains(&h.max_body_bytes) {
+            return Err(invalid(
+                "http.max_body_bytes",
+                format!("{} is outside 1 KiB..=1 GiB", h.max_body_bytes),
+            ));
+        }
+        if h.workers > 256 {
+            return Err(invalid("http.workers", "must be at most 256"));
+        }
+        if h.shutdown_timeout_secs > 3600 {
+            return Err(invalid(
+                "http.shutdown_timeout_secs",
+                "must be at most 3600",
+            ));
+        }
+        if tracing_subscriber::EnvFilter::try_new(&self.log.level).is_err() {
+            return Err(invalid(
+                "log.level",
+                format!("{:?} is not a valid filter directive", self.log.level),
+            ));
+        }
+        Ok(())
+    }
+
+    pub fn snapshot_interval(&self) -> Duration {
+        Duration::from_secs(self.snapshot.every_secs)
+    }
+
+    /// The configuration as TOML (for `crescentd --print-config`).
+    pub fn to_toml(&self) -> String {
+        toml::to_string_pretty(self).expect("config serializes")
+    }
+}
+
+#[cfg(test)]
+#[path = "config_tests.rs"]
+mod tests;

@@ -1,0 +1,16 @@
+//! crescentd: Crescent's control-plane daemon.
+//!
+//! `node` starts everything (data dir, journal, recovery, actors, snapshotter, HTTP) and stops it
+//! cleanly; `api` holds the HTTP handlers; `config` and `cli` the configuration.
+
+pub mod api;
+pub mod cli;
+pub mod config;
+pub mod datadir;
+pub mod error;
+pub mod metrics;
+pub mod node;
+
+pub use config::Config;
+pub use error::ServerError;
+pub use node::Node;

@@ -1,0 +1,77 @@
+//! crescentd's Prometheus registry and its HTTP metrics. Labels are bounded: a route pattern
+//! (never a raw path), a method and an error code, never keys or ids.
+
+use prometheus::{
+    Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, Opts, Registry, TextEncoder,
+};
+
+#[derive(Clone)]
+pub struct ServerMetrics {
+    pub registry: Registry,
+    pub http_requests: IntCounterVec,
+    pub http_latency: HistogramVec,
+    pub up: IntGauge,
+    pub term: IntGauge,
+    pub last_seq: IntGauge,
+}
+
+impl ServerMetrics {
+    pub fn new() -> Self {
+        let registry = Registry::new();
+        let http_requests = IntCounterVec::new(
+            Opts::new(
+                "crescent_http_requests_total",
+                "HTTP requests by route, method and code",
+            ),
+            &["route", "method", "code"],
+        )
+        .expect("valid metric");
+        let http_latency = HistogramVec::new(
+            HistogramOpts::new(
+                "crescent_http_request_seconds",
+                "HTTP request latency by route",
+            )
+            .buckets(prometheus::exponential_buckets(0.0001, 2.0, 18).expect("buckets")),
+            &["route"],
+        )
+        .expect("valid metric");
+        let up =
+            IntGauge::new("crescent_up", "1 while crescentd is serving").expect("valid metric");
+        let term = IntGauge::new("crescent_term", "The term this node writes under")
+            .expect("valid metric");
+        let last_seq = IntGauge::new("crescent_journal_last_seq", "Highest seq assigned")
+            .expect("valid metric");
+        for c in [
+            Box::new(http_requests.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(http_latency.clone()),
+            Box::new(up.clone()),
+            Box::new(term.clone()),
+            Box::new(last_seq.clone()),
+        ] {
+            registry.register(c).expect("metric registered once");
+        }
+        Self {
+            registry,
+            http_requests,
+            http_latency,
+            up,
+            term,
+            last_seq,
+        }
+    }
+
+    /// The Prometheus text exposition of everything registered.
+    pub fn render(&self) -> String {
+        let mut buf = Vec::new();
+        TextEncoder::new()
+            .encode(&self.registry.gather(), &mut buf)
+            .expect("text encoding cannot fail");
+        String::from_utf8(buf).expect("prometheus text is utf-8")
+    }
+}
+
+impl Default for ServerMetrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}

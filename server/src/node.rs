@@ -1,0 +1,239 @@
+//! Starting and stopping a crescentd node (standalone mode).
+//!
+//! Startup order: validate the data dir; open the journal (recovering its tail under the
+//! configured mode); restore every aggregate from the newest valid snapshot plus the journal
+//! tail; start the actor runtime seeded with that state; start the shadow-replay snapshotter
+//! from a copy of it; then listen. Nothing is served before recovery has finished.
+//!
+//! Shutdown (SIGTERM/SIGINT): actix-web stops accepting, lets in-flight requests finish (up to
+//! `http.shutdown_timeout_secs`), then the snapshotter stops and the journal flushes and closes.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use actix_web::{middleware, web, App, HttpServer};
+use crescent_actors::runtime::RuntimeMetrics;
+use crescent_actors::segment_registry::SegmentRegistry;
+use crescent_actors::{AggregateRegistry, Runtime, World};
+use crescent_journal::file::{FileBackend, FileOptions};
+use crescent_journal::metrics::JournalMetrics;
+use crescent_journal::sled_backend::SledBackend;
+use crescent_journal::{Journal, JournalBackend, JournalOptions};
+use crescent_snapshot::{
+    restore, SnapshotDir, SnapshotInfo, SnapshotMetrics, Snapshotter, SnapshotterConfig,
+};
+
+use crate::config::{Config, JournalBackendKind};
+use crate::datadir::DataDir;
+use crate::error::ServerError;
+use crate::metrics::ServerMetrics;
+
+/// What every HTTP handler shares.
+pub struct NodeState {
+    pub journal: Journal,
+    pub journal_backend: String,
+    pub runtime: Runtime,
+    pub segments: AggregateRegistry<SegmentRegistry>,
+    pub metrics: ServerMetrics,
+    pub snapshotter: Mutex<Option<Snapshotter>>,
+}
+
+impl NodeState {
+    /// Updates gauges that are read rather than pushed.
+    pub fn refresh_gauges(&self) {
+        self.metrics.term.set(self.runtime.term() as i64);
+        self.metrics.last_seq.set(self.journal.last_seq() as i64);
+    }
+
+    /// Catches the snapshotter up with the journal and writes a snapshot now (admin endpoint
+    /// and tests). Runs on a blocking thread; never holds the lock across an await.
+    pub async fn snapshot_now(self: &Arc<Self>) -> Result<SnapshotInfo, ServerError> {
+        let me = self.clone();
+        tokio::task::spawn_blocking(move || {
+            let guard = me.snapshotter.lock().expect("snapshotter mutex poisoned");
+            match guard.as_ref() {
+                Some(s) => s.snapshot_now().map_err(ServerError::from),
+                None => Err(ServerError::Recovery("the snapshotter is stopped".into())),
+            }
+        })
+        .await
+        .map_err(|e| ServerError::Recovery(format!("snapshot task failed: {e}")))?
+    }
+
+    /// The snapshotter's status for `/stats`.
+    pub fn snapshot_status(&self) -> serde_json::Value {
+        let guard = self.snapshotter.lock().expect("snapshotter mutex poisoned");
+        let Some(s) = guard.as_ref() else {
+            return serde_json::json!({"running": false});
+        };
+        let st = s.status();
+        serde_json::json!({
+            "running": !st.stopped,
+            "applied_seq": st.applied.seq,
+            "last_snapshot": st.last_snapshot.as_ref().map(|i| serde_json::json!({
+                "path": i.path.display().to_string(),
+                "seq": i.position.seq,
+                "term": i.position.term,
+                "bytes": i.bytes,
+                "created_ms": i.created_ms,
+            })),
+            "last_error": st.last_error,
+        })
+    }
+}
+
+/// A crescentd node.
+pub struct Node;
+
+impl Node {
+    fn open_backend(
+        config: &Config,
+        dir: &DataDir,
+    ) -> Result<(Box<dyn JournalBackend>, String), ServerError> {
+        Ok(match config.journal.backend {
+            JournalBackendKind::File => {
+                let opts = FileOptions {
+                    segment_bytes: config.journal.segment_bytes,
+                    ..FileOptions::default()
+                };
+                (
+                    Box::new(FileBackend::open(dir.journal_dir(), opts)?),
+                    "file".to_string(),
+                )
+            }
+            JournalBackendKind::Sled => (
+                Box::new(SledBackend::open(dir.journal_dir().join("sled"))?),
+                "sled".to_string(),
+            ),
+        })
+    }
+
+    /// Recovers state and builds everything the HTTP server needs, without listening.
+    pub fn start(config: &Config) -> Result<Arc<NodeState>, ServerError> {
+        let span = tracing::info_span!("node.start", data_dir = %config.data_dir.display());
+        let _g = span.enter();
+        let dir = DataDir::open_or_init(&config.data_dir, config.journal.backend.as_str())?;
+        let metrics = ServerMetrics::new();
+        let (backend, backend_name) = Self::open_backend(config, &dir)?;
+        let journal_metrics = JournalMetrics::register(&metrics.registry)
+            .map_err(|e| ServerError::Recovery(format!("journal metrics: {e}")))?;
+        let journal = Journal::open(
+            backend,
+            JournalOptions {
+                recovery_mode: config.journal.recovery_mode,
+                max_record_bytes: config.journal.max_record_bytes as usize,
+                metrics: Some(journal_metrics),
+                ..JournalOptions::default()
+            },
+        )?;
+        if let Some(t) = journal.truncation() {
+            tracing::warn!(
+                last_good_seq = t.last_good_seq,
+                dropped_bytes = t.dropped_bytes,
+                reason = %t.reason,
+                "journal tail was damaged and has been truncated (those records were never acknowledged)"
+            );
+        }
+
+        let snapshots = SnapshotDir::new(dir.snapshot_dir());
+        let restored = restore(&snapshots, &journal, World::standard())?;
+        let world = restored.state;
+        tracing::info!(
+            snapshot_seq = restored.snapshot.as_ref().map(|(_, p)| p.seq),
+            replayed = restored.replayed,
+            last_seq = world.last_seq(),
+            "state recovered"
+        );
+
+        // Standalone writes under the highest term its journal has seen (at least 1); the HA
+        // layer replaces this with the term won in etcd.
+        let term = journal.term().max(1);
+        let runtime_metrics = RuntimeMetrics::register(&metrics.registry)
+            .map_err(|e| ServerError::Recovery(format!("runtime metrics: {e}")))?;
+        let runtime = Runtime::builder(journal.clone())
+            .term(term)
+            .metrics(runtime_metrics)
+            .build();
+        let states: BTreeMap<String, SegmentRegistry> = world
+            .iter::<SegmentRegistry>()
+            .map(|(id, s)| (id.clone(), s.clone()))
+            .collect();
+        let segments = AggregateRegistry::<SegmentRegistry>::builder(runtime.clone())
+            .recovered(states, world.last_seq())
+            .build();
+
+        let snapshot_metrics = SnapshotMetrics::new();
+        snapshot_metrics
+            .register(&metrics.registry)
+            .map_err(|e| ServerError::Recovery(format!("snapshot metrics: {e}")))?;
+        let snapshotter = Snapshotter::start(
+            world,
+            journal.clone(),
+            snapshots,
+            SnapshotterConfig {
+                every_events: config.snapshot.every_events,
+                every: config.snapshot_interval(),
+                retain: config.snapshot.retain,
+                ..SnapshotterConfig::default()
+            },
+            snapshot_metrics,
+        )?;
+        metrics.up.set(1);
+        Ok(Arc::new(NodeState {
+            journal,
+            journal_backend: backend_name,
+            runtime,
+            segments,
+            metrics,
+            snapshotter: Mutex::new(Some(snapshotter)),
+        }))
+    }
+
+    /// Stops the snapshotter and closes the journal (everything submitted becomes durable).
+    pub fn stop(state: &NodeState) {
+        state.metrics.up.set(0);
+        if let Some(s) = state
+            .snapshotter
+            .lock()
+            .expect("snapshotter mutex poisoned")
+            .take()
+        {
+            if let Err(e) = s.stop() {
+                tracing::warn!(error = %e, "snapshotter stopped with an error");
+            }
+        }
+        if let Err(e) = state.journal.shutdown() {
+            tracing::error!(error = %e, "journal did not close cleanly");
+        }
+    }
+
+    /// Runs a node until SIGTERM/SIGINT. Must be called inside an actix System.
+    pub async fn run(config: Config) -> Result<(), ServerError> {
+        let state = Self::start(&config)?;
+        let data = web::Data::new(state.clone());
+        let max_body = config.http.max_body_bytes;
+        let mut server = HttpServer::new(move || {
+            App::new()
+                .app_data(data.clone())
+                .app_data(web::PayloadConfig::new(max_body))
+                .wrap_fn(crate::api::observe)
+                .wrap(middleware::NormalizePath::trim())
+                .configure(crate::api::configure)
+        })
+        .shutdown_timeout(config.http.shutdown_timeout_secs);
+        if config.http.workers > 0 {
+            server = server.workers(config.http.workers);
+        }
+        let server = server
+            .bind(config.listen)
+            .map_err(|source| ServerError::Listen {
+                addr: config.listen,
+                source,
+            })?;
+        tracing::info!(listen = %config.listen, data_dir = %config.data_dir.display(), "crescentd serving (standalone)");
+        let result = server.run().await.map_err(ServerError::Http);
+        tracing::info!("shutting down");
+        Self::stop(&state);
+        result
+    }
+}

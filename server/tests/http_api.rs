@@ -1,0 +1,317 @@
+//! The HTTP API in-process: routes, both body formats, error codes, health and metrics.
+
+use std::sync::Arc;
+
+use actix_web::{test, web, App};
+use crescent_server::node::{Node, NodeState};
+use crescent_server::Config;
+use serde_json::{json, Value};
+
+fn config(dir: &std::path::Path) -> Config {
+    Config {
+        data_dir: dir.to_path_buf(),
+        ..Config::default()
+    }
+}
+
+macro_rules! app {
+    ($state:expr) => {
+        test::init_service(
+            App::new()
+                .app_data(web::Data::new($state.clone()))
+                .wrap_fn(crescent_server::api::observe)
+                .configure(crescent_server::api::configure),
+        )
+        .await
+    };
+}
+
+async fn post_json(
+    app: &impl actix_web::dev::Service<
+        actix_http::Request,
+        Response = actix_web::dev::ServiceResponse,
+        Error = actix_web::Error,
+    >,
+    path: &str,
+    body: Value,
+) -> (u16, Value) {
+    let req = test::TestRequest::post()
+        .uri(path)
+        .set_json(body)
+        .to_request();
+    let resp = test::call_service(app, req).await;
+    let status = resp.status().as_u16();
+    let body: Value = test::read_body_json(resp).await;
+    (status, body)
+}
+
+fn start(dir: &std::path::Path) -> Arc<NodeState> {
+    Node::start(&config(dir)).expect("node starts")
+}
+
+#[actix_web::test]
+async fn mount_list_unmount_round_trip_with_seqs() {
+    let t = tempfile::tempdir().unwrap();
+    let state = start(t.path());
+    let app = app!(state);
+
+    let (s, b) = post_json(
+        &app,
+        "/v1/segments/mount",
+        json!({"owner_id": "a", "segment_id": "s1", "size": 4096}),
+    )
+    .await;
+    assert_eq!(s, 200, "{b}");
+    assert_eq!(b["events"], json!(["owner_registered", "segment_mounted"]));
+    assert_eq!(b["first_seq"], json!(1));
+    assert_eq!(b["last_seq"], json!(2));
+
+    // Identical repeat: idempotent, journals nothing.
+    let (s, b) = post_json(
+        &app,
+        "/v1/segments/mount",
+        json!({"owner_id": "a", "segment_id": "s1", "size": 4096}),
+    )
+    .await;
+    assert_eq!(s, 200);
+    assert_eq!(b["events"], json!([]));
+    assert_eq!(state.journal.last_seq(), 2);
+
+    let resp = test::call_service(
+        &app,
+        test::TestRequest::get().uri("/v1/segments").to_request(),
+    )
+    .await;
+    assert_eq!(resp.status().as_u16(), 200);
+    let list: Value = test::read_body_json(resp).await;
+    assert_eq!(list["segments"][0]["segment_id"], "s1");
+    assert_eq!(list["segments"][0]["size"], 4096);
+    assert_eq!(list["owners"][0]["owner_id"], "a");
+
+    let (s, b) = post_json(&app, "/v1/segments/unmount", json!({"segment_id": "s1"})).await;
+    assert_eq!(s, 200, "{b}");
+    assert_eq!(b["events"], json!(["segment_unmounted"]));
+    Node::stop(&state);
+}
+
+#[actix_web::test]
+async fn errors_have_stable_codes_and_store_nothing() {
+    let t = tempfile::tempdir().unwrap();
+    let state = start(t.path());
+    let app = app!(state);
+    let cases = [
+        (
+            "/v1/segments/mount",
+            json!({"owner_id": "a"}),
+            400,
+            "INVALID_ARGUMENT",
+        ),
+        (
+            "/v1/segments/mount",
+            json!({"owner_id": "a", "segment_id": "s", "size": 0}),
+            400,
+            "INVALID_ARGUMENT",
+        ),
+        (
+            "/v1/segments/mount",
+            json!({"owner_id": "", "segment_id": "s", "size": 1}),
+            400,
+            "INVALID_ARGUMENT",
+        ),
+        (
+            "/v1/segments/mount",
+            json!({"owner_id": "a", "segment_id": "s", "size": "big"}),
+            400,
+            "INVALID_ARGUMENT",
+        ),
+        (
+            "/v1/segments/unmount",
+            json!({"segment_id": "nope"}),
+            404,
+            "NOT_FOUND",
+        ),
+    ];
+    for (path, body, status, code) in cases {
+        let (s, b) = post_json(&app, path, body.clone()).await;
+        assert_eq!(s, status, "{path} {body}: {b}");
+        assert_eq!(b["code"], code, "{path} {body}: {b}");
+        assert_eq!(b["retryable"], false);
+    }
+    assert_eq!(
+        state.journal.last_seq(),
+        0,
+        "a refused request journals nothing"
+    );
+
+    // A conflicting re-mount after a good one.
+    let (s, _) = post_json(
+        &app,
+        "/v1/segments/mount",
+        json!({"owner_id": "a", "segment_id": "s", "size": 8}),
+    )
+    .await;
+    assert_eq!(s, 200);
+    let (s, b) = post_json(
+        &app,
+        "/v1/segments/mount",
+        json!({"owner_id": "a", "segment_id": "s", "size": 9}),
+    )
+    .await;
+    assert_eq!((s, b["code"].as_str()), (409, Some("CONFLICT")));
+    assert_eq!(state.journal.last_seq(), 2);
+
+    // Garbage bodies in both formats, and an unsupported content type.
+    for (ct, body) in [
+        ("application/json", &b"{not json"[..]),
+        ("application/msgpack", &b"\xc1\xc1"[..]),
+        ("text/plain", &b"hello"[..]),
+    ] {
+        let req = test::TestRequest::post()
+            .uri("/v1/segments/mount")
+            .insert_header(("content-type", ct))
+            .set_payload(body.to_vec())
+            .to_request();
+        let resp = test::call_service(&app, req).await;
+        assert_eq!(resp.status().as_u16(), 400, "{ct}");
+        let b: Value = test::read_body_json(resp).await;
+        assert_eq!(b["code"], "INVALID_ARGUMENT", "{ct}");
+    }
+    assert_eq!(state.journal.last_seq(), 2);
+    Node::stop(&state);
+}
+
+#[actix_web::test]
+async fn msgpack_in_msgpack_out() {
+    let t = tempfile::tempdir().unwrap();
+    let state = start(t.path());
+    let app = app!(state);
+    let body =
+        rmp_serde::to_vec_named(&json!({"owner_id": "a", "segment_id": "m", "size": 64})).unwrap();
+    let req = test::TestRequest::post()
+        .uri("/v1/segments/mount")
+        .insert_header(("content-type", "application/msgpack"))
+        .insert_header(("accept", "application/msgpack"))
+        .set_payload(body)
+        .to_request();
+    let resp = test::call_service(&app, req).await;
+    assert_eq!(resp.status().as_u16(), 200);
+    assert_eq!(
+        resp.headers().get("content-type").unwrap(),
+        "application/msgpack"
+    );
+    let bytes = test::read_body(resp).await;
+    let reply: crescent_wire::segments::CommandReply = rmp_serde::from_slice(&bytes).unwrap();
+    assert_eq!(reply.last_seq, Some(2));
+    Node::stop(&state);
+}
+
+#[actix_web::test]
+async fn health_metrics_and_stats() {
+    let t = tempfile::tempdir().unwrap();
+    let state = start(t.path());
+    let app = app!(state);
+    let resp =
+        test::call_service(&app, test::TestRequest::get().uri("/healthz").to_request()).await;
+    assert_eq!(resp.status().as_u16(), 200);
+    let h: Value = test::read_body_json(resp).await;
+    assert_eq!(h["status"], "serving");
+    assert_eq!(h["role"], "standalone");
+    assert_eq!(h["gate"], "SERVING");
+
+    let _ = post_json(
+        &app,
+        "/v1/segments/mount",
+        json!({"owner_id": "a", "segment_id": "x", "size": 1}),
+    )
+    .await;
+    let resp =
+        test::call_service(&app, test::TestRequest::get().uri("/metrics").to_request()).await;
+    assert_eq!(resp.status().as_u16(), 200);
+    let text = String::from_utf8(test::read_body(resp).await.to_vec()).unwrap();
+    for name in [
+        "crescent_http_requests_total",
+        "crescent_actor_commands_total",
+        "crescent_journal_durable_seq",
+        "crescent_up 1",
+    ] {
+        assert!(text.contains(name), "missing {name} in\n{text}");
+    }
+    // Route patterns, never raw paths or ids, as labels.
+    assert!(text.contains("route=\"/v1/segments/mount\""), "{text}");
+    assert!(!text.contains("segment_id=\"x\""));
+
+    let resp = test::call_service(&app, test::TestRequest::get().uri("/stats").to_request()).await;
+    let s: Value = test::read_body_json(resp).await;
+    assert_eq!(s["journal"]["last_seq"], 2);
+    assert_eq!(s["journal"]["backend"], "file");
+    Node::stop(&state);
+}
+
+#[actix_web::test]
+async fn state_survives_restart_through_journal_and_snapshot() {
+    let t = tempfile::tempdir().unwrap();
+    {
+        let state = start(t.path());
+        let app = app!(state);
+        for i in 0..10 {
+            let (s, b) = post_json(
+                &app,
+                "/v1/segments/mount",
+                json!({"owner_id": format!("o{}", i % 3), "segment_id": format!("s{i}"), "size": 100 + i}),
+            )
+            .await;
+            assert_eq!(s, 200, "{b}");
+        }
+        // Snapshot in the middle, then more events in the tail.
+        let info = state.snapshot_now().await.expect("snapshot written");
+        assert_eq!(info.position.seq, state.journal.last_seq());
+        let (s, _) = post_json(&app, "/v1/segments/unmount", json!({"segment_id": "s3"})).await;
+        assert_eq!(s, 200);
+        Node::stop(&state);
+    }
+    let state = start(t.path());
+    let app = app!(state);
+    let resp = test::call_service(
+        &app,
+        test::TestRequest::get().uri("/v1/segments").to_request(),
+    )
+    .await;
+    let list: Value = test::read_body_json(resp).await;
+    let ids: Vec<&str> = list["segments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["segment_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids.len(), 9, "{ids:?}");
+    assert!(!ids.contains(&"s3"));
+    assert_eq!(list["owners"].as_array().unwrap().len(), 3);
+    // Seqs continue after the restart.
+    let (s, b) = post_json(
+        &app,
+        "/v1/segments/mount",
+        json!({"owner_id": "o9", "segment_id": "new", "size": 1}),
+    )
+    .await;
+    assert_eq!(s, 200);
+    assert_eq!(b["first_seq"], json!(state.journal.last_seq() - 1));
+    Node::stop(&state);
+}
+
+#[actix_web::test]
+async fn a_data_dir_of_a_newer_format_is_refused_untouched() {
+    let t = tempfile::tempdir().unwrap();
+    let marker =
+        r#"{"format_version": 7, "created_at": "2030-01-01T00:00:00Z", "journal_backend": "file"}"#;
+    std::fs::write(t.path().join("CRESCENT_DATA_DIR"), marker).unwrap();
+    let err = match Node::start(&config(t.path())) {
+        Ok(_) => panic!("a newer data dir must be refused"),
+        Err(e) => e,
+    };
+    assert!(err.to_string().contains("format version 7"), "{err}");
+    assert_eq!(
+        std::fs::read_to_string(t.path().join("CRESCENT_DATA_DIR")).unwrap(),
+        marker
+    );
+    assert_eq!(std::fs::read_dir(t.path()).unwrap().count(), 1);
+}

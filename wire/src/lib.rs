@@ -1,0 +1,12 @@
+//! Crescent's wire API, version 1 (the `/v1/` in every path): the bodies crescentd and its
+//! clients exchange, as msgpack (clients) or JSON (tooling), and the stable error codes.
+//!
+//! This crate is serde-only so that clients do not pull in the server's stack.
+
+pub mod error;
+pub mod segments;
+
+pub use error::{ApiError, ErrorCode};
+
+/// The wire API version this build speaks.
+pub const WIRE_VERSION: u32 = 1;
