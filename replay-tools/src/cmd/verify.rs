@@ -1,0 +1,190 @@
+//! `crescent-replay verify DATA_DIR [--json] [--allow-torn-tail]`: frames, CRCs, seq
+//! continuity and the chain digest over the whole journal; every snapshot file; and each
+//! snapshot against the journal replayed up to its seq. Exit 1 on any fault, naming the first
+//! bad seq; exit 0 with a short summary on a clean data dir.
+
+mod snapshots;
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use clap::Args;
+use crescent_journal::file::JournalScan;
+use serde::Serialize;
+
+use crate::cmd::{range_text, write_json};
+use crate::datadir::DataDirView;
+use crate::error::{Result, EXIT_FAULT, EXIT_OK};
+use crate::fault::{first_bad_seq, Fault, FaultSource};
+use crate::walk::{first_header, walk, Flow, Step};
+use snapshots::{SnapshotChecker, SnapshotReport};
+
+#[derive(Debug, Clone, Args)]
+pub struct VerifyArgs {
+    /// The crescentd data dir (read only).
+    pub data_dir: PathBuf,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Report a torn tail (a final write that was never acknowledged, which crescentd
+    /// truncates on its next open) as a warning instead of a fault.
+    #[arg(long)]
+    pub allow_torn_tail: bool,
+}
+
+/// Everything `verify` found (its `--json` output).
+#[derive(Debug, Clone, Serialize)]
+pub struct VerifyReport {
+    pub data_dir: String,
+    pub format_version: u32,
+    pub journal_backend: String,
+    pub ok: bool,
+    pub first_bad_seq: Option<u64>,
+    pub journal: JournalReport,
+    pub snapshots: Vec<SnapshotReport>,
+    pub faults: Vec<Fault>,
+    /// Findings that do not fail verification (a tolerated torn tail).
+    pub warnings: Vec<Fault>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct JournalReport {
+    pub segments: usize,
+    pub records: u64,
+    pub seq_range: Option<(u64, u64)>,
+    /// The chain digest of the last intact record.
+    pub chain_head: Option<String>,
+    /// The last intact seq before a torn tail, if the journal ends in one.
+    pub torn_tail_after: Option<u64>,
+}
+
+pub fn run(args: &VerifyArgs, out: &mut dyn Write) -> Result<u8> {
+    let report = verify(args)?;
+    if args.json {
+        write_json(out, &report)?;
+    } else {
+        print_text(&report, out)?;
+    }
+    Ok(if report.ok { EXIT_OK } else { EXIT_FAULT })
+}
+
+/// Runs every check and builds the report (prints nothing).
+pub fn verify(args: &VerifyArgs) -> Result<VerifyReport> {
+    let dir = DataDirView::open(&args.data_dir)?;
+    let _span = tracing::info_span!("replay.verify", dir = %dir.root().display()).entered();
+    let scan = JournalScan::open(dir.journal_dir())?;
+    let mut checker = SnapshotChecker::load(&dir.snapshot_dir())?;
+    let first_seq = scan.segment_files().first().map_or(1, |s| s.first_seq);
+    let header = first_header(&scan)?;
+    let mut faults = Vec::new();
+    if let Some(h) = header.as_ref().filter(|h| h.first_seq == 1) {
+        if h.prev_digest != crescent_journal::GENESIS_DIGEST || h.prev_term != 0 {
+            faults.push(Fault::new(
+                FaultSource::Journal,
+                Some(1),
+                "bad_genesis",
+                &scan.segment_files()[0].path,
+                "the first segment starts at seq 1 but its previous digest/term is not genesis",
+            ));
+        }
+    }
+    checker.start(first_seq, header.as_ref());
+    let mut chain_head = None;
+    let outcome = walk(&scan, true, |step| {
+        match step {
+            Step::Record(loc) => {
+                let path = &scan.segment_files()[loc.segment].path;
+                checker.on_record(loc.record, path);
+                chain_head = Some(loc.record.digest);
+            }
+            Step::Fault(_) => checker.on_journal_fault(),
+        }
+        Ok(Flow::Continue)
+    })?;
+    checker.finish(outcome.seq_range.map(|(_, last)| last), &dir.journal_dir());
+    tracing::info!(
+        records = outcome.records,
+        faults = outcome.faults.len(),
+        "journal walked"
+    );
+
+    let mut warnings = Vec::new();
+    for fault in &outcome.faults {
+        if fault.torn_tail && args.allow_torn_tail {
+            warnings.push(fault.clone());
+        } else {
+            faults.push(fault.clone());
+        }
+    }
+    faults.extend(checker.faults);
+    let torn_tail_after = outcome.torn_tail().map(|(seq, _)| seq);
+    Ok(VerifyReport {
+        data_dir: dir.root().display().to_string(),
+        format_version: dir.marker.format_version,
+        journal_backend: dir.marker.journal_backend.clone(),
+        ok: faults.is_empty(),
+        first_bad_seq: first_bad_seq(&faults),
+        journal: JournalReport {
+            segments: scan.segment_files().len(),
+            records: outcome.records,
+            seq_range: outcome.seq_range,
+            chain_head: chain_head.map(hex::encode),
+            torn_tail_after,
+        },
+        snapshots: checker.reports,
+        faults,
+        warnings,
+    })
+}
+
+fn print_text(r: &VerifyReport, out: &mut dyn Write) -> Result<()> {
+    if r.ok {
+        writeln!(out, "OK: {}", r.data_dir)?;
+    } else {
+        writeln!(out, "FAULTS FOUND: {}", r.data_dir)?;
+        match r.first_bad_seq {
+            Some(seq) => writeln!(out, "first bad seq: {seq}")?,
+            None => writeln!(
+                out,
+                "first bad seq: none (the faults are not tied to one seq)"
+            )?,
+        }
+    }
+    let j = &r.journal;
+    writeln!(
+        out,
+        "journal: {} segment(s), {} record(s), seqs {}, chain head {}",
+        j.segments,
+        j.records,
+        range_text(j.seq_range),
+        j.chain_head.as_deref().unwrap_or("genesis")
+    )?;
+    if let Some(seq) = j.torn_tail_after {
+        writeln!(
+            out,
+            "journal tail: torn after seq {seq} (never acknowledged; crescentd truncates it on \
+             its next open under tolerate_tail_corruption)"
+        )?;
+    }
+    writeln!(out, "snapshots: {}", r.snapshots.len())?;
+    for s in &r.snapshots {
+        writeln!(
+            out,
+            "  seq {}: {} ({}) {}",
+            s.seq, s.status, s.detail, s.file
+        )?;
+    }
+    if !r.faults.is_empty() {
+        writeln!(out, "faults ({}):", r.faults.len())?;
+        for f in &r.faults {
+            writeln!(out, "  {f}")?;
+        }
+    }
+    if !r.warnings.is_empty() {
+        writeln!(out, "warnings ({}):", r.warnings.len())?;
+        for f in &r.warnings {
+            writeln!(out, "  {f}")?;
+        }
+    }
+    Ok(())
+}

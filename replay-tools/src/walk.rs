@@ -1,0 +1,143 @@
+//! One pass over a journal directory with [`JournalScan`], shared by every command: records in
+//! file order, faults collected, and the faults after the last valid record marked as a torn
+//! tail (the same rule the file backend's recovery applies).
+
+use std::path::Path;
+
+use crescent_journal::file::segment::{SegmentHeader, HEADER_LEN};
+use crescent_journal::file::{JournalScan, ScanEntry, ScanOptions};
+use crescent_journal::{JournalError, Record};
+
+use crate::error::Result;
+use crate::fault::{can_be_torn_tail, Fault};
+
+/// A record as the scan found it.
+#[derive(Debug, Clone, Copy)]
+pub struct Located<'a> {
+    /// Index into the scan's segment files.
+    pub segment: usize,
+    /// Byte offset of the frame in its segment file.
+    pub offset: u64,
+    pub frame_len: usize,
+    pub record: &'a Record,
+}
+
+/// What a walk saw besides the records it handed out.
+#[derive(Debug, Clone, Default)]
+pub struct WalkOutcome {
+    /// Journal faults in file order, tail ones marked.
+    pub faults: Vec<Fault>,
+    /// (first, last) seq of the valid records.
+    pub seq_range: Option<(u64, u64)>,
+    pub records: u64,
+    /// The callback stopped the walk before the end of the journal.
+    pub stopped_early: bool,
+}
+
+impl WalkOutcome {
+    /// The torn tail, if the journal ends in one: (last good seq, its first fault).
+    pub fn torn_tail(&self) -> Option<(u64, &Fault)> {
+        let first = self.faults.iter().find(|f| f.torn_tail)?;
+        Some((self.seq_range.map_or(0, |(_, last)| last), first))
+    }
+}
+
+/// Whether a walk goes on after a callback.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flow {
+    Continue,
+    /// End the walk here (nothing later is read; no torn tail is judged).
+    Stop,
+}
+
+/// What the callback is told about.
+#[derive(Debug)]
+pub enum Step<'a> {
+    Record(Located<'a>),
+    /// A fault, as soon as it is found (the torn-tail mark is only known at the end).
+    Fault(&'a Fault),
+}
+
+/// Walks every entry of `scan`, calling `f` for each record and fault in order, until the end
+/// or until `f` says [`Flow::Stop`].
+pub fn walk(
+    scan: &JournalScan,
+    verify_chain: bool,
+    mut f: impl FnMut(Step<'_>) -> Result<Flow>,
+) -> Result<WalkOutcome> {
+    let mut out = WalkOutcome::default();
+    // Index into `out.faults` of the first fault after the last record so far.
+    let mut after_last_record = 0;
+    let mut tail_candidates = Vec::new();
+    for entry in scan.entries(ScanOptions { verify_chain }) {
+        match entry? {
+            ScanEntry::Record {
+                segment,
+                offset,
+                frame_len,
+                record,
+            } => {
+                out.records += 1;
+                out.seq_range = Some(match out.seq_range {
+                    None => (record.seq, record.seq),
+                    Some((lo, hi)) => (lo.min(record.seq), hi.max(record.seq)),
+                });
+                after_last_record = out.faults.len();
+                tail_candidates.clear();
+                let flow = f(Step::Record(Located {
+                    segment,
+                    offset,
+                    frame_len,
+                    record: &record,
+                }))?;
+                if flow == Flow::Stop {
+                    out.stopped_early = true;
+                    return Ok(out);
+                }
+            }
+            ScanEntry::Fault(sf) => {
+                let fault = Fault::from_scan(&sf);
+                tail_candidates.push(can_be_torn_tail(&sf.kind));
+                let flow = f(Step::Fault(&fault))?;
+                out.faults.push(fault);
+                if flow == Flow::Stop {
+                    out.stopped_early = true;
+                    return Ok(out);
+                }
+            }
+        }
+    }
+    // Faults after the last record form a torn tail when every one of them can be a torn
+    // write; anything else there (a newer format, a broken header) stays plain damage.
+    if !tail_candidates.is_empty() && tail_candidates.iter().all(|&t| t) {
+        for fault in &mut out.faults[after_last_record..] {
+            fault.torn_tail = true;
+        }
+    }
+    Ok(out)
+}
+
+/// The header of the first segment (the position the journal starts after), if readable.
+pub fn first_header(scan: &JournalScan) -> Result<Option<SegmentHeader>> {
+    let Some(seg) = scan.segment_files().first() else {
+        return Ok(None);
+    };
+    let mut head = [0u8; HEADER_LEN];
+    let n = read_prefix(&seg.path, &mut head)?;
+    Ok(SegmentHeader::decode(&head[..n]).ok())
+}
+
+fn read_prefix(path: &Path, buf: &mut [u8]) -> Result<usize> {
+    use std::io::Read;
+    let mut file = std::fs::File::open(path).map_err(|e| JournalError::io(path, e))?;
+    let mut n = 0;
+    while n < buf.len() {
+        match file.read(&mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(JournalError::io(path, e).into()),
+        }
+    }
+    Ok(n)
+}
