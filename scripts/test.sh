@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# The whole test suite, from a fresh machine: installs what the tests need when it is missing,
+# starts the services they use on loopback, runs every test, and stops what it started.
+#
+#   scripts/test.sh            # everything (what CI runs)
+#   scripts/test.sh -p crescent-journal   # extra arguments go to `cargo test`
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+log() { echo "[test.sh] $*" >&2; }
+
+# --- packages ------------------------------------------------------------------------------
+need_pkgs=()
+command -v protoc >/dev/null 2>&1 || need_pkgs+=(protobuf-compiler)
+command -v etcd >/dev/null 2>&1 || need_pkgs+=(etcd-server)
+command -v redis-server >/dev/null 2>&1 || need_pkgs+=(redis-server)
+command -v cc >/dev/null 2>&1 || need_pkgs+=(gcc)
+if ((${#need_pkgs[@]})); then
+  log "installing ${need_pkgs[*]}"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need_pkgs[@]}" >/dev/null
+  # Debian starts these as system services on install; the tests run their own on loopback.
+  $SUDO systemctl stop etcd redis-server >/dev/null 2>&1 || true
+fi
+
+# --- services on loopback -----------------------------------------------------------------
+work=$(mktemp -d /tmp/crescent-test.XXXXXX)
+pids=()
+cleanup() {
+  for p in "${pids[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null || true; done
+  for p in "${pids[@]:-}"; do [ -n "$p" ] && wait "$p" 2>/dev/null || true; done
+  rm -rf "$work"
+}
+trap cleanup EXIT INT TERM
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+etcd_port=$(free_port); etcd_peer=$(free_port)
+etcd --name crescent-test --data-dir "$work/etcd" \
+  --listen-client-urls "http://127.0.0.1:$etcd_port" --advertise-client-urls "http://127.0.0.1:$etcd_port" \
+  --listen-peer-urls "http://127.0.0.1:$etcd_peer" --initial-advertise-peer-urls "http://127.0.0.1:$etcd_peer" \
+  --initial-cluster "crescent-test=http://127.0.0.1:$etcd_peer" >"$work/etcd.log" 2>&1 &
+pids+=($!)
+redis_port=$(free_port)
+redis-server --bind 127.0.0.1 --port "$redis_port" --save "" --appendonly no --dir "$work" \
+  >"$work/redis.log" 2>&1 &
+pids+=($!)
+export CRESCENT_TEST_ETCD="http://127.0.0.1:$etcd_port"
+export CRESCENT_TEST_REDIS="redis://127.0.0.1:$redis_port"
+log "etcd on $CRESCENT_TEST_ETCD, redis on $CRESCENT_TEST_REDIS"
+
+# --- tests -----------------------------------------------------------------------------------
+# Binaries first, so the integration tests that spawn crescentd / crescent / crescent-replay
+# find them next to the test executables.
+cargo build --workspace --bins
+cargo test --workspace "$@"
