@@ -1,3 +1,30 @@
-//! Crescent's data plane. The store issue fills this crate: the `Transport` trait, the TCP
-//! transport and the dlopen binding to a transfer-engine C API. The core only needs the crate to
-//! exist in the workspace layout.
+//! Crescent's data plane: bytes move directly between clients and storage owners; the control
+//! plane only decides where they live (segment id, offset, length).
+//!
+//! - [`Transport`]: register local memory, run batches of reads/writes against remote segment
+//!   ranges, one status per transfer.
+//! - [`SegmentMemory`]: page-aligned (or caller-owned) memory behind range locks, so concurrent
+//!   transfers into disjoint ranges run in parallel and overlapping ones never race.
+//! - [`tcp::TcpTransport`] (default): a transfer listener per storage owner and pooled,
+//!   pipelined client connections; the frame layout is documented in [`tcp::protocol`].
+//! - [`ffi::FfiTransport`]: the same trait over a dlopened library with the C API of
+//!   Mooncake's `transfer_engine_c.h`; `c/mini_transfer_engine.c` is a small implementation.
+//! - [`TransportConfig`] selects one; [`TransportMetrics`] holds the Prometheus families.
+
+pub mod config;
+pub mod error;
+pub mod ffi;
+pub mod memory;
+pub mod metrics;
+mod range_lock;
+pub mod tcp;
+pub mod transport;
+
+pub use config::{build_transport, TransportConfig};
+pub use error::{ErrorClass, Result, TransportError};
+pub use memory::{page_size, SegmentMemory};
+pub use metrics::TransportMetrics;
+pub use transport::{
+    BatchCompletion, BoxFuture, LocalHandle, RemoteSegment, TransferDescriptor, TransferOp,
+    Transport, TransportKind,
+};

@@ -1,0 +1,156 @@
+//! The crate's one error type. Every variant has a stable `code()` (the same vocabulary as the
+//! wire API: INVALID_ARGUMENT, NOT_FOUND, UNAVAILABLE, ...) and a `class()` that tells callers
+//! whether retrying can help.
+
+use std::time::Duration;
+
+/// Whether an error is the caller's fault, transient, or means the component must stop.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ErrorClass {
+    /// The request was wrong; retrying it unchanged fails again.
+    User,
+    /// Transient; the same request may succeed later (e.g. against another replica).
+    Retryable,
+    /// Broken setup or broken invariant; the component cannot go on.
+    Fatal,
+}
+
+/// Errors of the data plane.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum TransportError {
+    /// A caller-supplied argument is invalid (empty segment id, zero-sized region, ...).
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+
+    /// A transfer range falls outside a registered local buffer or a served segment.
+    #[error("{what} range [{offset}, {offset}+{length}) is outside its {size}-byte bounds")]
+    OutOfRange {
+        /// "local buffer" or "segment <id>".
+        what: String,
+        offset: u64,
+        length: u64,
+        size: u64,
+    },
+
+    /// The named segment is not served by the endpoint (never mounted, or withdrawn).
+    #[error("segment {segment:?} not found at {endpoint}")]
+    SegmentNotFound { endpoint: String, segment: String },
+
+    /// The local handle does not name a registered buffer (never registered or unregistered).
+    #[error("local buffer handle {0} is not registered")]
+    UnknownHandle(u64),
+
+    /// A batch holds more descriptors than the configured limit.
+    #[error("batch of {len} descriptors exceeds the limit of {max}")]
+    BatchTooLarge { len: usize, max: usize },
+
+    /// The peer could not be reached or the connection failed mid-batch.
+    #[error("endpoint {endpoint} unavailable: {reason}")]
+    Unavailable { endpoint: String, reason: String },
+
+    /// The batch (or a connect) did not complete within its deadline.
+    #[error("{what} timed out after {after:?}")]
+    Timeout { what: String, after: Duration },
+
+    /// The peer broke the frame protocol (bad magic, version, length or op).
+    #[error("protocol error from {endpoint}: {reason}")]
+    Protocol { endpoint: String, reason: String },
+
+    /// The peer speaks an incompatible protocol version.
+    #[error("endpoint {endpoint} speaks protocol version {theirs}, this build speaks {ours}")]
+    UnsupportedVersion {
+        endpoint: String,
+        theirs: u16,
+        ours: u16,
+    },
+
+    /// The transfer-engine shared library or one of its symbols could not be loaded.
+    #[error("cannot load transfer engine library {path}: {reason}")]
+    LibraryLoad { path: String, reason: String },
+
+    /// A call into the transfer-engine library failed.
+    #[error("transfer engine call {call} failed: {reason}")]
+    Engine { call: &'static str, reason: String },
+
+    /// Local setup failed (cannot bind, cannot allocate, ...).
+    #[error("{context}: {reason}")]
+    Io { context: String, reason: String },
+}
+
+impl TransportError {
+    /// Wraps an IO error with what was being done.
+    pub fn io(context: impl Into<String>, err: &std::io::Error) -> Self {
+        TransportError::Io {
+            context: context.into(),
+            reason: err.to_string(),
+        }
+    }
+
+    /// An `Unavailable` for `endpoint`.
+    pub fn unavailable(endpoint: &str, reason: impl Into<String>) -> Self {
+        TransportError::Unavailable {
+            endpoint: endpoint.to_owned(),
+            reason: reason.into(),
+        }
+    }
+
+    /// Whether the caller, the environment, or the component is at fault.
+    pub fn class(&self) -> ErrorClass {
+        match self {
+            TransportError::InvalidArgument(_)
+            | TransportError::OutOfRange { .. }
+            | TransportError::SegmentNotFound { .. }
+            | TransportError::UnknownHandle(_)
+            | TransportError::BatchTooLarge { .. } => ErrorClass::User,
+            TransportError::Unavailable { .. }
+            | TransportError::Timeout { .. }
+            | TransportError::Protocol { .. }
+            | TransportError::Engine { .. } => ErrorClass::Retryable,
+            TransportError::UnsupportedVersion { .. }
+            | TransportError::LibraryLoad { .. }
+            | TransportError::Io { .. } => ErrorClass::Fatal,
+        }
+    }
+
+    /// The stable code, shared with the wire API's vocabulary.
+    pub fn code(&self) -> &'static str {
+        match self {
+            TransportError::InvalidArgument(_)
+            | TransportError::OutOfRange { .. }
+            | TransportError::BatchTooLarge { .. } => "INVALID_ARGUMENT",
+            TransportError::SegmentNotFound { .. } | TransportError::UnknownHandle(_) => {
+                "NOT_FOUND"
+            }
+            TransportError::Unavailable { .. }
+            | TransportError::Timeout { .. }
+            | TransportError::Protocol { .. }
+            | TransportError::UnsupportedVersion { .. } => "UNAVAILABLE",
+            TransportError::LibraryLoad { .. }
+            | TransportError::Engine { .. }
+            | TransportError::Io { .. } => "INTERNAL",
+        }
+    }
+
+    /// A bounded label for metrics (`outcome`).
+    pub fn outcome_label(&self) -> &'static str {
+        match self {
+            TransportError::InvalidArgument(_) | TransportError::BatchTooLarge { .. } => {
+                "invalid_argument"
+            }
+            TransportError::OutOfRange { .. } => "out_of_range",
+            TransportError::SegmentNotFound { .. } | TransportError::UnknownHandle(_) => {
+                "not_found"
+            }
+            TransportError::Timeout { .. } => "timeout",
+            TransportError::Unavailable { .. }
+            | TransportError::Protocol { .. }
+            | TransportError::UnsupportedVersion { .. } => "unavailable",
+            TransportError::LibraryLoad { .. }
+            | TransportError::Engine { .. }
+            | TransportError::Io { .. } => "internal",
+        }
+    }
+}
+
+/// Result alias of this crate.
+pub type Result<T, E = TransportError> = std::result::Result<T, E>;

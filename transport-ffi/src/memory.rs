@@ -1,0 +1,398 @@
+//! Memory that the data plane reads and writes: a storage owner's segment, or a client's
+//! registered buffer.
+//!
+//! [`SegmentMemory`] owns (or borrows, for caller buffers) a contiguous region and hands out
+//! access only through range locks (see `range_lock`), so concurrent transfers into disjoint
+//! ranges proceed in parallel and overlapping ones are serialised instead of racing. All raw
+//! pointer work of the crate's Rust side lives in this module.
+#![allow(unsafe_code)]
+
+use std::alloc::{alloc_zeroed, dealloc, Layout};
+use std::any::Any;
+use std::ptr::NonNull;
+
+use crate::error::{Result, TransportError};
+use crate::range_lock::{RangeLockGuard, RangeLocks};
+
+/// Who frees the region when the `SegmentMemory` is dropped.
+enum Backing {
+    /// Allocated here with this layout (page aligned).
+    Aligned(Layout),
+    /// A boxed slice given to us; rebuilt and dropped on drop.
+    Boxed,
+    /// Someone else's memory, kept alive by the optional owner object.
+    External(#[allow(dead_code)] Option<Box<dyn Any + Send + Sync>>),
+}
+
+/// A contiguous memory region served to, or filled by, the data plane.
+pub struct SegmentMemory {
+    base: NonNull<u8>,
+    len: usize,
+    backing: Backing,
+    locks: RangeLocks,
+}
+
+// SAFETY: the region is plain bytes with no thread affinity; every access goes through range
+// locks that exclude a writer from any overlapping reader or writer, so sharing the handle
+// between threads cannot create a data race.
+unsafe impl Send for SegmentMemory {}
+// SAFETY: see `Send` above; `&SegmentMemory` only exposes lock-guarded access.
+unsafe impl Sync for SegmentMemory {}
+
+impl std::fmt::Debug for SegmentMemory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SegmentMemory")
+            .field("base", &self.base)
+            .field("len", &self.len)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The system page size (falls back to 4 KiB if it cannot be read).
+pub fn page_size() -> usize {
+    // SAFETY: sysconf has no preconditions; it only reads a system constant.
+    let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if size > 0 {
+        size as usize
+    } else {
+        4096
+    }
+}
+
+impl SegmentMemory {
+    /// Allocates `len` zeroed bytes aligned to the page size.
+    pub fn allocate(len: usize) -> Result<Self> {
+        if len == 0 {
+            return Err(TransportError::InvalidArgument(
+                "segment memory must not be empty".into(),
+            ));
+        }
+        let layout = Layout::from_size_align(len, page_size()).map_err(|e| {
+            TransportError::InvalidArgument(format!("cannot lay out {len} bytes: {e}"))
+        })?;
+        // SAFETY: the layout has a non-zero size (checked above).
+        let ptr = unsafe { alloc_zeroed(layout) };
+        let base = NonNull::new(ptr).ok_or_else(|| TransportError::Io {
+            context: format!("allocating {len} bytes of segment memory"),
+            reason: "out of memory".into(),
+        })?;
+        Ok(Self {
+            base,
+            len,
+            backing: Backing::Aligned(layout),
+            locks: RangeLocks::default(),
+        })
+    }
+
+    /// Takes ownership of a caller buffer (freed when the region is dropped).
+    pub fn from_boxed_slice(buffer: Box<[u8]>) -> Result<Self> {
+        if buffer.is_empty() {
+            return Err(TransportError::InvalidArgument(
+                "a registered buffer must not be empty".into(),
+            ));
+        }
+        let len = buffer.len();
+        let base = NonNull::new(Box::into_raw(buffer).cast::<u8>())
+            .expect("Box::into_raw never returns null");
+        Ok(Self {
+            base,
+            len,
+            backing: Backing::Boxed,
+            locks: RangeLocks::default(),
+        })
+    }
+
+    /// Wraps memory the caller owns, for zero-copy transfers straight into it.
+    ///
+    /// # Safety
+    /// `ptr` must be valid for reads and writes of `len` bytes until this `SegmentMemory` (and
+    /// every clone of the `Arc` it is put in) is dropped, and nothing else may access the
+    /// region while a transfer runs on it. `owner`, if given, is dropped with the region, which
+    /// is the easy way to tie the memory's lifetime to it.
+    pub unsafe fn from_raw_parts(
+        ptr: *mut u8,
+        len: usize,
+        owner: Option<Box<dyn Any + Send + Sync>>,
+    ) -> Result<Self> {
+        let base = NonNull::new(ptr).ok_or_else(|| {
+            TransportError::InvalidArgument("a registered buffer must not be null".into())
+        })?;
+        if len == 0 {
+            return Err(TransportError::InvalidArgument(
+                "a registered buffer must not be empty".into(),
+            ));
+        }
+        Ok(Self {
+            base,
+            len,
+            backing: Backing::External(owner),
+            locks: RangeLocks::default(),
+        })
+    }
+
+    /// Size of the region in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Never true (empty regions are refused); present for API symmetry.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Start address, for registering the region with a transfer engine. Writing through it
+    /// outside a transfer is the caller's responsibility.
+    pub fn as_ptr(&self) -> *mut u8 {
+        self.base.as_ptr()
+    }
+
+    /// Whether `[offset, offset + length)` lies inside the region.
+    pub fn in_bounds(&self, offset: u64, length: u64) -> bool {
+        offset
+            .checked_add(length)
+            .is_some_and(|end| end <= self.len as u64)
+    }
+
+    /// Checks that `[offset, offset + length)` lies inside the region.
+    pub fn check_range(&self, what: &str, offset: u64, length: u64) -> Result<()> {
+        if self.in_bounds(offset, length) {
+            return Ok(());
+        }
+        Err(TransportError::OutOfRange {
+            what: what.to_owned(),
+            offset,
+            length,
+            size: self.len as u64,
+        })
+    }
+
+    /// Shared access to a range, waiting for overlapping writers to finish.
+    pub(crate) async fn lock_read(
+        &self,
+        what: &str,
+        offset: u64,
+        length: u64,
+    ) -> Result<ReadGuard<'_>> {
+        self.check_range(what, offset, length)?;
+        let lock = self.locks.lock(offset, offset + length, false).await;
+        Ok(ReadGuard {
+            memory: self,
+            offset: offset as usize,
+            length: length as usize,
+            _lock: lock,
+        })
+    }
+
+    /// Exclusive access to a range, waiting for overlapping readers and writers to finish.
+    pub(crate) async fn lock_write(
+        &self,
+        what: &str,
+        offset: u64,
+        length: u64,
+    ) -> Result<WriteGuard<'_>> {
+        self.check_range(what, offset, length)?;
+        let lock = self.locks.lock(offset, offset + length, true).await;
+        Ok(WriteGuard {
+            memory: self,
+            offset: offset as usize,
+            length: length as usize,
+            _lock: lock,
+        })
+    }
+
+    /// Shared access to a range if no writer holds an overlapping one (`Ok(None)` otherwise).
+    pub(crate) fn try_lock_read(
+        &self,
+        what: &str,
+        offset: u64,
+        length: u64,
+    ) -> Result<Option<ReadGuard<'_>>> {
+        self.check_range(what, offset, length)?;
+        Ok(self
+            .locks
+            .try_lock(offset, offset + length, false)
+            .map(|lock| ReadGuard {
+                memory: self,
+                offset: offset as usize,
+                length: length as usize,
+                _lock: lock,
+            }))
+    }
+
+    /// Exclusive access to a range if nobody holds an overlapping one (`Ok(None)` otherwise).
+    pub(crate) fn try_lock_write(
+        &self,
+        what: &str,
+        offset: u64,
+        length: u64,
+    ) -> Result<Option<WriteGuard<'_>>> {
+        self.check_range(what, offset, length)?;
+        Ok(self
+            .locks
+            .try_lock(offset, offset + length, true)
+            .map(|lock| WriteGuard {
+                memory: self,
+                offset: offset as usize,
+                length: length as usize,
+                _lock: lock,
+            }))
+    }
+
+    /// Copies `dst.len()` bytes starting at `offset` out of the region.
+    pub async fn read_at(&self, offset: u64, dst: &mut [u8]) -> Result<()> {
+        let guard = self.lock_read("region", offset, dst.len() as u64).await?;
+        dst.copy_from_slice(guard.as_slice());
+        Ok(())
+    }
+
+    /// Copies `src` into the region starting at `offset`.
+    pub async fn write_at(&self, offset: u64, src: &[u8]) -> Result<()> {
+        let mut guard = self.lock_write("region", offset, src.len() as u64).await?;
+        guard.as_mut_slice().copy_from_slice(src);
+        Ok(())
+    }
+
+    /// Whether `self` and `other` are the same region.
+    pub fn same_region(&self, other: &SegmentMemory) -> bool {
+        self.base == other.base
+    }
+}
+
+impl Drop for SegmentMemory {
+    fn drop(&mut self) {
+        match &self.backing {
+            Backing::Aligned(layout) => {
+                // SAFETY: `base` came from `alloc_zeroed(layout)` in `allocate` and is freed
+                // only here, once.
+                unsafe { dealloc(self.base.as_ptr(), *layout) }
+            }
+            Backing::Boxed => {
+                let slice = std::ptr::slice_from_raw_parts_mut(self.base.as_ptr(), self.len);
+                // SAFETY: `base`/`len` came from `Box::<[u8]>::into_raw` in `from_boxed_slice`
+                // and are turned back into that box only here, once.
+                drop(unsafe { Box::from_raw(slice) })
+            }
+            Backing::External(_) => {} // the owner object (if any) is dropped with `backing`
+        }
+    }
+}
+
+/// Shared access to a locked range.
+#[derive(Debug)]
+pub(crate) struct ReadGuard<'a> {
+    memory: &'a SegmentMemory,
+    offset: usize,
+    length: usize,
+    _lock: RangeLockGuard<'a>,
+}
+
+impl ReadGuard<'_> {
+    pub(crate) fn as_slice(&self) -> &[u8] {
+        // SAFETY: the range is in bounds (checked when locking), the region lives as long as
+        // the borrow of `memory`, and the shared range lock excludes writers to it.
+        unsafe {
+            std::slice::from_raw_parts(self.memory.base.as_ptr().add(self.offset), self.length)
+        }
+    }
+}
+
+/// Exclusive access to a locked range.
+#[derive(Debug)]
+pub(crate) struct WriteGuard<'a> {
+    memory: &'a SegmentMemory,
+    offset: usize,
+    length: usize,
+    _lock: RangeLockGuard<'a>,
+}
+
+impl WriteGuard<'_> {
+    pub(crate) fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: the range is in bounds (checked when locking), the region lives as long as
+        // the borrow of `memory`, and the exclusive range lock excludes every other access to
+        // it; `&mut self` prevents handing out two slices from one guard.
+        unsafe {
+            std::slice::from_raw_parts_mut(self.memory.base.as_ptr().add(self.offset), self.length)
+        }
+    }
+
+    /// Raw start of the locked range, for an engine that copies into it while we hold the lock.
+    pub(crate) fn as_mut_ptr(&mut self) -> *mut u8 {
+        self.as_mut_slice().as_mut_ptr()
+    }
+}
+
+impl ReadGuard<'_> {
+    /// Raw start of the locked range, for an engine that copies out of it while we hold the lock.
+    pub(crate) fn as_ptr(&self) -> *const u8 {
+        self.as_slice().as_ptr()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    #[test]
+    fn allocation_is_page_aligned_and_zeroed() {
+        let m = SegmentMemory::allocate(3 * page_size() + 5).unwrap();
+        assert_eq!(m.as_ptr() as usize % page_size(), 0);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let mut buf = vec![1u8; m.len()];
+        rt.block_on(m.read_at(0, &mut buf)).unwrap();
+        assert!(buf.iter().all(|&b| b == 0));
+    }
+
+    #[test]
+    fn empty_regions_are_refused() {
+        assert_eq!(
+            SegmentMemory::allocate(0).unwrap_err().code(),
+            "INVALID_ARGUMENT"
+        );
+        assert!(SegmentMemory::from_boxed_slice(Vec::new().into_boxed_slice()).is_err());
+    }
+
+    #[tokio::test]
+    async fn out_of_range_access_is_an_error_not_a_short_copy() {
+        let m = SegmentMemory::from_boxed_slice(vec![0u8; 100].into_boxed_slice()).unwrap();
+        let err = m.write_at(90, &[1u8; 11]).await.unwrap_err();
+        assert_eq!(err.code(), "INVALID_ARGUMENT");
+        assert!(matches!(err, TransportError::OutOfRange { size: 100, .. }));
+        let err = m.lock_read("x", u64::MAX, 2).await.unwrap_err();
+        assert!(matches!(err, TransportError::OutOfRange { .. }));
+        m.write_at(90, &[7u8; 10]).await.unwrap();
+        let mut back = [0u8; 10];
+        m.read_at(90, &mut back).await.unwrap();
+        assert_eq!(back, [7u8; 10]);
+    }
+
+    #[test]
+    fn concurrent_disjoint_writes_land_intact() {
+        let m = Arc::new(SegmentMemory::allocate(8 * 65536).unwrap());
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let mut tasks = Vec::new();
+            for i in 0..8u8 {
+                let m = m.clone();
+                tasks.push(tokio::spawn(async move {
+                    for _ in 0..50 {
+                        m.write_at(i as u64 * 65536, &[i; 65536]).await.unwrap();
+                    }
+                }));
+            }
+            for t in tasks {
+                t.await.unwrap();
+            }
+            for i in 0..8u8 {
+                let mut back = vec![0u8; 65536];
+                m.read_at(i as u64 * 65536, &mut back).await.unwrap();
+                assert!(back.iter().all(|&b| b == i));
+            }
+        });
+    }
+}

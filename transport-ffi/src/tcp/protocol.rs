@@ -1,0 +1,314 @@
+//! The transfer frame protocol, version 1.
+//!
+//! All integers are little-endian. A connection starts with a handshake, then carries any
+//! number of pipelined requests; the server answers each with one response carrying the same
+//! request id. (The server answers in order today, but clients match by id.)
+//!
+//! ```text
+//! HELLO      client -> server, 8 bytes
+//!   0  4  magic   "CRTP" (0x43 0x52 0x54 0x50)
+//!   4  2  version u16 = 1
+//!   6  2  flags   u16 = 0
+//!
+//! HELLO_ACK  server -> client, 16 bytes
+//!   0  4  magic   "CRTP"
+//!   4  2  version u16: the server's version
+//!   6  2  status  u16: 0 = accepted; otherwise the server closes after sending it
+//!   8  8  epoch   u64: random per listener start; segment handles are valid within one epoch
+//!
+//! REQUEST    client -> server, 32-byte header + payload
+//!   0  1  op      u8: 1 = OPEN, 2 = WRITE, 3 = READ
+//!   1  1  flags   u8 = 0
+//!   2  2  reserved u16 = 0
+//!   4  4  handle  u32: segment handle from OPEN (0 for OPEN itself)
+//!   8  8  request id u64 (client-chosen, echoed in the response)
+//!  16  8  offset  u64: byte offset in the segment (0 for OPEN)
+//!  24  8  length  u64: bytes to transfer (OPEN: length of the segment id)
+//!  32  -  payload: WRITE: `length` data bytes; OPEN: the UTF-8 segment id; READ: none
+//!
+//! RESPONSE   server -> client, 24-byte header + payload
+//!   0  8  request id u64
+//!   8  2  status  u16: 0 OK, 1 NOT_FOUND (segment id or handle), 2 OUT_OF_RANGE,
+//!                      3 INVALID (e.g. bad segment id)
+//!  10  2  reserved u16 = 0
+//!  12  4  handle  u32: OPEN ok: the segment's handle; else 0
+//!  16  8  payload length u64
+//!  24  -  payload: READ ok: the data (exactly the requested length); OPEN ok: u64 segment size;
+//!                  errors: none
+//! ```
+//!
+//! Segment ids are strings of up to 256 bytes; to keep the hot path fixed-size, a client OPENs
+//! each segment once per listener epoch and then uses the u32 handle. Handles are never reused
+//! within an epoch, so a withdrawn segment's handle stays NOT_FOUND even if the id is mounted
+//! again (the client then re-opens it).
+//!
+//! A frame that breaks the protocol (bad magic or version, a length above the server's limit,
+//! an unknown op, a non-zero reserved field) makes the server close that connection only. A
+//! WRITE that names an unknown segment or an out-of-range span is not a protocol violation: the
+//! server consumes its payload and answers with an error status, keeping the connection.
+
+use crate::error::TransportError;
+
+pub const MAGIC: [u8; 4] = *b"CRTP";
+pub const VERSION: u16 = 1;
+pub const HELLO_LEN: usize = 8;
+pub const HELLO_ACK_LEN: usize = 16;
+pub const REQUEST_HEADER_LEN: usize = 32;
+pub const RESPONSE_HEADER_LEN: usize = 24;
+
+/// Handshake statuses.
+pub const HELLO_ACCEPTED: u16 = 0;
+pub const HELLO_VERSION_UNSUPPORTED: u16 = 1;
+
+/// Request operations.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Op {
+    Open = 1,
+    Write = 2,
+    Read = 3,
+}
+
+impl Op {
+    pub fn from_u8(v: u8) -> Option<Op> {
+        match v {
+            1 => Some(Op::Open),
+            2 => Some(Op::Write),
+            3 => Some(Op::Read),
+            _ => None,
+        }
+    }
+}
+
+/// Response statuses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u16)]
+pub enum Status {
+    Ok = 0,
+    NotFound = 1,
+    OutOfRange = 2,
+    Invalid = 3,
+}
+
+impl Status {
+    pub fn from_u16(v: u16) -> Option<Status> {
+        match v {
+            0 => Some(Status::Ok),
+            1 => Some(Status::NotFound),
+            2 => Some(Status::OutOfRange),
+            3 => Some(Status::Invalid),
+            _ => None,
+        }
+    }
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Status::Ok => "ok",
+            Status::NotFound => "not_found",
+            Status::OutOfRange => "out_of_range",
+            Status::Invalid => "invalid_argument",
+        }
+    }
+}
+
+pub fn encode_hello() -> [u8; HELLO_LEN] {
+    let mut b = [0u8; HELLO_LEN];
+    b[0..4].copy_from_slice(&MAGIC);
+    b[4..6].copy_from_slice(&VERSION.to_le_bytes());
+    b
+}
+
+/// Checks a HELLO; `Err` names what is wrong (the server then answers and closes).
+pub fn decode_hello(b: &[u8; HELLO_LEN]) -> Result<(), HelloError> {
+    if b[0..4] != MAGIC {
+        return Err(HelloError::BadMagic);
+    }
+    let version = u16::from_le_bytes([b[4], b[5]]);
+    if version != VERSION {
+        return Err(HelloError::Version(version));
+    }
+    Ok(())
+}
+
+/// Why a HELLO was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HelloError {
+    BadMagic,
+    Version(u16),
+}
+
+pub fn encode_hello_ack(status: u16, epoch: u64) -> [u8; HELLO_ACK_LEN] {
+    let mut b = [0u8; HELLO_ACK_LEN];
+    b[0..4].copy_from_slice(&MAGIC);
+    b[4..6].copy_from_slice(&VERSION.to_le_bytes());
+    b[6..8].copy_from_slice(&status.to_le_bytes());
+    b[8..16].copy_from_slice(&epoch.to_le_bytes());
+    b
+}
+
+/// Decodes a HELLO_ACK into the listener epoch, or the reason the handshake failed.
+pub fn decode_hello_ack(endpoint: &str, b: &[u8; HELLO_ACK_LEN]) -> Result<u64, TransportError> {
+    if b[0..4] != MAGIC {
+        return Err(TransportError::Protocol {
+            endpoint: endpoint.to_owned(),
+            reason: "handshake answer has a bad magic (not a Crescent transfer listener?)".into(),
+        });
+    }
+    let version = u16::from_le_bytes([b[4], b[5]]);
+    let status = u16::from_le_bytes([b[6], b[7]]);
+    if version != VERSION || status != HELLO_ACCEPTED {
+        return Err(TransportError::UnsupportedVersion {
+            endpoint: endpoint.to_owned(),
+            theirs: version,
+            ours: VERSION,
+        });
+    }
+    Ok(u64::from_le_bytes(b[8..16].try_into().expect("8 bytes")))
+}
+
+/// A decoded request header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RequestHeader {
+    pub op: Op,
+    pub handle: u32,
+    pub request_id: u64,
+    pub offset: u64,
+    pub length: u64,
+}
+
+impl RequestHeader {
+    pub fn encode(&self) -> [u8; REQUEST_HEADER_LEN] {
+        let mut b = [0u8; REQUEST_HEADER_LEN];
+        b[0] = self.op as u8;
+        b[4..8].copy_from_slice(&self.handle.to_le_bytes());
+        b[8..16].copy_from_slice(&self.request_id.to_le_bytes());
+        b[16..24].copy_from_slice(&self.offset.to_le_bytes());
+        b[24..32].copy_from_slice(&self.length.to_le_bytes());
+        b
+    }
+
+    /// Decodes and validates a header against the server's length limit.
+    pub fn decode(b: &[u8; REQUEST_HEADER_LEN], max_length: u64) -> Result<Self, FrameError> {
+        let op = Op::from_u8(b[0]).ok_or(FrameError::UnknownOp)?;
+        if b[1] != 0 || b[2] != 0 || b[3] != 0 {
+            return Err(FrameError::ReservedBits);
+        }
+        let header = RequestHeader {
+            op,
+            handle: u32::from_le_bytes(b[4..8].try_into().expect("4 bytes")),
+            request_id: u64::from_le_bytes(b[8..16].try_into().expect("8 bytes")),
+            offset: u64::from_le_bytes(b[16..24].try_into().expect("8 bytes")),
+            length: u64::from_le_bytes(b[24..32].try_into().expect("8 bytes")),
+        };
+        let limit = match op {
+            Op::Open => crate::transport::MAX_SEGMENT_ID_LEN as u64,
+            Op::Read | Op::Write => max_length,
+        };
+        if header.length > limit {
+            return Err(FrameError::LengthTooLarge);
+        }
+        Ok(header)
+    }
+}
+
+/// Why a request frame broke the protocol (a bounded metric label each).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FrameError {
+    UnknownOp,
+    ReservedBits,
+    LengthTooLarge,
+}
+
+impl FrameError {
+    pub fn label(self) -> &'static str {
+        match self {
+            FrameError::UnknownOp => "unknown_op",
+            FrameError::ReservedBits => "reserved_bits",
+            FrameError::LengthTooLarge => "length_too_large",
+        }
+    }
+}
+
+/// A decoded response header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ResponseHeader {
+    pub request_id: u64,
+    pub status: u16,
+    pub handle: u32,
+    pub payload_len: u64,
+}
+
+impl ResponseHeader {
+    pub fn encode(&self) -> [u8; RESPONSE_HEADER_LEN] {
+        let mut b = [0u8; RESPONSE_HEADER_LEN];
+        b[0..8].copy_from_slice(&self.request_id.to_le_bytes());
+        b[8..10].copy_from_slice(&self.status.to_le_bytes());
+        b[12..16].copy_from_slice(&self.handle.to_le_bytes());
+        b[16..24].copy_from_slice(&self.payload_len.to_le_bytes());
+        b
+    }
+
+    pub fn decode(b: &[u8; RESPONSE_HEADER_LEN]) -> Self {
+        ResponseHeader {
+            request_id: u64::from_le_bytes(b[0..8].try_into().expect("8 bytes")),
+            status: u16::from_le_bytes([b[8], b[9]]),
+            handle: u32::from_le_bytes(b[12..16].try_into().expect("4 bytes")),
+            payload_len: u64::from_le_bytes(b[16..24].try_into().expect("8 bytes")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn headers_round_trip() {
+        let h = RequestHeader {
+            op: Op::Write,
+            handle: 7,
+            request_id: 1 << 40,
+            offset: 12345,
+            length: 4096,
+        };
+        assert_eq!(RequestHeader::decode(&h.encode(), 1 << 20), Ok(h));
+        let r = ResponseHeader {
+            request_id: 9,
+            status: Status::OutOfRange as u16,
+            handle: 3,
+            payload_len: 0,
+        };
+        assert_eq!(ResponseHeader::decode(&r.encode()), r);
+        assert_eq!(decode_hello(&encode_hello()), Ok(()));
+        assert_eq!(decode_hello_ack("x", &encode_hello_ack(0, 42)), Ok(42));
+    }
+
+    #[test]
+    fn malformed_headers_are_rejected() {
+        let mut b = RequestHeader {
+            op: Op::Read,
+            handle: 1,
+            request_id: 1,
+            offset: 0,
+            length: 10,
+        }
+        .encode();
+        assert_eq!(
+            RequestHeader::decode(&b, 5),
+            Err(FrameError::LengthTooLarge)
+        );
+        b[0] = 99;
+        assert_eq!(RequestHeader::decode(&b, 100), Err(FrameError::UnknownOp));
+        b[0] = Op::Read as u8;
+        b[2] = 1;
+        assert_eq!(
+            RequestHeader::decode(&b, 100),
+            Err(FrameError::ReservedBits)
+        );
+        let mut hello = encode_hello();
+        hello[4] = 2;
+        assert_eq!(decode_hello(&hello), Err(HelloError::Version(2)));
+        hello[0] = b'X';
+        assert_eq!(decode_hello(&hello), Err(HelloError::BadMagic));
+    }
+}

@@ -1,0 +1,428 @@
+//! The transfer listener every storage owner runs: serves reads and writes into its segments.
+//!
+//! One task per connection reads requests in order and answers each before reading the next;
+//! the client pipelines, so the socket buffers keep both directions busy. Payloads move
+//! straight between the socket and segment memory (under a range lock) with no staging copy;
+//! the only per-connection buffers are the 64 KiB read/write buffers and a drain buffer, reused
+//! for the connection's life.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, LazyLock, Mutex, RwLock, Weak};
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader, BufWriter};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::JoinSet;
+use tracing::{debug, info_span, warn, Instrument};
+
+use super::protocol::{
+    decode_hello, encode_hello_ack, HelloError, Op, RequestHeader, ResponseHeader, Status,
+    HELLO_ACCEPTED, HELLO_LEN, HELLO_VERSION_UNSUPPORTED, REQUEST_HEADER_LEN,
+};
+use crate::error::{Result, TransportError};
+use crate::memory::SegmentMemory;
+use crate::metrics::TransportMetrics;
+use crate::transport::{check_segment_id, TransferOp, MAX_SEGMENT_ID_LEN};
+
+const IO_BUFFER: usize = 64 * 1024;
+
+struct ServedSegment {
+    id: Arc<str>,
+    memory: Arc<SegmentMemory>,
+}
+
+#[derive(Default)]
+struct TableInner {
+    by_id: HashMap<Arc<str>, u32>,
+    by_handle: HashMap<u32, ServedSegment>,
+}
+
+/// The segments one process serves, by id and by wire handle.
+pub(crate) struct SegmentTable {
+    epoch: u64,
+    next_handle: AtomicU32,
+    inner: RwLock<TableInner>,
+}
+
+impl SegmentTable {
+    pub(crate) fn new() -> Self {
+        Self {
+            epoch: rand::random(),
+            next_handle: AtomicU32::new(1),
+            inner: RwLock::default(),
+        }
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, TableInner> {
+        self.inner.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, TableInner> {
+        self.inner.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(crate) fn insert(&self, id: &str, memory: Arc<SegmentMemory>) -> Result<()> {
+        check_segment_id(id)?;
+        let mut inner = self.write();
+        if inner.by_id.contains_key(id) {
+            return Err(TransportError::InvalidArgument(format!(
+                "segment {id:?} is already served"
+            )));
+        }
+        let handle = self.next_handle.fetch_add(1, Ordering::Relaxed);
+        let id: Arc<str> = id.into();
+        inner.by_id.insert(id.clone(), handle);
+        inner.by_handle.insert(handle, ServedSegment { id, memory });
+        Ok(())
+    }
+
+    pub(crate) fn remove(&self, id: &str, endpoint: &str) -> Result<Arc<SegmentMemory>> {
+        let mut inner = self.write();
+        let handle = inner
+            .by_id
+            .remove(id)
+            .ok_or_else(|| TransportError::SegmentNotFound {
+                endpoint: endpoint.to_owned(),
+                segment: id.to_owned(),
+            })?;
+        let served = inner
+            .by_handle
+            .remove(&handle)
+            .expect("by_id and by_handle agree");
+        Ok(served.memory)
+    }
+
+    /// Handle and size of a served segment.
+    pub(crate) fn open(&self, id: &str) -> Option<(u32, u64)> {
+        let inner = self.read();
+        let handle = *inner.by_id.get(id)?;
+        Some((handle, inner.by_handle[&handle].memory.len() as u64))
+    }
+
+    pub(crate) fn by_handle(&self, handle: u32) -> Option<Arc<SegmentMemory>> {
+        self.read().by_handle.get(&handle).map(|s| s.memory.clone())
+    }
+
+    pub(crate) fn by_id(&self, id: &str) -> Option<Arc<SegmentMemory>> {
+        let inner = self.read();
+        let handle = inner.by_id.get(id)?;
+        inner.by_handle.get(handle).map(|s| s.memory.clone())
+    }
+
+    pub(crate) fn ids(&self) -> Vec<String> {
+        self.read()
+            .by_handle
+            .values()
+            .map(|s| s.id.to_string())
+            .collect()
+    }
+}
+
+/// Listeners of this process, for the same-process fast path (endpoint -> its segments).
+static LOCAL_LISTENERS: LazyLock<Mutex<HashMap<SocketAddr, Weak<SegmentTable>>>> =
+    LazyLock::new(Mutex::default);
+
+/// The segment table behind a listener of this very process, if `endpoint` names one.
+pub(crate) fn local_listener(endpoint: &str) -> Option<Arc<SegmentTable>> {
+    let addr: SocketAddr = endpoint.parse().ok()?;
+    LOCAL_LISTENERS
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .get(&addr)?
+        .upgrade()
+}
+
+/// Limits of the listener.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ServerLimits {
+    pub max_transfer_len: u64,
+    /// Longest wait for a frame's remaining bytes or for the peer to take a response.
+    pub io_timeout: Duration,
+}
+
+/// A running transfer listener; stops (with all its connections) when dropped.
+pub(crate) struct TcpTransferServer {
+    local_addr: SocketAddr,
+    accept_task: tokio::task::JoinHandle<()>,
+}
+
+impl TcpTransferServer {
+    pub(crate) async fn bind(
+        addr: &str,
+        table: Arc<SegmentTable>,
+        limits: ServerLimits,
+        metrics: TransportMetrics,
+    ) -> Result<Self> {
+        let listener = TcpListener::bind(addr)
+            .await
+            .map_err(|e| TransportError::io(format!("binding transfer listener {addr}"), &e))?;
+        let local_addr = listener
+            .local_addr()
+            .map_err(|e| TransportError::io("reading listener address", &e))?;
+        LOCAL_LISTENERS
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(local_addr, Arc::downgrade(&table));
+        let span = info_span!("transport.listener", %local_addr);
+        let accept_task = tokio::spawn(
+            async move {
+                // Connection tasks live in this set, so aborting the accept task ends them too.
+                let mut connections = JoinSet::new();
+                loop {
+                    tokio::select! {
+                        accepted = listener.accept() => match accepted {
+                            Ok((stream, peer)) => {
+                                let table = table.clone();
+                                let metrics = metrics.clone();
+                                let span = info_span!("transport.serve_connection", %peer);
+                                connections.spawn(
+                                    serve_connection(stream, table, limits, metrics).instrument(span),
+                                );
+                            }
+                            Err(e) => {
+                                // Out of descriptors or similar: back off instead of spinning.
+                                warn!(error = %e, "accept failed");
+                                tokio::time::sleep(Duration::from_millis(50)).await;
+                            }
+                        },
+                        Some(_) = connections.join_next(), if !connections.is_empty() => {}
+                    }
+                }
+            }
+            .instrument(span),
+        );
+        Ok(Self {
+            local_addr,
+            accept_task,
+        })
+    }
+
+    pub(crate) fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+}
+
+impl Drop for TcpTransferServer {
+    fn drop(&mut self) {
+        self.accept_task.abort();
+        LOCAL_LISTENERS
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&self.local_addr);
+    }
+}
+
+struct ConnectionCount(TransportMetrics);
+
+impl Drop for ConnectionCount {
+    fn drop(&mut self) {
+        self.0.connection_closed();
+    }
+}
+
+/// How a connection ended, for the debug log.
+enum End {
+    PeerClosed,
+    Io(std::io::Error),
+    Violation(&'static str),
+    Timeout,
+}
+
+async fn serve_connection(
+    stream: TcpStream,
+    table: Arc<SegmentTable>,
+    limits: ServerLimits,
+    metrics: TransportMetrics,
+) {
+    metrics.connection_opened();
+    let _count = ConnectionCount(metrics.clone());
+    let end = run_connection(stream, &table, limits, &metrics).await;
+    match end {
+        End::PeerClosed => debug!("peer closed the connection"),
+        End::Io(e) => debug!(error = %e, "connection failed"),
+        End::Timeout => debug!("peer stalled mid-frame; connection closed"),
+        End::Violation(reason) => {
+            metrics.record_protocol_violation(reason);
+            warn!(reason, "protocol violation; connection closed");
+        }
+    }
+}
+
+/// Runs `io` within the listener's IO timeout.
+async fn timed<T>(
+    limit: Duration,
+    io: impl std::future::Future<Output = std::io::Result<T>>,
+) -> Result<T, End> {
+    match tokio::time::timeout(limit, io).await {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err(End::Io(e)),
+        Err(_) => Err(End::Timeout),
+    }
+}
+
+async fn run_connection(
+    stream: TcpStream,
+    table: &SegmentTable,
+    limits: ServerLimits,
+    metrics: &TransportMetrics,
+) -> End {
+    if let Err(e) = stream.set_nodelay(true) {
+        return End::Io(e);
+    }
+    let (read_half, write_half) = stream.into_split();
+    let mut reader = BufReader::with_capacity(IO_BUFFER, read_half);
+    let mut writer = BufWriter::with_capacity(IO_BUFFER, write_half);
+
+    let mut hello = [0u8; HELLO_LEN];
+    if let Err(end) = timed(limits.io_timeout, reader.read_exact(&mut hello)).await {
+        return end;
+    }
+    match decode_hello(&hello) {
+        Ok(()) => {}
+        Err(HelloError::BadMagic) => return End::Violation("bad_magic"),
+        Err(HelloError::Version(_)) => {
+            // Tell the peer which version we speak before closing, so its error is precise.
+            let ack = encode_hello_ack(HELLO_VERSION_UNSUPPORTED, table.epoch);
+            let _ = timed(limits.io_timeout, writer.write_all(&ack)).await;
+            let _ = timed(limits.io_timeout, writer.flush()).await;
+            return End::Violation("bad_version");
+        }
+    }
+    let ack = encode_hello_ack(HELLO_ACCEPTED, table.epoch);
+    if let Err(end) = timed(limits.io_timeout, writer.write_all(&ack)).await {
+        return end;
+    }
+
+    let mut drain = vec![0u8; IO_BUFFER];
+    let mut name = [0u8; MAX_SEGMENT_ID_LEN];
+    loop {
+        // Answers of a pipelined run are flushed together once no request is waiting.
+        if reader.buffer().is_empty() {
+            if let Err(end) = timed(limits.io_timeout, writer.flush()).await {
+                return end;
+            }
+        }
+        let mut raw = [0u8; REQUEST_HEADER_LEN];
+        // An idle pooled connection may wait here indefinitely.
+        match reader.read_exact(&mut raw).await {
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return End::PeerClosed,
+            Err(e) => return End::Io(e),
+        }
+        let header = match RequestHeader::decode(&raw, limits.max_transfer_len) {
+            Ok(h) => h,
+            Err(e) => return End::Violation(e.label()),
+        };
+        let mut respond = ResponseHeader {
+            request_id: header.request_id,
+            status: Status::Ok as u16,
+            handle: 0,
+            payload_len: 0,
+        };
+        match header.op {
+            Op::Open => {
+                let name = &mut name[..header.length as usize];
+                if let Err(end) = timed(limits.io_timeout, reader.read_exact(name)).await {
+                    return end;
+                }
+                let opened = std::str::from_utf8(name).ok().map(|id| table.open(id));
+                let size = match opened {
+                    None => {
+                        respond.status = Status::Invalid as u16;
+                        None
+                    }
+                    Some(None) => {
+                        respond.status = Status::NotFound as u16;
+                        None
+                    }
+                    Some(Some((handle, size))) => {
+                        respond.handle = handle;
+                        respond.payload_len = 8;
+                        Some(size)
+                    }
+                };
+                if let Err(end) =
+                    timed(limits.io_timeout, writer.write_all(&respond.encode())).await
+                {
+                    return end;
+                }
+                if let Some(size) = size {
+                    let bytes = size.to_le_bytes();
+                    if let Err(end) = timed(limits.io_timeout, writer.write_all(&bytes)).await {
+                        return end;
+                    }
+                }
+            }
+            Op::Write => {
+                let segment = table.by_handle(header.handle);
+                let mut guard = match &segment {
+                    None => Err(Status::NotFound),
+                    Some(s) => s
+                        .lock_write("segment", header.offset, header.length)
+                        .await
+                        .map_err(|_| Status::OutOfRange),
+                };
+                let status = match &mut guard {
+                    Ok(guard) => {
+                        let dst = guard.as_mut_slice();
+                        if let Err(end) = timed(limits.io_timeout, reader.read_exact(dst)).await {
+                            return end;
+                        }
+                        Status::Ok
+                    }
+                    Err(status) => {
+                        // Keep the stream in sync: consume the payload we will not store.
+                        let mut left = header.length;
+                        while left > 0 {
+                            let n = left.min(drain.len() as u64) as usize;
+                            let chunk = &mut drain[..n];
+                            if let Err(end) =
+                                timed(limits.io_timeout, reader.read_exact(chunk)).await
+                            {
+                                return end;
+                            }
+                            left -= n as u64;
+                        }
+                        *status
+                    }
+                };
+                drop(guard);
+                metrics.record_served(TransferOp::Write, status.label(), header.length);
+                respond.status = status as u16;
+                let head = respond.encode();
+                if let Err(end) = timed(limits.io_timeout, writer.write_all(&head)).await {
+                    return end;
+                }
+            }
+            Op::Read => {
+                let segment = table.by_handle(header.handle);
+                let guard = match &segment {
+                    None => Err(Status::NotFound),
+                    Some(s) => s
+                        .lock_read("segment", header.offset, header.length)
+                        .await
+                        .map_err(|_| Status::OutOfRange),
+                };
+                let status = guard.as_ref().err().copied().unwrap_or(Status::Ok);
+                metrics.record_served(TransferOp::Read, status.label(), header.length);
+                respond.status = status as u16;
+                if guard.is_ok() {
+                    respond.payload_len = header.length;
+                }
+                let head = respond.encode();
+                let send = async {
+                    writer.write_all(&head).await?;
+                    if let Ok(guard) = &guard {
+                        writer.write_all(guard.as_slice()).await?;
+                    }
+                    Ok(())
+                };
+                if let Err(end) = timed(limits.io_timeout, send).await {
+                    return end;
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,272 @@
+//! The transfer-engine binding, end to end through dlopen: the tests compile
+//! `c/mini_transfer_engine.c` with the system C compiler into a temp dir and load it.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+
+use crescent_transport::ffi::{FfiConfig, FfiTransport};
+use crescent_transport::{
+    build_transport, LocalHandle, RemoteSegment, SegmentMemory, TransferDescriptor, TransferOp,
+    Transport, TransportConfig, TransportError, TransportKind, TransportMetrics,
+};
+use rand::{Rng, SeedableRng};
+
+/// Compiles `source` into `dir/name` as a shared library.
+fn compile(source: &Path, dir: &Path, name: &str) -> PathBuf {
+    let out = dir.join(name);
+    let status = Command::new("cc")
+        .args([
+            "-shared", "-fPIC", "-O2", "-Wall", "-Wextra", "-Werror", "-o",
+        ])
+        .arg(&out)
+        .arg(source)
+        .arg("-lpthread")
+        .status()
+        .expect("the system C compiler `cc` runs");
+    assert!(status.success(), "cc failed on {}", source.display());
+    out
+}
+
+fn mini_engine(dir: &Path) -> PathBuf {
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("c/mini_transfer_engine.c");
+    compile(&source, dir, "libmini_transfer_engine.so")
+}
+
+fn ffi_config(library: &Path, name: &str) -> FfiConfig {
+    FfiConfig {
+        library: library.to_string_lossy().into_owned(),
+        local_server_name: name.into(),
+        ..FfiConfig::default()
+    }
+}
+
+fn random_bytes(seed: u64, len: usize) -> Vec<u8> {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let mut v = vec![0u8; len];
+    rng.fill(&mut v[..]);
+    v
+}
+
+fn register(t: &dyn Transport, bytes: Vec<u8>) -> (LocalHandle, Arc<SegmentMemory>) {
+    let m = Arc::new(SegmentMemory::from_boxed_slice(bytes.into_boxed_slice()).unwrap());
+    (t.register(m.clone()).unwrap(), m)
+}
+
+fn desc(
+    op: TransferOp,
+    remote: &RemoteSegment,
+    ro: u64,
+    local: LocalHandle,
+    lo: u64,
+    len: u64,
+) -> TransferDescriptor {
+    TransferDescriptor {
+        op,
+        remote: remote.clone(),
+        remote_offset: ro,
+        local,
+        local_offset: lo,
+        length: len,
+    }
+}
+
+async fn contents(m: &SegmentMemory, offset: u64, len: usize) -> Vec<u8> {
+    let mut v = vec![0u8; len];
+    m.read_at(offset, &mut v).await.unwrap();
+    v
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn put_and_get_through_the_dlopened_engine_are_byte_identical() {
+    let dir = tempfile::tempdir().unwrap();
+    let library = mini_engine(dir.path());
+    // Selected by configuration, as crescentd and the client do it.
+    let config: TransportConfig = serde_json::from_value(serde_json::json!({
+        "kind": "ffi",
+        "library": library.to_string_lossy(),
+        "local_server_name": "owner-a",
+    }))
+    .unwrap();
+    let owner = build_transport(&config, TransportMetrics::unregistered())
+        .await
+        .unwrap();
+    assert_eq!(owner.kind(), TransportKind::Ffi);
+    let segment = Arc::new(SegmentMemory::allocate(8 << 20).unwrap());
+    owner.serve_segment("ffi-seg", segment.clone()).unwrap();
+
+    // A second engine instance in the same process acts as the client.
+    let client = FfiTransport::load(
+        ffi_config(&library, "client-b"),
+        TransportMetrics::unregistered(),
+    )
+    .unwrap();
+    let remote = RemoteSegment::new("owner-a", "ffi-seg");
+    let mut offset = 0u64;
+    for (i, size) in [1usize, 4096, 65_537, 4 << 20].into_iter().enumerate() {
+        let data = random_bytes(i as u64, size);
+        let (src, _) = register(&client, data.clone());
+        let (dst, dst_mem) = register(&client, vec![0u8; size]);
+        let put = client
+            .submit(&[desc(
+                TransferOp::Write,
+                &remote,
+                offset,
+                src,
+                0,
+                size as u64,
+            )])
+            .await
+            .unwrap();
+        assert!(put.all_ok(), "{:?}", put.statuses);
+        assert!(
+            contents(&segment, offset, size).await == data,
+            "segment holds the put bytes"
+        );
+        let get = client
+            .submit(&[desc(TransferOp::Read, &remote, offset, dst, 0, size as u64)])
+            .await
+            .unwrap();
+        assert!(get.all_ok(), "{:?}", get.statuses);
+        assert!(
+            contents(&dst_mem, 0, size).await == data,
+            "get of {size} bytes differs"
+        );
+        offset += size as u64;
+        client.unregister(src).unwrap();
+        client.unregister(dst).unwrap();
+    }
+
+    // A batch of 64, with a conflicting pair of local ranges (read into what a write sends).
+    let data = random_bytes(77, 64 * 1024);
+    let (buf, buf_mem) = register(&client, data.clone());
+    let mut batch: Vec<_> = (0..64u64)
+        .map(|i| desc(TransferOp::Write, &remote, i * 1024, buf, i * 1024, 1024))
+        .collect();
+    batch.push(desc(TransferOp::Read, &remote, 0, buf, 0, 1024));
+    let done = client.submit(&batch).await.unwrap();
+    assert!(done.all_ok(), "{:?}", done.first_error());
+    assert!(contents(&segment, 0, data.len()).await == data);
+    assert!(contents(&buf_mem, 0, data.len()).await == data);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn engine_errors_are_clear_and_per_descriptor() {
+    let dir = tempfile::tempdir().unwrap();
+    let library = mini_engine(dir.path());
+    let owner = FfiTransport::load(
+        ffi_config(&library, "owner"),
+        TransportMetrics::unregistered(),
+    )
+    .unwrap();
+    let segment = Arc::new(SegmentMemory::allocate(4096).unwrap());
+    owner.serve_segment("small", segment.clone()).unwrap();
+    assert_eq!(
+        owner
+            .serve_segment("small", Arc::new(SegmentMemory::allocate(64).unwrap()))
+            .unwrap_err()
+            .code(),
+        "INVALID_ARGUMENT"
+    );
+    let client = FfiTransport::load(
+        ffi_config(&library, "client"),
+        TransportMetrics::unregistered(),
+    )
+    .unwrap();
+    let remote = RemoteSegment::new("owner", "small");
+    let (src, _) = register(&client, vec![9u8; 1024]);
+    let batch = [
+        desc(TransferOp::Write, &remote, 0, src, 0, 1024),
+        desc(
+            TransferOp::Write,
+            &RemoteSegment::new("owner", "missing"),
+            0,
+            src,
+            0,
+            8,
+        ),
+        desc(TransferOp::Write, &remote, 4000, src, 0, 100),
+        desc(TransferOp::Write, &remote, 0, src, 1000, 100),
+        desc(TransferOp::Write, &remote, 0, LocalHandle(424242), 0, 1),
+    ];
+    let done = client.submit(&batch).await.unwrap();
+    let codes: Vec<_> = done
+        .statuses
+        .iter()
+        .map(|s| s.as_ref().err().map(|e| e.code()))
+        .collect();
+    assert_eq!(
+        codes,
+        [
+            None,
+            Some("NOT_FOUND"),
+            Some("INVALID_ARGUMENT"),
+            Some("INVALID_ARGUMENT"),
+            Some("NOT_FOUND")
+        ]
+    );
+    // The rejected out-of-range write copied nothing.
+    assert_eq!(contents(&segment, 1024, 3072).await, vec![0u8; 3072]);
+
+    // A withdrawn segment fails afterwards (the engine resolves names at submit time), then is
+    // reported NOT_FOUND once the binding re-opens it.
+    owner.withdraw_segment("small").unwrap();
+    let first = client.submit(&batch[..1]).await.unwrap();
+    assert!(first.statuses[0].is_err());
+    let again = client.submit(&batch[..1]).await.unwrap();
+    assert_eq!(again.statuses[0].as_ref().unwrap_err().code(), "NOT_FOUND");
+}
+
+#[test]
+fn a_missing_library_is_an_error_naming_it() {
+    let err = FfiTransport::load(
+        ffi_config(Path::new("/nonexistent/libte.so"), "x"),
+        TransportMetrics::unregistered(),
+    )
+    .unwrap_err();
+    assert!(matches!(err, TransportError::LibraryLoad { .. }));
+    assert!(err.to_string().contains("/nonexistent/libte.so"), "{err}");
+    assert_eq!(err.code(), "INTERNAL");
+}
+
+#[test]
+fn a_missing_symbol_is_an_error_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    // A library with part of the API only: everything up to submitTransfer.
+    let source = dir.path().join("partial.c");
+    std::fs::write(
+        &source,
+        r#"
+        #include <stddef.h>
+        #include <stdint.h>
+        void *createTransferEngine(const char *a, const char *b, const char *c, uint64_t d, int e) { (void)a; (void)b; (void)c; (void)d; (void)e; return NULL; }
+        void *installTransport(void *e, const char *p, void **a) { (void)e; (void)p; (void)a; return NULL; }
+        int registerLocalMemory(void *e, void *a, size_t l, const char *o, int r) { (void)e; (void)a; (void)l; (void)o; (void)r; return 0; }
+        int unregisterLocalMemory(void *e, void *a) { (void)e; (void)a; return 0; }
+        int openSegment(void *e, const char *n) { (void)e; (void)n; return -1; }
+        int closeSegment(void *e, int s) { (void)e; (void)s; return 0; }
+        uint64_t allocateBatchID(void *e, size_t n) { (void)e; (void)n; return UINT64_MAX; }
+        "#,
+    )
+    .unwrap();
+    let library = compile(&source, dir.path(), "libpartial.so");
+    let err = FfiTransport::load(ffi_config(&library, "x"), TransportMetrics::unregistered())
+        .unwrap_err();
+    assert!(matches!(err, TransportError::LibraryLoad { .. }));
+    assert!(
+        err.to_string().contains("missing symbol submitTransfer"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_refused_protocol_is_an_engine_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let library = mini_engine(dir.path());
+    let config = FfiConfig {
+        protocol: "rdma".into(),
+        ..ffi_config(&library, "x")
+    };
+    let err = FfiTransport::load(config, TransportMetrics::unregistered()).unwrap_err();
+    assert!(err.to_string().contains("installTransport"), "{err}");
+}
