@@ -1,0 +1,214 @@
+//! The object directory: shards of object metadata, the segment table, the scope interner and
+//! the put-id counter. Operations live in `ops_*.rs`, housekeeping in `housekeeping.rs` and
+//! `eviction.rs`.
+//!
+//! Lock order (deadlock freedom): shard locks before the segment table lock, the segment table
+//! before an allocator's lock. A thread holds one shard lock at a time, except unmount and
+//! owner drop, which take all of them in ascending order.
+
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard};
+
+use rand::rngs::StdRng;
+use rand::SeedableRng;
+
+use crate::allocator::slot_len;
+use crate::config::StoreConfig;
+use crate::entry::{GroupId, Replica};
+use crate::error::StoreError;
+use crate::identity::{ScopeId, ScopeInterner};
+use crate::metrics::StoreMetrics;
+use crate::segments::{SegmentTable, SegmentUsage};
+use crate::shard::Shard;
+use crate::time::{Clock, Ticks};
+
+/// Decides whether a managed group's objects are protected from eviction.
+pub type GroupGuard = Arc<dyn Fn(GroupId) -> bool + Send + Sync>;
+
+/// Aggregate figures, for `/stats`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DirectoryStats {
+    pub objects: u64,
+    pub bytes_used: u64,
+    pub bytes_capacity: u64,
+    pub segments: u64,
+    pub scopes: u64,
+    pub puts_in_progress: u64,
+}
+
+pub struct ObjectDirectory {
+    pub(crate) config: StoreConfig,
+    pub(crate) clock: Clock,
+    pub(crate) shards: Box<[Mutex<Shard>]>,
+    pub(crate) scopes: ScopeInterner,
+    pub(crate) segments: RwLock<SegmentTable>,
+    next_put_id: AtomicU64,
+    pub(crate) group_guard: RwLock<Option<GroupGuard>>,
+    pub(crate) metrics: StoreMetrics,
+    /// After an allocation-triggered eviction freed nothing, further ones wait until this
+    /// tick, so a full store of protected objects does not sweep on every put.
+    pub(crate) evict_backoff_until: AtomicU32,
+}
+
+impl std::fmt::Debug for ObjectDirectory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ObjectDirectory")
+            .field("config", &self.config)
+            .field("stats", &self.stats())
+            .finish_non_exhaustive()
+    }
+}
+
+impl ObjectDirectory {
+    /// A directory whose metrics are exported nowhere.
+    pub fn new(config: StoreConfig, now_ms: i64) -> Result<Self, StoreError> {
+        Self::with_metrics(config, StoreMetrics::unregistered(), now_ms)
+    }
+
+    /// A directory counting into `metrics` (see [`StoreMetrics::register`]).
+    pub fn with_metrics(
+        config: StoreConfig,
+        metrics: StoreMetrics,
+        now_ms: i64,
+    ) -> Result<Self, StoreError> {
+        config.validate()?;
+        let shards = (0..config.shards)
+            .map(|i| {
+                let seed = config.seed ^ (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+                Mutex::new(Shard::new(StdRng::seed_from_u64(seed)))
+            })
+            .collect();
+        Ok(Self {
+            scopes: ScopeInterner::new(config.max_scopes),
+            clock: Clock::new(now_ms),
+            shards,
+            segments: RwLock::new(SegmentTable::default()),
+            next_put_id: AtomicU64::new(1),
+            group_guard: RwLock::new(None),
+            metrics,
+            evict_backoff_until: AtomicU32::new(0),
+            config,
+        })
+    }
+
+    pub fn config(&self) -> &StoreConfig {
+        &self.config
+    }
+
+    pub fn metrics(&self) -> &StoreMetrics {
+        &self.metrics
+    }
+
+    /// Installs (or clears) the predicate telling eviction which groups are managed.
+    pub fn set_group_guard(&self, guard: Option<GroupGuard>) {
+        *self.group_guard.write().expect("guard lock") = guard;
+    }
+
+    /// Makes every later put id larger than `floor` (owner replay after a failover brings back
+    /// objects with their original put ids).
+    pub fn ensure_put_id_above(&self, floor: u64) {
+        self.next_put_id
+            .fetch_max(floor.saturating_add(1), Ordering::SeqCst);
+    }
+
+    pub(crate) fn next_put_id(&self) -> u64 {
+        self.next_put_id.fetch_add(1, Ordering::SeqCst)
+    }
+
+    pub(crate) fn now(&self, now_ms: i64) -> Ticks {
+        self.clock.now(now_ms)
+    }
+
+    pub(crate) fn shard_of(&self, scope: ScopeId, key: &[u8]) -> usize {
+        let mut h = DefaultHasher::new();
+        scope.hash(&mut h);
+        key.hash(&mut h);
+        (h.finish() % self.shards.len() as u64) as usize
+    }
+
+    pub(crate) fn lock_shard(&self, i: usize) -> MutexGuard<'_, Shard> {
+        self.shards[i].lock().expect("shard lock")
+    }
+
+    pub(crate) fn lock_all(&self) -> Vec<MutexGuard<'_, Shard>> {
+        self.shards
+            .iter()
+            .map(|s| s.lock().expect("shard lock"))
+            .collect()
+    }
+
+    pub(crate) fn table(&self) -> RwLockReadGuard<'_, SegmentTable> {
+        self.segments.read().expect("segment table lock")
+    }
+
+    /// Returns replicas' slots to their segments' allocators. A segment that is gone took its
+    /// space with it; a refused free is an invariant break, logged and left allocated (lost
+    /// space, never double use).
+    pub(crate) fn free_replicas(&self, table: &SegmentTable, replicas: &[Replica], size: u64) {
+        for r in replicas {
+            let Some(seg) = table.get(r.segment) else {
+                continue;
+            };
+            match seg.allocator().free(r.offset, size) {
+                Ok(()) => self.metrics.bytes_used.sub(slot_len(size) as i64),
+                Err(e) => tracing::error!(
+                    segment = %seg.spec.segment_id, offset = r.offset, size, error = %e,
+                    "refused free"
+                ),
+            }
+        }
+    }
+
+    pub fn stats(&self) -> DirectoryStats {
+        let (mut objects, mut pending) = (0u64, 0u64);
+        for s in self.shards.iter() {
+            let s = s.lock().expect("shard lock");
+            objects += s.len() as u64;
+            pending += s.pending.len() as u64;
+        }
+        let table = self.table();
+        let (mut used, mut cap, mut n) = (0u64, 0u64, 0u64);
+        for (_, seg) in table.iter() {
+            let a = seg.allocator();
+            used += a.used_bytes();
+            cap += a.capacity();
+            n += 1;
+        }
+        DirectoryStats {
+            objects,
+            bytes_used: used,
+            bytes_capacity: cap,
+            segments: n,
+            scopes: self.scopes.len() as u64,
+            puts_in_progress: pending,
+        }
+    }
+
+    /// Usage of every mounted segment.
+    pub fn segment_usage(&self) -> Vec<SegmentUsage> {
+        self.table()
+            .iter()
+            .map(|(_, seg)| {
+                let a = seg.allocator();
+                SegmentUsage {
+                    segment_id: seg.spec.segment_id.clone(),
+                    owner_id: seg.spec.owner_id.clone(),
+                    capacity: a.capacity(),
+                    used: a.used_bytes(),
+                    free_ranges: a.free_ranges(),
+                    largest_free: a.largest_free(),
+                }
+            })
+            .collect()
+    }
+
+    /// (used, capacity) over all mounted segments.
+    pub(crate) fn usage(&self) -> (u64, u64) {
+        let table = self.table();
+        table.iter().fold((0, 0), |(u, c), (_, seg)| {
+            let a = seg.allocator();
+            (u + a.used_bytes(), c + a.capacity())
+        })
+    }
+}

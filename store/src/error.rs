@@ -1,0 +1,156 @@
+//! Why the object directory refuses an operation.
+
+use crescent_wire::error::{ApiError, ErrorCode};
+
+/// How a caller should treat an error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorClass {
+    /// The request was wrong; retrying it unchanged fails again.
+    User,
+    /// Transient; the same request may succeed later.
+    Retryable,
+    /// The directory's own state is inconsistent; the process should stop.
+    Fatal,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StoreError {
+    /// Malformed input: bad key, tenant or domain syntax, size 0 or over the maximum, batch or
+    /// page over its limit, bad configuration.
+    #[error("invalid {field}: {reason}")]
+    InvalidArgument { field: &'static str, reason: String },
+
+    /// No such object, put, segment or owner.
+    #[error("{what} not found: {id}")]
+    NotFound { what: &'static str, id: String },
+
+    /// The object exists but has no complete version yet (a put is in progress).
+    #[error("not ready: {reason}")]
+    NotReady { reason: String },
+
+    /// The request contradicts what is stored (different content without upsert, a put that
+    /// already ended, a segment id re-mounted with other parameters).
+    #[error("conflict: {reason}")]
+    Conflict { reason: String },
+
+    /// Temporarily refused: leased replicas, a put in progress.
+    #[error("busy: {reason}")]
+    Busy { reason: String },
+
+    /// No mounted segment could hold the value, even after eviction.
+    #[error("no space for {requested} bytes: {reason}")]
+    NoSpace { requested: u64, reason: String },
+
+    /// Nothing to place the value on: no segment is mounted.
+    #[error("unavailable: {reason}")]
+    Unavailable { reason: String },
+
+    /// A bounded table is full (interned tenant/domain scopes).
+    #[error("limit reached: {reason}")]
+    LimitReached { reason: String },
+
+    /// An internal invariant broke (for example a free of space that was not allocated).
+    #[error("internal: {reason}")]
+    Internal { reason: String },
+}
+
+impl StoreError {
+    pub(crate) fn invalid(field: &'static str, reason: impl Into<String>) -> Self {
+        StoreError::InvalidArgument {
+            field,
+            reason: reason.into(),
+        }
+    }
+
+    pub(crate) fn not_found(what: &'static str, id: impl Into<String>) -> Self {
+        StoreError::NotFound {
+            what,
+            id: id.into(),
+        }
+    }
+
+    pub(crate) fn busy(reason: impl Into<String>) -> Self {
+        StoreError::Busy {
+            reason: reason.into(),
+        }
+    }
+
+    pub(crate) fn conflict(reason: impl Into<String>) -> Self {
+        StoreError::Conflict {
+            reason: reason.into(),
+        }
+    }
+
+    /// The stable wire code (design.md section 10).
+    pub fn wire_code(&self) -> ErrorCode {
+        match self {
+            StoreError::InvalidArgument { .. } => ErrorCode::InvalidArgument,
+            StoreError::NotFound { .. } => ErrorCode::NotFound,
+            StoreError::NotReady { .. } => ErrorCode::NotReady,
+            StoreError::Conflict { .. } => ErrorCode::Conflict,
+            StoreError::Busy { .. } => ErrorCode::Busy,
+            // 507 Insufficient Storage: the cluster is full, not the request malformed.
+            StoreError::NoSpace { .. } | StoreError::LimitReached { .. } => {
+                ErrorCode::QuotaExceeded
+            }
+            StoreError::Unavailable { .. } => ErrorCode::Unavailable,
+            StoreError::Internal { .. } => ErrorCode::Internal,
+        }
+    }
+
+    /// The stable wire code as a string (`INVALID_ARGUMENT`, `NOT_FOUND`, ...).
+    pub fn code(&self) -> &'static str {
+        self.wire_code().as_str()
+    }
+
+    /// A short label for metrics (bounded: one per variant).
+    pub fn outcome_label(&self) -> &'static str {
+        match self {
+            StoreError::InvalidArgument { .. } => "invalid_argument",
+            StoreError::NotFound { .. } => "not_found",
+            StoreError::NotReady { .. } => "not_ready",
+            StoreError::Conflict { .. } => "conflict",
+            StoreError::Busy { .. } => "busy",
+            StoreError::NoSpace { .. } => "no_space",
+            StoreError::Unavailable { .. } => "unavailable",
+            StoreError::LimitReached { .. } => "limit_reached",
+            StoreError::Internal { .. } => "internal",
+        }
+    }
+
+    pub fn class(&self) -> ErrorClass {
+        match self {
+            StoreError::InvalidArgument { .. }
+            | StoreError::NotFound { .. }
+            | StoreError::Conflict { .. }
+            | StoreError::LimitReached { .. } => ErrorClass::User,
+            // Space frees up through eviction, removals and owners joining.
+            StoreError::NotReady { .. }
+            | StoreError::Busy { .. }
+            | StoreError::NoSpace { .. }
+            | StoreError::Unavailable { .. } => ErrorClass::Retryable,
+            StoreError::Internal { .. } => ErrorClass::Fatal,
+        }
+    }
+}
+
+impl From<&StoreError> for ApiError {
+    fn from(e: &StoreError) -> Self {
+        ApiError::new(e.wire_code(), e.to_string())
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> Self {
+        ApiError::from(&e)
+    }
+}
+
+impl<T> From<StoreError> for crescent_wire::store::ItemResult<T> {
+    fn from(e: StoreError) -> Self {
+        crescent_wire::store::ItemResult::Err {
+            code: e.wire_code(),
+            message: e.to_string(),
+        }
+    }
+}

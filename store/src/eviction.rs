@@ -1,0 +1,215 @@
+//! Eviction by approximate LRU.
+//!
+//! A uniform sample of entries (random slab slots of every shard) gives the distribution of
+//! last-access times; sweeps then evict entries older than a threshold taken from that sample,
+//! starting at the quantile matching the bytes to free and doubling it until enough is freed.
+//! Objects under a read lease, hard-pinned, incomplete (a put in progress, including an
+//! upsert) or in a guarded group are never touched; soft-pinned objects are only considered
+//! once every other candidate is gone.
+
+use rand::Rng;
+
+use crate::allocator::slot_len;
+use crate::directory::ObjectDirectory;
+use crate::entry::Entry;
+use crate::time::Ticks;
+
+const SAMPLES_PER_SHARD: usize = 32;
+/// Wait after an allocation-triggered eviction that freed nothing (1 s in ticks).
+const FUTILE_BACKOFF: Ticks = 10;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct EvictReport {
+    /// Bytes eviction set out to free (slot bytes).
+    pub target_bytes: u64,
+    pub evicted_objects: u64,
+    /// Slot bytes returned to segments.
+    pub evicted_bytes: u64,
+    pub skipped_leased: u64,
+    pub skipped_hard_pinned: u64,
+    pub skipped_incomplete: u64,
+    pub skipped_group_guarded: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Class {
+    Normal,
+    SoftPinned,
+    Leased,
+    HardPinned,
+    Incomplete,
+    GroupGuarded,
+}
+
+impl ObjectDirectory {
+    fn classify(e: &Entry, now: Ticks, guard: &dyn Fn(&Entry) -> bool) -> Class {
+        if !e.is_complete() || e.pending.is_some() {
+            Class::Incomplete
+        } else if e.hard_pinned() {
+            Class::HardPinned
+        } else if e.leased(now) {
+            Class::Leased
+        } else if guard(e) {
+            Class::GroupGuarded
+        } else if e.soft_pinned(now) {
+            Class::SoftPinned
+        } else {
+            Class::Normal
+        }
+    }
+
+    /// Evicts `evict_ratio` of capacity when usage is at or above the high watermark.
+    pub fn maybe_evict(&self, now_ms: i64) -> EvictReport {
+        let (used, cap) = self.usage();
+        if cap == 0 || (used as f64) < self.config.high_watermark * cap as f64 {
+            return EvictReport::default();
+        }
+        let target = (self.config.evict_ratio * cap as f64).ceil() as u64;
+        self.evict(target, now_ms, "watermark")
+    }
+
+    /// Eviction before an allocation's retry: at least `needed` bytes, at least the ratio.
+    pub(crate) fn evict_for_allocation(&self, needed: u64, now_ms: i64) -> EvictReport {
+        let now = self.now(now_ms);
+        use std::sync::atomic::Ordering;
+        if now < self.evict_backoff_until.load(Ordering::Relaxed) {
+            return EvictReport::default();
+        }
+        let (_, cap) = self.usage();
+        let target = needed.max((self.config.evict_ratio * cap as f64).ceil() as u64);
+        let r = self.evict(target, now_ms, "allocation");
+        if r.evicted_bytes == 0 {
+            self.evict_backoff_until
+                .store(now.saturating_add(FUTILE_BACKOFF), Ordering::Relaxed);
+        }
+        r
+    }
+
+    /// Frees at least `target` slot bytes if enough unprotected objects exist.
+    pub fn evict(&self, target: u64, now_ms: i64, reason: &'static str) -> EvictReport {
+        let _span = tracing::debug_span!("store.evict", target, reason).entered();
+        let now = self.now(now_ms);
+        let mut report = EvictReport {
+            target_bytes: target,
+            ..Default::default()
+        };
+        if target == 0 {
+            return report;
+        }
+        let guard_fn = self.group_guard.read().expect("guard lock").clone();
+        let guard = |e: &Entry| match (e.group, &guard_fn) {
+            (Some(g), Some(f)) => f(g),
+            _ => false,
+        };
+        let (mut normal, mut soft) = (Vec::new(), Vec::new());
+        for i in 0..self.shards.len() {
+            let mut shard = self.lock_shard(i);
+            let n = shard.slab.len();
+            for _ in 0..SAMPLES_PER_SHARD.min(n) {
+                let slot = shard.rng.gen_range(0..n);
+                if let Some(e) = &shard.slab[slot] {
+                    match Self::classify(e, now, &guard) {
+                        Class::Normal => normal.push(e.last_access),
+                        Class::SoftPinned => soft.push(e.last_access),
+                        _ => {}
+                    }
+                }
+            }
+        }
+        let (used, _) = self.usage();
+        let frac = (target as f64 / used.max(1) as f64).min(1.0);
+        let mut first_sweep = true;
+        for (phase, mut sample) in [(Class::Normal, normal), (Class::SoftPinned, soft)] {
+            sample.sort_unstable();
+            let mut q = (frac * 1.5).min(1.0);
+            loop {
+                let threshold = if q >= 1.0 || sample.is_empty() {
+                    Ticks::MAX
+                } else {
+                    sample[((q * sample.len() as f64).ceil() as usize).clamp(1, sample.len()) - 1]
+                };
+                self.sweep(phase, threshold, now, &guard, first_sweep, &mut report);
+                first_sweep = false;
+                if report.evicted_bytes >= target || threshold == Ticks::MAX {
+                    break;
+                }
+                q = (q * 2.0).min(1.0);
+            }
+            if report.evicted_bytes >= target {
+                break;
+            }
+        }
+        self.metrics
+            .evicted(reason, report.evicted_objects, report.evicted_bytes);
+        self.metrics.skipped("leased", report.skipped_leased);
+        self.metrics
+            .skipped("hard_pinned", report.skipped_hard_pinned);
+        self.metrics
+            .skipped("incomplete", report.skipped_incomplete);
+        self.metrics
+            .skipped("group_guarded", report.skipped_group_guarded);
+        if report.evicted_objects > 0 {
+            tracing::info!(
+                objects = report.evicted_objects,
+                bytes = report.evicted_bytes,
+                target,
+                reason,
+                "evicted"
+            );
+        }
+        report
+    }
+
+    /// One pass over every shard evicting `phase` objects last accessed at or before
+    /// `threshold`, stopping once the target is met.
+    fn sweep(
+        &self,
+        phase: Class,
+        threshold: Ticks,
+        now: Ticks,
+        guard: &dyn Fn(&Entry) -> bool,
+        count_skips: bool,
+        report: &mut EvictReport,
+    ) {
+        for i in 0..self.shards.len() {
+            if report.evicted_bytes >= report.target_bytes && !count_skips {
+                return;
+            }
+            let mut shard = self.lock_shard(i);
+            let table = self.table();
+            let shard = &mut *shard;
+            let mut released = Vec::new();
+            for index in shard.scopes.values_mut() {
+                index.retain(|_, slot| {
+                    let e = shard.slab[*slot as usize].as_ref().expect("indexed slot");
+                    let class = Self::classify(e, now, guard);
+                    if count_skips {
+                        match class {
+                            Class::Leased => report.skipped_leased += 1,
+                            Class::HardPinned => report.skipped_hard_pinned += 1,
+                            Class::Incomplete => report.skipped_incomplete += 1,
+                            Class::GroupGuarded => report.skipped_group_guarded += 1,
+                            _ => {}
+                        }
+                    }
+                    if class != phase
+                        || e.last_access > threshold
+                        || report.evicted_bytes >= report.target_bytes
+                    {
+                        return true;
+                    }
+                    self.free_replicas(&table, e.replicas.as_slice(), e.size);
+                    report.evicted_objects += 1;
+                    report.evicted_bytes += slot_len(e.size) * e.replicas.as_slice().len() as u64;
+                    released.push(*slot);
+                    false
+                });
+            }
+            shard.scopes.retain(|_, index| !index.is_empty());
+            self.metrics.objects.sub(released.len() as i64);
+            for slot in released {
+                shard.release_slot(slot);
+            }
+        }
+    }
+}

@@ -1,0 +1,202 @@
+//! Prometheus metrics of the object directory. Labels are bounded: operation names, outcome
+//! names (one per error variant) and fixed reasons; never keys, tenants or ids.
+
+use prometheus::{IntCounterVec, IntGauge, Opts, Registry};
+
+use crate::error::StoreError;
+
+/// Operations whose success counters are resolved once (the label lookup costs more than
+/// the directory operation itself on the hot path).
+const HOT_OPS: [&str; 6] = ["put_start", "put_end", "get", "exist", "get_size", "remove"];
+
+#[derive(Clone, Debug)]
+pub struct StoreMetrics {
+    ops: IntCounterVec,
+    ops_ok: Vec<prometheus::IntCounter>,
+    lease_granted: prometheus::IntCounter,
+    lease_renewed: prometheus::IntCounter,
+    put_started: prometheus::IntCounter,
+    put_completed: prometheus::IntCounter,
+    pub(crate) objects: IntGauge,
+    pub(crate) bytes_used: IntGauge,
+    pub(crate) bytes_capacity: IntGauge,
+    pub(crate) segments: IntGauge,
+    allocations: IntCounterVec,
+    evictions: IntCounterVec,
+    evicted_bytes: IntCounterVec,
+    eviction_skips: IntCounterVec,
+    leases: IntCounterVec,
+    puts: IntCounterVec,
+    dropped: IntCounterVec,
+}
+
+impl StoreMetrics {
+    /// Creates the metric families and registers them on `registry`.
+    pub fn register(registry: &Registry) -> prometheus::Result<Self> {
+        let m = Self::unregistered();
+        registry.register(Box::new(m.ops.clone()))?;
+        registry.register(Box::new(m.objects.clone()))?;
+        registry.register(Box::new(m.bytes_used.clone()))?;
+        registry.register(Box::new(m.bytes_capacity.clone()))?;
+        registry.register(Box::new(m.segments.clone()))?;
+        registry.register(Box::new(m.allocations.clone()))?;
+        registry.register(Box::new(m.evictions.clone()))?;
+        registry.register(Box::new(m.evicted_bytes.clone()))?;
+        registry.register(Box::new(m.eviction_skips.clone()))?;
+        registry.register(Box::new(m.leases.clone()))?;
+        registry.register(Box::new(m.puts.clone()))?;
+        registry.register(Box::new(m.dropped.clone()))?;
+        Ok(m)
+    }
+
+    /// Metrics that are counted but exported nowhere (tests, benches).
+    pub fn unregistered() -> Self {
+        let counter = |name: &str, help: &str, labels: &[&str]| {
+            IntCounterVec::new(Opts::new(name, help), labels).expect("valid metric")
+        };
+        let gauge = |name: &str, help: &str| IntGauge::new(name, help).expect("valid metric");
+        let ops = counter(
+            "crescent_store_ops_total",
+            "Directory operations by operation and outcome (ok or error kind).",
+            &["op", "outcome"],
+        );
+        let leases = counter(
+            "crescent_store_leases_total",
+            "Read leases by outcome (granted, renewed, capped, expired).",
+            &["outcome"],
+        );
+        let puts = counter(
+            "crescent_store_puts_total",
+            "Puts by outcome (started, already_exists, completed, revoked, preempted, released).",
+            &["outcome"],
+        );
+        Self {
+            ops_ok: HOT_OPS
+                .iter()
+                .map(|op| ops.with_label_values(&[op, "ok"]))
+                .collect(),
+            lease_granted: leases.with_label_values(&["granted"]),
+            lease_renewed: leases.with_label_values(&["renewed"]),
+            put_started: puts.with_label_values(&["started"]),
+            put_completed: puts.with_label_values(&["completed"]),
+            ops,
+            objects: gauge("crescent_store_objects", "Objects in the directory."),
+            bytes_used: gauge(
+                "crescent_store_bytes_used",
+                "Bytes allocated on mounted segments (slots, aligned).",
+            ),
+            bytes_capacity: gauge(
+                "crescent_store_bytes_capacity",
+                "Total capacity of mounted segments.",
+            ),
+            segments: gauge("crescent_store_segments", "Mounted segments."),
+            allocations: counter(
+                "crescent_store_allocations_total",
+                "Replica allocations by outcome (ok, no_space).",
+                &["outcome"],
+            ),
+            evictions: counter(
+                "crescent_store_evictions_total",
+                "Objects evicted, by reason (watermark, allocation).",
+                &["reason"],
+            ),
+            evicted_bytes: counter(
+                "crescent_store_evicted_bytes_total",
+                "Value bytes evicted, by reason.",
+                &["reason"],
+            ),
+            eviction_skips: counter(
+                "crescent_store_eviction_skips_total",
+                "Objects eviction passed over, by why (leased, hard_pinned, incomplete, group_guarded).",
+                &["reason"],
+            ),
+            leases,
+            puts,
+            dropped: counter(
+                "crescent_store_dropped_objects_total",
+                "Objects dropped because their last replica's segment went away (unmount, owner_expired).",
+                &["reason"],
+            ),
+        }
+    }
+
+    pub(crate) fn op<T>(&self, op: &'static str, r: &Result<T, StoreError>) {
+        let outcome = match r {
+            Ok(_) => {
+                if let Some(i) = HOT_OPS.iter().position(|o| *o == op) {
+                    self.ops_ok[i].inc();
+                    return;
+                }
+                "ok"
+            }
+            Err(e) => e.outcome_label(),
+        };
+        self.ops.with_label_values(&[op, outcome]).inc();
+    }
+
+    pub(crate) fn allocation(&self, ok: bool, n: u64) {
+        let outcome = if ok { "ok" } else { "no_space" };
+        self.allocations.with_label_values(&[outcome]).inc_by(n);
+    }
+
+    pub(crate) fn evicted(&self, reason: &'static str, objects: u64, bytes: u64) {
+        self.evictions.with_label_values(&[reason]).inc_by(objects);
+        self.evicted_bytes
+            .with_label_values(&[reason])
+            .inc_by(bytes);
+    }
+
+    pub(crate) fn skipped(&self, reason: &'static str, n: u64) {
+        if n > 0 {
+            self.eviction_skips.with_label_values(&[reason]).inc_by(n);
+        }
+    }
+
+    pub(crate) fn lease(&self, outcome: &'static str, n: u64) {
+        match outcome {
+            "granted" => return self.lease_granted.inc_by(n),
+            "renewed" => return self.lease_renewed.inc_by(n),
+            _ => {}
+        }
+        if n > 0 {
+            self.leases.with_label_values(&[outcome]).inc_by(n);
+        }
+    }
+
+    pub(crate) fn put(&self, outcome: &'static str, n: u64) {
+        // "started" and "completed" are per-put: keep them off the label lookup.
+        if let Some(c) = match outcome {
+            "started" => Some(&self.put_started),
+            "completed" => Some(&self.put_completed),
+            _ => None,
+        } {
+            return c.inc_by(n);
+        }
+        if n > 0 {
+            self.puts.with_label_values(&[outcome]).inc_by(n);
+        }
+    }
+
+    pub(crate) fn dropped(&self, reason: &'static str, n: u64) {
+        if n > 0 {
+            self.dropped.with_label_values(&[reason]).inc_by(n);
+        }
+    }
+
+    /// Current value of a labelled counter, for tests and `/stats`.
+    pub fn count(&self, family: &str, labels: &[&str]) -> u64 {
+        let v = match family {
+            "ops" => &self.ops,
+            "allocations" => &self.allocations,
+            "evictions" => &self.evictions,
+            "eviction_skips" => &self.eviction_skips,
+            "leases" => &self.leases,
+            "puts" => &self.puts,
+            "dropped" => &self.dropped,
+            _ => return 0,
+        };
+        v.get_metric_with_label_values(labels)
+            .map(|c| c.get())
+            .unwrap_or(0)
+    }
+}

@@ -1,0 +1,347 @@
+//! put_start / put_end / put_revoke (and upsert through put_start's `upsert` flag).
+
+use crescent_wire::store::{
+    PutEndRequest, PutRevokeRequest, PutStartReply, PutStartRequest, ReplicaState,
+};
+
+use crate::allocator::slot_len;
+use crate::directory::ObjectDirectory;
+use crate::entry::{Entry, GroupId, PendingPut, Replica, Replicas};
+use crate::error::StoreError;
+use crate::identity::{ObjectName, ScopeId};
+use crate::segments::SegmentTable;
+use crate::shard::Shard;
+use crate::time::{Clock, Ticks};
+
+enum Attempt {
+    Done(PutStartReply),
+    NoSpace,
+}
+
+impl ObjectDirectory {
+    /// Starts a put: allocates `replicas` slots on distinct segments (best effort: the reply
+    /// holds however many could be placed, at least one) in state PROCESSING.
+    ///
+    /// - Same content already complete (same size, and the same checksum when both sides give
+    ///   one): `already_exists`, nothing allocated. With `upsert`, only an equal checksum on both
+    ///   sides counts as the same content.
+    /// - Different content: CONFLICT, unless `upsert` (the old version stays readable until
+    ///   put_end swaps).
+    /// - A put of this key in progress: BUSY, unless it is older than the discard timeout, in
+    ///   which case it is pre-empted (its slots are reclaimed after the release timeout).
+    /// - No room even after one eviction: QUOTA_EXCEEDED; no segment mounted: UNAVAILABLE.
+    pub fn put_start(
+        &self,
+        req: &PutStartRequest,
+        now_ms: i64,
+    ) -> Result<PutStartReply, StoreError> {
+        self.put_start_in_group(req, None, now_ms)
+    }
+
+    /// [`Self::put_start`] for an object of a managed group (see `set_group_guard`).
+    pub fn put_start_in_group(
+        &self,
+        req: &PutStartRequest,
+        group: Option<GroupId>,
+        now_ms: i64,
+    ) -> Result<PutStartReply, StoreError> {
+        let _span = tracing::debug_span!("store.put_start").entered();
+        let r = self.put_start_inner(req, group, now_ms);
+        self.metrics.op("put_start", &r);
+        r
+    }
+
+    fn put_start_inner(
+        &self,
+        req: &PutStartRequest,
+        group: Option<GroupId>,
+        now_ms: i64,
+    ) -> Result<PutStartReply, StoreError> {
+        let name = ObjectName::parse(&req.id)?;
+        if req.size == 0 || req.size > self.config.max_object_bytes {
+            return Err(StoreError::invalid(
+                "size",
+                format!(
+                    "{} bytes; a value holds 1..={} bytes",
+                    req.size, self.config.max_object_bytes
+                ),
+            ));
+        }
+        if req.replicas == 0 || req.replicas > self.config.max_replicas {
+            return Err(StoreError::invalid(
+                "replicas",
+                format!("{}; allowed 1..={}", req.replicas, self.config.max_replicas),
+            ));
+        }
+        let scope = self.scopes.intern(name.scope)?;
+        let key = name.key.as_bytes();
+        let shard_i = self.shard_of(scope, key);
+        for attempt in 0..2 {
+            let mut shard = self.lock_shard(shard_i);
+            match self.try_put_start(&mut shard, scope, key, req, group, now_ms)? {
+                Attempt::Done(reply) => return Ok(reply),
+                Attempt::NoSpace if attempt == 0 => {
+                    drop(shard);
+                    let needed = slot_len(req.size).saturating_mul(req.replicas as u64);
+                    self.evict_for_allocation(needed, now_ms);
+                }
+                Attempt::NoSpace => {}
+            }
+        }
+        Err(StoreError::NoSpace {
+            requested: req.size,
+            reason: "no mounted segment has a free range this large, even after eviction".into(),
+        })
+    }
+
+    fn try_put_start(
+        &self,
+        shard: &mut Shard,
+        scope: ScopeId,
+        key: &[u8],
+        req: &PutStartRequest,
+        group: Option<GroupId>,
+        now_ms: i64,
+    ) -> Result<Attempt, StoreError> {
+        let now = self.now(now_ms);
+        let mut slot = shard.lookup(scope, key);
+        if let Some(s) = slot {
+            let e = shard.entry(s);
+            if let Some(p) = &e.pending {
+                if now
+                    < p.started
+                        .saturating_add(Clock::span(self.config.discard_timeout_ms))
+                {
+                    return Err(StoreError::busy(format!(
+                        "put {} of this key is in progress",
+                        p.put_id
+                    )));
+                }
+                self.preempt(shard, s);
+                if !shard.entry(s).is_complete() {
+                    shard.remove(scope, key);
+                    self.metrics.objects.dec();
+                    slot = None;
+                }
+            }
+        }
+        if let Some(s) = slot {
+            let e = shard.entry_mut(s);
+            let same = e.size == req.size
+                && match (e.checksum(), req.checksum) {
+                    (Some(a), Some(b)) => a == b,
+                    _ => !req.upsert,
+                };
+            if same {
+                e.last_access = now;
+                self.metrics.put("already_exists", 1);
+                return Ok(Attempt::Done(PutStartReply {
+                    put_id: e.put_id,
+                    already_exists: true,
+                    replicas: Vec::new(),
+                }));
+            }
+            if !req.upsert {
+                return Err(StoreError::conflict(format!(
+                    "the key holds other content ({} bytes); use upsert to replace it",
+                    e.size
+                )));
+            }
+        }
+        let table = self.table();
+        if table.is_empty() {
+            return Err(StoreError::Unavailable {
+                reason: "no segment is mounted".into(),
+            });
+        }
+        let placed = self.allocate(&table, shard, req);
+        if placed.is_empty() {
+            return Ok(Attempt::NoSpace);
+        }
+        let put_id = self.next_put_id();
+        let replicas = placed
+            .iter()
+            .map(|r| {
+                table.get(r.segment).expect("just allocated").describe(
+                    r.offset,
+                    req.size,
+                    ReplicaState::Processing,
+                )
+            })
+            .collect();
+        drop(table);
+        let pending = Box::new(PendingPut {
+            put_id,
+            size: req.size,
+            checksum: req.checksum,
+            data_type: req.data_type,
+            replicas: Replicas::from_vec(placed),
+            started: now,
+            scope,
+            key: key.into(),
+            soft_pin_until: match req.soft_pin_secs {
+                Some(secs) => self.clock.deadline(now_ms, secs.saturating_mul(1000)),
+                None => 0,
+            },
+            hard_pin: req.hard_pin,
+            group,
+        });
+        let s = match slot {
+            Some(s) => {
+                shard.entry_mut(s).pending = Some(pending);
+                s
+            }
+            None => {
+                self.metrics.objects.inc();
+                shard.insert(scope, key.into(), Entry::pending_only(pending, now))
+            }
+        };
+        shard.pending.insert(s);
+        self.metrics.put("started", 1);
+        Ok(Attempt::Done(PutStartReply {
+            put_id,
+            already_exists: false,
+            replicas,
+        }))
+    }
+
+    /// Allocates up to `req.replicas` slots on distinct segments, in placement order.
+    fn allocate(
+        &self,
+        table: &SegmentTable,
+        shard: &mut Shard,
+        req: &PutStartRequest,
+    ) -> Vec<Replica> {
+        let order = table.placement_order(
+            req.placement,
+            req.preferred_segment.as_deref(),
+            &mut shard.rng,
+        );
+        let mut placed = Vec::with_capacity(req.replicas as usize);
+        for idx in order {
+            if placed.len() == req.replicas as usize {
+                break;
+            }
+            let seg = table.get(idx).expect("listed segment");
+            if let Some(offset) = seg.allocator().allocate(req.size) {
+                self.metrics.bytes_used.add(slot_len(req.size) as i64);
+                placed.push(Replica {
+                    offset,
+                    segment: idx,
+                });
+            }
+        }
+        self.metrics.allocation(true, placed.len() as u64);
+        self.metrics
+            .allocation(false, req.replicas as u64 - placed.len() as u64);
+        placed
+    }
+
+    /// Pre-empts the stale put of `slot`: its slots are released at start + release timeout.
+    pub(crate) fn preempt(&self, shard: &mut Shard, slot: u32) {
+        let Some(p) = shard.entry_mut(slot).pending.take() else {
+            return;
+        };
+        shard.pending.remove(&slot);
+        let at = p
+            .started
+            .saturating_add(Clock::span(self.config.release_timeout_ms));
+        shard.defer(p.replicas.as_slice(), p.size, at, false);
+        self.metrics.put("preempted", 1);
+    }
+
+    /// Completes a put: its replicas become the object's COMPLETE version. The previous
+    /// version (upsert) is freed, or, if under a read lease, freed when the lease ends.
+    /// Unknown put (never started, revoked, pre-empted, dropped): NOT_FOUND; already ended:
+    /// CONFLICT.
+    pub fn put_end(&self, req: &PutEndRequest, now_ms: i64) -> Result<(), StoreError> {
+        let _span = tracing::debug_span!("store.put_end").entered();
+        let r = self.end_put(req, now_ms, false);
+        self.metrics.op("put_end", &r);
+        r
+    }
+
+    /// Abandons a put and frees its slots at once (the writer declares it stopped writing).
+    pub fn put_revoke(&self, req: &PutRevokeRequest, now_ms: i64) -> Result<(), StoreError> {
+        let _span = tracing::debug_span!("store.put_revoke").entered();
+        let r = self.end_put(req, now_ms, true);
+        self.metrics.op("put_revoke", &r);
+        r
+    }
+
+    fn end_put(&self, req: &PutEndRequest, now_ms: i64, revoke: bool) -> Result<(), StoreError> {
+        let name = ObjectName::parse(&req.id)?;
+        let unknown =
+            || StoreError::not_found("put", format!("{} of {:?}", req.put_id, req.id.key));
+        let scope = self.scopes.lookup(name.scope).ok_or_else(unknown)?;
+        let key = name.key.as_bytes();
+        let mut shard = self.lock_shard(self.shard_of(scope, key));
+        let slot = shard.lookup(scope, key).ok_or_else(unknown)?;
+        let now = self.now(now_ms);
+        let e = shard.entry(slot);
+        if e.pending.as_ref().map(|p| p.put_id) != Some(req.put_id) {
+            if e.is_complete() && e.put_id == req.put_id {
+                return Err(StoreError::conflict(format!(
+                    "put {} already ended",
+                    req.put_id
+                )));
+            }
+            return Err(unknown());
+        }
+        shard.pending.remove(&slot);
+        if revoke {
+            let p = shard.entry_mut(slot).pending.take().expect("checked");
+            let table = self.table();
+            self.free_replicas(&table, p.replicas.as_slice(), p.size);
+            drop(table);
+            if !shard.entry(slot).is_complete() {
+                shard.remove(scope, key);
+                self.metrics.objects.dec();
+            }
+            self.metrics.put("revoked", 1);
+            return Ok(());
+        }
+        if let Some((old, size, lease_until)) = shard.entry_mut(slot).complete_pending(now) {
+            if lease_until > now {
+                shard.defer(old.as_slice(), size, lease_until, true);
+            } else {
+                let table = self.table();
+                self.free_replicas(&table, old.as_slice(), size);
+            }
+        }
+        self.metrics.put("completed", 1);
+        Ok(())
+    }
+
+    /// Reclaims puts older than the release timeout; returns how many.
+    pub(crate) fn release_stale_puts(&self, shard: &mut Shard, now: Ticks) -> u64 {
+        let span = Clock::span(self.config.release_timeout_ms);
+        let stale: Vec<u32> = shard
+            .pending
+            .iter()
+            .copied()
+            .filter(|&s| {
+                shard
+                    .entry(s)
+                    .pending
+                    .as_ref()
+                    .is_some_and(|p| p.started.saturating_add(span) <= now)
+            })
+            .collect();
+        if stale.is_empty() {
+            return 0;
+        }
+        let table = self.table();
+        for &slot in &stale {
+            let p = shard.entry_mut(slot).pending.take().expect("filtered");
+            shard.pending.remove(&slot);
+            self.free_replicas(&table, p.replicas.as_slice(), p.size);
+            if !shard.entry(slot).is_complete() {
+                shard.remove(p.scope, &p.key);
+                self.metrics.objects.dec();
+            }
+        }
+        self.metrics.put("released", stale.len() as u64);
+        stale.len() as u64
+    }
+}

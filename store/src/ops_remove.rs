@@ -1,0 +1,132 @@
+//! remove and remove by key prefix.
+
+use std::ops::Bound;
+
+use crescent_wire::store::{ObjectId, RemovePrefixReply, RemovePrefixRequest};
+
+use crate::directory::ObjectDirectory;
+use crate::error::StoreError;
+use crate::identity::{validate_key, ObjectName, ScopeId, ScopeName};
+use crate::shard::Shard;
+use crate::time::{Clock, Ticks};
+
+impl ObjectDirectory {
+    /// Removes an object. BUSY while its replicas are under a read lease or a put of it is in
+    /// progress, unless `force`: then the entry goes at once and leased slots are freed when
+    /// their lease ends, in-progress slots after the release timeout (their writer may still
+    /// be writing).
+    pub fn remove(&self, id: &ObjectId, force: bool, now_ms: i64) -> Result<(), StoreError> {
+        let _span = tracing::debug_span!("store.remove").entered();
+        let r = self.remove_inner(id, force, now_ms);
+        self.metrics.op("remove", &r);
+        r
+    }
+
+    fn remove_inner(&self, id: &ObjectId, force: bool, now_ms: i64) -> Result<(), StoreError> {
+        let name = ObjectName::parse(id)?;
+        let missing = || StoreError::not_found("object", id.key.clone());
+        let scope = self.scopes.lookup(name.scope).ok_or_else(missing)?;
+        let key = name.key.as_bytes();
+        let mut shard = self.lock_shard(self.shard_of(scope, key));
+        let slot = shard.lookup(scope, key).ok_or_else(missing)?;
+        let now = self.now(now_ms);
+        let e = shard.entry(slot);
+        if !force {
+            if e.is_complete() && e.leased(now) {
+                return Err(StoreError::busy(format!(
+                    "{:?} is under a read lease (retry, or force)",
+                    id.key
+                )));
+            }
+            if e.pending.is_some() {
+                return Err(StoreError::busy(format!(
+                    "a put of {:?} is in progress (retry, or force)",
+                    id.key
+                )));
+            }
+        }
+        self.remove_entry(&mut shard, scope, key, now);
+        Ok(())
+    }
+
+    /// Removes the entry and frees or defers its space.
+    pub(crate) fn remove_entry(&self, shard: &mut Shard, scope: ScopeId, key: &[u8], now: Ticks) {
+        let Some(mut e) = shard.remove(scope, key) else {
+            return;
+        };
+        self.metrics.objects.dec();
+        if let Some(p) = e.pending.take() {
+            let at = p
+                .started
+                .saturating_add(Clock::span(self.config.release_timeout_ms));
+            shard.defer(p.replicas.as_slice(), p.size, at, false);
+        }
+        if e.is_complete() {
+            if e.leased(now) {
+                shard.defer(e.replicas.as_slice(), e.size, e.lease_until, true);
+            } else {
+                let table = self.table();
+                self.free_replicas(&table, e.replicas.as_slice(), e.size);
+            }
+        }
+    }
+
+    /// Removes every object of one scope whose key starts with `prefix` (non-empty), except
+    /// those under a read lease, pinned (hard, or soft and still active) or with a put in
+    /// progress; reports both counts.
+    pub fn remove_prefix(
+        &self,
+        req: &RemovePrefixRequest,
+        now_ms: i64,
+    ) -> Result<RemovePrefixReply, StoreError> {
+        let _span = tracing::debug_span!("store.remove_prefix").entered();
+        let r = self.remove_prefix_inner(req, now_ms);
+        self.metrics.op("remove_prefix", &r);
+        r
+    }
+
+    fn remove_prefix_inner(
+        &self,
+        req: &RemovePrefixRequest,
+        now_ms: i64,
+    ) -> Result<RemovePrefixReply, StoreError> {
+        let scope_name = ScopeName::parse(req.tenant.as_deref(), req.domain.as_deref())?;
+        validate_key("prefix", &req.prefix)?;
+        let mut reply = RemovePrefixReply {
+            removed: 0,
+            skipped: 0,
+        };
+        let Some(scope) = self.scopes.lookup(scope_name) else {
+            return Ok(reply);
+        };
+        let prefix = req.prefix.as_bytes();
+        let now = self.now(now_ms);
+        for i in 0..self.shards.len() {
+            let mut shard = self.lock_shard(i);
+            let Some(index) = shard.scopes.get(&scope) else {
+                continue;
+            };
+            let mut doomed = Vec::new();
+            for (k, &slot) in index
+                .range::<[u8], _>((Bound::Included(prefix), Bound::Unbounded))
+                .take_while(|(k, _)| k.starts_with(prefix))
+            {
+                let e = shard.entry(slot);
+                let kept = e.pending.is_some()
+                    || (e.is_complete() && e.leased(now))
+                    || e.hard_pinned()
+                    || e.soft_pinned(now);
+                if kept {
+                    reply.skipped += 1;
+                } else {
+                    doomed.push(k.clone());
+                }
+            }
+            reply.removed += doomed.len() as u64;
+            for k in doomed {
+                self.remove_entry(&mut shard, scope, &k, now);
+            }
+        }
+        Ok(reply)
+    }
+}

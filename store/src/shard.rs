@@ -1,0 +1,124 @@
+//! One lock's worth of the directory: per scope, a sorted index from key to a slot of a dense
+//! slab of entries.
+//!
+//! Memory trade-off: the index is a `BTreeMap<Box<[u8]>, u32>` per scope, which holds the key
+//! once (no copy in the entry) and gives listing and prefix removal in key order for
+//! O(log n + page). Lookups cost O(log n) key comparisons instead of a hash probe; the entries
+//! themselves sit in a slab (`Vec`) so the B-tree nodes stay small (20 bytes per key) and are
+//! not sized by the entry.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap, HashMap, HashSet};
+
+use rand::rngs::StdRng;
+
+use crate::entry::{Entry, Replica};
+use crate::identity::ScopeId;
+use crate::segments::SegmentIdx;
+use crate::time::Ticks;
+
+/// Space whose release waits for a time: old replicas still under a read lease, and the slots
+/// of pre-empted puts whose writer may still be writing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct DeferredFree {
+    pub at: Ticks,
+    pub segment: SegmentIdx,
+    pub offset: u64,
+    pub size: u64,
+    /// Deferred because of a read lease (an unmount must wait for it).
+    pub leased: bool,
+}
+
+/// (deadline, slot, put id of the version that was leased).
+pub(crate) type LeaseRecord = Reverse<(Ticks, u32, u64)>;
+
+#[derive(Debug)]
+pub(crate) struct Shard {
+    pub scopes: HashMap<ScopeId, BTreeMap<Box<[u8]>, u32>>,
+    pub slab: Vec<Option<Entry>>,
+    free_slots: Vec<u32>,
+    /// Slots whose entry has a put in progress.
+    pub pending: HashSet<u32>,
+    pub leases: BinaryHeap<LeaseRecord>,
+    pub deferred: Vec<DeferredFree>,
+    pub rng: StdRng,
+}
+
+impl Shard {
+    pub fn new(rng: StdRng) -> Self {
+        Self {
+            scopes: HashMap::new(),
+            slab: Vec::new(),
+            free_slots: Vec::new(),
+            pending: HashSet::new(),
+            leases: BinaryHeap::new(),
+            deferred: Vec::new(),
+            rng,
+        }
+    }
+
+    pub fn lookup(&self, scope: ScopeId, key: &[u8]) -> Option<u32> {
+        self.scopes.get(&scope)?.get(key).copied()
+    }
+
+    pub fn entry(&self, slot: u32) -> &Entry {
+        self.slab[slot as usize]
+            .as_ref()
+            .expect("indexed slot holds an entry")
+    }
+
+    pub fn entry_mut(&mut self, slot: u32) -> &mut Entry {
+        self.slab[slot as usize]
+            .as_mut()
+            .expect("indexed slot holds an entry")
+    }
+
+    pub fn insert(&mut self, scope: ScopeId, key: Box<[u8]>, entry: Entry) -> u32 {
+        let slot = match self.free_slots.pop() {
+            Some(s) => {
+                self.slab[s as usize] = Some(entry);
+                s
+            }
+            None => {
+                self.slab.push(Some(entry));
+                (self.slab.len() - 1) as u32
+            }
+        };
+        self.scopes.entry(scope).or_default().insert(key, slot);
+        slot
+    }
+
+    /// Takes the entry out of the index and slab.
+    pub fn remove(&mut self, scope: ScopeId, key: &[u8]) -> Option<Entry> {
+        let index = self.scopes.get_mut(&scope)?;
+        let slot = index.remove(key)?;
+        if index.is_empty() {
+            self.scopes.remove(&scope);
+        }
+        Some(self.release_slot(slot))
+    }
+
+    /// Frees a slot whose index entry is already gone.
+    pub fn release_slot(&mut self, slot: u32) -> Entry {
+        self.pending.remove(&slot);
+        self.free_slots.push(slot);
+        self.slab[slot as usize]
+            .take()
+            .expect("slot holds an entry")
+    }
+
+    /// Defers the release of `replicas` (each a slot for a `size`-byte value) until `at`.
+    pub fn defer(&mut self, replicas: &[Replica], size: u64, at: Ticks, leased: bool) {
+        self.deferred.extend(replicas.iter().map(|r| DeferredFree {
+            at,
+            segment: r.segment,
+            offset: r.offset,
+            size,
+            leased,
+        }));
+    }
+
+    pub fn len(&self) -> usize {
+        self.slab.len() - self.free_slots.len()
+    }
+}
