@@ -5,6 +5,7 @@
 
 pub mod error;
 pub mod segments;
+pub mod store;
 
 pub use error::{ApiError, ErrorCode};
 

@@ -1,0 +1,292 @@
+//! Object operations (wire version 1): put_start / put_end / put_revoke, get with a read lease,
+//! exist, size, remove, remove by prefix, list, their batch forms, and owner heartbeats.
+//!
+//! Object identity is (tenant, optional domain, key); an absent tenant means `default`.
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::ErrorCode;
+use crate::segments::TransportKind;
+
+/// The tenant used when a request names none.
+pub const DEFAULT_TENANT: &str = "default";
+/// Longest key, in bytes.
+pub const MAX_KEY_BYTES: usize = 4096;
+/// Longest tenant or domain name, in bytes (`[A-Za-z0-9_.-]`).
+pub const MAX_SCOPE_BYTES: usize = 64;
+/// Most items in one batch request.
+pub const MAX_BATCH: usize = 1024;
+/// Largest page of a key listing.
+pub const MAX_LIST_PAGE: usize = 1000;
+
+/// Where an object lives in the namespace.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ObjectId {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub domain: Option<String>,
+    pub key: String,
+}
+
+impl ObjectId {
+    pub fn new(key: impl Into<String>) -> Self {
+        Self {
+            tenant: None,
+            domain: None,
+            key: key.into(),
+        }
+    }
+
+    pub fn scoped(tenant: Option<&str>, domain: Option<&str>, key: impl Into<String>) -> Self {
+        Self {
+            tenant: tenant.map(str::to_string),
+            domain: domain.map(str::to_string),
+            key: key.into(),
+        }
+    }
+
+    pub fn tenant(&self) -> &str {
+        self.tenant.as_deref().unwrap_or(DEFAULT_TENANT)
+    }
+}
+
+/// What kind of bytes an object holds (eviction and weight management treat them differently).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum DataType {
+    #[default]
+    Kvcache,
+    Weight,
+    Metadata,
+    Other,
+}
+
+/// A replica's lifecycle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum ReplicaState {
+    Initialized,
+    Processing,
+    Complete,
+    Removed,
+    Failed,
+}
+
+/// Where one replica's bytes are: a range of a mounted segment, reached through its owner.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReplicaDesc {
+    pub segment_id: String,
+    pub owner_id: String,
+    /// The owner's transfer endpoint (`HOST:PORT`), absent for the embedded segment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<String>,
+    pub transport: TransportKind,
+    /// Offset within the segment.
+    pub offset: u64,
+    pub length: u64,
+    pub state: ReplicaState,
+}
+
+/// Placement strategy for a put.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Placement {
+    #[default]
+    Random,
+    FreeRatioFirst,
+    LocalFirst,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PutStartRequest {
+    pub id: ObjectId,
+    pub size: u64,
+    /// Replicas wanted on distinct segments (best effort; the reply says how many were placed).
+    #[serde(default = "one")]
+    pub replicas: u32,
+    #[serde(default)]
+    pub placement: Placement,
+    /// For `local_first`: the segment to use while it has room (usually the writer's own).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preferred_segment: Option<String>,
+    #[serde(default)]
+    pub data_type: DataType,
+    /// Optional content checksum (CRC32C of the value), kept and returned by get.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checksum: Option<u32>,
+    /// Replace the content of an existing key (the old replicas stay readable until put_end).
+    #[serde(default)]
+    pub upsert: bool,
+    /// Keep out of eviction until this many seconds from now (evicted last, not never).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub soft_pin_secs: Option<u64>,
+    /// Never evict (until removed).
+    #[serde(default)]
+    pub hard_pin: bool,
+}
+
+fn one() -> u32 {
+    1
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PutStartReply {
+    /// Identifies this put for put_end / put_revoke (a version fence: a later put of the same key
+    /// gets a larger id).
+    pub put_id: u64,
+    /// The key already holds this content: nothing to write, the put is complete.
+    pub already_exists: bool,
+    /// Where to write the bytes (empty when `already_exists`).
+    pub replicas: Vec<ReplicaDesc>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PutEndRequest {
+    pub id: ObjectId,
+    pub put_id: u64,
+}
+
+/// put_revoke has the same shape: it abandons the put and frees its space.
+pub type PutRevokeRequest = PutEndRequest;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ObjectRequest {
+    pub id: ObjectId,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GetReply {
+    pub size: u64,
+    pub data_type: DataType,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checksum: Option<u32>,
+    /// Complete replicas, preferred first.
+    pub replicas: Vec<ReplicaDesc>,
+    /// The read lease: the replicas will not be evicted or freed before this time (ms since
+    /// the Unix epoch, server clock).
+    pub lease_until_ms: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExistReply {
+    pub exists: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SizeReply {
+    pub size: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RemovePrefixRequest {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub domain: Option<String>,
+    pub prefix: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RemovePrefixReply {
+    pub removed: u64,
+    /// Matching objects that were kept (leased, pinned, in progress).
+    pub skipped: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ListRequest {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub domain: Option<String>,
+    #[serde(default)]
+    pub prefix: String,
+    /// Continue after this key (the previous page's `next`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after: Option<String>,
+    /// Page size, at most [`MAX_LIST_PAGE`] (default 100).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u32>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ListEntry {
+    pub key: String,
+    pub size: u64,
+    pub complete: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ListReply {
+    pub keys: Vec<ListEntry>,
+    /// Pass as `after` to get the next page; absent on the last page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next: Option<String>,
+}
+
+/// One item of a batch answer: the value or a per-item error (one bad item never fails the
+/// others).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ItemResult<T> {
+    Ok(T),
+    Err { code: ErrorCode, message: String },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BatchRequest<T> {
+    pub items: Vec<T>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BatchReply<T> {
+    pub items: Vec<ItemResult<T>>,
+}
+
+/// A storage owner's liveness signal; owners silent for `client_ttl` lose their segments.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HeartbeatRequest {
+    pub owner_id: String,
+    pub incarnation: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HeartbeatReply {
+    /// How often to heartbeat (ms).
+    pub interval_ms: u64,
+    /// The server's leader term (a change means: replay your ownership table).
+    pub term: u64,
+}
+
+/// The answer of operations that return nothing but success.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Ack {}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RemoveRequest {
+    pub id: ObjectId,
+    /// Remove even while read-leased (admin use; readers may then fail).
+    #[serde(default)]
+    pub force: bool,
+}
+
+/// The object routes (all POST, bodies as above).
+pub mod routes {
+    pub const PUT_START: &str = "/v1/objects/put_start";
+    pub const PUT_END: &str = "/v1/objects/put_end";
+    pub const PUT_REVOKE: &str = "/v1/objects/put_revoke";
+    pub const GET: &str = "/v1/objects/get";
+    pub const EXIST: &str = "/v1/objects/exist";
+    pub const SIZE: &str = "/v1/objects/size";
+    pub const REMOVE: &str = "/v1/objects/remove";
+    pub const REMOVE_PREFIX: &str = "/v1/objects/remove_prefix";
+    pub const LIST: &str = "/v1/objects/list";
+    pub const BATCH_PUT_START: &str = "/v1/objects/batch/put_start";
+    pub const BATCH_PUT_END: &str = "/v1/objects/batch/put_end";
+    pub const BATCH_PUT_REVOKE: &str = "/v1/objects/batch/put_revoke";
+    pub const BATCH_GET: &str = "/v1/objects/batch/get";
+    pub const BATCH_EXIST: &str = "/v1/objects/batch/exist";
+    pub const BATCH_REMOVE: &str = "/v1/objects/batch/remove";
+    pub const HEARTBEAT: &str = "/v1/owners/heartbeat";
+}
