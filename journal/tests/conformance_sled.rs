@@ -1,38 +1,5 @@
-//! The conformance suite against the sled backend.
+//! The conformance suite against the sled backend (in a fresh temp dir per case).
 
-use crescent_journal::conformance;
-use crescent_journal::sled_backend::SledFactory;
-
-fn factory() -> SledFactory {
-    SledFactory::in_tempdir().expect("tempdir")
-}
-
-macro_rules! cases {
-    ($($name:ident),* $(,)?) => {$(
-        #[test]
-        fn $name() {
-            conformance::$name(&factory());
-        }
-    )*};
-}
-
-cases!(
-    ordering,
-    chain_verifies,
-    durability_across_reopen,
-    torn_tail_tolerated,
-    torn_tail_absolute,
-    corrupt_middle_record,
-    fencing,
-    prefix_truncation,
-    empty_journal,
-    large_record,
-    concurrent_appenders,
-    fatal_write_failure,
+crescent_journal::conformance_tests!(
+    crescent_journal::sled_backend::SledFactory::in_tempdir().expect("tempdir")
 );
-
-#[test]
-fn run_all_covers_every_case() {
-    assert_eq!(conformance::CASES.len(), 12);
-    conformance::run_all(&|| Box::new(factory()));
-}

@@ -121,3 +121,45 @@ pub(crate) fn assert_chain(records: &[Record], mut prev: Digest) {
         prev = r.digest;
     }
 }
+
+/// Expands to one `#[test]` per conformance case against the backend factory `$factory`
+/// (an expression evaluated afresh for each case), plus a test that fails when [`CASES`] gains
+/// a case this macro does not run. Use it in a backend's test file:
+///
+/// ```ignore
+/// crescent_journal::conformance_tests!(crescent_journal::memory::MemoryFactory::new());
+/// ```
+#[macro_export]
+macro_rules! conformance_tests {
+    ($factory:expr) => {
+        $crate::conformance_tests!(@cases $factory;
+            ordering,
+            chain_verifies,
+            durability_across_reopen,
+            torn_tail_tolerated,
+            torn_tail_absolute,
+            corrupt_middle_record,
+            fencing,
+            prefix_truncation,
+            empty_journal,
+            large_record,
+            concurrent_appenders,
+            fatal_write_failure,
+        );
+    };
+    (@cases $factory:expr; $($name:ident),* $(,)?) => {
+        $(
+            #[test]
+            fn $name() {
+                $crate::conformance::$name(&$factory);
+            }
+        )*
+
+        #[test]
+        fn every_conformance_case_runs() {
+            let ran: &[&str] = &[$(stringify!($name)),*];
+            let all: Vec<&str> = $crate::conformance::CASES.iter().map(|(n, _)| *n).collect();
+            assert_eq!(ran, all.as_slice(), "conformance_tests! must list every case in CASES");
+        }
+    };
+}
