@@ -289,7 +289,18 @@ impl std::fmt::Debug for ScanEntries {
 
 /// One past the last non-zero byte of `bytes` at or after `from` (or `from` if all zero).
 pub(crate) fn written_end(bytes: &[u8], from: usize) -> usize {
-    bytes[from.min(bytes.len())..]
+    let tail = &bytes[from.min(bytes.len())..];
+    // A preallocated segment is mostly zeros: skip them a word at a time from the end, then
+    // find the exact byte in the last non-zero word.
+    let mut end = tail.len();
+    while end >= 8 {
+        let word = u64::from_ne_bytes(tail[end - 8..end].try_into().expect("8 bytes"));
+        if word != 0 {
+            break;
+        }
+        end -= 8;
+    }
+    tail[..end]
         .iter()
         .rposition(|&b| b != 0)
         .map_or(from, |i| from + i + 1)
@@ -544,5 +555,27 @@ impl Iterator for ScanEntries {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod written_end_tests {
+    use super::written_end;
+
+    #[test]
+    fn finds_the_last_non_zero_byte_at_any_alignment() {
+        for len in [0usize, 1, 7, 8, 9, 63, 64, 65, 1000] {
+            let zeros = vec![0u8; len];
+            assert_eq!(written_end(&zeros, 0), 0);
+            for at in 0..len {
+                let mut b = zeros.clone();
+                b[at] = 0x5a;
+                assert_eq!(written_end(&b, 0), at + 1, "len {len} at {at}");
+                // `from` past the byte: nothing written at or after it.
+                assert_eq!(written_end(&b, at + 1), at + 1);
+                assert_eq!(written_end(&b, at), at + 1);
+            }
+        }
+        assert_eq!(written_end(&[1, 2, 3], 10), 10);
     }
 }

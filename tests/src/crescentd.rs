@@ -1,0 +1,272 @@
+//! Running a real `crescentd` on a data dir and talking to its HTTP API.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde::Deserialize;
+
+use crate::process::{free_local_port, kill_with_parent, ChildGuard};
+
+/// How long a starting crescentd may take to answer `/healthz` (it recovers its journal first).
+const READY_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A running crescentd, SIGKILLed when dropped.
+#[derive(Debug)]
+pub struct CrescentdProcess {
+    pub guard: ChildGuard,
+    pub addr: SocketAddr,
+    pub log_path: PathBuf,
+    /// From spawn to the first 200 of `/healthz`.
+    pub startup: Duration,
+}
+
+impl CrescentdProcess {
+    /// Starts `bin --data-dir DATA_DIR --listen 127.0.0.1:PORT EXTRA...` on a free port, logging
+    /// to `log_path`, and waits until `/healthz` answers 200. Retries with another port when the
+    /// chosen one was taken meanwhile; any other early exit fails with the log's tail.
+    pub fn start(
+        bin: &Path,
+        data_dir: &Path,
+        log_path: &Path,
+        extra_args: &[String],
+    ) -> Result<CrescentdProcess, String> {
+        let mut last_err = String::new();
+        for _attempt in 0..5 {
+            match Self::start_once(bin, data_dir, log_path, extra_args) {
+                Ok(p) => return Ok(p),
+                Err(StartError::PortTaken(e)) => last_err = e,
+                Err(StartError::Failed(e)) => return Err(e),
+            }
+        }
+        Err(format!("no free port after 5 attempts: {last_err}"))
+    }
+
+    fn start_once(
+        bin: &Path,
+        data_dir: &Path,
+        log_path: &Path,
+        extra_args: &[String],
+    ) -> Result<CrescentdProcess, StartError> {
+        let port = free_local_port();
+        let addr: SocketAddr = ([127, 0, 0, 1], port).into();
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log_path)
+            .map_err(|e| StartError::Failed(format!("log {}: {e}", log_path.display())))?;
+        let mut cmd = Command::new(bin);
+        cmd.arg("--data-dir")
+            .arg(data_dir)
+            .arg("--listen")
+            .arg(addr.to_string())
+            .args(extra_args)
+            .env_remove("CRESCENT_CONFIG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(log.try_clone().map_err(|e| {
+                StartError::Failed(format!("log {}: {e}", log_path.display()))
+            })?))
+            .stderr(Stdio::from(log));
+        kill_with_parent(&mut cmd);
+        let started = Instant::now();
+        let child = cmd
+            .spawn()
+            .map_err(|e| StartError::Failed(format!("spawning {}: {e}", bin.display())))?;
+        let mut guard = ChildGuard::new(format!("crescentd on {addr}"), child);
+        loop {
+            if let Some(status) = guard.try_exit_status() {
+                let tail = log_tail(log_path, 40);
+                let msg = format!(
+                    "crescentd exited ({status}) before serving on {addr}; log {}:\n{tail}",
+                    log_path.display()
+                );
+                return Err(if tail.contains("in use") {
+                    StartError::PortTaken(msg)
+                } else {
+                    StartError::Failed(msg)
+                });
+            }
+            if let Ok(200) = http_status(addr, "/healthz") {
+                return Ok(CrescentdProcess {
+                    guard,
+                    addr,
+                    log_path: log_path.to_path_buf(),
+                    startup: started.elapsed(),
+                });
+            }
+            if started.elapsed() > READY_TIMEOUT {
+                return Err(StartError::Failed(format!(
+                    "crescentd on {addr} did not answer /healthz with 200 within {READY_TIMEOUT:?}; \
+                     log:\n{}",
+                    log_tail(log_path, 40)
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    pub fn base_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+}
+
+enum StartError {
+    PortTaken(String),
+    Failed(String),
+}
+
+/// The last `lines` lines of a log file (for failure messages).
+pub fn log_tail(path: &Path, lines: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+/// A bare blocking `GET` returning the status code (no HTTP client needed while waiting for a
+/// server to come up).
+pub fn http_status(addr: SocketAddr, path: &str) -> std::io::Result<u16> {
+    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_millis(200))?;
+    stream.set_read_timeout(Some(Duration::from_secs(2)))?;
+    stream.set_write_timeout(Some(Duration::from_secs(2)))?;
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut head = [0u8; 12];
+    stream.read_exact(&mut head)?;
+    // "HTTP/1.1 200"
+    std::str::from_utf8(&head[9..12])
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| std::io::Error::other("malformed HTTP status line"))
+}
+
+/// One segment of `GET /v1/segments`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct ListedSegment {
+    pub segment_id: String,
+    pub owner_id: String,
+    pub base: u64,
+    pub size: u64,
+}
+
+/// The body of `GET /v1/segments` (the fields this test relies on).
+#[derive(Debug, Clone, Deserialize)]
+pub struct SegmentListing {
+    pub segments: Vec<ListedSegment>,
+}
+
+/// An error body of the HTTP API.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ApiError {
+    pub code: String,
+    pub message: String,
+    pub retryable: bool,
+}
+
+/// How a mutating request ended, from the client's point of view.
+#[derive(Debug, Clone)]
+pub enum Outcome {
+    /// 200: the command is durable.
+    Acked,
+    /// The server answered with an error body.
+    Rejected { status: u16, error: ApiError },
+    /// No usable answer (connection refused or reset, timeout, unreadable body): the command
+    /// may or may not have been applied.
+    Unknown(String),
+}
+
+/// A thin async client of the segment endpoints.
+#[derive(Debug, Clone)]
+pub struct SegmentsClient {
+    http: reqwest::Client,
+    base: String,
+}
+
+impl SegmentsClient {
+    pub fn new(base_url: &str, timeout: Duration) -> SegmentsClient {
+        let http = reqwest::Client::builder()
+            .timeout(timeout)
+            .no_proxy()
+            .build()
+            .expect("reqwest client");
+        SegmentsClient {
+            http,
+            base: base_url.trim_end_matches('/').to_string(),
+        }
+    }
+
+    async fn post(&self, path: &str, body: serde_json::Value) -> Outcome {
+        let resp = match self
+            .http
+            .post(format!("{}{path}", self.base))
+            .json(&body)
+            .send()
+            .await
+        {
+            Ok(r) => r,
+            Err(e) => return Outcome::Unknown(format!("POST {path}: {e}")),
+        };
+        let status = resp.status().as_u16();
+        // Read the whole body even for a 200: a response cut short by the crash is no answer.
+        let bytes = match resp.bytes().await {
+            Ok(b) => b,
+            Err(e) => return Outcome::Unknown(format!("POST {path}: reading body: {e}")),
+        };
+        if status == 200 {
+            return match serde_json::from_slice::<serde_json::Value>(&bytes) {
+                Ok(v) if v.get("events").is_some() => Outcome::Acked,
+                _ => Outcome::Unknown(format!(
+                    "POST {path}: 200 with an unexpected body {:?}",
+                    String::from_utf8_lossy(&bytes)
+                )),
+            };
+        }
+        match serde_json::from_slice::<ApiError>(&bytes) {
+            Ok(error) => Outcome::Rejected { status, error },
+            Err(_) => Outcome::Unknown(format!(
+                "POST {path}: status {status} with body {:?}",
+                String::from_utf8_lossy(&bytes)
+            )),
+        }
+    }
+
+    pub async fn mount(&self, owner_id: &str, segment_id: &str, size: u64) -> Outcome {
+        self.post(
+            "/v1/segments/mount",
+            serde_json::json!({"owner_id": owner_id, "segment_id": segment_id, "size": size}),
+        )
+        .await
+    }
+
+    pub async fn unmount(&self, segment_id: &str) -> Outcome {
+        self.post(
+            "/v1/segments/unmount",
+            serde_json::json!({"segment_id": segment_id}),
+        )
+        .await
+    }
+
+    pub async fn list(&self) -> Result<SegmentListing, String> {
+        let resp = self
+            .http
+            .get(format!("{}/v1/segments", self.base))
+            .send()
+            .await
+            .map_err(|e| format!("GET /v1/segments: {e}"))?;
+        let status = resp.status();
+        let bytes = resp
+            .bytes()
+            .await
+            .map_err(|e| format!("GET /v1/segments: reading body: {e}"))?;
+        if !status.is_success() {
+            return Err(format!(
+                "GET /v1/segments: status {status}: {}",
+                String::from_utf8_lossy(&bytes)
+            ));
+        }
+        serde_json::from_slice(&bytes).map_err(|e| format!("GET /v1/segments: bad body: {e}"))
+    }
+}

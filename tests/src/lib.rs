@@ -1,0 +1,40 @@
+//! Shared helpers for Crescent's cross-crate integration and crash tests.
+//!
+//! The tests in `tests/` drive real processes: the `journal-crash-child` binary of this crate
+//! (a journal appender that is SIGKILLed at random moments) and `crescentd` itself. What they
+//! share lives here:
+//!
+//! - [`process`]: a child-process guard that SIGKILLs and reaps its child on drop (so a
+//!   panicking test never leaves processes behind), and free-port discovery.
+//! - [`binaries`]: locating (and, when needed, building) the workspace binaries under test.
+//! - [`crash_payload`]: the deterministic record payload scheme and the acknowledgement lines
+//!   the crash child prints, so the parent can check every record byte for byte.
+//! - [`crash_journal`]: how the crash child and its parent open the journal under test.
+//! - [`crescentd`]: starting a `crescentd` on a data dir and talking to its HTTP API.
+//! - [`segment_model`]: what a crash test knows about segments from acknowledged requests, and
+//!   the check of a recovered server's listing against it.
+
+pub mod binaries;
+pub mod crash_journal;
+pub mod crash_payload;
+pub mod crescentd;
+pub mod process;
+pub mod segment_model;
+
+/// Number of crash rounds a crash test runs: `CRESCENT_CRASH_ROUNDS` when set (must be a
+/// positive integer), else `default`.
+pub fn crash_rounds(default: u32) -> u32 {
+    env_count("CRESCENT_CRASH_ROUNDS", default)
+}
+
+/// A positive count from environment variable `name`, or `default` when unset. An invalid value
+/// panics with a clear message rather than silently running a different test.
+pub fn env_count(name: &str, default: u32) -> u32 {
+    match std::env::var(name) {
+        Err(_) => default,
+        Ok(v) => match v.trim().parse::<u32>() {
+            Ok(n) if n > 0 => n,
+            _ => panic!("{name}={v:?} is not a positive integer"),
+        },
+    }
+}
