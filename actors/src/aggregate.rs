@@ -101,6 +101,14 @@ pub trait Aggregate:
 
     /// Folds one event into the state. Pure, infallible.
     fn apply(&mut self, event: &Self::Event);
+
+    /// Folds an event the caller no longer needs (replay decodes each event just to apply it),
+    /// so its strings can move into the state instead of being copied. Must have exactly the
+    /// effect of [`Aggregate::apply`]; an aggregate overriding it should implement `apply` by
+    /// cloning into this one, so the logic exists once.
+    fn apply_owned(&mut self, event: Self::Event) {
+        self.apply(&event);
+    }
 }
 
 /// A domain error's stable wire code (`INVALID_ARGUMENT`, `NOT_FOUND`, `CONFLICT`, ...). The

@@ -262,12 +262,16 @@ impl Aggregate for SegmentRegistry {
     }
 
     fn apply(&mut self, event: &SegmentRegistryEvent) {
+        self.apply_owned(event.clone());
+    }
+
+    fn apply_owned(&mut self, event: SegmentRegistryEvent) {
         match event {
             SegmentRegistryEvent::OwnerRegistered(e) => {
                 self.owners.insert(
-                    e.owner_id.clone(),
+                    e.owner_id,
                     Owner {
-                        endpoint: e.endpoint.clone(),
+                        endpoint: e.endpoint,
                         incarnation: e.incarnation,
                         registered_at_ms: e.at_ms,
                     },
@@ -275,9 +279,9 @@ impl Aggregate for SegmentRegistry {
             }
             SegmentRegistryEvent::SegmentMounted(e) => {
                 self.segments.insert(
-                    e.segment_id.clone(),
+                    e.segment_id,
                     Segment {
-                        owner_id: e.owner_id.clone(),
+                        owner_id: e.owner_id,
                         base: e.base,
                         size: e.size,
                         transport: e.transport,

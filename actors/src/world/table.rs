@@ -42,6 +42,18 @@ impl<A: Aggregate> Table<A> {
         self.instances.is_empty()
     }
 
+    /// Like [`Table::apply_event`], moving the event into the state.
+    pub fn apply_owned_event(&mut self, id: &str, event: A::Event) {
+        match self.instances.get_mut(id) {
+            Some(instance) => instance.apply_owned(event),
+            None => {
+                let mut instance = A::default();
+                instance.apply_owned(event);
+                self.instances.insert(id.to_string(), instance);
+            }
+        }
+    }
+
     /// Folds a decoded event into instance `id` (created empty on its first event).
     pub fn apply_event(&mut self, id: &str, event: &A::Event) {
         match self.instances.get_mut(id) {
@@ -87,7 +99,7 @@ impl<A: Aggregate> AnyTable for Table<A> {
                 stream: rec.stream.clone(),
                 source,
             })?;
-        self.apply_event(&rec.stream.id, &event);
+        self.apply_owned_event(&rec.stream.id, event);
         Ok(())
     }
 

@@ -1,0 +1,124 @@
+//! Replay speed of SegmentRegistry events: the path startup recovery, the snapshotter and
+//! crescent-replay all take (journal frames -> records -> decode + upcast -> World::apply).
+//!
+//! Builds a file journal of N SegmentRegistry events (mount/unmount cycles over many segments
+//! and owners, produced by the aggregate's own `decide`), then measures on one thread:
+//! - `read`: `read_from(1)` alone (frame CRC + decode into records);
+//! - `replay`: `read_from(1)` + `World::apply` of every record (the full replay).
+//!
+//! Target (issue 2): replay >= 1M events/s on one core.
+//! Run: `cargo bench -p crescent-actors --bench replay [-- N] [--json]`
+
+use std::time::Instant;
+
+use crescent_actors::event_codec::new_record;
+use crescent_actors::segment_registry::{
+    SegmentRegistry, SegmentRegistryCommand, TransportKind, INSTANCE_ID,
+};
+use crescent_actors::{Aggregate, Ctx, World};
+use crescent_journal::file::{FileBackend, FileOptions};
+use crescent_journal::{Journal, JournalOptions};
+
+fn build_journal(dir: &std::path::Path, events: u64) -> Journal {
+    let backend = FileBackend::open(dir, FileOptions::default()).expect("open journal");
+    let journal = Journal::open(Box::new(backend), JournalOptions::default()).expect("journal");
+    let mut state = SegmentRegistry::default();
+    let mut written = 0u64;
+    let mut i = 0u64;
+    let mut batch = Vec::with_capacity(1024);
+    while written < events {
+        let segment_id = format!("segment-{:06}", i % 50_000);
+        let cmd = if state.segment(&segment_id).is_some() {
+            SegmentRegistryCommand::UnmountSegment { segment_id }
+        } else {
+            SegmentRegistryCommand::MountSegment {
+                segment_id,
+                owner_id: format!("owner-{:03}", i % 200),
+                base: i << 20,
+                size: 1 << 30,
+                transport: TransportKind::Tcp,
+            }
+        };
+        let ctx = Ctx::at(1_700_000_000_000 + i as i64);
+        for event in state.decide(&cmd, &ctx).expect("valid command") {
+            state.apply(&event);
+            batch.push(new_record::<SegmentRegistry>(
+                INSTANCE_ID,
+                &event,
+                ctx.now_ms,
+            ));
+            written += 1;
+        }
+        if batch.len() >= 1000 {
+            journal
+                .submit(1, std::mem::take(&mut batch))
+                .expect("submit")
+                .wait_blocking()
+                .expect("durable");
+        }
+        i += 1;
+    }
+    if !batch.is_empty() {
+        journal
+            .submit(1, batch)
+            .expect("submit")
+            .wait_blocking()
+            .expect("durable");
+    }
+    journal
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let json = args.iter().any(|a| a == "--json");
+    let events: u64 = args
+        .iter()
+        .find_map(|a| a.parse().ok())
+        .unwrap_or(1_000_000);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let journal = build_journal(dir.path(), events);
+    let total = journal.durable().get();
+
+    // Warm the page cache once so both measurements read from memory.
+    let warm = journal.read_from(1).expect("read").count() as u64;
+    assert_eq!(warm, total);
+
+    let t = Instant::now();
+    let mut n = 0u64;
+    for rec in journal.read_from(1).expect("read") {
+        rec.expect("record");
+        n += 1;
+    }
+    let read_s = t.elapsed().as_secs_f64();
+
+    let t = Instant::now();
+    let mut world = World::standard();
+    for rec in journal.read_from(1).expect("read") {
+        world.apply(&rec.expect("record")).expect("apply");
+    }
+    let replay_s = t.elapsed().as_secs_f64();
+    assert_eq!(world.last_seq(), total);
+    journal.shutdown().expect("shutdown");
+
+    let read_rate = n as f64 / read_s;
+    let replay_rate = total as f64 / replay_s;
+    if json {
+        println!(
+            "{}",
+            serde_json::json!({
+                "events": total,
+                "read_events_per_s": read_rate.round(),
+                "replay_events_per_s": replay_rate.round(),
+                "replay_vs_target_1m": replay_rate / 1e6,
+            })
+        );
+    } else {
+        println!("SegmentRegistry replay over {total} events (one thread)");
+        println!("  read_from (CRC + decode):        {read_rate:>12.0} events/s");
+        println!("  read_from + World::apply:        {replay_rate:>12.0} events/s");
+        println!(
+            "  replay / 1M events/s target:     {:>12.2}x",
+            replay_rate / 1e6
+        );
+    }
+}
