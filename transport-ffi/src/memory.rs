@@ -7,7 +7,6 @@
 //! pointer work of the crate's Rust side lives in this module.
 #![allow(unsafe_code)]
 
-use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::any::Any;
 use std::ptr::NonNull;
 
@@ -16,8 +15,9 @@ use crate::range_lock::{RangeLockGuard, RangeLocks};
 
 /// Who frees the region when the `SegmentMemory` is dropped.
 enum Backing {
-    /// Allocated here with this layout (page aligned).
-    Aligned(Layout),
+    /// An anonymous private mapping made here: page aligned, and zero pages are only backed
+    /// by RAM once touched, so a large segment costs nothing until it is used.
+    Mapped,
     /// A boxed slice given to us; rebuilt and dropped on drop.
     Boxed,
     /// Someone else's memory, kept alive by the optional owner object.
@@ -60,26 +60,39 @@ pub fn page_size() -> usize {
 }
 
 impl SegmentMemory {
-    /// Allocates `len` zeroed bytes aligned to the page size.
+    /// Allocates `len` zeroed bytes aligned to the page size (an anonymous mapping: memory is
+    /// committed page by page as it is written).
     pub fn allocate(len: usize) -> Result<Self> {
         if len == 0 {
             return Err(TransportError::InvalidArgument(
                 "segment memory must not be empty".into(),
             ));
         }
-        let layout = Layout::from_size_align(len, page_size()).map_err(|e| {
-            TransportError::InvalidArgument(format!("cannot lay out {len} bytes: {e}"))
-        })?;
-        // SAFETY: the layout has a non-zero size (checked above).
-        let ptr = unsafe { alloc_zeroed(layout) };
-        let base = NonNull::new(ptr).ok_or_else(|| TransportError::Io {
-            context: format!("allocating {len} bytes of segment memory"),
-            reason: "out of memory".into(),
+        // SAFETY: a fresh anonymous private mapping: no address hint, no file, length > 0.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(TransportError::Io {
+                context: format!("mapping {len} bytes of segment memory"),
+                reason: std::io::Error::last_os_error().to_string(),
+            });
+        }
+        let base = NonNull::new(ptr.cast::<u8>()).ok_or_else(|| TransportError::Io {
+            context: format!("mapping {len} bytes of segment memory"),
+            reason: "mmap returned a null address".into(),
         })?;
         Ok(Self {
             base,
             len,
-            backing: Backing::Aligned(layout),
+            backing: Backing::Mapped,
             locks: RangeLocks::default(),
         })
     }
@@ -261,10 +274,10 @@ impl SegmentMemory {
 impl Drop for SegmentMemory {
     fn drop(&mut self) {
         match &self.backing {
-            Backing::Aligned(layout) => {
-                // SAFETY: `base` came from `alloc_zeroed(layout)` in `allocate` and is freed
-                // only here, once.
-                unsafe { dealloc(self.base.as_ptr(), *layout) }
+            Backing::Mapped => {
+                // SAFETY: `base`/`len` are exactly the mapping made in `allocate`, unmapped only
+                // here, once; no reference into it outlives `self`.
+                unsafe { libc::munmap(self.base.as_ptr().cast(), self.len) };
             }
             Backing::Boxed => {
                 let slice = std::ptr::slice_from_raw_parts_mut(self.base.as_ptr(), self.len);
