@@ -10,6 +10,8 @@ use std::time::Duration;
 use crescent_journal::RecoveryMode;
 use serde::{Deserialize, Serialize};
 
+pub use crate::config_store::StoreSettings;
+
 /// Which journal backend stores the OpLog.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "snake_case")]
@@ -40,6 +42,7 @@ pub struct Config {
     pub snapshot: SnapshotConfig,
     pub http: HttpConfig,
     pub log: LogConfig,
+    pub store: StoreSettings,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -99,6 +102,7 @@ impl Default for Config {
             snapshot: SnapshotConfig::default(),
             http: HttpConfig::default(),
             log: LogConfig::default(),
+            store: StoreSettings::default(),
         }
     }
 }
@@ -157,7 +161,7 @@ pub enum ConfigError {
     Invalid { key: &'static str, message: String },
 }
 
-fn invalid(key: &'static str, message: impl Into<String>) -> ConfigError {
+pub(crate) fn invalid(key: &'static str, message: impl Into<String>) -> ConfigError {
     ConfigError::Invalid {
         key,
         message: message.into(),
@@ -235,7 +239,7 @@ impl Config {
                 format!("{:?} is not a valid filter directive", self.log.level),
             ));
         }
-        Ok(())
+        self.store.validate()
     }
 
     pub fn snapshot_interval(&self) -> Duration {

@@ -57,3 +57,62 @@ fn printed_config_round_trips() {
     let back = Config::from_toml(Path::new("x.toml"), &c.to_toml()).unwrap();
     assert_eq!(back, c);
 }
+
+#[test]
+fn store_section_defaults_and_validation_name_the_key() {
+    let c = Config::default();
+    assert_eq!(c.store.embedded_segment_bytes, 1 << 30);
+    assert_eq!(c.store.client_ttl_secs, 10);
+    assert_eq!(c.store.transfer_listen, "127.0.0.1:0");
+    let sc = c.store.store_config();
+    sc.validate().unwrap();
+    assert_eq!(sc.lease_ttl_ms, 10_000);
+    assert_eq!(sc.discard_timeout_ms, 30_000);
+    assert_eq!(sc.release_timeout_ms, 600_000);
+
+    let c = Config::from_toml(
+        Path::new("x.toml"),
+        "[store]\nembedded_segment_bytes = 0\nclient_ttl_secs = 3\ndefault_placement = \"free_ratio_first\"\n",
+    )
+    .unwrap();
+    c.validate().unwrap();
+    assert_eq!(c.store.embedded_segment_bytes, 0);
+    assert_eq!(
+        c.store.default_placement,
+        crescent_wire::store::Placement::FreeRatioFirst
+    );
+
+    for (text, key) in [
+        (
+            "[store]\nembedded_segment_bytes = 10\n",
+            "store.embedded_segment_bytes",
+        ),
+        (
+            "[store]\ntransfer_listen = \"nowhere\"\n",
+            "store.transfer_listen",
+        ),
+        ("[store]\nclient_ttl_secs = 0\n", "store.client_ttl_secs"),
+        ("[store]\nhigh_watermark = 1.5\n", "store.high_watermark"),
+        ("[store]\nevict_ratio = 0.0\n", "store.evict_ratio"),
+        ("[store]\nmax_object_bytes = 0\n", "store.max_object_bytes"),
+        (
+            "[store]\ndiscard_timeout_secs = 100\nrelease_timeout_secs = 50\n",
+            "store.release_timeout_secs",
+        ),
+        (
+            "[store]\nlease_ttl_ms = 5000\nmax_lease_ms = 1000\n",
+            "store.max_lease_ms",
+        ),
+    ] {
+        let c = Config::from_toml(Path::new("x.toml"), text).unwrap();
+        let err = c.validate().unwrap_err();
+        assert!(err.to_string().contains(key), "{text}: {err}");
+    }
+    let err = Config::from_toml(Path::new("x.toml"), "[store]\nembeded = 1\n").unwrap_err();
+    assert!(err.to_string().contains("embeded"), "{err}");
+    assert!(Config::from_toml(
+        Path::new("x.toml"),
+        "[store]\ndefault_placement = \"nearest\"\n"
+    )
+    .is_err());
+}

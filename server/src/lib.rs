@@ -6,10 +6,15 @@
 pub mod api;
 pub mod cli;
 pub mod config;
+mod config_store;
 pub mod datadir;
+pub mod embedded;
 pub mod error;
+pub mod housekeeping;
+pub mod liveness;
 pub mod metrics;
 pub mod node;
+pub mod segment_mirror;
 
 pub use config::Config;
 pub use error::ServerError;

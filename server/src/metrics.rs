@@ -2,7 +2,8 @@
 //! (never a raw path), a method and an error code, never keys or ids.
 
 use prometheus::{
-    Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, Opts, Registry, TextEncoder,
+    Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, Opts, Registry,
+    TextEncoder,
 };
 
 #[derive(Clone)]
@@ -13,6 +14,7 @@ pub struct ServerMetrics {
     pub up: IntGauge,
     pub term: IntGauge,
     pub last_seq: IntGauge,
+    pub owners_expired: IntCounter,
 }
 
 impl ServerMetrics {
@@ -41,12 +43,18 @@ impl ServerMetrics {
             .expect("valid metric");
         let last_seq = IntGauge::new("crescent_journal_last_seq", "Highest seq assigned")
             .expect("valid metric");
+        let owners_expired = IntCounter::new(
+            "crescent_owners_expired_total",
+            "Storage owners removed because they stopped heartbeating",
+        )
+        .expect("valid metric");
         for c in [
             Box::new(http_requests.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(http_latency.clone()),
             Box::new(up.clone()),
             Box::new(term.clone()),
             Box::new(last_seq.clone()),
+            Box::new(owners_expired.clone()),
         ] {
             registry.register(c).expect("metric registered once");
         }
@@ -57,6 +65,7 @@ impl ServerMetrics {
             up,
             term,
             last_seq,
+            owners_expired,
         }
     }
 

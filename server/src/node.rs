@@ -22,11 +22,16 @@ use crescent_journal::{Journal, JournalBackend, JournalOptions};
 use crescent_snapshot::{
     restore, SnapshotDir, SnapshotInfo, SnapshotMetrics, Snapshotter, SnapshotterConfig,
 };
+use crescent_store::{ObjectDirectory, StoreMetrics};
+use crescent_transport::TransportMetrics;
 
-use crate::config::{Config, JournalBackendKind};
+use crate::config::{Config, JournalBackendKind, StoreSettings};
 use crate::datadir::DataDir;
+use crate::embedded::EmbeddedSegment;
 use crate::error::ServerError;
+use crate::liveness::OwnerLiveness;
 use crate::metrics::ServerMetrics;
+use crate::segment_mirror::SegmentMirror;
 
 /// What every HTTP handler shares.
 pub struct NodeState {
@@ -36,9 +41,23 @@ pub struct NodeState {
     pub segments: AggregateRegistry<SegmentRegistry>,
     pub metrics: ServerMetrics,
     pub snapshotter: Mutex<Option<Snapshotter>>,
+    /// Object metadata (in memory, not journaled).
+    pub directory: Arc<ObjectDirectory>,
+    /// Every segment command goes through here, keeping `directory` in step with `segments`.
+    pub mirror: SegmentMirror,
+    pub liveness: Arc<OwnerLiveness>,
+    pub store_settings: StoreSettings,
+    pub transport_metrics: TransportMetrics,
+    pub embedded: Mutex<Option<EmbeddedSegment>>,
+    pub housekeeping: Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
 impl NodeState {
+    /// The server clock (ms since the Unix epoch): the one the aggregates' commands see.
+    pub fn now_ms(&self) -> i64 {
+        self.runtime.clock().now_ms()
+    }
+
     /// Updates gauges that are read rather than pushed.
     pub fn refresh_gauges(&self) {
         self.metrics.term.set(self.runtime.term() as i64);
@@ -158,9 +177,26 @@ impl Node {
             .iter::<SegmentRegistry>()
             .map(|(id, s)| (id.clone(), s.clone()))
             .collect();
+        let recovered_registry = states
+            .get(crescent_actors::segment_registry::INSTANCE_ID)
+            .cloned()
+            .unwrap_or_default();
         let segments = AggregateRegistry::<SegmentRegistry>::builder(runtime.clone())
             .recovered(states, world.last_seq())
             .build();
+
+        let now_ms = runtime.clock().now_ms();
+        let store_metrics = StoreMetrics::register(&metrics.registry)
+            .map_err(|e| ServerError::Recovery(format!("store metrics: {e}")))?;
+        let directory = Arc::new(
+            ObjectDirectory::with_metrics(config.store.store_config(), store_metrics, now_ms)
+                .map_err(|e| ServerError::Recovery(format!("object directory: {e}")))?,
+        );
+        let liveness = Arc::new(OwnerLiveness::new(config.store.client_ttl_ms()));
+        let mirror = SegmentMirror::new(segments.clone(), directory.clone(), liveness.clone());
+        mirror.mirror_recovered(&recovered_registry, now_ms);
+        let transport_metrics = TransportMetrics::register(&metrics.registry)
+            .map_err(|e| ServerError::Recovery(format!("transport metrics: {e}")))?;
 
         let snapshot_metrics = SnapshotMetrics::new();
         snapshot_metrics
@@ -186,12 +222,30 @@ impl Node {
             segments,
             metrics,
             snapshotter: Mutex::new(Some(snapshotter)),
+            directory,
+            mirror,
+            liveness,
+            store_settings: config.store.clone(),
+            transport_metrics,
+            embedded: Mutex::new(None),
+            housekeeping: Mutex::new(None),
         }))
     }
 
     /// Stops the snapshotter and closes the journal (everything submitted becomes durable).
     pub fn stop(state: &NodeState) {
         state.metrics.up.set(0);
+        if let Some(h) = state
+            .housekeeping
+            .lock()
+            .expect("housekeeping mutex")
+            .take()
+        {
+            h.abort();
+        }
+        if let Some(e) = state.embedded.lock().expect("embedded mutex").take() {
+            e.stop();
+        }
         if let Some(s) = state
             .snapshotter
             .lock()
@@ -210,6 +264,11 @@ impl Node {
     /// Runs a node until SIGTERM/SIGINT. Must be called inside an actix System.
     pub async fn run(config: Config) -> Result<(), ServerError> {
         let state = Self::start(&config)?;
+        if let Err(e) = crate::embedded::mount_embedded(&state).await {
+            Self::stop(&state);
+            return Err(e);
+        }
+        crate::housekeeping::spawn(&state);
         let data = web::Data::new(state.clone());
         let max_body = config.http.max_body_bytes;
         let mut server = HttpServer::new(move || {

@@ -125,6 +125,13 @@ async fn errors_have_stable_codes_and_store_nothing() {
             "INVALID_ARGUMENT",
         ),
         (
+            // Smaller than the object directory can allocate from: refused before journaling.
+            "/v1/segments/mount",
+            json!({"owner_id": "a", "segment_id": "s", "size": 8}),
+            400,
+            "INVALID_ARGUMENT",
+        ),
+        (
             "/v1/segments/unmount",
             json!({"segment_id": "nope"}),
             404,
@@ -147,14 +154,14 @@ async fn errors_have_stable_codes_and_store_nothing() {
     let (s, _) = post_json(
         &app,
         "/v1/segments/mount",
-        json!({"owner_id": "a", "segment_id": "s", "size": 8}),
+        json!({"owner_id": "a", "segment_id": "s", "size": 4096}),
     )
     .await;
     assert_eq!(s, 200);
     let (s, b) = post_json(
         &app,
         "/v1/segments/mount",
-        json!({"owner_id": "a", "segment_id": "s", "size": 9}),
+        json!({"owner_id": "a", "segment_id": "s", "size": 8192}),
     )
     .await;
     assert_eq!((s, b["code"].as_str()), (409, Some("CONFLICT")));
@@ -221,7 +228,7 @@ async fn health_metrics_and_stats() {
     let _ = post_json(
         &app,
         "/v1/segments/mount",
-        json!({"owner_id": "a", "segment_id": "x", "size": 1}),
+        json!({"owner_id": "a", "segment_id": "x", "size": 4096}),
     )
     .await;
     let resp =
@@ -290,7 +297,7 @@ async fn state_survives_restart_through_journal_and_snapshot() {
     let (s, b) = post_json(
         &app,
         "/v1/segments/mount",
-        json!({"owner_id": "o9", "segment_id": "new", "size": 1}),
+        json!({"owner_id": "o9", "segment_id": "new", "size": 64}),
     )
     .await;
     assert_eq!(s, 200);

@@ -51,6 +51,81 @@ pub async fn metrics(state: State) -> HttpResponse {
 pub struct Stats {
     pub journal: JournalStats,
     pub snapshots: serde_json::Value,
+    pub store: StoreStats,
+}
+
+/// The object directory's figures.
+#[derive(Debug, Serialize)]
+pub struct StoreStats {
+    pub objects: u64,
+    pub bytes_used: u64,
+    pub bytes_capacity: u64,
+    pub segments: u64,
+    pub scopes: u64,
+    pub puts_in_progress: u64,
+    /// Owners whose heartbeats are being tracked.
+    pub owners: usize,
+    pub per_segment: Vec<SegmentStats>,
+    /// The embedded segment, when this crescentd serves one.
+    pub embedded: Option<EmbeddedStats>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct SegmentStats {
+    pub segment_id: String,
+    pub owner_id: String,
+    pub capacity: u64,
+    pub used: u64,
+    pub free_ranges: usize,
+    pub largest_free: u64,
+}
+
+#[derive(Debug, Serialize)]
+pub struct EmbeddedStats {
+    pub owner_id: String,
+    pub segment_id: String,
+    pub endpoint: String,
+    pub size: u64,
+    pub incarnation: u64,
+}
+
+fn store_stats(state: &NodeState) -> StoreStats {
+    let d = state.directory.stats();
+    let embedded = state
+        .embedded
+        .lock()
+        .expect("embedded mutex")
+        .as_ref()
+        .map(|e| EmbeddedStats {
+            owner_id: e.owner_id.clone(),
+            segment_id: e.segment_id.clone(),
+            endpoint: e.endpoint.clone(),
+            size: e.size,
+            incarnation: e.incarnation,
+        });
+    StoreStats {
+        objects: d.objects,
+        bytes_used: d.bytes_used,
+        bytes_capacity: d.bytes_capacity,
+        segments: d.segments,
+        scopes: d.scopes,
+        puts_in_progress: d.puts_in_progress,
+        owners: state.liveness.len(),
+        per_segment: state
+            .directory
+            .segment_usage()
+            .into_iter()
+            .map(|u| SegmentStats {
+                segment_id: u.segment_id,
+                owner_id: u.owner_id,
+                capacity: u.capacity,
+                used: u.used,
+                free_ranges: u.free_ranges,
+                largest_free: u.largest_free,
+            })
+            .collect(),
+        embedded,
+    }
 }
 
 #[derive(Debug, Serialize)]
@@ -76,6 +151,7 @@ pub async fn stats(state: State) -> HttpResponse {
             head_digest: digest.iter().map(|b| format!("{b:02x}")).collect(),
         },
         snapshots: state.snapshot_status(),
+        store: store_stats(&state),
     };
     HttpResponse::Ok().json(body)
 }

@@ -55,3 +55,42 @@ where
     };
     HttpError(api)
 }
+
+/// Object directory refusals: the store's own stable code for each.
+impl From<crescent_store::StoreError> for HttpError {
+    fn from(e: crescent_store::StoreError) -> Self {
+        HttpError(ApiError::from(e))
+    }
+}
+
+/// Segment commands: a directory pre-check or the registry.
+impl From<crate::segment_mirror::MirrorError> for HttpError {
+    fn from(e: crate::segment_mirror::MirrorError) -> Self {
+        use crate::segment_mirror::MirrorError;
+        match e {
+            MirrorError::Registry(r) => from_runtime(r),
+            MirrorError::Store(s) => s.into(),
+        }
+    }
+}
+
+/// Heartbeat refusals: NOT_FOUND tells the owner to register again; STALE_GENERATION that a
+/// newer process of it is registered.
+impl From<crate::liveness::HeartbeatError> for HttpError {
+    fn from(e: crate::liveness::HeartbeatError) -> Self {
+        use crate::liveness::HeartbeatError;
+        let code = match &e {
+            HeartbeatError::UnknownOwner { .. } => ErrorCode::NotFound,
+            HeartbeatError::StaleIncarnation { .. } => ErrorCode::StaleGeneration,
+        };
+        HttpError(ApiError::new(code, e.to_string()))
+    }
+}
+
+/// A blocking task that did not finish (panicked or cancelled at shutdown).
+pub fn from_blocking(e: actix_web::error::BlockingError) -> HttpError {
+    HttpError(ApiError::new(
+        ErrorCode::Unavailable,
+        format!("the operation did not run: {e}"),
+    ))
+}

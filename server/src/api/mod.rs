@@ -2,6 +2,9 @@
 
 pub mod admin;
 pub mod error;
+pub mod objects;
+pub mod objects_batch;
+pub mod owners;
 pub mod segments;
 pub mod wire;
 
@@ -10,10 +13,18 @@ use std::time::Instant;
 
 use actix_web::dev::{Service, ServiceRequest, ServiceResponse};
 use actix_web::{web, Error};
+use crescent_wire::store::routes;
 use futures::future::{FutureExt, LocalBoxFuture};
 use tracing::Instrument;
 
 use crate::node::NodeState;
+
+/// A `/v1/...` route constant relative to the `/v1` scope.
+fn rel(route: &'static str) -> &'static str {
+    route
+        .strip_prefix("/v1")
+        .expect("every wire route is under /v1")
+}
 
 /// Registers every route on an actix-web app.
 pub fn configure(cfg: &mut web::ServiceConfig) {
@@ -23,6 +34,40 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .service(
             web::scope("/v1")
                 .route("/owners/register", web::post().to(segments::register_owner))
+                .route(rel(routes::HEARTBEAT), web::post().to(owners::heartbeat))
+                .route(rel(routes::PUT_START), web::post().to(objects::put_start))
+                .route(rel(routes::PUT_END), web::post().to(objects::put_end))
+                .route(rel(routes::PUT_REVOKE), web::post().to(objects::put_revoke))
+                .route(rel(routes::GET), web::post().to(objects::get))
+                .route(rel(routes::EXIST), web::post().to(objects::exist))
+                .route(rel(routes::SIZE), web::post().to(objects::size))
+                .route(rel(routes::REMOVE), web::post().to(objects::remove))
+                .route(
+                    rel(routes::REMOVE_PREFIX),
+                    web::post().to(objects::remove_prefix),
+                )
+                .route(rel(routes::LIST), web::post().to(objects::list))
+                .route(
+                    rel(routes::BATCH_PUT_START),
+                    web::post().to(objects_batch::put_start),
+                )
+                .route(
+                    rel(routes::BATCH_PUT_END),
+                    web::post().to(objects_batch::put_end),
+                )
+                .route(
+                    rel(routes::BATCH_PUT_REVOKE),
+                    web::post().to(objects_batch::put_revoke),
+                )
+                .route(rel(routes::BATCH_GET), web::post().to(objects_batch::get))
+                .route(
+                    rel(routes::BATCH_EXIST),
+                    web::post().to(objects_batch::exist),
+                )
+                .route(
+                    rel(routes::BATCH_REMOVE),
+                    web::post().to(objects_batch::remove),
+                )
                 .route("/segments/mount", web::post().to(segments::mount))
                 .route("/segments/unmount", web::post().to(segments::unmount))
                 .route("/segments", web::get().to(segments::list))

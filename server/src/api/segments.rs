@@ -19,7 +19,7 @@ use crate::node::NodeState;
 
 type State = web::Data<Arc<NodeState>>;
 
-fn transport_to_domain(t: TransportKind) -> registry::TransportKind {
+pub(crate) fn transport_to_domain(t: TransportKind) -> registry::TransportKind {
     match t {
         TransportKind::Tcp => registry::TransportKind::Tcp,
         TransportKind::TransferEngine => registry::TransportKind::TransferEngine,
@@ -27,7 +27,7 @@ fn transport_to_domain(t: TransportKind) -> registry::TransportKind {
     }
 }
 
-fn transport_to_wire(t: registry::TransportKind) -> TransportKind {
+pub(crate) fn transport_to_wire(t: registry::TransportKind) -> TransportKind {
     match t {
         registry::TransportKind::Tcp => TransportKind::Tcp,
         registry::TransportKind::TransferEngine => TransportKind::TransferEngine,
@@ -43,12 +43,9 @@ fn command_reply(done: Executed<SegmentRegistryEvent>) -> CommandReply {
     }
 }
 
+/// Every command goes through the segment mirror, which keeps the object directory in step.
 async fn execute(state: &State, cmd: SegmentRegistryCommand) -> Result<CommandReply, HttpError> {
-    let done = state
-        .segments
-        .execute(INSTANCE_ID, cmd)
-        .await
-        .map_err(super::error::from_runtime)?;
+    let done = state.mirror.execute(cmd).await?;
     Ok(command_reply(done))
 }
 

@@ -1,0 +1,174 @@
+//! The `[store]` section: the object directory, the embedded segment and owner liveness.
+
+use std::net::SocketAddr;
+
+use crescent_store::StoreConfig;
+use crescent_wire::store::Placement;
+use serde::{Deserialize, Serialize};
+
+use crate::config::{invalid, ConfigError};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StoreSettings {
+    /// Size of the segment a standalone crescentd mounts for itself; 0 disables it. The memory
+    /// is reserved lazily by the OS, so an unused segment costs nothing.
+    pub embedded_segment_bytes: u64,
+    /// Address of the embedded segment's TCP transfer listener (port 0 picks one).
+    pub transfer_listen: String,
+    /// Endpoint advertised to clients for the embedded segment, if not the bound address
+    /// (needed when `transfer_listen` is a wildcard such as 0.0.0.0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transfer_advertise: Option<String>,
+    /// Owners silent for this long lose their segments and replicas.
+    pub client_ttl_secs: u64,
+    /// Read lease granted by `get`.
+    pub lease_ttl_ms: u64,
+    /// Longest a chain of lease renewals protects an object.
+    pub max_lease_ms: u64,
+    /// A put not ended within this time may be pre-empted by a new put of the same key.
+    pub discard_timeout_secs: u64,
+    /// The space of a pre-empted or abandoned put is reclaimed this long after its start.
+    pub release_timeout_secs: u64,
+    /// Eviction starts above this fraction of total capacity.
+    pub high_watermark: f64,
+    /// One eviction frees this fraction of total capacity.
+    pub evict_ratio: f64,
+    /// Largest value a put may announce.
+    pub max_object_bytes: u64,
+    /// Placement used when a put asks for the wire default (`random`).
+    pub default_placement: Placement,
+    /// Period of housekeeping: lease expiry, stale puts, eviction, owner expiry.
+    pub housekeeping_interval_ms: u64,
+}
+
+impl Default for StoreSettings {
+    fn default() -> Self {
+        let store = StoreConfig::default();
+        Self {
+            embedded_segment_bytes: 1 << 30,
+            transfer_listen: "127.0.0.1:0".into(),
+            transfer_advertise: None,
+            client_ttl_secs: 10,
+            lease_ttl_ms: store.lease_ttl_ms,
+            max_lease_ms: store.max_lease_ms,
+            discard_timeout_secs: store.discard_timeout_ms / 1000,
+            release_timeout_secs: store.release_timeout_ms / 1000,
+            high_watermark: store.high_watermark,
+            evict_ratio: store.evict_ratio,
+            max_object_bytes: store.max_object_bytes,
+            default_placement: Placement::Random,
+            housekeeping_interval_ms: 1000,
+        }
+    }
+}
+
+/// Largest embedded segment: 1 TiB.
+const MAX_EMBEDDED_BYTES: u64 = 1 << 40;
+
+impl StoreSettings {
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let e = self.embedded_segment_bytes;
+        if e != 0 && !(1 << 20..=MAX_EMBEDDED_BYTES).contains(&e) {
+            return Err(invalid(
+                "store.embedded_segment_bytes",
+                format!("{e} is neither 0 (disabled) nor within 1 MiB..=1 TiB"),
+            ));
+        }
+        if e > usize::MAX as u64 {
+            return Err(invalid(
+                "store.embedded_segment_bytes",
+                "larger than this platform's address space",
+            ));
+        }
+        if self.transfer_listen.parse::<SocketAddr>().is_err() {
+            return Err(invalid(
+                "store.transfer_listen",
+                format!("{:?} is not an IP:PORT address", self.transfer_listen),
+            ));
+        }
+        if let Some(a) = &self.transfer_advertise {
+            let ok = a
+                .rsplit_once(':')
+                .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok());
+            if !ok {
+                return Err(invalid(
+                    "store.transfer_advertise",
+                    format!("{a:?} is not HOST:PORT"),
+                ));
+            }
+        }
+        if !(1..=3600).contains(&self.client_ttl_secs) {
+            return Err(invalid("store.client_ttl_secs", "must be within 1..=3600"));
+        }
+        if !(100..=3_600_000).contains(&self.lease_ttl_ms) {
+            return Err(invalid(
+                "store.lease_ttl_ms",
+                "must be within 100..=3600000",
+            ));
+        }
+        if self.max_lease_ms < self.lease_ttl_ms || self.max_lease_ms > 86_400_000 {
+            return Err(invalid(
+                "store.max_lease_ms",
+                "must be at least store.lease_ttl_ms and at most 86400000",
+            ));
+        }
+        if !(1..=86_400).contains(&self.discard_timeout_secs) {
+            return Err(invalid(
+                "store.discard_timeout_secs",
+                "must be within 1..=86400",
+            ));
+        }
+        if self.release_timeout_secs < self.discard_timeout_secs
+            || self.release_timeout_secs > 86_400
+        {
+            return Err(invalid(
+                "store.release_timeout_secs",
+                "must be at least store.discard_timeout_secs and at most 86400",
+            ));
+        }
+        if !(self.high_watermark > 0.0 && self.high_watermark <= 1.0) {
+            return Err(invalid("store.high_watermark", "must be in (0, 1]"));
+        }
+        if !(self.evict_ratio > 0.0 && self.evict_ratio <= 1.0) {
+            return Err(invalid("store.evict_ratio", "must be in (0, 1]"));
+        }
+        if self.max_object_bytes == 0 || self.max_object_bytes > 1 << 40 {
+            return Err(invalid(
+                "store.max_object_bytes",
+                "must be within 1..=1 TiB",
+            ));
+        }
+        if !(10..=60_000).contains(&self.housekeeping_interval_ms) {
+            return Err(invalid(
+                "store.housekeeping_interval_ms",
+                "must be within 10..=60000",
+            ));
+        }
+        Ok(())
+    }
+
+    /// The object directory's tunables.
+    pub fn store_config(&self) -> StoreConfig {
+        StoreConfig {
+            lease_ttl_ms: self.lease_ttl_ms,
+            max_lease_ms: self.max_lease_ms,
+            discard_timeout_ms: self.discard_timeout_secs * 1000,
+            release_timeout_ms: self.release_timeout_secs * 1000,
+            high_watermark: self.high_watermark,
+            evict_ratio: self.evict_ratio,
+            max_object_bytes: self.max_object_bytes,
+            ..StoreConfig::default()
+        }
+    }
+
+    pub fn client_ttl_ms(&self) -> i64 {
+        self.client_ttl_secs as i64 * 1000
+    }
+
+    /// How often owners are told to heartbeat: four times per TTL, so one or two lost
+    /// heartbeats never expire a live owner.
+    pub fn heartbeat_interval_ms(&self) -> u64 {
+        (self.client_ttl_secs * 1000 / 4).clamp(50, 5000)
+    }
+}

@@ -1,0 +1,91 @@
+//! Periodic housekeeping (every `store.housekeeping_interval_ms`, default 1 s): the directory's
+//! tick (expired leases, stale puts, deferred frees), eviction above the high watermark, and
+//! expiry of owners that stopped heartbeating (journaled RemoveOwner, replicas dropped).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crescent_store::{EvictReport, TickReport};
+use tracing::Instrument;
+
+use crate::node::NodeState;
+
+/// What one pass did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PassReport {
+    pub tick: TickReport,
+    pub evicted: EvictReport,
+    /// Owners removed for silence.
+    pub owners_expired: Vec<String>,
+}
+
+/// One housekeeping pass at `now_ms` (the periodic task passes the server clock; tests pass
+/// any time to exercise TTLs without waiting).
+pub async fn run_pass(state: &Arc<NodeState>, now_ms: i64) -> PassReport {
+    run_pass_inner(state, now_ms)
+        .instrument(tracing::debug_span!("store.housekeeping"))
+        .await
+}
+
+async fn run_pass_inner(state: &Arc<NodeState>, now_ms: i64) -> PassReport {
+    let directory = state.directory.clone();
+    // Tick and eviction walk every shard: keep them off the async thread.
+    let (tick, evicted) = match tokio::task::spawn_blocking(move || {
+        let tick = directory.tick(now_ms);
+        let evicted = directory.maybe_evict(now_ms);
+        (tick, evicted)
+    })
+    .await
+    {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::error!(error = %e, "housekeeping task failed");
+            Default::default()
+        }
+    };
+    let mut report = PassReport {
+        tick,
+        evicted,
+        owners_expired: Vec::new(),
+    };
+    for (owner_id, incarnation) in state.liveness.expired(now_ms) {
+        match state
+            .mirror
+            .expire_owner(&owner_id, incarnation, now_ms)
+            .await
+        {
+            Ok(true) => {
+                state.metrics.owners_expired.inc();
+                report.owners_expired.push(owner_id);
+            }
+            Ok(false) => {}
+            Err(e) => tracing::error!(owner = %owner_id, error = %e, "cannot expire owner"),
+        }
+    }
+    report
+}
+
+/// Starts the periodic task on the current (actix) runtime; [`crate::Node::stop`] ends it.
+pub fn spawn(state: &Arc<NodeState>) {
+    let period = Duration::from_millis(state.store_settings.housekeeping_interval_ms);
+    let me = state.clone();
+    let handle = actix_rt::spawn(async move {
+        let mut interval = tokio::time::interval(period);
+        interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        interval.tick().await;
+        loop {
+            interval.tick().await;
+            let now = me.now_ms();
+            let r = run_pass(&me, now).await;
+            if r.evicted.evicted_objects > 0 || !r.owners_expired.is_empty() {
+                tracing::info!(
+                    evicted = r.evicted.evicted_objects,
+                    evicted_bytes = r.evicted.evicted_bytes,
+                    owners_expired = r.owners_expired.len(),
+                    "housekeeping"
+                );
+            }
+        }
+    });
+    *state.housekeeping.lock().expect("housekeeping mutex") = Some(handle);
+}
