@@ -17,6 +17,7 @@
 pub mod backend;
 pub mod codec;
 pub mod conformance;
+pub mod datadir;
 pub mod error;
 pub mod file;
 pub mod journal;

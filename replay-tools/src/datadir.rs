@@ -1,27 +1,15 @@
 //! Opening a crescentd data dir for offline reading: the marker is checked before anything
 //! else is looked at, and nothing is created, locked or written.
 //!
-//! Layout (see `server/src/datadir.rs`): `DIR/CRESCENT_DATA_DIR` (JSON marker), `DIR/journal/`
+//! Layout (see `crescent_journal::datadir`): `DIR/CRESCENT_DATA_DIR` (JSON marker), `DIR/journal/`
 //! (file backend segments, or a sled db at `DIR/journal/sled`), `DIR/snapshots/`.
 
 use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
+use crescent_journal::datadir::{read_marker, MarkerError};
+pub use crescent_journal::datadir::{Marker, DATA_DIR_FORMAT_VERSION, MARKER_FILE};
 
 use crate::error::{Result, ToolError};
-
-/// Newest data-dir layout version this binary reads (the server's `DATA_DIR_FORMAT_VERSION`).
-pub const DATA_DIR_FORMAT_VERSION: u32 = 1;
-/// Name of the marker file at the root of a data dir.
-pub const MARKER_FILE: &str = "CRESCENT_DATA_DIR";
-
-/// The marker's content, as crescentd writes it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Marker {
-    pub format_version: u32,
-    pub created_at: String,
-    pub journal_backend: String,
-}
 
 /// A data dir opened read-only.
 #[derive(Debug, Clone)]
@@ -38,44 +26,22 @@ impl DataDirView {
         if !meta.is_dir() {
             return Err(ToolError::unreadable(root, "not a directory"));
         }
-        let marker_path = root.join(MARKER_FILE);
-        let bytes = match std::fs::read(&marker_path) {
-            Ok(b) => b,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Err(ToolError::unreadable(
-                    root,
-                    format!("not a crescent data dir (no {MARKER_FILE} marker)"),
-                ))
-            }
-            Err(e) => return Err(ToolError::unreadable(&marker_path, e)),
-        };
-        // The version is read on its own first, so a newer marker whose other fields changed
-        // is reported as "newer" rather than as garbage.
-        #[derive(Deserialize)]
-        struct VersionOnly {
-            format_version: u32,
-        }
-        let version: VersionOnly =
-            serde_json::from_slice(&bytes).map_err(|e| ToolError::BadMarker {
-                path: root.to_path_buf(),
-                reason: e.to_string(),
-            })?;
-        if version.format_version > DATA_DIR_FORMAT_VERSION {
-            return Err(ToolError::NewerFormat {
-                path: root.to_path_buf(),
-                found: version.format_version,
-                supported: DATA_DIR_FORMAT_VERSION,
-            });
-        }
-        if version.format_version == 0 {
-            return Err(ToolError::BadMarker {
-                path: root.to_path_buf(),
-                reason: "format_version 0 is not a valid version".into(),
-            });
-        }
-        let marker: Marker = serde_json::from_slice(&bytes).map_err(|e| ToolError::BadMarker {
-            path: root.to_path_buf(),
-            reason: e.to_string(),
+        let marker = read_marker(root).map_err(|e| match e {
+            MarkerError::Missing { .. } => ToolError::unreadable(
+                root,
+                format!("not a crescent data dir (no {MARKER_FILE} marker)"),
+            ),
+            MarkerError::Io { path, source } => ToolError::unreadable(&path, source),
+            MarkerError::Bad { path, reason } => ToolError::BadMarker { path, reason },
+            MarkerError::Newer {
+                path,
+                found,
+                supported,
+            } => ToolError::NewerFormat {
+                path,
+                found,
+                supported,
+            },
         })?;
         match marker.journal_backend.as_str() {
             "file" => {}

@@ -5,22 +5,10 @@
 //! so nothing stored is ever rewritten by a binary that does not understand it.
 
 use std::fs;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
-
-/// Version of the data-dir layout this binary writes and reads.
-pub const DATA_DIR_FORMAT_VERSION: u32 = 1;
-pub const MARKER_FILE: &str = "CRESCENT_DATA_DIR";
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Marker {
-    pub format_version: u32,
-    pub created_at: String,
-    /// The journal backend the dir was created with; switching it would hide the journal.
-    pub journal_backend: String,
-}
+use crescent_journal::datadir::{self as marker_file, MarkerError};
+pub use crescent_journal::datadir::{Marker, DATA_DIR_FORMAT_VERSION, MARKER_FILE};
 
 #[derive(Debug, thiserror::Error)]
 pub enum DataDirError {
@@ -29,14 +17,8 @@ pub enum DataDirError {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("data dir {} has format version {found}; this crescentd supports up to {supported} (upgrade crescentd, never downgrade a data dir)", path.display())]
-    Newer {
-        path: PathBuf,
-        found: u32,
-        supported: u32,
-    },
-    #[error("data dir {} has an unreadable marker {MARKER_FILE}: {reason}", path.display())]
-    BadMarker { path: PathBuf, reason: String },
+    #[error(transparent)]
+    Marker(#[from] MarkerError),
     #[error("data dir {} holds a {found} journal but crescentd is configured for {configured}; set journal.backend = \"{found}\" (a journal is never converted in place)", path.display())]
     BackendMismatch {
         path: PathBuf,
@@ -63,39 +45,32 @@ impl DataDir {
             source,
         };
         fs::create_dir_all(root).map_err(io)?;
-        let marker_path = root.join(MARKER_FILE);
-        let marker = if marker_path.exists() {
-            let marker = Self::read_marker(root)?;
-            if marker.journal_backend != journal_backend {
-                return Err(DataDirError::BackendMismatch {
-                    path: root.to_path_buf(),
-                    found: marker.journal_backend,
-                    configured: journal_backend.to_string(),
-                });
+        let marker = match marker_file::read_marker(root) {
+            Ok(marker) => {
+                if marker.journal_backend != journal_backend {
+                    return Err(DataDirError::BackendMismatch {
+                        path: root.to_path_buf(),
+                        found: marker.journal_backend,
+                        configured: journal_backend.to_string(),
+                    });
+                }
+                marker
             }
-            marker
-        } else {
-            let empty = fs::read_dir(root).map_err(io)?.next().is_none();
-            if !empty {
-                return Err(DataDirError::Foreign {
-                    path: root.to_path_buf(),
-                });
+            Err(MarkerError::Missing { .. }) => {
+                if fs::read_dir(root).map_err(io)?.next().is_some() {
+                    return Err(DataDirError::Foreign {
+                        path: root.to_path_buf(),
+                    });
+                }
+                let marker = Marker {
+                    format_version: DATA_DIR_FORMAT_VERSION,
+                    created_at: chrono::Utc::now().to_rfc3339(),
+                    journal_backend: journal_backend.to_string(),
+                };
+                marker_file::write_marker(root, &marker).map_err(io)?;
+                marker
             }
-            let marker = Marker {
-                format_version: DATA_DIR_FORMAT_VERSION,
-                created_at: chrono::Utc::now().to_rfc3339(),
-                journal_backend: journal_backend.to_string(),
-            };
-            let tmp = root.join(format!("{MARKER_FILE}.tmp"));
-            let mut f = fs::File::create(&tmp).map_err(io)?;
-            f.write_all(&serde_json::to_vec_pretty(&marker).expect("marker serializes"))
-                .map_err(io)?;
-            f.sync_all().map_err(io)?;
-            fs::rename(&tmp, &marker_path).map_err(io)?;
-            fs::File::open(root)
-                .and_then(|d| d.sync_all())
-                .map_err(io)?;
-            marker
+            Err(e) => return Err(e.into()),
         };
         let dir = DataDir {
             root: root.to_path_buf(),
@@ -106,44 +81,16 @@ impl DataDir {
         Ok(dir)
     }
 
-    /// Reads and checks the marker without creating anything.
-    pub fn read_marker(root: &Path) -> Result<Marker, DataDirError> {
-        let path = root.join(MARKER_FILE);
-        let bytes = fs::read(&path).map_err(|source| DataDirError::Io {
-            path: path.clone(),
-            source,
-        })?;
-        let marker: Marker =
-            serde_json::from_slice(&bytes).map_err(|e| DataDirError::BadMarker {
-                path: root.to_path_buf(),
-                reason: e.to_string(),
-            })?;
-        if marker.format_version > DATA_DIR_FORMAT_VERSION {
-            return Err(DataDirError::Newer {
-                path: root.to_path_buf(),
-                found: marker.format_version,
-                supported: DATA_DIR_FORMAT_VERSION,
-            });
-        }
-        if marker.format_version == 0 {
-            return Err(DataDirError::BadMarker {
-                path: root.to_path_buf(),
-                reason: "format_version 0 is not a valid version".into(),
-            });
-        }
-        Ok(marker)
-    }
-
     pub fn root(&self) -> &Path {
         &self.root
     }
 
     pub fn journal_dir(&self) -> PathBuf {
-        self.root.join("journal")
+        marker_file::journal_dir(&self.root)
     }
 
     pub fn snapshot_dir(&self) -> PathBuf {
-        self.root.join("snapshots")
+        marker_file::snapshot_dir(&self.root)
     }
 }
 
@@ -176,7 +123,13 @@ mod tests {
         let marker = r#"{"format_version": 9, "created_at": "x", "journal_backend": "file"}"#;
         fs::write(t.path().join(MARKER_FILE), marker).unwrap();
         let err = DataDir::open_or_init(t.path(), "file").unwrap_err();
-        assert!(matches!(err, DataDirError::Newer { found: 9, .. }), "{err}");
+        assert!(
+            matches!(
+                err,
+                DataDirError::Marker(MarkerError::Newer { found: 9, .. })
+            ),
+            "{err}"
+        );
         assert_eq!(
             fs::read_to_string(t.path().join(MARKER_FILE)).unwrap(),
             marker
@@ -190,7 +143,7 @@ mod tests {
         fs::write(t.path().join(MARKER_FILE), b"\x00\x01garbage").unwrap();
         assert!(matches!(
             DataDir::open_or_init(t.path(), "file").unwrap_err(),
-            DataDirError::BadMarker { .. }
+            DataDirError::Marker(MarkerError::Bad { .. })
         ));
         let t = tempfile::tempdir().unwrap();
         fs::write(t.path().join("precious.txt"), b"keep me").unwrap();
