@@ -153,7 +153,12 @@ fn crescentd_keeps_every_acknowledged_segment_command_across_sigkills() {
     // The smallest segment size crescentd accepts: recovery scans whole preallocated segments,
     // and a long journal rotates.
     let config = tmp.path().join("crescentd.toml");
-    std::fs::write(&config, "[journal]\nsegment_bytes = 1048576\n").expect("config file");
+    // No embedded segment: every segment the listing shows must be one this test mounted.
+    std::fs::write(
+        &config,
+        "[journal]\nsegment_bytes = 1048576\n\n[store]\nembedded_segment_bytes = 0\n",
+    )
+    .expect("config file");
     let base_args = vec!["--config".to_string(), config.display().to_string()];
     let seed: u64 = rand::random();
     eprintln!("crescentd crash test: {rounds} rounds, rng seed {seed}");
