@@ -1,6 +1,16 @@
-//! The client's one error type.
+//! The client's one error type, with the stable code every failure reports (the wire API's
+//! codes, plus a few that only a client can produce) and the CLI's exit status for it.
 
+use crescent_transport::TransportError;
 use crescent_wire::{ApiError, ErrorCode};
+
+/// Whether an error is the caller's fault, transient, or a broken setup.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ErrorClass {
+    User,
+    Retryable,
+    Fatal,
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
@@ -20,6 +30,27 @@ pub enum ClientError {
     /// The caller passed something unusable.
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
+    /// Moving the bytes failed (the put was revoked; a get found no readable replica).
+    #[error("transfer failed ({what}): {source}")]
+    Transfer {
+        what: String,
+        #[source]
+        source: TransportError,
+    },
+    /// The bytes read do not match the checksum stored with the object.
+    #[error("checksum mismatch for key {key:?}: stored {expected:#010x}, read {actual:#010x}")]
+    ChecksumMismatch {
+        key: String,
+        expected: u32,
+        actual: u32,
+    },
+    /// A local file or stream could not be read or written (CLI).
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 impl ClientError {
@@ -31,22 +62,133 @@ impl ClientError {
         }
     }
 
-    /// Whether retrying the same request may succeed.
-    pub fn retryable(&self) -> bool {
-        match self {
-            ClientError::Api(e) => e.retryable,
-            ClientError::Connect { .. } => true,
-            ClientError::Protocol(_) | ClientError::InvalidArgument(_) => false,
+    /// An error from a batch item.
+    pub fn item(code: ErrorCode, message: String) -> Self {
+        ClientError::Api(ApiError::new(code, message))
+    }
+
+    pub(crate) fn transfer(what: impl Into<String>, source: TransportError) -> Self {
+        ClientError::Transfer {
+            what: what.into(),
+            source,
         }
     }
 
-    /// A stable code string for scripts (`--json` output and exit codes).
+    /// Whether retrying the same request may succeed.
+    pub fn retryable(&self) -> bool {
+        self.class() == ErrorClass::Retryable
+    }
+
+    pub fn class(&self) -> ErrorClass {
+        match self {
+            ClientError::Api(e) if e.retryable => ErrorClass::Retryable,
+            ClientError::Api(e) if e.code == ErrorCode::Internal => ErrorClass::Fatal,
+            ClientError::Api(_) => ErrorClass::User,
+            ClientError::Connect { .. } => ErrorClass::Retryable,
+            ClientError::Transfer { source, .. } => match source.class() {
+                crescent_transport::ErrorClass::User => ErrorClass::User,
+                crescent_transport::ErrorClass::Retryable => ErrorClass::Retryable,
+                crescent_transport::ErrorClass::Fatal => ErrorClass::Fatal,
+            },
+            // Another replica (or a re-read) may be intact.
+            ClientError::ChecksumMismatch { .. } => ErrorClass::Retryable,
+            ClientError::InvalidArgument(_) => ErrorClass::User,
+            ClientError::Protocol(_) | ClientError::Io { .. } => ErrorClass::Fatal,
+        }
+    }
+
+    /// A stable code string for scripts (`--json` output and exit codes). Wire codes as the
+    /// server sent them; `CHECKSUM_MISMATCH` and `IO_ERROR` are the client's own.
     pub fn code_str(&self) -> &'static str {
         match self {
             ClientError::Api(e) => e.code.as_str(),
             ClientError::Connect { .. } => "UNAVAILABLE",
             ClientError::Protocol(_) => "INTERNAL",
             ClientError::InvalidArgument(_) => "INVALID_ARGUMENT",
+            ClientError::Transfer { source, .. } => source.code(),
+            ClientError::ChecksumMismatch { .. } => "CHECKSUM_MISMATCH",
+            ClientError::Io { .. } => "IO_ERROR",
         }
+    }
+
+    /// The `crescent` CLI's exit status for this error (0 is success; 1 is reserved for
+    /// "answered no", e.g. `exist` of an absent key):
+    /// 2 invalid argument, 3 unreachable/unavailable, 4 not found, 5 conflict,
+    /// 6 data integrity (checksum), 7 local IO, 8 capacity (quota/durability/policy), 9 other.
+    pub fn exit_code(&self) -> u8 {
+        match self.code_str() {
+            "INVALID_ARGUMENT" => 2,
+            "UNAVAILABLE" | "NOT_LEADER" | "BUSY" | "NOT_READY" => 3,
+            "NOT_FOUND" | "LEASE_EXPIRED" => 4,
+            "CONFLICT" | "STALE_GENERATION" | "FENCED" => 5,
+            "CHECKSUM_MISMATCH" => 6,
+            "IO_ERROR" => 7,
+            "QUOTA_EXCEEDED" | "DURABILITY_FAILED" | "POLICY_UNSATISFIABLE" => 8,
+            _ => 9,
+        }
+    }
+}
+
+impl From<TransportError> for ClientError {
+    fn from(e: TransportError) -> Self {
+        ClientError::transfer("data plane", e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_wire_code_has_a_distinct_nonzero_non_one_exit_status_class() {
+        for code in ErrorCode::ALL {
+            let e = ClientError::item(code, "x".into());
+            assert_eq!(e.code_str(), code.as_str());
+            let exit = e.exit_code();
+            assert!(exit >= 2, "{code}: {exit}");
+        }
+        assert_eq!(
+            ClientError::item(ErrorCode::NotFound, "k".into()).exit_code(),
+            4
+        );
+        assert_eq!(ClientError::InvalidArgument("x".into()).exit_code(), 2);
+        assert_eq!(
+            ClientError::item(ErrorCode::Conflict, "k".into()).exit_code(),
+            5
+        );
+    }
+
+    #[test]
+    fn client_side_codes_and_classes() {
+        let c = ClientError::ChecksumMismatch {
+            key: "k".into(),
+            expected: 1,
+            actual: 2,
+        };
+        assert_eq!(c.code_str(), "CHECKSUM_MISMATCH");
+        assert_eq!(c.exit_code(), 6);
+        assert!(c.retryable());
+        let io = ClientError::Io {
+            context: "reading f".into(),
+            source: std::io::Error::other("boom"),
+        };
+        assert_eq!((io.code_str(), io.exit_code()), ("IO_ERROR", 7));
+        let t = ClientError::transfer("put", TransportError::unavailable("127.0.0.1:1", "refused"));
+        assert_eq!(t.code_str(), "UNAVAILABLE");
+        assert!(t.retryable());
+        assert_eq!(t.exit_code(), 3);
+        let oob = ClientError::transfer(
+            "get_into",
+            TransportError::OutOfRange {
+                what: "local buffer".into(),
+                offset: 0,
+                length: 10,
+                size: 5,
+            },
+        );
+        assert_eq!(oob.code_str(), "INVALID_ARGUMENT");
+        assert_eq!(oob.class(), ErrorClass::User);
+        assert!(!ClientError::item(ErrorCode::InvalidArgument, "x".into()).retryable());
+        assert!(ClientError::item(ErrorCode::Unavailable, "x".into()).retryable());
     }
 }

@@ -1,11 +1,11 @@
-//! The HTTP connection to crescentd (msgpack bodies, wire version 1).
+//! The HTTP connection to crescentd: one keep-alive connection pool, msgpack bodies (wire
+//! version 1), errors decoded into [`ApiError`]s. Route URLs are parsed once, not per request.
 
 use std::time::Duration;
 
-use crescent_wire::segments::{
-    CommandReply, MountSegmentRequest, RegisterOwnerRequest, SegmentList, UnmountSegmentRequest,
-};
+use crescent_wire::store::routes;
 use crescent_wire::ApiError;
+use reqwest::Url;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
@@ -13,18 +13,80 @@ use crate::error::ClientError;
 
 const MSGPACK: &str = "application/msgpack";
 
-/// A connection to one crescentd.
-#[derive(Debug, Clone)]
-pub struct CrescentClient {
+/// Every route the client calls, parsed once.
+#[derive(Debug)]
+pub(crate) struct Routes {
+    pub healthz: Url,
+    pub stats: Url,
+    pub register_owner: Url,
+    pub mount: Url,
+    pub unmount: Url,
+    pub segments: Url,
+    pub heartbeat: Url,
+    pub put_start: Url,
+    pub put_end: Url,
+    pub put_revoke: Url,
+    pub get: Url,
+    pub exist: Url,
+    pub size: Url,
+    pub remove: Url,
+    pub remove_prefix: Url,
+    pub list: Url,
+    pub batch_put_start: Url,
+    pub batch_put_end: Url,
+    pub batch_put_revoke: Url,
+    pub batch_get: Url,
+    pub batch_exist: Url,
+    pub batch_remove: Url,
+}
+
+impl Routes {
+    fn new(base: &str) -> Result<Self, ClientError> {
+        let url = |path: &str| {
+            Url::parse(&format!("{base}{path}")).map_err(|e| {
+                ClientError::InvalidArgument(format!("bad server address {base:?}: {e}"))
+            })
+        };
+        Ok(Self {
+            healthz: url("/healthz")?,
+            stats: url("/stats")?,
+            register_owner: url("/v1/owners/register")?,
+            mount: url("/v1/segments/mount")?,
+            unmount: url("/v1/segments/unmount")?,
+            segments: url("/v1/segments")?,
+            heartbeat: url(routes::HEARTBEAT)?,
+            put_start: url(routes::PUT_START)?,
+            put_end: url(routes::PUT_END)?,
+            put_revoke: url(routes::PUT_REVOKE)?,
+            get: url(routes::GET)?,
+            exist: url(routes::EXIST)?,
+            size: url(routes::SIZE)?,
+            remove: url(routes::REMOVE)?,
+            remove_prefix: url(routes::REMOVE_PREFIX)?,
+            list: url(routes::LIST)?,
+            batch_put_start: url(routes::BATCH_PUT_START)?,
+            batch_put_end: url(routes::BATCH_PUT_END)?,
+            batch_put_revoke: url(routes::BATCH_PUT_REVOKE)?,
+            batch_get: url(routes::BATCH_GET)?,
+            batch_exist: url(routes::BATCH_EXIST)?,
+            batch_remove: url(routes::BATCH_REMOVE)?,
+        })
+    }
+}
+
+/// One crescentd, reached through a pooled keep-alive HTTP/1.1 client.
+#[derive(Debug)]
+pub(crate) struct HttpConn {
     server: String,
-    base: String,
+    pub routes: Routes,
     http: reqwest::Client,
 }
 
-impl CrescentClient {
+impl HttpConn {
     /// `server` is `HOST:PORT` (or a full `http://` URL).
     pub fn new(server: &str) -> Result<Self, ClientError> {
-        if server.trim().is_empty() {
+        let server = server.trim();
+        if server.is_empty() {
             return Err(ClientError::InvalidArgument(
                 "server address is empty".into(),
             ));
@@ -34,14 +96,18 @@ impl CrescentClient {
         } else {
             format!("http://{server}")
         };
+        let routes = Routes::new(&base)?;
         let http = reqwest::Client::builder()
             .timeout(Duration::from_secs(30))
             .connect_timeout(Duration::from_secs(5))
+            .pool_idle_timeout(Duration::from_secs(90))
+            .pool_max_idle_per_host(64)
+            .tcp_nodelay(true)
             .build()
             .map_err(|e| ClientError::Protocol(format!("cannot build http client: {e}")))?;
         Ok(Self {
             server: server.to_string(),
-            base,
+            routes,
             http,
         })
     }
@@ -66,9 +132,14 @@ impl CrescentClient {
             .is_some_and(|v| v.starts_with(MSGPACK));
         let bytes = resp.bytes().await.map_err(|e| self.connect_err(e))?;
         if !status.is_success() {
-            return Err(match serde_json::from_slice::<ApiError>(&bytes) {
-                Ok(api) => ClientError::Api(api),
-                Err(_) => ClientError::Protocol(format!(
+            let api = if is_msgpack {
+                rmp_serde::from_slice::<ApiError>(&bytes).ok()
+            } else {
+                serde_json::from_slice::<ApiError>(&bytes).ok()
+            };
+            return Err(match api {
+                Some(api) => ClientError::Api(api),
+                None => ClientError::Protocol(format!(
                     "HTTP {status}: {}",
                     String::from_utf8_lossy(&bytes)
                 )),
@@ -81,16 +152,17 @@ impl CrescentClient {
         }
     }
 
-    async fn post<B: Serialize, T: DeserializeOwned>(
+    /// POSTs a msgpack body and decodes the answer.
+    pub async fn post<B: Serialize, T: DeserializeOwned>(
         &self,
-        path: &str,
+        url: &Url,
         body: &B,
     ) -> Result<T, ClientError> {
         let bytes = rmp_serde::to_vec_named(body)
             .map_err(|e| ClientError::InvalidArgument(format!("cannot encode request: {e}")))?;
         let resp = self
             .http
-            .post(format!("{}{path}", self.base))
+            .post(url.clone())
             .header(reqwest::header::CONTENT_TYPE, MSGPACK)
             .header(reqwest::header::ACCEPT, MSGPACK)
             .body(bytes)
@@ -100,48 +172,15 @@ impl CrescentClient {
         self.decode(resp).await
     }
 
-    async fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T, ClientError> {
+    /// GETs a document (msgpack when the server offers it, else JSON).
+    pub async fn get<T: DeserializeOwned>(&self, url: &Url) -> Result<T, ClientError> {
         let resp = self
             .http
-            .get(format!("{}{path}", self.base))
+            .get(url.clone())
             .header(reqwest::header::ACCEPT, MSGPACK)
             .send()
             .await
             .map_err(|e| self.connect_err(e))?;
         self.decode(resp).await
-    }
-
-    /// `GET /healthz`: the server's health document.
-    pub async fn health(&self) -> Result<serde_json::Value, ClientError> {
-        self.get("/healthz").await
-    }
-
-    /// Registers (or re-registers) a storage owner.
-    pub async fn register_owner(
-        &self,
-        req: &RegisterOwnerRequest,
-    ) -> Result<CommandReply, ClientError> {
-        self.post("/v1/owners/register", req).await
-    }
-
-    /// Mounts a segment (idempotent for identical parameters).
-    pub async fn mount_segment(
-        &self,
-        req: &MountSegmentRequest,
-    ) -> Result<CommandReply, ClientError> {
-        self.post("/v1/segments/mount", req).await
-    }
-
-    /// Unmounts a segment.
-    pub async fn unmount_segment(&self, segment_id: &str) -> Result<CommandReply, ClientError> {
-        let req = UnmountSegmentRequest {
-            segment_id: segment_id.to_string(),
-        };
-        self.post("/v1/segments/unmount", &req).await
-    }
-
-    /// Lists owners and mounted segments.
-    pub async fn list_segments(&self) -> Result<SegmentList, ClientError> {
-        self.get("/v1/segments").await
     }
 }

@@ -1,10 +1,35 @@
-//! Crescent's Rust client library.
+//! Crescent's Rust client library (and the `crescent` CLI in [`cli`]).
 //!
-//! Today it speaks the control-plane admin API (segments and owners); the store issue adds the
-//! object operations and the storage-owner role.
+//! - [`CrescentClient`]: admin calls, and the object API users of KV-cache stores know:
+//!   `put`, `get`, `put_batch`, `get_batch`, `is_exist`, `batch_is_exist`, `remove`,
+//!   `remove_batch`, `remove_prefix`, `get_size`, `list`/`list_all`, and the zero-copy
+//!   `register_buffer` + `put_from` / `get_into`.
+//! - [`Owner`]: the storage-owner role (a segment of this process's memory, served over TCP,
+//!   mounted, heartbeated) with its [`OwnershipTable`] of committed replicas.
+//! - [`bench`]: the five-figure benchmark behind `crescent bench`.
 
+pub mod admin;
+pub mod batch;
+pub mod bench;
+pub mod buffer;
+pub mod cli;
+pub mod client;
+mod dataplane;
 pub mod error;
-pub mod http;
+mod http;
+pub mod metrics;
+pub mod options;
+pub mod owner;
+pub mod ownership;
+pub mod store;
 
-pub use error::ClientError;
-pub use http::CrescentClient;
+pub use buffer::RegisteredBuffer;
+pub use client::CrescentClient;
+pub use error::{ClientError, ErrorClass};
+pub use metrics::ClientMetrics;
+pub use options::{PutOptions, Scope};
+pub use owner::{Owner, OwnerConfig};
+pub use ownership::{OwnedReplica, OwnershipTable};
+pub use store::PutOutcome;
+
+pub use crescent_wire::store::{DataType, ListEntry, ListReply, Placement, RemovePrefixReply};

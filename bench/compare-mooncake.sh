@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Runs the reference store's five figures (../shared/anchors/run-mooncake.sh) and Crescent's
+# (`crescent bench`) in one go on this machine, and prints the five ratios Crescent / reference.
+#
+#   bench/compare-mooncake.sh [N] [VALUE_BYTES]     (defaults 20000 4096)
+#
+# Topology for both: one client process that is also the only storage owner of its data, a
+# master/crescentd in another process, single operations synchronous, batches of 128, TCP.
+set -euo pipefail
+N=${1:-20000}
+SIZE=${2:-4096}
+root=$(cd "$(dirname "$0")/.." && pwd)
+anchors="$root/../shared/anchors"
+cd "$root"
+
+cargo build --release --bin crescentd --bin crescent >&2
+work=$(mktemp -d /tmp/crescent-bench.XXXXXX)
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+./target/release/crescentd --data-dir "$work/data" --listen "127.0.0.1:$port" --log warn >"$work/crescentd.log" 2>&1 &
+server=$!
+trap 'kill $server 2>/dev/null; wait $server 2>/dev/null; rm -rf "$work"' EXIT
+for _ in $(seq 100); do
+  curl -sf "127.0.0.1:$port/healthz" >/dev/null 2>&1 && break
+  sleep 0.1
+done
+
+# Alternate the two so drifting machine load hits both alike; keep the better of two runs each.
+run_crescent() { ./target/release/crescent --server "127.0.0.1:$port" bench --n "$N" --size "$SIZE" --json; }
+run_mooncake() { bash "$anchors/run-mooncake.sh" "$N" "$SIZE"; }
+c1=$(run_crescent); m1=$(run_mooncake); c2=$(run_crescent); m2=$(run_mooncake)
+
+python3 - "$c1" "$c2" "$m1" "$m2" <<'PY'
+import json, re, sys
+c = [json.loads(x) for x in sys.argv[1:3]]
+def parse(line):
+    return {k: float(v) for k, v in re.findall(r"(put_batch|get_batch|put|get|exist) (\d+(?:\.\d+)?)/s", line)}
+m = [parse(x) for x in sys.argv[3:5]]
+fields = ["put", "get", "put_batch", "get_batch", "exist"]
+best_c = {f: max(r[f] for r in c) for f in fields}
+best_m = {f: max(r[f] for r in m) for f in fields}
+print(f"{'figure':<10} {'crescent/s':>12} {'reference/s':>12} {'ratio':>7}")
+for f in fields:
+    print(f"{f:<10} {best_c[f]:>12.0f} {best_m[f]:>12.0f} {best_c[f]/best_m[f]:>7.2f}")
+print(json.dumps({f: round(best_c[f] / best_m[f], 3) for f in fields}))
+PY

@@ -1,0 +1,207 @@
+//! The `crescent` command line. Every command takes `--json` for scripts; errors print their
+//! stable code and exit non-zero (see [`crate::ClientError::exit_code`]).
+
+mod run;
+#[cfg(test)]
+mod tests;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use crescent_wire::segments::TransportKind;
+
+#[derive(Debug, Parser)]
+#[command(name = "crescent", version, about = "Crescent client")]
+pub struct Cli {
+    /// crescentd address (HOST:PORT).
+    #[arg(
+        long,
+        global = true,
+        env = "CRESCENT_SERVER",
+        default_value = "127.0.0.1:7480"
+    )]
+    pub server: String,
+    /// Tenant (default: `default`).
+    #[arg(long, global = true, env = "CRESCENT_TENANT")]
+    pub tenant: Option<String>,
+    /// Domain within the tenant.
+    #[arg(long, global = true, env = "CRESCENT_DOMAIN")]
+    pub domain: Option<String>,
+    /// Print machine-readable JSON.
+    #[arg(long, global = true)]
+    pub json: bool,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Store a file (or stdin with `-`) under KEY.
+    Put {
+        key: String,
+        /// File to read, `-` for stdin.
+        file: String,
+        /// Replace the key's content if it exists.
+        #[arg(long)]
+        upsert: bool,
+        /// Replicas on distinct segments.
+        #[arg(long, default_value_t = 1)]
+        replicas: u32,
+    },
+    /// Fetch KEY to stdout or a file.
+    Get {
+        key: String,
+        /// Output file, `-` (default) for stdout.
+        #[arg(short, long)]
+        output: Option<String>,
+    },
+    /// Whether KEY exists (exit status 0 if it does, 1 if not).
+    Exist { key: String },
+    /// Remove KEY.
+    Rm {
+        key: String,
+        /// Remove even while read-leased.
+        #[arg(long)]
+        force: bool,
+    },
+    /// List keys (all pages), optionally under PREFIX.
+    Ls { prefix: Option<String> },
+    /// Storage segments (admin).
+    Segments {
+        #[command(subcommand)]
+        command: SegmentsCommand,
+    },
+    /// Server health and statistics.
+    Status,
+    /// The server's health document.
+    Health,
+    /// Run a storage owner (mount a segment, serve transfers, heartbeat) until SIGINT/SIGTERM.
+    Owner {
+        /// Segment size (bytes; K, M, G suffixes are powers of 1024).
+        #[arg(long, value_parser = parse_size)]
+        size: u64,
+        /// Transfer listener address.
+        #[arg(long, default_value = "127.0.0.1:0")]
+        listen: String,
+        /// Address peers should dial, if not the listener's.
+        #[arg(long)]
+        advertise: Option<String>,
+        /// Owner id (stable across restarts); default `owner-<random>`.
+        #[arg(long)]
+        id: Option<String>,
+    },
+    /// The five reference figures (put, get, put_batch, get_batch, exist; ops/s).
+    Bench {
+        /// Keys per phase.
+        #[arg(long, default_value_t = 20_000)]
+        n: usize,
+        /// Value size (bytes; K, M, G suffixes allowed).
+        #[arg(long, default_value = "4096", value_parser = parse_size)]
+        size: u64,
+        /// Keys per batch.
+        #[arg(long, default_value_t = 128)]
+        batch: usize,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SegmentsCommand {
+    /// Mount a segment for an owner (registering the owner if it is new).
+    Mount {
+        #[arg(long)]
+        owner: String,
+        #[arg(long)]
+        segment: String,
+        /// Segment size in bytes.
+        #[arg(long, value_parser = parse_size)]
+        size: u64,
+        /// Base address of the segment in the owner's memory.
+        #[arg(long, default_value_t = 0)]
+        base: u64,
+        #[arg(long, value_enum, default_value = "tcp")]
+        transport: TransportArg,
+    },
+    /// Unmount a segment.
+    Unmount {
+        #[arg(long)]
+        segment: String,
+    },
+    /// List owners and mounted segments.
+    Ls,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum TransportArg {
+    Tcp,
+    TransferEngine,
+    Embedded,
+}
+
+impl From<TransportArg> for TransportKind {
+    fn from(t: TransportArg) -> Self {
+        match t {
+            TransportArg::Tcp => TransportKind::Tcp,
+            TransportArg::TransferEngine => TransportKind::TransferEngine,
+            TransportArg::Embedded => TransportKind::Embedded,
+        }
+    }
+}
+
+/// Parses a byte count: digits with an optional K/M/G/T suffix (powers of 1024, `iB`/`B`
+/// tolerated).
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let upper = t.to_ascii_uppercase();
+    let digits = upper.trim_end_matches("IB").trim_end_matches('B');
+    let (num, shift) = match digits.chars().last() {
+        Some('K') => (&digits[..digits.len() - 1], 10),
+        Some('M') => (&digits[..digits.len() - 1], 20),
+        Some('G') => (&digits[..digits.len() - 1], 30),
+        Some('T') => (&digits[..digits.len() - 1], 40),
+        _ => (digits, 0),
+    };
+    let n: u64 = num
+        .trim()
+        .parse()
+        .map_err(|_| format!("{s:?} is not a byte count (e.g. 4096, 64M, 1G)"))?;
+    n.checked_mul(1u64 << shift)
+        .ok_or_else(|| format!("{s:?} is too large"))
+}
+
+/// The `crescent` binary's entry point.
+pub fn main_entry() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("CRESCENT_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let json = cli.json;
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("crescent: INTERNAL: cannot start the runtime: {e}");
+            return ExitCode::from(9);
+        }
+    };
+    match rt.block_on(run::run(cli)) {
+        Ok(status) => ExitCode::from(status),
+        Err(e) => {
+            if json {
+                let body =
+                    serde_json::json!({"error": {"code": e.code_str(), "message": e.to_string()}});
+                println!("{body}");
+            }
+            match &e {
+                crate::ClientError::Api(_) => eprintln!("crescent: {e}"),
+                other => eprintln!("crescent: {}: {other}", other.code_str()),
+            }
+            ExitCode::from(e.exit_code())
+        }
+    }
+}

@@ -1,0 +1,286 @@
+//! Running one parsed `crescent` command. Returns the exit status on success (0, or 1 for a
+//! "no" answer such as `exist` of an absent key).
+
+use std::io::{Read, Write};
+
+use crescent_wire::segments::{MountSegmentRequest, SegmentList};
+use serde_json::json;
+
+use super::{Cli, Command, SegmentsCommand};
+use crate::bench::{self, BenchConfig};
+use crate::error::ClientError;
+use crate::owner::{Owner, OwnerConfig};
+use crate::{CrescentClient, PutOptions};
+
+fn print_json(v: &impl serde::Serialize) {
+    println!("{}", serde_json::to_string(v).expect("json output"));
+}
+
+fn io_err(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> ClientError {
+    let context = context.into();
+    move |source| ClientError::Io { context, source }
+}
+
+fn read_input(file: &str) -> Result<Vec<u8>, ClientError> {
+    if file == "-" {
+        let mut buf = Vec::new();
+        std::io::stdin()
+            .read_to_end(&mut buf)
+            .map_err(io_err("reading stdin"))?;
+        Ok(buf)
+    } else {
+        std::fs::read(file).map_err(io_err(format!("reading {file}")))
+    }
+}
+
+fn print_segments(list: &SegmentList) {
+    println!(
+        "{:<24} {:<24} {:>14} {:>14}  TRANSPORT",
+        "SEGMENT", "OWNER", "BASE", "SIZE"
+    );
+    for s in &list.segments {
+        println!(
+            "{:<24} {:<24} {:>14} {:>14}  {:?}",
+            s.segment_id, s.owner_id, s.base, s.size, s.transport
+        );
+    }
+    println!(
+        "{} segment(s), {} owner(s)",
+        list.segments.len(),
+        list.owners.len()
+    );
+}
+
+/// Waits for SIGINT or SIGTERM.
+async fn stop_signal() -> Result<(), ClientError> {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .map_err(io_err("installing the SIGTERM handler"))?;
+    tokio::select! {
+        r = tokio::signal::ctrl_c() => r.map_err(io_err("waiting for SIGINT")),
+        _ = term.recv() => Ok(()),
+    }
+}
+
+pub(super) async fn run(cli: Cli) -> Result<u8, ClientError> {
+    let client = CrescentClient::new(&cli.server)?
+        .with_scope(cli.tenant.as_deref(), cli.domain.as_deref())?;
+    let json = cli.json;
+    match cli.command {
+        Command::Put {
+            key,
+            file,
+            upsert,
+            replicas,
+        } => {
+            let value = read_input(&file)?;
+            let opts = PutOptions {
+                upsert,
+                replicas,
+                ..PutOptions::default()
+            };
+            let out = client.put_with(&key, &value, &opts).await?;
+            if json {
+                print_json(
+                    &json!({"key": key, "size": value.len(), "put_id": out.put_id,
+                    "already_existed": out.already_existed, "replicas": out.replicas}),
+                );
+            } else if out.already_existed {
+                println!("{key}: already holds this content ({} bytes)", value.len());
+            } else {
+                println!("{key}: stored {} bytes", value.len());
+            }
+        }
+        Command::Get { key, output } => {
+            let value = client.get(&key).await?;
+            match output.as_deref() {
+                Some(path) if path != "-" => {
+                    std::fs::write(path, &value).map_err(io_err(format!("writing {path}")))?;
+                    if json {
+                        print_json(&json!({"key": key, "size": value.len(), "file": path}));
+                    }
+                }
+                _ if json => {
+                    let body = match std::str::from_utf8(&value) {
+                        Ok(text) => json!({"key": key, "size": value.len(), "value_utf8": text}),
+                        Err(_) => json!({"key": key, "size": value.len(),
+                            "value_hex": value.iter().map(|b| format!("{b:02x}")).collect::<String>()}),
+                    };
+                    print_json(&body);
+                }
+                _ => {
+                    let mut out = std::io::stdout().lock();
+                    out.write_all(&value)
+                        .and_then(|()| out.flush())
+                        .map_err(io_err("writing stdout"))?;
+                }
+            }
+        }
+        Command::Exist { key } => {
+            let exists = client.is_exist(&key).await?;
+            if json {
+                print_json(&json!({"key": key, "exists": exists}));
+            } else {
+                println!("{exists}");
+            }
+            return Ok(if exists { 0 } else { 1 });
+        }
+        Command::Rm { key, force } => {
+            match force {
+                true => client.remove_forced(&key).await?,
+                false => client.remove(&key).await?,
+            }
+            if json {
+                print_json(&json!({"key": key, "removed": true}));
+            } else {
+                println!("removed {key}");
+            }
+        }
+        Command::Ls { prefix } => {
+            let keys = client.list_all(prefix.as_deref().unwrap_or("")).await?;
+            if json {
+                print_json(&json!({"count": keys.len(), "keys": keys}));
+            } else {
+                for k in &keys {
+                    let state = if k.complete { "" } else { "  (in progress)" };
+                    println!("{:>12}  {}{state}", k.size, k.key);
+                }
+            }
+        }
+        Command::Segments { command } => segments(&client, command, json).await?,
+        Command::Status => {
+            let health = client.health().await?;
+            let stats = client.stats().await?;
+            if json {
+                print_json(&json!({"health": health, "stats": stats}));
+            } else {
+                let field = |v: &serde_json::Value, k: &str| v.get(k).cloned().unwrap_or_default();
+                println!(
+                    "server {}: {} (role {}, term {}, commit seq {})",
+                    client.server(),
+                    field(&health, "status"),
+                    field(&health, "role"),
+                    field(&health, "term"),
+                    field(&health, "commit_seq"),
+                );
+                println!("{}", serde_json::to_string_pretty(&stats).expect("json"));
+            }
+        }
+        Command::Health => {
+            let h = client.health().await?;
+            print_json(&h);
+        }
+        Command::Owner {
+            size,
+            listen,
+            advertise,
+            id,
+        } => {
+            let owner = Owner::start(
+                &client,
+                OwnerConfig {
+                    owner_id: id,
+                    size,
+                    listen,
+                    advertise,
+                    ..OwnerConfig::default()
+                },
+            )
+            .await?;
+            if json {
+                print_json(
+                    &json!({"owner_id": owner.owner_id(), "segment_id": owner.segment_id(),
+                    "endpoint": owner.endpoint(), "size": owner.size(),
+                    "incarnation": owner.incarnation()}),
+                );
+            } else {
+                println!(
+                    "owner {} serving segment {} ({} bytes) at {}",
+                    owner.owner_id(),
+                    owner.segment_id(),
+                    owner.size(),
+                    owner.endpoint()
+                );
+            }
+            std::io::stdout()
+                .flush()
+                .map_err(io_err("writing stdout"))?;
+            stop_signal().await?;
+            let dropped = owner.shutdown().await?;
+            if json {
+                print_json(&json!({"stopped": true, "dropped_replicas": dropped}));
+            } else {
+                println!("unmounted; {dropped} owned replica(s) dropped");
+            }
+        }
+        Command::Bench { n, size, batch } => {
+            let size = usize::try_from(size)
+                .map_err(|_| ClientError::InvalidArgument("value size too large".into()))?;
+            let config = BenchConfig {
+                n,
+                size,
+                batch,
+                segment_size: None,
+            };
+            let r = bench::run(&client, &config).await?;
+            if json {
+                print_json(&r);
+            } else {
+                println!(
+                    "crescent n={} size={}: put {:.0}/s get {:.0}/s put_batch {:.0}/s get_batch {:.0}/s exist {:.0}/s",
+                    r.n, r.size, r.put, r.get, r.put_batch, r.get_batch, r.exist
+                );
+            }
+        }
+    }
+    Ok(0)
+}
+
+async fn segments(
+    client: &CrescentClient,
+    command: SegmentsCommand,
+    json: bool,
+) -> Result<(), ClientError> {
+    match command {
+        SegmentsCommand::Mount {
+            owner,
+            segment,
+            size,
+            base,
+            transport,
+        } => {
+            let reply = client
+                .mount_segment(&MountSegmentRequest {
+                    owner_id: owner,
+                    segment_id: segment.clone(),
+                    base,
+                    size,
+                    transport: transport.into(),
+                })
+                .await?;
+            if json {
+                print_json(&reply);
+            } else if reply.events.is_empty() {
+                println!("segment {segment} already mounted (no change)");
+            } else {
+                println!("mounted {segment} (seq {:?})", reply.last_seq.unwrap_or(0));
+            }
+        }
+        SegmentsCommand::Unmount { segment } => {
+            let reply = client.unmount_segment(&segment).await?;
+            if json {
+                print_json(&reply);
+            } else {
+                println!("unmounted {segment}");
+            }
+        }
+        SegmentsCommand::Ls => {
+            let list = client.list_segments().await?;
+            if json {
+                print_json(&list);
+            } else {
+                print_segments(&list);
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,145 @@
+use clap::Parser;
+
+use super::*;
+
+fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+    Cli::try_parse_from(std::iter::once("crescent").chain(args.iter().copied()))
+}
+
+#[test]
+fn globals_go_anywhere_and_default() {
+    let cli = parse(&["put", "k", "f.bin", "--tenant", "t1", "--json"]).unwrap();
+    assert_eq!(cli.tenant.as_deref(), Some("t1"));
+    assert!(cli.json);
+    assert_eq!(cli.domain, None);
+    assert!(
+        matches!(cli.command, Command::Put { ref key, ref file, upsert: false, replicas: 1 } if key == "k" && file == "f.bin")
+    );
+    let cli = parse(&["--server", "h:1", "--domain", "d", "exist", "k"]).unwrap();
+    assert_eq!(cli.server, "h:1");
+    assert_eq!(cli.domain.as_deref(), Some("d"));
+    if std::env::var_os("CRESCENT_SERVER").is_none() {
+        assert_eq!(parse(&["ls"]).unwrap().server, "127.0.0.1:7480");
+    }
+}
+
+#[test]
+fn get_output_and_stdin_put() {
+    let cli = parse(&["get", "k", "-o", "out.bin"]).unwrap();
+    assert!(
+        matches!(cli.command, Command::Get { ref output, .. } if output.as_deref() == Some("out.bin"))
+    );
+    let cli = parse(&["get", "k", "-o", "-"]).unwrap();
+    assert!(
+        matches!(cli.command, Command::Get { ref output, .. } if output.as_deref() == Some("-"))
+    );
+    let cli = parse(&["put", "k", "-"]).unwrap();
+    assert!(matches!(cli.command, Command::Put { ref file, .. } if file == "-"));
+    assert!(parse(&["put", "k"]).is_err(), "FILE is required");
+}
+
+#[test]
+fn ls_prefix_is_optional() {
+    assert!(matches!(
+        parse(&["ls"]).unwrap().command,
+        Command::Ls { prefix: None }
+    ));
+    assert!(
+        matches!(parse(&["ls", "p/"]).unwrap().command, Command::Ls { prefix: Some(ref p) } if p == "p/")
+    );
+}
+
+#[test]
+fn owner_and_bench_arguments() {
+    let cli = parse(&[
+        "owner",
+        "--size",
+        "64M",
+        "--id",
+        "n1",
+        "--listen",
+        "0.0.0.0:9000",
+        "--advertise",
+        "10.0.0.1:9000",
+    ])
+    .unwrap();
+    match cli.command {
+        Command::Owner {
+            size,
+            listen,
+            advertise,
+            id,
+        } => {
+            assert_eq!(size, 64 << 20);
+            assert_eq!(listen, "0.0.0.0:9000");
+            assert_eq!(advertise.as_deref(), Some("10.0.0.1:9000"));
+            assert_eq!(id.as_deref(), Some("n1"));
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(parse(&["owner"]).is_err(), "--size is required");
+    match parse(&["bench", "--json"]).unwrap().command {
+        Command::Bench { n, size, batch } => assert_eq!((n, size, batch), (20_000, 4096, 128)),
+        other => panic!("{other:?}"),
+    }
+    match parse(&["bench", "--n", "2000", "--size", "1K"])
+        .unwrap()
+        .command
+    {
+        Command::Bench { n, size, .. } => assert_eq!((n, size), (2000, 1024)),
+        other => panic!("{other:?}"),
+    }
+    assert!(parse(&["bench", "--n", "many"]).is_err());
+}
+
+#[test]
+fn segments_commands_still_parse() {
+    let cli = parse(&[
+        "segments",
+        "mount",
+        "--owner",
+        "o",
+        "--segment",
+        "s",
+        "--size",
+        "1G",
+        "--transport",
+        "embedded",
+    ])
+    .unwrap();
+    match cli.command {
+        Command::Segments {
+            command:
+                SegmentsCommand::Mount {
+                    size,
+                    transport,
+                    base,
+                    ..
+                },
+        } => {
+            assert_eq!(size, 1 << 30);
+            assert_eq!(transport, TransportArg::Embedded);
+            assert_eq!(base, 0);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(parse(&["segments", "ls", "--json"]).is_ok());
+    assert!(parse(&["segments", "unmount", "--segment", "s"]).is_ok());
+    assert!(parse(&["status"]).is_ok());
+    assert!(parse(&["rm", "k", "--force"]).is_ok());
+    assert!(parse(&["frobnicate"]).is_err());
+}
+
+#[test]
+fn sizes() {
+    assert_eq!(parse_size("4096"), Ok(4096));
+    assert_eq!(parse_size("4k"), Ok(4096));
+    assert_eq!(parse_size("4KiB"), Ok(4096));
+    assert_eq!(parse_size("2MB"), Ok(2 << 20));
+    assert_eq!(parse_size("1G"), Ok(1 << 30));
+    assert_eq!(parse_size(" 3T "), Ok(3 << 40));
+    assert!(parse_size("").is_err());
+    assert!(parse_size("x").is_err());
+    assert!(parse_size("-1").is_err());
+    assert!(parse_size("99999999999T").is_err());
+}

@@ -1,0 +1,200 @@
+//! The client's side of the data plane: one transport (started on first use), the staging
+//! pool, and — when this process is also a storage owner — which segment is its own, so puts
+//! place there by default, gets read the local replica first, and commits land in the
+//! ownership table.
+
+use std::sync::{Arc, RwLock};
+
+use crescent_transport::tcp::{TcpConfig, TcpTransport};
+use crescent_transport::{RemoteSegment, Transport};
+use crescent_wire::segments::TransportKind;
+use crescent_wire::store::{ReplicaDesc, ReplicaState};
+use tokio::sync::OnceCell;
+
+use crate::buffer::StagingPool;
+use crate::error::ClientError;
+use crate::metrics::ClientMetrics;
+use crate::ownership::OwnershipTable;
+
+/// This process's own segment (set while an [`crate::Owner`] runs).
+#[derive(Debug, Clone)]
+pub(crate) struct LocalSegment {
+    pub remote: RemoteSegment,
+    pub table: Arc<OwnershipTable>,
+}
+
+pub(crate) struct DataPlane {
+    transport: OnceCell<Arc<dyn Transport>>,
+    pub staging: StagingPool,
+    local: RwLock<Option<LocalSegment>>,
+    pub metrics: ClientMetrics,
+}
+
+impl std::fmt::Debug for DataPlane {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DataPlane")
+            .field("started", &self.transport.initialized())
+            .field("local", &self.local())
+            .finish_non_exhaustive()
+    }
+}
+
+impl DataPlane {
+    pub fn new(metrics: ClientMetrics) -> Self {
+        Self {
+            transport: OnceCell::new(),
+            staging: StagingPool::default(),
+            local: RwLock::new(None),
+            metrics,
+        }
+    }
+
+    /// The client's transport: TCP without a listener of its own (owners serve through
+    /// theirs). Transfers to a listener of this same process are copied in memory by the
+    /// transport's same-process fast path.
+    pub async fn transport(&self) -> Result<&Arc<dyn Transport>, ClientError> {
+        self.transport
+            .get_or_try_init(|| async {
+                let t = TcpTransport::start(TcpConfig::default(), self.metrics.transport.clone())
+                    .await?;
+                Ok::<_, ClientError>(Arc::new(t) as Arc<dyn Transport>)
+            })
+            .await
+    }
+
+    pub fn local(&self) -> Option<LocalSegment> {
+        self.local.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    pub fn own_segment_id(&self) -> Option<Arc<str>> {
+        self.local
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .map(|l| l.remote.segment_id.clone())
+    }
+
+    pub fn attach(&self, local: LocalSegment) {
+        *self.local.write().unwrap_or_else(|p| p.into_inner()) = Some(local);
+    }
+
+    /// Detaches the owner of `segment_id` (no-op if another one has been attached since).
+    pub fn detach(&self, segment_id: &str) {
+        let mut local = self.local.write().unwrap_or_else(|p| p.into_inner());
+        if local
+            .as_ref()
+            .is_some_and(|l| &*l.remote.segment_id == segment_id)
+        {
+            *local = None;
+        }
+    }
+}
+
+/// Where to send a replica's transfer. The own segment reuses its prepared
+/// [`RemoteSegment`] (no allocation).
+pub(crate) fn remote_for(
+    replica: &ReplicaDesc,
+    local: Option<&LocalSegment>,
+) -> Result<RemoteSegment, ClientError> {
+    if let Some(l) = local {
+        if *l.remote.segment_id == *replica.segment_id {
+            return Ok(l.remote.clone());
+        }
+    }
+    if replica.transport == TransportKind::TransferEngine {
+        return Err(ClientError::InvalidArgument(format!(
+            "segment {} is served by a transfer engine; this client speaks the TCP transport",
+            replica.segment_id
+        )));
+    }
+    let endpoint = replica.endpoint.as_deref().ok_or_else(|| {
+        ClientError::Protocol(format!(
+            "replica on segment {} has no transfer endpoint",
+            replica.segment_id
+        ))
+    })?;
+    Ok(RemoteSegment::new(endpoint, replica.segment_id.as_str()))
+}
+
+/// The complete replicas of a get, in the order to try them: our own segment first, then the
+/// server's preference order.
+pub(crate) fn read_order<'a>(
+    replicas: &'a [ReplicaDesc],
+    local: Option<&LocalSegment>,
+) -> Vec<&'a ReplicaDesc> {
+    let mut order: Vec<&ReplicaDesc> = replicas
+        .iter()
+        .filter(|r| r.state == ReplicaState::Complete)
+        .collect();
+    if let Some(l) = local {
+        if let Some(at) = order
+            .iter()
+            .position(|r| *r.segment_id == *l.remote.segment_id)
+        {
+            let own = order.remove(at);
+            order.insert(0, own);
+        }
+    }
+    order
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use prometheus::IntGauge;
+
+    fn replica(seg: &str, endpoint: Option<&str>, state: ReplicaState) -> ReplicaDesc {
+        ReplicaDesc {
+            segment_id: seg.into(),
+            owner_id: "o".into(),
+            endpoint: endpoint.map(str::to_string),
+            transport: TransportKind::Tcp,
+            offset: 0,
+            length: 1,
+            state,
+        }
+    }
+
+    fn local(seg: &str) -> LocalSegment {
+        LocalSegment {
+            remote: RemoteSegment::new("127.0.0.1:9", seg),
+            table: Arc::new(OwnershipTable::new(IntGauge::new("g", "g").unwrap())),
+        }
+    }
+
+    #[test]
+    fn local_replica_is_read_first_and_incomplete_ones_never() {
+        let reps = vec![
+            replica("a", Some("h:1"), ReplicaState::Complete),
+            replica("b", Some("h:2"), ReplicaState::Processing),
+            replica("mine", Some("h:3"), ReplicaState::Complete),
+        ];
+        let l = local("mine");
+        let order: Vec<_> = read_order(&reps, Some(&l))
+            .iter()
+            .map(|r| r.segment_id.as_str())
+            .collect();
+        assert_eq!(order, vec!["mine", "a"]);
+        let order: Vec<_> = read_order(&reps, None)
+            .iter()
+            .map(|r| r.segment_id.as_str())
+            .collect();
+        assert_eq!(order, vec!["a", "mine"]);
+    }
+
+    #[test]
+    fn remote_for_uses_own_endpoint_and_refuses_unreachable_replicas() {
+        let l = local("mine");
+        let r = remote_for(&replica("mine", None, ReplicaState::Complete), Some(&l)).unwrap();
+        assert_eq!(&*r.endpoint, "127.0.0.1:9");
+        let r = remote_for(&replica("x", Some("h:1"), ReplicaState::Complete), Some(&l)).unwrap();
+        assert_eq!((&*r.endpoint, &*r.segment_id), ("h:1", "x"));
+        assert!(remote_for(&replica("x", None, ReplicaState::Complete), None).is_err());
+        let mut te = replica("x", Some("h:1"), ReplicaState::Complete);
+        te.transport = TransportKind::TransferEngine;
+        assert_eq!(
+            remote_for(&te, None).unwrap_err().code_str(),
+            "INVALID_ARGUMENT"
+        );
+    }
+}

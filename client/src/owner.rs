@@ -1,0 +1,360 @@
+//! The storage-owner role: this process lends a segment of its memory to the store.
+//!
+//! [`Owner::start`] allocates the segment, serves it through its own TCP transfer listener,
+//! registers the owner (endpoint = the advertised transfer address), mounts the segment, and
+//! heartbeats on the interval crescentd answers. While it runs, the client that started it
+//! places its puts on this segment first (`local_first`), reads local replicas first, and
+//! records its committed replicas here in the ownership table.
+//!
+//! Incarnation: by default the process start time in ms since the Unix epoch, so a restarted
+//! owner with the same id (`--id`) always registers a larger one and crescentd drops what the
+//! previous incarnation had mounted (its memory is gone). Pass one explicitly when ids and
+//! counters are managed elsewhere; it must grow across restarts.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use crescent_transport::tcp::{TcpConfig, TcpTransport};
+use crescent_transport::{RemoteSegment, SegmentMemory, Transport};
+use crescent_wire::segments::{MountSegmentRequest, RegisterOwnerRequest, TransportKind};
+use crescent_wire::ErrorCode;
+
+use crate::client::CrescentClient;
+use crate::dataplane::LocalSegment;
+use crate::error::ClientError;
+use crate::ownership::OwnershipTable;
+
+/// Longest owner id (the segment id `<owner_id>/seg0` must stay within the server's 256).
+pub const MAX_OWNER_ID_BYTES: usize = 200;
+
+/// How to run a storage owner.
+#[derive(Debug, Clone)]
+pub struct OwnerConfig {
+    /// `None`: `owner-<random>`. Use a stable id for a node that restarts.
+    pub owner_id: Option<String>,
+    /// Segment size in bytes.
+    pub size: u64,
+    /// Transfer listener address (`HOST:PORT`, port 0 picks one).
+    pub listen: String,
+    /// The address peers should dial, if not the bound one (e.g. listening on 0.0.0.0).
+    pub advertise: Option<String>,
+    /// `None`: process start time in ms (see the module docs).
+    pub incarnation: Option<u64>,
+    /// Heartbeat interval until crescentd answers with its own.
+    pub initial_heartbeat: Duration,
+    /// How long shutdown retries an unmount refused while replicas are read-leased.
+    pub unmount_timeout: Duration,
+}
+
+impl Default for OwnerConfig {
+    fn default() -> Self {
+        Self {
+            owner_id: None,
+            size: 256 << 20,
+            listen: "127.0.0.1:0".into(),
+            advertise: None,
+            incarnation: None,
+            initial_heartbeat: Duration::from_secs(1),
+            unmount_timeout: Duration::from_secs(15),
+        }
+    }
+}
+
+/// What the background heartbeat has learned.
+#[derive(Debug, Default)]
+struct HeartbeatState {
+    term: AtomicU64,
+    ok: AtomicU64,
+}
+
+/// A running storage owner. Stop it with [`Owner::shutdown`] (unmounts); dropping it only
+/// stops heartbeating, and crescentd expires it after its client TTL.
+#[derive(Debug)]
+pub struct Owner {
+    client: CrescentClient,
+    owner_id: Arc<str>,
+    segment_id: Arc<str>,
+    endpoint: String,
+    incarnation: u64,
+    size: u64,
+    transport: Arc<TcpTransport>,
+    table: Arc<OwnershipTable>,
+    heartbeat: Option<tokio::task::JoinHandle<()>>,
+    state: Arc<HeartbeatState>,
+    unmount_timeout: Duration,
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(1, |d| d.as_millis() as u64)
+}
+
+/// Checks an owner id (printable, non-empty, short enough to derive a segment id from).
+pub fn check_owner_id(id: &str) -> Result<(), ClientError> {
+    if id.is_empty() || id.len() > MAX_OWNER_ID_BYTES {
+        return Err(ClientError::InvalidArgument(format!(
+            "owner id must be 1..={MAX_OWNER_ID_BYTES} bytes, got {}",
+            id.len()
+        )));
+    }
+    if id.chars().any(|c| c.is_control() || c.is_whitespace()) {
+        return Err(ClientError::InvalidArgument(format!(
+            "owner id {id:?} contains whitespace or control characters"
+        )));
+    }
+    Ok(())
+}
+
+/// The id of an owner's segment.
+pub fn segment_id_for(owner_id: &str) -> String {
+    format!("{owner_id}/seg0")
+}
+
+impl Owner {
+    /// Starts serving a segment and mounts it; `client` becomes its local client.
+    pub async fn start(client: &CrescentClient, config: OwnerConfig) -> Result<Owner, ClientError> {
+        let owner_id = match config.owner_id {
+            Some(id) => id,
+            None => format!("owner-{}", &uuid::Uuid::new_v4().simple().to_string()[..12]),
+        };
+        check_owner_id(&owner_id)?;
+        if config.size == 0 {
+            return Err(ClientError::InvalidArgument(
+                "segment size must be positive".into(),
+            ));
+        }
+        let size = usize::try_from(config.size).map_err(|_| {
+            ClientError::InvalidArgument(format!("segment size {} too large", config.size))
+        })?;
+        let segment_id = segment_id_for(&owner_id);
+        let incarnation = config.incarnation.unwrap_or_else(now_ms);
+        let memory = Arc::new(SegmentMemory::allocate(size)?);
+        let tcp = TcpConfig {
+            listen: Some(config.listen.clone()),
+            advertise: config.advertise.clone(),
+            ..TcpConfig::default()
+        };
+        let transport =
+            Arc::new(TcpTransport::start(tcp, client.data.metrics.transport.clone()).await?);
+        let endpoint = transport
+            .local_endpoint()
+            .ok_or_else(|| ClientError::Protocol("transfer listener has no endpoint".into()))?;
+        transport.serve_segment(&segment_id, memory.clone())?;
+        let register = RegisterOwnerRequest {
+            owner_id: owner_id.clone(),
+            endpoint: endpoint.clone(),
+            incarnation,
+        };
+        let mount = MountSegmentRequest {
+            owner_id: owner_id.clone(),
+            segment_id: segment_id.clone(),
+            base: memory.as_ptr() as u64,
+            size: config.size,
+            transport: TransportKind::Tcp,
+        };
+        client.register_owner(&register).await?;
+        client.mount_segment(&mount).await?;
+        let table = Arc::new(OwnershipTable::new(
+            client.data.metrics.owned_replicas.clone(),
+        ));
+        let owner_id: Arc<str> = owner_id.into();
+        let segment_id: Arc<str> = segment_id.into();
+        client.data.attach(LocalSegment {
+            remote: RemoteSegment::new(endpoint.as_str(), segment_id.clone()),
+            table: table.clone(),
+        });
+        let state = Arc::new(HeartbeatState::default());
+        let heartbeat = tokio::spawn(heartbeat_loop(
+            client.clone(),
+            register,
+            mount,
+            table.clone(),
+            state.clone(),
+            config.initial_heartbeat,
+        ));
+        tracing::info!(%owner_id, %segment_id, %endpoint, size, incarnation, "storage owner started");
+        Ok(Owner {
+            client: client.clone(),
+            owner_id,
+            segment_id,
+            endpoint,
+            incarnation,
+            size: config.size,
+            transport,
+            table,
+            heartbeat: Some(heartbeat),
+            state,
+            unmount_timeout: config.unmount_timeout,
+        })
+    }
+
+    pub fn owner_id(&self) -> &str {
+        &self.owner_id
+    }
+
+    pub fn segment_id(&self) -> &str {
+        &self.segment_id
+    }
+
+    /// The advertised transfer endpoint.
+    pub fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+
+    pub fn incarnation(&self) -> u64 {
+        self.incarnation
+    }
+
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// The committed replicas in this owner's segment.
+    pub fn ownership(&self) -> &Arc<OwnershipTable> {
+        &self.table
+    }
+
+    /// The leader term of the last heartbeat answer (0 before the first).
+    pub fn term(&self) -> u64 {
+        self.state.term.load(Ordering::Relaxed)
+    }
+
+    /// Heartbeats answered so far.
+    pub fn heartbeats(&self) -> u64 {
+        self.state.ok.load(Ordering::Relaxed)
+    }
+
+    /// Stops heartbeating, unmounts the segment (retrying while crescentd refuses because of
+    /// read leases, up to the configured timeout), stops serving it and empties the ownership
+    /// table. Returns how many owned replicas were dropped.
+    pub async fn shutdown(mut self) -> Result<usize, ClientError> {
+        if let Some(h) = self.heartbeat.take() {
+            h.abort();
+        }
+        self.client.data.detach(&self.segment_id);
+        let deadline = tokio::time::Instant::now() + self.unmount_timeout;
+        loop {
+            match self.client.unmount_segment(&self.segment_id).await {
+                Ok(_) => break,
+                Err(e) if e.code() == Some(ErrorCode::NotFound) => break,
+                Err(e)
+                    if (e.retryable()
+                        || matches!(e.code(), Some(ErrorCode::Busy | ErrorCode::Conflict)))
+                        && tokio::time::Instant::now() < deadline =>
+                {
+                    tracing::info!(error = %e, "unmount refused; retrying");
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        self.transport.withdraw_segment(&self.segment_id)?;
+        let dropped = self.table.forget_segment(&self.segment_id);
+        tracing::info!(owner_id = %self.owner_id, dropped, "storage owner stopped");
+        Ok(dropped)
+    }
+}
+
+impl Drop for Owner {
+    fn drop(&mut self) {
+        if let Some(h) = self.heartbeat.take() {
+            h.abort();
+        }
+        self.client.data.detach(&self.segment_id);
+    }
+}
+
+/// Heartbeats forever. When crescentd no longer knows the owner (it expired it, or lost its
+/// memory), registers and mounts again; a mount that had to be redone means the server
+/// dropped our replicas, so the ownership table is emptied to match.
+async fn heartbeat_loop(
+    client: CrescentClient,
+    register: RegisterOwnerRequest,
+    mount: MountSegmentRequest,
+    table: Arc<OwnershipTable>,
+    state: Arc<HeartbeatState>,
+    initial: Duration,
+) {
+    let metrics = client.data.metrics.clone();
+    let mut interval = initial;
+    let mut failing = false;
+    loop {
+        match client
+            .heartbeat(&register.owner_id, register.incarnation)
+            .await
+        {
+            Ok(reply) => {
+                interval = Duration::from_millis(reply.interval_ms.clamp(50, 60_000));
+                let before = state.term.swap(reply.term, Ordering::Relaxed);
+                if before != 0 && before != reply.term {
+                    tracing::info!(
+                        from = before,
+                        to = reply.term,
+                        replicas = table.len(),
+                        "crescentd leader term changed"
+                    );
+                }
+                state.ok.fetch_add(1, Ordering::Relaxed);
+                metrics.heartbeats.with_label_values(&["ok"]).inc();
+                if failing {
+                    tracing::info!("heartbeats answered again");
+                    failing = false;
+                }
+            }
+            Err(e) if e.code() == Some(ErrorCode::NotFound) => {
+                metrics.heartbeats.with_label_values(&["not_found"]).inc();
+                tracing::warn!(error = %e, "crescentd does not know this owner; registering again");
+                let again = async {
+                    client.register_owner(&register).await?;
+                    client.mount_segment(&mount).await
+                }
+                .await;
+                match again {
+                    Ok(reply) => {
+                        metrics.reregistrations.inc();
+                        if !reply.events.is_empty() {
+                            let dropped = table.forget_segment(&mount.segment_id);
+                            tracing::warn!(
+                                dropped,
+                                "segment was re-mounted; its replicas were dropped by crescentd"
+                            );
+                        }
+                    }
+                    Err(e) => tracing::warn!(error = %e, "re-registration failed"),
+                }
+            }
+            Err(e) => {
+                metrics.heartbeats.with_label_values(&["error"]).inc();
+                if !failing {
+                    tracing::warn!(error = %e, "heartbeat failed");
+                    failing = true;
+                }
+            }
+        }
+        tokio::time::sleep(interval).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn owner_ids_and_segment_ids() {
+        assert!(check_owner_id("node-a").is_ok());
+        assert!(check_owner_id("").is_err());
+        assert!(check_owner_id("has space").is_err());
+        assert!(check_owner_id(&"x".repeat(MAX_OWNER_ID_BYTES + 1)).is_err());
+        assert_eq!(segment_id_for("node-a"), "node-a/seg0");
+        assert!(segment_id_for(&"x".repeat(MAX_OWNER_ID_BYTES)).len() <= 256);
+    }
+
+    #[test]
+    fn default_incarnation_grows_with_time() {
+        let a = now_ms();
+        std::thread::sleep(Duration::from_millis(2));
+        assert!(now_ms() > a);
+    }
+}

@@ -1,0 +1,500 @@
+//! Single-object operations: put (put_start -> transfers to every replica -> put_end, revoked
+//! on a transfer failure), get (a complete replica, local first, checksum verified), and the
+//! metadata calls. The zero-copy forms work on [`RegisteredBuffer`]s.
+
+use std::time::Instant;
+
+use crescent_transport::{TransferDescriptor, TransferOp, Transport};
+use crescent_wire::store::{
+    Ack, ExistReply, GetReply, ListEntry, ListReply, ListRequest, ObjectId, ObjectRequest,
+    PutEndRequest, PutStartReply, RemovePrefixReply, RemovePrefixRequest, RemoveRequest,
+    ReplicaDesc, SizeReply, MAX_LIST_PAGE,
+};
+use crescent_wire::ErrorCode;
+use serde::Serialize;
+use tracing::Instrument;
+
+use crate::buffer::RegisteredBuffer;
+use crate::client::CrescentClient;
+use crate::dataplane::{read_order, remote_for, LocalSegment};
+use crate::error::ClientError;
+use crate::options::PutOptions;
+use crate::ownership::OwnedReplica;
+
+/// What a put did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PutOutcome {
+    /// The put's id (0 when the key already held this content).
+    pub put_id: u64,
+    /// The key already held this content: nothing was written (an idempotent success).
+    pub already_existed: bool,
+    /// Replicas written.
+    pub replicas: usize,
+}
+
+/// Write descriptors sending `[offset, offset+len)` of a local buffer to every replica.
+pub(crate) fn write_descriptors(
+    replicas: &[ReplicaDesc],
+    local: Option<&LocalSegment>,
+    src: &RegisteredBuffer,
+    offset: usize,
+    len: usize,
+    out: &mut Vec<TransferDescriptor>,
+) -> Result<(), ClientError> {
+    for r in replicas {
+        if r.length != len as u64 {
+            return Err(ClientError::Protocol(format!(
+                "replica on segment {} is {} bytes for a {len}-byte value",
+                r.segment_id, r.length
+            )));
+        }
+        if len == 0 {
+            continue;
+        }
+        out.push(TransferDescriptor {
+            op: TransferOp::Write,
+            remote: remote_for(r, local)?,
+            remote_offset: r.offset,
+            local: src.handle,
+            local_offset: offset as u64,
+            length: len as u64,
+        });
+    }
+    Ok(())
+}
+
+/// Records the replicas of a committed put that landed in our own segment.
+pub(crate) fn record_owned(
+    local: Option<&LocalSegment>,
+    id: &ObjectId,
+    put_id: u64,
+    replicas: &[ReplicaDesc],
+) {
+    let Some(local) = local else { return };
+    for r in replicas
+        .iter()
+        .filter(|r| *r.segment_id == *local.remote.segment_id)
+    {
+        local.table.record(OwnedReplica {
+            id: id.clone(),
+            put_id,
+            segment_id: local.remote.segment_id.clone(),
+            offset: r.offset,
+            length: r.length,
+        });
+    }
+}
+
+/// Reads a replica into `[dst_offset, dst_offset+size)` of `dst`.
+pub(crate) async fn read_replica(
+    transport: &dyn Transport,
+    replica: &ReplicaDesc,
+    local: Option<&LocalSegment>,
+    dst: &RegisteredBuffer,
+    dst_offset: usize,
+    size: u64,
+) -> Result<(), ClientError> {
+    if size == 0 {
+        return Ok(());
+    }
+    if replica.length != size {
+        return Err(ClientError::Protocol(format!(
+            "replica on segment {} is {} bytes for a {size}-byte object",
+            replica.segment_id, replica.length
+        )));
+    }
+    let desc = [TransferDescriptor {
+        op: TransferOp::Read,
+        remote: remote_for(replica, local)?,
+        remote_offset: replica.offset,
+        local: dst.handle,
+        local_offset: dst_offset as u64,
+        length: size,
+    }];
+    let done = transport.submit(&desc).await?;
+    done.into_result()
+        .map_err(|e| ClientError::transfer(format!("reading segment {}", replica.segment_id), e))
+}
+
+fn no_replica(key: &str) -> ClientError {
+    ClientError::item(
+        ErrorCode::NotReady,
+        format!("key {key:?} has no complete replica to read"),
+    )
+}
+
+impl CrescentClient {
+    /// Stores `value` under `key` (default options).
+    pub async fn put(&self, key: &str, value: &[u8]) -> Result<PutOutcome, ClientError> {
+        self.put_with(key, value, &PutOptions::default()).await
+    }
+
+    /// Stores `value` under `key`.
+    pub async fn put_with(
+        &self,
+        key: &str,
+        value: &[u8],
+        opts: &PutOptions,
+    ) -> Result<PutOutcome, ClientError> {
+        let started = Instant::now();
+        let result = async {
+            let id = self.scope.object_id(key)?;
+            let transport = self.data.transport().await?;
+            let staging = self.data.staging.take(transport, value.len())?;
+            staging.buffer().write(0, value).await?;
+            let checksum = opts.checksum.then(|| crc32c::crc32c(value));
+            self.put_source(id, staging.buffer(), 0, value.len(), checksum, opts)
+                .await
+        }
+        .instrument(tracing::debug_span!("client.put", size = value.len()))
+        .await;
+        self.data
+            .metrics
+            .record("put", started, &result, value.len() as u64);
+        result
+    }
+
+    /// Stores `[offset, offset+len)` of a registered buffer under `key`, sent straight out of
+    /// the buffer (zero copy).
+    pub async fn put_from(
+        &self,
+        key: &str,
+        src: &RegisteredBuffer,
+        offset: usize,
+        len: usize,
+        opts: &PutOptions,
+    ) -> Result<PutOutcome, ClientError> {
+        let started = Instant::now();
+        let result = async {
+            let id = self.scope.object_id(key)?;
+            src.check(offset, len)?;
+            let checksum = match opts.checksum {
+                true => Some(src.crc32c(offset, len).await?),
+                false => None,
+            };
+            self.put_source(id, src, offset, len, checksum, opts).await
+        }
+        .instrument(tracing::debug_span!("client.put_from", size = len))
+        .await;
+        self.data
+            .metrics
+            .record("put_from", started, &result, len as u64);
+        result
+    }
+
+    async fn put_source(
+        &self,
+        id: ObjectId,
+        src: &RegisteredBuffer,
+        offset: usize,
+        len: usize,
+        checksum: Option<u32>,
+        opts: &PutOptions,
+    ) -> Result<PutOutcome, ClientError> {
+        let local = self.data.local();
+        let own = local.as_ref().map(|l| &*l.remote.segment_id);
+        let req = opts.request(id, len as u64, checksum, own)?;
+        let routes = &self.http.routes;
+        let started: PutStartReply = self.http.post(&routes.put_start, &req).await?;
+        let id = req.id;
+        if started.already_exists {
+            return Ok(PutOutcome {
+                put_id: started.put_id,
+                already_existed: true,
+                replicas: 0,
+            });
+        }
+        let end = PutEndRequest {
+            id,
+            put_id: started.put_id,
+        };
+        let mut descs = Vec::with_capacity(started.replicas.len());
+        let transferred = match write_descriptors(
+            &started.replicas,
+            local.as_ref(),
+            src,
+            offset,
+            len,
+            &mut descs,
+        ) {
+            Ok(()) => self.write_all(&descs).await,
+            Err(e) => Err(e),
+        };
+        if let Err(e) = transferred {
+            self.revoke(&end).await;
+            return Err(e);
+        }
+        let _: Ack = self.http.post(&routes.put_end, &end).await?;
+        record_owned(local.as_ref(), &end.id, end.put_id, &started.replicas);
+        Ok(PutOutcome {
+            put_id: end.put_id,
+            already_existed: false,
+            replicas: started.replicas.len(),
+        })
+    }
+
+    /// Runs write transfers; the first failure names its segment.
+    async fn write_all(&self, descs: &[TransferDescriptor]) -> Result<(), ClientError> {
+        if descs.is_empty() {
+            return Ok(());
+        }
+        let transport = self.data.transport().await?;
+        let done = transport.submit(descs).await?;
+        match done.first_error() {
+            None => Ok(()),
+            Some((i, e)) => Err(ClientError::transfer(
+                format!("writing segment {}", descs[i].remote.segment_id),
+                e.clone(),
+            )),
+        }
+    }
+
+    /// Abandons a put (best effort: the server's discard timeout reclaims it otherwise).
+    pub(crate) async fn revoke(&self, end: &PutEndRequest) {
+        let revoked: Result<Ack, _> = self.http.post(&self.http.routes.put_revoke, end).await;
+        if let Err(e) = revoked {
+            tracing::warn!(key = %end.id.key, put_id = end.put_id, error = %e, "put_revoke failed");
+        }
+    }
+
+    async fn get_meta(&self, id: ObjectId) -> Result<GetReply, ClientError> {
+        self.http
+            .post(&self.http.routes.get, &ObjectRequest { id })
+            .await
+    }
+
+    /// The value stored under `key`.
+    pub async fn get(&self, key: &str) -> Result<Vec<u8>, ClientError> {
+        let started = Instant::now();
+        let result = async {
+            let reply = self.get_meta(self.scope.object_id(key)?).await?;
+            let size = reply.size as usize;
+            let transport = self.data.transport().await?;
+            let staging = self.data.staging.take(transport, size)?;
+            let local = self.data.local();
+            let mut last = no_replica(key);
+            for replica in read_order(&reply.replicas, local.as_ref()) {
+                let read = read_replica(
+                    transport.as_ref(),
+                    replica,
+                    local.as_ref(),
+                    staging.buffer(),
+                    0,
+                    reply.size,
+                )
+                .await;
+                if let Err(e) = read {
+                    last = e;
+                    continue;
+                }
+                let mut value = vec![0u8; size];
+                staging.buffer().read(0, &mut value).await?;
+                let checked = match reply.checksum {
+                    Some(_) => verify(key, reply.checksum, crc32c::crc32c(&value)),
+                    None => Ok(()),
+                };
+                match checked {
+                    Ok(()) => return Ok(value),
+                    Err(e) => last = e,
+                }
+            }
+            Err(last)
+        }
+        .instrument(tracing::debug_span!("client.get"))
+        .await;
+        let bytes = result.as_ref().map_or(0, |v| v.len() as u64);
+        self.data.metrics.record("get", started, &result, bytes);
+        result
+    }
+
+    /// Reads the value of `key` straight into `dst` at `offset` (zero copy); returns its size.
+    /// The object must fit in `[offset, dst.len())`.
+    pub async fn get_into(
+        &self,
+        key: &str,
+        dst: &RegisteredBuffer,
+        offset: usize,
+    ) -> Result<usize, ClientError> {
+        let started = Instant::now();
+        let result = async {
+            let reply = self.get_meta(self.scope.object_id(key)?).await?;
+            let size = reply.size as usize;
+            dst.check(offset, size)?;
+            let transport = self.data.transport().await?;
+            let local = self.data.local();
+            let mut last = no_replica(key);
+            for replica in read_order(&reply.replicas, local.as_ref()) {
+                let read = read_replica(
+                    transport.as_ref(),
+                    replica,
+                    local.as_ref(),
+                    dst,
+                    offset,
+                    reply.size,
+                )
+                .await;
+                if let Err(e) = read {
+                    last = e;
+                    continue;
+                }
+                let checked = match reply.checksum {
+                    Some(_) => verify(key, reply.checksum, dst.crc32c(offset, size).await?),
+                    None => Ok(()),
+                };
+                match checked {
+                    Ok(()) => return Ok(size),
+                    Err(e) => last = e,
+                }
+            }
+            Err(last)
+        }
+        .instrument(tracing::debug_span!("client.get_into"))
+        .await;
+        let bytes = *result.as_ref().unwrap_or(&0) as u64;
+        self.data
+            .metrics
+            .record("get_into", started, &result, bytes);
+        result
+    }
+
+    /// Whether `key` holds a complete object.
+    pub async fn is_exist(&self, key: &str) -> Result<bool, ClientError> {
+        let started = Instant::now();
+        let result = async {
+            let id = self.scope.object_id(key)?;
+            let r: ExistReply = self
+                .http
+                .post(&self.http.routes.exist, &ObjectRequest { id })
+                .await?;
+            Ok(r.exists)
+        }
+        .await;
+        self.data.metrics.record("exist", started, &result, 0);
+        result
+    }
+
+    /// The size of the value under `key`.
+    pub async fn get_size(&self, key: &str) -> Result<u64, ClientError> {
+        let started = Instant::now();
+        let result = async {
+            let id = self.scope.object_id(key)?;
+            let r: SizeReply = self
+                .http
+                .post(&self.http.routes.size, &ObjectRequest { id })
+                .await?;
+            Ok(r.size)
+        }
+        .await;
+        self.data.metrics.record("get_size", started, &result, 0);
+        result
+    }
+
+    /// Removes `key` (refused while it is read-leased; see [`CrescentClient::remove_forced`]).
+    pub async fn remove(&self, key: &str) -> Result<(), ClientError> {
+        self.remove_inner(key, false).await
+    }
+
+    /// Removes `key` even while read-leased (admin use: readers may then fail).
+    pub async fn remove_forced(&self, key: &str) -> Result<(), ClientError> {
+        self.remove_inner(key, true).await
+    }
+
+    async fn remove_inner(&self, key: &str, force: bool) -> Result<(), ClientError> {
+        let started = Instant::now();
+        let result = async {
+            let id = self.scope.object_id(key)?;
+            let req = RemoveRequest { id, force };
+            let _: Ack = self.http.post(&self.http.routes.remove, &req).await?;
+            if let Some(local) = self.data.local() {
+                local.table.forget(&req.id);
+            }
+            Ok(())
+        }
+        .await;
+        self.data.metrics.record("remove", started, &result, 0);
+        result
+    }
+
+    /// Removes every key starting with `prefix` in this client's scope (leased, pinned and
+    /// in-progress objects are skipped and counted).
+    pub async fn remove_prefix(&self, prefix: &str) -> Result<RemovePrefixReply, ClientError> {
+        let started = Instant::now();
+        let req = RemovePrefixRequest {
+            tenant: self.scope.tenant().map(str::to_string),
+            domain: self.scope.domain().map(str::to_string),
+            prefix: prefix.to_string(),
+        };
+        let result = self.http.post(&self.http.routes.remove_prefix, &req).await;
+        if let (Ok(_), Some(local)) = (&result, self.data.local()) {
+            let tenant = self
+                .scope
+                .tenant()
+                .unwrap_or(crescent_wire::store::DEFAULT_TENANT);
+            local
+                .table
+                .forget_prefix(tenant, self.scope.domain(), prefix);
+        }
+        self.data
+            .metrics
+            .record("remove_prefix", started, &result, 0);
+        result
+    }
+
+    /// One page of keys under `prefix`, after `after` (exclusive), at most `limit` long.
+    pub async fn list(
+        &self,
+        prefix: &str,
+        after: Option<&str>,
+        limit: Option<u32>,
+    ) -> Result<ListReply, ClientError> {
+        if limit.is_some_and(|l| l == 0 || l as usize > MAX_LIST_PAGE) {
+            return Err(ClientError::InvalidArgument(format!(
+                "list page size must be 1..={MAX_LIST_PAGE}"
+            )));
+        }
+        let req = ListRequest {
+            tenant: self.scope.tenant().map(str::to_string),
+            domain: self.scope.domain().map(str::to_string),
+            prefix: prefix.to_string(),
+            after: after.map(str::to_string),
+            limit,
+        };
+        self.http.post(&self.http.routes.list, &req).await
+    }
+
+    /// Every key under `prefix`, following the pages.
+    pub async fn list_all(&self, prefix: &str) -> Result<Vec<ListEntry>, ClientError> {
+        let mut all = Vec::new();
+        let mut after: Option<String> = None;
+        loop {
+            let page = self
+                .list(prefix, after.as_deref(), Some(MAX_LIST_PAGE as u32))
+                .await?;
+            all.extend(page.keys);
+            match page.next {
+                Some(next) if after.as_deref() != Some(next.as_str()) => after = Some(next),
+                Some(next) => {
+                    return Err(ClientError::Protocol(format!(
+                        "listing did not advance past {next:?}"
+                    )))
+                }
+                None => return Ok(all),
+            }
+        }
+    }
+}
+
+/// Checks a read against the stored checksum (if any).
+pub(crate) fn verify(key: &str, stored: Option<u32>, actual: u32) -> Result<(), ClientError> {
+    match stored {
+        Some(expected) if expected != actual => Err(ClientError::ChecksumMismatch {
+            key: key.to_string(),
+            expected,
+            actual,
+        }),
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests;

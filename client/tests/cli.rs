@@ -1,0 +1,90 @@
+//! The `crescent` CLI against a real crescentd: put/get/exist/rm/ls with --json, exit codes,
+//! and `bench --json`.
+
+mod common;
+
+use common::{crescent, Server};
+
+fn json(out: &[u8]) -> serde_json::Value {
+    serde_json::from_slice(out).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(out)))
+}
+
+#[test]
+fn put_get_exist_rm_ls() {
+    let server = Server::start();
+    let s = server.server();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("in.bin");
+    let data: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
+    std::fs::write(&file, &data).unwrap();
+
+    let (code, out, err) = crescent(&s, &["--json", "put", "a/1", file.to_str().unwrap()], None);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(json(&out)["size"], 100_000);
+    let (code, _, err) = crescent(&s, &["put", "a/2", "-"], Some(b"from stdin"));
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = crescent(&s, &["--tenant", "t9", "put", "a/1", "-"], Some(b"t9"));
+    assert_eq!(code, 0, "{err}");
+
+    let outfile = dir.path().join("out.bin");
+    let (code, _, err) = crescent(&s, &["get", "a/1", "-o", outfile.to_str().unwrap()], None);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(std::fs::read(&outfile).unwrap(), data);
+    let (code, out, _) = crescent(&s, &["get", "a/2"], None);
+    assert_eq!((code, out.as_slice()), (0, &b"from stdin"[..]));
+    let (_, out, _) = crescent(&s, &["--tenant", "t9", "--json", "get", "a/1"], None);
+    assert_eq!(json(&out)["value_utf8"], "t9");
+
+    let (code, out, _) = crescent(&s, &["--json", "exist", "a/2"], None);
+    assert_eq!(
+        (code, json(&out)["exists"].clone()),
+        (0, serde_json::json!(true))
+    );
+    let (code, _, _) = crescent(&s, &["exist", "nope"], None);
+    assert_eq!(code, 1);
+
+    let (code, out, _) = crescent(&s, &["--json", "ls", "a/"], None);
+    assert_eq!(code, 0);
+    assert_eq!(json(&out)["count"], 2);
+    // a/1 was just read: its read lease refuses a plain remove (BUSY, retryable: exit 3).
+    let (code, out, _) = crescent(&s, &["--json", "rm", "a/1"], None);
+    assert_eq!(code, 3);
+    assert_eq!(json(&out)["error"]["code"], "BUSY");
+    let (code, _, err) = crescent(&s, &["rm", "--force", "a/1"], None);
+    assert_eq!(code, 0, "{err}");
+    let (code, out, err) = crescent(&s, &["--json", "get", "a/1"], None);
+    assert_eq!(code, 4, "NOT_FOUND exit status; {err}");
+    assert_eq!(json(&out)["error"]["code"], "NOT_FOUND");
+    assert!(err.contains("NOT_FOUND"), "{err}");
+    let (code, _, err) = crescent(&s, &["put", "k", "/nonexistent/file"], None);
+    assert_eq!(code, 7, "{err}");
+    assert!(err.contains("IO_ERROR"), "{err}");
+    let (code, _, err) = crescent(&s, &["--tenant", "bad tenant", "exist", "k"], None);
+    assert_eq!(code, 2, "{err}");
+    let (code, out, _) = crescent(&s, &["--json", "status"], None);
+    assert_eq!(code, 0);
+    assert_eq!(json(&out)["health"]["status"], "serving");
+}
+
+#[test]
+fn unreachable_server_is_exit_3() {
+    let (code, _, err) = crescent("127.0.0.1:1", &["exist", "k"], None);
+    assert_eq!(code, 3, "{err}");
+    assert!(err.contains("UNAVAILABLE"), "{err}");
+}
+
+#[test]
+fn bench_json_has_the_five_figures() {
+    let server = Server::start();
+    let (code, out, err) = crescent(&server.server(), &["bench", "--n", "2000", "--json"], None);
+    assert_eq!(code, 0, "{err}");
+    let text = String::from_utf8(out).unwrap();
+    assert_eq!(text.trim().lines().count(), 1, "one JSON object: {text}");
+    let v: serde_json::Value = serde_json::from_str(text.trim()).unwrap();
+    for field in ["put", "get", "put_batch", "get_batch", "exist"] {
+        let f = v[field]
+            .as_f64()
+            .unwrap_or_else(|| panic!("{field} in {text}"));
+        assert!(f > 0.0, "{field} = {f}");
+    }
+}
