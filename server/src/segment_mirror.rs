@@ -120,6 +120,11 @@ impl SegmentMirror {
         if !self.liveness.still_expired(owner_id, incarnation, now_ms) {
             return Ok(false);
         }
+        // Drop the objects first so they are counted as lost to an expired owner (the journaled
+        // unmounts applied below then find nothing left). The owner is silent past its TTL, so
+        // its replicas are unreachable whatever the journal append does; and a failed append is
+        // fatal for the whole process anyway.
+        let report = self.directory.drop_owner(owner_id, now_ms);
         let cmd = SegmentRegistryCommand::RemoveOwner {
             owner_id: owner_id.to_string(),
             reason: "heartbeat timeout".into(),
@@ -132,7 +137,6 @@ impl SegmentMirror {
             }
             Err(e) => return Err(e.into()),
         }
-        let report = self.directory.drop_owner(owner_id, now_ms);
         tracing::warn!(owner = %owner_id, incarnation, segments = report.segments,
             objects_dropped = report.objects_dropped, "owner expired (heartbeat timeout)");
         Ok(true)

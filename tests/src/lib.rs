@@ -11,6 +11,8 @@
 //!   the crash child prints, so the parent can check every record byte for byte.
 //! - [`crash_journal`]: how the crash child and its parent open the journal under test.
 //! - [`crescentd`]: starting a `crescentd` on a data dir and talking to its HTTP API.
+//! - [`store_e2e`]: deterministic object contents and sizes, `crescent owner` processes and
+//!   Prometheus counters for the store end-to-end test.
 //! - [`segment_model`]: what a crash test knows about segments from acknowledged requests, and
 //!   the check of a recovered server's listing against it.
 
@@ -20,6 +22,7 @@ pub mod crash_payload;
 pub mod crescentd;
 pub mod process;
 pub mod segment_model;
+pub mod store_e2e;
 
 /// Number of crash rounds a crash test runs: `CRESCENT_CRASH_ROUNDS` when set (must be a
 /// positive integer), else `default`.
