@@ -63,7 +63,7 @@ pub trait DomainEvent: Clone + std::fmt::Debug + PartialEq + Send + Sync + 'stat
     /// The current schema version of this event's kind.
     fn version(&self) -> u16;
 
-    /// The payload bytes (msgpack with named fields).
+    /// The payload bytes (msgpack; SegmentRegistry uses the compact array form).
     fn encode(&self) -> Vec<u8>;
 
     /// Decodes (and upcasts) a stored event.

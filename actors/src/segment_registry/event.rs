@@ -107,8 +107,12 @@ fn current_version(kind: &str) -> Option<u16> {
 }
 
 fn to_msgpack<T: Serialize>(value: &T) -> Vec<u8> {
-    // Plain structs of strings, integers and unit enums always serialize into a Vec.
-    rmp_serde::to_vec_named(value).expect("event structs always serialize")
+    // Compact (array) form: replay decodes every event ever written, and matching field names
+    // cost as much as the rest of an event's replay. Within a version, fields are only ever
+    // appended (with `#[serde(default)]`); any other change is a new version with an upcaster.
+    // The decoder also accepts the named (map) form. Plain structs of strings, integers and
+    // unit enums always serialize into a Vec.
+    rmp_serde::to_vec(value).expect("event structs always serialize")
 }
 
 fn from_msgpack<T: DeserializeOwned>(
