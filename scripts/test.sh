@@ -51,7 +51,17 @@ export CRESCENT_TEST_REDIS="redis://127.0.0.1:$redis_port"
 log "etcd on $CRESCENT_TEST_ETCD, redis on $CRESCENT_TEST_REDIS"
 
 # --- tests -----------------------------------------------------------------------------------
-# Binaries first, so the integration tests that spawn crescentd / crescent / crescent-replay
-# find them next to the test executables.
-cargo build --workspace --bins
+# Build every test target first: for packages with integration tests this also builds their
+# binaries (crescentd, crescent, crescent-replay) with the same features the tests use. The
+# tests that spawn those binaries are then pointed at them, so none of them runs `cargo build`
+# itself (which would resolve features differently and rebuild the server mid-run).
+cargo test --workspace --no-run "$@"
+if [ "$#" -eq 0 ]; then
+  target=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
+  export CRESCENT_BIN_DIR="$target/debug"
+  export CRESCENTD_BIN="$target/debug/crescentd"
+  for b in crescentd crescent crescent-replay; do
+    [ -x "$CRESCENT_BIN_DIR/$b" ] || { log "missing $CRESCENT_BIN_DIR/$b after the build"; exit 1; }
+  done
+fi
 cargo test --workspace "$@"
