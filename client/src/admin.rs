@@ -58,6 +58,6 @@ impl CrescentClient {
             owner_id: owner_id.to_string(),
             incarnation,
         };
-        self.http.post(&self.http.routes.heartbeat, &req).await
+        self.call(crescent_wire::rpc::RpcOp::Heartbeat, &req).await
     }
 }

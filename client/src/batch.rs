@@ -6,6 +6,7 @@
 use std::time::Instant;
 
 use crescent_transport::{TransferDescriptor, TransferOp};
+use crescent_wire::rpc::RpcOp;
 use crescent_wire::store::{
     Ack, BatchReply, BatchRequest, ExistReply, GetReply, ItemResult, ObjectId, ObjectRequest,
     PutEndRequest, PutStartReply, PutStartRequest, RemoveRequest, MAX_BATCH,
@@ -43,7 +44,7 @@ impl CrescentClient {
     /// Sends `items` (at most [`MAX_BATCH`] per request) and returns one answer per item.
     async fn batch_call<Req: Serialize, Rep: DeserializeOwned>(
         &self,
-        url: &reqwest::Url,
+        op: RpcOp,
         items: Vec<Req>,
     ) -> Result<Vec<ItemResult<Rep>>, ClientError> {
         let mut out = Vec::with_capacity(items.len());
@@ -51,7 +52,7 @@ impl CrescentClient {
         while !rest.is_empty() {
             let tail = rest.split_off(rest.len().min(MAX_BATCH));
             let sent = rest.len();
-            let reply: BatchReply<Rep> = self.http.post(url, &BatchRequest { items: rest }).await?;
+            let reply: BatchReply<Rep> = self.call(op, &BatchRequest { items: rest }).await?;
             if reply.items.len() != sent {
                 return Err(ClientError::Protocol(format!(
                     "batch of {sent} items answered with {}",
@@ -133,9 +134,8 @@ impl CrescentClient {
             }
         }
         let ids: Vec<ObjectId> = requests.iter().map(|r| r.id.clone()).collect();
-        let starts: Vec<ItemResult<PutStartReply>> = self
-            .batch_call(&self.http.routes.batch_put_start, requests)
-            .await?;
+        let starts: Vec<ItemResult<PutStartReply>> =
+            self.batch_call(RpcOp::BatchPutStart, requests).await?;
 
         // Every replica write of every started item, in one submission.
         let mut descs: Vec<TransferDescriptor> = Vec::new();
@@ -205,7 +205,7 @@ impl CrescentClient {
         }
         if !revoke.is_empty() {
             match self
-                .batch_call::<_, Ack>(&self.http.routes.batch_put_revoke, revoke)
+                .batch_call::<_, Ack>(RpcOp::BatchPutRevoke, revoke)
                 .await
             {
                 Ok(items) => {
@@ -216,9 +216,7 @@ impl CrescentClient {
                 Err(e) => tracing::warn!(error = %e, "batch put_revoke failed"),
             }
         }
-        let ended: Vec<ItemResult<Ack>> = self
-            .batch_call(&self.http.routes.batch_put_end, ends)
-            .await?;
+        let ended: Vec<ItemResult<Ack>> = self.batch_call(RpcOp::BatchPutEnd, ends).await?;
         for ((pos, reply), end) in ending.into_iter().zip(ended) {
             let (i, ..) = sent[pos];
             results[i] = Some(item(end).map(|_| {
@@ -273,9 +271,7 @@ impl CrescentClient {
                 Err(e) => results[i] = Some(Err(e)),
             }
         }
-        let replies: Vec<ItemResult<GetReply>> = self
-            .batch_call(&self.http.routes.batch_get, requests)
-            .await?;
+        let replies: Vec<ItemResult<GetReply>> = self.batch_call(RpcOp::BatchGet, requests).await?;
         let mut found: Vec<(usize, GetReply, usize)> = Vec::with_capacity(replies.len());
         let mut total = 0usize;
         for (pos, reply) in replies.into_iter().enumerate() {
@@ -383,7 +379,7 @@ impl CrescentClient {
         let started = Instant::now();
         let result = self
             .simple_batch(
-                &self.http.routes.batch_exist,
+                RpcOp::BatchExist,
                 keys,
                 |id| ObjectRequest { id },
                 |r: ExistReply| r.exists,
@@ -401,7 +397,7 @@ impl CrescentClient {
         let started = Instant::now();
         let result = self
             .simple_batch(
-                &self.http.routes.batch_remove,
+                RpcOp::BatchRemove,
                 keys,
                 |id| RemoveRequest { id, force: false },
                 |_: Ack| (),
@@ -424,7 +420,7 @@ impl CrescentClient {
 
     async fn simple_batch<K, Req, Rep, T>(
         &self,
-        url: &reqwest::Url,
+        op: RpcOp,
         keys: &[K],
         request: impl Fn(ObjectId) -> Req,
         answer: impl Fn(Rep) -> T,
@@ -447,7 +443,7 @@ impl CrescentClient {
                 Err(e) => results[i] = Some(Err(e)),
             }
         }
-        let replies: Vec<ItemResult<Rep>> = self.batch_call(url, requests).await?;
+        let replies: Vec<ItemResult<Rep>> = self.batch_call(op, requests).await?;
         for (pos, r) in replies.into_iter().enumerate() {
             results[asked[pos]] = Some(item(r).map(&answer));
         }

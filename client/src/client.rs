@@ -3,7 +3,10 @@
 
 use std::sync::Arc;
 
+use crescent_wire::rpc::RpcOp;
 use prometheus::Registry;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
 
 use crate::dataplane::DataPlane;
 use crate::error::ClientError;
@@ -11,6 +14,7 @@ use crate::http::HttpConn;
 use crate::metrics::ClientMetrics;
 use crate::options::Scope;
 use crate::ownership::OwnershipTable;
+use crate::rpc::{RpcFailure, RpcLink};
 
 /// A connection to one crescentd: the admin API, the object API (see `store.rs` and
 /// `batch.rs`) and, with an [`crate::Owner`], the storage-owner role.
@@ -19,6 +23,8 @@ pub struct CrescentClient {
     pub(crate) http: Arc<HttpConn>,
     pub(crate) scope: Scope,
     pub(crate) data: Arc<DataPlane>,
+    /// The RPC fast path for the object operations (HTTP when the server has none).
+    pub(crate) rpc: Arc<RpcLink>,
 }
 
 impl CrescentClient {
@@ -40,6 +46,7 @@ impl CrescentClient {
             http: Arc::new(HttpConn::new(server)?),
             scope: Scope::default(),
             data: Arc::new(DataPlane::new(metrics)),
+            rpc: Arc::new(RpcLink::new()),
         })
     }
 
@@ -54,7 +61,28 @@ impl CrescentClient {
             http: self.http.clone(),
             scope: Scope::new(tenant, domain)?,
             data: self.data.clone(),
+            rpc: self.rpc.clone(),
         })
+    }
+
+    /// Runs one object operation: over the RPC fast path when the server offers it, else (or
+    /// when no RPC connection can be made) over HTTP. Same bodies, same errors either way.
+    pub(crate) async fn call<B, T>(&self, op: RpcOp, body: &B) -> Result<T, ClientError>
+    where
+        B: Serialize,
+        T: DeserializeOwned,
+    {
+        if let Some(pool) = self.rpc.pool(&self.http).await {
+            match pool.call(op, body).await {
+                Ok(reply) => return Ok(reply),
+                Err(RpcFailure::Failed(e)) => return Err(e),
+                Err(RpcFailure::NotSent(e)) => {
+                    tracing::debug!(error = %e, op = op.as_str(), "RPC unreachable; using HTTP");
+                    self.rpc.forget();
+                }
+            }
+        }
+        self.http.post(self.http.routes.for_op(op), body).await
     }
 
     pub fn scope(&self) -> &Scope {

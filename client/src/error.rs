@@ -24,6 +24,13 @@ pub enum ClientError {
         #[source]
         source: reqwest::Error,
     },
+    /// The RPC fast-path connection could not be made or broke mid-request.
+    #[error("RPC connection to crescentd at {server} failed: {source}")]
+    Rpc {
+        server: String,
+        #[source]
+        source: std::io::Error,
+    },
     /// The answer could not be decoded.
     #[error("unexpected answer from crescentd: {0}")]
     Protocol(String),
@@ -84,7 +91,7 @@ impl ClientError {
             ClientError::Api(e) if e.retryable => ErrorClass::Retryable,
             ClientError::Api(e) if e.code == ErrorCode::Internal => ErrorClass::Fatal,
             ClientError::Api(_) => ErrorClass::User,
-            ClientError::Connect { .. } => ErrorClass::Retryable,
+            ClientError::Connect { .. } | ClientError::Rpc { .. } => ErrorClass::Retryable,
             ClientError::Transfer { source, .. } => match source.class() {
                 crescent_transport::ErrorClass::User => ErrorClass::User,
                 crescent_transport::ErrorClass::Retryable => ErrorClass::Retryable,
@@ -102,7 +109,7 @@ impl ClientError {
     pub fn code_str(&self) -> &'static str {
         match self {
             ClientError::Api(e) => e.code.as_str(),
-            ClientError::Connect { .. } => "UNAVAILABLE",
+            ClientError::Connect { .. } | ClientError::Rpc { .. } => "UNAVAILABLE",
             ClientError::Protocol(_) => "INTERNAL",
             ClientError::InvalidArgument(_) => "INVALID_ARGUMENT",
             ClientError::Transfer { source, .. } => source.code(),

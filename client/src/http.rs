@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use crescent_wire::rpc::RpcOp;
 use crescent_wire::store::routes;
 use crescent_wire::ApiError;
 use reqwest::Url;
@@ -18,6 +19,7 @@ const MSGPACK: &str = "application/msgpack";
 pub(crate) struct Routes {
     pub healthz: Url,
     pub stats: Url,
+    pub rpc: Url,
     pub register_owner: Url,
     pub mount: Url,
     pub unmount: Url,
@@ -50,6 +52,7 @@ impl Routes {
         Ok(Self {
             healthz: url("/healthz")?,
             stats: url("/stats")?,
+            rpc: url(crescent_wire::rpc::RPC_INFO_ROUTE)?,
             register_owner: url("/v1/owners/register")?,
             mount: url("/v1/segments/mount")?,
             unmount: url("/v1/segments/unmount")?,
@@ -71,6 +74,28 @@ impl Routes {
             batch_exist: url(routes::BATCH_EXIST)?,
             batch_remove: url(routes::BATCH_REMOVE)?,
         })
+    }
+}
+
+impl Routes {
+    /// The HTTP route of an operation the RPC fast path also carries.
+    pub fn for_op(&self, op: RpcOp) -> &Url {
+        match op {
+            RpcOp::PutStart => &self.put_start,
+            RpcOp::PutEnd => &self.put_end,
+            RpcOp::PutRevoke => &self.put_revoke,
+            RpcOp::Get => &self.get,
+            RpcOp::Exist => &self.exist,
+            RpcOp::Size => &self.size,
+            RpcOp::Remove => &self.remove,
+            RpcOp::BatchPutStart => &self.batch_put_start,
+            RpcOp::BatchPutEnd => &self.batch_put_end,
+            RpcOp::BatchPutRevoke => &self.batch_put_revoke,
+            RpcOp::BatchGet => &self.batch_get,
+            RpcOp::BatchExist => &self.batch_exist,
+            RpcOp::BatchRemove => &self.batch_remove,
+            RpcOp::Heartbeat => &self.heartbeat,
+        }
     }
 }
 

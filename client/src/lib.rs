@@ -21,6 +21,8 @@ pub mod metrics;
 pub mod options;
 pub mod owner;
 pub mod ownership;
+mod rpc;
+mod rpc_io;
 pub mod store;
 
 pub use buffer::RegisteredBuffer;

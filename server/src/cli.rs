@@ -43,6 +43,9 @@ pub struct Args {
     /// Log format.
     #[arg(long, env = "CRESCENT_LOG_FORMAT", value_enum)]
     pub log_format: Option<LogFormat>,
+    /// RPC fast-path listener: `auto`, `off` or IP:PORT (store.rpc_listen).
+    #[arg(long, env = "CRESCENT_RPC_LISTEN")]
+    pub rpc_listen: Option<String>,
     /// Print the merged configuration as TOML and exit.
     #[arg(long)]
     pub print_config: bool,
@@ -78,6 +81,9 @@ impl Args {
         }
         if let Some(v) = self.log_format {
             c.log.format = v;
+        }
+        if let Some(v) = &self.rpc_listen {
+            c.store.rpc_listen = v.clone();
         }
         c.validate()?;
         Ok(c)

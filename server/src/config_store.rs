@@ -40,6 +40,14 @@ pub struct StoreSettings {
     pub default_placement: Placement,
     /// Period of housekeeping: lease expiry, stale puts, eviction, owner expiry.
     pub housekeeping_interval_ms: u64,
+    /// The binary RPC fast path's listener (docs/api.md, "RPC fast path"): `auto` (default)
+    /// binds the HTTP listen address's IP on a port the OS picks; `off` disables it; or an
+    /// explicit `IP:PORT`. Clients find the bound address in `GET /v1/rpc` and `/healthz`.
+    pub rpc_listen: String,
+    /// After answering, an RPC connection polls for the client's next request this long (µs)
+    /// before sleeping: much lower latency for a busy client at the price of a core spinning
+    /// that long per answer (and other connections on that thread waiting). 0 disables it.
+    pub rpc_busy_poll_us: u64,
 }
 
 impl Default for StoreSettings {
@@ -59,9 +67,16 @@ impl Default for StoreSettings {
             max_object_bytes: store.max_object_bytes,
             default_placement: Placement::Random,
             housekeeping_interval_ms: 1000,
+            rpc_listen: RPC_LISTEN_AUTO.into(),
+            rpc_busy_poll_us: 50,
         }
     }
 }
+
+/// `store.rpc_listen`: bind the HTTP address's IP, OS-chosen port.
+pub const RPC_LISTEN_AUTO: &str = "auto";
+/// `store.rpc_listen`: no RPC listener (HTTP only).
+pub const RPC_LISTEN_OFF: &str = "off";
 
 /// Largest embedded segment: 1 TiB.
 const MAX_EMBEDDED_BYTES: u64 = 1 << 40;
@@ -145,7 +160,26 @@ impl StoreSettings {
                 "must be within 10..=60000",
             ));
         }
+        if self.rpc_busy_poll_us > 10_000 {
+            return Err(invalid("store.rpc_busy_poll_us", "must be at most 10000"));
+        }
+        let r = self.rpc_listen.as_str();
+        if r != RPC_LISTEN_AUTO && r != RPC_LISTEN_OFF && r.parse::<SocketAddr>().is_err() {
+            return Err(invalid(
+                "store.rpc_listen",
+                format!("{r:?} is neither \"auto\", \"off\" nor an IP:PORT address"),
+            ));
+        }
         Ok(())
+    }
+
+    /// Where the RPC listener binds, given the HTTP listen address; `None` when it is off.
+    pub fn rpc_listen_addr(&self, http_listen: SocketAddr) -> Option<SocketAddr> {
+        match self.rpc_listen.as_str() {
+            RPC_LISTEN_OFF => None,
+            RPC_LISTEN_AUTO => Some(SocketAddr::new(http_listen.ip(), 0)),
+            explicit => explicit.parse().ok(),
+        }
     }
 
     /// The object directory's tunables.

@@ -103,6 +103,11 @@ fn store_section_defaults_and_validation_name_the_key() {
             "[store]\nlease_ttl_ms = 5000\nmax_lease_ms = 1000\n",
             "store.max_lease_ms",
         ),
+        ("[store]\nrpc_listen = \"somewhere\"\n", "store.rpc_listen"),
+        (
+            "[store]\nrpc_busy_poll_us = 20000\n",
+            "store.rpc_busy_poll_us",
+        ),
     ] {
         let c = Config::from_toml(Path::new("x.toml"), text).unwrap();
         let err = c.validate().unwrap_err();
@@ -115,4 +120,21 @@ fn store_section_defaults_and_validation_name_the_key() {
         "[store]\ndefault_placement = \"nearest\"\n"
     )
     .is_err());
+}
+
+#[test]
+fn rpc_listen_resolves_against_the_http_address() {
+    let http: std::net::SocketAddr = "10.0.0.5:7480".parse().unwrap();
+    let mut s = crate::config::StoreSettings::default();
+    assert_eq!(s.rpc_listen, "auto");
+    assert_eq!(s.rpc_listen_addr(http), Some("10.0.0.5:0".parse().unwrap()));
+    s.rpc_listen = "off".into();
+    assert_eq!(s.rpc_listen_addr(http), None);
+    s.rpc_listen = "127.0.0.1:7481".into();
+    assert_eq!(
+        s.rpc_listen_addr(http),
+        Some("127.0.0.1:7481".parse().unwrap())
+    );
+    let c = Config::from_toml(Path::new("x.toml"), "[store]\nrpc_listen = \"off\"\n").unwrap();
+    c.validate().unwrap();
 }

@@ -14,6 +14,7 @@ pub mod housekeeping;
 pub mod liveness;
 pub mod metrics;
 pub mod node;
+pub mod rpc;
 pub mod segment_mirror;
 
 pub use config::Config;

@@ -15,6 +15,13 @@ pub struct ServerMetrics {
     pub term: IntGauge,
     pub last_seq: IntGauge,
     pub owners_expired: IntCounter,
+    /// RPC fast-path requests by op and outcome (`OK` or the wire error code).
+    pub rpc_requests: IntCounterVec,
+    pub rpc_latency: HistogramVec,
+    /// Open RPC connections.
+    pub rpc_connections: IntGauge,
+    /// RPC connections closed for a protocol violation, by reason (`handshake`, `frame`).
+    pub rpc_protocol_errors: IntCounterVec,
 }
 
 impl ServerMetrics {
@@ -48,6 +55,33 @@ impl ServerMetrics {
             "Storage owners removed because they stopped heartbeating",
         )
         .expect("valid metric");
+        let rpc_requests = IntCounterVec::new(
+            Opts::new(
+                "crescent_rpc_requests_total",
+                "RPC fast-path requests by op and code",
+            ),
+            &["op", "code"],
+        )
+        .expect("valid metric");
+        let rpc_latency = HistogramVec::new(
+            HistogramOpts::new(
+                "crescent_rpc_request_seconds",
+                "RPC fast-path request handling time by op",
+            )
+            .buckets(prometheus::exponential_buckets(0.000_001, 2.0, 22).expect("buckets")),
+            &["op"],
+        )
+        .expect("valid metric");
+        let rpc_connections = IntGauge::new("crescent_rpc_connections", "Open RPC connections")
+            .expect("valid metric");
+        let rpc_protocol_errors = IntCounterVec::new(
+            Opts::new(
+                "crescent_rpc_protocol_errors_total",
+                "RPC connections closed for a protocol violation, by reason",
+            ),
+            &["reason"],
+        )
+        .expect("valid metric");
         for c in [
             Box::new(http_requests.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(http_latency.clone()),
@@ -55,6 +89,10 @@ impl ServerMetrics {
             Box::new(term.clone()),
             Box::new(last_seq.clone()),
             Box::new(owners_expired.clone()),
+            Box::new(rpc_requests.clone()),
+            Box::new(rpc_latency.clone()),
+            Box::new(rpc_connections.clone()),
+            Box::new(rpc_protocol_errors.clone()),
         ] {
             registry.register(c).expect("metric registered once");
         }
@@ -66,6 +104,10 @@ impl ServerMetrics {
             term,
             last_seq,
             owners_expired,
+            rpc_requests,
+            rpc_latency,
+            rpc_connections,
+            rpc_protocol_errors,
         }
     }
 

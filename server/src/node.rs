@@ -9,6 +9,7 @@
 //! `http.shutdown_timeout_secs`), then the snapshotter stops and the journal flushes and closes.
 
 use std::collections::BTreeMap;
+use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
 use actix_web::{middleware, web, App, HttpServer};
@@ -31,6 +32,7 @@ use crate::embedded::EmbeddedSegment;
 use crate::error::ServerError;
 use crate::liveness::OwnerLiveness;
 use crate::metrics::ServerMetrics;
+use crate::rpc::RpcServer;
 use crate::segment_mirror::SegmentMirror;
 
 /// What every HTTP handler shares.
@@ -50,12 +52,38 @@ pub struct NodeState {
     pub transport_metrics: TransportMetrics,
     pub embedded: Mutex<Option<EmbeddedSegment>>,
     pub housekeeping: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// The RPC fast path's listener, while it runs.
+    pub rpc: Mutex<Option<RpcServer>>,
 }
 
 impl NodeState {
     /// The server clock (ms since the Unix epoch): the one the aggregates' commands see.
     pub fn now_ms(&self) -> i64 {
         self.runtime.clock().now_ms()
+    }
+
+    /// Starts the RPC fast path on `addr` (port 0 picks one); returns the bound address.
+    /// `max_body` bounds every frame. Replaces (and stops) a listener started before.
+    pub fn start_rpc(
+        self: &Arc<Self>,
+        addr: SocketAddr,
+        max_body: usize,
+    ) -> Result<SocketAddr, ServerError> {
+        let server = RpcServer::start(self.clone(), addr, max_body)?;
+        let bound = server.local_addr();
+        if let Some(old) = self.rpc.lock().expect("rpc mutex").replace(server) {
+            old.stop();
+        }
+        Ok(bound)
+    }
+
+    /// Where the RPC fast path listens, if it runs.
+    pub fn rpc_address(&self) -> Option<SocketAddr> {
+        self.rpc
+            .lock()
+            .expect("rpc mutex")
+            .as_ref()
+            .map(RpcServer::local_addr)
     }
 
     /// Updates gauges that are read rather than pushed.
@@ -229,12 +257,16 @@ impl Node {
             transport_metrics,
             embedded: Mutex::new(None),
             housekeeping: Mutex::new(None),
+            rpc: Mutex::new(None),
         }))
     }
 
     /// Stops the snapshotter and closes the journal (everything submitted becomes durable).
     pub fn stop(state: &NodeState) {
         state.metrics.up.set(0);
+        if let Some(rpc) = state.rpc.lock().expect("rpc mutex").take() {
+            rpc.stop();
+        }
         if let Some(h) = state
             .housekeeping
             .lock()
@@ -269,6 +301,12 @@ impl Node {
             return Err(e);
         }
         crate::housekeeping::spawn(&state);
+        if let Some(addr) = config.store.rpc_listen_addr(config.listen) {
+            if let Err(e) = state.start_rpc(addr, config.http.max_body_bytes) {
+                Self::stop(&state);
+                return Err(e);
+            }
+        }
         let data = web::Data::new(state.clone());
         let max_body = config.http.max_body_bytes;
         let mut server = HttpServer::new(move || {

@@ -5,6 +5,7 @@
 use std::time::Instant;
 
 use crescent_transport::{TransferDescriptor, TransferOp, Transport};
+use crescent_wire::rpc::RpcOp;
 use crescent_wire::store::{
     Ack, ExistReply, GetReply, ListEntry, ListReply, ListRequest, ObjectId, ObjectRequest,
     PutEndRequest, PutStartReply, RemovePrefixReply, RemovePrefixRequest, RemoveRequest,
@@ -194,8 +195,7 @@ impl CrescentClient {
         let local = self.data.local();
         let own = local.as_ref().map(|l| &*l.remote.segment_id);
         let req = opts.request(id, len as u64, checksum, own)?;
-        let routes = &self.http.routes;
-        let started: PutStartReply = self.http.post(&routes.put_start, &req).await?;
+        let started: PutStartReply = self.call(RpcOp::PutStart, &req).await?;
         let id = req.id;
         if started.already_exists {
             return Ok(PutOutcome {
@@ -224,7 +224,7 @@ impl CrescentClient {
             self.revoke(&end).await;
             return Err(e);
         }
-        let _: Ack = self.http.post(&routes.put_end, &end).await?;
+        let _: Ack = self.call(RpcOp::PutEnd, &end).await?;
         record_owned(local.as_ref(), &end.id, end.put_id, &started.replicas);
         Ok(PutOutcome {
             put_id: end.put_id,
@@ -251,16 +251,14 @@ impl CrescentClient {
 
     /// Abandons a put (best effort: the server's discard timeout reclaims it otherwise).
     pub(crate) async fn revoke(&self, end: &PutEndRequest) {
-        let revoked: Result<Ack, _> = self.http.post(&self.http.routes.put_revoke, end).await;
+        let revoked: Result<Ack, _> = self.call(RpcOp::PutRevoke, end).await;
         if let Err(e) = revoked {
             tracing::warn!(key = %end.id.key, put_id = end.put_id, error = %e, "put_revoke failed");
         }
     }
 
     async fn get_meta(&self, id: ObjectId) -> Result<GetReply, ClientError> {
-        self.http
-            .post(&self.http.routes.get, &ObjectRequest { id })
-            .await
+        self.call(RpcOp::Get, &ObjectRequest { id }).await
     }
 
     /// The value stored under `key`.
@@ -362,10 +360,7 @@ impl CrescentClient {
         let started = Instant::now();
         let result = async {
             let id = self.scope.object_id(key)?;
-            let r: ExistReply = self
-                .http
-                .post(&self.http.routes.exist, &ObjectRequest { id })
-                .await?;
+            let r: ExistReply = self.call(RpcOp::Exist, &ObjectRequest { id }).await?;
             Ok(r.exists)
         }
         .await;
@@ -378,10 +373,7 @@ impl CrescentClient {
         let started = Instant::now();
         let result = async {
             let id = self.scope.object_id(key)?;
-            let r: SizeReply = self
-                .http
-                .post(&self.http.routes.size, &ObjectRequest { id })
-                .await?;
+            let r: SizeReply = self.call(RpcOp::Size, &ObjectRequest { id }).await?;
             Ok(r.size)
         }
         .await;
@@ -404,7 +396,7 @@ impl CrescentClient {
         let result = async {
             let id = self.scope.object_id(key)?;
             let req = RemoveRequest { id, force };
-            let _: Ack = self.http.post(&self.http.routes.remove, &req).await?;
+            let _: Ack = self.call(RpcOp::Remove, &req).await?;
             if let Some(local) = self.data.local() {
                 local.table.forget(&req.id);
             }

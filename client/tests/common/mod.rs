@@ -88,10 +88,19 @@ impl Server {
     }
 
     pub fn start_with(extra: &[&str]) -> Server {
+        Self::launch(extra, None)
+    }
+
+    /// A fresh node on a given HTTP address (e.g. where a stopped one listened).
+    pub fn start_at(addr: &str) -> Server {
+        Self::launch(&[], Some(addr.parse().expect("HOST:PORT")))
+    }
+
+    fn launch(extra: &[&str], fixed: Option<SocketAddr>) -> Server {
         let bin = crescentd_bin();
         let dir = tempfile::tempdir().unwrap();
         for _ in 0..5 {
-            let addr: SocketAddr = ([127, 0, 0, 1], free_port()).into();
+            let addr: SocketAddr = fixed.unwrap_or_else(|| ([127, 0, 0, 1], free_port()).into());
             let log = std::fs::File::create(dir.path().join("crescentd.log")).unwrap();
             let child = Command::new(&bin)
                 .arg("--data-dir")

@@ -20,6 +20,9 @@ pub struct Health {
     /// `SERVING` (the HA issue adds `REBUILDING` and `DEGRADED`).
     pub gate: &'static str,
     pub version: &'static str,
+    /// The RPC fast path's address (`GET /v1/rpc` has the details), absent when it is off.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rpc: Option<String>,
 }
 
 /// 200 while serving; 503 once the journal has failed.
@@ -32,11 +35,29 @@ pub async fn healthz(state: State) -> HttpResponse {
         commit_seq: state.journal.durable().get(),
         gate: "SERVING",
         version: env!("CARGO_PKG_VERSION"),
+        rpc: state.rpc_address().map(|a| a.to_string()),
     };
     if failed {
         HttpResponse::ServiceUnavailable().json(body)
     } else {
         HttpResponse::Ok().json(body)
+    }
+}
+
+/// `GET /v1/rpc`: where the RPC fast path listens; 404 NOT_FOUND when it is off (clients then
+/// stay on HTTP).
+pub async fn rpc_info(
+    state: State,
+) -> Result<super::wire::Reply<crescent_wire::rpc::RpcInfo>, super::error::HttpError> {
+    match state.rpc_address() {
+        Some(addr) => Ok(super::wire::Reply(crescent_wire::rpc::RpcInfo {
+            address: addr.to_string(),
+            version: crescent_wire::rpc::RPC_VERSION,
+        })),
+        None => Err(super::error::HttpError(crescent_wire::ApiError::new(
+            crescent_wire::ErrorCode::NotFound,
+            "the RPC fast path is off (store.rpc_listen = \"off\")",
+        ))),
     }
 }
 

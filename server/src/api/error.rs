@@ -76,14 +76,20 @@ impl From<crate::segment_mirror::MirrorError> for HttpError {
 
 /// Heartbeat refusals: NOT_FOUND tells the owner to register again; STALE_GENERATION that a
 /// newer process of it is registered.
-impl From<crate::liveness::HeartbeatError> for HttpError {
+impl From<crate::liveness::HeartbeatError> for ApiError {
     fn from(e: crate::liveness::HeartbeatError) -> Self {
         use crate::liveness::HeartbeatError;
         let code = match &e {
             HeartbeatError::UnknownOwner { .. } => ErrorCode::NotFound,
             HeartbeatError::StaleIncarnation { .. } => ErrorCode::StaleGeneration,
         };
-        HttpError(ApiError::new(code, e.to_string()))
+        ApiError::new(code, e.to_string())
+    }
+}
+
+impl From<crate::liveness::HeartbeatError> for HttpError {
+    fn from(e: crate::liveness::HeartbeatError) -> Self {
+        HttpError(e.into())
     }
 }
 

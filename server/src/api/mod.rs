@@ -4,6 +4,7 @@ pub mod admin;
 pub mod error;
 pub mod objects;
 pub mod objects_batch;
+pub mod ops;
 pub mod owners;
 pub mod segments;
 pub mod wire;
@@ -31,6 +32,10 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.route("/healthz", web::get().to(admin::healthz))
         .route("/metrics", web::get().to(admin::metrics))
         .route("/stats", web::get().to(admin::stats))
+        .route(
+            crescent_wire::rpc::RPC_INFO_ROUTE,
+            web::get().to(admin::rpc_info),
+        )
         .service(
             web::scope("/v1")
                 .route("/owners/register", web::post().to(segments::register_owner))

@@ -1,86 +1,69 @@
 //! Object routes (`crescent_wire::store::routes`): put_start / put_end / put_revoke, get,
-//! exist, size, remove, remove_prefix, list. Batch forms are in `objects_batch`.
+//! exist, size, remove, remove_prefix, list. Batch forms are in `objects_batch`. Each route
+//! decodes its body and calls the shared operation in [`super::ops`] (the RPC fast path calls
+//! the same ones).
 //!
-//! Directory operations are short and lock one shard, so they run inline on the HTTP worker;
-//! the ones that walk every shard (remove_prefix) run on the blocking pool. Time is the server
-//! clock, read once per request. `store.*` spans and per-operation metrics come from the store.
+//! remove_prefix walks every shard, so it runs on the blocking pool; list is bounded by its page.
 
 use std::sync::Arc;
 
 use actix_web::web;
 use crescent_wire::store::{
-    Ack, ExistReply, GetReply, ListReply, ListRequest, ObjectRequest, Placement, PutEndRequest,
-    PutStartReply, PutStartRequest, RemovePrefixReply, RemovePrefixRequest, RemoveRequest,
-    SizeReply,
+    Ack, ExistReply, GetReply, ListReply, ListRequest, ObjectRequest, PutEndRequest, PutStartReply,
+    PutStartRequest, RemovePrefixReply, RemovePrefixRequest, RemoveRequest, SizeReply,
 };
 
 use super::error::{from_blocking, HttpError};
+use super::ops;
 use super::wire::{Reply, Wire};
 use crate::node::NodeState;
 
 pub(crate) type State = web::Data<Arc<NodeState>>;
 
-/// The wire's default placement (`random`) stands for "the server's default".
-pub(crate) fn with_default_placement(
-    state: &NodeState,
-    mut req: PutStartRequest,
-) -> PutStartRequest {
-    if req.placement == Placement::Random {
-        req.placement = state.store_settings.default_placement;
-    }
-    req
-}
-
 pub async fn put_start(
     state: State,
     Wire(req): Wire<PutStartRequest>,
 ) -> Result<Reply<PutStartReply>, HttpError> {
-    let req = with_default_placement(&state, req);
-    Ok(Reply(state.directory.put_start(&req, state.now_ms())?))
+    Ok(Reply(ops::put_start(&state, req)?))
 }
 
 pub async fn put_end(
     state: State,
     Wire(req): Wire<PutEndRequest>,
 ) -> Result<Reply<Ack>, HttpError> {
-    state.directory.put_end(&req, state.now_ms())?;
-    Ok(Reply(Ack {}))
+    Ok(Reply(ops::put_end(&state, req)?))
 }
 
 pub async fn put_revoke(
     state: State,
     Wire(req): Wire<PutEndRequest>,
 ) -> Result<Reply<Ack>, HttpError> {
-    state.directory.put_revoke(&req, state.now_ms())?;
-    Ok(Reply(Ack {}))
+    Ok(Reply(ops::put_revoke(&state, req)?))
 }
 
 pub async fn get(
     state: State,
     Wire(req): Wire<ObjectRequest>,
 ) -> Result<Reply<GetReply>, HttpError> {
-    Ok(Reply(state.directory.get(&req.id, state.now_ms())?))
+    Ok(Reply(ops::get(&state, req)?))
 }
 
 pub async fn exist(
     state: State,
     Wire(req): Wire<ObjectRequest>,
 ) -> Result<Reply<ExistReply>, HttpError> {
-    let exists = state.directory.exist(&req.id, state.now_ms())?;
-    Ok(Reply(ExistReply { exists }))
+    Ok(Reply(ops::exist(&state, req)?))
 }
 
 pub async fn size(
     state: State,
     Wire(req): Wire<ObjectRequest>,
 ) -> Result<Reply<SizeReply>, HttpError> {
-    let size = state.directory.get_size(&req.id)?;
-    Ok(Reply(SizeReply { size }))
+    Ok(Reply(ops::size(&state, req)?))
 }
 
 pub async fn remove(state: State, Wire(req): Wire<RemoveRequest>) -> Result<Reply<Ack>, HttpError> {
-    state.directory.remove(&req.id, req.force, state.now_ms())?;
-    Ok(Reply(Ack {}))
+    Ok(Reply(ops::remove(&state, req)?))
 }
 
 pub async fn remove_prefix(

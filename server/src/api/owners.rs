@@ -5,17 +5,12 @@ use crescent_wire::store::{HeartbeatReply, HeartbeatRequest};
 
 use super::error::HttpError;
 use super::objects::State;
+use super::ops;
 use super::wire::{Reply, Wire};
 
 pub async fn heartbeat(
     state: State,
     Wire(req): Wire<HeartbeatRequest>,
 ) -> Result<Reply<HeartbeatReply>, HttpError> {
-    state
-        .liveness
-        .heartbeat(&req.owner_id, req.incarnation, state.now_ms())?;
-    Ok(Reply(HeartbeatReply {
-        interval_ms: state.store_settings.heartbeat_interval_ms(),
-        term: state.runtime.term(),
-    }))
+    Ok(Reply(ops::heartbeat(&state, req)?))
 }

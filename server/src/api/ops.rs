@@ -1,0 +1,166 @@
+//! The object operations themselves, shared by both transports: the HTTP routes
+//! (`objects`, `objects_batch`, `owners`) and the RPC fast path (`crate::rpc`) decode a body,
+//! call one of these and encode the answer. Errors are [`ApiError`]s converted in the one place
+//! (`api::error`), so a refusal carries the same code whichever way it was asked.
+//!
+//! Directory operations are short and lock one shard, so they run inline on the caller's task.
+//! Time is the server clock, read once per request. `store.*` spans and per-operation metrics
+//! come from the store.
+
+use crescent_store::StoreError;
+use crescent_wire::store::{
+    Ack, BatchReply, BatchRequest, ExistReply, GetReply, HeartbeatReply, HeartbeatRequest,
+    ItemResult, ObjectId, ObjectRequest, Placement, PutEndRequest, PutStartReply, PutStartRequest,
+    RemoveRequest, SizeReply, MAX_BATCH,
+};
+use crescent_wire::ApiError;
+
+use crate::node::NodeState;
+
+/// The wire's default placement (`random`) stands for "the server's default".
+pub fn with_default_placement(state: &NodeState, mut req: PutStartRequest) -> PutStartRequest {
+    if req.placement == Placement::Random {
+        req.placement = state.store_settings.default_placement;
+    }
+    req
+}
+
+pub fn put_start(state: &NodeState, req: PutStartRequest) -> Result<PutStartReply, ApiError> {
+    let req = with_default_placement(state, req);
+    Ok(state.directory.put_start(&req, state.now_ms())?)
+}
+
+pub fn put_end(state: &NodeState, req: PutEndRequest) -> Result<Ack, ApiError> {
+    state.directory.put_end(&req, state.now_ms())?;
+    Ok(Ack {})
+}
+
+pub fn put_revoke(state: &NodeState, req: PutEndRequest) -> Result<Ack, ApiError> {
+    state.directory.put_revoke(&req, state.now_ms())?;
+    Ok(Ack {})
+}
+
+pub fn get(state: &NodeState, req: ObjectRequest) -> Result<GetReply, ApiError> {
+    Ok(state.directory.get(&req.id, state.now_ms())?)
+}
+
+pub fn exist(state: &NodeState, req: ObjectRequest) -> Result<ExistReply, ApiError> {
+    let exists = state.directory.exist(&req.id, state.now_ms())?;
+    Ok(ExistReply { exists })
+}
+
+pub fn size(state: &NodeState, req: ObjectRequest) -> Result<SizeReply, ApiError> {
+    let size = state.directory.get_size(&req.id)?;
+    Ok(SizeReply { size })
+}
+
+pub fn remove(state: &NodeState, req: RemoveRequest) -> Result<Ack, ApiError> {
+    state.directory.remove(&req.id, req.force, state.now_ms())?;
+    Ok(Ack {})
+}
+
+pub fn heartbeat(state: &NodeState, req: HeartbeatRequest) -> Result<HeartbeatReply, ApiError> {
+    state
+        .liveness
+        .heartbeat(&req.owner_id, req.incarnation, state.now_ms())?;
+    Ok(HeartbeatReply {
+        interval_ms: state.store_settings.heartbeat_interval_ms(),
+        term: state.runtime.term(),
+    })
+}
+
+fn map_items<T, U>(items: Vec<ItemResult<T>>, f: impl Fn(T) -> U) -> BatchReply<U> {
+    BatchReply {
+        items: items
+            .into_iter()
+            .map(|r| match r {
+                ItemResult::Ok(v) => ItemResult::Ok(f(v)),
+                ItemResult::Err { code, message } => ItemResult::Err { code, message },
+            })
+            .collect(),
+    }
+}
+
+fn ids(items: Vec<ObjectRequest>) -> Vec<ObjectId> {
+    items.into_iter().map(|r| r.id).collect()
+}
+
+// Batch forms: one answer per item, in order; a bad item never fails the others, and a batch
+// over `MAX_BATCH` items is refused whole (INVALID_ARGUMENT) before any item runs.
+
+pub fn batch_put_start(
+    state: &NodeState,
+    req: BatchRequest<PutStartRequest>,
+) -> Result<BatchReply<PutStartReply>, ApiError> {
+    let items: Vec<PutStartRequest> = req
+        .items
+        .into_iter()
+        .map(|r| with_default_placement(state, r))
+        .collect();
+    let done = state.directory.batch_put_start(&items, state.now_ms())?;
+    Ok(BatchReply { items: done })
+}
+
+pub fn batch_put_end(
+    state: &NodeState,
+    req: BatchRequest<PutEndRequest>,
+) -> Result<BatchReply<Ack>, ApiError> {
+    let done = state.directory.batch_put_end(&req.items, state.now_ms())?;
+    Ok(map_items(done, |()| Ack {}))
+}
+
+pub fn batch_put_revoke(
+    state: &NodeState,
+    req: BatchRequest<PutEndRequest>,
+) -> Result<BatchReply<Ack>, ApiError> {
+    let done = state
+        .directory
+        .batch_put_revoke(&req.items, state.now_ms())?;
+    Ok(map_items(done, |()| Ack {}))
+}
+
+pub fn batch_get(
+    state: &NodeState,
+    req: BatchRequest<ObjectRequest>,
+) -> Result<BatchReply<GetReply>, ApiError> {
+    let done = state.directory.batch_get(&ids(req.items), state.now_ms())?;
+    Ok(BatchReply { items: done })
+}
+
+pub fn batch_exist(
+    state: &NodeState,
+    req: BatchRequest<ObjectRequest>,
+) -> Result<BatchReply<ExistReply>, ApiError> {
+    let done = state
+        .directory
+        .batch_exist(&ids(req.items), state.now_ms())?;
+    Ok(map_items(done, |exists| ExistReply { exists }))
+}
+
+/// Remove carries `force` per item, so items run one by one here (same limit as the store's
+/// batch forms).
+pub fn batch_remove(
+    state: &NodeState,
+    req: BatchRequest<RemoveRequest>,
+) -> Result<BatchReply<Ack>, ApiError> {
+    if req.items.len() > MAX_BATCH {
+        return Err(StoreError::InvalidArgument {
+            field: "items",
+            reason: format!(
+                "{} items; a batch holds at most {MAX_BATCH}",
+                req.items.len()
+            ),
+        }
+        .into());
+    }
+    let now = state.now_ms();
+    let items = req
+        .items
+        .iter()
+        .map(|r| match state.directory.remove(&r.id, r.force, now) {
+            Ok(()) => ItemResult::Ok(Ack {}),
+            Err(e) => e.into(),
+        })
+        .collect();
+    Ok(BatchReply { items })
+}

@@ -1,0 +1,155 @@
+//! Reading RPC frames with a short busy-poll before sleeping.
+//!
+//! On loopback and in VMs, most of a round trip's latency is waking a sleeping thread (and an
+//! idle CPU) when a frame arrives, not the work. A client that just got an answer usually sends
+//! its next request within microseconds, so after answering, the connection polls the socket
+//! with non-blocking reads for up to `store.rpc_busy_poll_us` (through a duplicate of the
+//! descriptor, since tokio's own `try_read` answers from cached readiness and would never see
+//! new data without yielding); only then does it wait for the reactor. The same technique is in
+//! the client (`crescent_client`'s `rpc_io`).
+
+use std::io::{ErrorKind, Read};
+use std::time::{Duration, Instant};
+
+use crescent_wire::rpc::{FrameHeader, RpcError, HEADER_LEN};
+use tokio::io::Interest;
+use tokio::net::TcpStream;
+
+/// Initial input buffer (a batch answer of a few dozen keys fits at once).
+const INITIAL: usize = 16 << 10;
+
+/// Buffered input of one connection.
+pub(super) struct FrameInput {
+    raw: std::net::TcpStream,
+    spin: Duration,
+    buf: Vec<u8>,
+    start: usize,
+    end: usize,
+}
+
+#[derive(Debug)]
+pub(super) enum ReadFailure {
+    Io(std::io::Error),
+    Frame(RpcError),
+}
+
+impl FrameInput {
+    /// `stream` stays the tokio side (readiness, writes); reads go through a duplicate.
+    pub fn new(stream: &TcpStream, spin: Duration) -> std::io::Result<FrameInput> {
+        let raw = socket_dup(stream)?;
+        raw.set_nonblocking(true)?;
+        Ok(FrameInput {
+            raw,
+            spin,
+            buf: vec![0; INITIAL],
+            start: 0,
+            end: 0,
+        })
+    }
+
+    /// Whether unread bytes are buffered.
+    pub fn has_buffered(&self) -> bool {
+        self.end > self.start
+    }
+
+    /// Waits for the next frame to begin; false when the peer closed between frames.
+    pub async fn next_frame_starts(&mut self, stream: &TcpStream) -> Result<bool, ReadFailure> {
+        if self.has_buffered() {
+            return Ok(true);
+        }
+        match self.fill_to(stream, 1).await {
+            Ok(()) => Ok(true),
+            Err(ReadFailure::Io(e)) if e.kind() == ErrorKind::UnexpectedEof => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Reads one whole frame; returns its header, with the body at `body()` until the next
+    /// call.
+    pub async fn read_frame(
+        &mut self,
+        stream: &TcpStream,
+        max_body: usize,
+    ) -> Result<FrameHeader, ReadFailure> {
+        self.fill_to(stream, HEADER_LEN).await?;
+        let header: [u8; HEADER_LEN] = self.buf[self.start..self.start + HEADER_LEN]
+            .try_into()
+            .expect("HEADER_LEN bytes");
+        let header = FrameHeader::parse(&header, max_body).map_err(ReadFailure::Frame)?;
+        self.fill_to(stream, HEADER_LEN + header.body_len).await?;
+        self.start += HEADER_LEN;
+        Ok(header)
+    }
+
+    /// The body of the frame last read (and consumes it).
+    pub fn take_body(&mut self, len: usize) -> &[u8] {
+        let body = &self.buf[self.start..self.start + len];
+        self.start += len;
+        if self.start == self.end {
+            self.start = 0;
+            self.end = 0;
+        }
+        body
+    }
+
+    /// Drops a buffer that one huge frame grew.
+    pub fn shrink(&mut self, keep: usize) {
+        if self.buf.len() > keep && !self.has_buffered() {
+            self.buf = vec![0; INITIAL];
+            self.start = 0;
+            self.end = 0;
+        }
+    }
+
+    async fn fill_to(&mut self, stream: &TcpStream, want: usize) -> Result<(), ReadFailure> {
+        if self.end - self.start >= want {
+            return Ok(());
+        }
+        if self.start + want > self.buf.len() {
+            self.buf.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
+            self.start = 0;
+            if want > self.buf.len() {
+                self.buf.resize(want.next_power_of_two(), 0);
+            }
+        }
+        let spin_until = Instant::now() + self.spin;
+        while self.end - self.start < want {
+            let got = match self.raw.read(&mut self.buf[self.end..]) {
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                    if Instant::now() < spin_until {
+                        std::hint::spin_loop();
+                        continue;
+                    }
+                    stream.readable().await.map_err(ReadFailure::Io)?;
+                    let raw = &self.raw;
+                    let buf = &mut self.buf[self.end..];
+                    match stream.try_io(Interest::READABLE, || (&*raw).read(buf)) {
+                        Err(e) if e.kind() == ErrorKind::WouldBlock => continue,
+                        other => other,
+                    }
+                }
+                other => other,
+            };
+            match got {
+                Ok(0) => {
+                    return Err(ReadFailure::Io(std::io::Error::new(
+                        ErrorKind::UnexpectedEof,
+                        "connection closed",
+                    )))
+                }
+                Ok(n) => self.end += n,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => return Err(ReadFailure::Io(e)),
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A second descriptor for the same socket.
+fn socket_dup(stream: &TcpStream) -> std::io::Result<std::net::TcpStream> {
+    use std::os::fd::AsFd;
+    let owned = stream.as_fd().try_clone_to_owned()?;
+    Ok(std::net::TcpStream::from(owned))
+}

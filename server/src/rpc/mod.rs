@@ -1,0 +1,140 @@
+//! The binary RPC fast path (`crescent_wire::rpc`): a TCP listener beside the HTTP API that
+//! carries the object operations with a few bytes of framing instead of an HTTP exchange.
+//!
+//! It runs on its own few threads (so it neither competes with nor depends on the actix
+//! workers), each a single-threaded tokio runtime; connections are dealt round-robin to them
+//! and each is one task. Single-threaded runtimes keep a request's wake-up on the thread that
+//! owns the socket: a work-stealing runtime would wake a second thread per request, which on
+//! loopback costs more than the request itself. Requests on a connection are handled inline, in
+//! order: the store calls are short and synchronous, so spawning per request would only add a
+//! hop. Each request calls the same operation as its HTTP route ([`crate::api::ops`]).
+
+mod connection;
+mod dispatch;
+mod frame_input;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use tokio::net::{TcpListener, TcpStream};
+use tokio::runtime::Handle;
+use tokio::sync::oneshot;
+
+use crate::error::ServerError;
+use crate::node::NodeState;
+
+/// A running RPC listener. Stopping it (or dropping it) closes the listener and every
+/// connection.
+pub struct RpcServer {
+    local_addr: SocketAddr,
+    /// Dropping a sender ends its thread's runtime (and the tasks on it).
+    stops: Vec<oneshot::Sender<()>>,
+}
+
+impl std::fmt::Debug for RpcServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RpcServer")
+            .field("local_addr", &self.local_addr)
+            .field("threads", &self.stops.len())
+            .finish()
+    }
+}
+
+/// One serving thread: a single-threaded runtime living until its stop signal.
+fn spawn_thread(index: usize) -> std::io::Result<(Handle, oneshot::Sender<()>)> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .enable_time()
+        .build()?;
+    let handle = runtime.handle().clone();
+    let (stop, stopped) = oneshot::channel::<()>();
+    std::thread::Builder::new()
+        .name(format!("crescent-rpc-{index}"))
+        .spawn(move || {
+            // Returns when the sender is sent to or dropped; dropping the runtime then cancels
+            // every connection task on it.
+            let _ = runtime.block_on(stopped);
+        })?;
+    Ok((handle, stop))
+}
+
+impl RpcServer {
+    /// Binds `addr` and starts serving. `max_body` bounds every frame (the HTTP body limit).
+    pub fn start(
+        state: Arc<NodeState>,
+        addr: SocketAddr,
+        max_body: usize,
+    ) -> Result<RpcServer, ServerError> {
+        let listen_err = |source| ServerError::Listen { addr, source };
+        let threads = std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(2)
+            .clamp(1, 8);
+        let std_listener = std::net::TcpListener::bind(addr).map_err(listen_err)?;
+        std_listener.set_nonblocking(true).map_err(listen_err)?;
+        let local_addr = std_listener.local_addr().map_err(listen_err)?;
+        let mut handles = Vec::with_capacity(threads);
+        let mut stops = Vec::with_capacity(threads);
+        for i in 0..threads {
+            let (handle, stop) = spawn_thread(i).map_err(listen_err)?;
+            handles.push(handle);
+            stops.push(stop);
+        }
+        let listener = {
+            let _guard = handles[0].enter();
+            TcpListener::from_std(std_listener).map_err(listen_err)?
+        };
+        handles[0]
+            .clone()
+            .spawn(accept_loop(listener, handles, state, max_body));
+        tracing::info!(rpc_listen = %local_addr, threads, "RPC fast path listening");
+        Ok(RpcServer { local_addr, stops })
+    }
+
+    /// The bound address (the real port when configured with port 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// Closes the listener and every connection (in-flight requests are dropped; clients see
+    /// the connection close and may retry).
+    pub fn stop(mut self) {
+        self.stops.clear();
+    }
+}
+
+async fn accept_loop(
+    listener: TcpListener,
+    threads: Vec<Handle>,
+    state: Arc<NodeState>,
+    max_body: usize,
+) {
+    let mut next = 0usize;
+    loop {
+        match listener.accept().await {
+            Ok((stream, peer)) => {
+                // Re-register the socket with the reactor of the thread that will serve it.
+                let std_stream = match stream.into_std() {
+                    Ok(s) => s,
+                    Err(e) => {
+                        tracing::warn!(%peer, error = %e, "RPC connection dropped at accept");
+                        continue;
+                    }
+                };
+                let state = state.clone();
+                threads[next % threads.len()].spawn(async move {
+                    match TcpStream::from_std(std_stream) {
+                        Ok(stream) => connection::serve(state, stream, peer, max_body).await,
+                        Err(e) => tracing::warn!(%peer, error = %e, "RPC connection dropped"),
+                    }
+                });
+                next = next.wrapping_add(1);
+            }
+            Err(e) => {
+                // Out of descriptors and the like: wait a little rather than spin.
+                tracing::warn!(error = %e, "RPC accept failed");
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+        }
+    }
+}

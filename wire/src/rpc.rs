@@ -1,0 +1,343 @@
+//! The binary RPC fast path (RPC protocol version 1): the object operations over one persistent
+//! TCP connection, beside the HTTP API (which keeps every route). Bodies are the SAME types as
+//! the HTTP routes ([`crate::store`]), msgpack-encoded with field names, so the two transports
+//! can never disagree on what a request means.
+//!
+//! # Byte layout
+//!
+//! All integers are little-endian.
+//!
+//! **Handshake.** The client opens the connection with 8 bytes:
+//!
+//! ```text
+//! +---------+-------------+--------------+
+//! | "CRPC"  | version u16 | reserved u16 |   reserved = 0
+//! +---------+-------------+--------------+
+//! ```
+//!
+//! The server answers with 8 bytes: `"CRPC" | version u16 | status u16`, where `version` is the
+//! version the server speaks and `status` is [`HANDSHAKE_OK`] (0) or
+//! [`HANDSHAKE_UNSUPPORTED_VERSION`] (1, after which the server closes the connection).
+//!
+//! **Request frame.**
+//!
+//! ```text
+//! +------------+-------+---------------+----------------------+
+//! | length u32 | op u8 | request id u64| msgpack body         |
+//! +------------+-------+---------------+----------------------+
+//! ```
+//!
+//! `length` counts the bytes after itself (`9 + body length`) and is at most the server's
+//! maximum body size plus [`HEADER_LEN`] - 4. `op` is an [`RpcOp`]; the body is that op's request
+//! type (e.g. [`crate::store::PutStartRequest`]).
+//!
+//! **Response frame.**
+//!
+//! ```text
+//! +------------+-----------+---------------+----------------------+
+//! | length u32 | status u8 | request id u64| msgpack body         |
+//! +------------+-----------+---------------+----------------------+
+//! ```
+//!
+//! `status` 0 ([`RpcStatus::Ok`]): the body is the op's reply type (e.g.
+//! [`crate::store::PutStartReply`]); 1 ([`RpcStatus::Error`]): the body is an
+//! [`crate::ApiError`] with the same code the HTTP route would report.
+//!
+//! Requests may be pipelined; the server answers each one with the request's id (in order, but
+//! clients match by id). A frame that cannot be parsed (unknown op, length out of range, bad
+//! handshake) closes that connection only; a body that does not decode as the op's request type
+//! is an ordinary INVALID_ARGUMENT error response, and the connection stays open.
+//!
+//! Bodies must use msgpack *maps* (`rmp_serde::to_vec_named`): the request types skip absent
+//! optional fields, which positional (array) encoding cannot express.
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+/// The handshake's first four bytes.
+pub const RPC_MAGIC: [u8; 4] = *b"CRPC";
+/// The RPC protocol version this build speaks.
+pub const RPC_VERSION: u16 = 1;
+/// Handshake length, both directions.
+pub const HANDSHAKE_LEN: usize = 8;
+/// Handshake answer status: accepted.
+pub const HANDSHAKE_OK: u16 = 0;
+/// Handshake answer status: the client's version is not spoken here (the connection closes).
+pub const HANDSHAKE_UNSUPPORTED_VERSION: u16 = 1;
+/// Bytes before a frame's body: length (4), op or status (1), request id (8).
+pub const HEADER_LEN: usize = 13;
+/// The part of the header that `length` counts (op or status, and request id).
+const LENGTH_COUNTED: usize = HEADER_LEN - 4;
+
+/// What can go wrong framing or unframing. Every variant but [`RpcError::Encode`] means the
+/// byte stream cannot be trusted any more: the connection must be closed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RpcError {
+    #[error("bad handshake: expected magic {RPC_MAGIC:?}, got {0:?}")]
+    BadMagic([u8; 4]),
+    #[error("RPC protocol version {0} is not supported (this side speaks {RPC_VERSION})")]
+    UnsupportedVersion(u16),
+    #[error("the server refused the handshake with status {0}")]
+    HandshakeRefused(u16),
+    #[error("frame length {length} is outside {min}..={max}")]
+    FrameLength { length: u64, min: u64, max: u64 },
+    #[error("unknown RPC op {0}")]
+    UnknownOp(u8),
+    #[error("unknown RPC response status {0}")]
+    UnknownStatus(u8),
+    #[error("cannot encode a frame body: {0}")]
+    Encode(String),
+    #[error("cannot decode a frame body: {0}")]
+    Decode(String),
+}
+
+/// How a caller should treat an [`RpcError`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RpcErrorClass {
+    /// The caller's value could not be encoded; nothing was sent.
+    User,
+    /// The peer speaks something else or the stream is corrupt: close the connection (a fresh
+    /// connection, or the HTTP API, may work).
+    Fatal,
+}
+
+impl RpcError {
+    pub fn class(&self) -> RpcErrorClass {
+        match self {
+            RpcError::Encode(_) => RpcErrorClass::User,
+            _ => RpcErrorClass::Fatal,
+        }
+    }
+}
+
+/// The operations the RPC fast path carries. The number is the frame's `op` byte (stable; new
+/// ops are only added).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum RpcOp {
+    PutStart = 1,
+    PutEnd = 2,
+    PutRevoke = 3,
+    Get = 4,
+    Exist = 5,
+    Size = 6,
+    Remove = 7,
+    BatchPutStart = 8,
+    BatchPutEnd = 9,
+    BatchPutRevoke = 10,
+    BatchGet = 11,
+    BatchExist = 12,
+    BatchRemove = 13,
+    Heartbeat = 14,
+}
+
+impl RpcOp {
+    pub const ALL: [RpcOp; 14] = [
+        RpcOp::PutStart,
+        RpcOp::PutEnd,
+        RpcOp::PutRevoke,
+        RpcOp::Get,
+        RpcOp::Exist,
+        RpcOp::Size,
+        RpcOp::Remove,
+        RpcOp::BatchPutStart,
+        RpcOp::BatchPutEnd,
+        RpcOp::BatchPutRevoke,
+        RpcOp::BatchGet,
+        RpcOp::BatchExist,
+        RpcOp::BatchRemove,
+        RpcOp::Heartbeat,
+    ];
+
+    pub fn from_u8(b: u8) -> Result<RpcOp, RpcError> {
+        RpcOp::ALL
+            .into_iter()
+            .find(|op| *op as u8 == b)
+            .ok_or(RpcError::UnknownOp(b))
+    }
+
+    /// A short stable name (metric label, span field).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RpcOp::PutStart => "put_start",
+            RpcOp::PutEnd => "put_end",
+            RpcOp::PutRevoke => "put_revoke",
+            RpcOp::Get => "get",
+            RpcOp::Exist => "exist",
+            RpcOp::Size => "size",
+            RpcOp::Remove => "remove",
+            RpcOp::BatchPutStart => "batch_put_start",
+            RpcOp::BatchPutEnd => "batch_put_end",
+            RpcOp::BatchPutRevoke => "batch_put_revoke",
+            RpcOp::BatchGet => "batch_get",
+            RpcOp::BatchExist => "batch_exist",
+            RpcOp::BatchRemove => "batch_remove",
+            RpcOp::Heartbeat => "heartbeat",
+        }
+    }
+}
+
+/// A response frame's status byte.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum RpcStatus {
+    /// The body is the op's reply type.
+    Ok = 0,
+    /// The body is an [`crate::ApiError`].
+    Error = 1,
+}
+
+impl RpcStatus {
+    pub fn from_u8(b: u8) -> Result<RpcStatus, RpcError> {
+        match b {
+            0 => Ok(RpcStatus::Ok),
+            1 => Ok(RpcStatus::Error),
+            other => Err(RpcError::UnknownStatus(other)),
+        }
+    }
+}
+
+/// The client's handshake.
+pub fn client_hello() -> [u8; HANDSHAKE_LEN] {
+    hello(RPC_VERSION, 0)
+}
+
+/// The server's answer to a handshake.
+pub fn server_hello(status: u16) -> [u8; HANDSHAKE_LEN] {
+    hello(RPC_VERSION, status)
+}
+
+fn hello(version: u16, last: u16) -> [u8; HANDSHAKE_LEN] {
+    let mut b = [0u8; HANDSHAKE_LEN];
+    b[..4].copy_from_slice(&RPC_MAGIC);
+    b[4..6].copy_from_slice(&version.to_le_bytes());
+    b[6..8].copy_from_slice(&last.to_le_bytes());
+    b
+}
+
+fn parse_hello(b: &[u8; HANDSHAKE_LEN]) -> Result<(u16, u16), RpcError> {
+    let magic: [u8; 4] = b[..4].try_into().expect("4 bytes");
+    if magic != RPC_MAGIC {
+        return Err(RpcError::BadMagic(magic));
+    }
+    Ok((
+        u16::from_le_bytes([b[4], b[5]]),
+        u16::from_le_bytes([b[6], b[7]]),
+    ))
+}
+
+/// Server side: checks a client's handshake, returning the version it asked for. An
+/// `UnsupportedVersion` error should be answered with
+/// `server_hello(HANDSHAKE_UNSUPPORTED_VERSION)` before closing.
+pub fn check_client_hello(b: &[u8; HANDSHAKE_LEN]) -> Result<u16, RpcError> {
+    let (version, _reserved) = parse_hello(b)?;
+    if version != RPC_VERSION {
+        return Err(RpcError::UnsupportedVersion(version));
+    }
+    Ok(version)
+}
+
+/// Client side: checks the server's answer to the handshake.
+pub fn check_server_hello(b: &[u8; HANDSHAKE_LEN]) -> Result<(), RpcError> {
+    let (version, status) = parse_hello(b)?;
+    if status != HANDSHAKE_OK {
+        return Err(RpcError::HandshakeRefused(status));
+    }
+    if version != RPC_VERSION {
+        return Err(RpcError::UnsupportedVersion(version));
+    }
+    Ok(())
+}
+
+/// A parsed frame header: `tag` is the op byte (requests) or the status byte (responses).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FrameHeader {
+    pub body_len: usize,
+    pub tag: u8,
+    pub request_id: u64,
+}
+
+impl FrameHeader {
+    /// Parses a header, refusing bodies longer than `max_body`.
+    pub fn parse(b: &[u8; HEADER_LEN], max_body: usize) -> Result<FrameHeader, RpcError> {
+        let length = u32::from_le_bytes(b[..4].try_into().expect("4 bytes")) as u64;
+        let min = LENGTH_COUNTED as u64;
+        let max = (max_body as u64).saturating_add(min).min(u32::MAX as u64);
+        if !(min..=max).contains(&length) {
+            return Err(RpcError::FrameLength { length, min, max });
+        }
+        Ok(FrameHeader {
+            body_len: (length - min) as usize,
+            tag: b[4],
+            request_id: u64::from_le_bytes(b[5..13].try_into().expect("8 bytes")),
+        })
+    }
+}
+
+/// Appends one frame (header and msgpack body) to `out`. On error `out` is left as it was.
+pub fn encode_frame<T: Serialize + ?Sized>(
+    out: &mut Vec<u8>,
+    tag: u8,
+    request_id: u64,
+    body: &T,
+) -> Result<(), RpcError> {
+    let start = out.len();
+    out.extend_from_slice(&[0u8; HEADER_LEN]);
+    if let Err(e) = rmp_serde::encode::write_named(out, body) {
+        out.truncate(start);
+        return Err(RpcError::Encode(e.to_string()));
+    }
+    let length = out.len() - start - 4;
+    let Ok(length32) = u32::try_from(length) else {
+        out.truncate(start);
+        return Err(RpcError::Encode(format!(
+            "a {length}-byte frame does not fit the u32 length"
+        )));
+    };
+    out[start..start + 4].copy_from_slice(&length32.to_le_bytes());
+    out[start + 4] = tag;
+    out[start + 5..start + HEADER_LEN].copy_from_slice(&request_id.to_le_bytes());
+    Ok(())
+}
+
+/// Appends a request frame.
+pub fn encode_request<T: Serialize + ?Sized>(
+    out: &mut Vec<u8>,
+    op: RpcOp,
+    request_id: u64,
+    body: &T,
+) -> Result<(), RpcError> {
+    encode_frame(out, op as u8, request_id, body)
+}
+
+/// Appends a response frame.
+pub fn encode_response<T: Serialize + ?Sized>(
+    out: &mut Vec<u8>,
+    status: RpcStatus,
+    request_id: u64,
+    body: &T,
+) -> Result<(), RpcError> {
+    encode_frame(out, status as u8, request_id, body)
+}
+
+/// Decodes a frame body (either msgpack form).
+pub fn decode_body<T: DeserializeOwned>(body: &[u8]) -> Result<T, RpcError> {
+    rmp_serde::from_slice(body).map_err(|e| RpcError::Decode(e.to_string()))
+}
+
+/// `GET /v1/rpc`: where the RPC fast path listens (also in `/healthz` as `rpc`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RpcInfo {
+    /// `HOST:PORT` of the RPC listener. An unspecified host (`0.0.0.0`, `[::]`) means "the host
+    /// you reached the HTTP API on".
+    pub address: String,
+    /// The RPC protocol version spoken there.
+    pub version: u16,
+}
+
+/// The discovery route.
+pub const RPC_INFO_ROUTE: &str = "/v1/rpc";
+
+#[cfg(test)]
+#[path = "rpc_tests.rs"]
+mod tests;

@@ -1,0 +1,162 @@
+use super::*;
+use crate::store::{ObjectId, PutStartReply, PutStartRequest};
+use crate::{ApiError, ErrorCode};
+
+fn header_of(frame: &[u8]) -> [u8; HEADER_LEN] {
+    frame[..HEADER_LEN].try_into().unwrap()
+}
+
+fn put_start_request(key: &str) -> PutStartRequest {
+    let mut id = ObjectId::new(key);
+    id.tenant = Some("acme".into());
+    rmp_serde::from_slice(&rmp_serde::to_vec_named(&serde_json_like(id)).unwrap()).unwrap()
+}
+
+/// A PutStartRequest with only the required fields set (the rest take their serde defaults).
+fn serde_json_like(id: ObjectId) -> serde_json::Value {
+    serde_json::json!({"id": id, "size": 4096})
+}
+
+#[test]
+fn request_frame_round_trips_with_the_documented_layout() {
+    let req = put_start_request("k1");
+    let mut buf = vec![0xAA]; // frames append: earlier bytes stay
+    encode_request(&mut buf, RpcOp::PutStart, 0x0102_0304_0506_0708, &req).unwrap();
+    assert_eq!(buf[0], 0xAA);
+    let frame = &buf[1..];
+    let length = u32::from_le_bytes(frame[..4].try_into().unwrap()) as usize;
+    assert_eq!(length, frame.len() - 4, "length counts what follows it");
+    assert_eq!(frame[4], 1, "put_start is op 1");
+    assert_eq!(
+        &frame[5..13],
+        &[8, 7, 6, 5, 4, 3, 2, 1],
+        "id is little-endian"
+    );
+    let h = FrameHeader::parse(&header_of(frame), 1 << 20).unwrap();
+    assert_eq!(h.tag, RpcOp::PutStart as u8);
+    assert_eq!(h.request_id, 0x0102_0304_0506_0708);
+    assert_eq!(h.body_len, frame.len() - HEADER_LEN);
+    let back: PutStartRequest = decode_body(&frame[HEADER_LEN..]).unwrap();
+    assert_eq!(back, req);
+    assert_eq!(back.id.tenant.as_deref(), Some("acme"));
+    assert_eq!(back.replicas, 1, "serde defaults apply to absent fields");
+}
+
+#[test]
+fn response_frames_carry_replies_and_api_errors() {
+    let mut buf = Vec::new();
+    let ok = PutStartReply {
+        put_id: 9,
+        already_exists: false,
+        replicas: vec![],
+    };
+    encode_response(&mut buf, RpcStatus::Ok, 7, &ok).unwrap();
+    let first = buf.len();
+    let err = ApiError::new(ErrorCode::NotFound, "no such key");
+    encode_response(&mut buf, RpcStatus::Error, 8, &err).unwrap();
+
+    let h = FrameHeader::parse(&header_of(&buf), 1024).unwrap();
+    assert_eq!(RpcStatus::from_u8(h.tag).unwrap(), RpcStatus::Ok);
+    assert_eq!(h.request_id, 7);
+    let back: PutStartReply = decode_body(&buf[HEADER_LEN..first]).unwrap();
+    assert_eq!(back, ok);
+
+    let rest = &buf[first..];
+    let h = FrameHeader::parse(&header_of(rest), 1024).unwrap();
+    assert_eq!(RpcStatus::from_u8(h.tag).unwrap(), RpcStatus::Error);
+    assert_eq!(h.request_id, 8);
+    let back: ApiError = decode_body(&rest[HEADER_LEN..]).unwrap();
+    assert_eq!(back, err);
+    assert!(!back.retryable);
+}
+
+#[test]
+fn every_op_round_trips_and_unknown_bytes_are_refused() {
+    for op in RpcOp::ALL {
+        assert_eq!(RpcOp::from_u8(op as u8).unwrap(), op);
+        assert!(!op.as_str().is_empty());
+    }
+    let mut names: Vec<_> = RpcOp::ALL.iter().map(|o| o.as_str()).collect();
+    names.sort();
+    names.dedup();
+    assert_eq!(names.len(), RpcOp::ALL.len(), "names are distinct");
+    assert_eq!(RpcOp::from_u8(0), Err(RpcError::UnknownOp(0)));
+    assert_eq!(RpcOp::from_u8(200), Err(RpcError::UnknownOp(200)));
+    assert_eq!(RpcStatus::from_u8(2), Err(RpcError::UnknownStatus(2)));
+}
+
+#[test]
+fn frame_lengths_out_of_range_are_refused() {
+    let mut h = [0u8; HEADER_LEN];
+    // Shorter than op + id.
+    h[..4].copy_from_slice(&8u32.to_le_bytes());
+    let e = FrameHeader::parse(&h, 100).unwrap_err();
+    assert!(matches!(e, RpcError::FrameLength { length: 8, .. }), "{e}");
+    assert_eq!(e.class(), RpcErrorClass::Fatal);
+    // Exactly an empty body is fine.
+    h[..4].copy_from_slice(&9u32.to_le_bytes());
+    assert_eq!(FrameHeader::parse(&h, 100).unwrap().body_len, 0);
+    // The limit is the maximum body.
+    h[..4].copy_from_slice(&109u32.to_le_bytes());
+    assert_eq!(FrameHeader::parse(&h, 100).unwrap().body_len, 100);
+    h[..4].copy_from_slice(&110u32.to_le_bytes());
+    assert!(FrameHeader::parse(&h, 100).is_err());
+    h[..4].copy_from_slice(&u32::MAX.to_le_bytes());
+    assert!(
+        FrameHeader::parse(&h, usize::MAX).is_ok(),
+        "u32 caps the limit"
+    );
+}
+
+#[test]
+fn bodies_that_do_not_match_the_type_fail_to_decode() {
+    let e = decode_body::<PutStartRequest>(&[0xc1]).unwrap_err();
+    assert!(matches!(e, RpcError::Decode(_)), "{e}");
+    let mut buf = Vec::new();
+    encode_request(&mut buf, RpcOp::Get, 1, &serde_json::json!({"nope": 1})).unwrap();
+    assert!(decode_body::<PutStartRequest>(&buf[HEADER_LEN..]).is_err());
+    let truncated = &buf[HEADER_LEN..buf.len() - 1];
+    assert!(decode_body::<serde_json::Value>(truncated).is_err());
+}
+
+#[test]
+fn handshake_checks_magic_version_and_status() {
+    let hello = client_hello();
+    assert_eq!(&hello[..4], b"CRPC");
+    assert_eq!(check_client_hello(&hello).unwrap(), RPC_VERSION);
+    check_server_hello(&server_hello(HANDSHAKE_OK)).unwrap();
+
+    let mut bad = hello;
+    bad[0] = b'X';
+    assert!(matches!(
+        check_client_hello(&bad),
+        Err(RpcError::BadMagic(_))
+    ));
+    let mut future = hello;
+    future[4..6].copy_from_slice(&99u16.to_le_bytes());
+    assert_eq!(
+        check_client_hello(&future),
+        Err(RpcError::UnsupportedVersion(99))
+    );
+    assert_eq!(
+        check_server_hello(&server_hello(HANDSHAKE_UNSUPPORTED_VERSION)),
+        Err(RpcError::HandshakeRefused(HANDSHAKE_UNSUPPORTED_VERSION))
+    );
+    // An HTTP request sent to the RPC port is refused at once.
+    let http: [u8; HANDSHAKE_LEN] = *b"GET / HT";
+    assert!(check_client_hello(&http).is_err());
+}
+
+#[test]
+fn an_unencodable_body_leaves_the_buffer_untouched() {
+    struct Refuses;
+    impl Serialize for Refuses {
+        fn serialize<S: serde::Serializer>(&self, _: S) -> Result<S::Ok, S::Error> {
+            Err(serde::ser::Error::custom("refused"))
+        }
+    }
+    let mut buf = vec![1, 2, 3];
+    let e = encode_request(&mut buf, RpcOp::Exist, 1, &Refuses).unwrap_err();
+    assert_eq!(e.class(), RpcErrorClass::User);
+    assert_eq!(buf, vec![1, 2, 3]);
+}
