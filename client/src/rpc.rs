@@ -23,7 +23,8 @@ use tokio::net::TcpStream;
 
 use crate::error::ClientError;
 use crate::http::HttpConn;
-use crate::rpc_io::{FrameInput, ReadFailure, SPIN, SPIN_BATCH};
+use crate::rpc_io::{SPIN, SPIN_BATCH};
+use crescent_transport::frame_input::{FrameInput, ReadFailure};
 
 /// How long a server found without the RPC route is left on HTTP before asking again.
 pub(crate) const RECHECK_HTTP_ONLY: Duration = Duration::from_secs(60);

@@ -14,6 +14,7 @@
 pub mod config;
 pub mod error;
 pub mod ffi;
+pub mod frame_input;
 pub mod memory;
 pub mod metrics;
 mod range_lock;

@@ -1,6 +1,6 @@
 //! One RPC connection: handshake, then frames until the peer closes or breaks the protocol.
 //!
-//! Frames are read with a short busy-poll first (`frame_input`). Responses are collected in one buffer and written when no further request is already
+//! Frames are read with a short busy-poll first (`crescent_transport::frame_input`). Responses are collected in one buffer and written when no further request is already
 //! buffered, so a pipelining client gets its answers in few writes and a lock-step client gets
 //! each answer at once.
 
@@ -18,8 +18,8 @@ use tokio::net::TcpStream;
 use tracing::Instrument;
 
 use super::dispatch;
-use super::frame_input::{FrameInput, ReadFailure};
 use crate::node::NodeState;
+use crescent_transport::frame_input::{FrameInput, ReadFailure};
 
 /// Initial answer buffer per connection.
 const READ_BUFFER: usize = 64 << 10;
@@ -106,7 +106,7 @@ async fn run(
     }
 
     let spin = Duration::from_micros(state.store_settings.rpc_busy_poll_us);
-    let mut input = FrameInput::new(&stream, spin)?;
+    let mut input = FrameInput::new(&stream)?;
     let mut out = Vec::with_capacity(READ_BUFFER);
     loop {
         if !out.is_empty() && (!input.has_buffered() || out.len() >= FLUSH_AT) {
@@ -116,10 +116,10 @@ async fn run(
                 out = Vec::with_capacity(READ_BUFFER);
             }
         }
-        if !input.next_frame_starts(&stream).await? {
+        if !input.next_frame_starts(&stream, spin).await? {
             return Ok(()); // closed between frames
         }
-        let header = input.read_frame(&stream, max_body).await?;
+        let header = input.read_frame(&stream, max_body, spin).await?;
         let body = input.take_body(header.body_len);
         let op = RpcOp::from_u8(header.tag)?;
         dispatch::handle(state, op, header.request_id, body, &mut out);

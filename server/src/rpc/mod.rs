@@ -11,7 +11,6 @@
 
 mod connection;
 mod dispatch;
-mod frame_input;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -1,12 +1,13 @@
-//! Reading RPC frames with a short busy-poll before sleeping.
+//! Reading RPC frames (`crescent_wire::rpc`) with a short busy-poll before sleeping; used by
+//! both ends of the RPC fast path (crescentd's listener and the client's connections).
 //!
 //! On loopback and in VMs, most of a round trip's latency is waking a sleeping thread (and an
-//! idle CPU) when a frame arrives, not the work. A client that just got an answer usually sends
-//! its next request within microseconds, so after answering, the connection polls the socket
-//! with non-blocking reads for up to `store.rpc_busy_poll_us` (through a duplicate of the
-//! descriptor, since tokio's own `try_read` answers from cached readiness and would never see
-//! new data without yielding); only then does it wait for the reactor. The same technique is in
-//! the client (`crescent_client`'s `rpc_io`).
+//! idle CPU) when a frame arrives, not the work. So a reader polls the socket with non-blocking
+//! reads for up to a caller-chosen `spin` (the client after sending a request; the server after
+//! answering one, since the next request usually follows within microseconds). The polling goes
+//! through a duplicate of the descriptor, since tokio's own `try_read` answers from cached
+//! readiness and would never see new data without yielding; only then does it wait for the
+//! reactor.
 
 use std::io::{ErrorKind, Read};
 use std::time::{Duration, Instant};
@@ -19,28 +20,26 @@ use tokio::net::TcpStream;
 const INITIAL: usize = 16 << 10;
 
 /// Buffered input of one connection.
-pub(super) struct FrameInput {
+pub struct FrameInput {
     raw: std::net::TcpStream,
-    spin: Duration,
     buf: Vec<u8>,
     start: usize,
     end: usize,
 }
 
 #[derive(Debug)]
-pub(super) enum ReadFailure {
+pub enum ReadFailure {
     Io(std::io::Error),
     Frame(RpcError),
 }
 
 impl FrameInput {
     /// `stream` stays the tokio side (readiness, writes); reads go through a duplicate.
-    pub fn new(stream: &TcpStream, spin: Duration) -> std::io::Result<FrameInput> {
+    pub fn new(stream: &TcpStream) -> std::io::Result<FrameInput> {
         let raw = socket_dup(stream)?;
         raw.set_nonblocking(true)?;
         Ok(FrameInput {
             raw,
-            spin,
             buf: vec![0; INITIAL],
             start: 0,
             end: 0,
@@ -52,31 +51,48 @@ impl FrameInput {
         self.end > self.start
     }
 
-    /// Waits for the next frame to begin; false when the peer closed between frames.
-    pub async fn next_frame_starts(&mut self, stream: &TcpStream) -> Result<bool, ReadFailure> {
+    /// Whether the peer has closed (or reset) an idle connection; true also when unexpected
+    /// bytes arrived (the connection is out of step).
+    pub fn peer_gone(&mut self) -> bool {
+        if self.has_buffered() {
+            return true;
+        }
+        let mut probe = [0u8; 1];
+        !matches!(self.raw.read(&mut probe), Err(ref e) if e.kind() == ErrorKind::WouldBlock)
+    }
+
+    /// Waits (polling for up to `spin` first) for the next frame to begin; false when the peer
+    /// closed between frames.
+    pub async fn next_frame_starts(
+        &mut self,
+        stream: &TcpStream,
+        spin: Duration,
+    ) -> Result<bool, ReadFailure> {
         if self.has_buffered() {
             return Ok(true);
         }
-        match self.fill_to(stream, 1).await {
+        match self.fill_to(stream, 1, spin).await {
             Ok(()) => Ok(true),
             Err(ReadFailure::Io(e)) if e.kind() == ErrorKind::UnexpectedEof => Ok(false),
             Err(e) => Err(e),
         }
     }
 
-    /// Reads one whole frame; returns its header, with the body at `body()` until the next
+    /// Reads one whole frame (polling for up to `spin` before sleeping); returns its header, with the body at `body()` until the next
     /// call.
     pub async fn read_frame(
         &mut self,
         stream: &TcpStream,
         max_body: usize,
+        spin: Duration,
     ) -> Result<FrameHeader, ReadFailure> {
-        self.fill_to(stream, HEADER_LEN).await?;
+        self.fill_to(stream, HEADER_LEN, spin).await?;
         let header: [u8; HEADER_LEN] = self.buf[self.start..self.start + HEADER_LEN]
             .try_into()
             .expect("HEADER_LEN bytes");
         let header = FrameHeader::parse(&header, max_body).map_err(ReadFailure::Frame)?;
-        self.fill_to(stream, HEADER_LEN + header.body_len).await?;
+        self.fill_to(stream, HEADER_LEN + header.body_len, spin)
+            .await?;
         self.start += HEADER_LEN;
         Ok(header)
     }
@@ -101,7 +117,12 @@ impl FrameInput {
         }
     }
 
-    async fn fill_to(&mut self, stream: &TcpStream, want: usize) -> Result<(), ReadFailure> {
+    async fn fill_to(
+        &mut self,
+        stream: &TcpStream,
+        want: usize,
+        spin: Duration,
+    ) -> Result<(), ReadFailure> {
         if self.end - self.start >= want {
             return Ok(());
         }
@@ -113,7 +134,7 @@ impl FrameInput {
                 self.buf.resize(want.next_power_of_two(), 0);
             }
         }
-        let spin_until = Instant::now() + self.spin;
+        let spin_until = Instant::now() + spin;
         while self.end - self.start < want {
             let got = match self.raw.read(&mut self.buf[self.end..]) {
                 Err(e) if e.kind() == ErrorKind::WouldBlock => {
