@@ -50,14 +50,18 @@ fn open_db(path: &Path) -> Result<sled::Db> {
     let started = Instant::now();
     loop {
         match sled::Config::new().path(path).flush_every_ms(None).open() {
-            Err(sled::Error::Io(e))
-                if e.kind() == std::io::ErrorKind::WouldBlock && started.elapsed() < LOCK_RETRY =>
-            {
+            Err(sled::Error::Io(e)) if is_lock_contention(&e) && started.elapsed() < LOCK_RETRY => {
                 std::thread::sleep(Duration::from_millis(10));
             }
             other => return Ok(other?),
         }
     }
+}
+
+/// Whether sled failed to take its file lock. sled 0.34 wraps the `WouldBlock` from `flock` in
+/// an `ErrorKind::Other` error whose only trace of the cause is its message, so both shapes count.
+fn is_lock_contention(e: &std::io::Error) -> bool {
+    e.kind() == std::io::ErrorKind::WouldBlock || e.to_string().contains("could not acquire lock")
 }
 
 /// The sled backend over one database directory.
@@ -264,5 +268,36 @@ impl BackendFactory for SledFactory {
                 v[i] ^= 0xff;
             },
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A reopen while the previous handle is still going away waits for the lock instead of
+    /// failing (the CI flake this guards against: sled reports the lock as `ErrorKind::Other`).
+    #[test]
+    fn reopen_waits_for_a_lock_released_shortly() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db");
+        let held = open_db(&path).unwrap();
+        let release = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(300));
+            drop(held);
+        });
+        let started = Instant::now();
+        let reopened = open_db(&path).expect("reopen after the holder lets go");
+        assert!(started.elapsed() >= Duration::from_millis(250));
+        drop(reopened);
+        release.join().unwrap();
+    }
+
+    #[test]
+    fn lock_contention_is_recognised_in_both_shapes() {
+        let wrapped = std::io::Error::other("could not acquire lock on \"x\": WouldBlock");
+        assert!(is_lock_contention(&wrapped));
+        assert!(is_lock_contention(&std::io::ErrorKind::WouldBlock.into()));
+        assert!(!is_lock_contention(&std::io::ErrorKind::NotFound.into()));
     }
 }
