@@ -12,6 +12,8 @@ log() { echo "[test.sh] $*" >&2; }
 # --- packages ------------------------------------------------------------------------------
 need_pkgs=()
 command -v protoc >/dev/null 2>&1 || need_pkgs+=(protobuf-compiler)
+# etcd-client's build script compiles etcd's protos, which import protobuf's well-known types.
+[ -f /usr/include/google/protobuf/descriptor.proto ] || need_pkgs+=(libprotobuf-dev)
 command -v etcd >/dev/null 2>&1 || need_pkgs+=(etcd-server)
 command -v redis-server >/dev/null 2>&1 || need_pkgs+=(redis-server)
 command -v cc >/dev/null 2>&1 || need_pkgs+=(gcc)

@@ -1,0 +1,1 @@
+//! The cold tier (seed 003 "Hot/Cold Storage"): the ColdDevice aggregate and device IO.
