@@ -8,7 +8,7 @@ mod tests;
 
 use std::collections::BTreeMap;
 
-use crescent_journal::Record;
+use crescent_journal::{Journal, Record, RecordRef};
 use crescent_snapshot::{Position, ReplayState, Section, SectionSet, SectionSpec};
 use serde::{Deserialize, Serialize};
 
@@ -85,6 +85,12 @@ impl World {
     /// Records must come in seq order without gaps. Fails closed on an unknown stream kind or
     /// an undecodable event, leaving the world unchanged.
     pub fn apply(&mut self, rec: &Record) -> Result<(), WorldError> {
+        self.apply_ref(rec.as_ref())
+    }
+
+    /// [`World::apply`] on a borrowed record (the replay path: nothing is copied but what the
+    /// aggregate keeps).
+    pub fn apply_ref(&mut self, rec: RecordRef<'_>) -> Result<(), WorldError> {
         let expected = self.position.seq + 1;
         if rec.seq != expected {
             return Err(WorldError::OutOfOrder {
@@ -92,16 +98,28 @@ impl World {
                 found: rec.seq,
             });
         }
-        let table = self
-            .tables
-            .get_mut(rec.stream.kind.as_str())
-            .ok_or_else(|| WorldError::UnknownStream {
-                seq: rec.seq,
-                kind: rec.stream.kind.clone(),
-            })?;
-        table.apply(rec)?;
-        self.position = Position::of(rec);
+        let table =
+            self.tables
+                .get_mut(rec.stream_kind)
+                .ok_or_else(|| WorldError::UnknownStream {
+                    seq: rec.seq,
+                    kind: rec.stream_kind.to_string(),
+                })?;
+        table.apply(&rec)?;
+        self.position = Position {
+            seq: rec.seq,
+            term: rec.term,
+            digest: *rec.digest,
+        };
         Ok(())
+    }
+
+    /// Applies the journal's durable records after this world's position, up to `upto`; returns
+    /// how many were applied.
+    pub fn catch_up(&mut self, journal: &Journal, upto: u64) -> Result<u64, WorldError> {
+        let from = self.position.seq + 1;
+        journal.visit_range(from, upto, |rec| self.apply_ref(rec))?;
+        Ok(self.position.seq + 1 - from)
     }
 
     /// The table of kind `A` (`None` if `A` is not registered).
@@ -217,8 +235,8 @@ impl ReplayState for World {
         self.position
     }
 
-    fn apply(&mut self, rec: &Record) -> Result<(), WorldError> {
-        World::apply(self, rec)
+    fn apply(&mut self, rec: RecordRef<'_>) -> Result<(), WorldError> {
+        World::apply_ref(self, rec)
     }
 
     fn to_sections(&self) -> Result<Vec<Section>, WorldError> {

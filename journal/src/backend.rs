@@ -53,12 +53,57 @@ pub trait JournalBackend: Send + 'static {
 }
 
 /// Reads records back; cheap to clone through [`ReadSource::boxed_clone`].
+/// What [`ReadSource::visit_range`] calls for each record.
+pub type RecordVisitor<'v> = dyn FnMut(crate::RecordRef<'_>) -> Result<()> + 'v;
+
 pub trait ReadSource: Send + Sync + 'static {
     /// Records with `from <= seq <= upto`, in order. Fails with
     /// [`crate::JournalError::OutOfRange`] when `from` was truncated away.
     fn read_range(&self, from: u64, upto: u64) -> Result<RecordIter>;
 
+    /// Hands records `from..=upto` in order to `visit` as borrowed views, stopping at the first
+    /// error (a read error, or one `visit` returns). The replay path: backends that can decode in
+    /// place (the file backend) override it to allocate nothing per record.
+    fn visit_range(&self, from: u64, upto: u64, visit: &mut RecordVisitor<'_>) -> Result<()> {
+        for record in self.read_range(from, upto)? {
+            visit(record?.as_ref())?;
+        }
+        Ok(())
+    }
+
     fn boxed_clone(&self) -> Box<dyn ReadSource>;
+}
+
+/// Visits records `from..=upto` of `source` with a visitor that has its own error type: the
+/// visitor's first error stops the visit and is returned as is; read errors convert into `E`.
+pub fn visit_with<E: From<crate::JournalError>>(
+    source: &dyn ReadSource,
+    from: u64,
+    upto: u64,
+    visit: impl FnMut(crate::RecordRef<'_>) -> std::result::Result<(), E>,
+) -> std::result::Result<(), E> {
+    visit_capturing(|v| source.visit_range(from, upto, v), visit)
+}
+
+/// Runs a visit (`run` hands its visitor to some `visit_range`) with a visitor that has its own
+/// error type `E`: the visitor's first error stops the visit (as
+/// [`crate::JournalError::VisitStopped`] inside) and comes back unchanged.
+pub fn visit_capturing<E: From<crate::JournalError>>(
+    run: impl FnOnce(&mut RecordVisitor<'_>) -> Result<()>,
+    mut visit: impl FnMut(crate::RecordRef<'_>) -> std::result::Result<(), E>,
+) -> std::result::Result<(), E> {
+    let mut stopped = None;
+    let read = run(&mut |record| {
+        visit(record).map_err(|e| {
+            stopped = Some(e);
+            crate::JournalError::VisitStopped
+        })
+    });
+    match (read, stopped) {
+        (_, Some(e)) => Err(e),
+        (Err(e), None) => Err(e.into()),
+        (Ok(()), None) => Ok(()),
+    }
 }
 
 /// Opens a backend at one fixed location, again and again: what the conformance suite and the

@@ -64,6 +64,11 @@ pub enum JournalError {
 
     #[error("sled error: {0}")]
     Sled(#[from] sled::Error),
+
+    /// A record visitor stopped the visit (see [`crate::backend::visit_with`], which hands the
+    /// visitor's own error back instead of this).
+    #[error("the record visitor stopped the visit")]
+    VisitStopped,
 }
 
 /// How a caller should treat an error.
@@ -89,7 +94,8 @@ impl JournalError {
         match self {
             JournalError::Fenced { .. }
             | JournalError::RecordTooLarge { .. }
-            | JournalError::OutOfRange { .. } => ErrorClass::User,
+            | JournalError::OutOfRange { .. }
+            | JournalError::VisitStopped => ErrorClass::User,
             JournalError::Closed | JournalError::Locked { .. } => ErrorClass::Retryable,
             JournalError::Corrupt { .. }
             | JournalError::TailCorruption { .. }

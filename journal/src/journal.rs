@@ -26,10 +26,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
-use crate::backend::{JournalBackend, ReadSource, RecordIter};
+use crate::backend::{visit_with, JournalBackend, ReadSource, RecordIter};
 use crate::codec::{EncodedBatch, MAX_FRAME_BODY};
 use crate::error::{JournalError, Result};
 use crate::metrics::{BackendMetrics, JournalMetrics};
+use crate::record::RecordRef;
 use crate::record::{chain_digest, Digest, NewRecord};
 use crate::recovery::{RecoveryMode, TruncationReport};
 use crate::watermark::Watermark;
@@ -456,6 +457,33 @@ impl Journal {
             return Ok(Box::new(std::iter::empty()));
         }
         shared.reader.read_range(from, upto)
+    }
+
+    /// Like [`Journal::read_range`], handing each record to `visit` as a borrowed view (no
+    /// allocation per record on the file backend): the replay path. The visitor's first error
+    /// stops the visit and is returned as is.
+    pub fn visit_range<E: From<JournalError>>(
+        &self,
+        from: u64,
+        upto: u64,
+        visit: impl FnMut(RecordRef<'_>) -> std::result::Result<(), E>,
+    ) -> std::result::Result<(), E> {
+        let shared = self.shared();
+        let durable = shared.durable.get();
+        let first = self.first_seq();
+        if from < first {
+            return Err(JournalError::OutOfRange {
+                seq: from,
+                first,
+                last: durable,
+            }
+            .into());
+        }
+        let upto = upto.min(durable);
+        if from > upto {
+            return Ok(());
+        }
+        visit_with(shared.reader.as_ref(), from, upto, visit)
     }
 
     /// A clone of the backend's read handle, for readers that run apart from the journal

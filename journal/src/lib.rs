@@ -29,10 +29,16 @@ pub mod recovery;
 pub mod sled_backend;
 pub mod watermark;
 
-pub use backend::{BackendFactory, JournalBackend, ReadSource, RecordIter, Recovered};
+pub use backend::{
+    visit_capturing, visit_with, BackendFactory, JournalBackend, ReadSource, RecordIter,
+    RecordVisitor, Recovered,
+};
 pub use error::{JournalError, Result};
 pub use journal::{AppendAck, AppendTicket, Journal, JournalOptions};
 pub use metrics::JournalMetrics;
-pub use record::{chain_digest, Digest, EventData, NewRecord, Record, StreamId, GENESIS_DIGEST};
+pub use record::{
+    chain_digest, chain_digest_parts, Digest, EventData, NewRecord, Record, RecordRef, StreamId,
+    GENESIS_DIGEST,
+};
 pub use recovery::{RecoveryMode, TruncationReport};
 pub use watermark::Watermark;

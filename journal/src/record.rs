@@ -82,6 +82,70 @@ impl Record {
     }
 }
 
+/// A durable record borrowed from the bytes it was decoded from: the replay path's view, which
+/// allocates nothing per record (startup recovery, the snapshotter and standby catch-up replay
+/// millions of these).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordRef<'a> {
+    pub seq: u64,
+    pub term: u64,
+    pub timestamp_ms: i64,
+    pub stream_kind: &'a str,
+    pub stream_id: &'a str,
+    pub event_kind: &'a str,
+    pub event_version: u16,
+    pub payload: &'a [u8],
+    pub digest: &'a Digest,
+}
+
+impl RecordRef<'_> {
+    /// The owned record.
+    pub fn to_record(&self) -> Record {
+        Record {
+            seq: self.seq,
+            term: self.term,
+            timestamp_ms: self.timestamp_ms,
+            stream: StreamId::new(self.stream_kind, self.stream_id),
+            event: EventData {
+                kind: self.event_kind.to_owned(),
+                version: self.event_version,
+                payload: self.payload.to_vec(),
+            },
+            digest: *self.digest,
+        }
+    }
+
+    /// Recomputes this record's digest from the previous one.
+    pub fn expected_digest(&self, prev: &Digest) -> Digest {
+        chain_digest_parts(
+            prev,
+            self.seq,
+            self.term,
+            self.timestamp_ms,
+            [self.stream_kind, self.stream_id, self.event_kind],
+            self.event_version,
+            self.payload,
+        )
+    }
+}
+
+impl Record {
+    /// This record borrowed as the replay path's view.
+    pub fn as_ref(&self) -> RecordRef<'_> {
+        RecordRef {
+            seq: self.seq,
+            term: self.term,
+            timestamp_ms: self.timestamp_ms,
+            stream_kind: &self.stream.kind,
+            stream_id: &self.stream.id,
+            event_kind: &self.event.kind,
+            event_version: self.event.version,
+            payload: &self.event.payload,
+            digest: &self.digest,
+        }
+    }
+}
+
 /// The chain digest of a record, over a canonical byte layout that does not depend on the frame
 /// encoding (see docs/journal-format.md): every integer little-endian, every string and byte
 /// string prefixed by its u32 length.
@@ -93,17 +157,38 @@ pub fn chain_digest(
     stream: &StreamId,
     event: &EventData,
 ) -> Digest {
+    chain_digest_parts(
+        prev,
+        seq,
+        term,
+        timestamp_ms,
+        [&stream.kind, &stream.id, &event.kind],
+        event.version,
+        &event.payload,
+    )
+}
+
+/// [`chain_digest`] over borrowed parts: `strings` are stream kind, stream id and event kind.
+pub fn chain_digest_parts(
+    prev: &Digest,
+    seq: u64,
+    term: u64,
+    timestamp_ms: i64,
+    strings: [&str; 3],
+    event_version: u16,
+    payload: &[u8],
+) -> Digest {
     let mut h = Sha256::new();
     h.update(prev);
     h.update(seq.to_le_bytes());
     h.update(term.to_le_bytes());
     h.update(timestamp_ms.to_le_bytes());
-    for s in [&stream.kind, &stream.id, &event.kind] {
+    for s in strings {
         h.update((s.len() as u32).to_le_bytes());
         h.update(s.as_bytes());
     }
-    h.update(event.version.to_le_bytes());
-    h.update((event.payload.len() as u32).to_le_bytes());
-    h.update(&event.payload);
+    h.update(event_version.to_le_bytes());
+    h.update((payload.len() as u32).to_le_bytes());
+    h.update(payload);
     h.finalize().into()
 }

@@ -62,10 +62,14 @@ impl Position {
 
     /// The position right after applying `rec`.
     pub fn of(rec: &crescent_journal::Record) -> Position {
+        Position::of_ref(&rec.as_ref())
+    }
+
+    pub fn of_ref(rec: &crescent_journal::RecordRef<'_>) -> Position {
         Position {
             seq: rec.seq,
             term: rec.term,
-            digest: rec.digest,
+            digest: *rec.digest,
         }
     }
 }

@@ -101,37 +101,37 @@ pub fn restore_upto<S: ReplayState, J: JournalSource + ?Sized>(
     let mut replayed = 0u64;
     if durable > base.seq && upto > base.seq {
         let mut prev = base;
-        for rec in journal.read_from(base.seq + 1)? {
-            let rec = rec?;
-            if rec.seq > upto {
-                break;
-            }
-            if rec.seq != prev.seq + 1 {
-                return Err(SnapshotError::Discontinuity {
-                    snapshot: snapshot_path,
-                    after: prev.seq,
-                    reason: format!("next record has seq {}", rec.seq),
-                });
-            }
-            // The chain link between the snapshot and the journal is what proves the tail
-            // belongs to the same history; later links are the journal's to verify.
-            if replayed == 0 && rec.expected_digest(&prev.digest) != rec.digest {
-                return Err(SnapshotError::Discontinuity {
-                    snapshot: snapshot_path,
-                    after: prev.seq,
-                    reason: format!(
-                        "record {} does not continue the chain digest {}",
-                        rec.seq,
-                        hex::encode(prev.digest)
-                    ),
-                });
-            }
-            state
-                .apply(&rec)
-                .map_err(|e| SnapshotError::state(format!("replaying seq {}", rec.seq), e))?;
-            prev = Position::of(&rec);
-            replayed += 1;
-        }
+        crescent_journal::visit_capturing(
+            |visit| journal.visit_range(base.seq + 1, upto, visit),
+            |rec| {
+                if rec.seq != prev.seq + 1 {
+                    return Err(SnapshotError::Discontinuity {
+                        snapshot: snapshot_path.clone(),
+                        after: prev.seq,
+                        reason: format!("next record has seq {}", rec.seq),
+                    });
+                }
+                // The chain link between the snapshot and the journal is what proves the tail
+                // belongs to the same history; later links are the journal's to verify.
+                if replayed == 0 && rec.expected_digest(&prev.digest) != *rec.digest {
+                    return Err(SnapshotError::Discontinuity {
+                        snapshot: snapshot_path.clone(),
+                        after: prev.seq,
+                        reason: format!(
+                            "record {} does not continue the chain digest {}",
+                            rec.seq,
+                            hex::encode(prev.digest)
+                        ),
+                    });
+                }
+                state
+                    .apply(rec)
+                    .map_err(|e| SnapshotError::state(format!("replaying seq {}", rec.seq), e))?;
+                prev = Position::of_ref(&rec);
+                replayed += 1;
+                Ok(())
+            },
+        )?;
     }
     tracing::info!(
         from = base.seq,

@@ -260,22 +260,25 @@ impl<S: ReplayState, J: JournalSource> Worker<S, J> {
     }
 
     fn apply_from(&mut self, from: u64) -> Result<()> {
-        for rec in self.journal.read_from(from)? {
-            let rec = rec?;
-            let at = self.state.position();
-            if rec.seq != at.seq + 1 {
-                return Err(SnapshotError::Discontinuity {
-                    snapshot: None,
-                    after: at.seq,
-                    reason: format!("the journal returned seq {} next", rec.seq),
-                });
-            }
-            self.state
-                .apply(&rec)
-                .map_err(|e| SnapshotError::state(format!("replaying seq {}", rec.seq), e))?;
-            self.pending += 1;
-        }
-        Ok(())
+        let (journal, state, pending) = (&self.journal, &mut self.state, &mut self.pending);
+        crescent_journal::visit_capturing(
+            |visit| journal.visit_range(from, u64::MAX, visit),
+            |rec| {
+                let at = state.position();
+                if rec.seq != at.seq + 1 {
+                    return Err(SnapshotError::Discontinuity {
+                        snapshot: None,
+                        after: at.seq,
+                        reason: format!("the journal returned seq {} next", rec.seq),
+                    });
+                }
+                state
+                    .apply(rec)
+                    .map_err(|e| SnapshotError::state(format!("replaying seq {}", rec.seq), e))?;
+                *pending += 1;
+                Ok(())
+            },
+        )
     }
 
     fn due(&self) -> bool {

@@ -2,7 +2,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use crescent_journal::{Journal, JournalError, Record, RecordIter, Watermark};
+use crescent_journal::{Journal, JournalError, Record, RecordIter, RecordVisitor, Watermark};
 
 /// The part of the journal that restore and the snapshotter use.
 pub trait JournalSource: Send + Sync + 'static {
@@ -12,6 +12,23 @@ pub trait JournalSource: Send + Sync + 'static {
     fn durable(&self) -> Watermark;
     /// Durable records from `seq` on.
     fn read_from(&self, seq: u64) -> crescent_journal::Result<RecordIter>;
+    /// Durable records `from..=upto` handed to `visit` as borrowed views (the replay path;
+    /// a journal decodes them in place).
+    fn visit_range(
+        &self,
+        from: u64,
+        upto: u64,
+        visit: &mut RecordVisitor<'_>,
+    ) -> crescent_journal::Result<()> {
+        for rec in self.read_from(from)? {
+            let rec = rec?;
+            if rec.seq > upto {
+                break;
+            }
+            visit(rec.as_ref())?;
+        }
+        Ok(())
+    }
     /// Drops records before `keep_from`.
     fn truncate_prefix(&self, keep_from: u64) -> crescent_journal::Result<()>;
 }
@@ -25,6 +42,14 @@ impl JournalSource for Journal {
     }
     fn read_from(&self, seq: u64) -> crescent_journal::Result<RecordIter> {
         Journal::read_from(self, seq)
+    }
+    fn visit_range(
+        &self,
+        from: u64,
+        upto: u64,
+        visit: &mut RecordVisitor<'_>,
+    ) -> crescent_journal::Result<()> {
+        Journal::visit_range(self, from, upto, visit)
     }
     fn truncate_prefix(&self, keep_from: u64) -> crescent_journal::Result<()> {
         Journal::truncate_prefix(self, keep_from)
@@ -40,6 +65,14 @@ impl<J: JournalSource> JournalSource for Arc<J> {
     }
     fn read_from(&self, seq: u64) -> crescent_journal::Result<RecordIter> {
         (**self).read_from(seq)
+    }
+    fn visit_range(
+        &self,
+        from: u64,
+        upto: u64,
+        visit: &mut RecordVisitor<'_>,
+    ) -> crescent_journal::Result<()> {
+        (**self).visit_range(from, upto, visit)
     }
     fn truncate_prefix(&self, keep_from: u64) -> crescent_journal::Result<()> {
         (**self).truncate_prefix(keep_from)

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use crescent_journal::Record;
+use crescent_journal::RecordRef;
 
 use crate::error::{Result, SnapshotError};
 use crate::format::{Position, Section};
@@ -34,7 +34,7 @@ pub trait ReplayState: Send + 'static {
     /// Folds one record in and advances [`ReplayState::position`] to it. A record this state
     /// cannot interpret is an error (replaying past it would build state the journal does not
     /// describe).
-    fn apply(&mut self, rec: &Record) -> Result<(), Self::Error>;
+    fn apply(&mut self, rec: RecordRef<'_>) -> Result<(), Self::Error>;
 
     /// The state as sections (at [`ReplayState::position`]).
     fn to_sections(&self) -> Result<Vec<Section>, Self::Error>;

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use crescent_journal::error::ErrorClass;
-use crescent_journal::StreamId;
+use crescent_journal::{JournalError, StreamId};
 
 use crate::aggregate::DecodeError;
 
@@ -40,6 +40,10 @@ pub enum WorldError {
 
     #[error("cannot render {kind} as JSON: {reason}")]
     Json { kind: String, reason: String },
+
+    /// Reading the journal failed while replaying it.
+    #[error("replay read: {0}")]
+    Journal(#[from] JournalError),
 }
 
 impl WorldError {

@@ -4,7 +4,7 @@ use std::any::Any;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use crescent_journal::Record;
+use crescent_journal::{RecordRef, StreamId};
 use crescent_snapshot::Section;
 
 use super::error::WorldError;
@@ -71,7 +71,7 @@ impl<A: Aggregate> Table<A> {
 pub(crate) trait AnyTable: Send {
     fn kind(&self) -> &'static str;
     fn schema(&self) -> u32;
-    fn apply(&mut self, rec: &Record) -> Result<(), WorldError>;
+    fn apply(&mut self, rec: &RecordRef<'_>) -> Result<(), WorldError>;
     fn encode(&self) -> Result<Vec<u8>, WorldError>;
     /// Replaces the content with a section body (`None`: the section was absent, start empty).
     fn load(&mut self, file: &Path, section: Option<Section>) -> Result<(), WorldError>;
@@ -92,14 +92,16 @@ impl<A: Aggregate> AnyTable for Table<A> {
         A::SNAPSHOT_SCHEMA
     }
 
-    fn apply(&mut self, rec: &Record) -> Result<(), WorldError> {
-        let event = A::Event::decode(&rec.event.kind, rec.event.version, &rec.event.payload)
-            .map_err(|source| WorldError::Decode {
-                seq: rec.seq,
-                stream: rec.stream.clone(),
-                source,
+    fn apply(&mut self, rec: &RecordRef<'_>) -> Result<(), WorldError> {
+        let event =
+            A::Event::decode(rec.event_kind, rec.event_version, rec.payload).map_err(|source| {
+                WorldError::Decode {
+                    seq: rec.seq,
+                    stream: StreamId::new(rec.stream_kind, rec.stream_id),
+                    source,
+                }
             })?;
-        self.apply_owned_event(&rec.stream.id, event);
+        self.apply_owned_event(rec.stream_id, event);
         Ok(())
     }
 

@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::record::{chain_digest, GENESIS_DIGEST};
+use serde::Deserialize;
 
 fn record(seq: u64, payload: Vec<u8>) -> Record {
     let stream = StreamId::new("segment_registry", "r1");
@@ -252,4 +253,77 @@ proptest::proptest! {
         let bytes = encode_record(&r);
         proptest::prop_assert_eq!(decode_exact(&bytes).unwrap(), r);
     }
+}
+
+/// The body read through serde, as the decoder did before the marker-level parser: kept to
+/// cross-check the parser.
+#[derive(Deserialize, Debug)]
+struct FrameBodyView<'a> {
+    format_version: u8,
+    seq: u64,
+    term: u64,
+    timestamp_ms: i64,
+    stream_kind: &'a str,
+    stream_id: &'a str,
+    event_kind: &'a str,
+    event_version: u16,
+    #[serde(borrow)]
+    payload: &'a serde_bytes::Bytes,
+    #[serde(borrow)]
+    digest: &'a serde_bytes::Bytes,
+}
+
+proptest::proptest! {
+    #[test]
+    fn marker_parser_agrees_with_serde(seq in 0u64.., term in 0u64.., ts in proptest::num::i64::ANY,
+                                      id in "[a-z0-9/%é]{0,40}", version in 0u16..,
+                                      payload in proptest::collection::vec(proptest::num::u8::ANY, 0..300)) {
+        let mut r = record(seq, payload);
+        r.term = term;
+        r.timestamp_ms = ts;
+        r.stream.id = id;
+        r.event.version = version;
+        let frame = encode_record(&r);
+        let body = &frame[FRAME_PREFIX_LEN..];
+        let serde_view: FrameBodyView<'_> = rmp_serde::from_slice(body).unwrap();
+        let parsed = decode_body_ref(body).unwrap();
+        proptest::prop_assert_eq!(parsed.seq, serde_view.seq);
+        proptest::prop_assert_eq!(parsed.term, serde_view.term);
+        proptest::prop_assert_eq!(parsed.timestamp_ms, serde_view.timestamp_ms);
+        proptest::prop_assert_eq!(parsed.stream_kind, serde_view.stream_kind);
+        proptest::prop_assert_eq!(parsed.stream_id, serde_view.stream_id);
+        proptest::prop_assert_eq!(parsed.event_kind, serde_view.event_kind);
+        proptest::prop_assert_eq!(parsed.event_version, serde_view.event_version);
+        proptest::prop_assert_eq!(parsed.payload, serde_view.payload.as_ref());
+        proptest::prop_assert_eq!(&parsed.digest[..], serde_view.digest.as_ref());
+        proptest::prop_assert_eq!(serde_view.format_version, FRAME_FORMAT_VERSION);
+    }
+}
+
+#[test]
+fn wrong_field_count_type_and_trailing_bytes_are_bad_body() {
+    let r = record(7, vec![1, 2, 3]);
+    let frame = encode_record(&r);
+    let body = frame[FRAME_PREFIX_LEN..].to_vec();
+    // 9 fields
+    let mut short = body.clone();
+    short[0] = 0x99;
+    assert!(matches!(decode_body(&short), Err(FrameError::BadBody(_))));
+    // seq as a string
+    let mut typed = body.clone();
+    typed[2] = 0xa1;
+    assert!(matches!(decode_body(&typed), Err(FrameError::BadBody(_))));
+    // trailing byte inside the body
+    let mut trailing = body.clone();
+    trailing.push(0);
+    match decode_body(&trailing) {
+        Err(FrameError::BadBody(m)) => assert!(m.contains("trailing"), "{m}"),
+        other => panic!("expected BadBody, got {other:?}"),
+    }
+    // a u64 seq above i64::MAX survives
+    let big = record(u64::MAX - 1, vec![]);
+    assert_eq!(
+        decode_exact(&encode_record(&big)).unwrap().seq,
+        u64::MAX - 1
+    );
 }

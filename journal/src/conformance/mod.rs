@@ -11,8 +11,10 @@
 //! truncation of whole segments are exercised.
 
 mod cases;
+mod visit;
 
 pub use cases::*;
+pub use visit::*;
 
 use crate::backend::BackendFactory;
 use crate::error::JournalError;
@@ -46,6 +48,7 @@ pub const CASES: &[(&str, Case)] = &[
     ("large_record", large_record),
     ("concurrent_appenders", concurrent_appenders),
     ("fatal_write_failure", fatal_write_failure),
+    ("visit_matches_read", visit_matches_read),
 ];
 
 /// Options used by the cases (room for the 8 MiB record).
@@ -145,6 +148,7 @@ macro_rules! conformance_tests {
             large_record,
             concurrent_appenders,
             fatal_write_failure,
+            visit_matches_read,
         );
     };
     (@cases $factory:expr; $($name:ident),* $(,)?) => {

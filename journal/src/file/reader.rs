@@ -5,13 +5,15 @@
 //! requested start are skipped by peeking their seq, without decoding them.
 
 use std::fs::File;
-use std::io::{BufReader, ErrorKind, Read};
+use std::io::{ErrorKind, Read};
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 
-use crate::backend::{ReadSource, RecordIter};
+use crate::backend::{ReadSource, RecordIter, RecordVisitor};
 use crate::codec::{
-    check_frame, decode_body, peek_seq, FramePrefix, FRAME_PREFIX_LEN, MAX_FRAME_BODY,
+    check_frame, decode_body, decode_body_ref, peek_seq, FramePrefix, FRAME_PREFIX_LEN,
+    MAX_FRAME_BODY,
 };
 use crate::error::{JournalError, Result};
 use crate::file::segment::{list_segments, SegmentFile, SegmentHeader, HEADER_LEN};
@@ -64,6 +66,21 @@ impl FileReadSource {
     }
 }
 
+impl FileReadSource {
+    fn records(&self, segments: Vec<SegmentFile>, from: u64, upto: u64) -> FileRecords {
+        FileRecords {
+            segments,
+            next_segment: 0,
+            reader: None,
+            expected: from,
+            upto,
+            strict: matches!(self.listing, Listing::Live(_)),
+            buf: Vec::new(),
+            done: from > upto,
+        }
+    }
+}
+
 impl ReadSource for FileReadSource {
     /// Records `from..=upto` in order. For a live journal every seq up to `upto` must be there
     /// (a missing one is `Corrupt`); offline, reading simply ends at the end of the data.
@@ -80,16 +97,28 @@ impl ReadSource for FileReadSource {
             });
         }
         let start = segments.partition_point(|s| s.first_seq <= from) - 1;
-        Ok(Box::new(FileRecords {
-            segments: segments[start..].to_vec(),
-            next_segment: 0,
-            reader: None,
-            expected: from,
+        Ok(Box::new(self.records(
+            segments[start..].to_vec(),
+            from,
             upto,
-            strict: matches!(self.listing, Listing::Live(_)),
-            buf: Vec::new(),
-            done: from > upto,
-        }))
+        )))
+    }
+
+    fn visit_range(&self, from: u64, upto: u64, visit: &mut RecordVisitor<'_>) -> Result<()> {
+        let segments = self.segments()?;
+        let Some(first) = segments.first() else {
+            return Ok(());
+        };
+        if from < first.first_seq {
+            return Err(JournalError::OutOfRange {
+                seq: from,
+                first: first.first_seq,
+                last: upto,
+            });
+        }
+        let start = segments.partition_point(|s| s.first_seq <= from) - 1;
+        self.records(segments[start..].to_vec(), from, upto)
+            .visit(visit)
     }
 
     fn boxed_clone(&self) -> Box<dyn ReadSource> {
@@ -97,10 +126,43 @@ impl ReadSource for FileReadSource {
     }
 }
 
+/// One segment file being read front to back through a buffer of whole frames: frames are
+/// decoded in place, and only a frame cut by the end of a read is moved (to the buffer's front).
 struct OpenSegment {
     path: PathBuf,
-    reader: BufReader<File>,
+    file: File,
+    /// File offset of `buf[start]`.
     offset: u64,
+    start: usize,
+    end: usize,
+    eof: bool,
+}
+
+impl OpenSegment {
+    /// Makes at least `need` unread bytes available in `buf[start..]`; false if the file ends
+    /// first.
+    fn fill(&mut self, buf: &mut Vec<u8>, need: usize) -> std::io::Result<bool> {
+        if self.end - self.start >= need {
+            return Ok(true);
+        }
+        if self.start > 0 {
+            buf.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
+            self.start = 0;
+        }
+        if buf.len() < need.max(READ_BUFFER) {
+            buf.resize(need.max(READ_BUFFER), 0);
+        }
+        while self.end < need && !self.eof {
+            match self.file.read(&mut buf[self.end..]) {
+                Ok(0) => self.eof = true,
+                Ok(k) => self.end += k,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(self.end - self.start >= need)
+    }
 }
 
 struct FileRecords {
@@ -111,6 +173,7 @@ struct FileRecords {
     expected: u64,
     upto: u64,
     strict: bool,
+    /// The read buffer of the open segment (kept across segments).
     buf: Vec<u8>,
     done: bool,
 }
@@ -139,7 +202,7 @@ impl FileRecords {
     }
 
     fn open_segment(&mut self, seg: &SegmentFile) -> Result<OpenSegment> {
-        let file = match File::open(&seg.path) {
+        let mut file = match File::open(&seg.path) {
             Ok(f) => f,
             // removed by a concurrent prefix truncation
             Err(e) if e.kind() == ErrorKind::NotFound => {
@@ -151,9 +214,8 @@ impl FileRecords {
             }
             Err(e) => return Err(JournalError::io(&seg.path, e)),
         };
-        let mut reader = BufReader::with_capacity(READ_BUFFER, file);
         let mut head = [0u8; HEADER_LEN];
-        let n = read_full(&mut reader, &mut head).map_err(|e| JournalError::io(&seg.path, e))?;
+        let n = read_full(&mut file, &mut head).map_err(|e| JournalError::io(&seg.path, e))?;
         let header = SegmentHeader::decode(&head[..n])
             .map_err(|e| e.into_journal_error(&seg.path, self.expected))?;
         if header.first_seq != seg.first_seq {
@@ -167,21 +229,29 @@ impl FileRecords {
         }
         Ok(OpenSegment {
             path: seg.path.clone(),
-            reader,
+            file,
             offset: HEADER_LEN as u64,
+            start: 0,
+            end: 0,
+            eof: false,
         })
     }
 
-    /// The next frame's record of the open segment (None at its end); skips records below
-    /// `expected` without decoding them.
-    fn next_in_segment(&mut self) -> Result<Option<Record>> {
+    /// The body of the open segment's next frame as a range of `self.buf` (None at the
+    /// segment's end); skips records below `expected` without decoding them.
+    fn next_in_segment(&mut self) -> Result<Option<Range<usize>>> {
         let mut seg = self.reader.take().expect("a segment is open");
         let result = loop {
-            let mut len = [0u8; 4];
-            let n =
-                read_full(&mut seg.reader, &mut len).map_err(|e| JournalError::io(&seg.path, e))?;
-            let body_len = u32::from_le_bytes(len) as usize;
-            if n < 4 || body_len == 0 {
+            if !seg
+                .fill(&mut self.buf, 4)
+                .map_err(|e| JournalError::io(&seg.path, e))?
+            {
+                break Ok(None);
+            }
+            let at = seg.start;
+            let body_len =
+                u32::from_le_bytes(self.buf[at..at + 4].try_into().expect("4 bytes")) as usize;
+            if body_len == 0 {
                 break Ok(None);
             }
             if body_len > MAX_FRAME_BODY {
@@ -191,42 +261,37 @@ impl FileRecords {
                 ));
             }
             let total = FRAME_PREFIX_LEN + body_len;
-            self.buf.clear();
-            self.buf.resize(total, 0);
-            self.buf[..4].copy_from_slice(&len);
-            let got = read_full(&mut seg.reader, &mut self.buf[4..])
-                .map_err(|e| JournalError::io(&seg.path, e))?;
-            if got < total - 4 {
+            if !seg
+                .fill(&mut self.buf, total)
+                .map_err(|e| JournalError::io(&seg.path, e))?
+            {
                 break Err(self.corrupt(&seg.path, format!("torn frame at offset {}", seg.offset)));
             }
-            if let Err(e) = check_frame(&self.buf)
+            let frame = seg.start..seg.start + total;
+            if let Err(e) = check_frame(&self.buf[frame.clone()])
                 .map(|p| debug_assert_eq!(p, FramePrefix::Valid { len: total }))
             {
                 break Err(self.corrupt(&seg.path, format!("{e} at offset {}", seg.offset)));
             }
+            seg.start += total;
             seg.offset += total as u64;
-            let body = &self.buf[FRAME_PREFIX_LEN..];
-            if peek_seq(body).is_some_and(|s| s < self.expected) {
+            let body = frame.start + FRAME_PREFIX_LEN..frame.end;
+            if peek_seq(&self.buf[body.clone()]).is_some_and(|s| s < self.expected) {
                 continue;
             }
-            match decode_body(body) {
-                Ok(r) => break Ok(Some(r)),
-                Err(e) => break Err(frame_error(e, self.expected, &seg.path)),
-            }
+            break Ok(Some(body));
         };
         self.reader = Some(seg);
         result
     }
-}
 
-impl Iterator for FileRecords {
-    type Item = Result<Record>;
-
-    fn next(&mut self) -> Option<Result<Record>> {
+    /// The body of the next record at or after `expected` (opening segments as needed), or
+    /// None when the range is done.
+    fn next_body(&mut self) -> Option<Result<Range<usize>>> {
         if self.done {
             return None;
         }
-        let item = loop {
+        loop {
             if self.reader.is_none() {
                 let Some(seg) = self.segments.get(self.next_segment).cloned() else {
                     if self.strict && self.expected <= self.upto {
@@ -235,10 +300,10 @@ impl Iterator for FileRecords {
                             .last()
                             .map(|s| s.path.clone())
                             .unwrap_or_default();
-                        break Err(self.corrupt(
+                        return Some(Err(self.corrupt(
                             &path,
                             "durable record missing at the end of the journal".into(),
-                        ));
+                        )));
                     }
                     self.done = true;
                     return None;
@@ -246,32 +311,79 @@ impl Iterator for FileRecords {
                 self.next_segment += 1;
                 match self.open_segment(&seg) {
                     Ok(s) => self.reader = Some(s),
-                    Err(e) => break Err(e),
+                    Err(e) => return Some(Err(e)),
                 }
             }
             match self.next_in_segment() {
-                Ok(Some(r)) if r.seq == self.expected => break Ok(r),
-                Ok(Some(r)) => {
-                    let path = self
-                        .reader
-                        .as_ref()
-                        .map(|s| s.path.clone())
-                        .unwrap_or_default();
-                    break Err(self.corrupt(
-                        &path,
-                        format!("found seq {} where seq {} should be", r.seq, self.expected),
-                    ));
-                }
+                Ok(Some(body)) => return Some(Ok(body)),
                 Ok(None) => self.reader = None,
-                Err(e) => break Err(e),
+                Err(e) => return Some(Err(e)),
             }
-        };
-        match &item {
-            Ok(r) => {
-                self.expected = r.seq + 1;
-                self.done = r.seq >= self.upto;
+        }
+    }
+
+    /// Checks that a decoded record is the one expected next and advances.
+    fn accept(&mut self, seq: u64) -> Result<()> {
+        if seq != self.expected {
+            let path = self
+                .reader
+                .as_ref()
+                .map(|s| s.path.clone())
+                .unwrap_or_default();
+            return Err(self.corrupt(
+                &path,
+                format!("found seq {seq} where seq {} should be", self.expected),
+            ));
+        }
+        self.expected = seq + 1;
+        self.done = seq >= self.upto;
+        Ok(())
+    }
+
+    fn decode_error(&self, e: crate::codec::FrameError) -> JournalError {
+        let path = self
+            .reader
+            .as_ref()
+            .map(|s| s.path.clone())
+            .unwrap_or_default();
+        frame_error(e, self.expected, &path)
+    }
+
+    /// Hands every remaining record to `visit`, decoded in place.
+    fn visit(&mut self, visit: &mut RecordVisitor<'_>) -> Result<()> {
+        let result = self.visit_inner(visit);
+        if result.is_err() {
+            self.done = true;
+        }
+        result
+    }
+
+    fn visit_inner(&mut self, visit: &mut RecordVisitor<'_>) -> Result<()> {
+        while let Some(body) = self.next_body() {
+            let body = body?;
+            // The seq comes from a peek so the order check runs before the view borrows the
+            // buffer; a body whose seq cannot be peeked fails to decode just below.
+            if let Some(seq) = peek_seq(&self.buf[body.clone()]) {
+                self.accept(seq)?;
             }
-            Err(_) => self.done = true,
+            let record = decode_body_ref(&self.buf[body]).map_err(|e| self.decode_error(e))?;
+            visit(record)?;
+        }
+        Ok(())
+    }
+}
+
+impl Iterator for FileRecords {
+    type Item = Result<Record>;
+
+    fn next(&mut self) -> Option<Result<Record>> {
+        let item = self.next_body()?.and_then(|body| {
+            let record = decode_body(&self.buf[body]).map_err(|e| self.decode_error(e))?;
+            self.accept(record.seq)?;
+            Ok(record)
+        });
+        if item.is_err() {
+            self.done = true;
         }
         Some(item)
     }

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use crescent_journal::{chain_digest, EventData, Record, StreamId};
+use crescent_journal::{chain_digest, EventData, Record, RecordRef, StreamId};
 use crescent_snapshot::{Position, ReplayState, Section, SectionSet, SectionSpec};
 
 /// Counts events per stream id; its sections are a required `meta` and an optional `tally`.
@@ -43,12 +43,12 @@ impl ReplayState for Tally {
         self.position
     }
 
-    fn apply(&mut self, rec: &Record) -> Result<(), TallyError> {
-        if rec.event.kind == "poison" {
+    fn apply(&mut self, rec: RecordRef<'_>) -> Result<(), TallyError> {
+        if rec.event_kind == "poison" {
             return Err(TallyError::Refused(rec.seq));
         }
-        *self.counts.entry(rec.stream.id.clone()).or_default() += 1;
-        self.position = Position::of(rec);
+        *self.counts.entry(rec.stream_id.to_string()).or_default() += 1;
+        self.position = Position::of_ref(&rec);
         Ok(())
     }
 
@@ -139,7 +139,7 @@ pub fn records(n: u64) -> Vec<Record> {
 pub fn tally_of(recs: &[Record]) -> Tally {
     let mut t = Tally::default();
     for r in recs {
-        t.apply(r).unwrap();
+        t.apply(r.as_ref()).unwrap();
     }
     t
 }
