@@ -172,6 +172,17 @@ impl EncodedBatch {
         end - start
     }
 
+    /// Appends the frame of a borrowed record (a replicated one: seq, term and digest given).
+    pub fn push_ref(&mut self, r: &RecordRef<'_>) -> usize {
+        let start = self.bytes.len();
+        encode_ref_into(&mut self.bytes, r);
+        let end = self.bytes.len();
+        self.frames.push((r.seq, start..end));
+        self.digests.push(*r.digest);
+        self.terms.push(r.term);
+        end - start
+    }
+
     /// Drops every frame from index `frames` on (used to undo a partly encoded submission).
     pub fn truncate(&mut self, frames: usize) {
         if frames >= self.frames.len() {
@@ -200,19 +211,37 @@ pub fn encode_frame_into(
     event: &EventData,
     digest: &Digest,
 ) {
+    encode_ref_into(
+        out,
+        &RecordRef {
+            seq,
+            term,
+            timestamp_ms,
+            stream_kind: &stream.kind,
+            stream_id: &stream.id,
+            event_kind: &event.kind,
+            event_version: event.version,
+            payload: &event.payload,
+            digest,
+        },
+    );
+}
+
+/// Encodes the frame of a borrowed record onto the end of `out`.
+pub fn encode_ref_into(out: &mut Vec<u8>, r: &RecordRef<'_>) {
     let start = out.len();
     out.extend_from_slice(&[0u8; FRAME_PREFIX_LEN]);
     let body = FrameBodyRef {
         format_version: FRAME_FORMAT_VERSION,
-        seq,
-        term,
-        timestamp_ms,
-        stream_kind: &stream.kind,
-        stream_id: &stream.id,
-        event_kind: &event.kind,
-        event_version: event.version,
-        payload: serde_bytes::Bytes::new(&event.payload),
-        digest: serde_bytes::Bytes::new(digest),
+        seq: r.seq,
+        term: r.term,
+        timestamp_ms: r.timestamp_ms,
+        stream_kind: r.stream_kind,
+        stream_id: r.stream_id,
+        event_kind: r.event_kind,
+        event_version: r.event_version,
+        payload: serde_bytes::Bytes::new(r.payload),
+        digest: serde_bytes::Bytes::new(r.digest),
     };
     // Writing msgpack into a Vec cannot fail: every field type is serializable and a Vec grows.
     rmp_serde::encode::write(out, &body).expect("msgpack encoding into a Vec cannot fail");

@@ -65,6 +65,15 @@ pub enum JournalError {
     #[error("sled error: {0}")]
     Sled(#[from] sled::Error),
 
+    /// A replicated record does not continue this journal's seq order.
+    #[error("replicated record has seq {found}, expected {expected}")]
+    Gap { expected: u64, found: u64 },
+
+    /// A replicated record does not extend this journal's chain: the two journals hold
+    /// different histories from `seq` on (or earlier).
+    #[error("journal diverged at seq {seq}: {reason}")]
+    Diverged { seq: u64, reason: String },
+
     /// A record visitor stopped the visit (see [`crate::backend::visit_with`], which hands the
     /// visitor's own error back instead of this).
     #[error("the record visitor stopped the visit")]
@@ -95,7 +104,9 @@ impl JournalError {
             JournalError::Fenced { .. }
             | JournalError::RecordTooLarge { .. }
             | JournalError::OutOfRange { .. }
-            | JournalError::VisitStopped => ErrorClass::User,
+            | JournalError::VisitStopped
+            | JournalError::Gap { .. }
+            | JournalError::Diverged { .. } => ErrorClass::User,
             JournalError::Closed | JournalError::Locked { .. } => ErrorClass::Retryable,
             JournalError::Corrupt { .. }
             | JournalError::TailCorruption { .. }

@@ -322,18 +322,10 @@ impl Journal {
             });
         }
         let st = &mut *st;
-        let need_new = match st.queue.back() {
-            None => true,
-            Some(b) => b.bytes.len() >= shared.max_batch_bytes,
-        };
-        if need_new {
-            let batch = st.spare.pop().unwrap_or_default();
-            st.queue.push_back(batch);
-        }
-        let batch = st.queue.back_mut().expect("a batch was just ensured");
-        let mark = batch.len();
         let mut seq = st.last_seq;
         let mut digest = st.last_digest;
+        let batch = Self::open_batch(shared, st);
+        let mark = batch.len();
         for r in &records {
             seq += 1;
             digest = chain_digest(&digest, seq, term, r.timestamp_ms, &r.stream, &r.event);
@@ -346,28 +338,117 @@ impl Journal {
                 });
             }
         }
+        drop(records);
+        Ok(Self::commit_queued(shared, st, seq, term, digest))
+    }
+
+    /// Appends records written elsewhere (a standby following its active): each keeps its seq,
+    /// term and digest, and must continue this journal exactly: the next seq, a term no lower
+    /// than the fencing floor (nor than the previous record's), and a digest that extends this
+    /// journal's chain (recomputed here). The first record that does not is refused with
+    /// `Gap`, `Fenced` or `Diverged`, and the whole submission changes nothing. Raises the
+    /// fencing floor to the records' term.
+    pub fn submit_replicated(&self, records: &[RecordRef<'_>]) -> Result<AppendTicket> {
+        let shared = self.shared();
+        let mut st = shared.lock();
+        if let Some(reason) = &st.fatal {
+            return Err(JournalError::Fatal(reason.clone()));
+        }
+        if st.closing {
+            return Err(JournalError::Closed);
+        }
+        if records.is_empty() {
+            let d = shared.durable.get();
+            return Ok(AppendTicket {
+                first_seq: d + 1,
+                last_seq: d,
+                durable: shared.durable.clone(),
+            });
+        }
+        let st = &mut *st;
+        let (mut seq, mut term, mut digest) = (st.last_seq, st.last_term, st.last_digest);
+        for r in records {
+            if r.seq != seq + 1 {
+                return Err(JournalError::Gap {
+                    expected: seq + 1,
+                    found: r.seq,
+                });
+            }
+            if r.term < st.floor_term.max(term) {
+                shared.metrics.fenced.inc();
+                return Err(JournalError::Fenced {
+                    term: r.term,
+                    current: st.floor_term.max(term),
+                });
+            }
+            if r.expected_digest(&digest) != *r.digest {
+                return Err(JournalError::Diverged {
+                    seq: r.seq,
+                    reason: format!(
+                        "its chain digest does not extend this journal's digest {} at seq {seq}",
+                        crate::record::short_hex(&digest)
+                    ),
+                });
+            }
+            (seq, term, digest) = (r.seq, r.term, *r.digest);
+        }
+        let batch = Self::open_batch(shared, st);
+        let mark = batch.len();
+        for r in records {
+            let size = batch.push_ref(r);
+            if size > shared.max_record_bytes {
+                batch.truncate(mark);
+                return Err(JournalError::RecordTooLarge {
+                    size,
+                    max: shared.max_record_bytes,
+                });
+            }
+        }
+        Ok(Self::commit_queued(shared, st, seq, term, digest))
+    }
+
+    /// The batch submissions go into (a fresh one when the last is full).
+    fn open_batch<'s>(shared: &Shared, st: &'s mut State) -> &'s mut EncodedBatch {
+        let need_new = match st.queue.back() {
+            None => true,
+            Some(b) => b.bytes.len() >= shared.max_batch_bytes,
+        };
+        if need_new {
+            let batch = st.spare.pop().unwrap_or_default();
+            st.queue.push_back(batch);
+        }
+        st.queue.back_mut().expect("a batch was just ensured")
+    }
+
+    /// Moves the head to the records just queued (through `seq`) and wakes the writer if it
+    /// waits for them.
+    fn commit_queued(
+        shared: &Shared,
+        st: &mut State,
+        seq: u64,
+        term: u64,
+        digest: Digest,
+    ) -> AppendTicket {
         let first_seq = st.last_seq + 1;
+        let count = seq - st.last_seq;
         st.last_seq = seq;
         st.last_term = term;
-        st.floor_term = term;
+        st.floor_term = st.floor_term.max(term);
         st.last_digest = digest;
-        shared.metrics.appends.inc_by(records.len() as u64);
-        st.queued_records += records.len() as u64;
+        shared.metrics.appends.inc_by(count);
+        st.queued_records += count;
         let wake =
             st.writer_idle || (st.gather_target > 0 && st.queued_records >= st.gather_target);
         if wake {
             st.writer_idle = false;
             st.gather_target = 0;
-        }
-        drop(records);
-        if wake {
             shared.work.notify_one();
         }
-        Ok(AppendTicket {
+        AppendTicket {
             first_seq,
             last_seq: seq,
             durable: shared.durable.clone(),
-        })
+        }
     }
 
     /// `submit` then wait for durability.

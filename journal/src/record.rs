@@ -192,3 +192,8 @@ pub fn chain_digest_parts(
     h.update(payload);
     h.finalize().into()
 }
+
+/// The first 8 bytes of a digest in hex, for messages.
+pub fn short_hex(digest: &Digest) -> String {
+    digest[..8].iter().map(|b| format!("{b:02x}")).collect()
+}

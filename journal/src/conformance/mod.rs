@@ -11,9 +11,11 @@
 //! truncation of whole segments are exercised.
 
 mod cases;
+mod replicate;
 mod visit;
 
 pub use cases::*;
+pub use replicate::*;
 pub use visit::*;
 
 use crate::backend::BackendFactory;
@@ -49,6 +51,7 @@ pub const CASES: &[(&str, Case)] = &[
     ("concurrent_appenders", concurrent_appenders),
     ("fatal_write_failure", fatal_write_failure),
     ("visit_matches_read", visit_matches_read),
+    ("replicated_append", replicated_append),
 ];
 
 /// Options used by the cases (room for the 8 MiB record).
@@ -149,6 +152,7 @@ macro_rules! conformance_tests {
             concurrent_appenders,
             fatal_write_failure,
             visit_matches_read,
+            replicated_append,
         );
     };
     (@cases $factory:expr; $($name:ident),* $(,)?) => {
