@@ -1,0 +1,208 @@
+//! The handle of one election candidate.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{watch, Mutex};
+use tokio::task::JoinHandle;
+use tracing::{info, instrument, Instrument};
+
+use crate::config::{validate_name, ClusterKeys, ElectorConfig};
+use crate::elector_task::{ElectorTask, PauseSwitch};
+use crate::error::HaError;
+use crate::etcd::connect;
+use crate::fence::LeaderFence;
+use crate::marker_store::ReplicationMarkerStore;
+use crate::metrics::HaMetrics;
+use crate::records::ReplicationMarker;
+use crate::role::Role;
+
+/// Runs this node as a candidate for its cluster's leadership until [`Elector::resign`] (or
+/// drop, which resigns in the background).
+///
+/// - [`Elector::subscribe`]: role changes (candidate, follower, leader, stepped down);
+/// - [`Elector::fence`]: the synchronous "leader right now, under which term" check to make
+///   before every append or acknowledgement;
+/// - [`Elector::mark_in_sync`] / [`Elector::mark_out_of_sync`]: the leader's record of whether
+///   its standby may take over.
+pub struct Elector {
+    node_name: String,
+    role_rx: watch::Receiver<Role>,
+    fence: LeaderFence,
+    markers: ReplicationMarkerStore,
+    /// Serializes marker writes of this node and remembers the last seq written per term, so
+    /// that concurrent or late calls cannot reorder "in sync" after "out of sync".
+    marker_writes: Arc<Mutex<Option<(u64, u64)>>>,
+    pause: PauseSwitch,
+    shutdown_tx: watch::Sender<bool>,
+    task: Option<JoinHandle<()>>,
+    metrics: HaMetrics,
+}
+
+impl std::fmt::Debug for Elector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Elector")
+            .field("node_name", &self.node_name)
+            .field("role", &*self.role_rx.borrow())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Elector {
+    /// Validates `config`, connects to etcd and starts campaigning in a tokio task. etcd need
+    /// not be reachable yet: the elector retries until it is.
+    pub async fn start(config: ElectorConfig, metrics: HaMetrics) -> Result<Self, HaError> {
+        config.validate()?;
+        let keys = ClusterKeys::new(&config.cluster)?;
+        let client = connect(&config.endpoints).await?;
+        let initial = Role::Candidate { blocked: None };
+        metrics.set_role(&initial);
+        let (role_tx, role_rx) = watch::channel(initial);
+        let (shutdown_tx, shutdown_rx) = watch::channel(false);
+        let fence = LeaderFence::default();
+        let pause = PauseSwitch::default();
+        let markers =
+            ReplicationMarkerStore::new(client.clone(), keys.clone(), config.request_timeout);
+        let node_name = config.node_name.clone();
+        info!(cluster = %config.cluster, node = %node_name, advertise = %config.advertise,
+              ttl = ?config.lease_ttl, "starting HA elector");
+        let task = ElectorTask {
+            config,
+            keys,
+            client,
+            role_tx,
+            fence: fence.clone(),
+            metrics: metrics.clone(),
+            pause: pause.clone(),
+            shutdown: shutdown_rx,
+        };
+        let task = tokio::spawn(task.run());
+        Ok(Elector {
+            node_name,
+            role_rx,
+            fence,
+            markers,
+            marker_writes: Arc::new(Mutex::new(None)),
+            pause,
+            shutdown_tx,
+            task: Some(task),
+            metrics,
+        })
+    }
+
+    pub fn node_name(&self) -> &str {
+        &self.node_name
+    }
+
+    /// The role now.
+    pub fn role(&self) -> Role {
+        self.role_rx.borrow().clone()
+    }
+
+    /// A receiver of role changes. The channel closes when the elector has stopped.
+    pub fn subscribe(&self) -> watch::Receiver<Role> {
+        self.role_rx.clone()
+    }
+
+    /// The synchronous leadership check; clone it into whatever appends or acknowledges.
+    pub fn fence(&self) -> LeaderFence {
+        self.fence.clone()
+    }
+
+    /// Shorthand for `fence().current_term()`.
+    pub fn leader_term(&self) -> Option<u64> {
+        self.fence.current_term()
+    }
+
+    pub fn metrics(&self) -> &HaMetrics {
+        &self.metrics
+    }
+
+    /// Records in etcd that `standby` holds every record committed up to `seq` and that this
+    /// leader commits nothing more without its ack (until it calls
+    /// [`Elector::mark_out_of_sync`]). From then on `standby` may campaign.
+    pub async fn mark_in_sync(&self, standby: &str, seq: u64) -> Result<(), HaError> {
+        self.write_marker(standby, true, seq).await
+    }
+
+    /// Records in etcd that `standby` may lack records from `seq` on, so it must not campaign.
+    /// Call it, and wait for `Ok`, before committing anything the standby has not acked.
+    pub async fn mark_out_of_sync(&self, standby: &str, seq: u64) -> Result<(), HaError> {
+        self.write_marker(standby, false, seq).await
+    }
+
+    /// The marker as stored in etcd (`None`: fresh cluster).
+    pub async fn replication_marker(&self) -> Result<Option<ReplicationMarker>, HaError> {
+        Ok(self.markers.read().await?.map(|m| m.marker))
+    }
+
+    #[instrument(level = "info", skip(self), fields(node = %self.node_name))]
+    async fn write_marker(&self, standby: &str, in_sync: bool, seq: u64) -> Result<(), HaError> {
+        validate_name("standby name", standby)
+            .map_err(|e| HaError::InvalidArgument(e.to_string()))?;
+        if standby == self.node_name {
+            return Err(HaError::InvalidArgument(format!(
+                "{standby} is this node; the marker names the standby"
+            )));
+        }
+        let state = if in_sync { "in_sync" } else { "out_of_sync" };
+        let mut last = self.marker_writes.lock().await;
+        // Checked after taking the lock: the term must still hold when the write is issued.
+        let term = self.fence.current_term().ok_or(HaError::NotLeader)?;
+        if let Some((last_term, last_seq)) = *last {
+            if last_term == term && seq < last_seq {
+                return Err(HaError::MarkerSeqRegression {
+                    term,
+                    seq,
+                    current: last_seq,
+                });
+            }
+        }
+        let marker = ReplicationMarker::with_standby(&self.node_name, term, standby, in_sync, seq);
+        match self.markers.write_as_leader(term, &marker).await {
+            Ok(()) => {
+                *last = Some((term, seq));
+                self.metrics.marker_write(state, "ok");
+                info!(term, standby, in_sync, seq, "replication marker written");
+                Ok(())
+            }
+            Err(e) => {
+                let outcome = if matches!(e, HaError::Fenced { .. }) {
+                    "fenced"
+                } else {
+                    "error"
+                };
+                self.metrics.marker_write(state, outcome);
+                Err(e)
+            }
+        }
+    }
+
+    /// Fault injection for tests and chaos drills: for `duration`, send no lease keep-alive,
+    /// revoke nothing and do not campaign, as if etcd were unreachable. A leader therefore
+    /// steps down at its local deadline while its key still exists in etcd. This can only
+    /// shorten a leadership, never extend one.
+    pub fn pause_keepalive_for_test(&self, duration: Duration) {
+        self.pause.pause_for(duration);
+    }
+
+    /// Stops campaigning; a leader publishes `SteppedDown { reason: Resigned }`, stops serving
+    /// and revokes its lease (its key disappears at once, so a peer wins without waiting for
+    /// the TTL). Returns when the election task has finished.
+    pub async fn resign(mut self) -> Result<(), HaError> {
+        let _ = self.shutdown_tx.send(true);
+        if let Some(task) = self.task.take() {
+            task.instrument(tracing::info_span!("resign", node = %self.node_name))
+                .await
+                .map_err(|e| HaError::TaskFailed(e.to_string()))?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Elector {
+    fn drop(&mut self) {
+        // The task resigns on its own (the fence is cleared before anything else).
+        let _ = self.shutdown_tx.send(true);
+    }
+}

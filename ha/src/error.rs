@@ -1,0 +1,123 @@
+//! The one error type of crescent-ha, classified for callers.
+
+use std::time::Duration;
+
+/// How a caller should treat an error (same meaning as in the other Crescent crates).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorClass {
+    /// The request was wrong; retrying it unchanged fails again.
+    User,
+    /// Transient; the same request may succeed later (possibly on another node).
+    Retryable,
+    /// The process cannot continue safely (for example etcd refuses our credentials, or holds a
+    /// record this version cannot read).
+    Fatal,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum HaError {
+    /// A configuration value is out of range or malformed.
+    #[error("invalid HA configuration: {0}")]
+    InvalidConfig(String),
+
+    /// An argument of a call is malformed (empty standby name, ...).
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+
+    /// The operation needs this node to be the leader, and it is not (or its local lease
+    /// deadline has passed).
+    #[error("this node is not the leader")]
+    NotLeader,
+
+    /// etcd refused a write guarded by `term`: the leader key no longer carries that term, so a
+    /// newer leader may exist. Nothing was written.
+    #[error("fenced: term {term} is no longer the leader's term in etcd")]
+    Fenced { term: u64 },
+
+    /// A replication-marker write would move the sequence backwards within one term.
+    #[error("replication marker seq {seq} is below {current}, already written in term {term}")]
+    MarkerSeqRegression { term: u64, seq: u64, current: u64 },
+
+    /// No leader was seen within the time allowed.
+    #[error("no leader within {0:?}")]
+    NoLeader(Duration),
+
+    /// An etcd request did not answer in time.
+    #[error("etcd {op} timed out after {after:?}")]
+    Timeout { op: &'static str, after: Duration },
+
+    /// An etcd request failed.
+    #[error("etcd {op} failed: {source}")]
+    Etcd {
+        op: &'static str,
+        #[source]
+        source: etcd_client::Error,
+    },
+
+    /// A record in etcd carries a format version this build cannot read.
+    #[error("{record} at {key} has format version {found}; this build reads version {supported}")]
+    UnsupportedVersion {
+        record: &'static str,
+        key: String,
+        found: u32,
+        supported: u32,
+    },
+
+    /// The background election task panicked.
+    #[error("the election task failed: {0}")]
+    TaskFailed(String),
+
+    /// A record in etcd is not what any Crescent version writes.
+    #[error("malformed {record} at {key}: {reason}")]
+    Malformed {
+        record: &'static str,
+        key: String,
+        reason: String,
+    },
+}
+
+impl HaError {
+    pub(crate) fn etcd(op: &'static str) -> impl FnOnce(etcd_client::Error) -> HaError {
+        move |source| HaError::Etcd { op, source }
+    }
+
+    pub fn class(&self) -> ErrorClass {
+        match self {
+            HaError::InvalidConfig(_)
+            | HaError::InvalidArgument(_)
+            | HaError::Fenced { .. }
+            | HaError::MarkerSeqRegression { .. } => ErrorClass::User,
+            HaError::NotLeader | HaError::NoLeader(_) | HaError::Timeout { .. } => {
+                ErrorClass::Retryable
+            }
+            HaError::Etcd { source, .. } => etcd_error_class(source),
+            HaError::UnsupportedVersion { .. }
+            | HaError::Malformed { .. }
+            | HaError::TaskFailed(_) => ErrorClass::Fatal,
+        }
+    }
+}
+
+/// Configuration-like refusals from etcd are fatal; everything else (unavailable, no leader,
+/// transport, stream closed) can pass.
+fn etcd_error_class(err: &etcd_client::Error) -> ErrorClass {
+    use etcd_client::Error as E;
+    match err {
+        E::InvalidArgs(_) | E::InvalidUri(_) | E::InvalidMetadataValue(_) => ErrorClass::Fatal,
+        E::GRpcStatus(status) => match status.code() as i32 {
+            tonic_code::PERMISSION_DENIED | tonic_code::UNAUTHENTICATED => ErrorClass::Fatal,
+            tonic_code::INVALID_ARGUMENT | tonic_code::FAILED_PRECONDITION => ErrorClass::User,
+            _ => ErrorClass::Retryable,
+        },
+        _ => ErrorClass::Retryable,
+    }
+}
+
+/// gRPC status codes by number: etcd-client re-exports no `tonic::Code`, and these numbers are
+/// fixed by the gRPC specification.
+mod tonic_code {
+    pub const INVALID_ARGUMENT: i32 = 3;
+    pub const PERMISSION_DENIED: i32 = 7;
+    pub const FAILED_PRECONDITION: i32 = 9;
+    pub const UNAUTHENTICATED: i32 = 16;
+}
