@@ -26,6 +26,7 @@ pub mod memory;
 pub mod metrics;
 pub mod record;
 pub mod recovery;
+pub mod replication;
 pub mod sled_backend;
 pub mod watermark;
 

@@ -162,6 +162,45 @@ impl Watermark {
         }
     }
 
+    /// [`Watermark::wait_for_blocking`] giving up after `timeout`: `Ok(None)` when the time ran
+    /// out first.
+    pub fn wait_for_timeout(
+        &self,
+        seq: u64,
+        timeout: std::time::Duration,
+    ) -> Result<Option<u64>, JournalError> {
+        let deadline = std::time::Instant::now() + timeout;
+        if let Some(r) = Self::check(&self.inner.tx.borrow(), seq) {
+            return r.map(Some);
+        }
+        let woken = Arc::new(AtomicBool::new(false));
+        {
+            let mut parked = self.parked();
+            if let Some(r) = Self::check(&self.inner.tx.borrow(), seq) {
+                return r.map(Some);
+            }
+            parked.push(Parked {
+                seq,
+                thread: std::thread::current(),
+                woken: woken.clone(),
+            });
+        }
+        while !woken.load(Ordering::Acquire) {
+            let now = std::time::Instant::now();
+            if now >= deadline {
+                self.parked().retain(|p| !Arc::ptr_eq(&p.woken, &woken));
+                break;
+            }
+            std::thread::park_timeout(deadline - now);
+        }
+        // Woken or not, pass the wake-up chain on (a waker may have queued us just now).
+        self.unpark_some();
+        match Self::check(&self.inner.tx.borrow(), seq) {
+            Some(r) => r.map(Some),
+            None => Ok(None),
+        }
+    }
+
     /// Unparks up to [`WAKE_FANOUT`] waiters queued in `to_wake`.
     fn unpark_some(&self) {
         let batch: Vec<Parked> = {
@@ -223,6 +262,42 @@ mod tests {
         assert_eq!(w.get(), 200);
         w.advance(100);
         assert_eq!(w.get(), 200, "never lowered");
+    }
+
+    #[test]
+    fn timed_waits_time_out_or_see_the_value() {
+        use std::time::Duration;
+        let w = Watermark::new(3);
+        assert_eq!(w.wait_for_timeout(2, Duration::ZERO).unwrap(), Some(3));
+        assert_eq!(
+            w.wait_for_timeout(4, Duration::from_millis(30)).unwrap(),
+            None
+        );
+        assert!(w.parked().is_empty(), "a timed-out waiter leaves no entry");
+        let waiter = {
+            let w = w.clone();
+            std::thread::spawn(move || w.wait_for_timeout(9, Duration::from_secs(30)))
+        };
+        std::thread::sleep(Duration::from_millis(20));
+        w.advance(9);
+        assert_eq!(waiter.join().unwrap().unwrap(), Some(9));
+        // plain waiters queued behind a timed one still wake
+        let plain: Vec<_> = (0..5)
+            .map(|_| {
+                let w = w.clone();
+                std::thread::spawn(move || w.wait_for_blocking(20))
+            })
+            .collect();
+        let timed = {
+            let w = w.clone();
+            std::thread::spawn(move || w.wait_for_timeout(20, Duration::from_secs(30)))
+        };
+        std::thread::sleep(Duration::from_millis(20));
+        w.advance(20);
+        for t in plain {
+            assert_eq!(t.join().unwrap().unwrap(), 20);
+        }
+        assert_eq!(timed.join().unwrap().unwrap(), Some(20));
     }
 
     #[test]

@@ -1,0 +1,321 @@
+//! The standby's side: follows the active's journal into its own.
+//!
+//! One thread connects to wherever [`LeaderAddress`] points, says Hello with this journal's
+//! head, and then appends each Records message through [`Journal::submit_replicated`] (which
+//! checks every CRC, the seq order, the term and the chain digest), acknowledges once durable,
+//! and tells `on_durable` so the node can apply the records through its replay code. A refused
+//! or broken connection is retried with backoff; a diverged journal is reported in the status
+//! and never overwritten.
+
+use std::net::{SocketAddr, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use super::protocol::{
+    read_message, refusal, write_message, Message, ProtocolError, RewindPoint, PROTOCOL_VERSION,
+};
+use crate::codec::{check_frame, decode_body_ref, FramePrefix, FRAME_PREFIX_LEN};
+use crate::error::JournalError;
+use crate::journal::Journal;
+use crate::record::RecordRef;
+
+/// Where the active's replication endpoint is now (`None`: no known active).
+pub type LeaderAddress = Arc<dyn Fn() -> Option<SocketAddr> + Send + Sync>;
+/// Called with the new durable seq after each appended batch.
+pub type OnDurable = Arc<dyn Fn(u64) + Send + Sync>;
+
+#[derive(Debug, Clone)]
+pub struct FollowerConfig {
+    pub node: String,
+    /// (event kind, newest version) this node can replay.
+    pub capabilities: Vec<(String, u16)>,
+    /// A silent active is given up after this long (it heartbeats far more often).
+    pub io_timeout: Duration,
+    pub retry_min: Duration,
+    pub retry_max: Duration,
+}
+
+impl Default for FollowerConfig {
+    fn default() -> Self {
+        Self {
+            node: "standby".into(),
+            capabilities: Vec::new(),
+            io_timeout: Duration::from_secs(3),
+            retry_min: Duration::from_millis(50),
+            retry_max: Duration::from_secs(2),
+        }
+    }
+}
+
+/// What the standby knows of its replication.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FollowerStatus {
+    pub connected: bool,
+    pub leader: Option<String>,
+    pub leader_addr: Option<SocketAddr>,
+    /// The term of the active followed.
+    pub term: u64,
+    /// Local durable seq.
+    pub durable_seq: u64,
+    /// The active's commit and durable seqs as last heard.
+    pub leader_commit_seq: u64,
+    pub leader_durable_seq: u64,
+    pub received_bytes: u64,
+    /// The last refusal (code, message) and, on divergence, the suggested rewind point.
+    pub refused: Option<(String, String)>,
+    pub rewind_to: Option<RewindPoint>,
+}
+
+impl FollowerStatus {
+    /// Whether this standby holds everything the active has made durable (as last heard).
+    pub fn caught_up(&self) -> bool {
+        self.connected && self.durable_seq >= self.leader_durable_seq
+    }
+}
+
+struct Shared {
+    journal: Journal,
+    leader: LeaderAddress,
+    on_durable: OnDurable,
+    config: FollowerConfig,
+    status: Mutex<FollowerStatus>,
+    stop: AtomicBool,
+}
+
+/// A running follower; stop it before promoting this node.
+pub struct Follower {
+    shared: Arc<Shared>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Follower {
+    pub fn start(
+        journal: Journal,
+        leader: LeaderAddress,
+        on_durable: OnDurable,
+        config: FollowerConfig,
+    ) -> std::io::Result<Self> {
+        let shared = Arc::new(Shared {
+            journal,
+            leader,
+            on_durable,
+            config,
+            status: Mutex::new(FollowerStatus::default()),
+            stop: AtomicBool::new(false),
+        });
+        let s = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name("replication-follower".into())
+            .spawn(move || follow_loop(&s))?;
+        Ok(Self {
+            shared,
+            thread: Some(thread),
+        })
+    }
+
+    pub fn status(&self) -> FollowerStatus {
+        let mut st = self.shared.status.lock().expect("status mutex").clone();
+        st.durable_seq = self.shared.journal.durable().get();
+        st
+    }
+
+    /// Stops following; returns once the follower thread has ended (nothing more is appended).
+    pub fn stop(mut self) {
+        self.halt();
+    }
+
+    fn halt(&mut self) {
+        self.shared.stop.store(true, Ordering::Release);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Follower {
+    fn drop(&mut self) {
+        self.halt();
+    }
+}
+
+fn follow_loop(shared: &Arc<Shared>) {
+    let mut backoff = shared.config.retry_min;
+    while !shared.stop.load(Ordering::Acquire) {
+        let Some(addr) = (shared.leader)() else {
+            sleep_unless_stopped(shared, backoff);
+            continue;
+        };
+        let span = tracing::info_span!("replication_follow", leader = %addr);
+        let _g = span.enter();
+        match follow_once(shared, addr) {
+            Ok(()) => backoff = shared.config.retry_min,
+            Err(e) => {
+                tracing::info!(error = %e, "not following the active");
+                backoff = (backoff * 2).min(shared.config.retry_max);
+            }
+        }
+        {
+            let mut st = shared.status.lock().expect("status mutex");
+            st.connected = false;
+        }
+        sleep_unless_stopped(shared, backoff);
+    }
+}
+
+fn sleep_unless_stopped(shared: &Shared, d: Duration) {
+    let step = Duration::from_millis(10);
+    let mut left = d;
+    while !left.is_zero() && !shared.stop.load(Ordering::Acquire) {
+        let s = left.min(step);
+        std::thread::sleep(s);
+        left -= s;
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+enum FollowError {
+    #[error(transparent)]
+    Protocol(#[from] ProtocolError),
+    #[error("journal: {0}")]
+    Journal(#[from] JournalError),
+    #[error("refused by the active: {code}: {message}")]
+    Refused { code: String, message: String },
+}
+
+fn follow_once(shared: &Shared, addr: SocketAddr) -> Result<(), FollowError> {
+    let mut stream =
+        TcpStream::connect_timeout(&addr, shared.config.io_timeout).map_err(ProtocolError::from)?;
+    stream.set_nodelay(true).map_err(ProtocolError::from)?;
+    stream
+        .set_read_timeout(Some(shared.config.io_timeout))
+        .map_err(ProtocolError::from)?;
+    stream
+        .set_write_timeout(Some(shared.config.io_timeout))
+        .map_err(ProtocolError::from)?;
+    let (last_seq, last_term, last_digest) = shared.journal.head();
+    write_message(
+        &mut stream,
+        &Message::Hello {
+            version: PROTOCOL_VERSION,
+            node: shared.config.node.clone(),
+            last_seq,
+            last_term,
+            last_digest: last_digest.to_vec(),
+            capabilities: shared.config.capabilities.clone(),
+        },
+    )?;
+    match read_message(&mut stream)? {
+        Message::Welcome {
+            term,
+            leader,
+            from_seq,
+            ..
+        } => {
+            tracing::info!(%leader, term, from_seq, "following the active");
+            shared.journal.fence(term);
+            let mut st = shared.status.lock().expect("status mutex");
+            st.connected = true;
+            st.leader = Some(leader);
+            st.leader_addr = Some(addr);
+            st.term = term;
+            st.refused = None;
+            st.rewind_to = None;
+        }
+        Message::Refused {
+            code,
+            message,
+            rewind_to,
+        } => {
+            if code == refusal::DIVERGED {
+                tracing::error!(%message, ?rewind_to, "this standby's journal has diverged from the active's; it will not follow (see docs/ha.md)");
+            }
+            let mut st = shared.status.lock().expect("status mutex");
+            st.refused = Some((code.clone(), message.clone()));
+            st.rewind_to = rewind_to;
+            return Err(FollowError::Refused { code, message });
+        }
+        other => {
+            return Err(ProtocolError::Malformed(format!("expected Welcome, got {other:?}")).into())
+        }
+    }
+    while !shared.stop.load(Ordering::Acquire) {
+        match read_message(&mut stream)? {
+            Message::Records {
+                term,
+                commit_seq,
+                frames,
+            } => {
+                let durable = append_frames(shared, &frames)?;
+                write_message(
+                    &mut stream,
+                    &Message::Ack {
+                        durable_seq: durable,
+                    },
+                )?;
+                (shared.on_durable)(durable);
+                let mut st = shared.status.lock().expect("status mutex");
+                st.term = term;
+                st.leader_commit_seq = commit_seq;
+                st.leader_durable_seq = st.leader_durable_seq.max(durable);
+                st.received_bytes += frames.len() as u64;
+            }
+            Message::Heartbeat {
+                term,
+                commit_seq,
+                durable_seq,
+            } => {
+                shared.journal.fence(term);
+                let durable = shared.journal.durable().get();
+                write_message(
+                    &mut stream,
+                    &Message::Ack {
+                        durable_seq: durable,
+                    },
+                )?;
+                let mut st = shared.status.lock().expect("status mutex");
+                st.term = term;
+                st.leader_commit_seq = commit_seq;
+                st.leader_durable_seq = durable_seq;
+            }
+            Message::Refused { code, message, .. } => {
+                shared.status.lock().expect("status mutex").refused =
+                    Some((code.clone(), message.clone()));
+                return Err(FollowError::Refused { code, message });
+            }
+            other => {
+                return Err(
+                    ProtocolError::Malformed(format!("unexpected message {other:?}")).into(),
+                )
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Appends the frames of one Records message; returns the local durable seq after them.
+fn append_frames(shared: &Shared, frames: &[u8]) -> Result<u64, FollowError> {
+    let mut records: Vec<RecordRef<'_>> = Vec::new();
+    let mut at = 0;
+    while at < frames.len() {
+        let len = match check_frame(&frames[at..]) {
+            Ok(FramePrefix::Valid { len }) => len,
+            Ok(FramePrefix::End) => {
+                return Err(ProtocolError::Malformed("empty frame in Records".into()).into())
+            }
+            Err(e) => return Err(ProtocolError::Malformed(format!("frame: {e}")).into()),
+        };
+        let body = &frames[at + FRAME_PREFIX_LEN..at + len];
+        records.push(
+            decode_body_ref(body).map_err(|e| ProtocolError::Malformed(format!("record: {e}")))?,
+        );
+        at += len;
+    }
+    if records.is_empty() {
+        return Ok(shared.journal.durable().get());
+    }
+    let ticket = shared.journal.submit_replicated(&records)?;
+    let ack = ticket.wait_blocking()?;
+    Ok(ack.last_seq)
+}

@@ -1,0 +1,14 @@
+//! Journal replication between the two nodes of an HA pair (docs/ha.md): the active serves
+//! its durable records ([`ReplicationSource`]), the standby appends them to its own journal
+//! with every seq, term and chain digest checked ([`Follower`]), and the active's commit
+//! watermark waits for the standby's acknowledgements in sync mode ([`CommitTracker`]).
+
+pub mod commit;
+pub mod follower;
+pub mod protocol;
+pub mod source;
+
+pub use commit::{CommitMode, CommitTracker};
+pub use follower::{Follower, FollowerConfig, FollowerStatus, LeaderAddress, OnDurable};
+pub use protocol::{refusal, Message, RewindPoint, PROTOCOL_VERSION};
+pub use source::{CapabilityCheck, ReplicationSource, SourceConfig, SourceStatus, TermSource};

@@ -1,0 +1,205 @@
+//! The replication wire protocol (version 1): length-prefixed msgpack messages over one TCP
+//! connection that the standby opens to the active.
+//!
+//! ```text
+//! standby -> active   Hello    {version, node, last_seq, last_term, last_digest, capabilities}
+//! active  -> standby  Welcome  {version, term, leader, from_seq}      or  Refused {code, ...}
+//! active  -> standby  Records  {term, commit_seq, frames}   (journal frames, on-disk format)
+//! active  -> standby  Heartbeat{term, commit_seq, durable_seq}        (when idle)
+//! standby -> active   Ack      {durable_seq}
+//! ```
+//!
+//! Each message is `u32 LE body length` + body (msgpack, fields by name so later versions can
+//! add fields). `frames` holds whole journal frames exactly as the file backend stores them
+//! (each with its own CRC), so the standby checks every record's CRC and chain digest.
+
+use std::io::{Read, Write};
+
+use serde::{Deserialize, Serialize};
+
+use crate::record::Digest;
+
+/// The protocol version this binary speaks.
+pub const PROTOCOL_VERSION: u16 = 1;
+/// Largest message accepted (a Records message is cut well below this by the sender).
+pub const MAX_MESSAGE: usize = 64 << 20;
+
+/// Why the active refused a standby (stable codes: they appear in logs and status).
+pub mod refusal {
+    /// The standby's history is not a prefix of the active's.
+    pub const DIVERGED: &str = "DIVERGED";
+    /// The active no longer holds the records the standby needs (truncated behind a snapshot).
+    pub const NEEDS_RESEED: &str = "NEEDS_RESEED";
+    /// The node asked is not the active.
+    pub const NOT_LEADER: &str = "NOT_LEADER";
+    /// The standby cannot replay event versions the active writes, or speaks another protocol.
+    pub const INCOMPATIBLE: &str = "INCOMPATIBLE";
+    /// Another standby is already following.
+    pub const BUSY: &str = "BUSY";
+}
+
+/// One protocol message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Message {
+    Hello {
+        version: u16,
+        node: String,
+        last_seq: u64,
+        last_term: u64,
+        #[serde(with = "serde_bytes")]
+        last_digest: Vec<u8>,
+        /// (event kind, newest version this standby can replay).
+        capabilities: Vec<(String, u16)>,
+    },
+    Welcome {
+        version: u16,
+        term: u64,
+        leader: String,
+        from_seq: u64,
+    },
+    Refused {
+        code: String,
+        message: String,
+        /// On `DIVERGED`: the newest record both sides should share (seq and its digest on the
+        /// active): a standby whose record there matches may drop what follows (those records
+        /// were never committed) and follow again.
+        rewind_to: Option<RewindPoint>,
+    },
+    Records {
+        term: u64,
+        commit_seq: u64,
+        #[serde(with = "serde_bytes")]
+        frames: Vec<u8>,
+    },
+    Heartbeat {
+        term: u64,
+        commit_seq: u64,
+        durable_seq: u64,
+    },
+    Ack {
+        durable_seq: u64,
+    },
+}
+
+/// A record both journals should hold: its seq and (on the active) its digest.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RewindPoint {
+    pub seq: u64,
+    #[serde(with = "serde_bytes")]
+    pub digest: Vec<u8>,
+}
+
+/// What went wrong on the connection.
+#[derive(Debug, thiserror::Error)]
+pub enum ProtocolError {
+    #[error("replication connection: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("replication message of {0} bytes exceeds the maximum")]
+    TooLarge(usize),
+    #[error("malformed replication message: {0}")]
+    Malformed(String),
+}
+
+/// Writes one message.
+pub fn write_message(w: &mut impl Write, msg: &Message) -> Result<(), ProtocolError> {
+    let body = rmp_serde::to_vec_named(msg).map_err(|e| ProtocolError::Malformed(e.to_string()))?;
+    if body.len() > MAX_MESSAGE {
+        return Err(ProtocolError::TooLarge(body.len()));
+    }
+    let mut out = Vec::with_capacity(4 + body.len());
+    out.extend_from_slice(&(body.len() as u32).to_le_bytes());
+    out.extend_from_slice(&body);
+    w.write_all(&out)?;
+    w.flush()?;
+    Ok(())
+}
+
+/// Reads one message (blocking; honours the stream's read timeout).
+pub fn read_message(r: &mut impl Read) -> Result<Message, ProtocolError> {
+    let mut len = [0u8; 4];
+    r.read_exact(&mut len)?;
+    let len = u32::from_le_bytes(len) as usize;
+    if len > MAX_MESSAGE {
+        return Err(ProtocolError::TooLarge(len));
+    }
+    let mut body = vec![0u8; len];
+    r.read_exact(&mut body)?;
+    rmp_serde::from_slice(&body).map_err(|e| ProtocolError::Malformed(e.to_string()))
+}
+
+/// A digest carried as bytes, checked for length.
+pub fn digest_from(bytes: &[u8]) -> Result<Digest, ProtocolError> {
+    bytes
+        .try_into()
+        .map_err(|_| ProtocolError::Malformed(format!("digest of {} bytes", bytes.len())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_message_round_trips() {
+        let msgs = vec![
+            Message::Hello {
+                version: PROTOCOL_VERSION,
+                node: "b".into(),
+                last_seq: 7,
+                last_term: 2,
+                last_digest: vec![1; 32],
+                capabilities: vec![("segment_mounted".into(), 2)],
+            },
+            Message::Welcome {
+                version: 1,
+                term: 9,
+                leader: "a".into(),
+                from_seq: 8,
+            },
+            Message::Refused {
+                code: refusal::DIVERGED.into(),
+                message: "x".into(),
+                rewind_to: Some(RewindPoint {
+                    seq: 5,
+                    digest: vec![2; 32],
+                }),
+            },
+            Message::Records {
+                term: 9,
+                commit_seq: 3,
+                frames: vec![0, 1, 2],
+            },
+            Message::Heartbeat {
+                term: 9,
+                commit_seq: 3,
+                durable_seq: 4,
+            },
+            Message::Ack { durable_seq: 4 },
+        ];
+        let mut buf = Vec::new();
+        for m in &msgs {
+            write_message(&mut buf, m).unwrap();
+        }
+        let mut r = buf.as_slice();
+        for m in &msgs {
+            assert_eq!(&read_message(&mut r).unwrap(), m);
+        }
+        assert!(matches!(read_message(&mut r), Err(ProtocolError::Io(_))));
+    }
+
+    #[test]
+    fn oversized_and_garbage_messages_are_refused() {
+        let mut buf = ((MAX_MESSAGE + 1) as u32).to_le_bytes().to_vec();
+        buf.extend_from_slice(&[0; 16]);
+        assert!(matches!(
+            read_message(&mut buf.as_slice()),
+            Err(ProtocolError::TooLarge(_))
+        ));
+        let mut buf = 3u32.to_le_bytes().to_vec();
+        buf.extend_from_slice(&[0xc1, 0xc1, 0xc1]);
+        assert!(matches!(
+            read_message(&mut buf.as_slice()),
+            Err(ProtocolError::Malformed(_))
+        ));
+    }
+}

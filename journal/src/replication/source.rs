@@ -1,0 +1,436 @@
+//! The active's side: serves its journal to one standby over the replication protocol.
+//!
+//! One listener thread accepts standbys; a newer connection replaces the session of an older
+//! one (a standby that reconnects must not wait for its dead session to time out). A session
+//! checks the standby's position against this journal (refusing a diverged one, naming the
+//! newest record both should share), then streams durable records as whole frames, with
+//! heartbeats when idle. A second thread per session reads the standby's acks into the
+//! [`CommitTracker`]. Every message carries the term the node leads under; the session ends
+//! (telling the standby `NOT_LEADER`) as soon as that term is no longer current.
+
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use super::commit::CommitTracker;
+use super::protocol::{
+    digest_from, read_message, refusal, write_message, Message, ProtocolError, RewindPoint,
+    PROTOCOL_VERSION,
+};
+use crate::codec::encode_ref_into;
+use crate::error::JournalError;
+use crate::journal::Journal;
+
+/// The term this node currently leads under (`None`: not the leader).
+pub type TermSource = Arc<dyn Fn() -> Option<u64> + Send + Sync>;
+/// Whether a standby with these (event kind, newest replayable version) can follow.
+pub type CapabilityCheck = Arc<dyn Fn(&[(String, u16)]) -> Result<(), String> + Send + Sync>;
+
+#[derive(Debug, Clone)]
+pub struct SourceConfig {
+    /// This node's name (sent to standbys).
+    pub node: String,
+    /// Idle interval between heartbeats.
+    pub heartbeat: Duration,
+    /// Most frame bytes per Records message.
+    pub max_batch_bytes: usize,
+    /// Read/write timeout on the connection (a standby silent this long is dropped).
+    pub io_timeout: Duration,
+}
+
+impl Default for SourceConfig {
+    fn default() -> Self {
+        Self {
+            node: "active".into(),
+            heartbeat: Duration::from_millis(200),
+            max_batch_bytes: 4 << 20,
+            io_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+/// What the active knows of its standby.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SourceStatus {
+    pub standby: Option<String>,
+    pub connected: bool,
+    /// Last seq sent to the standby.
+    pub sent_seq: u64,
+    /// Last seq the standby acknowledged as durable.
+    pub acked_seq: u64,
+    pub sent_bytes: u64,
+    /// The last refusal given, if any (code, message).
+    pub last_refusal: Option<(String, String)>,
+}
+
+struct Shared {
+    journal: Journal,
+    tracker: CommitTracker,
+    term: TermSource,
+    capabilities: CapabilityCheck,
+    config: SourceConfig,
+    status: Mutex<SourceStatus>,
+    stop: AtomicBool,
+    /// The stop flag of the running session.
+    session: Mutex<Option<Arc<AtomicBool>>>,
+}
+
+/// A running replication listener. Stopping it (or dropping it) ends every session.
+pub struct ReplicationSource {
+    shared: Arc<Shared>,
+    addr: SocketAddr,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl ReplicationSource {
+    pub fn start(
+        journal: Journal,
+        listen: SocketAddr,
+        tracker: CommitTracker,
+        term: TermSource,
+        capabilities: CapabilityCheck,
+        config: SourceConfig,
+    ) -> std::io::Result<Self> {
+        let listener = TcpListener::bind(listen)?;
+        listener.set_nonblocking(true)?;
+        let addr = listener.local_addr()?;
+        let shared = Arc::new(Shared {
+            journal,
+            tracker,
+            term,
+            capabilities,
+            config,
+            status: Mutex::new(SourceStatus::default()),
+            stop: AtomicBool::new(false),
+            session: Mutex::new(None),
+        });
+        let accept = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name("replication-accept".into())
+            .spawn(move || accept_loop(accept, listener))?;
+        tracing::info!(%addr, "replication source listening");
+        Ok(Self {
+            shared,
+            addr,
+            thread: Some(thread),
+        })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    pub fn status(&self) -> SourceStatus {
+        self.shared.status.lock().expect("status mutex").clone()
+    }
+
+    /// Ends the listener and the running session.
+    pub fn stop(mut self) {
+        self.halt();
+    }
+
+    fn halt(&mut self) {
+        self.shared.stop.store(true, Ordering::Release);
+        if let Some(s) = self.shared.session.lock().expect("session mutex").take() {
+            s.store(true, Ordering::Release);
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for ReplicationSource {
+    fn drop(&mut self) {
+        self.halt();
+    }
+}
+
+fn accept_loop(shared: Arc<Shared>, listener: TcpListener) {
+    while !shared.stop.load(Ordering::Acquire) {
+        match listener.accept() {
+            Ok((stream, peer)) => {
+                let stop = Arc::new(AtomicBool::new(false));
+                if let Some(old) = shared
+                    .session
+                    .lock()
+                    .expect("session mutex")
+                    .replace(stop.clone())
+                {
+                    old.store(true, Ordering::Release);
+                }
+                let s = shared.clone();
+                let spawned = std::thread::Builder::new()
+                    .name("replication-session".into())
+                    .spawn(move || {
+                        let span = tracing::info_span!("replication_session", %peer);
+                        let _g = span.enter();
+                        if let Err(e) = run_session(&s, stream, &stop) {
+                            tracing::warn!(error = %e, "replication session ended");
+                        }
+                        s.status.lock().expect("status mutex").connected = false;
+                    });
+                if let Err(e) = spawned {
+                    tracing::error!(error = %e, "cannot start a replication session");
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "replication accept failed");
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+    }
+}
+
+fn refuse(
+    shared: &Shared,
+    stream: &mut TcpStream,
+    code: &str,
+    message: String,
+    rewind_to: Option<RewindPoint>,
+) -> Result<(), ProtocolError> {
+    tracing::warn!(code, %message, "refusing a standby");
+    shared.status.lock().expect("status mutex").last_refusal =
+        Some((code.to_string(), message.clone()));
+    write_message(
+        stream,
+        &Message::Refused {
+            code: code.to_string(),
+            message,
+            rewind_to,
+        },
+    )
+}
+
+fn run_session(
+    shared: &Arc<Shared>,
+    mut stream: TcpStream,
+    stop: &Arc<AtomicBool>,
+) -> Result<(), ProtocolError> {
+    stream.set_nonblocking(false)?;
+    stream.set_nodelay(true)?;
+    stream.set_read_timeout(Some(shared.config.io_timeout))?;
+    stream.set_write_timeout(Some(shared.config.io_timeout))?;
+    let Message::Hello {
+        version,
+        node,
+        last_seq,
+        last_term,
+        last_digest,
+        capabilities,
+    } = read_message(&mut stream)?
+    else {
+        return Err(ProtocolError::Malformed("expected Hello".into()));
+    };
+    if version != PROTOCOL_VERSION {
+        let msg = format!("protocol version {version}, this active speaks {PROTOCOL_VERSION}");
+        return refuse(shared, &mut stream, refusal::INCOMPATIBLE, msg, None);
+    }
+    if let Err(why) = (shared.capabilities)(&capabilities) {
+        return refuse(shared, &mut stream, refusal::INCOMPATIBLE, why, None);
+    }
+    let Some(term) = (shared.term)() else {
+        let msg = "this node is not the active".to_string();
+        return refuse(shared, &mut stream, refusal::NOT_LEADER, msg, None);
+    };
+    let last_digest = digest_from(&last_digest)?;
+    let from_seq = match check_position(&shared.journal, last_seq, last_term, &last_digest) {
+        Ok(from) => from,
+        Err((code, message, rewind)) => {
+            return refuse(shared, &mut stream, code, message, rewind);
+        }
+    };
+    write_message(
+        &mut stream,
+        &Message::Welcome {
+            version: PROTOCOL_VERSION,
+            term,
+            leader: shared.config.node.clone(),
+            from_seq,
+        },
+    )?;
+    tracing::info!(standby = %node, from_seq, term, "standby following");
+    {
+        let mut st = shared.status.lock().expect("status mutex");
+        st.standby = Some(node);
+        st.connected = true;
+        st.sent_seq = from_seq - 1;
+        st.acked_seq = last_seq.min(from_seq - 1);
+        st.last_refusal = None;
+    }
+    shared.tracker.on_ack(from_seq - 1);
+
+    let acks = {
+        let mut reader = stream.try_clone()?;
+        let shared = shared.clone();
+        let stop = stop.clone();
+        std::thread::Builder::new()
+            .name("replication-acks".into())
+            .spawn(move || {
+                while !stop.load(Ordering::Acquire) {
+                    match read_message(&mut reader) {
+                        Ok(Message::Ack { durable_seq }) => {
+                            shared.tracker.on_ack(durable_seq);
+                            let mut st = shared.status.lock().expect("status mutex");
+                            st.acked_seq = st.acked_seq.max(durable_seq);
+                        }
+                        Ok(other) => {
+                            tracing::warn!(?other, "unexpected message from the standby");
+                            break;
+                        }
+                        Err(e) => {
+                            tracing::info!(error = %e, "standby ack stream ended");
+                            break;
+                        }
+                    }
+                }
+                stop.store(true, Ordering::Release);
+            })?
+    };
+    let result = stream_records(shared, &mut stream, stop, term, from_seq);
+    stop.store(true, Ordering::Release);
+    let _ = stream.shutdown(std::net::Shutdown::Both);
+    let _ = acks.join();
+    result
+}
+
+/// Where a standby at (`last_seq`, `last_digest`) continues, or why it cannot.
+fn check_position(
+    journal: &Journal,
+    last_seq: u64,
+    last_term: u64,
+    last_digest: &crate::record::Digest,
+) -> Result<u64, (&'static str, String, Option<RewindPoint>)> {
+    let durable = journal.durable().get();
+    let first = journal.first_seq();
+    let journal_err = |e: JournalError| (refusal::NEEDS_RESEED, e.to_string(), None);
+    if last_seq == 0 {
+        if first > 1 {
+            return Err((
+                refusal::NEEDS_RESEED,
+                format!("an empty standby needs records from 1, this journal starts at {first}"),
+                None,
+            ));
+        }
+        return Ok(1);
+    }
+    if last_seq < first {
+        return Err((
+            refusal::NEEDS_RESEED,
+            format!("the standby is at seq {last_seq}, this journal starts at {first}"),
+            None,
+        ));
+    }
+    if last_seq <= durable {
+        let mut ours = None;
+        journal
+            .visit_range(last_seq, last_seq, |r| {
+                ours = Some(*r.digest);
+                Ok::<_, JournalError>(())
+            })
+            .map_err(journal_err)?;
+        if ours.as_ref() == Some(last_digest) {
+            return Ok(last_seq + 1);
+        }
+    }
+    // Diverged: name the newest record of a term the standby had, at or below its last seq.
+    // Everything the standby holds after it was never replicated here, so never committed.
+    let mut rewind = None;
+    journal
+        .visit_range(first, last_seq.min(durable), |r| {
+            if r.term <= last_term {
+                rewind = Some(RewindPoint {
+                    seq: r.seq,
+                    digest: r.digest.to_vec(),
+                });
+            }
+            Ok::<_, JournalError>(())
+        })
+        .map_err(journal_err)?;
+    Err((
+        refusal::DIVERGED,
+        format!(
+            "the standby's record {last_seq} (term {last_term}) is not in this journal's history \
+             (durable through {durable})"
+        ),
+        rewind,
+    ))
+}
+
+fn stream_records(
+    shared: &Shared,
+    stream: &mut TcpStream,
+    stop: &AtomicBool,
+    term: u64,
+    from_seq: u64,
+) -> Result<(), ProtocolError> {
+    let durable = shared.journal.durable();
+    let mut sent = from_seq - 1;
+    let mut frames = Vec::new();
+    let mut last_heartbeat = Instant::now();
+    while !stop.load(Ordering::Acquire) && !shared.stop.load(Ordering::Acquire) {
+        if (shared.term)() != Some(term) {
+            let msg = format!("term {term} is over on this node");
+            return refuse(shared, stream, refusal::NOT_LEADER, msg, None);
+        }
+        let available = match durable.wait_for_timeout(sent + 1, shared.config.heartbeat) {
+            Ok(v) => v,
+            Err(e) => return Err(ProtocolError::Malformed(format!("journal: {e}"))),
+        };
+        if available.is_none() || last_heartbeat.elapsed() >= shared.config.heartbeat {
+            write_message(
+                stream,
+                &Message::Heartbeat {
+                    term,
+                    commit_seq: shared.tracker.commit().get(),
+                    durable_seq: durable.get(),
+                },
+            )?;
+            last_heartbeat = Instant::now();
+        }
+        let Some(upto) = available else { continue };
+        frames.clear();
+        let mut last = sent;
+        let max = shared.config.max_batch_bytes;
+        #[derive(Debug)]
+        struct Full;
+        impl From<JournalError> for Full {
+            fn from(_: JournalError) -> Self {
+                Full
+            }
+        }
+        let read = shared.journal.visit_range(sent + 1, upto, |r| {
+            if frames.len() >= max {
+                return Err(Full);
+            }
+            encode_ref_into(&mut frames, &r);
+            last = r.seq;
+            Ok(())
+        });
+        if read.is_err() && last == sent {
+            return Err(ProtocolError::Malformed(format!(
+                "cannot read seq {} from the journal",
+                sent + 1
+            )));
+        }
+        let bytes = frames.len() as u64;
+        write_message(
+            stream,
+            &Message::Records {
+                term,
+                commit_seq: shared.tracker.commit().get(),
+                frames: std::mem::take(&mut frames),
+            },
+        )?;
+        let mut st = shared.status.lock().expect("status mutex");
+        st.sent_bytes += bytes;
+        st.sent_seq = last;
+        sent = last;
+    }
+    Ok(())
+}

@@ -1,0 +1,221 @@
+//! The replication protocol end to end on loopback: an active journal served to a standby's.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crescent_journal::file::{FileBackend, FileOptions};
+use crescent_journal::replication::{
+    refusal, CapabilityCheck, CommitTracker, Follower, FollowerConfig, ReplicationSource,
+    SourceConfig, TermSource,
+};
+use crescent_journal::{EventData, Journal, JournalOptions, NewRecord, Record, StreamId};
+
+fn journal(dir: &std::path::Path) -> Journal {
+    let backend = FileBackend::open(dir, FileOptions::default()).unwrap();
+    Journal::open(Box::new(backend), JournalOptions::default()).unwrap()
+}
+
+fn records(n: u64, tag: &str) -> Vec<NewRecord> {
+    (0..n)
+        .map(|i| NewRecord {
+            stream: StreamId::new("test", tag),
+            event: EventData {
+                kind: "tick".into(),
+                version: 1,
+                payload: format!("{tag}-{i}").into_bytes(),
+            },
+            timestamp_ms: 1_700_000_000_000 + i as i64,
+        })
+        .collect()
+}
+
+fn all(j: &Journal) -> Vec<Record> {
+    j.read_from(1).unwrap().collect::<Result<_, _>>().unwrap()
+}
+
+fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
+    let t = Instant::now();
+    while !f() {
+        assert!(t.elapsed() < Duration::from_secs(10), "timed out: {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+struct Active {
+    journal: Journal,
+    tracker: CommitTracker,
+    source: ReplicationSource,
+    term: Arc<AtomicU64>,
+}
+
+fn active(dir: &std::path::Path, term: u64, check: CapabilityCheck) -> Active {
+    let journal = journal(dir);
+    let tracker = CommitTracker::start(journal.durable());
+    let term_cell = Arc::new(AtomicU64::new(term));
+    let t = term_cell.clone();
+    let term_source: TermSource = Arc::new(move || match t.load(Ordering::Acquire) {
+        0 => None,
+        v => Some(v),
+    });
+    let source = ReplicationSource::start(
+        journal.clone(),
+        "127.0.0.1:0".parse().unwrap(),
+        tracker.clone(),
+        term_source,
+        check,
+        SourceConfig {
+            node: "a".into(),
+            heartbeat: Duration::from_millis(50),
+            ..SourceConfig::default()
+        },
+    )
+    .unwrap();
+    Active {
+        journal,
+        tracker,
+        source,
+        term: term_cell,
+    }
+}
+
+fn any_capabilities() -> CapabilityCheck {
+    Arc::new(|_: &[(String, u16)]| Ok(()))
+}
+
+fn follower(j: &Journal, addr: SocketAddr, applied: Arc<AtomicU64>) -> Follower {
+    Follower::start(
+        j.clone(),
+        Arc::new(move || Some(addr)),
+        Arc::new(move |seq| {
+            applied.fetch_max(seq, Ordering::AcqRel);
+        }),
+        FollowerConfig {
+            node: "b".into(),
+            capabilities: vec![("tick".into(), 1)],
+            retry_max: Duration::from_millis(200),
+            ..FollowerConfig::default()
+        },
+    )
+    .unwrap()
+}
+
+#[test]
+fn sync_commit_waits_for_the_standby_which_ends_with_the_same_history() {
+    let (da, db) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let a = active(da.path(), 3, any_capabilities());
+    a.journal.append_blocking(3, records(20, "early")).unwrap();
+    a.tracker.require_standby();
+    let b_journal = journal(db.path());
+    let applied = Arc::new(AtomicU64::new(0));
+    let b = follower(&b_journal, a.source.local_addr(), applied.clone());
+    // the catch-up of what was there before the standby connected
+    wait_until("catch-up", || a.tracker.standby_caught_up());
+    for round in 0..20 {
+        let ack = a
+            .journal
+            .append_blocking(3, records(25, &format!("r{round}")))
+            .unwrap();
+        let commit = a.tracker.commit();
+        assert!(commit.wait_for_blocking(ack.last_seq).unwrap() >= ack.last_seq);
+        // committed means the standby has it durable
+        assert!(b_journal.durable().get() >= ack.last_seq);
+    }
+    let last = a.journal.last_seq();
+    wait_until("applied", || applied.load(Ordering::Acquire) == last);
+    assert_eq!(all(&b_journal), all(&a.journal));
+    assert_eq!(b_journal.head(), a.journal.head());
+    let st = b.status();
+    assert!(st.connected && st.caught_up(), "{st:?}");
+    assert_eq!(st.term, 3);
+    assert_eq!(a.source.status().acked_seq, last);
+
+    // the standby goes away: commit is held until the HA layer releases it
+    b.stop();
+    let ack = a.journal.append_blocking(3, records(5, "alone")).unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(a.tracker.commit().get() < ack.last_seq);
+    assert!(a.tracker.held_for().is_some());
+    a.tracker.release_standby();
+    assert_eq!(a.tracker.commit().get(), ack.last_seq);
+
+    // it comes back and catches up from where it was
+    let b = follower(&b_journal, a.source.local_addr(), applied);
+    a.tracker.require_standby();
+    wait_until("catch-up again", || a.tracker.standby_caught_up());
+    assert_eq!(all(&b_journal), all(&a.journal));
+
+    // the active's term ends: the standby is told and stops following
+    a.term.store(0, Ordering::Release);
+    wait_until("not leader", || {
+        b.status()
+            .refused
+            .is_some_and(|(code, _)| code == refusal::NOT_LEADER)
+    });
+    b.stop();
+    a.source.stop();
+}
+
+#[test]
+fn a_diverged_standby_is_refused_with_a_rewind_point_and_left_untouched() {
+    let (da, db) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let a = active(da.path(), 5, any_capabilities());
+    a.journal.append_blocking(2, records(10, "shared")).unwrap();
+    // the standby holds the same first 10 records, then 3 of its own (an old active's
+    // uncommitted tail)
+    let b_journal = journal(db.path());
+    let shared: Vec<Record> = all(&a.journal);
+    let refs: Vec<_> = shared.iter().map(Record::as_ref).collect();
+    b_journal
+        .submit_replicated(&refs)
+        .unwrap()
+        .wait_blocking()
+        .unwrap();
+    b_journal.append_blocking(2, records(3, "stray")).unwrap();
+    a.journal.append_blocking(5, records(4, "new")).unwrap();
+    let before = all(&b_journal);
+    let b = follower(
+        &b_journal,
+        a.source.local_addr(),
+        Arc::new(AtomicU64::new(0)),
+    );
+    wait_until("refused", || b.status().refused.is_some());
+    let st = b.status();
+    assert_eq!(st.refused.as_ref().unwrap().0, refusal::DIVERGED, "{st:?}");
+    let rewind = st.rewind_to.expect("a rewind point");
+    assert_eq!(rewind.seq, 10);
+    assert_eq!(rewind.digest, shared[9].digest.to_vec());
+    b.stop();
+    assert_eq!(
+        all(&b_journal),
+        before,
+        "a diverged standby's journal is not touched"
+    );
+    a.source.stop();
+}
+
+#[test]
+fn incompatible_standbys_are_refused() {
+    let (da, db) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let check: CapabilityCheck = Arc::new(|caps: &[(String, u16)]| {
+        if caps.iter().any(|(k, v)| k == "tick" && *v >= 2) {
+            Ok(())
+        } else {
+            Err("the active writes tick v2".into())
+        }
+    });
+    let a = active(da.path(), 1, check);
+    let b_journal = journal(db.path());
+    let b = follower(
+        &b_journal,
+        a.source.local_addr(),
+        Arc::new(AtomicU64::new(0)),
+    );
+    wait_until("refused", || b.status().refused.is_some());
+    let (code, message) = b.status().refused.unwrap();
+    assert_eq!(code, refusal::INCOMPATIBLE);
+    assert!(message.contains("tick v2"), "{message}");
+    b.stop();
+    a.source.stop();
+}
