@@ -1,1 +1,36 @@
-//! Managed weight revisions (seed 000): pure aggregates and the MIXED planner.
+//! Managed weight revisions (seed 000): the pure domain.
+//!
+//! - [`WeightRevision`]: one complete, immutable revision (identity, availability, residency,
+//!   leases, operations, tombstone).
+//! - [`LineageClaim`]: the single replacement claim and generation watermark of a lineage.
+//! - [`planner`]: the MIXED planner, migration rounds and AUTO candidate order.
+//! - [`policy`] and [`WeightConfig`]: residency policy, its resolution and cluster defaults.
+//!
+//! Everything here is pure (no IO, clock or randomness); crescentd's actors journal the events
+//! and perform the physical steps. See docs/weights.md.
+
+mod codec;
+pub mod config;
+pub mod error;
+pub mod identity;
+pub mod lineage;
+pub mod metrics;
+pub mod planner;
+pub mod policy;
+pub mod revision;
+
+pub use config::WeightConfig;
+pub use error::WeightError;
+pub use identity::{
+    derive_request_id, payload_keys_sha256, LineageId, RevisionIdentity, DEFAULT_TENANT,
+};
+pub use lineage::{ClaimPhase, LineageClaim, LineageClaimCommand, LineageClaimEvent, UpsertMode};
+pub use metrics::{GuardedOperation, WeightMetrics};
+pub use planner::{affinity_digest, plan_mixed, AffinityUnit, ResidencyPlan};
+pub use policy::{
+    resolve_policy, MigrationLimits, MigrationMode, PolicyOverride, PreferredResidency, Residency,
+    ResidencyTarget, WeightStoragePolicy,
+};
+pub use revision::{
+    Availability, RevisionView, WeightRevision, WeightRevisionCommand, WeightRevisionEvent,
+};

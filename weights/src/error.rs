@@ -1,0 +1,119 @@
+//! Why a weight command, query or configuration is refused: the crate's one error enum.
+
+use crescent_actors::WireCoded;
+use crescent_journal::error::ErrorClass;
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum WeightError {
+    /// A malformed command or value: bad identity component, digest, ratio, TTL, limits.
+    #[error("invalid {field}: {reason}")]
+    InvalidArgument { field: &'static str, reason: String },
+
+    #[error("{what} {id:?} not found")]
+    NotFound { what: &'static str, id: String },
+
+    /// The revision exists but is not in a state that allows the command (importing, degraded,
+    /// deleting); the same request may succeed once the state changes.
+    #[error("revision {id:?} is {availability}: {reason}")]
+    NotReady {
+        id: String,
+        availability: &'static str,
+        reason: String,
+    },
+
+    /// The command contradicts persisted immutable state (a different manifest for a published
+    /// revision, a request id reused with different arguments, a retired revision).
+    #[error("conflict on {what} {id:?}: {reason}")]
+    Conflict {
+        what: &'static str,
+        id: String,
+        reason: String,
+    },
+
+    /// The store's copy of the group does not match what the commit declares; READY is not
+    /// published.
+    #[error("group {group_id:?} does not validate: {reason}")]
+    GroupMismatch { group_id: String, reason: String },
+
+    /// Some group member is still being written; commit again once every put has ended.
+    #[error("group {group_id:?} is incomplete: {reason}")]
+    GroupIncomplete { group_id: String, reason: String },
+
+    /// The caller's metadata generation (or lineage generation) is older than the persisted one.
+    #[error("stale {what}: expected {expected}, current {current}")]
+    StaleGeneration {
+        what: &'static str,
+        expected: u64,
+        current: u64,
+    },
+
+    /// An active lease, operation or competing claim blocks the command for now.
+    #[error("busy: {reason}")]
+    Busy { reason: String },
+
+    #[error("lease {lease_id:?} has expired")]
+    LeaseExpired { lease_id: String },
+
+    /// The policy forbids the change (PINNED residency, an AUTO-only step on a MANUAL
+    /// revision).
+    #[error("policy unsatisfiable: {reason}")]
+    PolicyUnsatisfiable { reason: String },
+
+    /// Invalid weight configuration: crescentd refuses to start (fail closed).
+    #[error("invalid weight configuration {key}: {reason}")]
+    Config { key: &'static str, reason: String },
+
+    /// A capability gate of the configuration is closed (the HA log may not replay these
+    /// events on every standby yet).
+    #[error("weight mutations are disabled until {flag} is confirmed")]
+    CapabilityDisabled { flag: &'static str },
+}
+
+impl WeightError {
+    pub(crate) fn invalid(field: &'static str, reason: impl Into<String>) -> Self {
+        WeightError::InvalidArgument {
+            field,
+            reason: reason.into(),
+        }
+    }
+
+    pub(crate) fn busy(reason: impl Into<String>) -> Self {
+        WeightError::Busy {
+            reason: reason.into(),
+        }
+    }
+
+    /// The stable wire code (crescent-wire `ErrorCode`); the server maps codes to statuses.
+    pub fn code(&self) -> &'static str {
+        match self {
+            WeightError::InvalidArgument { .. } | WeightError::Config { .. } => "INVALID_ARGUMENT",
+            WeightError::NotFound { .. } => "NOT_FOUND",
+            WeightError::NotReady { .. } | WeightError::GroupIncomplete { .. } => "NOT_READY",
+            WeightError::Conflict { .. } | WeightError::GroupMismatch { .. } => "CONFLICT",
+            WeightError::StaleGeneration { .. } => "STALE_GENERATION",
+            WeightError::Busy { .. } => "BUSY",
+            WeightError::LeaseExpired { .. } => "LEASE_EXPIRED",
+            WeightError::PolicyUnsatisfiable { .. } => "POLICY_UNSATISFIABLE",
+            WeightError::CapabilityDisabled { .. } => "UNAVAILABLE",
+        }
+    }
+
+    /// User errors fail the same way on retry; retryable ones may pass once state moves on;
+    /// a configuration error stops the process.
+    pub fn class(&self) -> ErrorClass {
+        match self {
+            WeightError::NotReady { .. }
+            | WeightError::GroupIncomplete { .. }
+            | WeightError::Busy { .. }
+            | WeightError::CapabilityDisabled { .. } => ErrorClass::Retryable,
+            WeightError::Config { .. } => ErrorClass::Fatal,
+            _ => ErrorClass::User,
+        }
+    }
+}
+
+impl WireCoded for WeightError {
+    fn wire_code(&self) -> &'static str {
+        self.code()
+    }
+}
