@@ -16,10 +16,11 @@ use serde::Serialize;
 use tracing::Instrument;
 
 use crate::client::CrescentClient;
+use crate::dataplane::Committed;
 use crate::dataplane::{read_order, remote_for};
 use crate::error::ClientError;
 use crate::options::PutOptions;
-use crate::store::{read_replica, record_owned, verify, write_descriptors, PutOutcome};
+use crate::store::{read_replica, verify, write_descriptors, PutOutcome};
 
 type ItemResults<T> = Vec<Result<T, ClientError>>;
 
@@ -134,6 +135,7 @@ impl CrescentClient {
             }
         }
         let ids: Vec<ObjectId> = requests.iter().map(|r| r.id.clone()).collect();
+        let metas: Vec<_> = requests.iter().map(|r| (r.checksum, r.data_type)).collect();
         let starts: Vec<ItemResult<PutStartReply>> =
             self.batch_call(RpcOp::BatchPutStart, requests).await?;
 
@@ -220,7 +222,16 @@ impl CrescentClient {
         for ((pos, reply), end) in ending.into_iter().zip(ended) {
             let (i, ..) = sent[pos];
             results[i] = Some(item(end).map(|_| {
-                record_owned(local.as_ref(), &ids[pos], reply.put_id, &reply.replicas);
+                let (checksum, data_type) = metas[pos];
+                self.data.committed(
+                    Committed {
+                        id: &ids[pos],
+                        put_id: reply.put_id,
+                        checksum,
+                        data_type,
+                    },
+                    &reply.replicas,
+                );
                 PutOutcome {
                     put_id: reply.put_id,
                     already_existed: false,

@@ -45,7 +45,7 @@ impl CrescentClient {
         Ok(Self {
             http: Arc::new(HttpConn::new(server)?),
             scope: Scope::default(),
-            data: Arc::new(DataPlane::new(metrics)),
+            data: DataPlane::new(metrics),
             rpc: Arc::new(RpcLink::new()),
         })
     }

@@ -3,18 +3,21 @@
 //! place there by default, gets read the local replica first, and commits land in the
 //! ownership table.
 
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, RwLock, Weak};
 
 use crescent_transport::tcp::{TcpConfig, TcpTransport};
-use crescent_transport::{RemoteSegment, Transport};
+use crescent_transport::{RemoteSegment, Transport, TransportError};
+use crescent_wire::rebuild::{OwnerNotice, OwnerNoticeReply, ReplayEntry};
 use crescent_wire::segments::TransportKind;
-use crescent_wire::store::{ReplicaDesc, ReplicaState};
+use crescent_wire::store::{DataType, ObjectId, ReplicaDesc, ReplicaState};
+use futures::future::BoxFuture;
 use tokio::sync::OnceCell;
 
 use crate::buffer::StagingPool;
 use crate::error::ClientError;
 use crate::metrics::ClientMetrics;
-use crate::ownership::OwnershipTable;
+use crate::ownership::{OwnedReplica, OwnershipTable};
+use crate::rebuild::{NoticeSender, NoticeTarget, Notifier, NotifyConfig, SendFailure};
 
 /// This process's own segment (set while an [`crate::Owner`] runs).
 #[derive(Debug, Clone)]
@@ -24,10 +27,63 @@ pub(crate) struct LocalSegment {
 }
 
 pub(crate) struct DataPlane {
+    tcp: OnceCell<Arc<TcpTransport>>,
     transport: OnceCell<Arc<dyn Transport>>,
     pub staging: StagingPool,
     local: RwLock<Option<LocalSegment>>,
     pub metrics: ClientMetrics,
+    /// Notices of replicas this process committed in other owners' segments.
+    pub notifier: Arc<Notifier>,
+}
+
+/// What a committed put was, for the ownership table and owner notices.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Committed<'a> {
+    pub id: &'a ObjectId,
+    pub put_id: u64,
+    pub checksum: Option<u32>,
+    pub data_type: DataType,
+}
+
+/// Sends owner notices over this client's TCP transport (NOTIFY, docs/transport.md).
+struct TransportNoticeSender {
+    data: Weak<DataPlane>,
+}
+
+impl NoticeSender for TransportNoticeSender {
+    fn send<'a>(
+        &'a self,
+        endpoint: &'a str,
+        notice: &'a OwnerNotice,
+    ) -> BoxFuture<'a, Result<OwnerNoticeReply, SendFailure>> {
+        Box::pin(async move {
+            let data = self
+                .data
+                .upgrade()
+                .ok_or_else(|| SendFailure::Refused("the client is gone".into()))?;
+            let tcp = data
+                .tcp()
+                .await
+                .map_err(|e| SendFailure::Retryable(e.to_string()))?;
+            let body = rmp_serde::to_vec_named(notice)
+                .map_err(|e| SendFailure::Refused(format!("cannot encode a notice: {e}")))?;
+            let answer = tcp.notify(endpoint, &body).await.map_err(|e| match e {
+                TransportError::SegmentNotFound { .. } | TransportError::InvalidArgument(_) => {
+                    SendFailure::Refused(e.to_string())
+                }
+                other => SendFailure::Retryable(other.to_string()),
+            })?;
+            let reply: OwnerNoticeReply = rmp_serde::from_slice(&answer)
+                .map_err(|e| SendFailure::Refused(format!("undecodable notice answer: {e}")))?;
+            crescent_wire::rebuild::check_version(reply.version)
+                .map_err(|e| SendFailure::Refused(e.to_string()))?;
+            Ok(reply)
+        })
+    }
+
+    fn alive(&self) -> bool {
+        self.data.strong_count() > 0
+    }
 }
 
 impl std::fmt::Debug for DataPlane {
@@ -40,26 +96,80 @@ impl std::fmt::Debug for DataPlane {
 }
 
 impl DataPlane {
-    pub fn new(metrics: ClientMetrics) -> Self {
-        Self {
-            transport: OnceCell::new(),
-            staging: StagingPool::default(),
-            local: RwLock::new(None),
-            metrics,
-        }
+    /// A data plane (inside its `Arc`: the notice sender refers back to it weakly).
+    pub fn new(metrics: ClientMetrics) -> Arc<Self> {
+        Arc::new_cyclic(|weak| {
+            let sender = Arc::new(TransportNoticeSender { data: weak.clone() });
+            Self {
+                tcp: OnceCell::new(),
+                transport: OnceCell::new(),
+                staging: StagingPool::default(),
+                local: RwLock::new(None),
+                notifier: Arc::new(Notifier::new(
+                    NotifyConfig::default(),
+                    sender,
+                    metrics.rebuild.clone(),
+                )),
+                metrics,
+            }
+        })
+    }
+
+    async fn tcp(&self) -> Result<&Arc<TcpTransport>, ClientError> {
+        self.tcp
+            .get_or_try_init(|| async {
+                let t = TcpTransport::start(TcpConfig::default(), self.metrics.transport.clone())
+                    .await?;
+                Ok::<_, ClientError>(Arc::new(t))
+            })
+            .await
     }
 
     /// The client's transport: TCP without a listener of its own (owners serve through
     /// theirs). Transfers to a listener of this same process are copied in memory by the
     /// transport's same-process fast path.
     pub async fn transport(&self) -> Result<&Arc<dyn Transport>, ClientError> {
-        self.transport
-            .get_or_try_init(|| async {
-                let t = TcpTransport::start(TcpConfig::default(), self.metrics.transport.clone())
-                    .await?;
-                Ok::<_, ClientError>(Arc::new(t) as Arc<dyn Transport>)
-            })
-            .await
+        let tcp = self.tcp().await?;
+        Ok(self
+            .transport
+            .get_or_init(|| async { tcp.clone() as Arc<dyn Transport> })
+            .await)
+    }
+
+    /// After put_end succeeded: records the replicas in our own segment, and queues notices
+    /// for the owners of the others (never waits for them).
+    pub fn committed(&self, put: Committed<'_>, replicas: &[ReplicaDesc]) {
+        let local = self.local();
+        let own = local.as_ref().map(|l| &*l.remote.segment_id);
+        let entry = |r: &ReplicaDesc| ReplayEntry {
+            id: put.id.clone(),
+            put_id: put.put_id,
+            segment_id: r.segment_id.clone(),
+            offset: r.offset,
+            length: r.length,
+            checksum: put.checksum,
+            data_type: put.data_type,
+        };
+        for r in replicas {
+            if Some(r.segment_id.as_str()) == own {
+                let l = local.as_ref().expect("own segment is attached");
+                l.table.record(OwnedReplica::from_entry(&entry(r)));
+                continue;
+            }
+            // Embedded and transfer-engine segments run no NOTIFY handler.
+            let Some(endpoint) = r
+                .endpoint
+                .as_deref()
+                .filter(|_| r.transport == TransportKind::Tcp)
+            else {
+                continue;
+            };
+            let target = NoticeTarget {
+                endpoint: Arc::from(endpoint),
+                owner_id: Arc::from(r.owner_id.as_str()),
+            };
+            self.notifier.enqueue(target, vec![entry(r)]);
+        }
     }
 
     pub fn local(&self) -> Option<LocalSegment> {

@@ -40,6 +40,9 @@ pub(crate) struct Routes {
     pub batch_get: Url,
     pub batch_exist: Url,
     pub batch_remove: Url,
+    pub rebuild_replay: Url,
+    pub rebuild_complete: Url,
+    pub rebuild_status: Url,
 }
 
 impl Routes {
@@ -73,6 +76,9 @@ impl Routes {
             batch_get: url(routes::BATCH_GET)?,
             batch_exist: url(routes::BATCH_EXIST)?,
             batch_remove: url(routes::BATCH_REMOVE)?,
+            rebuild_replay: url(crescent_wire::rebuild::routes::REPLAY)?,
+            rebuild_complete: url(crescent_wire::rebuild::routes::COMPLETE)?,
+            rebuild_status: url(crescent_wire::rebuild::routes::STATUS)?,
         })
     }
 }

@@ -20,6 +20,110 @@ pub struct ClientMetrics {
     pub(crate) heartbeats: IntCounterVec,
     pub(crate) reregistrations: IntCounter,
     pub(crate) transport: TransportMetrics,
+    pub(crate) rebuild: RebuildMetrics,
+}
+
+/// Metrics of the rebuild roles: the owner's replay and the writer's owner notices.
+#[derive(Clone, Debug)]
+pub struct RebuildMetrics {
+    replay_batches: IntCounterVec,
+    replay_entries: IntCounterVec,
+    notices: IntCounterVec,
+    notices_dropped: IntCounterVec,
+    pub(crate) notify_queue_depth: IntGauge,
+    pub(crate) replays: IntCounterVec,
+}
+
+impl RebuildMetrics {
+    pub fn unregistered() -> Self {
+        let counter = |name: &str, help: &str, labels: &[&str]| {
+            IntCounterVec::new(Opts::new(name, help), labels).expect("valid metric definition")
+        };
+        Self {
+            replay_batches: counter(
+                "crescent_client_rebuild_batches_total",
+                "Owner replay batches by outcome (ok, retried, failed).",
+                &["outcome"],
+            ),
+            replay_entries: counter(
+                "crescent_client_rebuild_entries_total",
+                "Owner replay entries by outcome (replayed, duplicate, stale, rejected).",
+                &["outcome"],
+            ),
+            notices: counter(
+                "crescent_client_owner_notices_total",
+                "Owner notices settled, by the owner's answer (recorded, stale, rejected).",
+                &["outcome"],
+            ),
+            notices_dropped: counter(
+                "crescent_client_owner_notices_dropped_total",
+                "Owner notices dropped unacknowledged (overflow, expired, refused).",
+                &["reason"],
+            ),
+            notify_queue_depth: IntGauge::new(
+                "crescent_client_owner_notice_queue",
+                "Owner notices waiting for an acknowledgement.",
+            )
+            .expect("valid metric definition"),
+            replays: counter(
+                "crescent_client_rebuild_replays_total",
+                "Whole owner replays by outcome (completed, superseded, failed).",
+                &["outcome"],
+            ),
+        }
+    }
+
+    fn register(&self, registry: &Registry) -> prometheus::Result<()> {
+        registry.register(Box::new(self.replay_batches.clone()))?;
+        registry.register(Box::new(self.replay_entries.clone()))?;
+        registry.register(Box::new(self.notices.clone()))?;
+        registry.register(Box::new(self.notices_dropped.clone()))?;
+        registry.register(Box::new(self.notify_queue_depth.clone()))?;
+        registry.register(Box::new(self.replays.clone()))
+    }
+
+    pub(crate) fn replay_batch(&self, outcome: &'static str) {
+        self.replay_batches.with_label_values(&[outcome]).inc();
+    }
+
+    pub(crate) fn replay_entry(&self, outcome: crescent_wire::rebuild::ReplayOutcome) {
+        self.replay_entries
+            .with_label_values(&[outcome.label()])
+            .inc();
+    }
+
+    pub(crate) fn notice_settled(&self, outcome: crescent_wire::rebuild::NoticeOutcome) {
+        let label = match outcome {
+            crescent_wire::rebuild::NoticeOutcome::Recorded => "recorded",
+            crescent_wire::rebuild::NoticeOutcome::Stale => "stale",
+            crescent_wire::rebuild::NoticeOutcome::Rejected => "rejected",
+        };
+        self.notices.with_label_values(&[label]).inc();
+    }
+
+    pub(crate) fn notices_dropped(&self, reason: crate::rebuild::DropReason, n: u64) {
+        self.notices_dropped
+            .with_label_values(&[reason.label()])
+            .inc_by(n);
+    }
+
+    /// A counter's value by family (`batches`, `entries`, `notices`, `dropped`, `replays`).
+    pub fn count(&self, family: &str, label: &str) -> u64 {
+        let v = match family {
+            "batches" => &self.replay_batches,
+            "entries" => &self.replay_entries,
+            "notices" => &self.notices,
+            "dropped" => &self.notices_dropped,
+            "replays" => &self.replays,
+            _ => return 0,
+        };
+        v.get_metric_with_label_values(&[label])
+            .map_or(0, |c| c.get())
+    }
+
+    pub fn queue_depth(&self) -> i64 {
+        self.notify_queue_depth.get()
+    }
 }
 
 impl ClientMetrics {
@@ -64,6 +168,7 @@ impl ClientMetrics {
             )
             .expect("valid metric definition"),
             transport: TransportMetrics::unregistered(),
+            rebuild: RebuildMetrics::unregistered(),
         }
     }
 
@@ -77,6 +182,7 @@ impl ClientMetrics {
         registry.register(Box::new(m.owned_replicas.clone()))?;
         registry.register(Box::new(m.heartbeats.clone()))?;
         registry.register(Box::new(m.reregistrations.clone()))?;
+        m.rebuild.register(registry)?;
         Ok(m)
     }
 
@@ -99,6 +205,11 @@ impl ClientMetrics {
         if result.is_ok() && bytes > 0 {
             self.bytes.with_label_values(&[op]).inc_by(bytes);
         }
+    }
+
+    /// The rebuild roles' metrics.
+    pub fn rebuild(&self) -> &RebuildMetrics {
+        &self.rebuild
     }
 
     /// Operations counted so far for `op` with `outcome` (`ok` or a code).

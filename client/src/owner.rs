@@ -12,7 +12,7 @@
 //! counters are managed elsewhere; it must grow across restarts.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crescent_transport::tcp::{TcpConfig, TcpTransport};
@@ -24,6 +24,9 @@ use crate::client::CrescentClient;
 use crate::dataplane::LocalSegment;
 use crate::error::ClientError;
 use crate::ownership::OwnershipTable;
+use crate::rebuild::{replay_table, ReplayConfig, ReplayReport};
+use crescent_transport::tcp::NotifyHandler;
+use crescent_wire::rebuild::{check_version, OwnerNotice, OwnerNoticeReply, REBUILD_WIRE_VERSION};
 
 /// Longest owner id (the segment id `<owner_id>/seg0` must stay within the server's 256).
 pub const MAX_OWNER_ID_BYTES: usize = 200;
@@ -61,11 +64,25 @@ impl Default for OwnerConfig {
     }
 }
 
-/// What the background heartbeat has learned.
+/// What the background heartbeat has learned, and the replay it runs.
 #[derive(Debug, Default)]
 struct HeartbeatState {
     term: AtomicU64,
     ok: AtomicU64,
+    /// The term whose metadata this owner has replayed (or found nothing to replay for).
+    replayed_term: AtomicU64,
+    replay: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// After a failed replay: not before this instant, and the failures so far.
+    replay_retry: Mutex<Option<(tokio::time::Instant, u32)>>,
+    last_replay: Mutex<Option<ReplayReport>>,
+}
+
+impl HeartbeatState {
+    fn abort_replay(&self) {
+        if let Some(h) = self.replay.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            h.abort();
+        }
+    }
 }
 
 /// A running storage owner. Stop it with [`Owner::shutdown`] (unmounts); dropping it only
@@ -159,6 +176,8 @@ impl Owner {
         let table = Arc::new(OwnershipTable::new(
             client.data.metrics.owned_replicas.clone(),
         ));
+        table.serve_segment(&segment_id, config.size);
+        transport.set_notify_handler(Some(notice_handler(&owner_id, table.clone())));
         let owner_id: Arc<str> = owner_id.into();
         let segment_id: Arc<str> = segment_id.into();
         client.data.attach(LocalSegment {
@@ -221,6 +240,20 @@ impl Owner {
         self.state.term.load(Ordering::Relaxed)
     }
 
+    /// The last completed replay of the ownership table (after a leader term change).
+    pub fn last_replay(&self) -> Option<ReplayReport> {
+        self.state
+            .last_replay
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// The term whose metadata this owner has replayed.
+    pub fn replayed_term(&self) -> u64 {
+        self.state.replayed_term.load(Ordering::Relaxed)
+    }
+
     /// Heartbeats answered so far.
     pub fn heartbeats(&self) -> u64 {
         self.state.ok.load(Ordering::Relaxed)
@@ -233,6 +266,7 @@ impl Owner {
         if let Some(h) = self.heartbeat.take() {
             h.abort();
         }
+        self.state.abort_replay();
         self.client.data.detach(&self.segment_id);
         let deadline = tokio::time::Instant::now() + self.unmount_timeout;
         loop {
@@ -250,6 +284,7 @@ impl Owner {
                 Err(e) => return Err(e),
             }
         }
+        self.transport.set_notify_handler(None);
         self.transport.withdraw_segment(&self.segment_id)?;
         let dropped = self.table.forget_segment(&self.segment_id);
         tracing::info!(owner_id = %self.owner_id, dropped, "storage owner stopped");
@@ -262,6 +297,7 @@ impl Drop for Owner {
         if let Some(h) = self.heartbeat.take() {
             h.abort();
         }
+        self.state.abort_replay();
         self.client.data.detach(&self.segment_id);
     }
 }
@@ -288,14 +324,19 @@ async fn heartbeat_loop(
             Ok(reply) => {
                 interval = Duration::from_millis(reply.interval_ms.clamp(50, 60_000));
                 let before = state.term.swap(reply.term, Ordering::Relaxed);
-                if before != 0 && before != reply.term {
+                if before == 0 {
+                    // Just registered: crescentd knows our (empty or current) state.
+                    state.replayed_term.store(reply.term, Ordering::Relaxed);
+                } else if before != reply.term {
                     tracing::info!(
                         from = before,
                         to = reply.term,
                         replicas = table.len(),
-                        "crescentd leader term changed"
+                        "crescentd leader term changed; replaying the ownership table"
                     );
+                    state.abort_replay();
                 }
+                maybe_replay(&client, &register.owner_id, &table, &state, reply.term);
                 state.ok.fetch_add(1, Ordering::Relaxed);
                 metrics.heartbeats.with_label_values(&["ok"]).inc();
                 if failing {
@@ -316,6 +357,7 @@ async fn heartbeat_loop(
                         metrics.reregistrations.inc();
                         if !reply.events.is_empty() {
                             let dropped = table.forget_segment(&mount.segment_id);
+                            table.serve_segment(&mount.segment_id, mount.size);
                             tracing::warn!(
                                 dropped,
                                 "segment was re-mounted; its replicas were dropped by crescentd"
@@ -335,6 +377,96 @@ async fn heartbeat_loop(
         }
         tokio::time::sleep(interval).await;
     }
+}
+
+/// The owner's answer to NOTIFY: notices from writers that committed replicas in our segment.
+pub(crate) fn notice_handler(owner_id: &str, table: Arc<OwnershipTable>) -> NotifyHandler {
+    let owner_id = owner_id.to_string();
+    Arc::new(move |payload: &[u8]| {
+        let notice: OwnerNotice =
+            rmp_serde::from_slice(payload).map_err(|e| format!("undecodable notice: {e}"))?;
+        check_version(notice.version).map_err(|e| e.to_string())?;
+        if notice.owner_id != owner_id {
+            return Err(format!(
+                "notice for owner {:?}, this is {owner_id:?}",
+                notice.owner_id
+            ));
+        }
+        if notice.entries.len() > crescent_wire::rebuild::MAX_REPLAY_BATCH {
+            return Err("too many entries in one notice".into());
+        }
+        let reply = OwnerNoticeReply {
+            version: REBUILD_WIRE_VERSION,
+            outcomes: table.accept_notice(&notice.entries),
+        };
+        rmp_serde::to_vec_named(&reply).map_err(|e| e.to_string())
+    })
+}
+
+/// Starts a replay of the table for `term` unless it is done or running.
+fn maybe_replay(
+    client: &CrescentClient,
+    owner_id: &str,
+    table: &Arc<OwnershipTable>,
+    state: &Arc<HeartbeatState>,
+    term: u64,
+) {
+    if state.replayed_term.load(Ordering::Relaxed) == term {
+        return;
+    }
+    let mut running = state.replay.lock().unwrap_or_else(|p| p.into_inner());
+    if running.as_ref().is_some_and(|h| !h.is_finished()) {
+        return;
+    }
+    let retry = *state.replay_retry.lock().unwrap_or_else(|p| p.into_inner());
+    if retry.is_some_and(|(at, _)| tokio::time::Instant::now() < at) {
+        return;
+    }
+    let (client, owner_id, table, st) = (
+        client.clone(),
+        owner_id.to_string(),
+        table.clone(),
+        state.clone(),
+    );
+    *running = Some(tokio::spawn(async move {
+        let metrics = client.data.metrics.rebuild.clone();
+        let still_current = {
+            let st = st.clone();
+            move |t: u64| st.term.load(Ordering::Relaxed) == t
+        };
+        let outcome = replay_table(
+            &client,
+            &table,
+            &owner_id,
+            term,
+            &still_current,
+            &ReplayConfig::default(),
+            &metrics,
+        )
+        .await;
+        match outcome {
+            Ok(report) => {
+                st.replayed_term.store(term, Ordering::Relaxed);
+                *st.replay_retry.lock().unwrap_or_else(|p| p.into_inner()) = None;
+                metrics.replays.with_label_values(&["completed"]).inc();
+                *st.last_replay.lock().unwrap_or_else(|p| p.into_inner()) = Some(report);
+            }
+            Err(e) if e.code() == Some(ErrorCode::StaleGeneration) => {
+                metrics.replays.with_label_values(&["superseded"]).inc();
+                tracing::info!(term, error = %e, "replay superseded by a newer term");
+            }
+            Err(e) => {
+                metrics.replays.with_label_values(&["failed"]).inc();
+                let mut retry = st.replay_retry.lock().unwrap_or_else(|p| p.into_inner());
+                let failures = retry.map_or(1, |(_, n)| n.saturating_add(1));
+                // 1 s doubling to 60 s between whole replays.
+                let wait = Duration::from_secs(1u64 << failures.saturating_sub(1).min(6))
+                    .min(Duration::from_secs(60));
+                *retry = Some((tokio::time::Instant::now() + wait, failures));
+                tracing::warn!(term, error = %e, retry_in = ?wait, "replay failed");
+            }
+        }
+    }));
 }
 
 #[cfg(test)]

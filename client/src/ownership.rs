@@ -1,17 +1,23 @@
 //! The ownership table: the committed replicas that live in this process's own segments.
 //!
 //! A storage owner holds the bytes; crescentd's object directory is in memory and, after a
-//! restart or failover, is rebuilt from what the owners report (design brief section 7, seed
-//! 004). This table is that report: (object identity, put id, segment, offset, length) of every
-//! committed replica in one of our segments. It is fed by the puts this process commits into
-//! its own segments, trimmed by this process's removes and by newer puts of the same key, and
-//! emptied segment by segment when a segment is unmounted (so a later replay never reports a
-//! region we no longer serve).
+//! restart or failover, is rebuilt from what the owners replay (docs/rebuild.md). This table is
+//! that replay: (object identity, put id, segment, offset, length, checksum) of every committed
+//! replica in one of our segments. It is fed by the puts this process commits into its own
+//! segments and by the notices other writers send for replicas they committed here; it is
+//! trimmed by this process's removes, by newer puts of the same key, by newer puts that reused
+//! an address, and emptied segment by segment when a segment is unmounted (so a later replay
+//! never reports a region we no longer serve, and a late notice for it is refused).
+//!
+//! Fences, the same as crescentd's: per (object, segment) the larger put id wins; per address,
+//! a replica overlapping one of a newer put is stale, and one of an older put is dropped when a
+//! newer one arrives (its bytes were overwritten).
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, MutexGuard};
 
-use crescent_wire::store::ObjectId;
+use crescent_wire::rebuild::{NoticeOutcome, ReplayEntry};
+use crescent_wire::store::{DataType, ObjectId};
 use prometheus::IntGauge;
 
 /// One committed replica in one of our segments.
@@ -23,83 +29,231 @@ pub struct OwnedReplica {
     pub segment_id: Arc<str>,
     pub offset: u64,
     pub length: u64,
+    pub checksum: Option<u32>,
+    pub data_type: DataType,
+}
+
+impl OwnedReplica {
+    /// The replay form.
+    pub fn to_entry(&self) -> ReplayEntry {
+        ReplayEntry {
+            id: self.id.clone(),
+            put_id: self.put_id,
+            segment_id: self.segment_id.to_string(),
+            offset: self.offset,
+            length: self.length,
+            checksum: self.checksum,
+            data_type: self.data_type,
+        }
+    }
+
+    pub fn from_entry(e: &ReplayEntry) -> Self {
+        Self {
+            id: e.id.clone(),
+            put_id: e.put_id,
+            segment_id: Arc::from(e.segment_id.as_str()),
+            offset: e.offset,
+            length: e.length,
+            checksum: e.checksum,
+            data_type: e.data_type,
+        }
+    }
+
+    fn end(&self) -> u64 {
+        self.offset.saturating_add(self.length)
+    }
 }
 
 /// (object, segment) -> replica. One object has at most one replica per segment.
 type Slot = (ObjectId, Arc<str>);
 
+#[derive(Debug, Default)]
+struct Inner {
+    entries: HashMap<Slot, OwnedReplica>,
+    /// Per segment, offset -> the slot whose replica starts there (replicas are disjoint).
+    by_address: HashMap<Arc<str>, BTreeMap<u64, Slot>>,
+    /// The segments this process serves, with their sizes.
+    segments: HashMap<Arc<str>, u64>,
+}
+
+impl Inner {
+    fn remove_slot(&mut self, slot: &Slot) -> Option<OwnedReplica> {
+        let r = self.entries.remove(slot)?;
+        if let Some(map) = self.by_address.get_mut(&r.segment_id) {
+            if map.get(&r.offset) == Some(slot) {
+                map.remove(&r.offset);
+            }
+        }
+        Some(r)
+    }
+
+    /// Slots of replicas overlapping `[offset, end)` of `segment`.
+    fn overlapping(&self, segment: &str, offset: u64, end: u64) -> Vec<Slot> {
+        let Some(map) = self.by_address.get(segment) else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        if let Some((_, slot)) = map.range(..=offset).next_back() {
+            if self.entries.get(slot).is_some_and(|r| r.end() > offset) {
+                out.push(slot.clone());
+            }
+        }
+        if let Some(start) = offset.checked_add(1) {
+            out.extend(map.range(start..end.max(start)).map(|(_, s)| s.clone()));
+        }
+        out
+    }
+
+    fn record(&mut self, replica: OwnedReplica) -> NoticeOutcome {
+        let Some(&size) = self.segments.get(&replica.segment_id) else {
+            return NoticeOutcome::Rejected;
+        };
+        if replica.length == 0 || replica.end() > size || replica.put_id == 0 {
+            return NoticeOutcome::Rejected;
+        }
+        let slot: Slot = (replica.id.clone(), replica.segment_id.clone());
+        match self.entries.get(&slot) {
+            Some(existing) if existing.put_id > replica.put_id => return NoticeOutcome::Stale,
+            Some(existing) if *existing == replica => return NoticeOutcome::Recorded,
+            _ => {}
+        }
+        let overlapping = self.overlapping(&replica.segment_id, replica.offset, replica.end());
+        let mut older = Vec::new();
+        for other in overlapping {
+            if other == slot {
+                continue;
+            }
+            let r = &self.entries[&other];
+            if r.put_id >= replica.put_id {
+                return NoticeOutcome::Stale;
+            }
+            older.push(other);
+        }
+        for other in older {
+            self.remove_slot(&other);
+        }
+        self.remove_slot(&slot);
+        self.by_address
+            .entry(replica.segment_id.clone())
+            .or_default()
+            .insert(replica.offset, slot.clone());
+        self.entries.insert(slot, replica);
+        NoticeOutcome::Recorded
+    }
+
+    fn retain(&mut self, mut keep: impl FnMut(&OwnedReplica) -> bool) -> usize {
+        let doomed: Vec<Slot> = self
+            .entries
+            .iter()
+            .filter(|(_, r)| !keep(r))
+            .map(|(s, _)| s.clone())
+            .collect();
+        for slot in &doomed {
+            self.remove_slot(slot);
+        }
+        doomed.len()
+    }
+}
+
 #[derive(Debug)]
 pub struct OwnershipTable {
-    entries: Mutex<HashMap<Slot, OwnedReplica>>,
+    inner: Mutex<Inner>,
     gauge: IntGauge,
 }
 
 impl OwnershipTable {
     pub fn new(gauge: IntGauge) -> Self {
         Self {
-            entries: Mutex::default(),
+            inner: Mutex::default(),
             gauge,
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Slot, OwnedReplica>> {
-        self.entries.lock().unwrap_or_else(|p| p.into_inner())
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn publish(&self, len: usize) {
-        self.gauge.set(len as i64);
+    fn publish(&self, inner: &Inner) {
+        self.gauge.set(inner.entries.len() as i64);
     }
 
-    /// Records a committed replica. A stale report (an older put than the one recorded for the
-    /// same object and segment) is ignored; returns whether the entry was taken.
-    pub fn record(&self, replica: OwnedReplica) -> bool {
-        let mut entries = self.lock();
-        let slot = (replica.id.clone(), replica.segment_id.clone());
-        let taken = match entries.get(&slot) {
-            Some(existing) if existing.put_id > replica.put_id => false,
-            _ => {
-                entries.insert(slot, replica);
-                true
-            }
-        };
-        self.publish(entries.len());
-        taken
+    /// Starts accepting replicas in `segment_id` (`size` bytes), which this process serves.
+    pub fn serve_segment(&self, segment_id: &str, size: u64) {
+        self.lock().segments.insert(Arc::from(segment_id), size);
+    }
+
+    /// Whether `segment_id` is one of ours.
+    pub fn serves(&self, segment_id: &str) -> bool {
+        self.lock().segments.contains_key(segment_id)
+    }
+
+    /// Records a committed replica (module docs for the fences).
+    pub fn record(&self, replica: OwnedReplica) -> NoticeOutcome {
+        let mut inner = self.lock();
+        let outcome = inner.record(replica);
+        self.publish(&inner);
+        outcome
+    }
+
+    /// Records the replicas another writer committed in our segments; one outcome per entry.
+    pub fn accept_notice(&self, entries: &[ReplayEntry]) -> Vec<NoticeOutcome> {
+        let mut inner = self.lock();
+        let outcomes = entries
+            .iter()
+            .map(|e| inner.record(OwnedReplica::from_entry(e)))
+            .collect();
+        self.publish(&inner);
+        outcomes
+    }
+
+    /// Drops `replica` if the table still holds exactly it (crescentd judged it stale during a
+    /// replay; a newer record made since stays).
+    pub fn forget_if_unchanged(&self, replica: &OwnedReplica) -> bool {
+        let mut inner = self.lock();
+        let slot: Slot = (replica.id.clone(), replica.segment_id.clone());
+        let same = inner.entries.get(&slot) == Some(replica);
+        if same {
+            inner.remove_slot(&slot);
+            self.publish(&inner);
+        }
+        same
     }
 
     /// Forgets every replica of `id` (the object was removed). Returns how many.
     pub fn forget(&self, id: &ObjectId) -> usize {
-        let mut entries = self.lock();
-        let before = entries.len();
-        entries.retain(|(object, _), _| object != id);
-        self.publish(entries.len());
-        before - entries.len()
+        let mut inner = self.lock();
+        let n = inner.retain(|r| r.id != *id);
+        self.publish(&inner);
+        n
     }
 
     /// Forgets the replicas of objects under `prefix` in a tenant/domain scope.
     pub fn forget_prefix(&self, tenant: &str, domain: Option<&str>, prefix: &str) -> usize {
-        let mut entries = self.lock();
-        let before = entries.len();
-        entries.retain(|(object, _), _| {
-            !(object.tenant() == tenant
-                && object.domain.as_deref() == domain
-                && object.key.starts_with(prefix))
+        let mut inner = self.lock();
+        let n = inner.retain(|r| {
+            !(r.id.tenant() == tenant
+                && r.id.domain.as_deref() == domain
+                && r.id.key.starts_with(prefix))
         });
-        self.publish(entries.len());
-        before - entries.len()
+        self.publish(&inner);
+        n
     }
 
-    /// Forgets everything in a segment (it is being unmounted). Returns how many.
+    /// Forgets everything in a segment and stops accepting replicas in it (it is being
+    /// unmounted, or crescentd dropped it). Returns how many.
     pub fn forget_segment(&self, segment_id: &str) -> usize {
-        let mut entries = self.lock();
-        let before = entries.len();
-        entries.retain(|(_, segment), _| &**segment != segment_id);
-        self.publish(entries.len());
-        before - entries.len()
+        let mut inner = self.lock();
+        let n = inner.retain(|r| &*r.segment_id != segment_id);
+        inner.segments.remove(segment_id);
+        inner.by_address.remove(segment_id);
+        self.publish(&inner);
+        n
     }
 
-    /// Every recorded replica, ordered by segment then offset (the replay order).
+    /// Every recorded replica, ordered by segment then offset (the replay order). The lock is
+    /// held only to copy: a replay sends outside it, so notices and puts are never held up.
     pub fn snapshot(&self) -> Vec<OwnedReplica> {
-        let mut all: Vec<OwnedReplica> = self.lock().values().cloned().collect();
+        let mut all: Vec<OwnedReplica> = self.lock().entries.values().cloned().collect();
         all.sort_by(|a, b| (&a.segment_id, a.offset).cmp(&(&b.segment_id, b.offset)));
         all
     }
@@ -107,12 +261,13 @@ impl OwnershipTable {
     /// The replica of `id` in `segment_id`, if recorded.
     pub fn lookup(&self, id: &ObjectId, segment_id: &str) -> Option<OwnedReplica> {
         self.lock()
+            .entries
             .get(&(id.clone(), Arc::from(segment_id)))
             .cloned()
     }
 
     pub fn len(&self) -> usize {
-        self.lock().len()
+        self.lock().entries.len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -121,73 +276,5 @@ impl OwnershipTable {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn table() -> OwnershipTable {
-        OwnershipTable::new(IntGauge::new("t_owned", "test").unwrap())
-    }
-
-    fn rep(tenant: Option<&str>, key: &str, put_id: u64, seg: &str, offset: u64) -> OwnedReplica {
-        OwnedReplica {
-            id: ObjectId::scoped(tenant, None, key),
-            put_id,
-            segment_id: Arc::from(seg),
-            offset,
-            length: 10,
-        }
-    }
-
-    #[test]
-    fn newer_puts_replace_and_stale_reports_are_ignored() {
-        let t = table();
-        assert!(t.record(rep(None, "a", 5, "s1", 0)));
-        assert!(!t.record(rep(None, "a", 4, "s1", 100)));
-        assert_eq!(t.lookup(&ObjectId::new("a"), "s1").unwrap().offset, 0);
-        assert!(t.record(rep(None, "a", 6, "s1", 200)));
-        assert_eq!(t.lookup(&ObjectId::new("a"), "s1").unwrap().put_id, 6);
-        assert_eq!(t.len(), 1);
-        assert_eq!(t.gauge.get(), 1);
-    }
-
-    #[test]
-    fn the_same_key_in_two_tenants_is_two_objects() {
-        let t = table();
-        t.record(rep(None, "a", 1, "s1", 0));
-        t.record(rep(Some("t2"), "a", 1, "s1", 10));
-        assert_eq!(t.len(), 2);
-        assert_eq!(t.forget(&ObjectId::scoped(Some("t2"), None, "a")), 1);
-        assert!(t.lookup(&ObjectId::new("a"), "s1").is_some());
-    }
-
-    #[test]
-    fn prefix_and_segment_cleanup() {
-        let t = table();
-        t.record(rep(None, "p/1", 1, "s1", 0));
-        t.record(rep(None, "p/2", 2, "s2", 0));
-        t.record(rep(None, "q/1", 3, "s1", 20));
-        t.record(rep(Some("other"), "p/3", 4, "s1", 40));
-        assert_eq!(t.forget_prefix("default", None, "p/"), 2);
-        assert_eq!(t.len(), 2);
-        assert_eq!(t.forget_segment("s1"), 2);
-        assert!(t.is_empty());
-        assert_eq!(t.gauge.get(), 0);
-    }
-
-    #[test]
-    fn snapshot_is_ordered_by_segment_and_offset() {
-        let t = table();
-        t.record(rep(None, "c", 1, "s2", 5));
-        t.record(rep(None, "b", 1, "s1", 50));
-        t.record(rep(None, "a", 1, "s1", 7));
-        let order: Vec<_> = t
-            .snapshot()
-            .into_iter()
-            .map(|r| (r.segment_id.to_string(), r.offset))
-            .collect();
-        assert_eq!(
-            order,
-            vec![("s1".into(), 7), ("s1".into(), 50), ("s2".into(), 5)]
-        );
-    }
-}
+#[path = "ownership_tests.rs"]
+mod tests;

@@ -132,6 +132,63 @@ impl FreeRangeAllocator {
         Some(start)
     }
 
+    /// Reserves exactly the slot of a `size`-byte value at `offset` (a replayed replica:
+    /// the owner reports where the bytes already are). Refuses, changing nothing, unless the
+    /// offset has the alignment an allocation of this size gets and the whole slot is free.
+    pub fn reserve(&mut self, offset: u64, size: u64) -> Result<(), StoreError> {
+        let len = slot_len(size);
+        let align = alignment_for(size);
+        if !offset.is_multiple_of(align) {
+            return Err(StoreError::invalid(
+                "offset",
+                format!("{offset} is not {align}-byte aligned, as a {size}-byte value's slot is"),
+            ));
+        }
+        let end = offset
+            .checked_add(len)
+            .filter(|&e| e <= self.capacity)
+            .ok_or_else(|| {
+                StoreError::invalid(
+                    "offset",
+                    format!(
+                        "[{offset}, +{len}) is beyond the capacity {}",
+                        self.capacity
+                    ),
+                )
+            })?;
+        let (o, l) = self
+            .by_offset
+            .range(..=offset)
+            .next_back()
+            .map(|(&o, &l)| (o, l))
+            .filter(|&(o, l)| o + l >= end)
+            .ok_or_else(|| StoreError::Conflict {
+                reason: format!("[{offset}, +{len}) is not entirely free"),
+            })?;
+        self.take(o, l);
+        if offset > o {
+            self.insert(o, offset - o);
+        }
+        if o + l > end {
+            self.insert(end, o + l - end);
+        }
+        Ok(())
+    }
+
+    /// Free bytes inside `[offset, offset + len)`.
+    pub fn free_within(&self, offset: u64, len: u64) -> u64 {
+        let end = offset.saturating_add(len);
+        let first = self
+            .by_offset
+            .range(..=offset)
+            .next_back()
+            .map_or(offset, |(&o, _)| o);
+        self.by_offset
+            .range(first..end)
+            .map(|(&o, &l)| (o + l).min(end).saturating_sub(o.max(offset)))
+            .sum()
+    }
+
     /// Returns the slot of a `size`-byte value at `offset`, merging with free neighbours.
     /// Refuses (and changes nothing) if the range is not entirely allocated.
     pub fn free(&mut self, offset: u64, size: u64) -> Result<(), StoreError> {
@@ -210,5 +267,34 @@ mod tests {
         assert!(a.allocate(64).is_some());
         assert!(a.allocate(1).is_none());
         assert!(FreeRangeAllocator::new(0).allocate(1).is_none());
+    }
+
+    #[test]
+    fn reserve_takes_exactly_the_slot_and_allocation_avoids_it() {
+        let mut a = FreeRangeAllocator::new(1 << 16);
+        a.reserve(128, 100).unwrap();
+        assert_eq!(a.used_bytes(), 128);
+        assert_eq!(a.free_within(0, 1 << 16), (1 << 16) - 128);
+        assert_eq!(a.free_within(128, 128), 0);
+        assert_eq!(a.free_within(64, 128), 64);
+        // Taken, partly taken, misaligned, beyond capacity: refused, nothing changes.
+        assert_eq!(a.reserve(128, 100).unwrap_err().code(), "CONFLICT");
+        assert_eq!(a.reserve(192, 100).unwrap_err().code(), "CONFLICT");
+        assert_eq!(a.reserve(65, 1).unwrap_err().code(), "INVALID_ARGUMENT");
+        assert_eq!(
+            a.reserve(1 << 16, 1).unwrap_err().code(),
+            "INVALID_ARGUMENT"
+        );
+        assert_eq!(a.used_bytes(), 128);
+        for _ in 0..((1 << 16) / 64 - 2) {
+            let off = a.allocate(64).unwrap();
+            assert!(
+                off + 64 <= 128 || off >= 256,
+                "{off} overlaps the reserved slot"
+            );
+        }
+        assert!(a.allocate(64).is_none());
+        a.free(128, 100).unwrap();
+        assert_eq!(a.allocate(128), Some(128));
     }
 }

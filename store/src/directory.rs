@@ -8,6 +8,8 @@
 
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+use crescent_wire::rebuild::{compose_put_id, put_id_incarnation, MAX_PUT_INCARNATION};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard};
 
 use rand::rngs::StdRng;
@@ -19,6 +21,7 @@ use crate::entry::{GroupId, Replica};
 use crate::error::StoreError;
 use crate::identity::{ScopeId, ScopeInterner};
 use crate::metrics::StoreMetrics;
+use crate::rebuild::ReplayLedger;
 use crate::segments::{SegmentTable, SegmentUsage};
 use crate::shard::Shard;
 use crate::time::{Clock, Ticks};
@@ -44,6 +47,13 @@ pub struct ObjectDirectory {
     pub(crate) scopes: ScopeInterner,
     pub(crate) segments: RwLock<SegmentTable>,
     next_put_id: AtomicU64,
+    /// The incarnation of this run: the high bits of every put id issued (see
+    /// [`ObjectDirectory::begin_incarnation`]).
+    incarnation: AtomicU32,
+    /// The leader term owner replays must name.
+    pub(crate) term: AtomicU64,
+    /// Replayed ranges (the address fence); its lock also serializes replays.
+    pub(crate) ledger: Mutex<ReplayLedger>,
     pub(crate) group_guard: RwLock<Option<GroupGuard>>,
     pub(crate) metrics: StoreMetrics,
     /// After an allocation-triggered eviction freed nothing, further ones wait until this
@@ -85,6 +95,9 @@ impl ObjectDirectory {
             shards,
             segments: RwLock::new(SegmentTable::default()),
             next_put_id: AtomicU64::new(1),
+            incarnation: AtomicU32::new(0),
+            term: AtomicU64::new(0),
+            ledger: Mutex::new(ReplayLedger::default()),
             group_guard: RwLock::new(None),
             metrics,
             evict_backoff_until: AtomicU32::new(0),
@@ -106,14 +119,61 @@ impl ObjectDirectory {
     }
 
     /// Makes every later put id larger than `floor` (owner replay after a failover brings back
-    /// objects with their original put ids).
+    /// objects with their original put ids). Put ids already carry the incarnation, so after
+    /// [`Self::begin_incarnation`] this is a no-op for every replayed id; it stays for callers
+    /// that restore ids of the current incarnation.
     pub fn ensure_put_id_above(&self, floor: u64) {
         self.next_put_id
             .fetch_max(floor.saturating_add(1), Ordering::SeqCst);
     }
 
-    pub(crate) fn next_put_id(&self) -> u64 {
-        self.next_put_id.fetch_add(1, Ordering::SeqCst)
+    /// Starts a run under `incarnation` and leader `term`: every put id issued from now on is
+    /// `incarnation << 40 | seq`, above every put id of an earlier incarnation (the version
+    /// fence of owner replay), and replays must name `term`. The incarnation must be strictly
+    /// greater than the current one (the server takes it from its journal: a fresh one on
+    /// every restart and promotion) and at most [`MAX_PUT_INCARNATION`].
+    pub fn begin_incarnation(&self, incarnation: u32, term: u64) -> Result<(), StoreError> {
+        let current = self.incarnation.load(Ordering::SeqCst);
+        if incarnation <= current || incarnation > MAX_PUT_INCARNATION {
+            return Err(StoreError::invalid(
+                "incarnation",
+                format!(
+                    "{incarnation}: must be in {}..={MAX_PUT_INCARNATION} (the current one is {current})",
+                    current + 1
+                ),
+            ));
+        }
+        let first = compose_put_id(incarnation, 1).expect("checked range");
+        self.incarnation.store(incarnation, Ordering::SeqCst);
+        self.next_put_id.fetch_max(first, Ordering::SeqCst);
+        self.term.store(term, Ordering::SeqCst);
+        tracing::info!(incarnation, term, "directory incarnation started");
+        Ok(())
+    }
+
+    /// The incarnation put ids are issued under.
+    pub fn incarnation(&self) -> u32 {
+        self.incarnation.load(Ordering::SeqCst)
+    }
+
+    /// The leader term replays must name.
+    pub fn term(&self) -> u64 {
+        self.term.load(Ordering::SeqCst)
+    }
+
+    /// The next put id. Refuses (UNAVAILABLE) rather than let a put id spill into the next
+    /// incarnation's range, which would break the replay fence: 2^40 puts per incarnation.
+    pub(crate) fn next_put_id(&self) -> Result<u64, StoreError> {
+        let id = self.next_put_id.fetch_add(1, Ordering::SeqCst);
+        if put_id_incarnation(id) != self.incarnation() {
+            self.next_put_id.fetch_sub(1, Ordering::SeqCst);
+            return Err(StoreError::Unavailable {
+                reason: "the put ids of this incarnation are exhausted; restart or fail over \
+                         to start a new incarnation"
+                    .into(),
+            });
+        }
+        Ok(id)
     }
 
     pub(crate) fn now(&self, now_ms: i64) -> Ticks {

@@ -36,6 +36,10 @@ impl Replicas {
         }
     }
 
+    pub fn one(r: Replica) -> Self {
+        Replicas::One(r)
+    }
+
     pub fn none() -> Self {
         Replicas::Many(Box::new([]))
     }
@@ -125,6 +129,24 @@ impl Entry {
             last_access: now,
             data_type: DataType::default(),
             flags: 0,
+        }
+    }
+
+    /// A complete entry with one replica (a replayed version; the caller sets the rest).
+    pub fn complete(size: u64, put_id: u64, replica: Replica, now: Ticks) -> Self {
+        Self {
+            size,
+            put_id,
+            replicas: Replicas::One(replica),
+            pending: None,
+            checksum: 0,
+            group: None,
+            lease_until: 0,
+            lease_chain_start: 0,
+            soft_pin_until: 0,
+            last_access: now,
+            data_type: DataType::default(),
+            flags: COMPLETE,
         }
     }
 

@@ -49,6 +49,18 @@ pub enum StoreError {
     #[error("limit reached: {reason}")]
     LimitReached { reason: String },
 
+    /// A rebuild request for another leader term than the one being rebuilt.
+    #[error("stale term: {reason}")]
+    StaleTerm { reason: String },
+
+    /// Object operations wait for the owners' metadata replay (the rebuild gate).
+    #[error("REBUILDING: object metadata is being rebuilt for term {term} ({completed}/{expected} owners completed)")]
+    Rebuilding {
+        term: u64,
+        completed: u64,
+        expected: u64,
+    },
+
     /// An internal invariant broke (for example a free of space that was not allocated).
     #[error("internal: {reason}")]
     Internal { reason: String },
@@ -94,6 +106,8 @@ impl StoreError {
                 ErrorCode::QuotaExceeded
             }
             StoreError::Unavailable { .. } => ErrorCode::Unavailable,
+            StoreError::StaleTerm { .. } => ErrorCode::StaleGeneration,
+            StoreError::Rebuilding { .. } => ErrorCode::Unavailable,
             StoreError::Internal { .. } => ErrorCode::Internal,
         }
     }
@@ -114,6 +128,8 @@ impl StoreError {
             StoreError::NoSpace { .. } => "no_space",
             StoreError::Unavailable { .. } => "unavailable",
             StoreError::LimitReached { .. } => "limit_reached",
+            StoreError::StaleTerm { .. } => "stale_term",
+            StoreError::Rebuilding { .. } => "rebuilding",
             StoreError::Internal { .. } => "internal",
         }
     }
@@ -123,12 +139,14 @@ impl StoreError {
             StoreError::InvalidArgument { .. }
             | StoreError::NotFound { .. }
             | StoreError::Conflict { .. }
-            | StoreError::LimitReached { .. } => ErrorClass::User,
+            | StoreError::LimitReached { .. }
+            | StoreError::StaleTerm { .. } => ErrorClass::User,
             // Space frees up through eviction, removals and owners joining.
             StoreError::NotReady { .. }
             | StoreError::Busy { .. }
             | StoreError::NoSpace { .. }
-            | StoreError::Unavailable { .. } => ErrorClass::Retryable,
+            | StoreError::Unavailable { .. }
+            | StoreError::Rebuilding { .. } => ErrorClass::Retryable,
             StoreError::Internal { .. } => ErrorClass::Fatal,
         }
     }

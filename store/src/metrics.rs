@@ -3,6 +3,8 @@
 
 use prometheus::{IntCounterVec, IntGauge, Opts, Registry};
 
+use crescent_wire::rebuild::{GateStatus, ReplayOutcome};
+
 use crate::error::StoreError;
 
 /// Operations whose success counters are resolved once (the label lookup costs more than
@@ -28,6 +30,12 @@ pub struct StoreMetrics {
     leases: IntCounterVec,
     puts: IntCounterVec,
     dropped: IntCounterVec,
+    rebuild_entries: IntCounterVec,
+    rebuild_entry_counters: Vec<prometheus::IntCounter>,
+    pub(crate) rebuild_address_evictions: prometheus::IntCounter,
+    gate_state: IntGauge,
+    gate_owners_expected: IntGauge,
+    gate_owners_completed: IntGauge,
 }
 
 impl StoreMetrics {
@@ -46,6 +54,11 @@ impl StoreMetrics {
         registry.register(Box::new(m.leases.clone()))?;
         registry.register(Box::new(m.puts.clone()))?;
         registry.register(Box::new(m.dropped.clone()))?;
+        registry.register(Box::new(m.rebuild_entries.clone()))?;
+        registry.register(Box::new(m.rebuild_address_evictions.clone()))?;
+        registry.register(Box::new(m.gate_state.clone()))?;
+        registry.register(Box::new(m.gate_owners_expected.clone()))?;
+        registry.register(Box::new(m.gate_owners_completed.clone()))?;
         Ok(m)
     }
 
@@ -70,7 +83,34 @@ impl StoreMetrics {
             "Puts by outcome (started, already_exists, completed, revoked, preempted, released).",
             &["outcome"],
         );
+        let rebuild_entries = counter(
+            "crescent_rebuild_entries_total",
+            "Owner replay entries by outcome (replayed, duplicate, stale, rejected).",
+            &["outcome"],
+        );
         Self {
+            rebuild_entry_counters: ReplayOutcome::ALL
+                .iter()
+                .map(|o| rebuild_entries.with_label_values(&[o.label()]))
+                .collect(),
+            rebuild_entries,
+            rebuild_address_evictions: prometheus::IntCounter::new(
+                "crescent_rebuild_address_evictions_total",
+                "Replayed replicas dropped because a newer replayed put reused their address.",
+            )
+            .expect("valid metric"),
+            gate_state: gauge(
+                "crescent_rebuild_gate_state",
+                "Rebuild gate: 0 SERVING, 1 REBUILDING, 2 DEGRADED.",
+            ),
+            gate_owners_expected: gauge(
+                "crescent_rebuild_owners_expected",
+                "Owners the current rebuild waits for.",
+            ),
+            gate_owners_completed: gauge(
+                "crescent_rebuild_owners_completed",
+                "Expected owners that completed their replay.",
+            ),
             ops_ok: HOT_OPS
                 .iter()
                 .map(|op| ops.with_label_values(&[op, "ok"]))
@@ -183,6 +223,27 @@ impl StoreMetrics {
         }
     }
 
+    pub(crate) fn rebuild_entry(&self, outcome: ReplayOutcome) {
+        let i = ReplayOutcome::ALL
+            .iter()
+            .position(|o| *o == outcome)
+            .expect("every outcome is listed");
+        self.rebuild_entry_counters[i].inc();
+    }
+
+    /// Publishes the gate's state and progress (call after every gate change).
+    pub fn observe_gate(&self, status: &GateStatus) {
+        self.gate_state.set(status.state.gauge_value());
+        self.gate_owners_expected.set(status.owners_expected as i64);
+        self.gate_owners_completed
+            .set(status.owners_completed as i64);
+    }
+
+    /// The gate state gauge's value.
+    pub fn gate_state_value(&self) -> i64 {
+        self.gate_state.get()
+    }
+
     /// Current value of a labelled counter, for tests and `/stats`.
     pub fn count(&self, family: &str, labels: &[&str]) -> u64 {
         let v = match family {
@@ -193,6 +254,7 @@ impl StoreMetrics {
             "leases" => &self.leases,
             "puts" => &self.puts,
             "dropped" => &self.dropped,
+            "rebuild_entries" => &self.rebuild_entries,
             _ => return 0,
         };
         v.get_metric_with_label_values(labels)

@@ -154,11 +154,11 @@ impl ObjectDirectory {
                 reason: "no segment is mounted".into(),
             });
         }
+        let put_id = self.next_put_id()?;
         let placed = self.allocate(&table, shard, req);
         if placed.is_empty() {
             return Ok(Attempt::NoSpace);
         }
-        let put_id = self.next_put_id();
         let replicas = placed
             .iter()
             .map(|r| {

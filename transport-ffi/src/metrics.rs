@@ -158,6 +158,13 @@ impl TransportMetrics {
         }
     }
 
+    /// A NOTIFY answered by this listener (`served_ops` with op `notify`).
+    pub(crate) fn record_notify(&self, outcome: &'static str) {
+        self.served_ops
+            .with_label_values(&["notify", outcome])
+            .inc();
+    }
+
     pub(crate) fn record_protocol_violation(&self, reason: &'static str) {
         self.protocol_violations.with_label_values(&[reason]).inc();
     }

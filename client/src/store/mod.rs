@@ -17,10 +17,9 @@ use tracing::Instrument;
 
 use crate::buffer::RegisteredBuffer;
 use crate::client::CrescentClient;
-use crate::dataplane::{read_order, remote_for, LocalSegment};
+use crate::dataplane::{read_order, remote_for, Committed, LocalSegment};
 use crate::error::ClientError;
 use crate::options::PutOptions;
-use crate::ownership::OwnedReplica;
 
 /// What a put did.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -62,28 +61,6 @@ pub(crate) fn write_descriptors(
         });
     }
     Ok(())
-}
-
-/// Records the replicas of a committed put that landed in our own segment.
-pub(crate) fn record_owned(
-    local: Option<&LocalSegment>,
-    id: &ObjectId,
-    put_id: u64,
-    replicas: &[ReplicaDesc],
-) {
-    let Some(local) = local else { return };
-    for r in replicas
-        .iter()
-        .filter(|r| *r.segment_id == *local.remote.segment_id)
-    {
-        local.table.record(OwnedReplica {
-            id: id.clone(),
-            put_id,
-            segment_id: local.remote.segment_id.clone(),
-            offset: r.offset,
-            length: r.length,
-        });
-    }
 }
 
 /// Reads a replica into `[dst_offset, dst_offset+size)` of `dst`.
@@ -225,7 +202,15 @@ impl CrescentClient {
             return Err(e);
         }
         let _: Ack = self.call(RpcOp::PutEnd, &end).await?;
-        record_owned(local.as_ref(), &end.id, end.put_id, &started.replicas);
+        self.data.committed(
+            Committed {
+                id: &end.id,
+                put_id: end.put_id,
+                checksum,
+                data_type: req.data_type,
+            },
+            &started.replicas,
+        );
         Ok(PutOutcome {
             put_id: end.put_id,
             already_existed: false,

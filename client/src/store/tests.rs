@@ -78,11 +78,39 @@ async fn replica_writes_and_reads_move_the_exact_bytes() {
         assert_eq!(dst.crc32c(5, 70_000).await.unwrap(), crc32c::crc32c(&value));
     }
 
+    // The commit records the replica in our own segment (s2) and notifies s1's owner, whose
+    // listener answers NOTIFY with its own ownership table.
+    let owner_table = Arc::new(OwnershipTable::new(IntGauge::new("o", "o").unwrap()));
+    owner_table.serve_segment("s1", 1 << 20);
+    served.set_notify_handler(Some(crate::owner::notice_handler("o", owner_table.clone())));
+    local.table.serve_segment("s2", 1 << 20);
+    let data = crate::dataplane::DataPlane::new(crate::ClientMetrics::unregistered());
+    data.attach(local.clone());
     let id = ObjectId::new("k");
-    record_owned(Some(&local), &id, 3, &replicas);
+    let committed = crate::dataplane::Committed {
+        id: &id,
+        put_id: 3,
+        checksum: Some(9),
+        data_type: Default::default(),
+    };
+    data.committed(committed, &replicas);
     let owned = local.table.snapshot();
     assert_eq!(owned.len(), 1, "only the replica in our own segment");
     assert_eq!((owned[0].offset, owned[0].put_id), (0, 3));
+    assert_eq!(owned[0].checksum, Some(9));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while owner_table.is_empty() && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    let noticed = owner_table
+        .lookup(&id, "s1")
+        .expect("the owner of s1 was notified");
+    assert_eq!(
+        (noticed.offset, noticed.put_id, noticed.length),
+        (4096, 3, 70_000)
+    );
+    assert_eq!(data.metrics.rebuild().count("notices", "recorded"), 1);
+    assert_eq!(data.notifier.pending(), 0);
 
     // A replica sized differently from the value is a protocol error, not a short write.
     let mut none = Vec::new();

@@ -12,7 +12,8 @@ use tracing::{info_span, Instrument};
 
 use super::connection::WireTransfer;
 use super::pool::{EndpointPool, SegmentInfo};
-use super::server::{local_listener, SegmentTable, ServerLimits, TcpTransferServer};
+use super::protocol::{Status, MAX_NOTIFY_LEN};
+use super::server::{local_listener, NotifyHandler, SegmentTable, ServerLimits, TcpTransferServer};
 use super::TcpConfig;
 use crate::error::{Result, TransportError};
 use crate::memory::SegmentMemory;
@@ -83,6 +84,59 @@ impl TcpTransport {
     /// The address the listener is bound to, if any.
     pub fn listen_addr(&self) -> Option<std::net::SocketAddr> {
         self.server.as_ref().map(|s| s.local_addr())
+    }
+
+    /// Installs (or removes) the answer of this listener to NOTIFY messages.
+    pub fn set_notify_handler(&self, handler: Option<NotifyHandler>) {
+        self.served.set_notify_handler(handler);
+    }
+
+    /// Sends a NOTIFY to the listener at `endpoint` and returns its answer. A listener without
+    /// a handler answers NOT_FOUND (`SegmentNotFound` with segment `notify`), one whose
+    /// handler refuses INVALID (`InvalidArgument`). Bounded by the connect and batch timeouts;
+    /// a listener of this process is called directly.
+    pub async fn notify(&self, endpoint: &str, payload: &[u8]) -> Result<Vec<u8>> {
+        if payload.len() as u64 > MAX_NOTIFY_LEN {
+            return Err(TransportError::InvalidArgument(format!(
+                "a notification holds at most {MAX_NOTIFY_LEN} bytes, not {}",
+                payload.len()
+            )));
+        }
+        let refused = |status: Status| match status {
+            Status::NotFound => TransportError::SegmentNotFound {
+                endpoint: endpoint.to_owned(),
+                segment: "notify".to_owned(),
+            },
+            _ => TransportError::InvalidArgument(format!("{endpoint} refused the notification")),
+        };
+        if let Some(table) = local_listener(endpoint).filter(|_| self.config.same_process_fast_path)
+        {
+            return table.notify(payload).map_err(refused);
+        }
+        let endpoint_arc: Arc<str> = Arc::from(endpoint);
+        let pool = self.pool(&endpoint_arc);
+        let deadline = Instant::now() + Duration::from_millis(self.config.batch_timeout_ms);
+        let connect_timeout = Duration::from_millis(self.config.connect_timeout_ms);
+        let mut fresh = false;
+        loop {
+            let mut pooled = pool.checkout(deadline, connect_timeout, fresh).await?;
+            let sent = tokio::time::timeout_at(deadline, pooled.conn.notify(endpoint, payload));
+            match sent.await {
+                Ok(Ok(answer)) => {
+                    pool.give_back(pooled);
+                    return answer.map_err(refused);
+                }
+                // A reused idle connection may have been closed by a restarted peer.
+                Ok(Err(_)) if pooled.reused && !fresh => fresh = true,
+                Ok(Err(e)) => return Err(e),
+                Err(_) => {
+                    return Err(TransportError::Timeout {
+                        what: format!("notification to {endpoint}"),
+                        after: Duration::from_millis(self.config.batch_timeout_ms),
+                    })
+                }
+            }
+        }
     }
 
     fn pool(&self, endpoint: &Arc<str>) -> Arc<EndpointPool> {

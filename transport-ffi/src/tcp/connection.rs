@@ -15,7 +15,7 @@ use tokio::net::TcpStream;
 
 use super::protocol::{
     decode_hello_ack, encode_hello, Op, RequestHeader, ResponseHeader, Status, HELLO_ACK_LEN,
-    RESPONSE_HEADER_LEN,
+    MAX_NOTIFY_LEN, RESPONSE_HEADER_LEN,
 };
 use crate::error::{Result, TransportError};
 use crate::memory::SegmentMemory;
@@ -139,6 +139,44 @@ impl Connection {
             });
         }
         Ok(answers)
+    }
+
+    /// Sends one NOTIFY and waits for its answer: `Ok(answer)` or the refusal status. The
+    /// error is connection-level: the connection must then be dropped.
+    pub(crate) async fn notify(
+        &mut self,
+        endpoint: &str,
+        payload: &[u8],
+    ) -> Result<std::result::Result<Vec<u8>, Status>> {
+        let id = self.take_ids(1);
+        let broken = |e: std::io::Error| TransportError::unavailable(endpoint, e.to_string());
+        let header = RequestHeader {
+            op: Op::Notify,
+            handle: 0,
+            request_id: id,
+            offset: 0,
+            length: payload.len() as u64,
+        };
+        self.writer
+            .write_all(&header.encode())
+            .await
+            .map_err(broken)?;
+        self.writer.write_all(payload).await.map_err(broken)?;
+        self.writer.flush().await.map_err(broken)?;
+        let mut raw = [0u8; RESPONSE_HEADER_LEN];
+        self.reader.read_exact(&mut raw).await.map_err(broken)?;
+        let r = ResponseHeader::decode(&raw);
+        if r.request_id != id || r.payload_len > MAX_NOTIFY_LEN {
+            return Err(protocol(endpoint, "malformed NOTIFY answer"));
+        }
+        let status =
+            Status::from_u16(r.status).ok_or_else(|| protocol(endpoint, "unknown status code"))?;
+        let mut answer = vec![0u8; r.payload_len as usize];
+        self.reader.read_exact(&mut answer).await.map_err(broken)?;
+        Ok(match status {
+            Status::Ok => Ok(answer),
+            other => Err(other),
+        })
     }
 
     /// Runs `transfers` pipelined. Fills `statuses[i]` as answers arrive, so that on an error

@@ -7,6 +7,7 @@ pub mod protocol;
 mod server;
 
 pub use client::TcpTransport;
+pub use server::NotifyHandler;
 
 use serde::{Deserialize, Serialize};
 

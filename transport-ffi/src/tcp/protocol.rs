@@ -17,30 +17,36 @@
 //!   8  8  epoch   u64: random per listener start; segment handles are valid within one epoch
 //!
 //! REQUEST    client -> server, 32-byte header + payload
-//!   0  1  op      u8: 1 = OPEN, 2 = WRITE, 3 = READ
+//!   0  1  op      u8: 1 = OPEN, 2 = WRITE, 3 = READ, 4 = NOTIFY
 //!   1  1  flags   u8 = 0
 //!   2  2  reserved u16 = 0
 //!   4  4  handle  u32: segment handle from OPEN (0 for OPEN itself)
 //!   8  8  request id u64 (client-chosen, echoed in the response)
 //!  16  8  offset  u64: byte offset in the segment (0 for OPEN)
 //!  24  8  length  u64: bytes to transfer (OPEN: length of the segment id)
-//!  32  -  payload: WRITE: `length` data bytes; OPEN: the UTF-8 segment id; READ: none
+//!  32  -  payload: WRITE: `length` data bytes; OPEN: the UTF-8 segment id; READ: none;
+//!                  NOTIFY: `length` bytes for the listener's notification handler
 //!
 //! RESPONSE   server -> client, 24-byte header + payload
 //!   0  8  request id u64
-//!   8  2  status  u16: 0 OK, 1 NOT_FOUND (segment id or handle), 2 OUT_OF_RANGE,
-//!                      3 INVALID (e.g. bad segment id)
+//!   8  2  status  u16: 0 OK, 1 NOT_FOUND (segment id or handle; NOTIFY: no handler),
+//!                      2 OUT_OF_RANGE, 3 INVALID (e.g. bad segment id; NOTIFY: refused)
 //!  10  2  reserved u16 = 0
 //!  12  4  handle  u32: OPEN ok: the segment's handle; else 0
 //!  16  8  payload length u64
 //!  24  -  payload: READ ok: the data (exactly the requested length); OPEN ok: u64 segment size;
-//!                  errors: none
+//!                  NOTIFY ok: the handler's answer (at most MAX_NOTIFY_LEN); errors: none
 //! ```
 //!
 //! Segment ids are strings of up to 256 bytes; to keep the hot path fixed-size, a client OPENs
 //! each segment once per listener epoch and then uses the u32 handle. Handles are never reused
 //! within an epoch, so a withdrawn segment's handle stays NOT_FOUND even if the id is mounted
 //! again (the client then re-opens it).
+//!
+//! NOTIFY carries small control messages between processes that already talk over this
+//! connection (a writer telling a storage owner which replicas it committed in the owner's
+//! segments, docs/rebuild.md). Its payload is opaque here and at most [`MAX_NOTIFY_LEN`] bytes;
+//! `handle` and `offset` are 0.
 //!
 //! A frame that breaks the protocol (bad magic or version, a length above the server's limit,
 //! an unknown op, a non-zero reserved field) makes the server close that connection only. A
@@ -67,7 +73,11 @@ pub enum Op {
     Open = 1,
     Write = 2,
     Read = 3,
+    Notify = 4,
 }
+
+/// Longest NOTIFY payload, each way.
+pub const MAX_NOTIFY_LEN: u64 = 4 << 20;
 
 impl Op {
     pub fn from_u8(v: u8) -> Option<Op> {
@@ -75,6 +85,7 @@ impl Op {
             1 => Some(Op::Open),
             2 => Some(Op::Write),
             3 => Some(Op::Read),
+            4 => Some(Op::Notify),
             _ => None,
         }
     }
@@ -203,6 +214,7 @@ impl RequestHeader {
         let limit = match op {
             Op::Open => crate::transport::MAX_SEGMENT_ID_LEN as u64,
             Op::Read | Op::Write => max_length,
+            Op::Notify => MAX_NOTIFY_LEN,
         };
         if header.length > limit {
             return Err(FrameError::LengthTooLarge);

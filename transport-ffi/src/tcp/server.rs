@@ -19,7 +19,7 @@ use tracing::{debug, info_span, warn, Instrument};
 
 use super::protocol::{
     decode_hello, encode_hello_ack, HelloError, Op, RequestHeader, ResponseHeader, Status,
-    HELLO_ACCEPTED, HELLO_LEN, HELLO_VERSION_UNSUPPORTED, REQUEST_HEADER_LEN,
+    HELLO_ACCEPTED, HELLO_LEN, HELLO_VERSION_UNSUPPORTED, MAX_NOTIFY_LEN, REQUEST_HEADER_LEN,
 };
 use crate::error::{Result, TransportError};
 use crate::memory::SegmentMemory;
@@ -39,11 +39,16 @@ struct TableInner {
     by_handle: HashMap<u32, ServedSegment>,
 }
 
+/// Answers a NOTIFY payload (`Err`: refused, answered with status INVALID). It runs on the
+/// connection's task, so it must be quick and must not block.
+pub type NotifyHandler = Arc<dyn Fn(&[u8]) -> std::result::Result<Vec<u8>, String> + Send + Sync>;
+
 /// The segments one process serves, by id and by wire handle.
 pub(crate) struct SegmentTable {
     epoch: u64,
     next_handle: AtomicU32,
     inner: RwLock<TableInner>,
+    notify: RwLock<Option<NotifyHandler>>,
 }
 
 impl SegmentTable {
@@ -52,6 +57,32 @@ impl SegmentTable {
             epoch: rand::random(),
             next_handle: AtomicU32::new(1),
             inner: RwLock::default(),
+            notify: RwLock::new(None),
+        }
+    }
+
+    pub(crate) fn set_notify_handler(&self, handler: Option<NotifyHandler>) {
+        *self.notify.write().unwrap_or_else(|p| p.into_inner()) = handler;
+    }
+
+    /// Runs the notification handler: `Ok(answer)`, or the status to answer with.
+    pub(crate) fn notify(&self, payload: &[u8]) -> std::result::Result<Vec<u8>, Status> {
+        let handler = self
+            .notify
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+            .ok_or(Status::NotFound)?;
+        match handler(payload) {
+            Ok(answer) if answer.len() as u64 <= MAX_NOTIFY_LEN => Ok(answer),
+            Ok(answer) => {
+                warn!(len = answer.len(), "notification answer too long; refused");
+                Err(Status::Invalid)
+            }
+            Err(reason) => {
+                debug!(%reason, "notification refused");
+                Err(Status::Invalid)
+            }
         }
     }
 
@@ -393,6 +424,25 @@ async fn run_connection(
                 respond.status = status as u16;
                 let head = respond.encode();
                 if let Err(end) = timed(limits.io_timeout, writer.write_all(&head)).await {
+                    return end;
+                }
+            }
+            Op::Notify => {
+                let mut payload = vec![0u8; header.length as usize];
+                if let Err(end) = timed(limits.io_timeout, reader.read_exact(&mut payload)).await {
+                    return end;
+                }
+                let answer = table.notify(&payload);
+                let status = answer.as_ref().err().copied().unwrap_or(Status::Ok);
+                metrics.record_notify(status.label());
+                respond.status = status as u16;
+                let body = answer.unwrap_or_default();
+                respond.payload_len = body.len() as u64;
+                let send = async {
+                    writer.write_all(&respond.encode()).await?;
+                    writer.write_all(&body).await
+                };
+                if let Err(end) = timed(limits.io_timeout, send).await {
                     return end;
                 }
             }

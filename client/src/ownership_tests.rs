@@ -1,0 +1,137 @@
+use super::*;
+
+fn table() -> OwnershipTable {
+    let t = OwnershipTable::new(IntGauge::new("t_owned", "test").unwrap());
+    t.serve_segment("s1", 1 << 20);
+    t.serve_segment("s2", 1 << 20);
+    t
+}
+
+fn rep(tenant: Option<&str>, key: &str, put_id: u64, seg: &str, offset: u64) -> OwnedReplica {
+    OwnedReplica {
+        id: ObjectId::scoped(tenant, None, key),
+        put_id,
+        segment_id: Arc::from(seg),
+        offset,
+        length: 10,
+        checksum: None,
+        data_type: DataType::default(),
+    }
+}
+
+use NoticeOutcome::{Recorded, Rejected, Stale};
+
+#[test]
+fn newer_puts_replace_and_stale_reports_are_ignored() {
+    let t = table();
+    assert_eq!(t.record(rep(None, "a", 5, "s1", 0)), Recorded);
+    assert_eq!(t.record(rep(None, "a", 4, "s1", 100)), Stale);
+    assert_eq!(t.lookup(&ObjectId::new("a"), "s1").unwrap().offset, 0);
+    assert_eq!(t.record(rep(None, "a", 6, "s1", 200)), Recorded);
+    assert_eq!(t.lookup(&ObjectId::new("a"), "s1").unwrap().put_id, 6);
+    assert_eq!(
+        t.record(rep(None, "a", 6, "s1", 200)),
+        Recorded,
+        "idempotent"
+    );
+    assert_eq!(t.len(), 1);
+    assert_eq!(t.gauge.get(), 1);
+}
+
+#[test]
+fn a_newer_put_at_a_reused_address_drops_the_older_replica() {
+    let t = table();
+    assert_eq!(t.record(rep(None, "k", 5, "s1", 0)), Recorded);
+    // j's write overlapped k's bytes: k's replica is gone.
+    assert_eq!(t.record(rep(None, "j", 6, "s1", 5)), Recorded);
+    assert!(t.lookup(&ObjectId::new("k"), "s1").is_none());
+    // A late or retried notice of k can never come back over j.
+    assert_eq!(t.record(rep(None, "k", 5, "s1", 0)), Stale);
+    assert_eq!(t.record(rep(None, "x", 4, "s1", 14)), Stale);
+    // Adjacent, not overlapping: both live.
+    assert_eq!(t.record(rep(None, "y", 3, "s1", 15)), Recorded);
+    assert_eq!(t.len(), 2);
+}
+
+#[test]
+fn replicas_outside_served_segments_are_rejected() {
+    let t = table();
+    assert_eq!(t.record(rep(None, "a", 1, "elsewhere", 0)), Rejected);
+    assert_eq!(t.record(rep(None, "a", 1, "s1", (1 << 20) - 5)), Rejected);
+    assert_eq!(t.record(rep(None, "a", 0, "s1", 0)), Rejected);
+    let outcomes = t.accept_notice(&[
+        rep(None, "a", 1, "s1", 0).to_entry(),
+        rep(None, "b", 1, "zz", 0).to_entry(),
+        rep(None, "c", 2, "s2", 0).to_entry(),
+    ]);
+    assert_eq!(outcomes, vec![Recorded, Rejected, Recorded]);
+    // After an unmount, late notices for that segment are refused.
+    assert_eq!(t.forget_segment("s1"), 1);
+    assert!(!t.serves("s1"));
+    assert_eq!(
+        t.accept_notice(&[rep(None, "a", 3, "s1", 0).to_entry()]),
+        vec![Rejected]
+    );
+    assert_eq!(t.len(), 1);
+}
+
+#[test]
+fn the_same_key_in_two_tenants_is_two_objects() {
+    let t = table();
+    t.record(rep(None, "a", 1, "s1", 0));
+    t.record(rep(Some("t2"), "a", 2, "s1", 10));
+    assert_eq!(t.len(), 2);
+    assert_eq!(t.forget(&ObjectId::scoped(Some("t2"), None, "a")), 1);
+    assert!(t.lookup(&ObjectId::new("a"), "s1").is_some());
+}
+
+#[test]
+fn prefix_and_segment_cleanup() {
+    let t = table();
+    t.record(rep(None, "p/1", 1, "s1", 0));
+    t.record(rep(None, "p/2", 2, "s2", 0));
+    t.record(rep(None, "q/1", 3, "s1", 20));
+    t.record(rep(Some("other"), "p/3", 4, "s1", 40));
+    assert_eq!(t.forget_prefix("default", None, "p/"), 2);
+    assert_eq!(t.len(), 2);
+    assert_eq!(t.forget_segment("s1"), 2);
+    assert!(t.is_empty());
+    assert_eq!(t.gauge.get(), 0);
+    // Freed addresses are free again in the index.
+    t.serve_segment("s1", 1 << 20);
+    assert_eq!(t.record(rep(None, "n", 1, "s1", 0)), Recorded);
+}
+
+#[test]
+fn forget_if_unchanged_spares_newer_records() {
+    let t = table();
+    let old = rep(None, "a", 1, "s1", 0);
+    t.record(old.clone());
+    t.record(rep(None, "a", 2, "s1", 100));
+    assert!(!t.forget_if_unchanged(&old));
+    assert_eq!(t.len(), 1);
+    let newer = t.lookup(&ObjectId::new("a"), "s1").unwrap();
+    assert!(t.forget_if_unchanged(&newer));
+    assert!(t.is_empty());
+}
+
+#[test]
+fn snapshot_is_ordered_by_segment_and_offset() {
+    let t = table();
+    t.record(rep(None, "c", 1, "s2", 5));
+    t.record(rep(None, "b", 1, "s1", 50));
+    t.record(rep(None, "a", 1, "s1", 7));
+    let order: Vec<_> = t
+        .snapshot()
+        .into_iter()
+        .map(|r| (r.segment_id.to_string(), r.offset))
+        .collect();
+    assert_eq!(
+        order,
+        vec![("s1".into(), 7), ("s1".into(), 50), ("s2".into(), 5)]
+    );
+    assert_eq!(
+        OwnedReplica::from_entry(&t.snapshot()[0].to_entry()),
+        t.snapshot()[0]
+    );
+}

@@ -1,0 +1,17 @@
+//! The client's half of the metadata rebuild (docs/rebuild.md).
+//!
+//! - [`notify_queue`] and [`notifier`]: a writer that committed a replica in another owner's
+//!   segment tells that owner (NOTIFY over the TCP transport connection it already has to the
+//!   owner's transfer listener), so the owner's ownership table holds every committed replica
+//!   in its segments, not only its own process's. Bounded, coalesced, backed off, never in the
+//!   way of a write: a put does not wait for the owner's acknowledgement.
+//! - [`replayer`]: an owner that sees a new leader term replays its table to crescentd in
+//!   bounded batches, then signals completion.
+
+pub mod notifier;
+pub mod notify_queue;
+pub mod replayer;
+
+pub use notifier::{NoticeSender, Notifier, SendFailure};
+pub use notify_queue::{DropReason, NoticeBatch, NoticeTarget, NotifyConfig, NotifyQueue};
+pub use replayer::{replay_table, RebuildSink, ReplayConfig, ReplayReport};
