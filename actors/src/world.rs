@@ -139,6 +139,40 @@ impl World {
         self.table::<A>().into_iter().flat_map(|t| t.iter())
     }
 
+    /// (event kind, current version) of every event the registered aggregates write: what a
+    /// standby must be able to replay to follow this node (the replication handshake).
+    pub fn event_schemas(&self) -> Vec<(String, u16)> {
+        self.tables
+            .values()
+            .flat_map(|t| t.event_schema().iter())
+            .map(|(k, v)| (k.to_string(), *v))
+            .collect()
+    }
+
+    /// Whether a replayer with `capabilities` (event kind, newest version it decodes) can replay
+    /// everything in `written`; the error names the first event it cannot.
+    pub fn can_replay(
+        written: &[(String, u16)],
+        capabilities: &[(String, u16)],
+    ) -> Result<(), String> {
+        for (kind, version) in written {
+            match capabilities.iter().find(|(k, _)| k == kind) {
+                Some((_, theirs)) if theirs >= version => {}
+                Some((_, theirs)) => {
+                    return Err(format!(
+                        "event {kind} is written at v{version}, the standby replays up to v{theirs}: upgrade the standby first"
+                    ))
+                }
+                None => {
+                    return Err(format!(
+                        "event {kind} v{version} is unknown to the standby: upgrade the standby first"
+                    ))
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Instances per kind (for stats).
     pub fn counts(&self) -> BTreeMap<&'static str, usize> {
         self.tables.iter().map(|(k, t)| (*k, t.len())).collect()

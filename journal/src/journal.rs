@@ -107,6 +107,16 @@ pub struct Journal {
     handle: Arc<Handle>,
 }
 
+impl std::fmt::Debug for State {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("State")
+            .field("last_seq", &self.last_seq)
+            .field("floor_term", &self.floor_term)
+            .field("guarded", &self.guard.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
 impl std::fmt::Debug for Journal {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let st = self.handle.shared.lock();
@@ -193,7 +203,12 @@ pub(crate) struct State {
     gather_target: u64,
     closing: bool,
     fatal: Option<String>,
+    /// Consulted (with the submission's term) before every local append.
+    guard: Option<AppendGuard>,
 }
+
+/// Whether a local append under `term` may happen now (see [`Journal::set_append_guard`]).
+pub type AppendGuard = Arc<dyn Fn(u64) -> bool + Send + Sync>;
 
 impl Shared {
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -250,6 +265,7 @@ impl Journal {
                 gather_target: 0,
                 closing: false,
                 fatal: None,
+                guard: None,
             }),
             work: Condvar::new(),
             durable,
@@ -314,11 +330,11 @@ impl Journal {
         if st.closing {
             return Err(JournalError::Closed);
         }
-        if term < st.floor_term {
+        if term < st.floor_term || st.guard.as_ref().is_some_and(|g| !g(term)) {
             shared.metrics.fenced.inc();
             return Err(JournalError::Fenced {
                 term,
-                current: st.floor_term,
+                current: st.floor_term.max(term + 1),
             });
         }
         let st = &mut *st;
@@ -486,6 +502,14 @@ impl Journal {
     pub fn fence(&self, term: u64) {
         let mut st = self.shared().lock();
         st.floor_term = st.floor_term.max(term);
+    }
+
+    /// Installs a check that every local append ([`Journal::submit`], not replicated ones) must
+    /// pass, under the submission lock: an HA active passes "is `term` still my lease-backed
+    /// term right now", so nothing is appended once the lease deadline has passed, even by a
+    /// request that raced the step-down. A refused append fails with `Fenced`.
+    pub fn set_append_guard(&self, guard: Option<AppendGuard>) {
+        self.shared().lock().guard = guard;
     }
 
     /// (last assigned seq, its term, its chain digest).

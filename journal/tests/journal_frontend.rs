@@ -197,3 +197,28 @@ fn reads_stop_at_the_durable_watermark() {
     assert_eq!(j.read_range(5, 100).unwrap().count(), 6);
     assert_eq!(j.read_from(11).unwrap().count(), 0);
 }
+
+#[test]
+fn the_append_guard_fences_local_appends_but_not_replicated_ones() {
+    let store = MemoryStore::new();
+    let j = mem(&store, JournalOptions::default());
+    let allowed = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let a = allowed.clone();
+    j.set_append_guard(Some(Arc::new(move |term| {
+        term == 4 && a.load(std::sync::atomic::Ordering::Acquire)
+    })));
+    j.append_blocking(4, vec![rec(1)]).unwrap();
+    assert!(matches!(
+        j.submit(5, vec![rec(2)]),
+        Err(crescent_journal::JournalError::Fenced { .. })
+    ));
+    allowed.store(false, std::sync::atomic::Ordering::Release);
+    assert!(matches!(
+        j.submit(4, vec![rec(3)]),
+        Err(crescent_journal::JournalError::Fenced { .. })
+    ));
+    assert_eq!(j.last_seq(), 1, "refused appends change nothing");
+    j.set_append_guard(None);
+    j.append_blocking(4, vec![rec(4)]).unwrap();
+    assert_eq!(j.last_seq(), 2);
+}

@@ -46,6 +46,15 @@ pub struct Args {
     /// RPC fast-path listener: `auto`, `off` or IP:PORT (store.rpc_listen).
     #[arg(long, env = "CRESCENT_RPC_LISTEN")]
     pub rpc_listen: Option<String>,
+    /// etcd endpoints (comma-separated): run as one node of an HA pair (ha.etcd).
+    #[arg(long, env = "CRESCENT_ETCD", value_delimiter = ',')]
+    pub etcd: Option<Vec<String>>,
+    /// The HA pair's name (ha.cluster).
+    #[arg(long, env = "CRESCENT_CLUSTER")]
+    pub cluster: Option<String>,
+    /// HOST:PORT other nodes and clients reach this node's HTTP API at (ha.advertise).
+    #[arg(long, env = "CRESCENT_ADVERTISE")]
+    pub advertise: Option<String>,
     /// Print the merged configuration as TOML and exit.
     #[arg(long)]
     pub print_config: bool,
@@ -84,6 +93,15 @@ impl Args {
         }
         if let Some(v) = &self.rpc_listen {
             c.store.rpc_listen = v.clone();
+        }
+        if let Some(v) = &self.etcd {
+            c.ha.etcd = v.clone();
+        }
+        if let Some(v) = &self.cluster {
+            c.ha.cluster = v.clone();
+        }
+        if let Some(v) = &self.advertise {
+            c.ha.advertise = v.clone();
         }
         c.validate()?;
         Ok(c)

@@ -10,6 +10,7 @@ use std::time::Duration;
 use crescent_journal::RecoveryMode;
 use serde::{Deserialize, Serialize};
 
+pub use crate::config_ha::{HaSettings, ReplicationMode};
 pub use crate::config_store::StoreSettings;
 
 /// Which journal backend stores the OpLog.
@@ -43,6 +44,7 @@ pub struct Config {
     pub http: HttpConfig,
     pub log: LogConfig,
     pub store: StoreSettings,
+    pub ha: HaSettings,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -103,6 +105,7 @@ impl Default for Config {
             http: HttpConfig::default(),
             log: LogConfig::default(),
             store: StoreSettings::default(),
+            ha: HaSettings::default(),
         }
     }
 }
@@ -239,7 +242,8 @@ impl Config {
                 format!("{:?} is not a valid filter directive", self.log.level),
             ));
         }
-        self.store.validate()
+        self.store.validate()?;
+        self.ha.validate()
     }
 
     pub fn snapshot_interval(&self) -> Duration {

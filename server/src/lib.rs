@@ -6,10 +6,12 @@
 pub mod api;
 pub mod cli;
 pub mod config;
+mod config_ha;
 mod config_store;
 pub mod datadir;
 pub mod embedded;
 pub mod error;
+pub mod ha;
 pub mod housekeeping;
 pub mod liveness;
 pub mod metrics;

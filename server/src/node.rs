@@ -54,6 +54,8 @@ pub struct NodeState {
     pub housekeeping: Mutex<Option<tokio::task::JoinHandle<()>>>,
     /// The RPC fast path's listener, while it runs.
     pub rpc: Mutex<Option<RpcServer>>,
+    /// Set when this node is the active of an HA pair.
+    pub ha: std::sync::OnceLock<Arc<crate::ha::active::ActiveHa>>,
 }
 
 impl NodeState {
@@ -129,6 +131,26 @@ impl NodeState {
     }
 }
 
+/// A data dir with its journal open (startup's first half).
+pub struct OpenedJournal {
+    pub dir: DataDir,
+    pub journal: Journal,
+    pub backend_name: String,
+    pub metrics: ServerMetrics,
+}
+
+/// Under what authority a node writes.
+pub enum Leadership {
+    /// Alone: the journal's own highest term, commit = local durability.
+    Standalone,
+    /// The active of an HA pair: the term won in etcd (cleared on step-down) and the commit
+    /// watermark of the replication layer.
+    Active {
+        term: Arc<std::sync::atomic::AtomicU64>,
+        commit: crescent_journal::Watermark,
+    },
+}
+
 /// A crescentd node.
 pub struct Node;
 
@@ -155,10 +177,9 @@ impl Node {
         })
     }
 
-    /// Recovers state and builds everything the HTTP server needs, without listening.
-    pub fn start(config: &Config) -> Result<Arc<NodeState>, ServerError> {
-        let span = tracing::info_span!("node.start", data_dir = %config.data_dir.display());
-        let _g = span.enter();
+    /// Validates the data dir and opens (recovers) its journal: the part of startup that HA
+    /// and standalone share.
+    pub fn open_journal(config: &Config) -> Result<OpenedJournal, ServerError> {
         let dir = DataDir::open_or_init(&config.data_dir, config.journal.backend.as_str())?;
         let metrics = ServerMetrics::new();
         let (backend, backend_name) = Self::open_backend(config, &dir)?;
@@ -181,7 +202,37 @@ impl Node {
                 "journal tail was damaged and has been truncated (those records were never acknowledged)"
             );
         }
+        Ok(OpenedJournal {
+            dir,
+            journal,
+            backend_name,
+            metrics,
+        })
+    }
 
+    /// Recovers state and builds everything the HTTP server needs, without listening
+    /// (standalone).
+    pub fn start(config: &Config) -> Result<Arc<NodeState>, ServerError> {
+        let span = tracing::info_span!("node.start", data_dir = %config.data_dir.display());
+        let _g = span.enter();
+        let opened = Self::open_journal(config)?;
+        Self::start_on(config, opened, Leadership::Standalone)
+    }
+
+    /// Builds a node over an opened journal: restores every aggregate (newest valid snapshot
+    /// plus the journal tail), starts the actor runtime under `leadership`, the snapshotter and
+    /// the object directory.
+    pub fn start_on(
+        config: &Config,
+        opened: OpenedJournal,
+        leadership: Leadership,
+    ) -> Result<Arc<NodeState>, ServerError> {
+        let OpenedJournal {
+            dir,
+            journal,
+            backend_name,
+            metrics,
+        } = opened;
         let snapshots = SnapshotDir::new(dir.snapshot_dir());
         let restored = restore(&snapshots, &journal, World::standard())?;
         let world = restored.state;
@@ -192,15 +243,19 @@ impl Node {
             "state recovered"
         );
 
-        // Standalone writes under the highest term its journal has seen (at least 1); the HA
-        // layer replaces this with the term won in etcd.
-        let term = journal.term().max(1);
         let runtime_metrics = RuntimeMetrics::register(&metrics.registry)
             .map_err(|e| ServerError::Recovery(format!("runtime metrics: {e}")))?;
-        let runtime = Runtime::builder(journal.clone())
-            .term(term)
-            .metrics(runtime_metrics)
-            .build();
+        let builder = Runtime::builder(journal.clone()).metrics(runtime_metrics);
+        let runtime = match leadership {
+            // Standalone writes under the highest term its journal has seen (at least 1).
+            Leadership::Standalone => builder.term(journal.term().max(1)),
+            // An active writes under the term it won in etcd, and replies once its commit
+            // watermark (local durable, and the standby's ack in sync mode) has passed.
+            Leadership::Active { term, commit } => {
+                builder.shared_term(term).commit_watermark(commit)
+            }
+        }
+        .build();
         let states: BTreeMap<String, SegmentRegistry> = world
             .iter::<SegmentRegistry>()
             .map(|(id, s)| (id.clone(), s.clone()))
@@ -258,6 +313,7 @@ impl Node {
             embedded: Mutex::new(None),
             housekeeping: Mutex::new(None),
             rpc: Mutex::new(None),
+            ha: std::sync::OnceLock::new(),
         }))
     }
 
@@ -295,15 +351,32 @@ impl Node {
 
     /// Runs a node until SIGTERM/SIGINT. Must be called inside an actix System.
     pub async fn run(config: Config) -> Result<(), ServerError> {
+        if config.ha.enabled() {
+            return crate::ha::run(config).await;
+        }
         let state = Self::start(&config)?;
         if let Err(e) = crate::embedded::mount_embedded(&state).await {
             Self::stop(&state);
             return Err(e);
         }
-        crate::housekeeping::spawn(&state);
+        let server = Self::serve(&state, &config)?;
+        tracing::info!(listen = %config.listen, data_dir = %config.data_dir.display(), "crescentd serving (standalone)");
+        let result = server.await.map_err(ServerError::Http);
+        tracing::info!("shutting down");
+        Self::stop(&state);
+        result
+    }
+
+    /// Starts housekeeping, the RPC fast path and the HTTP server of a node; the returned server
+    /// runs until stopped (or SIGTERM/SIGINT).
+    pub fn serve(
+        state: &Arc<NodeState>,
+        config: &Config,
+    ) -> Result<actix_web::dev::Server, ServerError> {
+        crate::housekeeping::spawn(state);
         if let Some(addr) = config.store.rpc_listen_addr(config.listen) {
             if let Err(e) = state.start_rpc(addr, config.http.max_body_bytes) {
-                Self::stop(&state);
+                Self::stop(state);
                 return Err(e);
             }
         }
@@ -327,10 +400,6 @@ impl Node {
                 addr: config.listen,
                 source,
             })?;
-        tracing::info!(listen = %config.listen, data_dir = %config.data_dir.display(), "crescentd serving (standalone)");
-        let result = server.run().await.map_err(ServerError::Http);
-        tracing::info!("shutting down");
-        Self::stop(&state);
-        result
+        Ok(server.run())
     }
 }

@@ -24,7 +24,8 @@ pub struct CrescentdProcess {
 }
 
 impl CrescentdProcess {
-    /// Starts `bin --data-dir DATA_DIR --listen 127.0.0.1:PORT EXTRA...` on a free port, logging
+    /// Starts `bin --data-dir DATA_DIR --listen 127.0.0.1:PORT EXTRA...` on a free port (`{listen}`
+    /// in an extra argument becomes that address), logging
     /// to `log_path`, and waits until `/healthz` answers 200. Retries with another port when the
     /// chosen one was taken meanwhile; any other early exit fails with the log's tail.
     pub fn start(
@@ -62,7 +63,11 @@ impl CrescentdProcess {
             .arg(data_dir)
             .arg("--listen")
             .arg(addr.to_string())
-            .args(extra_args)
+            .args(
+                extra_args
+                    .iter()
+                    .map(|a| a.replace("{listen}", &addr.to_string())),
+            )
             .env_remove("CRESCENT_CONFIG")
             .stdin(Stdio::null())
             .stdout(Stdio::from(log.try_clone().map_err(|e| {

@@ -71,6 +71,8 @@ impl<A: Aggregate> Table<A> {
 pub(crate) trait AnyTable: Send {
     fn kind(&self) -> &'static str;
     fn schema(&self) -> u32;
+    /// (event kind, current version) of every event this aggregate writes.
+    fn event_schema(&self) -> &'static [(&'static str, u16)];
     fn apply(&mut self, rec: &RecordRef<'_>) -> Result<(), WorldError>;
     fn encode(&self) -> Result<Vec<u8>, WorldError>;
     /// Replaces the content with a section body (`None`: the section was absent, start empty).
@@ -90,6 +92,10 @@ impl<A: Aggregate> AnyTable for Table<A> {
 
     fn schema(&self) -> u32 {
         A::SNAPSHOT_SCHEMA
+    }
+
+    fn event_schema(&self) -> &'static [(&'static str, u16)] {
+        A::Event::schema()
     }
 
     fn apply(&mut self, rec: &RecordRef<'_>) -> Result<(), WorldError> {

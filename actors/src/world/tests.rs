@@ -214,3 +214,25 @@ fn equality_sees_position_and_content() {
     assert_eq!(a.clone(), a);
     assert_ne!(a, World::standard());
 }
+
+#[test]
+fn replay_capabilities_cover_what_is_written() {
+    let ours = World::standard().event_schemas();
+    assert!(ours.iter().any(|(k, v)| k == "segment_mounted" && *v == 2));
+    assert_eq!(World::can_replay(&ours, &ours), Ok(()));
+    let mut older = ours.clone();
+    for (k, v) in &mut older {
+        if k == "segment_mounted" {
+            *v = 1;
+        }
+    }
+    let err = World::can_replay(&ours, &older).unwrap_err();
+    assert!(
+        err.contains("segment_mounted") && err.contains("upgrade the standby"),
+        "{err}"
+    );
+    // a newer standby replays an older active's events
+    assert_eq!(World::can_replay(&older, &ours), Ok(()));
+    let missing: Vec<_> = ours.iter().skip(1).cloned().collect();
+    assert!(World::can_replay(&ours, &missing).is_err());
+}

@@ -133,6 +133,12 @@ impl CommitTracker {
         Self::recompute(&self.inner);
     }
 
+    /// Ends this tracker's commit (a deposed active): waiters for seqs not yet committed get
+    /// `Closed`, and nothing commits any more.
+    pub fn close(&self) {
+        self.inner.commit.close();
+    }
+
     /// In `Sync` mode: whether the standby holds everything durable here (so everything
     /// committed is on both sides).
     pub fn standby_caught_up(&self) -> bool {

@@ -13,7 +13,8 @@ type State = web::Data<Arc<NodeState>>;
 pub struct Health {
     /// `serving` while the node answers requests.
     pub status: &'static str,
-    /// `standalone` (the HA issue adds `active` and `standby`).
+    /// `standalone`, `active` (HA), or `deposed` (an active that lost its term and is exiting);
+    /// a standby answers from its own handler with `standby`.
     pub role: &'static str,
     pub term: u64,
     pub commit_seq: u64,
@@ -23,19 +24,43 @@ pub struct Health {
     /// The RPC fast path's address (`GET /v1/rpc` has the details), absent when it is off.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rpc: Option<String>,
+    /// Replication details of an HA active.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ha: Option<serde_json::Value>,
+}
+
+/// `GET /v1/ha/replication`: where a standby connects (404 when this node is not an active).
+pub async fn ha_replication(state: State) -> Result<HttpResponse, super::error::HttpError> {
+    match state.ha.get() {
+        Some(ha) if !ha.stepped_down() => Ok(HttpResponse::Ok().json(serde_json::json!({
+            "address": ha.replication_address,
+            "term": ha.term,
+            "version": crescent_journal::replication::PROTOCOL_VERSION,
+        }))),
+        _ => Err(super::error::HttpError(crescent_wire::ApiError::new(
+            crescent_wire::ErrorCode::NotLeader,
+            "this node is not the active of an HA pair",
+        ))),
+    }
 }
 
 /// 200 while serving; 503 once the journal has failed.
 pub async fn healthz(state: State) -> HttpResponse {
     let failed = state.journal.durable().fault().is_some();
+    let (role, term, ha) = match state.ha.get() {
+        Some(ha) if ha.stepped_down() => ("deposed", ha.term, Some(ha.status())),
+        Some(ha) => ("active", ha.term, Some(ha.status())),
+        None => ("standalone", state.journal.term(), None),
+    };
     let body = Health {
         status: if failed { "failed" } else { "serving" },
-        role: "standalone",
-        term: state.journal.term(),
-        commit_seq: state.journal.durable().get(),
+        role,
+        term,
+        commit_seq: state.runtime.commit().get(),
         gate: "SERVING",
         version: env!("CARGO_PKG_VERSION"),
         rpc: state.rpc_address().map(|a| a.to_string()),
+        ha,
     };
     if failed {
         HttpResponse::ServiceUnavailable().json(body)

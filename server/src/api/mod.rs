@@ -31,6 +31,8 @@ fn rel(route: &'static str) -> &'static str {
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.route("/healthz", web::get().to(admin::healthz))
         .route("/metrics", web::get().to(admin::metrics))
+        .route("/v1/ha/replication", web::get().to(admin::ha_replication))
+        .route("/v1/status", web::get().to(admin::healthz))
         .route("/stats", web::get().to(admin::stats))
         .route(
             crescent_wire::rpc::RPC_INFO_ROUTE,

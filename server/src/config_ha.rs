@@ -1,0 +1,167 @@
+//! The `[ha]` section: running as one node of an HA pair behind etcd (docs/ha.md).
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::{invalid, ConfigError};
+
+/// How the active's commit relates to its standby.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReplicationMode {
+    /// Commit waits for the standby's durable ack while it is in sync (the default): an
+    /// acknowledged command survives the loss of either node.
+    Sync,
+    /// Commit follows local durability; the standby trails (and may not take over).
+    Async,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HaSettings {
+    /// etcd endpoints; empty: standalone.
+    pub etcd: Vec<String>,
+    /// The pair's name (keys live under /crescent/<cluster>/).
+    pub cluster: String,
+    /// The HTTP address other nodes and clients reach this node at (HOST:PORT).
+    pub advertise: String,
+    /// etcd lease TTL in seconds (at least 2).
+    pub lease_ttl_secs: u64,
+    /// The replication listener (the standby connects here); port 0 picks one.
+    pub replication_listen: SocketAddr,
+    pub mode: ReplicationMode,
+    /// In sync mode, how long commit may wait for a silent standby before the active marks it
+    /// out of sync in etcd and commits alone.
+    pub sync_timeout_ms: u64,
+    /// Mount the embedded memory segment in HA mode too (default false: objects live on
+    /// `crescent owner` processes, whose tables survive a failover).
+    pub embedded_segment: bool,
+}
+
+impl Default for HaSettings {
+    fn default() -> Self {
+        Self {
+            etcd: Vec::new(),
+            cluster: "crescent".into(),
+            advertise: String::new(),
+            lease_ttl_secs: 3,
+            replication_listen: "0.0.0.0:0".parse().expect("valid address"),
+            mode: ReplicationMode::Sync,
+            sync_timeout_ms: 1000,
+            embedded_segment: false,
+        }
+    }
+}
+
+impl HaSettings {
+    pub fn enabled(&self) -> bool {
+        !self.etcd.is_empty()
+    }
+
+    pub fn lease_ttl(&self) -> Duration {
+        Duration::from_secs(self.lease_ttl_secs)
+    }
+
+    pub fn sync_timeout(&self) -> Duration {
+        Duration::from_millis(self.sync_timeout_ms)
+    }
+
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if !self.enabled() {
+            return Ok(());
+        }
+        if self.etcd.iter().any(|e| e.trim().is_empty()) {
+            return Err(invalid("ha.etcd", "empty endpoint"));
+        }
+        crescent_ha::validate_lease_ttl(self.lease_ttl())
+            .map_err(|e| invalid("ha.lease_ttl_secs", e.to_string()))?;
+        if self.cluster.is_empty()
+            || !self
+                .cluster
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+        {
+            return Err(invalid(
+                "ha.cluster",
+                format!("{:?} must be [A-Za-z0-9._-]+", self.cluster),
+            ));
+        }
+        if self.advertise.parse::<SocketAddr>().is_err()
+            && !self
+                .advertise
+                .rsplit_once(':')
+                .is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok_and(|p| p != 0))
+        {
+            return Err(invalid(
+                "ha.advertise",
+                format!(
+                    "{:?} is not HOST:PORT (required with ha.etcd)",
+                    self.advertise
+                ),
+            ));
+        }
+        if !(100..=60_000).contains(&self.sync_timeout_ms) {
+            return Err(invalid(
+                "ha.sync_timeout_ms",
+                format!("{} is outside 100..=60000", self.sync_timeout_ms),
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ha() -> HaSettings {
+        HaSettings {
+            etcd: vec!["http://127.0.0.1:2379".into()],
+            advertise: "127.0.0.1:7480".into(),
+            ..HaSettings::default()
+        }
+    }
+
+    #[test]
+    fn standalone_needs_nothing_and_ha_validates() {
+        assert!(HaSettings::default().validate().is_ok());
+        assert!(ha().validate().is_ok());
+        let bad = [
+            HaSettings {
+                advertise: String::new(),
+                ..ha()
+            },
+            HaSettings {
+                advertise: "host:0".into(),
+                ..ha()
+            },
+            HaSettings {
+                lease_ttl_secs: 1,
+                ..ha()
+            },
+            HaSettings {
+                cluster: "a/b".into(),
+                ..ha()
+            },
+            HaSettings {
+                sync_timeout_ms: 5,
+                ..ha()
+            },
+            HaSettings {
+                etcd: vec![" ".into()],
+                ..ha()
+            },
+        ];
+        for b in bad {
+            assert!(b.validate().is_err(), "{b:?}");
+        }
+        assert!(HaSettings {
+            advertise: "node-a.example:7480".into(),
+            ..ha()
+        }
+        .validate()
+        .is_ok());
+    }
+}

@@ -1,0 +1,150 @@
+//! crescentd as one node of an HA pair (docs/ha.md).
+//!
+//! A node starts as a standby: it follows the active's journal, replays it, answers clients
+//! with NOT_LEADER, and campaigns in etcd when the marker allows. Elected, it fences its
+//! journal at the new term, restores every aggregate from its journal, starts the replication
+//! listener and serves. When its term ends (lease lost, deadline passed, key gone) it stops
+//! writing at once (appends are fenced, waiting replies fail, the standby is told), stops
+//! serving and exits with [`DEPOSED_EXIT_CODE`]: its supervisor restarts it, and it rejoins as a
+//! standby from its journal. Exiting, rather than turning back into a standby in-process,
+//! guarantees that no state of the lost term (actors, caches, pending replies) survives.
+
+pub mod active;
+pub mod identity;
+pub mod standby;
+pub mod sync;
+
+use std::sync::Arc;
+
+use crescent_ha::{Elector, ElectorConfig, HaMetrics, Role};
+
+use crate::config::Config;
+use crate::error::ServerError;
+use crate::node::{Leadership, Node};
+
+/// Exit code of an active that lost its term (restart it: it comes back as a standby).
+pub const DEPOSED_EXIT_CODE: i32 = 75;
+
+/// Runs an HA node until it is deposed, or SIGTERM/SIGINT.
+pub async fn run(config: Config) -> Result<(), ServerError> {
+    let opened = Node::open_journal(&config)?;
+    let node = identity::node_name(opened.dir.root())?;
+    let span = tracing::info_span!("ha", node = %node, cluster = %config.ha.cluster);
+    let _g = span.enter();
+    let metrics = HaMetrics::register(&opened.metrics.registry)
+        .map_err(|e| ServerError::Recovery(format!("ha metrics: {e}")))?;
+    let elector_config = ElectorConfig::new(
+        config.ha.etcd.clone(),
+        config.ha.cluster.clone(),
+        node.clone(),
+        config.ha.advertise.clone(),
+    )
+    .with_lease_ttl(config.ha.lease_ttl());
+    let elector = Arc::new(
+        Elector::start(elector_config, metrics)
+            .await
+            .map_err(|e| ServerError::Recovery(format!("election: {e}")))?,
+    );
+
+    let term = match standby::run(&config, &opened, &elector, &node).await {
+        Ok(term) => term,
+        Err(e) => {
+            resign(elector).await;
+            return Err(e);
+        }
+    };
+    tracing::info!(
+        term,
+        last_seq = opened.journal.last_seq(),
+        "elected: promoting to active"
+    );
+
+    let advertise_host = config
+        .ha
+        .advertise
+        .rsplit_once(':')
+        .map(|(h, _)| h.to_string())
+        .unwrap_or_default();
+    let ha = active::ActiveHa::start(
+        &node,
+        term,
+        opened.journal.clone(),
+        elector.fence(),
+        config.ha.replication_listen,
+        &advertise_host,
+        &opened.metrics.registry,
+    )?;
+    let state = Node::start_on(
+        &config,
+        opened,
+        Leadership::Active {
+            term: ha.term_cell.clone(),
+            commit: ha.tracker.commit(),
+        },
+    )?;
+    let _ = state.ha.set(ha.clone());
+    if config.ha.embedded_segment {
+        if let Err(e) = crate::embedded::mount_embedded(&state).await {
+            ha.step_down();
+            Node::stop(&state);
+            resign(elector).await;
+            return Err(e);
+        }
+    }
+    let server = Node::serve(&state, &config)?;
+    let http = server.handle();
+    let serving = actix_rt::spawn(server);
+    let sync = actix_rt::spawn(sync::manage(
+        ha.clone(),
+        elector.clone(),
+        config.ha.mode,
+        config.ha.sync_timeout(),
+    ));
+    tracing::info!(listen = %config.listen, term, replication = %ha.replication_address, "crescentd serving (active)");
+
+    // Serve until the term ends or the HTTP server stops (signal).
+    let mut role = elector.subscribe();
+    let fence = elector.fence();
+    let deposed = loop {
+        let lost = !matches!(&*role.borrow_and_update(), Role::Leader { term: t } if *t == term)
+            || fence.current_term() != Some(term);
+        if lost {
+            break true;
+        }
+        tokio::select! {
+            changed = role.changed() => if changed.is_err() { break true },
+            // the fence's own deadline, checked even if the elector task is starved
+            _ = tokio::time::sleep(std::time::Duration::from_millis(100)) => {}
+            _ = wait_finished(&serving) => break false,
+        }
+    };
+    if deposed {
+        tracing::error!(term, role = ?elector.role(), "lost the leadership: fencing the journal and stopping");
+    }
+    ha.step_down();
+    sync.abort();
+    http.stop(!deposed).await;
+    Node::stop(&state);
+    resign(elector).await;
+    if deposed {
+        std::process::exit(DEPOSED_EXIT_CODE);
+    }
+    Ok(())
+}
+
+async fn wait_finished<T>(handle: &actix_rt::task::JoinHandle<T>) {
+    while !handle.is_finished() {
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+async fn resign(elector: Arc<Elector>) {
+    match Arc::try_unwrap(elector) {
+        Ok(e) => {
+            if let Err(err) = e.resign().await {
+                tracing::warn!(error = %err, "resign failed");
+            }
+        }
+        Err(_) => tracing::debug!("elector still shared; it resigns when dropped"),
+    }
+}

@@ -1,0 +1,230 @@
+//! The standby phase: follow the active's journal, replay it in the background, answer
+//! clients with NOT_LEADER, and wait to be elected.
+//!
+//! Replay runs through the snapshotter (the same shadow replay that writes snapshots on an
+//! active): it applies every replicated record to a `World` and snapshots it, so a promotion
+//! restores from a recent snapshot plus a short tail.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use actix_web::{web, App, HttpResponse, HttpServer};
+use crescent_actors::World;
+use crescent_ha::{Elector, Role};
+use crescent_journal::replication::{Follower, FollowerConfig, FollowerStatus};
+use crescent_snapshot::{restore, SnapshotDir, SnapshotMetrics, Snapshotter, SnapshotterConfig};
+use crescent_wire::{ApiError, ErrorCode};
+
+use crate::config::Config;
+use crate::error::ServerError;
+use crate::node::OpenedJournal;
+
+/// What the standby's HTTP handlers read.
+pub struct StandbyView {
+    pub node: String,
+    pub role: tokio::sync::watch::Receiver<Role>,
+    pub follower: Mutex<Option<Arc<Follower>>>,
+    pub metrics: crate::metrics::ServerMetrics,
+}
+
+impl StandbyView {
+    fn follower_status(&self) -> FollowerStatus {
+        self.follower
+            .lock()
+            .expect("follower mutex")
+            .as_ref()
+            .map(|f| f.status())
+            .unwrap_or_default()
+    }
+
+    fn leader(&self) -> Option<crescent_ha::LeaderInfo> {
+        match &*self.role.borrow() {
+            Role::Follower { leader } => Some(leader.clone()),
+            _ => None,
+        }
+    }
+
+    /// `crescent status --json` / `/healthz` for a standby.
+    pub fn status(&self) -> serde_json::Value {
+        let f = self.follower_status();
+        let role = self.role.borrow().clone();
+        serde_json::json!({
+            "status": "standby",
+            "role": "standby",
+            "node": self.node,
+            "election": role.as_str(),
+            "leader": self.leader().map(|l| serde_json::json!({"node": l.node, "address": l.address, "term": l.term})),
+            "term": f.term,
+            "commit_seq": f.durable_seq.min(f.leader_commit_seq),
+            "durable_seq": f.durable_seq,
+            "gate": "STANDBY",
+            "replication": {
+                "connected": f.connected,
+                "leader_commit_seq": f.leader_commit_seq,
+                "leader_durable_seq": f.leader_durable_seq,
+                "lag_records": f.leader_durable_seq.saturating_sub(f.durable_seq),
+                "received_bytes": f.received_bytes,
+                "refused": f.refused.as_ref().map(|(c, m)| serde_json::json!({"code": c, "message": m})),
+                "rewind_to": f.rewind_to.as_ref().map(|r| r.seq),
+            },
+            "version": env!("CARGO_PKG_VERSION"),
+        })
+    }
+}
+
+async fn healthz(view: web::Data<Arc<StandbyView>>) -> HttpResponse {
+    HttpResponse::Ok().json(view.status())
+}
+
+async fn metrics(view: web::Data<Arc<StandbyView>>) -> HttpResponse {
+    HttpResponse::Ok()
+        .content_type("text/plain; version=0.0.4; charset=utf-8")
+        .body(view.metrics.render())
+}
+
+/// Everything else: NOT_LEADER, naming the leader when one is known.
+async fn not_leader(view: web::Data<Arc<StandbyView>>) -> HttpResponse {
+    let message = match view.leader() {
+        Some(l) => format!(
+            "this node is a standby; the active is {} at {}",
+            l.node, l.address
+        ),
+        None => "this node is a standby and no active is known yet".to_string(),
+    };
+    let err = ApiError::new(ErrorCode::NotLeader, message);
+    let mut resp = HttpResponse::build(
+        actix_web::http::StatusCode::from_u16(ErrorCode::NotLeader.http_status())
+            .expect("valid status"),
+    );
+    if let Some(l) = view.leader() {
+        resp.insert_header(("x-crescent-leader", l.address));
+    }
+    resp.json(err)
+}
+
+/// Resolves the active's replication address from its HTTP address (`GET /v1/ha/replication`).
+async fn replication_address(http: &str) -> Option<SocketAddr> {
+    #[derive(serde::Deserialize)]
+    struct Info {
+        address: String,
+    }
+    let url = format!("http://{http}/v1/ha/replication");
+    let client = reqwest::Client::builder()
+        .timeout(std::time::Duration::from_secs(2))
+        .build()
+        .ok()?;
+    let info: Info = client.get(&url).send().await.ok()?.json().await.ok()?;
+    info.address.parse().ok()
+}
+
+/// Runs the standby phase until this node is elected; returns the term won. The journal and
+/// data dir are handed back untouched for promotion.
+pub async fn run(
+    config: &Config,
+    opened: &OpenedJournal,
+    elector: &Elector,
+    node: &str,
+) -> Result<u64, ServerError> {
+    let journal = opened.journal.clone();
+    let snapshots = SnapshotDir::new(opened.dir.snapshot_dir());
+    let restored = restore(&snapshots, &journal, World::standard())?;
+    let snapshotter = Snapshotter::start(
+        restored.state,
+        journal.clone(),
+        snapshots,
+        SnapshotterConfig {
+            every_events: config.snapshot.every_events,
+            every: config.snapshot_interval(),
+            retain: config.snapshot.retain,
+            ..SnapshotterConfig::default()
+        },
+        SnapshotMetrics::new(),
+    )?;
+
+    let leader_repl: Arc<Mutex<Option<SocketAddr>>> = Arc::default();
+    let view = Arc::new(StandbyView {
+        node: node.to_string(),
+        role: elector.subscribe(),
+        follower: Mutex::new(None),
+        metrics: opened.metrics.clone(),
+    });
+    let follower = {
+        let leader_repl = leader_repl.clone();
+        Follower::start(
+            journal.clone(),
+            Arc::new(move || *leader_repl.lock().expect("leader mutex")),
+            Arc::new(|_| {}),
+            FollowerConfig {
+                node: node.to_string(),
+                capabilities: World::standard().event_schemas(),
+                ..FollowerConfig::default()
+            },
+        )
+        .map_err(|e| ServerError::Recovery(format!("cannot start the follower: {e}")))?
+    };
+    *view.follower.lock().expect("follower mutex") = Some(Arc::new(follower));
+
+    let data = web::Data::new(view.clone());
+    let server = HttpServer::new(move || {
+        App::new()
+            .app_data(data.clone())
+            .route("/healthz", web::get().to(healthz))
+            .route("/metrics", web::get().to(metrics))
+            .route("/v1/status", web::get().to(healthz))
+            .default_service(web::to(not_leader))
+    })
+    .workers(1)
+    .disable_signals()
+    .bind(config.listen)
+    .map_err(|source| ServerError::Listen {
+        addr: config.listen,
+        source,
+    })?
+    .run();
+    let http = server.handle();
+    let http_task = actix_rt::spawn(server);
+    tracing::info!(listen = %config.listen, node, "crescentd standby: following the active");
+
+    let mut role = elector.subscribe();
+    let term = loop {
+        let current = role.borrow_and_update().clone();
+        match current {
+            Role::Leader { term } => break Ok(term),
+            Role::Follower { leader } => {
+                let addr = replication_address(&leader.address).await;
+                *leader_repl.lock().expect("leader mutex") = addr;
+            }
+            _ => *leader_repl.lock().expect("leader mutex") = None,
+        }
+        tokio::select! {
+            changed = role.changed() => {
+                if changed.is_err() {
+                    break Err(ServerError::Recovery("the elector stopped".into()));
+                }
+            }
+            // re-resolve the active's replication address now and then (it may restart)
+            _ = tokio::time::sleep(std::time::Duration::from_secs(2)) => {}
+            _ = tokio::signal::ctrl_c() => {
+                break Err(ServerError::Recovery("interrupted".into()));
+            }
+        }
+    };
+
+    // Leave the standby phase: nothing more is appended from the old active once the follower
+    // has stopped, and the snapshotter is caught up (its state is dropped; promotion restores).
+    let follower = view.follower.lock().expect("follower mutex").take();
+    if let Some(f) = follower {
+        let stopped = tokio::task::spawn_blocking(move || {
+            if let Ok(f) = Arc::try_unwrap(f) {
+                f.stop();
+            }
+        });
+        let _ = stopped.await;
+    }
+    http.stop(true).await;
+    let _ = http_task.await;
+    if let Err(e) = snapshotter.stop() {
+        tracing::warn!(error = %e, "standby snapshotter stopped with an error");
+    }
+    term
+}

@@ -1,0 +1,255 @@
+//! HA pair on a real etcd (CRESCENT_TEST_ETCD, started by scripts/test.sh): two crescentd
+//! processes, one active and one standby.
+//!
+//! - kill -9 of the active under 32 concurrent clients issuing journaled commands: the
+//!   standby takes over and holds every command acknowledged before the kill;
+//! - SIGSTOP of the active until the standby takes over, then SIGCONT: the old active never
+//!   acknowledges anything under its old term and exits as deposed.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crescent_tests::binaries::ensure_workspace_binary;
+use crescent_tests::crescentd::{log_tail, CrescentdProcess, Outcome, SegmentsClient};
+
+const DEPOSED_EXIT_CODE: i32 = 75;
+
+fn etcd() -> String {
+    std::env::var("CRESCENT_TEST_ETCD").expect(
+        "CRESCENT_TEST_ETCD must name an etcd endpoint: run the suite through scripts/test.sh, \
+         which starts etcd on loopback",
+    )
+}
+
+fn start_node(dir: &Path, name: &str, cluster: &str) -> CrescentdProcess {
+    let bin = ensure_workspace_binary("crescent-server", "crescentd");
+    let data = dir.join(name);
+    let config = dir.join(format!("{name}.toml"));
+    std::fs::write(
+        &config,
+        "[ha]\nlease_ttl_secs = 2\nsync_timeout_ms = 1000\n",
+    )
+    .unwrap();
+    let args: Vec<String> = [
+        "--config",
+        config.to_str().unwrap(),
+        "--etcd",
+        &etcd(),
+        "--cluster",
+        cluster,
+        "--advertise",
+        "{listen}",
+        "--rpc-listen",
+        "off",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    CrescentdProcess::start(&bin, &data, &dir.join(format!("{name}.log")), &args)
+        .unwrap_or_else(|e| panic!("starting {name}: {e}"))
+}
+
+async fn health(addr: SocketAddr) -> Option<serde_json::Value> {
+    let c = reqwest::Client::builder()
+        .timeout(Duration::from_millis(500))
+        .no_proxy()
+        .build()
+        .ok()?;
+    c.get(format!("http://{addr}/healthz"))
+        .send()
+        .await
+        .ok()?
+        .json()
+        .await
+        .ok()
+}
+
+/// Waits until exactly one of `nodes` is active with an in-sync standby; returns its index.
+async fn wait_pair_in_sync(nodes: &[&CrescentdProcess]) -> usize {
+    let started = Instant::now();
+    loop {
+        for (i, n) in nodes.iter().enumerate() {
+            if let Some(h) = health(n.addr).await {
+                if h["role"] == "active"
+                    && h["ha"]["mode"] == "sync"
+                    && h["ha"]["standby_connected"] == true
+                    && h["ha"]["standby_in_sync"] == true
+                {
+                    return i;
+                }
+            }
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "no active with an in-sync standby within 30 s; logs:\n{}\n---\n{}",
+            log_tail(&nodes[0].log_path, 30),
+            log_tail(&nodes[1].log_path, 30)
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn wait_active(node: &CrescentdProcess, within: Duration) -> Duration {
+    let started = Instant::now();
+    loop {
+        if let Some(h) = health(node.addr).await {
+            if h["role"] == "active" {
+                return started.elapsed();
+            }
+        }
+        assert!(
+            started.elapsed() < within,
+            "{} did not become active within {within:?}; log:\n{}",
+            node.addr,
+            log_tail(&node.log_path, 40)
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn cluster_name() -> String {
+    format!("t{}", &uuid::Uuid::new_v4().simple().to_string()[..12])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn kill_9_of_the_active_under_load_loses_no_acknowledged_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = cluster_name();
+    let mut nodes = [
+        start_node(dir.path(), "a", &cluster),
+        start_node(dir.path(), "b", &cluster),
+    ];
+    let active = wait_pair_in_sync(&[&nodes[0], &nodes[1]]).await;
+    let standby = 1 - active;
+    let client = SegmentsClient::new(&nodes[active].base_url(), Duration::from_secs(5));
+
+    // 32 clients mount fresh segments until the kill; every acknowledged one must survive.
+    let acked: Arc<Mutex<Vec<String>>> = Arc::default();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut tasks = Vec::new();
+    for c in 0..32 {
+        let (client, acked, stop) = (client.clone(), acked.clone(), stop.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut i = 0;
+            while !stop.load(std::sync::atomic::Ordering::Acquire) {
+                let seg = format!("seg-{c}-{i}");
+                i += 1;
+                match client.mount(&format!("owner-{c}"), &seg, 1 << 20).await {
+                    Outcome::Acked => acked.lock().unwrap().push(seg),
+                    Outcome::Rejected { .. } | Outcome::Unknown(_) => break,
+                }
+            }
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let before_kill = acked.lock().unwrap().len();
+    let killed_at = Instant::now();
+    nodes[active].guard.sigkill();
+    stop.store(true, std::sync::atomic::Ordering::Release);
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let acked = acked.lock().unwrap().clone();
+    assert!(
+        before_kill > 50,
+        "too little load before the kill: {before_kill}"
+    );
+
+    wait_active(&nodes[standby], Duration::from_secs(15)).await;
+    let new_client = SegmentsClient::new(&nodes[standby].base_url(), Duration::from_secs(5));
+    // the first successful write on the new active
+    loop {
+        match new_client.mount("owner-x", "after-failover", 1 << 20).await {
+            Outcome::Acked => break,
+            other => {
+                assert!(killed_at.elapsed() < Duration::from_secs(20), "{other:?}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+    eprintln!(
+        "failover: first successful write {:?} after kill -9 ({} commands acknowledged before)",
+        killed_at.elapsed(),
+        acked.len()
+    );
+    let listed = new_client.list().await.expect("list segments");
+    let present: std::collections::HashSet<String> = listed
+        .segments
+        .iter()
+        .map(|s| s.segment_id.clone())
+        .collect();
+    let missing: Vec<&String> = acked.iter().filter(|s| !present.contains(*s)).collect();
+    assert!(
+        missing.is_empty(),
+        "{} acknowledged mounts missing after failover, e.g. {:?}",
+        missing.len(),
+        &missing[..missing.len().min(5)]
+    );
+    assert!(present.contains("after-failover"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_paused_active_is_deposed_and_acknowledges_nothing_under_its_old_term() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = cluster_name();
+    let mut nodes = [
+        start_node(dir.path(), "a", &cluster),
+        start_node(dir.path(), "b", &cluster),
+    ];
+    let active = wait_pair_in_sync(&[&nodes[0], &nodes[1]]).await;
+    let standby = 1 - active;
+    let old = SegmentsClient::new(&nodes[active].base_url(), Duration::from_secs(3));
+    assert!(matches!(
+        old.mount("o", "before-pause", 1 << 20).await,
+        Outcome::Acked
+    ));
+
+    nodes[active].guard.signal(libc::SIGSTOP);
+    wait_active(&nodes[standby], Duration::from_secs(15)).await;
+    let new = SegmentsClient::new(&nodes[standby].base_url(), Duration::from_secs(3));
+    assert!(matches!(
+        new.mount("o", "on-new-active", 1 << 20).await,
+        Outcome::Acked
+    ));
+
+    // Requests queued at the old active while it was stopped, and sent right after SIGCONT,
+    // must never be acknowledged.
+    let queued = {
+        let old = old.clone();
+        tokio::spawn(async move { old.mount("o", "stale-write", 1 << 20).await })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    nodes[active].guard.signal(libc::SIGCONT);
+    let after = old.mount("o", "stale-write-2", 1 << 20).await;
+    assert!(
+        !matches!(after, Outcome::Acked),
+        "the deposed active acknowledged a write"
+    );
+    assert!(
+        !matches!(queued.await.unwrap(), Outcome::Acked),
+        "the deposed active acknowledged a queued write"
+    );
+    let status = tokio::task::spawn_blocking(move || {
+        let status = nodes[active].guard.wait();
+        (status, nodes)
+    })
+    .await
+    .unwrap();
+    let (status, nodes) = status;
+    assert_eq!(
+        status.code(),
+        Some(DEPOSED_EXIT_CODE),
+        "the deposed active exits with the deposed code; log:\n{}",
+        log_tail(&nodes[active].log_path, 30)
+    );
+    let listed = new.list().await.unwrap();
+    let ids: Vec<_> = listed
+        .segments
+        .iter()
+        .map(|s| s.segment_id.as_str())
+        .collect();
+    assert!(ids.contains(&"before-pause") && ids.contains(&"on-new-active"));
+    assert!(!ids.iter().any(|s| s.starts_with("stale-write")), "{ids:?}");
+}
