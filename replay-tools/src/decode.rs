@@ -58,11 +58,10 @@ fn to_json<T: Serialize>(value: &T) -> Result<Value, EventDecodeError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crescent_actors::World;
 
     #[test]
     fn every_world_kind_has_a_decoder() {
-        for kind in World::standard().kinds() {
+        for kind in crescent_domain::standard_world().kinds() {
             assert!(
                 DECODABLE_KINDS.contains(&kind),
                 "aggregate kind {kind} has no event decoder in crescent-replay"

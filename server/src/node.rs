@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 use actix_web::{middleware, web, App, HttpServer};
 use crescent_actors::runtime::RuntimeMetrics;
 use crescent_actors::segment_registry::SegmentRegistry;
-use crescent_actors::{AggregateRegistry, Runtime, World};
+use crescent_actors::{AggregateRegistry, Runtime};
 use crescent_journal::file::{FileBackend, FileOptions};
 use crescent_journal::metrics::JournalMetrics;
 use crescent_journal::sled_backend::SledBackend;
@@ -234,7 +234,7 @@ impl Node {
             metrics,
         } = opened;
         let snapshots = SnapshotDir::new(dir.snapshot_dir());
-        let restored = restore(&snapshots, &journal, World::standard())?;
+        let restored = restore(&snapshots, &journal, crescent_domain::standard_world())?;
         let world = restored.state;
         tracing::info!(
             snapshot_seq = restored.snapshot.as_ref().map(|(_, p)| p.seq),

@@ -6,7 +6,6 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use clap::Args;
-use crescent_actors::World;
 use crescent_journal::file::{FileReadSource, JournalScan};
 use crescent_journal::ReadSource;
 use crescent_snapshot::{restore_upto, SnapshotDir, SnapshotError};
@@ -41,20 +40,25 @@ pub fn run(args: &ReplayArgs, out: &mut dyn Write) -> Result<u8> {
     check_reachable(args.to, journal_first, journal_last, &snapshot_seqs)?;
 
     let journal = OfflineJournal::new(scan, args.to);
-    let restored =
-        restore_upto(&snapshots, &journal, World::standard(), args.to).map_err(|e| match e {
-            SnapshotError::JournalGap {
-                needed_from,
-                journal_first,
-                ..
-            } => ToolError::Usage(format!(
-                "seq {} cannot be reached: the newest valid snapshot at or below it needs \
+    let restored = restore_upto(
+        &snapshots,
+        &journal,
+        crescent_domain::standard_world(),
+        args.to,
+    )
+    .map_err(|e| match e {
+        SnapshotError::JournalGap {
+            needed_from,
+            journal_first,
+            ..
+        } => ToolError::Usage(format!(
+            "seq {} cannot be reached: the newest valid snapshot at or below it needs \
                  records from seq {needed_from}, but the journal starts at seq {journal_first} \
                  (older snapshots may be damaged; run verify)",
-                args.to
-            )),
-            other => other.into(),
-        })?;
+            args.to
+        )),
+        other => other.into(),
+    })?;
     let reached = restored.last_applied_seq();
     if reached != args.to {
         return Err(ToolError::Invalid(format!(

@@ -185,7 +185,7 @@ pub fn records(root: &Path) -> Vec<Record> {
 
 /// The world after applying `records` directly.
 pub fn world_of(records: &[Record]) -> World {
-    let mut w = World::standard();
+    let mut w = crescent_domain::standard_world();
     for r in records {
         w.apply(r).unwrap();
     }

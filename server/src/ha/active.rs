@@ -54,7 +54,7 @@ impl ActiveHa {
             let t = cell.load(Ordering::Acquire);
             (t != 0 && fence.current_term() == Some(t)).then_some(t)
         });
-        let written = World::standard().event_schemas();
+        let written = crescent_domain::standard_world().event_schemas();
         let source = ReplicationSource::start(
             journal.clone(),
             listen,

@@ -9,7 +9,6 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
 use actix_web::{web, App, HttpResponse, HttpServer};
-use crescent_actors::World;
 use crescent_ha::{Elector, Role};
 use crescent_journal::replication::{Follower, FollowerConfig, FollowerStatus};
 use crescent_snapshot::{restore, SnapshotDir, SnapshotMetrics, Snapshotter, SnapshotterConfig};
@@ -127,7 +126,7 @@ pub async fn run(
 ) -> Result<u64, ServerError> {
     let journal = opened.journal.clone();
     let snapshots = SnapshotDir::new(opened.dir.snapshot_dir());
-    let restored = restore(&snapshots, &journal, World::standard())?;
+    let restored = restore(&snapshots, &journal, crescent_domain::standard_world())?;
     let snapshotter = Snapshotter::start(
         restored.state,
         journal.clone(),
@@ -156,7 +155,7 @@ pub async fn run(
             Arc::new(|_| {}),
             FollowerConfig {
                 node: node.to_string(),
-                capabilities: World::standard().event_schemas(),
+                capabilities: crescent_domain::standard_world().event_schemas(),
                 ..FollowerConfig::default()
             },
         )

@@ -105,7 +105,7 @@ impl SnapshotChecker {
             );
         }
         if first_seq <= 1 {
-            self.replay = Some(World::standard());
+            self.replay = Some(crescent_domain::standard_world());
             self.ever_based = true;
             self.at(Position::GENESIS);
         } else if let Some(h) = header {
@@ -245,7 +245,7 @@ fn load_world(path: &Path, name_seq: u64) -> Result<World, String> {
             at.seq
         ));
     }
-    let mut world = World::standard();
+    let mut world = crescent_domain::standard_world();
     let set = snap
         .into_section_set(&world.section_specs())
         .map_err(|e| e.to_string())?;

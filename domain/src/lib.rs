@@ -1,0 +1,33 @@
+//! Every aggregate kind of this build, registered in one [`World`].
+//!
+//! The aggregates live in their own crates (segment registry in `crescent-actors`, weight
+//! revisions and lineage claims in `crescent-weights`, cold devices in `crescent-cold`), which
+//! depend on the actors crate, so the list of all of them lives here, above them: crescentd's
+//! recovery, snapshotter and standby replay, the replication handshake (which event versions
+//! a node writes) and crescent-replay all take their world from [`standard_world`].
+
+use crescent_actors::segment_registry::SegmentRegistry;
+use crescent_actors::World;
+
+/// A world with every aggregate kind of this build registered (empty tables).
+pub fn standard_world() -> World {
+    let mut world = World::empty();
+    world
+        .register::<SegmentRegistry>()
+        .expect("aggregate kinds are distinct");
+    world
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_kind_is_registered_once() {
+        let kinds: Vec<_> = standard_world().kinds().collect();
+        assert!(kinds.contains(&"segment_registry"), "{kinds:?}");
+        let mut sorted = kinds.clone();
+        sorted.dedup();
+        assert_eq!(sorted, kinds);
+    }
+}
