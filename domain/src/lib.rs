@@ -6,6 +6,7 @@
 //! recovery, snapshotter and standby replay, the replication handshake (which event versions
 //! a node writes) and crescent-replay all take their world from [`standard_world`].
 
+use crescent_actors::incarnation::NodeIncarnation;
 use crescent_actors::segment_registry::SegmentRegistry;
 use crescent_actors::World;
 
@@ -14,6 +15,9 @@ pub fn standard_world() -> World {
     let mut world = World::empty();
     world
         .register::<SegmentRegistry>()
+        .expect("aggregate kinds are distinct");
+    world
+        .register::<NodeIncarnation>()
         .expect("aggregate kinds are distinct");
     world
 }

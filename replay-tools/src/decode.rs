@@ -5,6 +5,7 @@
 //! standard [`World`] registers but this module lacks is reported as undecodable, and
 //! [`tests::every_world_kind_has_a_decoder`] keeps the two lists in step.
 
+use crescent_actors::incarnation::{IncarnationEvent, STREAM_KIND as NODE_INCARNATION};
 use crescent_actors::segment_registry::STREAM_KIND as SEGMENT_REGISTRY;
 use crescent_actors::{DecodeError, DomainEvent, SegmentRegistryEvent};
 use crescent_journal::Record;
@@ -23,7 +24,7 @@ pub enum EventDecodeError {
 }
 
 /// The stream kinds [`decode_event`] understands.
-pub const DECODABLE_KINDS: &[&str] = &[SEGMENT_REGISTRY];
+pub const DECODABLE_KINDS: &[&str] = &[SEGMENT_REGISTRY, NODE_INCARNATION];
 
 /// The record's event, decoded and upcast to the current version, as JSON:
 /// `{"kind": ..., "version": <current version>, "data": {...fields...}}`.
@@ -45,6 +46,16 @@ pub fn decode_event(rec: &Record) -> Result<Value, EventDecodeError> {
                 "kind": event.kind(),
                 "version": event.version(),
                 "data": data,
+            }))
+        }
+        NODE_INCARNATION => {
+            let event =
+                IncarnationEvent::decode(&rec.event.kind, rec.event.version, &rec.event.payload)?;
+            let IncarnationEvent::Begun(data) = &event;
+            Ok(serde_json::json!({
+                "kind": event.kind(),
+                "version": event.version(),
+                "data": to_json(data)?,
             }))
         }
         other => Err(EventDecodeError::UnknownStream(other.to_string())),

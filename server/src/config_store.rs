@@ -48,6 +48,9 @@ pub struct StoreSettings {
     /// before sleeping: much lower latency for a busy client at the price of a core spinning
     /// that long per answer (and other connections on that thread waiting). 0 disables it.
     pub rpc_busy_poll_us: u64,
+    /// After a restart or failover, object operations wait for the owners' replays at most
+    /// this long before the node serves DEGRADED.
+    pub rebuild_degraded_timeout_secs: u64,
 }
 
 impl Default for StoreSettings {
@@ -69,6 +72,7 @@ impl Default for StoreSettings {
             housekeeping_interval_ms: 1000,
             rpc_listen: RPC_LISTEN_AUTO.into(),
             rpc_busy_poll_us: 50,
+            rebuild_degraded_timeout_secs: 120,
         }
     }
 }

@@ -56,12 +56,14 @@ async fn run_pass_inner(state: &Arc<NodeState>, now_ms: i64) -> PassReport {
         {
             Ok(true) => {
                 state.metrics.owners_expired.inc();
+                state.rebuild.owner_lost(&owner_id, now_ms);
                 report.owners_expired.push(owner_id);
             }
             Ok(false) => {}
             Err(e) => tracing::error!(owner = %owner_id, error = %e, "cannot expire owner"),
         }
     }
+    state.rebuild.poll(now_ms);
     report
 }
 

@@ -16,6 +16,7 @@ pub mod housekeeping;
 pub mod liveness;
 pub mod metrics;
 pub mod node;
+pub mod rebuild;
 pub mod rpc;
 pub mod segment_mirror;
 

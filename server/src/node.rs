@@ -56,6 +56,8 @@ pub struct NodeState {
     pub rpc: Mutex<Option<RpcServer>>,
     /// Set when this node is the active of an HA pair.
     pub ha: std::sync::OnceLock<Arc<crate::ha::active::ActiveHa>>,
+    /// The rebuild gate of this start or promotion.
+    pub rebuild: Arc<crate::rebuild::Rebuild>,
 }
 
 impl NodeState {
@@ -129,6 +131,42 @@ impl NodeState {
             "last_error": st.last_error,
         })
     }
+}
+
+/// Journals this start's incarnation (one above the journal's last) and waits until it is
+/// durable: put ids of this run order after every replayed one.
+fn begin_incarnation(
+    journal: &Journal,
+    world: &crescent_actors::World,
+    term: u64,
+    now_ms: i64,
+) -> Result<u32, ServerError> {
+    use crescent_actors::incarnation::{IncarnationCommand, NodeIncarnation, INSTANCE_ID};
+    use crescent_actors::Aggregate;
+    let state = world
+        .get::<NodeIncarnation>(INSTANCE_ID)
+        .cloned()
+        .unwrap_or_default();
+    let ctx = crescent_actors::Ctx {
+        now_ms,
+        fresh_id: uuid::Uuid::new_v4(),
+        term,
+    };
+    let events = state
+        .decide(&IncarnationCommand::Begin, &ctx)
+        .map_err(|e| ServerError::Recovery(format!("incarnation: {e}")))?;
+    let records = events
+        .iter()
+        .map(|e| {
+            crescent_actors::event_codec::new_record::<NodeIncarnation>(INSTANCE_ID, e, now_ms)
+        })
+        .collect();
+    journal.append_blocking(term, records)?;
+    let mut next = state;
+    for e in &events {
+        next.apply(e);
+    }
+    Ok(next.incarnation)
 }
 
 /// A data dir with its journal open (startup's first half).
@@ -247,8 +285,9 @@ impl Node {
             .map_err(|e| ServerError::Recovery(format!("runtime metrics: {e}")))?;
         let builder = Runtime::builder(journal.clone()).metrics(runtime_metrics);
         let runtime = match leadership {
-            // Standalone writes under the highest term its journal has seen (at least 1).
-            Leadership::Standalone => builder.term(journal.term().max(1)),
+            // Each standalone start writes under a fresh term, one above its journal's: owners
+            // see it change in heartbeat answers and replay their tables (the rebuild gate).
+            Leadership::Standalone => builder.term(journal.term() + 1),
             // An active writes under the term it won in etcd, and replies once its commit
             // watermark (local durable, and the standby's ack in sync mode) has passed.
             Leadership::Active { term, commit } => {
@@ -275,6 +314,33 @@ impl Node {
             ObjectDirectory::with_metrics(config.store.store_config(), store_metrics, now_ms)
                 .map_err(|e| ServerError::Recovery(format!("object directory: {e}")))?,
         );
+        let incarnation = begin_incarnation(&journal, &world, runtime.term(), now_ms)?;
+        directory
+            .begin_incarnation(incarnation, runtime.term())
+            .map_err(|e| ServerError::Recovery(format!("incarnation {incarnation}: {e}")))?;
+        // Owners with mounted segments hold the objects: wait for their replays. The embedded
+        // segment's memory is new on every start, so its owner has nothing to replay.
+        let expected: std::collections::BTreeSet<String> = recovered_registry
+            .segments()
+            .values()
+            .map(|s| s.owner_id.clone())
+            .filter(|o| o != crate::embedded::EMBEDDED_OWNER_ID)
+            .collect();
+        tracing::info!(
+            incarnation,
+            term = runtime.term(),
+            expected_owners = expected.len(),
+            "rebuild gate"
+        );
+        let rebuild = Arc::new(crate::rebuild::Rebuild::new(
+            crescent_store::RebuildGate::begin(
+                runtime.term(),
+                expected,
+                now_ms,
+                config.store.rebuild_degraded_timeout_secs * 1000,
+            ),
+            directory.clone(),
+        ));
         let liveness = Arc::new(OwnerLiveness::new(config.store.client_ttl_ms()));
         let mirror = SegmentMirror::new(segments.clone(), directory.clone(), liveness.clone());
         mirror.mirror_recovered(&recovered_registry, now_ms);
@@ -314,6 +380,7 @@ impl Node {
             housekeeping: Mutex::new(None),
             rpc: Mutex::new(None),
             ha: std::sync::OnceLock::new(),
+            rebuild,
         }))
     }
 

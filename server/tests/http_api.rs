@@ -53,6 +53,8 @@ fn start(dir: &std::path::Path) -> Arc<NodeState> {
 async fn mount_list_unmount_round_trip_with_seqs() {
     let t = tempfile::tempdir().unwrap();
     let state = start(t.path());
+    // every start journals its incarnation first
+    let base = state.journal.last_seq();
     let app = app!(state);
 
     let (s, b) = post_json(
@@ -63,8 +65,8 @@ async fn mount_list_unmount_round_trip_with_seqs() {
     .await;
     assert_eq!(s, 200, "{b}");
     assert_eq!(b["events"], json!(["owner_registered", "segment_mounted"]));
-    assert_eq!(b["first_seq"], json!(1));
-    assert_eq!(b["last_seq"], json!(2));
+    assert_eq!(b["first_seq"], json!(base + 1));
+    assert_eq!(b["last_seq"], json!(base + 2));
 
     // Identical repeat: idempotent, journals nothing.
     let (s, b) = post_json(
@@ -75,7 +77,7 @@ async fn mount_list_unmount_round_trip_with_seqs() {
     .await;
     assert_eq!(s, 200);
     assert_eq!(b["events"], json!([]));
-    assert_eq!(state.journal.last_seq(), 2);
+    assert_eq!(state.journal.last_seq(), base + 2);
 
     let resp = test::call_service(
         &app,
@@ -98,6 +100,8 @@ async fn mount_list_unmount_round_trip_with_seqs() {
 async fn errors_have_stable_codes_and_store_nothing() {
     let t = tempfile::tempdir().unwrap();
     let state = start(t.path());
+    // every start journals its incarnation first
+    let base = state.journal.last_seq();
     let app = app!(state);
     let cases = [
         (
@@ -146,7 +150,7 @@ async fn errors_have_stable_codes_and_store_nothing() {
     }
     assert_eq!(
         state.journal.last_seq(),
-        0,
+        base,
         "a refused request journals nothing"
     );
 
@@ -165,7 +169,7 @@ async fn errors_have_stable_codes_and_store_nothing() {
     )
     .await;
     assert_eq!((s, b["code"].as_str()), (409, Some("CONFLICT")));
-    assert_eq!(state.journal.last_seq(), 2);
+    assert_eq!(state.journal.last_seq(), base + 2);
 
     // Garbage bodies in both formats, and an unsupported content type.
     for (ct, body) in [
@@ -183,7 +187,7 @@ async fn errors_have_stable_codes_and_store_nothing() {
         let b: Value = test::read_body_json(resp).await;
         assert_eq!(b["code"], "INVALID_ARGUMENT", "{ct}");
     }
-    assert_eq!(state.journal.last_seq(), 2);
+    assert_eq!(state.journal.last_seq(), base + 2);
     Node::stop(&state);
 }
 
@@ -191,6 +195,8 @@ async fn errors_have_stable_codes_and_store_nothing() {
 async fn msgpack_in_msgpack_out() {
     let t = tempfile::tempdir().unwrap();
     let state = start(t.path());
+    // every start journals its incarnation first
+    let base = state.journal.last_seq();
     let app = app!(state);
     let body =
         rmp_serde::to_vec_named(&json!({"owner_id": "a", "segment_id": "m", "size": 64})).unwrap();
@@ -208,7 +214,7 @@ async fn msgpack_in_msgpack_out() {
     );
     let bytes = test::read_body(resp).await;
     let reply: crescent_wire::segments::CommandReply = rmp_serde::from_slice(&bytes).unwrap();
-    assert_eq!(reply.last_seq, Some(2));
+    assert_eq!(reply.last_seq, Some(base + 2));
     Node::stop(&state);
 }
 
@@ -216,6 +222,8 @@ async fn msgpack_in_msgpack_out() {
 async fn health_metrics_and_stats() {
     let t = tempfile::tempdir().unwrap();
     let state = start(t.path());
+    // every start journals its incarnation first
+    let base = state.journal.last_seq();
     let app = app!(state);
     let resp =
         test::call_service(&app, test::TestRequest::get().uri("/healthz").to_request()).await;
@@ -249,7 +257,7 @@ async fn health_metrics_and_stats() {
 
     let resp = test::call_service(&app, test::TestRequest::get().uri("/stats").to_request()).await;
     let s: Value = test::read_body_json(resp).await;
-    assert_eq!(s["journal"]["last_seq"], 2);
+    assert_eq!(s["journal"]["last_seq"], base + 2);
     assert_eq!(s["journal"]["backend"], "file");
     Node::stop(&state);
 }

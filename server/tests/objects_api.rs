@@ -184,8 +184,8 @@ async fn single_operations_round_trip_in_json() {
         json!([{"key": "q/0", "size": 10, "complete": true}])
     );
 
-    // Object operations journal nothing: only register + mount did.
-    assert_eq!(state.journal.last_seq(), 2);
+    // Object operations journal nothing: only the start's incarnation, register and mount did.
+    assert_eq!(state.journal.last_seq(), 3);
     let stats = get_json(&app, "/stats").await;
     assert_eq!(stats["store"]["objects"], 1);
     assert_eq!(stats["store"]["segments"], 1);

@@ -291,7 +291,24 @@ async fn embedded_segment_serves_a_fresh_start_and_survives_restarts() {
         .collect();
     assert_eq!(ids, [EMBEDDED_SEGMENT_ID, "s-ext"]);
     assert_eq!(state.directory.stats().segments, 2);
-    // Objects do not survive a restart (owners replay them; issue 4).
+    // Objects are not journaled: until the external owner "ext" (it has a mounted segment)
+    // replays its table, object operations wait behind the rebuild gate; control-plane reads
+    // are served.
+    let health = get_json(&app, "/healthz").await;
+    assert_eq!(health["gate"], "REBUILDING", "{health}");
+    let (s, b) = post(&app, "/v1/objects/exist", json!({"id": {"key": "hello"}})).await;
+    assert_eq!((s, b["code"].as_str()), (503, Some("UNAVAILABLE")), "{b}");
+    assert!(b["message"].as_str().unwrap().contains("REBUILDING"), "{b}");
+    let term = health["term"].as_u64().unwrap();
+    let (s, b) = post(
+        &app,
+        "/v1/rebuild/complete",
+        json!({"owner_id": "ext", "term": term, "counts": {"replayed": 0, "duplicate": 0, "stale": 0, "rejected": 0}}),
+    )
+    .await;
+    assert_eq!(s, 200, "{b}");
+    assert_eq!(b["gate"]["state"], "SERVING", "{b}");
+    // The embedded segment's objects do not survive a restart (its memory is new).
     let (_, b) = post(&app, "/v1/objects/exist", json!({"id": {"key": "hello"}})).await;
     assert_eq!(b["exists"], false);
     // The new embedded segment takes puts at its new endpoint.

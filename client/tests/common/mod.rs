@@ -80,6 +80,7 @@ pub struct Server {
     pub addr: SocketAddr,
     pub proc: Proc,
     pub dir: tempfile::TempDir,
+    args: Vec<String>,
 }
 
 impl Server {
@@ -97,11 +98,32 @@ impl Server {
     }
 
     fn launch(extra: &[&str], fixed: Option<SocketAddr>) -> Server {
+        Self::launch_in(tempfile::tempdir().unwrap(), extra, fixed)
+    }
+
+    /// SIGKILLs this crescentd and starts it again on the same data dir and address.
+    pub fn kill_and_restart(self) -> Server {
+        let Server {
+            addr,
+            proc,
+            dir,
+            args,
+        } = self;
+        drop(proc);
+        let extra: Vec<&str> = args.iter().map(String::as_str).collect();
+        Self::launch_in(dir, &extra, Some(addr))
+    }
+
+    fn launch_in(dir: tempfile::TempDir, extra: &[&str], fixed: Option<SocketAddr>) -> Server {
         let bin = crescentd_bin();
-        let dir = tempfile::tempdir().unwrap();
+        let args: Vec<String> = extra.iter().map(|a| a.to_string()).collect();
         for _ in 0..5 {
             let addr: SocketAddr = fixed.unwrap_or_else(|| ([127, 0, 0, 1], free_port()).into());
-            let log = std::fs::File::create(dir.path().join("crescentd.log")).unwrap();
+            let log = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(dir.path().join("crescentd.log"))
+                .unwrap();
             let child = Command::new(&bin)
                 .arg("--data-dir")
                 .arg(dir.path().join("data"))
@@ -121,7 +143,12 @@ impl Server {
                     break; // port taken or crash: try again, then report
                 }
                 if TcpStream::connect_timeout(&addr, Duration::from_millis(100)).is_ok() {
-                    return Server { addr, proc, dir };
+                    return Server {
+                        addr,
+                        proc,
+                        dir,
+                        args,
+                    };
                 }
                 assert!(
                     started.elapsed() < Duration::from_secs(60),

@@ -18,8 +18,11 @@ pub struct Health {
     pub role: &'static str,
     pub term: u64,
     pub commit_seq: u64,
-    /// `SERVING` (the HA issue adds `REBUILDING` and `DEGRADED`).
+    /// The rebuild gate: `SERVING`, `REBUILDING` (object operations wait for the storage
+    /// owners' replays) or `DEGRADED` (opened at the timeout without every owner).
     pub gate: &'static str,
+    /// Rebuild progress: owners expected/completed, entries by outcome.
+    pub rebuild: crescent_wire::rebuild::GateStatus,
     pub version: &'static str,
     /// The RPC fast path's address (`GET /v1/rpc` has the details), absent when it is off.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -47,17 +50,19 @@ pub async fn ha_replication(state: State) -> Result<HttpResponse, super::error::
 /// 200 while serving; 503 once the journal has failed.
 pub async fn healthz(state: State) -> HttpResponse {
     let failed = state.journal.durable().fault().is_some();
+    let gate = state.rebuild.status();
     let (role, term, ha) = match state.ha.get() {
         Some(ha) if ha.stepped_down() => ("deposed", ha.term, Some(ha.status())),
         Some(ha) => ("active", ha.term, Some(ha.status())),
-        None => ("standalone", state.journal.term(), None),
+        None => ("standalone", state.runtime.term(), None),
     };
     let body = Health {
         status: if failed { "failed" } else { "serving" },
         role,
         term,
         commit_seq: state.runtime.commit().get(),
-        gate: "SERVING",
+        gate: gate.state.as_str(),
+        rebuild: gate,
         version: env!("CARGO_PKG_VERSION"),
         rpc: state.rpc_address().map(|a| a.to_string()),
         ha,

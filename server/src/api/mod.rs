@@ -6,6 +6,7 @@ pub mod objects;
 pub mod objects_batch;
 pub mod ops;
 pub mod owners;
+pub mod rebuild;
 pub mod segments;
 pub mod wire;
 
@@ -33,6 +34,18 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .route("/metrics", web::get().to(admin::metrics))
         .route("/v1/ha/replication", web::get().to(admin::ha_replication))
         .route("/v1/status", web::get().to(admin::healthz))
+        .route(
+            crescent_wire::rebuild::routes::REPLAY,
+            web::post().to(rebuild::replay),
+        )
+        .route(
+            crescent_wire::rebuild::routes::COMPLETE,
+            web::post().to(rebuild::complete),
+        )
+        .route(
+            crescent_wire::rebuild::routes::STATUS,
+            web::get().to(rebuild::status),
+        )
         .route("/stats", web::get().to(admin::stats))
         .route(
             crescent_wire::rpc::RPC_INFO_ROUTE,

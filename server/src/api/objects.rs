@@ -70,6 +70,7 @@ pub async fn remove_prefix(
     state: State,
     Wire(req): Wire<RemovePrefixRequest>,
 ) -> Result<Reply<RemovePrefixReply>, HttpError> {
+    state.rebuild.admit_object()?;
     let now = state.now_ms();
     let directory = state.directory.clone();
     let reply = web::block(move || directory.remove_prefix(&req, now))
@@ -82,5 +83,6 @@ pub async fn list(
     state: State,
     Wire(req): Wire<ListRequest>,
 ) -> Result<Reply<ListReply>, HttpError> {
+    state.rebuild.admit_object()?;
     Ok(Reply(state.directory.list(&req)?))
 }

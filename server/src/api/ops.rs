@@ -13,7 +13,7 @@ use crescent_wire::store::{
     ItemResult, ObjectId, ObjectRequest, Placement, PutEndRequest, PutStartReply, PutStartRequest,
     RemoveRequest, SizeReply, MAX_BATCH,
 };
-use crescent_wire::ApiError;
+use crescent_wire::{ApiError, ErrorCode};
 
 use crate::node::NodeState;
 
@@ -26,35 +26,52 @@ pub fn with_default_placement(state: &NodeState, mut req: PutStartRequest) -> Pu
 }
 
 pub fn put_start(state: &NodeState, req: PutStartRequest) -> Result<PutStartReply, ApiError> {
+    state.rebuild.admit_object()?;
     let req = with_default_placement(state, req);
     Ok(state.directory.put_start(&req, state.now_ms())?)
 }
 
 pub fn put_end(state: &NodeState, req: PutEndRequest) -> Result<Ack, ApiError> {
+    state.rebuild.admit_object()?;
     state.directory.put_end(&req, state.now_ms())?;
     Ok(Ack {})
 }
 
 pub fn put_revoke(state: &NodeState, req: PutEndRequest) -> Result<Ack, ApiError> {
+    state.rebuild.admit_object()?;
     state.directory.put_revoke(&req, state.now_ms())?;
     Ok(Ack {})
 }
 
+// Reads are served during a rebuild for objects already replayed (their owner completed or
+// is replaying); what is not found yet answers UNAVAILABLE/REBUILDING, never NOT_FOUND.
+
 pub fn get(state: &NodeState, req: ObjectRequest) -> Result<GetReply, ApiError> {
-    Ok(state.directory.get(&req.id, state.now_ms())?)
+    let open = state.rebuild.is_open();
+    let r = state
+        .directory
+        .get(&req.id, state.now_ms())
+        .map_err(ApiError::from);
+    state.rebuild.read(open, r)
 }
 
 pub fn exist(state: &NodeState, req: ObjectRequest) -> Result<ExistReply, ApiError> {
+    let open = state.rebuild.is_open();
     let exists = state.directory.exist(&req.id, state.now_ms())?;
+    if !exists && !open {
+        return Err(state.rebuild.not_yet());
+    }
     Ok(ExistReply { exists })
 }
 
 pub fn size(state: &NodeState, req: ObjectRequest) -> Result<SizeReply, ApiError> {
-    let size = state.directory.get_size(&req.id)?;
-    Ok(SizeReply { size })
+    let open = state.rebuild.is_open();
+    let r = state.directory.get_size(&req.id).map_err(ApiError::from);
+    state.rebuild.read(open, r).map(|size| SizeReply { size })
 }
 
 pub fn remove(state: &NodeState, req: RemoveRequest) -> Result<Ack, ApiError> {
+    state.rebuild.admit_object()?;
     state.directory.remove(&req.id, req.force, state.now_ms())?;
     Ok(Ack {})
 }
@@ -92,6 +109,7 @@ pub fn batch_put_start(
     state: &NodeState,
     req: BatchRequest<PutStartRequest>,
 ) -> Result<BatchReply<PutStartReply>, ApiError> {
+    state.rebuild.admit_object()?;
     let items: Vec<PutStartRequest> = req
         .items
         .into_iter()
@@ -105,6 +123,7 @@ pub fn batch_put_end(
     state: &NodeState,
     req: BatchRequest<PutEndRequest>,
 ) -> Result<BatchReply<Ack>, ApiError> {
+    state.rebuild.admit_object()?;
     let done = state.directory.batch_put_end(&req.items, state.now_ms())?;
     Ok(map_items(done, |()| Ack {}))
 }
@@ -113,6 +132,7 @@ pub fn batch_put_revoke(
     state: &NodeState,
     req: BatchRequest<PutEndRequest>,
 ) -> Result<BatchReply<Ack>, ApiError> {
+    state.rebuild.admit_object()?;
     let done = state
         .directory
         .batch_put_revoke(&req.items, state.now_ms())?;
@@ -123,7 +143,25 @@ pub fn batch_get(
     state: &NodeState,
     req: BatchRequest<ObjectRequest>,
 ) -> Result<BatchReply<GetReply>, ApiError> {
-    let done = state.directory.batch_get(&ids(req.items), state.now_ms())?;
+    let open = state.rebuild.is_open();
+    let mut done = state.directory.batch_get(&ids(req.items), state.now_ms())?;
+    if !open {
+        for item in &mut done {
+            if matches!(
+                item,
+                ItemResult::Err {
+                    code: ErrorCode::NotFound,
+                    ..
+                }
+            ) {
+                let e = state.rebuild.not_yet();
+                *item = ItemResult::Err {
+                    code: e.code,
+                    message: e.message,
+                };
+            }
+        }
+    }
     Ok(BatchReply { items: done })
 }
 
@@ -131,10 +169,23 @@ pub fn batch_exist(
     state: &NodeState,
     req: BatchRequest<ObjectRequest>,
 ) -> Result<BatchReply<ExistReply>, ApiError> {
+    let open = state.rebuild.is_open();
     let done = state
         .directory
         .batch_exist(&ids(req.items), state.now_ms())?;
-    Ok(map_items(done, |exists| ExistReply { exists }))
+    let mut items = map_items(done, |exists| ExistReply { exists }).items;
+    if !open {
+        for item in &mut items {
+            if matches!(item, ItemResult::Ok(ExistReply { exists: false })) {
+                let e = state.rebuild.not_yet();
+                *item = ItemResult::Err {
+                    code: e.code,
+                    message: e.message,
+                };
+            }
+        }
+    }
+    Ok(BatchReply { items })
 }
 
 /// Remove carries `force` per item, so items run one by one here (same limit as the store's
@@ -143,6 +194,7 @@ pub fn batch_remove(
     state: &NodeState,
     req: BatchRequest<RemoveRequest>,
 ) -> Result<BatchReply<Ack>, ApiError> {
+    state.rebuild.admit_object()?;
     if req.items.len() > MAX_BATCH {
         return Err(StoreError::InvalidArgument {
             field: "items",

@@ -1,0 +1,164 @@
+//! Client-driven metadata rebuild end to end: crescentd is SIGKILLed and restarted on its data
+//! dir while two `crescent owner` processes keep the bytes; the owners see the new term in
+//! their heartbeat answers and replay their tables, the rebuild gate opens, and every object
+//! reads back byte-identical. One owner that never comes back makes the gate open DEGRADED at
+//! the timeout, while the other owner's objects are served as soon as it has replayed.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{crescent_bin, Proc, Server};
+use crescent_client::{CrescentClient, Placement, PutOptions};
+use crescent_wire::rebuild::GateState;
+use rand::{Rng, RngCore, SeedableRng};
+
+fn owner_process(server: &Server) -> (Proc, String) {
+    let child = Command::new(crescent_bin())
+        .args([
+            "--server",
+            &server.server(),
+            "--json",
+            "owner",
+            "--size",
+            "64M",
+        ])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut proc = Proc(child);
+    let mut lines = BufReader::new(proc.0.stdout.take().unwrap()).lines();
+    let ready: serde_json::Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+    let segment = ready["segment_id"].as_str().unwrap().to_string();
+    // keep reading its output so it never blocks on a full pipe
+    std::thread::spawn(move || for _ in lines {});
+    (proc, segment)
+}
+
+fn config(dir: &std::path::Path, degraded_secs: u64) -> String {
+    let path = dir.join("crescentd.toml");
+    std::fs::write(
+        &path,
+        format!("[store]\nembedded_segment_bytes = 0\nrebuild_degraded_timeout_secs = {degraded_secs}\n"),
+    )
+    .unwrap();
+    path.to_str().unwrap().to_string()
+}
+
+async fn put_objects(
+    client: &CrescentClient,
+    segment: &str,
+    tag: &str,
+    n: usize,
+) -> Vec<(String, Vec<u8>)> {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(n as u64);
+    let opts = PutOptions {
+        placement: Some(Placement::LocalFirst),
+        preferred_segment: Some(segment.to_string()),
+        ..PutOptions::default()
+    };
+    let mut out = Vec::new();
+    for i in 0..n {
+        let mut v = vec![0u8; rng.gen_range(1..40_000)];
+        rng.fill_bytes(&mut v);
+        let key = format!("{tag}/{i}");
+        client.put_with(&key, &v, &opts).await.unwrap();
+        out.push((key, v));
+    }
+    out
+}
+
+async fn wait_gate(client: &CrescentClient, want: GateState, within: Duration) {
+    let started = Instant::now();
+    loop {
+        if let Ok(s) = client.rebuild_status().await {
+            if s.state == want {
+                return;
+            }
+        }
+        assert!(
+            started.elapsed() < within,
+            "gate not {want:?} within {within:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn objects_survive_a_crescentd_restart_through_the_owners() {
+    let cfg_dir = tempfile::tempdir().unwrap();
+    let cfg = config(cfg_dir.path(), 120);
+    let server = Server::start_with(&["--config", &cfg]);
+    let (_a, seg_a) = owner_process(&server);
+    let (_b, seg_b) = owner_process(&server);
+    let writer = CrescentClient::new(&server.server()).unwrap();
+    let mut objects = put_objects(&writer, &seg_a, "a", 150).await;
+    objects.extend(put_objects(&writer, &seg_b, "b", 150).await);
+
+    let server = server.kill_and_restart();
+    let client = CrescentClient::new(&server.server()).unwrap();
+    wait_gate(&client, GateState::Serving, Duration::from_secs(30)).await;
+    let status = client.rebuild_status().await.unwrap();
+    assert_eq!(status.owners_completed, 2, "{status:?}");
+    for (key, value) in &objects {
+        assert_eq!(&client.get(key).await.unwrap(), value, "{key}");
+    }
+    // new puts after the rebuild never collide with replayed ones
+    let more = put_objects(&client, &seg_a, "after", 20).await;
+    for (key, value) in objects.iter().chain(&more) {
+        assert_eq!(&client.get(key).await.unwrap(), value, "{key}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_owner_that_never_returns_opens_the_gate_degraded_at_the_timeout() {
+    let cfg_dir = tempfile::tempdir().unwrap();
+    let cfg = config(cfg_dir.path(), 6);
+    let server = Server::start_with(&["--config", &cfg]);
+    let (_a, seg_a) = owner_process(&server);
+    let (b, seg_b) = owner_process(&server);
+    let writer = CrescentClient::new(&server.server()).unwrap();
+    let on_a = put_objects(&writer, &seg_a, "a", 50).await;
+    let on_b = put_objects(&writer, &seg_b, "b", 50).await;
+    drop(b); // SIGKILL: its memory and its table are gone
+
+    let restarted_at = Instant::now();
+    let server = server.kill_and_restart();
+    let client = CrescentClient::new(&server.server()).unwrap();
+    // Owner a replays while the gate still waits for b: a's objects are served already.
+    let started = Instant::now();
+    loop {
+        if client.get(&on_a[0].0).await.is_ok() {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "a's objects not served"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let status = client.rebuild_status().await.unwrap();
+    if restarted_at.elapsed() < Duration::from_secs(5) {
+        assert_eq!(status.state, GateState::Rebuilding, "{status:?}");
+        // b's objects are not known yet: UNAVAILABLE (REBUILDING), not NOT_FOUND
+        let err = client.get(&on_b[0].0).await.unwrap_err().to_string();
+        assert!(err.contains("REBUILDING"), "{err}");
+    }
+    for (key, value) in &on_a {
+        assert_eq!(&client.get(key).await.unwrap(), value, "{key}");
+    }
+    wait_gate(&client, GateState::Degraded, Duration::from_secs(20)).await;
+    assert!(restarted_at.elapsed() >= Duration::from_secs(5));
+    let health: serde_json::Value = reqwest::get(format!("http://{}/healthz", server.server()))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(health["gate"], "DEGRADED", "{health}");
+    // b's objects are gone with b; a's are still served
+    assert!(client.get(&on_b[0].0).await.is_err());
+    assert_eq!(client.get(&on_a[1].0).await.unwrap(), on_a[1].1);
+}
