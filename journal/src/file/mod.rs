@@ -51,6 +51,7 @@
 
 mod reader;
 mod recover;
+pub mod rewind;
 pub mod scan;
 pub mod segment;
 

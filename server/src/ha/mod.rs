@@ -11,6 +11,7 @@
 
 pub mod active;
 pub mod identity;
+pub mod rewind;
 pub mod standby;
 pub mod sync;
 
@@ -27,6 +28,7 @@ pub const DEPOSED_EXIT_CODE: i32 = 75;
 
 /// Runs an HA node until it is deposed, or SIGTERM/SIGINT.
 pub async fn run(config: Config) -> Result<(), ServerError> {
+    rewind::apply_pending(&config)?;
     let opened = Node::open_journal(&config)?;
     let node = identity::node_name(opened.dir.root())?;
     let span = tracing::info_span!("ha", node = %node, cluster = %config.ha.cluster);
@@ -47,7 +49,13 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
     );
 
     let term = match standby::run(&config, &opened, &elector, &node).await {
-        Ok(term) => term,
+        Ok(standby::Outcome::Elected(term)) => term,
+        Ok(standby::Outcome::MustRewind) => {
+            resign(elector).await;
+            opened.journal.shutdown()?;
+            tracing::warn!("exiting to rewind the journal on restart");
+            std::process::exit(rewind::REWIND_EXIT_CODE);
+        }
         Err(e) => {
             resign(elector).await;
             return Err(e);

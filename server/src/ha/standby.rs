@@ -116,14 +116,23 @@ async fn replication_address(http: &str) -> Option<SocketAddr> {
     info.address.parse().ok()
 }
 
-/// Runs the standby phase until this node is elected; returns the term won. The journal and
-/// data dir are handed back untouched for promotion.
+/// How the standby phase ended.
+pub enum Outcome {
+    /// Elected under this term: promote.
+    Elected(u64),
+    /// The active refused this journal as diverged and named a rewind point; a request for
+    /// it is recorded in the data dir: exit and restart.
+    MustRewind,
+}
+
+/// Runs the standby phase until this node is elected (or must rewind). The journal and data
+/// dir are handed back untouched for promotion.
 pub async fn run(
     config: &Config,
     opened: &OpenedJournal,
     elector: &Elector,
     node: &str,
-) -> Result<u64, ServerError> {
+) -> Result<Outcome, ServerError> {
     let journal = opened.journal.clone();
     let snapshots = SnapshotDir::new(opened.dir.snapshot_dir());
     let restored = restore(&snapshots, &journal, crescent_domain::standard_world())?;
@@ -187,8 +196,15 @@ pub async fn run(
     let mut role = elector.subscribe();
     let term = loop {
         let current = role.borrow_and_update().clone();
+        let diverged = view.follower_status();
+        if let (Some((code, message)), Some(point)) = (&diverged.refused, &diverged.rewind_to) {
+            if code == crescent_journal::replication::refusal::DIVERGED {
+                super::rewind::request(opened.dir.root(), point, message)?;
+                break Ok(Outcome::MustRewind);
+            }
+        }
         match current {
-            Role::Leader { term } => break Ok(term),
+            Role::Leader { term } => break Ok(Outcome::Elected(term)),
             Role::Follower { leader } => {
                 let addr = replication_address(&leader.address).await;
                 *leader_repl.lock().expect("leader mutex") = addr;
