@@ -290,7 +290,7 @@ async fn alternating_kill_9_rounds_lose_no_acknowledged_command() {
     let dir = tempfile::tempdir().unwrap();
     let cluster = cluster_name();
     let names = ["a", "b"];
-    let mut nodes = vec![
+    let mut nodes = [
         Some(start_node(dir.path(), "a", &cluster)),
         Some(start_node(dir.path(), "b", &cluster)),
     ];

@@ -47,7 +47,8 @@ impl CommitTracker {
     /// A tracker over a journal's durable watermark, starting in `Local` mode. A thread follows
     /// `durable` until it closes or fails (the commit watermark then closes or fails too).
     pub fn start(durable: Watermark) -> Self {
-        let commit = Watermark::new(durable.get());
+        let initial = durable.get();
+        let commit = Watermark::new(initial);
         let inner = Arc::new(Inner {
             durable: durable.clone(),
             commit,
@@ -61,7 +62,9 @@ impl CommitTracker {
         std::thread::Builder::new()
             .name("commit-tracker".into())
             .spawn(move || {
-                let mut next = durable.get() + 1;
+                // From the value the commit watermark started at, not a fresh read: an advance
+                // between construction and this thread starting must not be skipped.
+                let mut next = initial + 1;
                 loop {
                     match durable.wait_for_blocking(next) {
                         Ok(d) => {
