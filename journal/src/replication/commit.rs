@@ -204,8 +204,13 @@ mod tests {
         assert!(t.standby_caught_up());
         assert_eq!(t.held_for(), None);
         durable.advance(20);
+        let reached = t
+            .commit()
+            .wait_for_timeout(12, Duration::from_secs(10))
+            .unwrap();
+        assert_eq!(reached, Some(12));
         settle();
-        assert_eq!(t.commit().get(), 12);
+        assert_eq!(t.commit().get(), 12, "held at the standby's ack");
         t.release_standby();
         assert_eq!(t.commit().get(), 20);
         assert_eq!(t.mode(), CommitMode::Local);
