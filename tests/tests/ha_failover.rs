@@ -14,6 +14,10 @@ use std::time::{Duration, Instant};
 use crescent_tests::binaries::{ensure_workspace_binary, optional_workspace_binary};
 use crescent_tests::crescentd::{log_tail, CrescentdProcess, Outcome, SegmentsClient};
 
+/// The HA tests each run two crescentd processes and dozens of clients: one at a time, so a
+/// 2-core machine gives each the timing it is about.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 const DEPOSED_EXIT_CODE: i32 = 75;
 const REWIND_EXIT_CODE: i32 = 76;
 
@@ -116,6 +120,7 @@ fn cluster_name() -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn kill_9_of_the_active_under_load_loses_no_acknowledged_command() {
+    let _serial = SERIAL.lock().await;
     let dir = tempfile::tempdir().unwrap();
     let cluster = cluster_name();
     let mut nodes = [
@@ -193,6 +198,7 @@ async fn kill_9_of_the_active_under_load_loses_no_acknowledged_command() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_paused_active_is_deposed_and_acknowledges_nothing_under_its_old_term() {
+    let _serial = SERIAL.lock().await;
     let dir = tempfile::tempdir().unwrap();
     let cluster = cluster_name();
     let mut nodes = [
@@ -283,6 +289,7 @@ fn restart_standby(dir: &Path, name: &str, cluster: &str) -> CrescentdProcess {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn alternating_kill_9_rounds_lose_no_acknowledged_command() {
+    let _serial = SERIAL.lock().await;
     let rounds: usize = std::env::var("CRESCENT_HA_ROUNDS")
         .ok()
         .and_then(|v| v.parse().ok())
