@@ -8,12 +8,19 @@
 
 use crescent_actors::segment_registry::SegmentRegistry;
 use crescent_actors::World;
+use crescent_weights::{LineageClaim, WeightRevision};
 
 /// A world with every aggregate kind of this build registered (empty tables).
 pub fn standard_world() -> World {
     let mut world = World::empty();
     world
         .register::<SegmentRegistry>()
+        .expect("aggregate kinds are distinct");
+    world
+        .register::<WeightRevision>()
+        .expect("aggregate kinds are distinct");
+    world
+        .register::<LineageClaim>()
         .expect("aggregate kinds are distinct");
     world
 }
@@ -25,7 +32,9 @@ mod tests {
     #[test]
     fn every_kind_is_registered_once() {
         let kinds: Vec<_> = standard_world().kinds().collect();
-        assert!(kinds.contains(&"segment_registry"), "{kinds:?}");
+        for kind in ["segment_registry", "weight_revision", "lineage_claim"] {
+            assert!(kinds.contains(&kind), "{kinds:?}");
+        }
         let mut sorted = kinds.clone();
         sorted.dedup();
         assert_eq!(sorted, kinds);

@@ -18,6 +18,7 @@ pub mod metrics;
 pub mod node;
 pub mod rpc;
 pub mod segment_mirror;
+pub mod weights;
 
 pub use config::Config;
 pub use error::ServerError;
