@@ -10,7 +10,10 @@ use common::*;
 use crescent_store::{ObjectDirectory, StoreConfig};
 use crescent_wire::store::{DataType, PutEndRequest, RemovePrefixRequest};
 
-fn guarded_dir(group: NonZeroU32) -> (ObjectDirectory, Arc<Mutex<Vec<(&'static str, u64)>>>) {
+/// (operation, members) pairs the skip hook saw.
+type Skips = Arc<Mutex<Vec<(&'static str, u64)>>>;
+
+fn guarded_dir(group: NonZeroU32) -> (ObjectDirectory, Skips) {
     let d = dir_with(StoreConfig {
         shards: 4,
         ..Default::default()
@@ -101,8 +104,12 @@ fn only_the_group_removal_deletes_members() {
             .code(),
         "CONFLICT"
     );
-    assert!(d.remove_group_member(&id(None, None, "w/p/1"), g, T0).unwrap());
-    assert!(!d.remove_group_member(&id(None, None, "w/p/1"), g, T0).unwrap());
+    assert!(d
+        .remove_group_member(&id(None, None, "w/p/1"), g, T0)
+        .unwrap());
+    assert!(!d
+        .remove_group_member(&id(None, None, "w/p/1"), g, T0)
+        .unwrap());
     assert!(d
         .remove_group_member(&id(None, None, "w/manifest"), g, T0)
         .unwrap());

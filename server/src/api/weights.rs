@@ -20,7 +20,11 @@ use crate::weights::workflows::{not_found, object_id, payload_prefix};
 
 type State = web::Data<Arc<NodeState>>;
 
-fn view(state: &crescent_weights::WeightRevision, now_ms: i64, identity: &RevisionIdentity) -> Result<w::WeightMetadata, HttpError> {
+fn view(
+    state: &crescent_weights::WeightRevision,
+    now_ms: i64,
+    identity: &RevisionIdentity,
+) -> Result<w::WeightMetadata, HttpError> {
     state
         .view(now_ms)
         .map(|v| convert::metadata(&v))
@@ -34,7 +38,10 @@ fn domain(e: crescent_weights::WeightError) -> HttpError {
 }
 
 /// weight_put, step 1: the IMPORTING revision and its group (same identity again: same group).
-pub async fn put_begin(state: State, Wire(req): Wire<w::PutBeginRequest>) -> Result<Reply<w::PutBeginReply>, HttpError> {
+pub async fn put_begin(
+    state: State,
+    Wire(req): Wire<w::PutBeginRequest>,
+) -> Result<Reply<w::PutBeginReply>, HttpError> {
     let svc = &state.weights;
     let identity = convert::identity(&req.id)?;
     let cluster = svc.config.cluster_default_policy();
@@ -46,7 +53,13 @@ pub async fn put_begin(state: State, Wire(req): Wire<w::PutBeginRequest>) -> Res
         .admit_import(identity.weight_generation, req.request_id.as_deref())
         .map_err(domain)?;
     let after = svc
-        .revision(&identity, WeightRevisionCommand::BeginImport { identity: identity.clone(), policy })
+        .revision(
+            &identity,
+            WeightRevisionCommand::BeginImport {
+                identity: identity.clone(),
+                policy,
+            },
+        )
         .await?;
     let rec = after.record().ok_or_else(|| not_found(&identity))?;
     Ok(Reply(w::PutBeginReply {
@@ -59,7 +72,10 @@ pub async fn put_begin(state: State, Wire(req): Wire<w::PutBeginRequest>) -> Res
 }
 
 /// weight_put, step 2: put_start of one object into the IMPORTING revision's group.
-pub async fn put_object(state: State, Wire(req): Wire<w::WeightObjectRequest>) -> Result<Reply<PutStartReply>, HttpError> {
+pub async fn put_object(
+    state: State,
+    Wire(req): Wire<w::WeightObjectRequest>,
+) -> Result<Reply<PutStartReply>, HttpError> {
     let svc = &state.weights;
     let identity = convert::identity(&req.id)?;
     let current = svc.read_revision(&identity).await?;
@@ -67,19 +83,24 @@ pub async fn put_object(state: State, Wire(req): Wire<w::WeightObjectRequest>) -
     if rec.availability != crescent_weights::Availability::Importing {
         return Err(HttpError(ApiError::new(
             ErrorCode::Conflict,
-            format!("revision {identity} is {}: objects are written only while IMPORTING", rec.availability.as_str()),
+            format!(
+                "revision {identity} is {}: objects are written only while IMPORTING",
+                rec.availability.as_str()
+            ),
         )));
     }
     let prefix = payload_prefix(&identity);
     let (data_type, hard_pin) = match req.kind {
         w::WeightObjectKind::Manifest if req.key == rec.manifest_key => (DataType::Metadata, true),
-        w::WeightObjectKind::Payload if req.key.starts_with(&prefix) && req.key.len() > prefix.len() => (DataType::Weight, false),
-        _ => {
-            return Err(HttpError(ApiError::invalid(format!(
-                "key {:?} is not a {:?} key of {identity} (manifest {:?}, payloads under {prefix:?})",
-                req.key, req.kind, rec.manifest_key
-            ))))
+        w::WeightObjectKind::Payload
+            if req.key.starts_with(&prefix) && req.key.len() > prefix.len() =>
+        {
+            (DataType::Weight, false)
         }
+        _ => return Err(HttpError(ApiError::invalid(format!(
+            "key {:?} is not a {:?} key of {identity} (manifest {:?}, payloads under {prefix:?})",
+            req.key, req.kind, rec.manifest_key
+        )))),
     };
     let put = PutStartRequest {
         id: object_id(&req.key),
@@ -103,21 +124,36 @@ pub async fn put_object(state: State, Wire(req): Wire<w::WeightObjectRequest>) -
 }
 
 /// weight_put, last step: whole-group validation, READY + HOT.
-pub async fn put_commit(state: State, Wire(req): Wire<w::PutCommitRequest>) -> Result<Reply<w::WeightMetadata>, HttpError> {
+pub async fn put_commit(
+    state: State,
+    Wire(req): Wire<w::PutCommitRequest>,
+) -> Result<Reply<w::WeightMetadata>, HttpError> {
     let svc = state.weights.clone();
     let identity = convert::identity(&req.id)?;
     let units = req
         .affinity_units
         .into_iter()
-        .map(|u| crescent_weights::AffinityUnit { unit_id: u.unit_id, member_keys: u.member_keys, bytes: u.bytes })
+        .map(|u| crescent_weights::AffinityUnit {
+            unit_id: u.unit_id,
+            member_keys: u.member_keys,
+            bytes: u.bytes,
+        })
         .collect();
     let after = svc
-        .commit_import(&identity, req.expected_metadata_generation, req.manifest_sha256, units)
+        .commit_import(
+            &identity,
+            req.expected_metadata_generation,
+            req.manifest_sha256,
+            units,
+        )
         .await?;
     Ok(Reply(view(&after, state.now_ms(), &identity)?))
 }
 
-pub async fn lease_acquire(state: State, Wire(req): Wire<w::LeaseRequest>) -> Result<Reply<w::LeaseReply>, HttpError> {
+pub async fn lease_acquire(
+    state: State,
+    Wire(req): Wire<w::LeaseRequest>,
+) -> Result<Reply<w::LeaseReply>, HttpError> {
     let svc = &state.weights;
     let identity = convert::identity(&req.id)?;
     let before = svc.read_revision(&identity).await?;
@@ -151,15 +187,27 @@ pub async fn lease_acquire(state: State, Wire(req): Wire<w::LeaseRequest>) -> Re
     }))
 }
 
-pub async fn lease_renew(state: State, Wire(req): Wire<w::LeaseRenewRequest>) -> Result<Reply<w::LeaseReply>, HttpError> {
+pub async fn lease_renew(
+    state: State,
+    Wire(req): Wire<w::LeaseRenewRequest>,
+) -> Result<Reply<w::LeaseReply>, HttpError> {
     let identity = convert::identity(&req.id)?;
     let after = state
         .weights
-        .revision(&identity, WeightRevisionCommand::RenewLease { lease_id: req.lease_id.clone(), ttl_ms: req.ttl_ms })
+        .revision(
+            &identity,
+            WeightRevisionCommand::RenewLease {
+                lease_id: req.lease_id.clone(),
+                ttl_ms: req.ttl_ms,
+            },
+        )
         .await?;
-    let lease = after
-        .lease(&req.lease_id)
-        .ok_or_else(|| HttpError(ApiError::new(ErrorCode::LeaseExpired, format!("lease {} has ended", req.lease_id))))?;
+    let lease = after.lease(&req.lease_id).ok_or_else(|| {
+        HttpError(ApiError::new(
+            ErrorCode::LeaseExpired,
+            format!("lease {} has ended", req.lease_id),
+        ))
+    })?;
     Ok(Reply(w::LeaseReply {
         lease_id: req.lease_id.clone(),
         expires_at_ms: lease.expires_at_ms,
@@ -167,41 +215,68 @@ pub async fn lease_renew(state: State, Wire(req): Wire<w::LeaseRenewRequest>) ->
     }))
 }
 
-pub async fn lease_release(state: State, Wire(req): Wire<w::LeaseReleaseRequest>) -> Result<Reply<crescent_wire::store::Ack>, HttpError> {
+pub async fn lease_release(
+    state: State,
+    Wire(req): Wire<w::LeaseReleaseRequest>,
+) -> Result<Reply<crescent_wire::store::Ack>, HttpError> {
     let identity = convert::identity(&req.id)?;
     state
         .weights
-        .revision(&identity, WeightRevisionCommand::ReleaseLease { lease_id: req.lease_id })
+        .revision(
+            &identity,
+            WeightRevisionCommand::ReleaseLease {
+                lease_id: req.lease_id,
+            },
+        )
         .await?;
     Ok(Reply(crescent_wire::store::Ack {}))
 }
 
-pub async fn exist(state: State, Wire(req): Wire<w::WeightRequest>) -> Result<Reply<w::WeightExistReply>, HttpError> {
+pub async fn exist(
+    state: State,
+    Wire(req): Wire<w::WeightRequest>,
+) -> Result<Reply<w::WeightExistReply>, HttpError> {
     let identity = convert::identity(&req.id)?;
     let s = state.weights.read_revision(&identity).await?;
-    Ok(Reply(w::WeightExistReply { exists: s.is_exist() }))
+    Ok(Reply(w::WeightExistReply {
+        exists: s.is_exist(),
+    }))
 }
 
-pub async fn metadata(state: State, Wire(req): Wire<w::WeightRequest>) -> Result<Reply<w::WeightMetadata>, HttpError> {
+pub async fn metadata(
+    state: State,
+    Wire(req): Wire<w::WeightRequest>,
+) -> Result<Reply<w::WeightMetadata>, HttpError> {
     let identity = convert::identity(&req.id)?;
     let s = state.weights.read_revision(&identity).await?;
     Ok(Reply(view(&s, state.now_ms(), &identity)?))
 }
 
-pub async fn size(state: State, Wire(req): Wire<w::WeightRequest>) -> Result<Reply<w::WeightSizeReply>, HttpError> {
+pub async fn size(
+    state: State,
+    Wire(req): Wire<w::WeightRequest>,
+) -> Result<Reply<w::WeightSizeReply>, HttpError> {
     let identity = convert::identity(&req.id)?;
     let s = state.weights.read_revision(&identity).await?;
     if s.record().is_none() {
         return Err(not_found(&identity));
     }
-    Ok(Reply(w::WeightSizeReply { size: s.size().map_err(domain)? }))
+    Ok(Reply(w::WeightSizeReply {
+        size: s.size().map_err(domain)?,
+    }))
 }
 
 /// weight_list: metadata views only (no manifest reads), paginated by identity.
-pub async fn list(state: State, Wire(req): Wire<w::WeightListRequest>) -> Result<Reply<w::WeightListReply>, HttpError> {
+pub async fn list(
+    state: State,
+    Wire(req): Wire<w::WeightListRequest>,
+) -> Result<Reply<w::WeightListReply>, HttpError> {
     let limit = req.limit.unwrap_or(100);
     if limit == 0 || limit > w::MAX_WEIGHT_LIST_PAGE {
-        return Err(HttpError(ApiError::invalid(format!("limit {limit}: allowed 1..={}", w::MAX_WEIGHT_LIST_PAGE))));
+        return Err(HttpError(ApiError::invalid(format!(
+            "limit {limit}: allowed 1..={}",
+            w::MAX_WEIGHT_LIST_PAGE
+        ))));
     }
     let tenant = req.tenant.clone().unwrap_or_else(|| DEFAULT_TENANT.into());
     let filter = |i: &RevisionIdentity| {
@@ -209,7 +284,10 @@ pub async fn list(state: State, Wire(req): Wire<w::WeightListRequest>) -> Result
             && req.namespace.as_ref().is_none_or(|n| &i.namespace == n)
             && req.resource_id.as_ref().is_none_or(|r| &i.resource_id == r)
     };
-    let (identities, next) = state.weights.list_identities(filter, req.after.as_deref(), limit as usize);
+    let (identities, next) =
+        state
+            .weights
+            .list_identities(filter, req.after.as_deref(), limit as usize);
     let now = state.now_ms();
     let mut revisions = Vec::with_capacity(identities.len());
     for identity in identities {
@@ -221,29 +299,52 @@ pub async fn list(state: State, Wire(req): Wire<w::WeightListRequest>) -> Result
     Ok(Reply(w::WeightListReply { revisions, next }))
 }
 
-async fn current_generation(state: &State, identity: &RevisionIdentity, given: Option<u64>) -> Result<u64, HttpError> {
+async fn current_generation(
+    state: &State,
+    identity: &RevisionIdentity,
+    given: Option<u64>,
+) -> Result<u64, HttpError> {
     if let Some(g) = given {
         return Ok(g);
     }
     let s = state.weights.read_revision(identity).await?;
-    s.record().map(|r| r.metadata_generation).ok_or_else(|| not_found(identity))
+    s.record()
+        .map(|r| r.metadata_generation)
+        .ok_or_else(|| not_found(identity))
 }
 
-pub async fn update_policy(state: State, Wire(req): Wire<w::UpdatePolicyRequest>) -> Result<Reply<w::WeightMetadata>, HttpError> {
+pub async fn update_policy(
+    state: State,
+    Wire(req): Wire<w::UpdatePolicyRequest>,
+) -> Result<Reply<w::WeightMetadata>, HttpError> {
     let svc = &state.weights;
     let identity = convert::identity(&req.id)?;
     let s = svc.read_revision(&identity).await?;
     let rec = s.record().ok_or_else(|| not_found(&identity))?;
-    let policy = resolve_policy(Some(&convert::policy_override(&req.policy)), None, &rec.policy).map_err(domain)?;
+    let policy = resolve_policy(
+        Some(&convert::policy_override(&req.policy)),
+        None,
+        &rec.policy,
+    )
+    .map_err(domain)?;
     svc.check_reachable(policy.preferred_residency)?;
     let expected = current_generation(&state, &identity, req.expected_metadata_generation).await?;
     let after = svc
-        .revision(&identity, WeightRevisionCommand::UpdatePolicy { policy, expected_metadata_generation: expected })
+        .revision(
+            &identity,
+            WeightRevisionCommand::UpdatePolicy {
+                policy,
+                expected_metadata_generation: expected,
+            },
+        )
         .await?;
     Ok(Reply(view(&after, state.now_ms(), &identity)?))
 }
 
-pub async fn migrate(state: State, Wire(req): Wire<w::MigrateRequest>) -> Result<Reply<w::OperationReply>, HttpError> {
+pub async fn migrate(
+    state: State,
+    Wire(req): Wire<w::MigrateRequest>,
+) -> Result<Reply<w::OperationReply>, HttpError> {
     let svc = state.weights.clone();
     let identity = convert::identity(&req.id)?;
     let s = svc.read_revision(&identity).await?;
@@ -254,7 +355,13 @@ pub async fn migrate(state: State, Wire(req): Wire<w::MigrateRequest>) -> Result
     }
     let expected = current_generation(&state, &identity, req.expected_metadata_generation).await?;
     let after = svc
-        .revision(&identity, WeightRevisionCommand::Migrate { target, expected_metadata_generation: expected })
+        .revision(
+            &identity,
+            WeightRevisionCommand::Migrate {
+                target,
+                expected_metadata_generation: expected,
+            },
+        )
         .await?;
     let op = after
         .active_operation()
@@ -266,9 +373,20 @@ pub async fn migrate(state: State, Wire(req): Wire<w::MigrateRequest>) -> Result
     Ok(Reply(convert::operation(&identity, op)))
 }
 
-pub async fn operation(state: State, Wire(req): Wire<w::OperationRequest>) -> Result<Reply<w::OperationReply>, HttpError> {
-    let missing = || HttpError(ApiError::new(ErrorCode::NotFound, format!("operation {} not found", req.operation_id)));
-    let identity = state.weights.operation_owner(&req.operation_id).ok_or_else(missing)?;
+pub async fn operation(
+    state: State,
+    Wire(req): Wire<w::OperationRequest>,
+) -> Result<Reply<w::OperationReply>, HttpError> {
+    let missing = || {
+        HttpError(ApiError::new(
+            ErrorCode::NotFound,
+            format!("operation {} not found", req.operation_id),
+        ))
+    };
+    let identity = state
+        .weights
+        .operation_owner(&req.operation_id)
+        .ok_or_else(missing)?;
     let s = state.weights.read_revision(&identity).await?;
     let op = s.operation(&req.operation_id).ok_or_else(missing)?;
     Ok(Reply(convert::operation(&identity, op)))
@@ -276,11 +394,21 @@ pub async fn operation(state: State, Wire(req): Wire<w::OperationRequest>) -> Re
 
 /// weight_remove: DELETING, payloads in batches, the manifest last, DELETED. Waits for the
 /// workflow; a failure leaves it to resume (the operation id stays the same).
-pub async fn remove(state: State, Wire(req): Wire<w::RemoveWeightRequest>) -> Result<Reply<w::OperationReply>, HttpError> {
+pub async fn remove(
+    state: State,
+    Wire(req): Wire<w::RemoveWeightRequest>,
+) -> Result<Reply<w::OperationReply>, HttpError> {
     let svc = state.weights.clone();
     let identity = convert::identity(&req.id)?;
     let expected = current_generation(&state, &identity, req.expected_metadata_generation).await?;
-    let after = svc.revision(&identity, WeightRevisionCommand::Remove { expected_metadata_generation: expected }).await?;
+    let after = svc
+        .revision(
+            &identity,
+            WeightRevisionCommand::Remove {
+                expected_metadata_generation: expected,
+            },
+        )
+        .await?;
     let op_id = after
         .operations()
         .values()
@@ -297,13 +425,19 @@ pub async fn remove(state: State, Wire(req): Wire<w::RemoveWeightRequest>) -> Re
     Ok(Reply(convert::operation(&identity, op)))
 }
 
-fn upsert_reply(claim: &crescent_weights::lineage::Claim, watermark: Option<u64>) -> w::UpsertReply {
+fn upsert_reply(
+    claim: &crescent_weights::lineage::Claim,
+    watermark: Option<u64>,
+) -> w::UpsertReply {
     w::UpsertReply {
         request_id: claim.request_id.clone(),
         base: convert::wire_id(&claim.base),
         target: convert::wire_id(&claim.target),
         mode: convert::wire_upsert_mode(claim.mode),
-        phase: serde_json::to_value(claim.phase).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default(),
+        phase: serde_json::to_value(claim.phase)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default(),
         next_step: match claim.next_step() {
             crescent_weights::lineage::UpsertStep::ImportTarget => "import_target".into(),
             crescent_weights::lineage::UpsertStep::Done => "done".into(),
@@ -317,24 +451,42 @@ fn upsert_reply(claim: &crescent_weights::lineage::Claim, watermark: Option<u64>
 /// weight_upsert: checks the base, claims the lineage and drives the claim until the target
 /// import (the client's part) or the end. The client then writes the target with
 /// `weight_put` under the returned request id and polls `upsert/status`.
-pub async fn upsert(state: State, Wire(req): Wire<w::UpsertRequest>) -> Result<Reply<w::UpsertReply>, HttpError> {
+pub async fn upsert(
+    state: State,
+    Wire(req): Wire<w::UpsertRequest>,
+) -> Result<Reply<w::UpsertReply>, HttpError> {
     let svc = state.weights.clone();
     let base = convert::identity(&req.base)?;
     let target = base.lineage().at_generation(req.target_generation);
     let s = svc.read_revision(&base).await?;
     let rec = s.record().ok_or_else(|| not_found(&base))?;
-    let expected = req.expected_base_metadata_generation.unwrap_or(rec.metadata_generation);
+    let expected = req
+        .expected_base_metadata_generation
+        .unwrap_or(rec.metadata_generation);
     if rec.availability != crescent_weights::Availability::Ready {
-        return Err(HttpError(ApiError::new(ErrorCode::NotReady, format!("base {base} is {}", rec.availability.as_str()))));
+        return Err(HttpError(ApiError::new(
+            ErrorCode::NotReady,
+            format!("base {base} is {}", rec.availability.as_str()),
+        )));
     }
     if rec.metadata_generation != expected {
         return Err(HttpError(ApiError::new(
             ErrorCode::StaleGeneration,
-            format!("base {base} is at metadata generation {}, not {expected}", rec.metadata_generation),
+            format!(
+                "base {base} is at metadata generation {}, not {expected}",
+                rec.metadata_generation
+            ),
         )));
     }
     let policy = match &req.policy {
-        Some(p) => Some(resolve_policy(Some(&convert::policy_override(p)), None, &svc.config.cluster_default_policy()).map_err(domain)?),
+        Some(p) => Some(
+            resolve_policy(
+                Some(&convert::policy_override(p)),
+                None,
+                &svc.config.cluster_default_policy(),
+            )
+            .map_err(domain)?,
+        ),
         None => None,
     };
     if let Some(p) = &policy {
@@ -361,11 +513,16 @@ pub async fn upsert(state: State, Wire(req): Wire<w::UpsertRequest>) -> Result<R
         .await?;
     svc.drive_claim(&lineage).await;
     let after = svc.read_lineage(&lineage).await.unwrap_or(after);
-    let claim = after.claim(&request_id).ok_or_else(|| HttpError(ApiError::internal("the claim is missing")))?;
+    let claim = after
+        .claim(&request_id)
+        .ok_or_else(|| HttpError(ApiError::internal("the claim is missing")))?;
     Ok(Reply(upsert_reply(claim, after.watermark())))
 }
 
-pub async fn upsert_status(state: State, Wire(req): Wire<w::UpsertStatusRequest>) -> Result<Reply<w::UpsertReply>, HttpError> {
+pub async fn upsert_status(
+    state: State,
+    Wire(req): Wire<w::UpsertStatusRequest>,
+) -> Result<Reply<w::UpsertReply>, HttpError> {
     let lineage = LineageId {
         tenant_id: req.tenant.clone().unwrap_or_else(|| DEFAULT_TENANT.into()),
         namespace: req.namespace.clone(),
@@ -375,7 +532,10 @@ pub async fn upsert_status(state: State, Wire(req): Wire<w::UpsertStatusRequest>
     lineage.validate().map_err(domain)?;
     let s = state.weights.read_lineage(&lineage).await?;
     let claim = s.claim(&req.request_id).ok_or_else(|| {
-        HttpError(ApiError::new(ErrorCode::NotFound, format!("upsert request {} not found in {lineage}", req.request_id)))
+        HttpError(ApiError::new(
+            ErrorCode::NotFound,
+            format!("upsert request {} not found in {lineage}", req.request_id),
+        ))
     })?;
     Ok(Reply(upsert_reply(claim, s.watermark())))
 }

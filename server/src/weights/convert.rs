@@ -4,8 +4,8 @@
 use crescent_weights::policy::PolicyOverride;
 use crescent_weights::revision::{Operation, OperationKind, OperationTrigger};
 use crescent_weights::{
-    MigrationMode, PreferredResidency, ResidencyTarget, RevisionIdentity, RevisionView,
-    UpsertMode, WeightStoragePolicy, DEFAULT_TENANT,
+    MigrationMode, PreferredResidency, ResidencyTarget, RevisionIdentity, RevisionView, UpsertMode,
+    WeightStoragePolicy, DEFAULT_TENANT,
 };
 use crescent_wire::weights as w;
 use crescent_wire::{ApiError, ErrorCode};
@@ -72,7 +72,11 @@ pub fn policy_override(p: &w::WeightPolicy) -> PolicyOverride {
     }
 }
 
-pub fn target(to: w::PreferredResidency, hot_ratio: Option<f64>, current: &WeightStoragePolicy) -> ResidencyTarget {
+pub fn target(
+    to: w::PreferredResidency,
+    hot_ratio: Option<f64>,
+    current: &WeightStoragePolicy,
+) -> ResidencyTarget {
     match to {
         w::PreferredResidency::Hot => ResidencyTarget::Hot,
         w::PreferredResidency::Cold => ResidencyTarget::Cold,

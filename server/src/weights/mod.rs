@@ -17,8 +17,8 @@ use std::sync::{Arc, Mutex};
 use crescent_actors::{AggregateRegistry, Runtime, World};
 use crescent_store::ObjectDirectory;
 use crescent_weights::{
-    GuardedOperation, LineageClaim, LineageClaimCommand, LineageId, RevisionIdentity,
-    WeightConfig, WeightMetrics, WeightRevision, WeightRevisionCommand,
+    GuardedOperation, LineageClaim, LineageClaimCommand, LineageId, RevisionIdentity, WeightConfig,
+    WeightMetrics, WeightRevision, WeightRevisionCommand,
 };
 use crescent_wire::{ApiError, ErrorCode};
 use futures::future::BoxFuture;
@@ -159,9 +159,21 @@ impl WeightService {
     ) -> Result<WeightRevision, HttpError> {
         let id = identity.stream_id();
         let _serial = self.serial.lock().await;
-        let before = self.revisions.read(&id, Clone::clone).await.map_err(from_runtime)?;
-        let done = self.revisions.execute(&id, cmd).await.map_err(from_runtime)?;
-        let after = self.revisions.read(&id, Clone::clone).await.map_err(from_runtime)?;
+        let before = self
+            .revisions
+            .read(&id, Clone::clone)
+            .await
+            .map_err(from_runtime)?;
+        let done = self
+            .revisions
+            .execute(&id, cmd)
+            .await
+            .map_err(from_runtime)?;
+        let after = self
+            .revisions
+            .read(&id, Clone::clone)
+            .await
+            .map_err(from_runtime)?;
         if !done.is_noop() {
             self.metrics.observe_revision(&before, &after, &done.events);
         }
@@ -189,8 +201,16 @@ impl WeightService {
     ) -> Result<LineageClaim, HttpError> {
         let id = lineage.stream_id();
         let _serial = self.serial.lock().await;
-        let before = self.lineages.read(&id, Clone::clone).await.map_err(from_runtime)?;
-        let done = self.lineages.execute(&id, cmd).await.map_err(from_runtime)?;
+        let before = self
+            .lineages
+            .read(&id, Clone::clone)
+            .await
+            .map_err(from_runtime)?;
+        let done = self
+            .lineages
+            .execute(&id, cmd)
+            .await
+            .map_err(from_runtime)?;
         if !done.is_noop() {
             self.metrics.observe_lineage(&before, &done.events);
         }
@@ -252,7 +272,10 @@ impl WeightService {
 
     /// Marks `key` as driven; false when another task already drives it.
     fn start_driving(&self, key: &str) -> bool {
-        self.driving.lock().expect("driving set").insert(key.to_string())
+        self.driving
+            .lock()
+            .expect("driving set")
+            .insert(key.to_string())
     }
 
     fn stop_driving(&self, key: &str) {

@@ -9,9 +9,8 @@ use crescent_store::{GroupId, GroupObject};
 use crescent_weights::lineage::UpsertStep;
 use crescent_weights::revision::{GroupMember, ObjectType, OperationKind, PayloadSummary};
 use crescent_weights::{
-    affinity_digest, payload_keys_sha256, Availability, ClaimPhase, LineageClaimCommand,
-    LineageId, PreferredResidency, ResidencyTarget, RevisionIdentity, WeightRevision,
-    WeightRevisionCommand,
+    affinity_digest, payload_keys_sha256, Availability, ClaimPhase, LineageClaimCommand, LineageId,
+    PreferredResidency, ResidencyTarget, RevisionIdentity, WeightRevision, WeightRevisionCommand,
 };
 use crescent_wire::store::{DataType, ObjectId};
 use crescent_wire::{ApiError, ErrorCode};
@@ -141,7 +140,10 @@ impl WeightService {
         let span = tracing::info_span!("weights.drive_revision", revision = %key);
         let result = async {
             let state = self.read_revision(identity).await?;
-            match state.active_operation().map(|o| (o.kind, o.operation_id.clone())) {
+            match state
+                .active_operation()
+                .map(|o| (o.kind, o.operation_id.clone()))
+            {
                 Some((OperationKind::Deleting, op)) => self.run_deletion(identity, &op).await,
                 Some((OperationKind::Migrating, op)) => self.run_migration(identity, &op).await,
                 _ => Ok(()),
@@ -192,9 +194,7 @@ impl WeightService {
                     // nothing for them; a committed revision's totals bound the batch.
                     let members = remaining.map_or(members, |r| members.min(r));
                     let bytes = payloads.iter().map(|o| o.size).sum::<u64>();
-                    let bytes = p
-                        .bytes_total
-                        .map_or(bytes, |t| bytes.min(t - p.bytes_done));
+                    let bytes = p.bytes_total.map_or(bytes, |t| bytes.min(t - p.bytes_done));
                     (members, bytes)
                 } else {
                     // Payloads the directory no longer holds (their memory went away with a
@@ -344,7 +344,8 @@ impl WeightService {
                     if !committed {
                         return Ok(());
                     }
-                    self.lineage(lineage, advance(ClaimPhase::TargetReady)).await?;
+                    self.lineage(lineage, advance(ClaimPhase::TargetReady))
+                        .await?;
                 }
                 UpsertStep::RetireBase { require_idle } => {
                     let base = self.read_revision(&claim.base).await?;
@@ -359,7 +360,8 @@ impl WeightService {
                     };
                     match self.revision(&claim.base, retire).await {
                         Ok(_) => {
-                            self.lineage(lineage, advance(ClaimPhase::BaseRetired)).await?;
+                            self.lineage(lineage, advance(ClaimPhase::BaseRetired))
+                                .await?;
                         }
                         Err(e) if require_idle && code_of(&e) == ErrorCode::Busy => {
                             // DELETE_FIRST: the base is in use and nothing was destroyed.
@@ -383,7 +385,8 @@ impl WeightService {
                         tokio::time::sleep(RETRY_PAUSE).await;
                         continue;
                     }
-                    self.lineage(lineage, advance(ClaimPhase::BaseDrained)).await?;
+                    self.lineage(lineage, advance(ClaimPhase::BaseDrained))
+                        .await?;
                 }
                 UpsertStep::DeleteBase => {
                     self.remove_and_drive(&claim.base).await?;
@@ -395,10 +398,12 @@ impl WeightService {
                         tokio::time::sleep(RETRY_PAUSE).await;
                         continue;
                     }
-                    self.lineage(lineage, advance(ClaimPhase::BaseDeleted)).await?;
+                    self.lineage(lineage, advance(ClaimPhase::BaseDeleted))
+                        .await?;
                 }
                 UpsertStep::CommitWatermark => {
-                    self.lineage(lineage, advance(ClaimPhase::Committed)).await?;
+                    self.lineage(lineage, advance(ClaimPhase::Committed))
+                        .await?;
                 }
                 UpsertStep::Done => return Ok(()),
             }
@@ -415,7 +420,10 @@ impl WeightService {
             let Some(rec) = state.record() else {
                 return Err(not_found(identity));
             };
-            if matches!(rec.availability, Availability::Deleting | Availability::Deleted) {
+            if matches!(
+                rec.availability,
+                Availability::Deleting | Availability::Deleted
+            ) {
                 break;
             }
             let cmd = WeightRevisionCommand::Remove {
