@@ -97,10 +97,12 @@ pub async fn put_object(
         {
             (DataType::Weight, false)
         }
-        _ => return Err(HttpError(ApiError::invalid(format!(
+        _ => {
+            return Err(HttpError(ApiError::invalid(format!(
             "key {:?} is not a {:?} key of {identity} (manifest {:?}, payloads under {prefix:?})",
             req.key, req.kind, rec.manifest_key
-        )))),
+        ))))
+        }
     };
     let put = PutStartRequest {
         id: object_id(&req.key),

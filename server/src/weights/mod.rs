@@ -241,11 +241,20 @@ impl WeightService {
         limit: usize,
     ) -> (Vec<RevisionIdentity>, Option<String>) {
         let index = self.index.lock().expect("weight index");
+        // The page token is a stream id: `<lineage stream id>/<generation>`; positions compare
+        // as (lineage, numeric generation), the order of the index.
+        let after: Option<(String, u64)> = after.and_then(|a| {
+            let (lineage, generation) = a.rsplit_once('/')?;
+            Some((lineage.to_string(), generation.parse().ok()?))
+        });
         let mut out = Vec::new();
         let mut next = None;
-        for generations in index.lineages.values() {
-            for identity in generations.values() {
-                if after.is_some_and(|a| identity.stream_id().as_str() <= a) || !filter(identity) {
+        for (lineage, generations) in &index.lineages {
+            for (generation, identity) in generations {
+                let passed = after
+                    .as_ref()
+                    .is_some_and(|(l, g)| (lineage, *generation) <= (l, *g));
+                if passed || !filter(identity) {
                     continue;
                 }
                 if out.len() == limit {
