@@ -9,6 +9,7 @@
 use crescent_actors::incarnation::NodeIncarnation;
 use crescent_actors::segment_registry::SegmentRegistry;
 use crescent_actors::World;
+use crescent_weights::{LineageClaim, WeightRevision};
 
 /// A world with every aggregate kind of this build registered (empty tables).
 pub fn standard_world() -> World {
@@ -20,6 +21,12 @@ pub fn standard_world() -> World {
         .register::<NodeIncarnation>()
         .expect("aggregate kinds are distinct");
     world
+        .register::<WeightRevision>()
+        .expect("aggregate kinds are distinct");
+    world
+        .register::<LineageClaim>()
+        .expect("aggregate kinds are distinct");
+    world
 }
 
 #[cfg(test)]
@@ -29,7 +36,9 @@ mod tests {
     #[test]
     fn every_kind_is_registered_once() {
         let kinds: Vec<_> = standard_world().kinds().collect();
-        assert!(kinds.contains(&"segment_registry"), "{kinds:?}");
+        for kind in ["segment_registry", "weight_revision", "lineage_claim"] {
+            assert!(kinds.contains(&kind), "{kinds:?}");
+        }
         let mut sorted = kinds.clone();
         sorted.dedup();
         assert_eq!(sorted, kinds);

@@ -9,6 +9,9 @@ use crescent_actors::incarnation::{IncarnationEvent, STREAM_KIND as NODE_INCARNA
 use crescent_actors::segment_registry::STREAM_KIND as SEGMENT_REGISTRY;
 use crescent_actors::{DecodeError, DomainEvent, SegmentRegistryEvent};
 use crescent_journal::Record;
+use crescent_weights::lineage::STREAM_KIND as LINEAGE_CLAIM;
+use crescent_weights::revision::STREAM_KIND as WEIGHT_REVISION;
+use crescent_weights::{LineageClaimEvent, WeightRevisionEvent};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -24,7 +27,12 @@ pub enum EventDecodeError {
 }
 
 /// The stream kinds [`decode_event`] understands.
-pub const DECODABLE_KINDS: &[&str] = &[SEGMENT_REGISTRY, NODE_INCARNATION];
+pub const DECODABLE_KINDS: &[&str] = &[
+    SEGMENT_REGISTRY,
+    NODE_INCARNATION,
+    WEIGHT_REVISION,
+    LINEAGE_CLAIM,
+];
 
 /// The record's event, decoded and upcast to the current version, as JSON:
 /// `{"kind": ..., "version": <current version>, "data": {...fields...}}`.
@@ -58,7 +66,57 @@ pub fn decode_event(rec: &Record) -> Result<Value, EventDecodeError> {
                 "data": to_json(data)?,
             }))
         }
+        WEIGHT_REVISION => {
+            let event = WeightRevisionEvent::decode(
+                &rec.event.kind,
+                rec.event.version,
+                &rec.event.payload,
+            )?;
+            let data = weight_revision_json(&event)?;
+            Ok(serde_json::json!({
+                "kind": event.kind(),
+                "version": event.version(),
+                "data": data,
+            }))
+        }
+        LINEAGE_CLAIM => {
+            let event =
+                LineageClaimEvent::decode(&rec.event.kind, rec.event.version, &rec.event.payload)?;
+            let data = match &event {
+                LineageClaimEvent::ClaimStarted(e) => to_json(e),
+                LineageClaimEvent::ClaimAdvanced(e) => to_json(e),
+                LineageClaimEvent::ClaimFailed(e) => to_json(e),
+            }?;
+            Ok(serde_json::json!({
+                "kind": event.kind(),
+                "version": event.version(),
+                "data": data,
+            }))
+        }
         other => Err(EventDecodeError::UnknownStream(other.to_string())),
+    }
+}
+
+fn weight_revision_json(event: &WeightRevisionEvent) -> Result<Value, EventDecodeError> {
+    use WeightRevisionEvent as E;
+    match event {
+        E::ImportBegun(e) => to_json(e),
+        E::ImportCommitted(e) => to_json(e),
+        E::OperationStarted(e) => to_json(e),
+        E::OperationPlanned(e) => to_json(e),
+        E::PolicyUpdated(e) => to_json(e),
+        E::LeaseGranted(e) => to_json(e),
+        E::LeaseRenewed(e) => to_json(e),
+        E::LeaseReleased(e) | E::LeaseExpired(e) => to_json(e),
+        E::RoundCopied(e) => to_json(e),
+        E::RoundReleased(e) => to_json(e),
+        E::OperationAttemptFailed(e) => to_json(e),
+        E::OperationFinished(e) => to_json(e),
+        E::DeletionBatchDeleted(e) => to_json(e),
+        E::ManifestDeleted(e) => to_json(e),
+        E::RevisionDeleted(e) => to_json(e),
+        E::MembersLost(e) => to_json(e),
+        E::RevisionRetired(e) => to_json(e),
     }
 }
 

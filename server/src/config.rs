@@ -45,6 +45,8 @@ pub struct Config {
     pub log: LogConfig,
     pub store: StoreSettings,
     pub ha: HaSettings,
+    /// `[weights]`: managed weight revision defaults (validated at startup, fail closed).
+    pub weights: crescent_weights::WeightConfig,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -106,6 +108,7 @@ impl Default for Config {
             log: LogConfig::default(),
             store: StoreSettings::default(),
             ha: HaSettings::default(),
+            weights: crescent_weights::WeightConfig::default(),
         }
     }
 }
@@ -193,6 +196,9 @@ impl Config {
     pub fn validate(&self) -> Result<(), ConfigError> {
         if self.data_dir.as_os_str().is_empty() {
             return Err(invalid("data_dir", "must not be empty"));
+        }
+        if let Err(e) = self.weights.validate() {
+            return Err(invalid("weights", e.to_string()));
         }
         let j = &self.journal;
         if !(1 << 20..=1 << 34).contains(&j.segment_bytes) {

@@ -19,6 +19,7 @@ pub mod node;
 pub mod rebuild;
 pub mod rpc;
 pub mod segment_mirror;
+pub mod weights;
 
 pub use config::Config;
 pub use error::ServerError;

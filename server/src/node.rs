@@ -58,6 +58,8 @@ pub struct NodeState {
     pub ha: std::sync::OnceLock<Arc<crate::ha::active::ActiveHa>>,
     /// The rebuild gate of this start or promotion.
     pub rebuild: Arc<crate::rebuild::Rebuild>,
+    /// Managed weight revisions (registries, workflows, group guard).
+    pub weights: Arc<crate::weights::WeightService>,
 }
 
 impl NodeState {
@@ -344,6 +346,13 @@ impl Node {
         let liveness = Arc::new(OwnerLiveness::new(config.store.client_ttl_ms()));
         let mirror = SegmentMirror::new(segments.clone(), directory.clone(), liveness.clone());
         mirror.mirror_recovered(&recovered_registry, now_ms);
+        let weights = crate::weights::WeightService::recover(
+            &runtime,
+            &world,
+            directory.clone(),
+            config.weights.clone(),
+            &metrics.registry,
+        )?;
         let transport_metrics = TransportMetrics::register(&metrics.registry)
             .map_err(|e| ServerError::Recovery(format!("transport metrics: {e}")))?;
 
@@ -381,6 +390,7 @@ impl Node {
             rpc: Mutex::new(None),
             ha: std::sync::OnceLock::new(),
             rebuild,
+            weights,
         }))
     }
 
@@ -441,6 +451,8 @@ impl Node {
         config: &Config,
     ) -> Result<actix_web::dev::Server, ServerError> {
         crate::housekeeping::spawn(state);
+        state.weights.spawn_lease_expiry();
+        state.weights.resume_all();
         if let Some(addr) = config.store.rpc_listen_addr(config.listen) {
             if let Err(e) = state.start_rpc(addr, config.http.max_body_bytes) {
                 Self::stop(state);

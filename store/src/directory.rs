@@ -55,6 +55,7 @@ pub struct ObjectDirectory {
     /// Replayed ranges (the address fence); its lock also serializes replays.
     pub(crate) ledger: Mutex<ReplayLedger>,
     pub(crate) group_guard: RwLock<Option<GroupGuard>>,
+    pub(crate) managed_skips: RwLock<Option<crate::groups::ManagedSkipHook>>,
     pub(crate) metrics: StoreMetrics,
     /// After an allocation-triggered eviction freed nothing, further ones wait until this
     /// tick, so a full store of protected objects does not sweep on every put.
@@ -99,6 +100,7 @@ impl ObjectDirectory {
             term: AtomicU64::new(0),
             ledger: Mutex::new(ReplayLedger::default()),
             group_guard: RwLock::new(None),
+            managed_skips: RwLock::new(None),
             metrics,
             evict_backoff_until: AtomicU32::new(0),
             config,

@@ -148,6 +148,11 @@ impl ObjectDirectory {
             .skipped("incomplete", report.skipped_incomplete);
         self.metrics
             .skipped("group_guarded", report.skipped_group_guarded);
+        let guarded_operation = match reason {
+            "allocation" => "quota_evict",
+            _ => "evict",
+        };
+        self.managed_skipped(guarded_operation, report.skipped_group_guarded);
         if report.evicted_objects > 0 {
             tracing::info!(
                 objects = report.evicted_objects,

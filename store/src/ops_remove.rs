@@ -31,6 +31,16 @@ impl ObjectDirectory {
         let slot = shard.lookup(scope, key).ok_or_else(missing)?;
         let now = self.now(now_ms);
         let e = shard.entry(slot);
+        // Managed weight groups are removed only by their revision's deletion workflow,
+        // forced or not.
+        if self.is_managed(e) {
+            drop(shard);
+            self.managed_skipped("remove", 1);
+            return Err(StoreError::conflict(format!(
+                "{:?} belongs to a managed weight revision; remove the revision instead",
+                id.key
+            )));
+        }
         if !force {
             if e.is_complete() && e.leased(now) {
                 return Err(StoreError::busy(format!(
@@ -101,6 +111,7 @@ impl ObjectDirectory {
         };
         let prefix = req.prefix.as_bytes();
         let now = self.now(now_ms);
+        let mut managed = 0u64;
         for i in 0..self.shards.len() {
             let mut shard = self.lock_shard(i);
             let Some(index) = shard.scopes.get(&scope) else {
@@ -112,6 +123,11 @@ impl ObjectDirectory {
                 .take_while(|(k, _)| k.starts_with(prefix))
             {
                 let e = shard.entry(slot);
+                if self.is_managed(e) {
+                    managed += 1;
+                    reply.skipped += 1;
+                    continue;
+                }
                 let kept = e.pending.is_some()
                     || (e.is_complete() && e.leased(now))
                     || e.hard_pinned()
@@ -127,6 +143,7 @@ impl ObjectDirectory {
                 self.remove_entry(&mut shard, scope, &k, now);
             }
         }
+        self.managed_skipped("prefix_remove", managed);
         Ok(reply)
     }
 }

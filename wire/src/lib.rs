@@ -8,6 +8,7 @@ pub mod rebuild;
 pub mod rpc;
 pub mod segments;
 pub mod store;
+pub mod weights;
 
 pub use error::{ApiError, ErrorCode};
 

@@ -8,6 +8,7 @@ pub mod ops;
 pub mod owners;
 pub mod rebuild;
 pub mod segments;
+pub mod weights;
 pub mod wire;
 
 use std::sync::Arc;
@@ -52,7 +53,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             web::get().to(admin::rpc_info),
         )
         .service(
-            web::scope("/v1")
+            weights::routes(web::scope("/v1"))
                 .route("/owners/register", web::post().to(segments::register_owner))
                 .route(rel(routes::HEARTBEAT), web::post().to(owners::heartbeat))
                 .route(rel(routes::PUT_START), web::post().to(objects::put_start))

@@ -1,0 +1,566 @@
+//! `/v1/weights/...`: the eleven managed-weight operations (see `crescent_wire::weights`).
+//! Mutations run through [`crate::weights::WeightService`], which journals each step.
+
+use std::sync::Arc;
+
+use actix_web::web;
+use crescent_weights::{
+    resolve_policy, LineageClaimCommand, LineageId, RevisionIdentity, WeightRevisionCommand,
+    DEFAULT_TENANT,
+};
+use crescent_wire::store::{DataType, PutStartReply, PutStartRequest};
+use crescent_wire::weights as w;
+use crescent_wire::{ApiError, ErrorCode};
+
+use super::error::HttpError;
+use super::wire::{Reply, Wire};
+use crate::node::NodeState;
+use crate::weights::convert;
+use crate::weights::workflows::{not_found, object_id, payload_prefix};
+
+type State = web::Data<Arc<NodeState>>;
+
+fn view(
+    state: &crescent_weights::WeightRevision,
+    now_ms: i64,
+    identity: &RevisionIdentity,
+) -> Result<w::WeightMetadata, HttpError> {
+    state
+        .view(now_ms)
+        .map(|v| convert::metadata(&v))
+        .ok_or_else(|| not_found(identity))
+}
+
+fn domain(e: crescent_weights::WeightError) -> HttpError {
+    use crescent_actors::WireCoded;
+    let code = ErrorCode::parse(e.wire_code()).unwrap_or(ErrorCode::Internal);
+    HttpError(ApiError::new(code, e.to_string()))
+}
+
+/// weight_put, step 1: the IMPORTING revision and its group (same identity again: same group).
+pub async fn put_begin(
+    state: State,
+    Wire(req): Wire<w::PutBeginRequest>,
+) -> Result<Reply<w::PutBeginReply>, HttpError> {
+    let svc = &state.weights;
+    let identity = convert::identity(&req.id)?;
+    let cluster = svc.config.cluster_default_policy();
+    let put = req.policy.as_ref().map(convert::policy_override);
+    let policy = resolve_policy(put.as_ref(), None, &cluster).map_err(domain)?;
+    svc.check_reachable(policy.preferred_residency)?;
+    let lineage = svc.read_lineage(&identity.lineage()).await?;
+    lineage
+        .admit_import(identity.weight_generation, req.request_id.as_deref())
+        .map_err(domain)?;
+    let after = svc
+        .revision(
+            &identity,
+            WeightRevisionCommand::BeginImport {
+                identity: identity.clone(),
+                policy,
+            },
+        )
+        .await?;
+    let rec = after.record().ok_or_else(|| not_found(&identity))?;
+    Ok(Reply(w::PutBeginReply {
+        group_id: rec.group_id.clone(),
+        manifest_key: rec.manifest_key.clone(),
+        payload_prefix: payload_prefix(&identity),
+        metadata_generation: rec.metadata_generation,
+        availability: rec.availability.as_str().into(),
+    }))
+}
+
+/// weight_put, step 2: put_start of one object into the IMPORTING revision's group.
+pub async fn put_object(
+    state: State,
+    Wire(req): Wire<w::WeightObjectRequest>,
+) -> Result<Reply<PutStartReply>, HttpError> {
+    let svc = &state.weights;
+    let identity = convert::identity(&req.id)?;
+    let current = svc.read_revision(&identity).await?;
+    let rec = current.record().ok_or_else(|| not_found(&identity))?;
+    if rec.availability != crescent_weights::Availability::Importing {
+        return Err(HttpError(ApiError::new(
+            ErrorCode::Conflict,
+            format!(
+                "revision {identity} is {}: objects are written only while IMPORTING",
+                rec.availability.as_str()
+            ),
+        )));
+    }
+    let prefix = payload_prefix(&identity);
+    let (data_type, hard_pin) = match req.kind {
+        w::WeightObjectKind::Manifest if req.key == rec.manifest_key => (DataType::Metadata, true),
+        w::WeightObjectKind::Payload
+            if req.key.starts_with(&prefix) && req.key.len() > prefix.len() =>
+        {
+            (DataType::Weight, false)
+        }
+        _ => {
+            return Err(HttpError(ApiError::invalid(format!(
+            "key {:?} is not a {:?} key of {identity} (manifest {:?}, payloads under {prefix:?})",
+            req.key, req.kind, rec.manifest_key
+        ))))
+        }
+    };
+    let put = PutStartRequest {
+        id: object_id(&req.key),
+        size: req.size,
+        replicas: 1,
+        placement: Default::default(),
+        preferred_segment: None,
+        data_type,
+        checksum: req.checksum,
+        upsert: false,
+        soft_pin_secs: None,
+        hard_pin,
+    };
+    let group = svc.groups.intern(&rec.group_id);
+    let now = state.now_ms();
+    let directory = state.directory.clone();
+    let reply = web::block(move || directory.put_start_in_group(&put, Some(group), now))
+        .await
+        .map_err(super::error::from_blocking)??;
+    Ok(Reply(reply))
+}
+
+/// weight_put, last step: whole-group validation, READY + HOT.
+pub async fn put_commit(
+    state: State,
+    Wire(req): Wire<w::PutCommitRequest>,
+) -> Result<Reply<w::WeightMetadata>, HttpError> {
+    let svc = state.weights.clone();
+    let identity = convert::identity(&req.id)?;
+    let units = req
+        .affinity_units
+        .into_iter()
+        .map(|u| crescent_weights::AffinityUnit {
+            unit_id: u.unit_id,
+            member_keys: u.member_keys,
+            bytes: u.bytes,
+        })
+        .collect();
+    let after = svc
+        .commit_import(
+            &identity,
+            req.expected_metadata_generation,
+            req.manifest_sha256,
+            units,
+        )
+        .await?;
+    Ok(Reply(view(&after, state.now_ms(), &identity)?))
+}
+
+pub async fn lease_acquire(
+    state: State,
+    Wire(req): Wire<w::LeaseRequest>,
+) -> Result<Reply<w::LeaseReply>, HttpError> {
+    let svc = &state.weights;
+    let identity = convert::identity(&req.id)?;
+    let before = svc.read_revision(&identity).await?;
+    let known: std::collections::BTreeSet<String> = before.leases().keys().cloned().collect();
+    let after = svc
+        .revision(
+            &identity,
+            WeightRevisionCommand::AcquireLease {
+                holder: req.holder,
+                ttl_ms: req.ttl_ms,
+                expected_metadata_generation: req.expected_metadata_generation,
+                limits: svc.config.migration_limits(),
+            },
+        )
+        .await?;
+    let (lease_id, lease) = after
+        .leases()
+        .iter()
+        .filter(|(id, _)| !known.contains(*id))
+        .max_by_key(|(_, l)| l.granted_at_ms)
+        .ok_or_else(|| HttpError(ApiError::internal("the granted lease is missing")))?;
+    if after.active_operation().is_some() {
+        let me = svc.clone();
+        let id = identity.clone();
+        actix_rt::spawn(async move { me.drive_revision(&id).await });
+    }
+    Ok(Reply(w::LeaseReply {
+        lease_id: lease_id.clone(),
+        expires_at_ms: lease.expires_at_ms,
+        metadata: view(&after, state.now_ms(), &identity)?,
+    }))
+}
+
+pub async fn lease_renew(
+    state: State,
+    Wire(req): Wire<w::LeaseRenewRequest>,
+) -> Result<Reply<w::LeaseReply>, HttpError> {
+    let identity = convert::identity(&req.id)?;
+    let after = state
+        .weights
+        .revision(
+            &identity,
+            WeightRevisionCommand::RenewLease {
+                lease_id: req.lease_id.clone(),
+                ttl_ms: req.ttl_ms,
+            },
+        )
+        .await?;
+    let lease = after.lease(&req.lease_id).ok_or_else(|| {
+        HttpError(ApiError::new(
+            ErrorCode::LeaseExpired,
+            format!("lease {} has ended", req.lease_id),
+        ))
+    })?;
+    Ok(Reply(w::LeaseReply {
+        lease_id: req.lease_id.clone(),
+        expires_at_ms: lease.expires_at_ms,
+        metadata: view(&after, state.now_ms(), &identity)?,
+    }))
+}
+
+pub async fn lease_release(
+    state: State,
+    Wire(req): Wire<w::LeaseReleaseRequest>,
+) -> Result<Reply<crescent_wire::store::Ack>, HttpError> {
+    let identity = convert::identity(&req.id)?;
+    state
+        .weights
+        .revision(
+            &identity,
+            WeightRevisionCommand::ReleaseLease {
+                lease_id: req.lease_id,
+            },
+        )
+        .await?;
+    Ok(Reply(crescent_wire::store::Ack {}))
+}
+
+pub async fn exist(
+    state: State,
+    Wire(req): Wire<w::WeightRequest>,
+) -> Result<Reply<w::WeightExistReply>, HttpError> {
+    let identity = convert::identity(&req.id)?;
+    let s = state.weights.read_revision(&identity).await?;
+    Ok(Reply(w::WeightExistReply {
+        exists: s.is_exist(),
+    }))
+}
+
+pub async fn metadata(
+    state: State,
+    Wire(req): Wire<w::WeightRequest>,
+) -> Result<Reply<w::WeightMetadata>, HttpError> {
+    let identity = convert::identity(&req.id)?;
+    let s = state.weights.read_revision(&identity).await?;
+    Ok(Reply(view(&s, state.now_ms(), &identity)?))
+}
+
+pub async fn size(
+    state: State,
+    Wire(req): Wire<w::WeightRequest>,
+) -> Result<Reply<w::WeightSizeReply>, HttpError> {
+    let identity = convert::identity(&req.id)?;
+    let s = state.weights.read_revision(&identity).await?;
+    if s.record().is_none() {
+        return Err(not_found(&identity));
+    }
+    Ok(Reply(w::WeightSizeReply {
+        size: s.size().map_err(domain)?,
+    }))
+}
+
+/// weight_list: metadata views only (no manifest reads), paginated by identity.
+pub async fn list(
+    state: State,
+    Wire(req): Wire<w::WeightListRequest>,
+) -> Result<Reply<w::WeightListReply>, HttpError> {
+    let limit = req.limit.unwrap_or(100);
+    if limit == 0 || limit > w::MAX_WEIGHT_LIST_PAGE {
+        return Err(HttpError(ApiError::invalid(format!(
+            "limit {limit}: allowed 1..={}",
+            w::MAX_WEIGHT_LIST_PAGE
+        ))));
+    }
+    let tenant = req.tenant.clone().unwrap_or_else(|| DEFAULT_TENANT.into());
+    let filter = |i: &RevisionIdentity| {
+        i.tenant_id == tenant
+            && req.namespace.as_ref().is_none_or(|n| &i.namespace == n)
+            && req.resource_id.as_ref().is_none_or(|r| &i.resource_id == r)
+    };
+    let (identities, next) =
+        state
+            .weights
+            .list_identities(filter, req.after.as_deref(), limit as usize);
+    let now = state.now_ms();
+    let mut revisions = Vec::with_capacity(identities.len());
+    for identity in identities {
+        let s = state.weights.read_revision(&identity).await?;
+        if let Some(v) = s.view(now) {
+            revisions.push(convert::metadata(&v));
+        }
+    }
+    Ok(Reply(w::WeightListReply { revisions, next }))
+}
+
+async fn current_generation(
+    state: &State,
+    identity: &RevisionIdentity,
+    given: Option<u64>,
+) -> Result<u64, HttpError> {
+    if let Some(g) = given {
+        return Ok(g);
+    }
+    let s = state.weights.read_revision(identity).await?;
+    s.record()
+        .map(|r| r.metadata_generation)
+        .ok_or_else(|| not_found(identity))
+}
+
+pub async fn update_policy(
+    state: State,
+    Wire(req): Wire<w::UpdatePolicyRequest>,
+) -> Result<Reply<w::WeightMetadata>, HttpError> {
+    let svc = &state.weights;
+    let identity = convert::identity(&req.id)?;
+    let s = svc.read_revision(&identity).await?;
+    let rec = s.record().ok_or_else(|| not_found(&identity))?;
+    let policy = resolve_policy(
+        Some(&convert::policy_override(&req.policy)),
+        None,
+        &rec.policy,
+    )
+    .map_err(domain)?;
+    svc.check_reachable(policy.preferred_residency)?;
+    let expected = current_generation(&state, &identity, req.expected_metadata_generation).await?;
+    let after = svc
+        .revision(
+            &identity,
+            WeightRevisionCommand::UpdatePolicy {
+                policy,
+                expected_metadata_generation: expected,
+            },
+        )
+        .await?;
+    Ok(Reply(view(&after, state.now_ms(), &identity)?))
+}
+
+pub async fn migrate(
+    state: State,
+    Wire(req): Wire<w::MigrateRequest>,
+) -> Result<Reply<w::OperationReply>, HttpError> {
+    let svc = state.weights.clone();
+    let identity = convert::identity(&req.id)?;
+    let s = svc.read_revision(&identity).await?;
+    let rec = s.record().ok_or_else(|| not_found(&identity))?;
+    let target = convert::target(req.to, req.hot_ratio, &rec.policy);
+    if !matches!(target, crescent_weights::ResidencyTarget::Hot) {
+        svc.cold(&format!("migration to {:?}", req.to))?;
+    }
+    let expected = current_generation(&state, &identity, req.expected_metadata_generation).await?;
+    let after = svc
+        .revision(
+            &identity,
+            WeightRevisionCommand::Migrate {
+                target,
+                expected_metadata_generation: expected,
+            },
+        )
+        .await?;
+    let op = after
+        .active_operation()
+        .cloned()
+        .ok_or_else(|| HttpError(ApiError::internal("the migration operation is missing")))?;
+    svc.drive_revision(&identity).await;
+    let done = svc.read_revision(&identity).await?;
+    let op = done.operation(&op.operation_id).unwrap_or(&op);
+    Ok(Reply(convert::operation(&identity, op)))
+}
+
+pub async fn operation(
+    state: State,
+    Wire(req): Wire<w::OperationRequest>,
+) -> Result<Reply<w::OperationReply>, HttpError> {
+    let missing = || {
+        HttpError(ApiError::new(
+            ErrorCode::NotFound,
+            format!("operation {} not found", req.operation_id),
+        ))
+    };
+    let identity = state
+        .weights
+        .operation_owner(&req.operation_id)
+        .ok_or_else(missing)?;
+    let s = state.weights.read_revision(&identity).await?;
+    let op = s.operation(&req.operation_id).ok_or_else(missing)?;
+    Ok(Reply(convert::operation(&identity, op)))
+}
+
+/// weight_remove: DELETING, payloads in batches, the manifest last, DELETED. Waits for the
+/// workflow; a failure leaves it to resume (the operation id stays the same).
+pub async fn remove(
+    state: State,
+    Wire(req): Wire<w::RemoveWeightRequest>,
+) -> Result<Reply<w::OperationReply>, HttpError> {
+    let svc = state.weights.clone();
+    let identity = convert::identity(&req.id)?;
+    let expected = current_generation(&state, &identity, req.expected_metadata_generation).await?;
+    let after = svc
+        .revision(
+            &identity,
+            WeightRevisionCommand::Remove {
+                expected_metadata_generation: expected,
+            },
+        )
+        .await?;
+    let op_id = after
+        .operations()
+        .values()
+        .filter(|o| o.kind == crescent_weights::revision::OperationKind::Deleting)
+        .max_by_key(|o| o.started_at_ms)
+        .map(|o| o.operation_id.clone())
+        .ok_or_else(|| HttpError(ApiError::internal("the deletion operation is missing")))?;
+    let driver = svc.clone();
+    let id = identity.clone();
+    // Spawned so a disconnecting client does not cut the workflow short.
+    let _ = actix_rt::spawn(async move { driver.drive_revision(&id).await }).await;
+    let done = svc.read_revision(&identity).await?;
+    let op = done.operation(&op_id).ok_or_else(|| not_found(&identity))?;
+    Ok(Reply(convert::operation(&identity, op)))
+}
+
+fn upsert_reply(
+    claim: &crescent_weights::lineage::Claim,
+    watermark: Option<u64>,
+) -> w::UpsertReply {
+    w::UpsertReply {
+        request_id: claim.request_id.clone(),
+        base: convert::wire_id(&claim.base),
+        target: convert::wire_id(&claim.target),
+        mode: convert::wire_upsert_mode(claim.mode),
+        phase: serde_json::to_value(claim.phase)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default(),
+        next_step: match claim.next_step() {
+            crescent_weights::lineage::UpsertStep::ImportTarget => "import_target".into(),
+            crescent_weights::lineage::UpsertStep::Done => "done".into(),
+            _ => "server".into(),
+        },
+        failure: claim.failure.clone(),
+        watermark,
+    }
+}
+
+/// weight_upsert: checks the base, claims the lineage and drives the claim until the target
+/// import (the client's part) or the end. The client then writes the target with
+/// `weight_put` under the returned request id and polls `upsert/status`.
+pub async fn upsert(
+    state: State,
+    Wire(req): Wire<w::UpsertRequest>,
+) -> Result<Reply<w::UpsertReply>, HttpError> {
+    let svc = state.weights.clone();
+    let base = convert::identity(&req.base)?;
+    let target = base.lineage().at_generation(req.target_generation);
+    let s = svc.read_revision(&base).await?;
+    let rec = s.record().ok_or_else(|| not_found(&base))?;
+    let expected = req
+        .expected_base_metadata_generation
+        .unwrap_or(rec.metadata_generation);
+    if rec.availability != crescent_weights::Availability::Ready {
+        return Err(HttpError(ApiError::new(
+            ErrorCode::NotReady,
+            format!("base {base} is {}", rec.availability.as_str()),
+        )));
+    }
+    if rec.metadata_generation != expected {
+        return Err(HttpError(ApiError::new(
+            ErrorCode::StaleGeneration,
+            format!(
+                "base {base} is at metadata generation {}, not {expected}",
+                rec.metadata_generation
+            ),
+        )));
+    }
+    let policy = match &req.policy {
+        Some(p) => Some(
+            resolve_policy(
+                Some(&convert::policy_override(p)),
+                None,
+                &svc.config.cluster_default_policy(),
+            )
+            .map_err(domain)?,
+        ),
+        None => None,
+    };
+    if let Some(p) = &policy {
+        svc.check_reachable(p.preferred_residency)?;
+    }
+    let lineage: LineageId = base.lineage();
+    let mode = convert::upsert_mode(req.mode);
+    let request_id = req
+        .request_id
+        .clone()
+        .unwrap_or_else(|| crescent_weights::derive_request_id(&base, &target, mode, expected));
+    let after = svc
+        .lineage(
+            &lineage,
+            LineageClaimCommand::BeginClaim {
+                request_id: Some(request_id.clone()),
+                base,
+                target,
+                mode,
+                expected_base_metadata_generation: expected,
+                policy,
+            },
+        )
+        .await?;
+    svc.drive_claim(&lineage).await;
+    let after = svc.read_lineage(&lineage).await.unwrap_or(after);
+    let claim = after
+        .claim(&request_id)
+        .ok_or_else(|| HttpError(ApiError::internal("the claim is missing")))?;
+    Ok(Reply(upsert_reply(claim, after.watermark())))
+}
+
+pub async fn upsert_status(
+    state: State,
+    Wire(req): Wire<w::UpsertStatusRequest>,
+) -> Result<Reply<w::UpsertReply>, HttpError> {
+    let lineage = LineageId {
+        tenant_id: req.tenant.clone().unwrap_or_else(|| DEFAULT_TENANT.into()),
+        namespace: req.namespace.clone(),
+        resource_id: req.resource_id.clone(),
+        revision: req.revision.clone(),
+    };
+    lineage.validate().map_err(domain)?;
+    let s = state.weights.read_lineage(&lineage).await?;
+    let claim = s.claim(&req.request_id).ok_or_else(|| {
+        HttpError(ApiError::new(
+            ErrorCode::NotFound,
+            format!("upsert request {} not found in {lineage}", req.request_id),
+        ))
+    })?;
+    Ok(Reply(upsert_reply(claim, s.watermark())))
+}
+
+/// Registers the weight routes on the `/v1` scope.
+pub fn routes(scope: actix_web::Scope) -> actix_web::Scope {
+    use w::routes as r;
+    let rel = |route: &'static str| route.strip_prefix("/v1").expect("under /v1");
+    scope
+        .route(rel(r::PUT_BEGIN), web::post().to(put_begin))
+        .route(rel(r::PUT_OBJECT), web::post().to(put_object))
+        .route(rel(r::PUT_COMMIT), web::post().to(put_commit))
+        .route(rel(r::LEASE_ACQUIRE), web::post().to(lease_acquire))
+        .route(rel(r::LEASE_RENEW), web::post().to(lease_renew))
+        .route(rel(r::LEASE_RELEASE), web::post().to(lease_release))
+        .route(rel(r::EXIST), web::post().to(exist))
+        .route(rel(r::METADATA), web::post().to(metadata))
+        .route(rel(r::SIZE), web::post().to(size))
+        .route(rel(r::LIST), web::post().to(list))
+        .route(rel(r::POLICY), web::post().to(update_policy))
+        .route(rel(r::UPSERT), web::post().to(upsert))
+        .route(rel(r::UPSERT_STATUS), web::post().to(upsert_status))
+        .route(rel(r::MIGRATE), web::post().to(migrate))
+        .route(rel(r::OPERATION), web::post().to(operation))
+        .route(rel(r::REMOVE), web::post().to(remove))
+}

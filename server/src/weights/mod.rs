@@ -1,0 +1,316 @@
+//! Managed weight revisions in crescentd: the `WeightRevision` and `LineageClaim` actor
+//! registries, the managed-group table shared with the object directory, the in-memory
+//! indexes rebuilt at recovery, and the server-driven workflows (`workflows.rs`: import
+//! commit, deletion, migration, upsert claims, lease expiry).
+//!
+//! Every mutation goes through [`WeightService::revision`] / [`WeightService::lineage`]:
+//! they run the command on its actor and then update metrics and indexes from the committed
+//! state, one mutation at a time (weight mutations are a low-rate control-plane path).
+
+pub mod convert;
+mod groups;
+pub mod workflows;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+
+use crescent_actors::{AggregateRegistry, Runtime, World};
+use crescent_store::ObjectDirectory;
+use crescent_weights::{
+    GuardedOperation, LineageClaim, LineageClaimCommand, LineageId, RevisionIdentity, WeightConfig,
+    WeightMetrics, WeightRevision, WeightRevisionCommand,
+};
+use crescent_wire::{ApiError, ErrorCode};
+use futures::future::BoxFuture;
+
+use crate::api::error::{from_runtime, HttpError};
+use crate::error::ServerError;
+pub use groups::GroupTable;
+
+/// Store domain (under the default tenant) holding every manifest and payload object: keeps
+/// them apart from ordinary keys of the default scope.
+pub const WEIGHTS_DOMAIN: &str = "_weights";
+
+/// The cold tier's part in migrations. The cold-tier integration implements it; until a cold
+/// device is configured crescentd has none, and every COLD or MIXED residency is refused with
+/// POLICY_UNSATISFIABLE.
+pub trait ColdResidency: Send + Sync {
+    /// Creates and validates cold copies of these objects (their memory replicas stay).
+    fn copy_to_cold(&self, keys: Vec<String>) -> BoxFuture<'static, Result<(), String>>;
+    /// Creates memory replicas of these objects from their cold copies.
+    fn copy_to_memory(&self, keys: Vec<String>) -> BoxFuture<'static, Result<(), String>>;
+    /// Drops the memory replicas of these objects (after `RecordRoundReleased`).
+    fn release_memory(&self, keys: Vec<String>) -> BoxFuture<'static, Result<(), String>>;
+}
+
+/// Identity lookups rebuilt from the recovered state and kept current by every mutation.
+#[derive(Default)]
+struct WeightIndex {
+    /// lineage stream id -> generation -> identity (`weight_list`).
+    lineages: BTreeMap<String, BTreeMap<u64, RevisionIdentity>>,
+    /// operation id -> revision (`weight_get_operation`).
+    operations: HashMap<String, RevisionIdentity>,
+    /// Revisions holding at least one lease (the expiry timer's work list).
+    leased: HashSet<String>,
+}
+
+pub struct WeightService {
+    pub revisions: AggregateRegistry<WeightRevision>,
+    pub lineages: AggregateRegistry<LineageClaim>,
+    pub directory: Arc<ObjectDirectory>,
+    pub metrics: WeightMetrics,
+    pub config: WeightConfig,
+    pub groups: Arc<GroupTable>,
+    cold: Option<Arc<dyn ColdResidency>>,
+    index: Mutex<WeightIndex>,
+    /// One mutation at a time (keeps the before/after metrics exact).
+    serial: tokio::sync::Mutex<()>,
+    /// Revisions and lineages whose workflow is being driven right now.
+    driving: Mutex<HashSet<String>>,
+}
+
+fn world_states<A: crescent_actors::Aggregate + Clone>(world: &World) -> BTreeMap<String, A> {
+    world
+        .iter::<A>()
+        .map(|(id, s)| (id.clone(), s.clone()))
+        .collect()
+}
+
+impl WeightService {
+    /// Builds the registries over the recovered world, rebuilds the indexes, interns every
+    /// live group and installs the directory's group guard and skip counter.
+    pub fn recover(
+        runtime: &Runtime,
+        world: &World,
+        directory: Arc<ObjectDirectory>,
+        config: WeightConfig,
+        registry: &prometheus::Registry,
+    ) -> Result<Arc<Self>, ServerError> {
+        config
+            .validate()
+            .map_err(|e| ServerError::Recovery(format!("[weights] configuration: {e}")))?;
+        let metrics = WeightMetrics::register(registry)
+            .map_err(|e| ServerError::Recovery(format!("weight metrics: {e}")))?;
+        let revisions: BTreeMap<String, WeightRevision> = world_states(world);
+        let lineages: BTreeMap<String, LineageClaim> = world_states(world);
+        let groups = Arc::new(GroupTable::default());
+        let mut index = WeightIndex::default();
+        let empty_revision = WeightRevision::default();
+        for state in revisions.values() {
+            metrics.observe_revision(&empty_revision, state, &[]);
+            index_revision(&mut index, &groups, state);
+        }
+        let seq = world.last_seq();
+        let revision_registry = AggregateRegistry::<WeightRevision>::builder(runtime.clone())
+            .recovered(revisions, seq)
+            .build();
+        let lineage_registry = AggregateRegistry::<LineageClaim>::builder(runtime.clone())
+            .recovered(lineages, seq)
+            .build();
+        let guard_groups = groups.clone();
+        directory.set_group_guard(Some(Arc::new(move |g| guard_groups.is_managed(g))));
+        let skip_metrics = metrics.clone();
+        directory.set_managed_skip_hook(Some(Arc::new(move |operation, members| {
+            let op = match operation {
+                "evict" => GuardedOperation::Evict,
+                "quota_evict" => GuardedOperation::QuotaEvict,
+                "remove" => GuardedOperation::Remove,
+                "prefix_remove" => GuardedOperation::PrefixRemove,
+                _ => GuardedOperation::Cleanup,
+            };
+            skip_metrics.managed_group_skipped(op, members);
+        })));
+        Ok(Arc::new(Self {
+            revisions: revision_registry,
+            lineages: lineage_registry,
+            directory,
+            metrics,
+            config,
+            groups,
+            cold: None,
+            index: Mutex::new(index),
+            serial: tokio::sync::Mutex::new(()),
+            driving: Mutex::new(HashSet::new()),
+        }))
+    }
+
+    pub fn now_ms(&self) -> i64 {
+        self.revisions.runtime().clock().now_ms()
+    }
+
+    /// The cold tier, or POLICY_UNSATISFIABLE naming what needed it.
+    pub fn cold(&self, needed_for: &str) -> Result<Arc<dyn ColdResidency>, ApiError> {
+        self.cold.clone().ok_or_else(|| {
+            ApiError::new(
+                ErrorCode::PolicyUnsatisfiable,
+                format!(
+                    "{needed_for} needs a cold device and none is configured on this crescentd \
+                     (use residency hot, or configure the cold tier)"
+                ),
+            )
+        })
+    }
+
+    /// Runs a revision command and updates metrics and indexes. Returns the committed state.
+    pub async fn revision(
+        &self,
+        identity: &RevisionIdentity,
+        cmd: WeightRevisionCommand,
+    ) -> Result<WeightRevision, HttpError> {
+        let id = identity.stream_id();
+        let _serial = self.serial.lock().await;
+        let before = self
+            .revisions
+            .read(&id, Clone::clone)
+            .await
+            .map_err(from_runtime)?;
+        let done = self
+            .revisions
+            .execute(&id, cmd)
+            .await
+            .map_err(from_runtime)?;
+        let after = self
+            .revisions
+            .read(&id, Clone::clone)
+            .await
+            .map_err(from_runtime)?;
+        if !done.is_noop() {
+            self.metrics.observe_revision(&before, &after, &done.events);
+        }
+        let mut index = self.index.lock().expect("weight index");
+        index_revision(&mut index, &self.groups, &after);
+        Ok(after)
+    }
+
+    /// The revision's committed state (empty when it was never begun).
+    pub async fn read_revision(
+        &self,
+        identity: &RevisionIdentity,
+    ) -> Result<WeightRevision, HttpError> {
+        self.revisions
+            .read(&identity.stream_id(), Clone::clone)
+            .await
+            .map_err(from_runtime)
+    }
+
+    /// Runs a lineage command; returns the committed state.
+    pub async fn lineage(
+        &self,
+        lineage: &LineageId,
+        cmd: LineageClaimCommand,
+    ) -> Result<LineageClaim, HttpError> {
+        let id = lineage.stream_id();
+        let _serial = self.serial.lock().await;
+        let before = self
+            .lineages
+            .read(&id, Clone::clone)
+            .await
+            .map_err(from_runtime)?;
+        let done = self
+            .lineages
+            .execute(&id, cmd)
+            .await
+            .map_err(from_runtime)?;
+        if !done.is_noop() {
+            self.metrics.observe_lineage(&before, &done.events);
+        }
+        self.lineages
+            .read(&id, Clone::clone)
+            .await
+            .map_err(from_runtime)
+    }
+
+    pub async fn read_lineage(&self, lineage: &LineageId) -> Result<LineageClaim, HttpError> {
+        self.lineages
+            .read(&lineage.stream_id(), Clone::clone)
+            .await
+            .map_err(from_runtime)
+    }
+
+    /// The revision of an operation id.
+    pub fn operation_owner(&self, operation_id: &str) -> Option<RevisionIdentity> {
+        let index = self.index.lock().expect("weight index");
+        index.operations.get(operation_id).cloned()
+    }
+
+    /// Identities in listing order (lineage, then generation) after `after` (a stream id).
+    pub fn list_identities(
+        &self,
+        filter: impl Fn(&RevisionIdentity) -> bool,
+        after: Option<&str>,
+        limit: usize,
+    ) -> (Vec<RevisionIdentity>, Option<String>) {
+        let index = self.index.lock().expect("weight index");
+        // The page token is a stream id: `<lineage stream id>/<generation>`; positions compare
+        // as (lineage, numeric generation), the order of the index.
+        let after: Option<(String, u64)> = after.and_then(|a| {
+            let (lineage, generation) = a.rsplit_once('/')?;
+            Some((lineage.to_string(), generation.parse().ok()?))
+        });
+        let mut out = Vec::new();
+        let mut next = None;
+        for (lineage, generations) in &index.lineages {
+            for (generation, identity) in generations {
+                let passed = after
+                    .as_ref()
+                    .is_some_and(|(l, g)| (lineage, *generation) <= (l, *g));
+                if passed || !filter(identity) {
+                    continue;
+                }
+                if out.len() == limit {
+                    next = out.last().map(RevisionIdentity::stream_id);
+                    return (out, next);
+                }
+                out.push(identity.clone());
+            }
+        }
+        next.take();
+        (out, next)
+    }
+
+    fn leased_revisions(&self) -> Vec<RevisionIdentity> {
+        let index = self.index.lock().expect("weight index");
+        index
+            .lineages
+            .values()
+            .flat_map(|g| g.values())
+            .filter(|i| index.leased.contains(&i.stream_id()))
+            .cloned()
+            .collect()
+    }
+
+    /// Marks `key` as driven; false when another task already drives it.
+    fn start_driving(&self, key: &str) -> bool {
+        self.driving
+            .lock()
+            .expect("driving set")
+            .insert(key.to_string())
+    }
+
+    fn stop_driving(&self, key: &str) {
+        self.driving.lock().expect("driving set").remove(key);
+    }
+}
+
+/// Records a revision's state in the indexes and the group table.
+fn index_revision(index: &mut WeightIndex, groups: &GroupTable, state: &WeightRevision) {
+    let Some(rec) = state.record() else {
+        return;
+    };
+    let identity = &rec.identity;
+    index
+        .lineages
+        .entry(identity.lineage().stream_id())
+        .or_default()
+        .insert(identity.weight_generation, identity.clone());
+    for id in state.operations().keys() {
+        index.operations.insert(id.clone(), identity.clone());
+    }
+    let stream = identity.stream_id();
+    if state.leases().is_empty() {
+        index.leased.remove(&stream);
+    } else {
+        index.leased.insert(stream);
+    }
+    groups.intern(&rec.group_id);
+}
