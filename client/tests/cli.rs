@@ -63,7 +63,13 @@ fn put_get_exist_rm_ls() {
     assert_eq!(code, 2, "{err}");
     let (code, out, _) = crescent(&s, &["--json", "status"], None);
     assert_eq!(code, 0);
-    assert_eq!(json(&out)["health"]["status"], "serving");
+    let status = json(&out);
+    assert_eq!(status["health"]["status"], "serving");
+    // the fields scripts rely on (issue 4)
+    assert_eq!(status["role"], "standalone", "{status}");
+    assert_eq!(status["gate"], "SERVING", "{status}");
+    assert!(status["term"].as_u64().unwrap() >= 1, "{status}");
+    assert!(status["commit_seq"].as_u64().is_some(), "{status}");
 }
 
 #[test]

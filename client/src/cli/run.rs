@@ -149,20 +149,49 @@ pub(super) async fn run(cli: Cli) -> Result<u8, ClientError> {
         Command::Segments { command } => segments(&client, command, json).await?,
         Command::Status => {
             let health = client.health().await?;
-            let stats = client.stats().await?;
+            // A standby answers /stats with NOT_LEADER: its status is in /healthz alone.
+            let stats = client.stats().await.ok();
+            let field = |k: &str| health.get(k).cloned().unwrap_or_default();
+            let replication = health
+                .get("ha")
+                .or_else(|| health.get("replication"))
+                .cloned()
+                .unwrap_or_default();
             if json {
-                print_json(&json!({"health": health, "stats": stats}));
+                print_json(&json!({
+                    "role": field("role"),
+                    "term": field("term"),
+                    "commit_seq": field("commit_seq"),
+                    "gate": field("gate"),
+                    "rebuild": field("rebuild"),
+                    "replication": replication,
+                    "health": health,
+                    "stats": stats,
+                }));
             } else {
-                let field = |v: &serde_json::Value, k: &str| v.get(k).cloned().unwrap_or_default();
                 println!(
-                    "server {}: {} (role {}, term {}, commit seq {})",
+                    "server {}: {} (role {}, term {}, commit seq {}, gate {})",
                     client.server(),
-                    field(&health, "status"),
-                    field(&health, "role"),
-                    field(&health, "term"),
-                    field(&health, "commit_seq"),
+                    field("status"),
+                    field("role"),
+                    field("term"),
+                    field("commit_seq"),
+                    field("gate"),
                 );
-                println!("{}", serde_json::to_string_pretty(&stats).expect("json"));
+                if let Some(r) = health.get("rebuild") {
+                    println!(
+                        "rebuild: owners {}/{} completed, entries {}",
+                        r.get("owners_completed").cloned().unwrap_or_default(),
+                        r.get("owners_expected").cloned().unwrap_or_default(),
+                        r.get("entries").cloned().unwrap_or_default(),
+                    );
+                }
+                if !replication.is_null() {
+                    println!("replication: {replication}");
+                }
+                if let Some(stats) = stats {
+                    println!("{}", serde_json::to_string_pretty(&stats).expect("json"));
+                }
             }
         }
         Command::Health => {
