@@ -179,7 +179,13 @@ pub(crate) struct Shared {
     truncation: Option<TruncationReport>,
     metrics: BackendMetrics,
     journal_metrics: JournalMetrics,
+    /// Sees every batch as it goes to the backend, before its sync (replication).
+    tap: Mutex<Option<ReplicationTap>>,
 }
+
+/// Called by the writer with (first seq, last seq, frame bytes) of each batch just before it
+/// is written and synced (see [`Journal::set_replication_tap`]).
+pub type ReplicationTap = Arc<dyn Fn(u64, u64, &[u8]) + Send + Sync>;
 
 /// A prefix-truncation request for the writer thread, with where to send the result.
 type TruncateRequest = (u64, mpsc::Sender<Result<()>>);
@@ -278,6 +284,7 @@ impl Journal {
             truncation: recovered.truncated.clone(),
             metrics,
             journal_metrics,
+            tap: Mutex::new(None),
         });
         let writer = {
             let shared = shared.clone();
@@ -510,6 +517,14 @@ impl Journal {
     /// request that raced the step-down. A refused append fails with `Fenced`.
     pub fn set_append_guard(&self, guard: Option<AppendGuard>) {
         self.shared().lock().guard = guard;
+    }
+
+    /// Installs (or removes) a tap that sees each batch of frames as the writer hands it to the
+    /// backend, before the sync: an HA active streams them to its standby from there, so both
+    /// sides sync in parallel. What the tap sees may not be durable here yet (commit still
+    /// waits for local durability too); a record the tap missed is read back from disk.
+    pub fn set_replication_tap(&self, tap: Option<ReplicationTap>) {
+        *self.shared().tap.lock().unwrap_or_else(|p| p.into_inner()) = tap;
     }
 
     /// (last assigned seq, its term, its chain digest).

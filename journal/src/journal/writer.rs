@@ -160,6 +160,14 @@ fn recycle(spare: &mut Vec<EncodedBatch>, mut batch: EncodedBatch) {
 fn append(shared: &Shared, backend: &mut dyn JournalBackend, batch: EncodedBatch) {
     let last_seq = batch.last_seq().expect("non-empty batch");
     let _span = tracing::debug_span!("journal_batch", records = batch.len(), last_seq).entered();
+    let tap = shared.tap.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    if let Some(tap) = tap {
+        tap(
+            batch.first_seq().unwrap_or(last_seq),
+            last_seq,
+            &batch.bytes,
+        );
+    }
     let started = Instant::now();
     let result = backend.append(&batch);
     let elapsed = started.elapsed();

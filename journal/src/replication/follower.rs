@@ -240,25 +240,66 @@ fn follow_once(shared: &Shared, addr: SocketAddr) -> Result<(), FollowError> {
             return Err(ProtocolError::Malformed(format!("expected Welcome, got {other:?}")).into())
         }
     }
+    // Records are appended as they arrive (the standby's journal group-commits whatever is
+    // queued) and a separate thread acknowledges each advance of local durability, so the
+    // standby's syncs pipeline like the active's.
+    let acker = {
+        let mut out = stream.try_clone().map_err(ProtocolError::from)?;
+        let journal = shared.journal.clone();
+        let on_durable = shared.on_durable.clone();
+        let done = Arc::new(AtomicBool::new(false));
+        let done_flag = done.clone();
+        let thread = std::thread::Builder::new()
+            .name("replication-ack".into())
+            .spawn(move || -> Result<(), ProtocolError> {
+                let durable = journal.durable();
+                let mut acked = 0;
+                let mut last_sent = std::time::Instant::now();
+                while !done_flag.load(Ordering::Acquire) {
+                    let reached = durable
+                        .wait_for_timeout(acked + 1, Duration::from_millis(100))
+                        .map_err(|e| ProtocolError::Malformed(format!("journal: {e}")))?;
+                    let d = reached.unwrap_or(acked);
+                    // Ack each advance, and now and then even without one (keeps the
+                    // active's view of this standby fresh).
+                    if d > acked || last_sent.elapsed() >= Duration::from_millis(200) {
+                        write_message(&mut out, &Message::Ack { durable_seq: d })?;
+                        last_sent = std::time::Instant::now();
+                        if d > acked {
+                            on_durable(d);
+                        }
+                        acked = d;
+                    }
+                }
+                Ok(())
+            })
+            .map_err(ProtocolError::from)?;
+        (done, thread)
+    };
+    let result = receive_loop(shared, &mut stream);
+    acker.0.store(true, Ordering::Release);
+    let _ = stream.shutdown(std::net::Shutdown::Both);
+    let acked = acker.1.join();
+    result?;
+    match acked {
+        Ok(Ok(())) | Err(_) => Ok(()),
+        Ok(Err(e)) => Err(e.into()),
+    }
+}
+
+fn receive_loop(shared: &Shared, stream: &mut TcpStream) -> Result<(), FollowError> {
     while !shared.stop.load(Ordering::Acquire) {
-        match read_message(&mut stream)? {
+        match read_message(stream)? {
             Message::Records {
                 term,
                 commit_seq,
                 frames,
             } => {
-                let durable = append_frames(shared, &frames)?;
-                write_message(
-                    &mut stream,
-                    &Message::Ack {
-                        durable_seq: durable,
-                    },
-                )?;
-                (shared.on_durable)(durable);
+                let last = append_frames(shared, &frames)?;
                 let mut st = shared.status.lock().expect("status mutex");
                 st.term = term;
                 st.leader_commit_seq = commit_seq;
-                st.leader_durable_seq = st.leader_durable_seq.max(durable);
+                st.leader_durable_seq = st.leader_durable_seq.max(last);
                 st.received_bytes += frames.len() as u64;
             }
             Message::Heartbeat {
@@ -267,13 +308,6 @@ fn follow_once(shared: &Shared, addr: SocketAddr) -> Result<(), FollowError> {
                 durable_seq,
             } => {
                 shared.journal.fence(term);
-                let durable = shared.journal.durable().get();
-                write_message(
-                    &mut stream,
-                    &Message::Ack {
-                        durable_seq: durable,
-                    },
-                )?;
                 let mut st = shared.status.lock().expect("status mutex");
                 st.term = term;
                 st.leader_commit_seq = commit_seq;
@@ -294,7 +328,8 @@ fn follow_once(shared: &Shared, addr: SocketAddr) -> Result<(), FollowError> {
     Ok(())
 }
 
-/// Appends the frames of one Records message; returns the local durable seq after them.
+/// Queues the frames of one Records message for the journal; returns the last seq queued
+/// (durability is acknowledged by the ack thread).
 fn append_frames(shared: &Shared, frames: &[u8]) -> Result<u64, FollowError> {
     let mut records: Vec<RecordRef<'_>> = Vec::new();
     let mut at = 0;
@@ -313,9 +348,8 @@ fn append_frames(shared: &Shared, frames: &[u8]) -> Result<u64, FollowError> {
         at += len;
     }
     if records.is_empty() {
-        return Ok(shared.journal.durable().get());
+        return Ok(shared.journal.last_seq());
     }
     let ticket = shared.journal.submit_replicated(&records)?;
-    let ack = ticket.wait_blocking()?;
-    Ok(ack.last_seq)
+    Ok(ticket.last_seq)
 }

@@ -362,6 +362,16 @@ fn check_position(
     ))
 }
 
+/// One batch seen by the journal's replication tap.
+struct Tapped {
+    first: u64,
+    last: u64,
+    frames: Vec<u8>,
+}
+
+/// Batches the tap may hold before it drops (the session then reads the gap back from disk).
+const TAP_DEPTH: usize = 256;
+
 fn stream_records(
     shared: &Shared,
     stream: &mut TcpStream,
@@ -369,20 +379,82 @@ fn stream_records(
     term: u64,
     from_seq: u64,
 ) -> Result<(), ProtocolError> {
+    // Live records come from the writer's tap, before the active's own sync, so both sides
+    // sync in parallel; anything older (or dropped by a full tap) is read back from disk once
+    // durable. The tap is this session's until it ends.
+    // A later session installs its own tap; this one only goes quiet (clearing the journal's
+    // tap here could remove the newer session's).
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Tapped>(TAP_DEPTH);
+    let live = Arc::new(AtomicBool::new(true));
+    let tap_live = live.clone();
+    shared
+        .journal
+        .set_replication_tap(Some(Arc::new(move |first, last, frames: &[u8]| {
+            if tap_live.load(Ordering::Acquire) {
+                let _ = tx.try_send(Tapped {
+                    first,
+                    last,
+                    frames: frames.to_vec(),
+                });
+            }
+        })));
+    let result = stream_loop(shared, stream, stop, term, from_seq, &rx);
+    live.store(false, Ordering::Release);
+    result
+}
+
+fn stream_loop(
+    shared: &Shared,
+    stream: &mut TcpStream,
+    stop: &AtomicBool,
+    term: u64,
+    from_seq: u64,
+    tapped: &std::sync::mpsc::Receiver<Tapped>,
+) -> Result<(), ProtocolError> {
     let durable = shared.journal.durable();
     let mut sent = from_seq - 1;
-    let mut frames = Vec::new();
     let mut last_heartbeat = Instant::now();
     while !stop.load(Ordering::Acquire) && !shared.stop.load(Ordering::Acquire) {
         if (shared.term)() != Some(term) {
             let msg = format!("term {term} is over on this node");
             return refuse(shared, stream, refusal::NOT_LEADER, msg, None);
         }
-        let available = match durable.wait_for_timeout(sent + 1, shared.config.heartbeat) {
-            Ok(v) => v,
-            Err(e) => return Err(ProtocolError::Malformed(format!("journal: {e}"))),
-        };
-        if available.is_none() || last_heartbeat.elapsed() >= shared.config.heartbeat {
+        match tapped.recv_timeout(shared.config.heartbeat) {
+            Ok(batch) => {
+                if batch.last <= sent {
+                    continue;
+                }
+                if batch.first > sent + 1 {
+                    // Records before this batch were written before the tap saw them (or it
+                    // dropped them): they are durable, or about to be.
+                    let upto = batch.first - 1;
+                    durable
+                        .wait_for_blocking(upto)
+                        .map_err(|e| ProtocolError::Malformed(format!("journal: {e}")))?;
+                    sent = send_from_disk(shared, stream, term, sent, upto)?;
+                }
+                let skip = frames_before(&batch.frames, batch.first, sent + 1)?;
+                send_frames(
+                    shared,
+                    stream,
+                    term,
+                    batch.frames[skip..].to_vec(),
+                    sent,
+                    batch.last,
+                )?;
+                sent = batch.last;
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                // Idle: catch up whatever is durable but unsent (a dropped tap batch), then
+                // heartbeat.
+                let d = durable.get();
+                if d > sent {
+                    sent = send_from_disk(shared, stream, term, sent, d)?;
+                }
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return Ok(()),
+        }
+        if last_heartbeat.elapsed() >= shared.config.heartbeat {
             write_message(
                 stream,
                 &Message::Heartbeat {
@@ -393,17 +465,66 @@ fn stream_records(
             )?;
             last_heartbeat = Instant::now();
         }
-        let Some(upto) = available else { continue };
-        frames.clear();
+    }
+    Ok(())
+}
+
+/// Byte offset in `frames` (whose first frame is seq `first`) of the frame of seq `want`.
+fn frames_before(frames: &[u8], first: u64, want: u64) -> Result<usize, ProtocolError> {
+    let mut at = 0;
+    for _ in first..want {
+        let len = frames
+            .get(at..at + 4)
+            .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")) as usize)
+            .ok_or_else(|| ProtocolError::Malformed("tapped batch shorter than its seqs".into()))?;
+        at += crate::codec::FRAME_PREFIX_LEN + len;
+    }
+    Ok(at)
+}
+
+fn send_frames(
+    shared: &Shared,
+    stream: &mut TcpStream,
+    term: u64,
+    frames: Vec<u8>,
+    sent: u64,
+    last: u64,
+) -> Result<(), ProtocolError> {
+    let bytes = frames.len() as u64;
+    write_message(
+        stream,
+        &Message::Records {
+            term,
+            commit_seq: shared.tracker.commit().get(),
+            frames,
+        },
+    )?;
+    let mut st = shared.status.lock().expect("status mutex");
+    st.sent_bytes += bytes;
+    st.sent_seq = last.max(sent);
+    Ok(())
+}
+
+/// Sends durable records `sent + 1 ..= upto` read from disk, in messages of at most
+/// `max_batch_bytes`; returns the new last sent seq.
+fn send_from_disk(
+    shared: &Shared,
+    stream: &mut TcpStream,
+    term: u64,
+    mut sent: u64,
+    upto: u64,
+) -> Result<u64, ProtocolError> {
+    #[derive(Debug)]
+    struct Full;
+    impl From<JournalError> for Full {
+        fn from(_: JournalError) -> Self {
+            Full
+        }
+    }
+    while sent < upto {
+        let mut frames = Vec::new();
         let mut last = sent;
         let max = shared.config.max_batch_bytes;
-        #[derive(Debug)]
-        struct Full;
-        impl From<JournalError> for Full {
-            fn from(_: JournalError) -> Self {
-                Full
-            }
-        }
         let read = shared.journal.visit_range(sent + 1, upto, |r| {
             if frames.len() >= max {
                 return Err(Full);
@@ -418,19 +539,8 @@ fn stream_records(
                 sent + 1
             )));
         }
-        let bytes = frames.len() as u64;
-        write_message(
-            stream,
-            &Message::Records {
-                term,
-                commit_seq: shared.tracker.commit().get(),
-                frames: std::mem::take(&mut frames),
-            },
-        )?;
-        let mut st = shared.status.lock().expect("status mutex");
-        st.sent_bytes += bytes;
-        st.sent_seq = last;
+        send_frames(shared, stream, term, frames, sent, last)?;
         sent = last;
     }
-    Ok(())
+    Ok(sent)
 }
