@@ -8,12 +8,16 @@
 
 use crescent_actors::segment_registry::SegmentRegistry;
 use crescent_actors::World;
+use crescent_cold::ColdDevice;
 
 /// A world with every aggregate kind of this build registered (empty tables).
 pub fn standard_world() -> World {
     let mut world = World::empty();
     world
         .register::<SegmentRegistry>()
+        .expect("aggregate kinds are distinct");
+    world
+        .register::<ColdDevice>()
         .expect("aggregate kinds are distinct");
     world
 }
@@ -26,6 +30,7 @@ mod tests {
     fn every_kind_is_registered_once() {
         let kinds: Vec<_> = standard_world().kinds().collect();
         assert!(kinds.contains(&"segment_registry"), "{kinds:?}");
+        assert!(kinds.contains(&"cold_device"), "{kinds:?}");
         let mut sorted = kinds.clone();
         sorted.dedup();
         assert_eq!(sorted, kinds);

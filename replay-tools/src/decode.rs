@@ -7,6 +7,8 @@
 
 use crescent_actors::segment_registry::STREAM_KIND as SEGMENT_REGISTRY;
 use crescent_actors::{DecodeError, DomainEvent, SegmentRegistryEvent};
+use crescent_cold::device::STREAM_KIND as COLD_DEVICE;
+use crescent_cold::ColdDeviceEvent;
 use crescent_journal::Record;
 use serde::Serialize;
 use serde_json::Value;
@@ -23,7 +25,7 @@ pub enum EventDecodeError {
 }
 
 /// The stream kinds [`decode_event`] understands.
-pub const DECODABLE_KINDS: &[&str] = &[SEGMENT_REGISTRY];
+pub const DECODABLE_KINDS: &[&str] = &[SEGMENT_REGISTRY, COLD_DEVICE];
 
 /// The record's event, decoded and upcast to the current version, as JSON:
 /// `{"kind": ..., "version": <current version>, "data": {...fields...}}`.
@@ -47,7 +49,36 @@ pub fn decode_event(rec: &Record) -> Result<Value, EventDecodeError> {
                 "data": data,
             }))
         }
+        COLD_DEVICE => {
+            let event =
+                ColdDeviceEvent::decode(&rec.event.kind, rec.event.version, &rec.event.payload)?;
+            let data = cold_device_json(&event)?;
+            Ok(serde_json::json!({
+                "kind": event.kind(),
+                "version": event.version(),
+                "data": data,
+            }))
+        }
         other => Err(EventDecodeError::UnknownStream(other.to_string())),
+    }
+}
+
+fn cold_device_json(event: &ColdDeviceEvent) -> Result<Value, EventDecodeError> {
+    match event {
+        ColdDeviceEvent::DeviceConfigured(e) => to_json(e),
+        ColdDeviceEvent::DeviceHealthChanged(e) => to_json(e),
+        ColdDeviceEvent::DeviceSchedulableChanged(e) => to_json(e),
+        ColdDeviceEvent::OperationPlanned(e) => to_json(e),
+        ColdDeviceEvent::CapacityReserved(e) => to_json(e),
+        ColdDeviceEvent::PayloadWritten(e) => to_json(e),
+        ColdDeviceEvent::RouteCommitted(e) => to_json(e),
+        ColdDeviceEvent::UsageCommitted(e) => to_json(e),
+        ColdDeviceEvent::OperationCancelled(e) => to_json(e),
+        ColdDeviceEvent::ReclaimPlanned(e) => to_json(e),
+        ColdDeviceEvent::ReclaimCancelled(e) => to_json(e),
+        ColdDeviceEvent::BackendDeleted(e) => to_json(e),
+        ColdDeviceEvent::UsageReleased(e) => to_json(e),
+        ColdDeviceEvent::TerminalPruned(e) => to_json(e),
     }
 }
 

@@ -45,6 +45,8 @@ pub struct Config {
     pub log: LogConfig,
     pub store: StoreSettings,
     pub ha: HaSettings,
+    /// The cold tier (`[cold]`).
+    pub cold: crate::config_cold::ColdSettings,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -106,6 +108,7 @@ impl Default for Config {
             log: LogConfig::default(),
             store: StoreSettings::default(),
             ha: HaSettings::default(),
+            cold: crate::config_cold::ColdSettings::default(),
         }
     }
 }
@@ -243,6 +246,7 @@ impl Config {
             ));
         }
         self.store.validate()?;
+        self.cold.validate()?;
         self.ha.validate()
     }
 

@@ -56,7 +56,15 @@ pub struct NodeState {
     pub rpc: Mutex<Option<RpcServer>>,
     /// Set when this node is the active of an HA pair.
     pub ha: std::sync::OnceLock<Arc<crate::ha::active::ActiveHa>>,
+    /// The cold tier, once [`crate::cold::start`] has reconciled it.
+    pub cold: std::sync::OnceLock<Arc<crate::cold::ColdTier>>,
+    /// The recovered `ColdDevice` states (and their seq), until the cold tier takes them.
+    pub cold_recovered: ColdRecovered,
 }
+
+/// Recovered `ColdDevice` states by device id, with the seq they were recovered through.
+pub type ColdRecovered =
+    Mutex<Option<(BTreeMap<String, crescent_cold::ColdDevice>, u64)>>;
 
 impl NodeState {
     /// The server clock (ms since the Unix epoch): the one the aggregates' commands see.
@@ -260,6 +268,11 @@ impl Node {
             .iter::<SegmentRegistry>()
             .map(|(id, s)| (id.clone(), s.clone()))
             .collect();
+        let cold_states: BTreeMap<String, crescent_cold::ColdDevice> = world
+            .iter::<crescent_cold::ColdDevice>()
+            .map(|(id, s)| (id.clone(), s.clone()))
+            .collect();
+        let cold_recovered = Mutex::new(Some((cold_states, world.last_seq())));
         let recovered_registry = states
             .get(crescent_actors::segment_registry::INSTANCE_ID)
             .cloned()
@@ -314,6 +327,8 @@ impl Node {
             housekeeping: Mutex::new(None),
             rpc: Mutex::new(None),
             ha: std::sync::OnceLock::new(),
+            cold: std::sync::OnceLock::new(),
+            cold_recovered,
         }))
     }
 
@@ -355,6 +370,10 @@ impl Node {
             return crate::ha::run(config).await;
         }
         let state = Self::start(&config)?;
+        if let Err(e) = crate::cold::start_node(&state, &config).await {
+            Self::stop(&state);
+            return Err(e);
+        }
         if let Err(e) = crate::embedded::mount_embedded(&state).await {
             Self::stop(&state);
             return Err(e);

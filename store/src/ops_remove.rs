@@ -112,7 +112,10 @@ impl ObjectDirectory {
                 .take_while(|(k, _)| k.starts_with(prefix))
             {
                 let e = shard.entry(slot);
-                let kept = e.pending.is_some()
+                // A cold backing needs its reclaim planned first: the server removes those
+                // one by one (`remove` after `plan_obsolete_backing`).
+                let kept = shard.cold.contains_key(&slot)
+                    || e.pending.is_some()
                     || (e.is_complete() && e.leased(now))
                     || e.hard_pinned()
                     || e.soft_pinned(now);

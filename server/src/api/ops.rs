@@ -15,6 +15,7 @@ use crescent_wire::store::{
 };
 use crescent_wire::ApiError;
 
+use super::error::from_cold;
 use crate::node::NodeState;
 
 /// The wire's default placement (`random`) stands for "the server's default".
@@ -31,7 +32,16 @@ pub fn put_start(state: &NodeState, req: PutStartRequest) -> Result<PutStartRepl
 }
 
 pub fn put_end(state: &NodeState, req: PutEndRequest) -> Result<Ack, ApiError> {
-    state.directory.put_end(&req, state.now_ms())?;
+    match state.cold.get() {
+        // An overwrite makes the old content's cold copy obsolete: its reclaim is planned
+        // before the swap and run after it.
+        Some(cold) => cold
+            .with_reclaim(state, &req.id, || {
+                state.directory.put_end(&req, state.now_ms())
+            })
+            .map_err(from_cold)??,
+        None => state.directory.put_end(&req, state.now_ms())?,
+    }
     Ok(Ack {})
 }
 
@@ -41,7 +51,14 @@ pub fn put_revoke(state: &NodeState, req: PutEndRequest) -> Result<Ack, ApiError
 }
 
 pub fn get(state: &NodeState, req: ObjectRequest) -> Result<GetReply, ApiError> {
-    Ok(state.directory.get(&req.id, state.now_ms())?)
+    let reply = state.directory.get(&req.id, state.now_ms())?;
+    match state.cold.get() {
+        // No hot replica: a cold-only object, restored (verified) on read.
+        Some(cold) if reply.replicas.is_empty() => {
+            crate::cold::restore::restore_get(state, cold, &req.id, reply).map_err(from_cold)
+        }
+        _ => Ok(reply),
+    }
 }
 
 pub fn exist(state: &NodeState, req: ObjectRequest) -> Result<ExistReply, ApiError> {
@@ -55,7 +72,14 @@ pub fn size(state: &NodeState, req: ObjectRequest) -> Result<SizeReply, ApiError
 }
 
 pub fn remove(state: &NodeState, req: RemoveRequest) -> Result<Ack, ApiError> {
-    state.directory.remove(&req.id, req.force, state.now_ms())?;
+    match state.cold.get() {
+        Some(cold) => cold
+            .with_reclaim(state, &req.id, || {
+                state.directory.remove(&req.id, req.force, state.now_ms())
+            })
+            .map_err(from_cold)??,
+        None => state.directory.remove(&req.id, req.force, state.now_ms())?,
+    }
     Ok(Ack {})
 }
 
@@ -157,9 +181,21 @@ pub fn batch_remove(
     let items = req
         .items
         .iter()
-        .map(|r| match state.directory.remove(&r.id, r.force, now) {
-            Ok(()) => ItemResult::Ok(Ack {}),
-            Err(e) => e.into(),
+        .map(|r| {
+            let removed = match state.cold.get() {
+                Some(cold) => cold
+                    .with_reclaim(state, &r.id, || state.directory.remove(&r.id, r.force, now))
+                    .map_err(from_cold)
+                    .and_then(|r| r.map_err(ApiError::from)),
+                None => state.directory.remove(&r.id, r.force, now).map_err(ApiError::from),
+            };
+            match removed {
+                Ok(()) => ItemResult::Ok(Ack {}),
+                Err(e) => ItemResult::Err {
+                    code: e.code,
+                    message: e.message,
+                },
+            }
         })
         .collect();
     Ok(BatchReply { items })
