@@ -36,7 +36,9 @@ impl CrescentClient {
     /// (`crescent evict KEY --hot`).
     pub async fn evict_hot(&self, key: &str) -> Result<ObjectStat, ClientError> {
         let req = self.cold_request(key)?;
-        self.http.post(&self.cold_url(routes::EVICT_HOT)?, &req).await
+        self.http
+            .post(&self.cold_url(routes::EVICT_HOT)?, &req)
+            .await
     }
 
     /// KEY's replicas and cold backing (`crescent stat KEY`).

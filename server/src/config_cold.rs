@@ -57,7 +57,11 @@ impl ColdSettings {
         if self.tags.len() > crescent_cold::device::MAX_TAGS {
             return Err(invalid("cold.tags", "too many tags"));
         }
-        if self.tags.iter().any(|t| t.is_empty() || t.chars().any(char::is_control)) {
+        if self
+            .tags
+            .iter()
+            .any(|t| t.is_empty() || t.chars().any(char::is_control))
+        {
             return Err(invalid("cold.tags", "tags must be non-empty text"));
         }
         if let Some(root) = &self.root {

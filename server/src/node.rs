@@ -63,8 +63,7 @@ pub struct NodeState {
 }
 
 /// Recovered `ColdDevice` states by device id, with the seq they were recovered through.
-pub type ColdRecovered =
-    Mutex<Option<(BTreeMap<String, crescent_cold::ColdDevice>, u64)>>;
+pub type ColdRecovered = Mutex<Option<(BTreeMap<String, crescent_cold::ColdDevice>, u64)>>;
 
 impl NodeState {
     /// The server clock (ms since the Unix epoch): the one the aggregates' commands see.

@@ -43,8 +43,7 @@ pub fn cold_object_key(id: &ObjectId) -> String {
 /// The inverse of [`cold_object_key`].
 pub fn parse_cold_object_key(s: &str) -> Result<ObjectId, StoreError> {
     let mut parts = s.splitn(3, '/');
-    let (Some(tenant), Some(domain), Some(key)) = (parts.next(), parts.next(), parts.next())
-    else {
+    let (Some(tenant), Some(domain), Some(key)) = (parts.next(), parts.next(), parts.next()) else {
         return Err(StoreError::invalid(
             "object_key",
             format!("{s:?} is not tenant/domain/key"),
@@ -129,7 +128,20 @@ impl ObjectDirectory {
         self.with_complete(id, |shard, slot| {
             let slot = slot?;
             let table = self.table();
-            Some(self.route_of(&table, &object_key, shard.entry(slot), shard.cold.get(&slot)))
+            Some(self.route_of(
+                &table,
+                &object_key,
+                shard.entry(slot),
+                shard.cold.get(&slot),
+            ))
+        })
+    }
+
+    /// Whether the complete version of `id` was stored with a checksum (a cold copy needs one:
+    /// it is what a restore verifies against). `None` when there is no complete version.
+    pub fn has_checksum(&self, id: &ObjectId) -> Result<Option<bool>, StoreError> {
+        self.with_complete(id, |shard, slot| {
+            slot.map(|s| shard.entry(s).checksum().is_some())
         })
     }
 
@@ -155,19 +167,29 @@ impl ObjectDirectory {
             .with_complete(id, |shard, slot| {
                 let slot = slot.ok_or_else(gone)?;
                 let table = self.table();
-                let current =
-                    self.route_of(&table, &object_key, shard.entry(slot), shard.cold.get(&slot));
+                let current = self.route_of(
+                    &table,
+                    &object_key,
+                    shard.entry(slot),
+                    shard.cold.get(&slot),
+                );
                 current.check(expected)?;
                 if new.content_op != current.content_op
                     || new.length != current.length
                     || new.checksum != current.checksum
                 {
-                    return Err(conflict(&object_key, "a route CAS cannot change the content"));
+                    return Err(conflict(
+                        &object_key,
+                        "a route CAS cannot change the content",
+                    ));
                 }
                 if new.version <= current.version || new.version > u32::MAX as u64 {
                     return Err(conflict(
                         &object_key,
-                        format!("new version {} must follow {}", new.version, current.version),
+                        format!(
+                            "new version {} must follow {}",
+                            new.version, current.version
+                        ),
                     ));
                 }
                 let mut kept = Vec::new();
@@ -186,9 +208,16 @@ impl ObjectDirectory {
                     }
                 }
                 let mut added = Vec::new();
-                for hot in new.replicas.iter().filter(|h| !current.replicas.contains(h)) {
+                for hot in new
+                    .replicas
+                    .iter()
+                    .filter(|h| !current.replicas.contains(h))
+                {
                     let seg = table.find(&hot.segment_id).ok_or_else(|| {
-                        conflict(&object_key, format!("segment {} is not mounted", hot.segment_id))
+                        conflict(
+                            &object_key,
+                            format!("segment {} is not mounted", hot.segment_id),
+                        )
                     })?;
                     added.push(Replica {
                         offset: hot.offset,
@@ -216,12 +245,9 @@ impl ObjectDirectory {
                 e.route_rev = new.version as u32;
                 match new.cold {
                     Some(backing) => {
-                        let evictable = was_evictable
-                            && expected.cold.as_ref() == Some(&backing.identity());
-                        shard.cold.insert(slot, ColdSlot {
-                            backing,
-                            evictable,
-                        });
+                        let evictable =
+                            was_evictable && expected.cold.as_ref() == Some(&backing.identity());
+                        shard.cold.insert(slot, ColdSlot { backing, evictable });
                     }
                     None => {
                         shard.cold.remove(&slot);
@@ -235,8 +261,10 @@ impl ObjectDirectory {
                 field: "object",
                 reason: e.to_string(),
             })?;
-        self.metrics
-            .op("route_cas", &r.as_ref().map_err(|_| StoreError::conflict("route")));
+        self.metrics.op(
+            "route_cas",
+            &r.as_ref().map_err(|_| StoreError::conflict("route")),
+        );
         r
     }
 
@@ -271,7 +299,10 @@ impl ObjectDirectory {
     ) -> Result<bool, StoreError> {
         let name = ObjectName::parse(id)?;
         let Some(backing) = route.cold.clone().filter(|b| b.is_materialized()) else {
-            return Err(StoreError::invalid("route", "a cold-only route needs a materialized backing"));
+            return Err(StoreError::invalid(
+                "route",
+                "a cold-only route needs a materialized backing",
+            ));
         };
         let version = u32::try_from(route.version.max(1))
             .map_err(|_| StoreError::invalid("route", "version out of range"))?;

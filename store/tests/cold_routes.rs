@@ -36,7 +36,13 @@ fn materialize(d: &crescent_store::ObjectDirectory, key: &str, n: u128) -> Objec
     routes.compare_and_set(&ck, &e, pending.clone()).unwrap();
     let e = pending.expectation();
     let done = pending
-        .materialize(&e, op(n), "objects/aa/x.cold", pending.length, pending.checksum)
+        .materialize(
+            &e,
+            op(n),
+            "objects/aa/x.cold",
+            pending.length,
+            pending.checksum,
+        )
         .unwrap();
     routes.compare_and_set(&ck, &e, done.clone()).unwrap();
     assert_eq!(routes.lookup(&ck), Some(done.clone()));
@@ -67,7 +73,10 @@ fn stale_expectations_are_refused_and_content_is_fixed() {
         now_ms: T0,
     };
     let r = routes.lookup(&ck).unwrap();
-    assert_eq!((r.length, r.checksum, r.replicas.len()), (1000, 0xdead_beef, 1));
+    assert_eq!(
+        (r.length, r.checksum, r.replicas.len()),
+        (1000, 0xdead_beef, 1)
+    );
     let e = r.expectation();
     let pending = r.attach_pending(&e, op(1), "crescentd", "dev0").unwrap();
     routes.compare_and_set(&ck, &e, pending.clone()).unwrap();
@@ -146,7 +155,11 @@ fn cold_only_entries_survive_eviction_unmount_and_owner_drop() {
     assert_eq!(d.evict(u64::MAX, T0 + 60_000, "test").evicted_objects, 0);
     d.unmount_segment("s1", true, T0 + 60_000).unwrap();
     d.drop_owner("o1", T0 + 60_000);
-    assert!(d.route(&ObjectId::new("cold")).unwrap().unwrap().is_cold_only());
+    assert!(d
+        .route(&ObjectId::new("cold"))
+        .unwrap()
+        .unwrap()
+        .is_cold_only());
 }
 
 #[test]
@@ -157,12 +170,20 @@ fn an_unmarked_backing_keeps_its_hot_replica_through_eviction_and_unmount_keeps_
     materialize(&d, "k", 1);
     assert_eq!(d.evict(u64::MAX, T0 + 60_000, "test").evicted_objects, 0);
     assert_eq!(
-        d.route(&ObjectId::new("k")).unwrap().unwrap().replicas.len(),
+        d.route(&ObjectId::new("k"))
+            .unwrap()
+            .unwrap()
+            .replicas
+            .len(),
         1
     );
     // The owner goes away: the materialized copy keeps the object readable.
     d.drop_owner("o1", T0 + 60_000);
-    assert!(d.route(&ObjectId::new("k")).unwrap().unwrap().is_cold_only());
+    assert!(d
+        .route(&ObjectId::new("k"))
+        .unwrap()
+        .unwrap()
+        .is_cold_only());
 }
 
 #[test]
@@ -225,7 +246,9 @@ fn installed_cold_routes_are_readable_and_never_replace_newer_content() {
     // A pending route cannot be installed as cold-only.
     let mut pending = route.clone();
     pending.cold = None;
-    assert!(d.install_cold_route(&ObjectId::new("x"), &pending, T0).is_err());
+    assert!(d
+        .install_cold_route(&ObjectId::new("x"), &pending, T0)
+        .is_err());
 }
 
 #[test]

@@ -169,7 +169,11 @@ pub struct GetReply {
     /// The value itself, when the object is cold-only and its restore could not be promoted
     /// into a hot replica (`replicas` is then empty). The server verified its length and
     /// checksum before sending it. Absent otherwise (wire v1 addition: optional field).
-    #[serde(default, skip_serializing_if = "Option::is_none", with = "crate::cold::opt_bytes")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "crate::cold::opt_bytes"
+    )]
     pub inline: Option<Vec<u8>>,
 }
 

@@ -187,7 +187,10 @@ pub fn batch_remove(
                     .with_reclaim(state, &r.id, || state.directory.remove(&r.id, r.force, now))
                     .map_err(from_cold)
                     .and_then(|r| r.map_err(ApiError::from)),
-                None => state.directory.remove(&r.id, r.force, now).map_err(ApiError::from),
+                None => state
+                    .directory
+                    .remove(&r.id, r.force, now)
+                    .map_err(ApiError::from),
             };
             match removed {
                 Ok(()) => ItemResult::Ok(Ack {}),

@@ -41,7 +41,9 @@ impl EmbeddedHot<'_> {
             .memory()
             .ok_or_else(|| unavailable("no embedded segment"))?;
         if id != segment_id {
-            return Err(unavailable(format!("segment {segment_id} is not this node's")));
+            return Err(unavailable(format!(
+                "segment {segment_id} is not this node's"
+            )));
         }
         futures::executor::block_on(memory.write_at(offset, bytes))
             .map_err(|e| unavailable(format!("writing the embedded segment: {e}")))
@@ -57,7 +59,12 @@ impl HotSource for EmbeddedHot<'_> {
             .replicas
             .iter()
             .find(|r| r.segment_id == id)
-            .ok_or_else(|| unavailable(format!("{} has no replica in this node's memory", route.key)))?;
+            .ok_or_else(|| {
+                unavailable(format!(
+                    "{} has no replica in this node's memory",
+                    route.key
+                ))
+            })?;
         let mut buf = vec![0u8; route.length as usize];
         futures::executor::block_on(memory.read_at(replica.offset, &mut buf))
             .map_err(|e| unavailable(format!("reading the embedded segment: {e}")))?;

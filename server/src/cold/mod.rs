@@ -112,7 +112,8 @@ pub async fn start(
     }
     let fail = |what: &str, e: ColdError| ServerError::Recovery(format!("cold tier: {what}: {e}"));
     let root = settings.root_under(data_dir);
-    let io = Arc::new(LocalDirDevice::open(&settings.device_id, &root).map_err(|e| fail("open", e))?);
+    let io =
+        Arc::new(LocalDirDevice::open(&settings.device_id, &root).map_err(|e| fail("open", e))?);
     let registry = AggregateRegistry::<ColdDevice>::builder(state.runtime.clone())
         .recovered(recovered, recovered_seq)
         .build();
@@ -186,9 +187,12 @@ pub async fn start(
     .await
     .map_err(|e| ServerError::Recovery(format!("cold tier start: {e}")))?
     .map_err(|e| fail("reconcile", e))?;
-    tier.metrics.observe_devices([tier.ledger.lock().expect("ledger").device()]);
+    tier.metrics
+        .observe_devices([tier.ledger.lock().expect("ledger").device()]);
     if state.cold.set(Arc::new(tier)).is_err() {
-        return Err(ServerError::Recovery("the cold tier was started twice".into()));
+        return Err(ServerError::Recovery(
+            "the cold tier was started twice".into(),
+        ));
     }
     Ok(())
 }
@@ -198,8 +202,8 @@ pub async fn start(
 pub(crate) fn mark_evictable(state: &NodeState, ledger: &ActorLedger) {
     let device = ledger.device();
     for route in device.cold_routes() {
-        let ok = device.readable()
-            && route.state == crescent_cold::device::ColdOpState::UsageCommitted;
+        let ok =
+            device.readable() && route.state == crescent_cold::device::ColdOpState::UsageCommitted;
         if let Ok(id) = parse_cold_object_key(&route.object_key) {
             let _ = state.directory.mark_cold_evictable(&id, route.op_id, ok);
         }

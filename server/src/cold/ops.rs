@@ -49,11 +49,7 @@ impl ColdTier {
     /// `crescent offload KEY`: plans an offload of the current content (intent first), attaches
     /// it to the route as pending, and runs it to its end now. An object already backed by a
     /// materialized copy answers as it is; a pending one is resumed.
-    pub fn offload_now(
-        &self,
-        state: &NodeState,
-        id: &ObjectId,
-    ) -> Result<ObjectStat, ColdError> {
+    pub fn offload_now(&self, state: &NodeState, id: &ObjectId) -> Result<ObjectStat, ColdError> {
         let _span = tracing::info_span!("cold.offload", key = %id.key).entered();
         let object_key = cold_object_key(id);
         let hot = EmbeddedHot { state };
@@ -65,6 +61,16 @@ impl ColdTier {
                 }
                 Some(ActiveColdBacking::PendingOffload { cold_op, .. }) => *cold_op,
                 None => {
+                    if state.directory.has_checksum(id).map_err(store_err)? != Some(true) {
+                        return Err(ColdError::InvalidArgument {
+                            field: "id",
+                            reason: format!(
+                                "{:?} was stored without a checksum; a cold copy needs one \
+                                 (restores are verified against it)",
+                                id.key
+                            ),
+                        });
+                    }
                     ledger.device().check_placement(route.length)?;
                     let op_id = ColdOpId::new(uuid::Uuid::new_v4());
                     ledger.execute(ColdDeviceCommand::PlanOffload {
@@ -77,12 +83,9 @@ impl ColdTier {
                     let expected = route.expectation();
                     let next = route.attach_pending(&expected, op_id, COLD_OWNER, &self.device_id);
                     let attached = next.and_then(|next| {
-                        state.directory.compare_and_set_route(
-                            id,
-                            &expected,
-                            next,
-                            state.now_ms(),
-                        )
+                        state
+                            .directory
+                            .compare_and_set_route(id, &expected, next, state.now_ms())
                     });
                     if let Err(e) = attached {
                         // The route moved on: release the planned operation (nothing written).
@@ -115,10 +118,12 @@ impl ColdTier {
         })?;
         match outcome {
             OffloadOutcome::Materialized => self.stat(state, id),
-            OffloadOutcome::Cancelled | OffloadOutcome::Reclaimed => Err(ColdError::RouteConflict {
-                key: object_key,
-                reason: "the content changed while it was offloaded".into(),
-            }),
+            OffloadOutcome::Cancelled | OffloadOutcome::Reclaimed => {
+                Err(ColdError::RouteConflict {
+                    key: object_key,
+                    reason: "the content changed while it was offloaded".into(),
+                })
+            }
         }
     }
 
@@ -152,7 +157,9 @@ impl ColdTier {
                     .compare_and_set_route(id, &expected, next, state.now_ms());
             }
         }
-        let _ = self.io.delete(&crescent_cold::local_dir::locator_for(op_id));
+        let _ = self
+            .io
+            .delete(&crescent_cold::local_dir::locator_for(op_id));
         let _ = ledger.execute(ColdDeviceCommand::Cancel {
             op_id,
             cause: crescent_cold::device::ReleaseCause::Cancelled,
@@ -206,11 +213,9 @@ impl ColdTier {
                 // After a failed mutation the route still references the locator: the
                 // reclaim's exact lookup sees it and cancels (restoring the journaled route).
                 match driver::run_reclaim(ledger, &self.io, &routes, reclaim_id) {
-                    Ok(ReclaimOutcome::Released) => self
-                        .metrics
-                        .reclaims
-                        .with_label_values(&["released"])
-                        .inc(),
+                    Ok(ReclaimOutcome::Released) => {
+                        self.metrics.reclaims.with_label_values(&["released"]).inc()
+                    }
                     Ok(ReclaimOutcome::Cancelled) => self
                         .metrics
                         .reclaims
