@@ -404,3 +404,79 @@ fn crash_during_reclaim_releases_usage_once() {
         0
     );
 }
+
+fn write_config(dir: &Path, text: &str) -> String {
+    let path = dir.join("crescentd.toml");
+    std::fs::write(&path, text).unwrap();
+    path.to_str().unwrap().to_string()
+}
+
+fn wait_for(what: &str, node: &Node, mut done: impl FnMut() -> bool) {
+    let started = Instant::now();
+    while !done() {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "timed out waiting for {what}:\n{}",
+            node.log()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn passthrough_materializes_every_completed_put_in_the_background() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), "[cold]\noffload_mode = \"passthrough\"\n");
+    let node = start(dir.path(), &[("CRESCENT_CONFIG", &config)]);
+    let values: Vec<Vec<u8>> = (0..5)
+        .map(|i| payload(20_000 + i * 1000, i as u8))
+        .collect();
+    for (i, v) in values.iter().enumerate() {
+        node.put(&format!("p/{i}"), v);
+    }
+    let total: u64 = values.iter().map(|v| v.len() as u64).sum();
+    wait_for("passthrough offloads", &node, || {
+        node.usage() == (total, 0, total)
+    });
+    for i in 0..values.len() {
+        let stat = node.ok(&["stat", &format!("p/{i}")], None);
+        assert_eq!(stat["cold"]["state"], "materialized", "{stat}");
+        node.ok(&["evict", &format!("p/{i}"), "--hot"], None);
+    }
+    for (i, v) in values.iter().enumerate() {
+        assert_eq!(&node.get(&format!("p/{i}")).unwrap(), v);
+    }
+}
+
+#[test]
+fn evict_triggered_offloads_victims_before_dropping_their_hot_copy() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(
+        dir.path(),
+        "[store]\nembedded_segment_bytes = 4194304\nhigh_watermark = 0.5\nevict_ratio = 0.3\n\
+         housekeeping_interval_ms = 100\n\n[cold]\noffload_mode = \"evict_triggered\"\n",
+    );
+    let node = start(dir.path(), &[("CRESCENT_CONFIG", &config)]);
+    let values: Vec<Vec<u8>> = (0..8).map(|i| payload(400_000, 10 + i as u8)).collect();
+    for (i, v) in values.iter().enumerate() {
+        node.put(&format!("e/{i}"), v);
+    }
+    // Above the watermark: victims are materialized, then eviction drops their hot replicas
+    // (never the hot replica of an object without a cold copy).
+    wait_for("eviction to cold", &node, || {
+        (0..values.len()).any(|i| {
+            let stat = node.ok(&["stat", &format!("e/{i}")], None);
+            stat["replicas"].as_array().unwrap().is_empty()
+        })
+    });
+    let (used, reserved, live) = node.usage();
+    assert_eq!((used, reserved), (live, 0));
+    assert!(used > 0);
+    for (i, v) in values.iter().enumerate() {
+        let stat = node.ok(&["stat", &format!("e/{i}")], None);
+        if stat["replicas"].as_array().unwrap().is_empty() {
+            assert_eq!(stat["cold"]["state"], "materialized", "{stat}");
+        }
+        assert_eq!(&node.get(&format!("e/{i}")).unwrap(), v, "e/{i}");
+    }
+}

@@ -334,6 +334,9 @@ impl Node {
     /// Stops the snapshotter and closes the journal (everything submitted becomes durable).
     pub fn stop(state: &NodeState) {
         state.metrics.up.set(0);
+        if let Some(cold) = state.cold.get() {
+            cold.queue.stop();
+        }
         if let Some(rpc) = state.rpc.lock().expect("rpc mutex").take() {
             rpc.stop();
         }

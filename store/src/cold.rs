@@ -414,6 +414,62 @@ impl ObjectDirectory {
     }
 }
 
+impl ObjectDirectory {
+    /// Eviction-triggered offload on or off: when on, eviction never drops an entry without a
+    /// cold copy; the server offloads [`Self::offload_candidates`] first.
+    pub fn set_cold_first(&self, on: bool) {
+        self.cold_first
+            .store(on, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Usage of the mounted segments at or above the eviction high watermark.
+    pub fn above_high_watermark(&self) -> bool {
+        let (used, cap) = self.usage();
+        cap > 0 && used as f64 >= self.config.high_watermark * cap as f64
+    }
+
+    /// Up to `limit` complete, checksummed, unprotected objects with hot replicas and no cold
+    /// backing, least recently accessed first, with their sizes: the victims eviction-triggered
+    /// offload materializes before eviction may drop them. A full scan: called only at the
+    /// watermark, at most once per worker tick.
+    pub fn offload_candidates(&self, limit: usize, now_ms: i64) -> Vec<(ObjectId, u64)> {
+        let now = self.now(now_ms);
+        let mut found = Vec::new();
+        for i in 0..self.shards.len() {
+            let shard = self.lock_shard(i);
+            for (scope, index) in shard.scopes.iter() {
+                let Some((tenant, domain)) = self.scopes.name(*scope) else {
+                    continue;
+                };
+                for (k, slot) in index.iter() {
+                    let e = shard.entry(*slot);
+                    let eligible = e.is_complete()
+                        && e.pending.is_none()
+                        && !e.replicas.is_empty()
+                        && e.checksum().is_some()
+                        && !e.hard_pinned()
+                        && !e.leased(now)
+                        && !shard.cold.contains_key(slot);
+                    if eligible {
+                        let id = ObjectId {
+                            tenant: (tenant.as_ref() != DEFAULT_TENANT).then(|| tenant.to_string()),
+                            domain: domain.as_ref().map(|d| d.to_string()),
+                            key: String::from_utf8_lossy(k).into_owned(),
+                        };
+                        found.push((e.last_access, id, e.size));
+                    }
+                }
+            }
+        }
+        found.sort_by_key(|(at, _, _)| *at);
+        found
+            .into_iter()
+            .take(limit)
+            .map(|(_, id, size)| (id, size))
+            .collect()
+    }
+}
+
 /// The directory as the cold tier's route authority (object keys in [`cold_object_key`] form).
 pub struct DirectoryRoutes<'a> {
     pub directory: &'a ObjectDirectory,

@@ -49,12 +49,14 @@ impl ObjectDirectory {
     fn classify(
         e: &Entry,
         cold: Option<&ColdSlot>,
+        cold_first: bool,
         now: Ticks,
         guard: &dyn Fn(&Entry) -> bool,
     ) -> Class {
-        let cold_held = cold.is_some_and(|c| {
-            e.replicas.is_empty() || !(c.evictable && c.backing.is_materialized())
-        });
+        let cold_held = match cold {
+            Some(c) => e.replicas.is_empty() || !(c.evictable && c.backing.is_materialized()),
+            None => cold_first,
+        };
         if !e.is_complete() || e.pending.is_some() {
             Class::Incomplete
         } else if cold_held {
@@ -115,6 +117,7 @@ impl ObjectDirectory {
             (Some(g), Some(f)) => f(g),
             _ => false,
         };
+        let cold_first = self.cold_first.load(std::sync::atomic::Ordering::Relaxed);
         let (mut normal, mut soft) = (Vec::new(), Vec::new());
         for i in 0..self.shards.len() {
             let mut shard = self.lock_shard(i);
@@ -123,7 +126,7 @@ impl ObjectDirectory {
                 let slot = shard.rng.gen_range(0..n);
                 if let Some(e) = &shard.slab[slot] {
                     let cold = shard.cold.get(&(slot as u32));
-                    match Self::classify(e, cold, now, &guard) {
+                    match Self::classify(e, cold, cold_first, now, &guard) {
                         Class::Normal => normal.push(e.last_access),
                         Class::SoftPinned => soft.push(e.last_access),
                         _ => {}
@@ -186,6 +189,7 @@ impl ObjectDirectory {
         count_skips: bool,
         report: &mut EvictReport,
     ) {
+        let cold_first = self.cold_first.load(std::sync::atomic::Ordering::Relaxed);
         for i in 0..self.shards.len() {
             if report.evicted_bytes >= report.target_bytes && !count_skips {
                 return;
@@ -200,7 +204,7 @@ impl ObjectDirectory {
                 index.retain(|_, slot| {
                     let e = slab[*slot as usize].as_mut().expect("indexed slot");
                     let backing = cold.get(slot);
-                    let class = Self::classify(e, backing, now, guard);
+                    let class = Self::classify(e, backing, cold_first, now, guard);
                     if count_skips {
                         match class {
                             Class::Leased => report.skipped_leased += 1,

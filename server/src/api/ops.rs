@@ -28,6 +28,9 @@ pub fn with_default_placement(state: &NodeState, mut req: PutStartRequest) -> Pu
 
 pub fn put_start(state: &NodeState, req: PutStartRequest) -> Result<PutStartReply, ApiError> {
     let req = with_default_placement(state, req);
+    if let Some(cold) = state.cold.get() {
+        cold.admit_put()?;
+    }
     Ok(state.directory.put_start(&req, state.now_ms())?)
 }
 
@@ -41,6 +44,9 @@ pub fn put_end(state: &NodeState, req: PutEndRequest) -> Result<Ack, ApiError> {
             })
             .map_err(from_cold)??,
         None => state.directory.put_end(&req, state.now_ms())?,
+    }
+    if let Some(cold) = state.cold.get() {
+        cold.put_completed(state, &req.id);
     }
     Ok(Ack {})
 }

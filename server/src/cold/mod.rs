@@ -10,6 +10,7 @@ pub mod hot;
 pub mod ledger;
 pub mod ops;
 pub mod restore;
+pub mod worker;
 
 use std::sync::{mpsc, Arc, Mutex};
 
@@ -45,6 +46,7 @@ pub struct ColdTier {
     pub(crate) ledger: Mutex<ActorLedger>,
     pub metrics: ColdMetrics,
     pub(crate) flights: Mutex<SingleFlight<RestoreKey, RestoreWaiter>>,
+    pub queue: worker::OffloadQueue,
 }
 
 impl ColdTier {
@@ -133,6 +135,9 @@ pub async fn start(
         .map_err(|e| fail("configure", from_runtime(e)))?;
     let metrics = ColdMetrics::register(&state.metrics.registry)
         .map_err(|e| ServerError::Recovery(format!("cold metrics: {e}")))?;
+    let scheduler = crescent_cold::scheduler::OffloadScheduler::new(settings.scheduler())
+        .map_err(|e| fail("offload queue", e))?;
+    let offload_mode = settings.offload_mode.mode();
     let device_id = settings.device_id.clone();
     let reg = registry.clone();
     let me = state.clone();
@@ -182,6 +187,7 @@ pub async fn start(
             ledger: Mutex::new(ledger),
             metrics,
             flights: Mutex::new(SingleFlight::new(MAX_RESTORE_FLIGHTS, MAX_RESTORE_WAITERS)),
+            queue: worker::OffloadQueue::new(offload_mode, scheduler),
         })
     })
     .await
@@ -194,6 +200,8 @@ pub async fn start(
             "the cold tier was started twice".into(),
         ));
     }
+    worker::spawn(state.clone())
+        .map_err(|e| ServerError::Recovery(format!("cannot start the offload worker: {e}")))?;
     Ok(())
 }
 

@@ -51,9 +51,32 @@ impl ColdTier {
     /// materialized copy answers as it is; a pending one is resumed.
     pub fn offload_now(&self, state: &NodeState, id: &ObjectId) -> Result<ObjectStat, ColdError> {
         let _span = tracing::info_span!("cold.offload", key = %id.key).entered();
+        let new_op = ColdOpId::new(uuid::Uuid::new_v4());
+        match self.offload(state, id, new_op, true)? {
+            OffloadOutcome::Materialized => self.stat(state, id),
+            OffloadOutcome::Cancelled | OffloadOutcome::Reclaimed => {
+                Err(ColdError::RouteConflict {
+                    key: cold_object_key(id),
+                    reason: "the content changed while it was offloaded".into(),
+                })
+            }
+        }
+    }
+
+    /// Offloads the current content of `id` to its end: resumes the route's pending offload,
+    /// or plans `new_op` (intent first) and attaches it; a materialized object is left alone.
+    /// With `give_up`, a failure before the payload is recorded cancels the operation (the
+    /// worker instead retries and gives up only after its last attempt).
+    pub(crate) fn offload(
+        &self,
+        state: &NodeState,
+        id: &ObjectId,
+        new_op: ColdOpId,
+        give_up: bool,
+    ) -> Result<OffloadOutcome, ColdError> {
         let object_key = cold_object_key(id);
         let hot = EmbeddedHot { state };
-        let outcome = self.with_ledger(|ledger| -> Result<OffloadOutcome, ColdError> {
+        self.with_ledger(|ledger| -> Result<OffloadOutcome, ColdError> {
             let route = route_of(state, id)?;
             let op_id = match &route.cold {
                 Some(ActiveColdBacking::Materialized { .. }) => {
@@ -72,7 +95,7 @@ impl ColdTier {
                         });
                     }
                     ledger.device().check_placement(route.length)?;
-                    let op_id = ColdOpId::new(uuid::Uuid::new_v4());
+                    let op_id = new_op;
                     ledger.execute(ColdDeviceCommand::PlanOffload {
                         op_id,
                         object_key: object_key.clone(),
@@ -103,7 +126,7 @@ impl ColdTier {
                 now_ms: state.now_ms(),
             };
             let r = driver::run_offload(ledger, &self.io, &mut routes, &hot, op_id);
-            if let Err(e) = &r {
+            if let (Err(e), true) = (&r, give_up) {
                 self.give_up_pending(state, ledger, id, op_id, e);
             }
             let outcome = r?;
@@ -115,21 +138,17 @@ impl ColdTier {
             }
             mark_evictable(state, ledger);
             Ok(outcome)
-        })?;
-        match outcome {
-            OffloadOutcome::Materialized => self.stat(state, id),
-            OffloadOutcome::Cancelled | OffloadOutcome::Reclaimed => {
-                Err(ColdError::RouteConflict {
-                    key: object_key,
-                    reason: "the content changed while it was offloaded".into(),
-                })
-            }
-        }
+        })
+    }
+
+    /// The worker's last attempt failed: cancel the operation and drop its pending backing.
+    pub(crate) fn give_up(&self, state: &NodeState, id: &ObjectId, op_id: ColdOpId, e: &ColdError) {
+        self.with_ledger(|ledger| self.give_up_pending(state, ledger, id, op_id, e));
     }
 
     /// An offload that failed before its payload was recorded: cancel it and drop the pending
     /// backing, so the object can be offloaded again (the worker's `GiveUp`).
-    fn give_up_pending(
+    pub(crate) fn give_up_pending(
         &self,
         state: &NodeState,
         ledger: &mut dyn DeviceLedger,
