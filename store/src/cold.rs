@@ -27,6 +27,16 @@ pub(crate) struct ColdSlot {
     /// Set by the server once the backing's operation is UsageCommitted on a readable device:
     /// only then may eviction drop the last hot replica (the last-hot rule).
     pub evictable: bool,
+    /// The reclaim of this materialized copy is planned: an overwrite or delete may drop it.
+    /// Without it they refuse (`ColdBacked`), so no copy is ever dropped unaccounted.
+    pub drop_allowed: bool,
+}
+
+impl ColdSlot {
+    /// Whether an overwrite or delete may drop this backing now.
+    pub fn may_drop(&self) -> bool {
+        !self.backing.is_materialized() || self.drop_allowed
+    }
 }
 
 /// The cold tier's name of an object: `tenant/domain/key` (domain empty when absent). Tenant
@@ -238,16 +248,25 @@ impl ObjectDirectory {
                     ));
                 }
                 let size = e.size;
-                let was_evictable = shard.cold.get(&slot).is_some_and(|c| c.evictable);
+                let (was_evictable, was_drop_allowed) = shard
+                    .cold
+                    .get(&slot)
+                    .map_or((false, false), |c| (c.evictable, c.drop_allowed));
                 let e = shard.entry_mut(slot);
                 kept.extend(added);
                 e.replicas = Replicas::from_vec(kept);
                 e.route_rev = new.version as u32;
                 match new.cold {
                     Some(backing) => {
-                        let evictable =
-                            was_evictable && expected.cold.as_ref() == Some(&backing.identity());
-                        shard.cold.insert(slot, ColdSlot { backing, evictable });
+                        let same = expected.cold.as_ref() == Some(&backing.identity());
+                        shard.cold.insert(
+                            slot,
+                            ColdSlot {
+                                backing,
+                                evictable: was_evictable && same,
+                                drop_allowed: was_drop_allowed && same,
+                            },
+                        );
                     }
                     None => {
                         shard.cold.remove(&slot);
@@ -285,6 +304,27 @@ impl ObjectDirectory {
                 return false;
             }
             c.evictable = evictable;
+            true
+        })
+    }
+
+    /// Allows (or again forbids) an overwrite or delete of `id` to drop its materialized copy
+    /// `cold_op`: the server calls it once the copy's reclaim is planned (and again with
+    /// `false` if the reclaim was cancelled). Returns whether that copy is the route's.
+    pub fn allow_cold_drop(
+        &self,
+        id: &ObjectId,
+        cold_op: crescent_cold::ColdOpId,
+        allowed: bool,
+    ) -> Result<bool, StoreError> {
+        self.with_complete(id, |shard, slot| {
+            let Some(c) = slot.and_then(|s| shard.cold.get_mut(&s)) else {
+                return false;
+            };
+            if c.backing.cold_op() != cold_op {
+                return false;
+            }
+            c.drop_allowed = allowed;
             true
         })
     }
@@ -332,6 +372,7 @@ impl ObjectDirectory {
             ColdSlot {
                 backing,
                 evictable: true,
+                drop_allowed: false,
             },
         );
         self.metrics.objects.inc();

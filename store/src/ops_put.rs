@@ -288,6 +288,11 @@ impl ObjectDirectory {
             }
             return Err(unknown());
         }
+        if !revoke && shard.cold.get(&slot).is_some_and(|c| !c.may_drop()) {
+            return Err(StoreError::ColdBacked {
+                key: req.id.key.clone(),
+            });
+        }
         shard.pending.remove(&slot);
         if revoke {
             let p = shard.entry_mut(slot).pending.take().expect("checked");

@@ -30,6 +30,11 @@ impl ObjectDirectory {
         let mut shard = self.lock_shard(self.shard_of(scope, key));
         let slot = shard.lookup(scope, key).ok_or_else(missing)?;
         let now = self.now(now_ms);
+        if shard.cold.get(&slot).is_some_and(|c| !c.may_drop()) {
+            return Err(StoreError::ColdBacked {
+                key: id.key.clone(),
+            });
+        }
         let e = shard.entry(slot);
         if !force {
             if e.is_complete() && e.leased(now) {

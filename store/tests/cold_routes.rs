@@ -211,6 +211,7 @@ fn pending_backings_die_with_their_last_replica_and_overwrite_drops_the_backing(
     let mut up = with_checksum("o", 2000);
     up.upsert = true;
     up.checksum = Some(1);
+    assert!(d.allow_cold_drop(&ObjectId::new("o"), op(3), true).unwrap());
     put_req(&d, up, T0);
     let after = d.route(&ObjectId::new("o")).unwrap().unwrap();
     assert!(after.cold.is_none());
@@ -275,4 +276,34 @@ fn promotion_slots_join_a_cold_only_route_by_cas() {
     let used = d.stats().bytes_used;
     d.free_promotion(&lost);
     assert!(d.stats().bytes_used < used);
+}
+
+#[test]
+fn overwrite_and_delete_refuse_to_drop_an_unplanned_materialized_copy() {
+    let d = dir();
+    mount(&d, "s1", "o1", SEG);
+    put_req(&d, with_checksum("k", 1000), T0);
+    materialize(&d, "k", 1);
+    let id = ObjectId::new("k");
+    assert!(matches!(
+        d.remove(&id, true, T0),
+        Err(crescent_store::StoreError::ColdBacked { .. })
+    ));
+    let mut up = with_checksum("k", 2000);
+    up.upsert = true;
+    up.checksum = Some(9);
+    let started = d.put_start(&up, T0).unwrap();
+    let end = crescent_wire::store::PutEndRequest {
+        id: id.clone(),
+        put_id: started.put_id,
+    };
+    assert!(matches!(
+        d.put_end(&end, T0),
+        Err(crescent_store::StoreError::ColdBacked { .. })
+    ));
+    // A pending put still ends once the reclaim is planned (the server's order).
+    assert!(d.allow_cold_drop(&id, op(1), true).unwrap());
+    d.put_end(&end, T0).unwrap();
+    assert!(d.route(&id).unwrap().unwrap().cold.is_none());
+    assert!(!d.allow_cold_drop(&id, op(1), true).unwrap());
 }

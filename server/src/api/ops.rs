@@ -135,7 +135,36 @@ pub fn batch_put_end(
     state: &NodeState,
     req: BatchRequest<PutEndRequest>,
 ) -> Result<BatchReply<Ack>, ApiError> {
-    let done = state.directory.batch_put_end(&req.items, state.now_ms())?;
+    let mut done = state.directory.batch_put_end(&req.items, state.now_ms())?;
+    // Items whose old content has a materialized cold copy are refused by the directory
+    // until its reclaim is planned: end those one by one through the cold tier.
+    if state.cold.get().is_some() {
+        for (item, result) in req.items.iter().zip(done.iter_mut()) {
+            let cold_backed = matches!(result, ItemResult::Err { code, .. } if *code == crescent_wire::ErrorCode::Busy)
+                && state
+                    .directory
+                    .route(&item.id)
+                    .ok()
+                    .flatten()
+                    .is_some_and(|r| r.cold.is_some());
+            if cold_backed {
+                *result = match put_end(state, item.clone()) {
+                    Ok(_) => ItemResult::Ok(()),
+                    Err(e) => ItemResult::Err {
+                        code: e.code,
+                        message: e.message,
+                    },
+                };
+            }
+        }
+    }
+    if let Some(cold) = state.cold.get() {
+        for (item, result) in req.items.iter().zip(done.iter()) {
+            if matches!(result, ItemResult::Ok(())) {
+                cold.put_completed(state, &item.id);
+            }
+        }
+    }
     Ok(map_items(done, |()| Ack {}))
 }
 
@@ -153,7 +182,29 @@ pub fn batch_get(
     state: &NodeState,
     req: BatchRequest<ObjectRequest>,
 ) -> Result<BatchReply<GetReply>, ApiError> {
-    let done = state.directory.batch_get(&ids(req.items), state.now_ms())?;
+    let ids = ids(req.items);
+    let mut done = state.directory.batch_get(&ids, state.now_ms())?;
+    if let Some(cold) = state.cold.get() {
+        // Cold-only items are restored (verified) one by one; a failure fails only its item.
+        for (id, item) in ids.iter().zip(done.iter_mut()) {
+            let ItemResult::Ok(reply) = item else {
+                continue;
+            };
+            if !reply.replicas.is_empty() {
+                continue;
+            }
+            *item = match crate::cold::restore::restore_get(state, cold, id, reply.clone()) {
+                Ok(r) => ItemResult::Ok(r),
+                Err(e) => {
+                    let e = from_cold(e);
+                    ItemResult::Err {
+                        code: e.code,
+                        message: e.message,
+                    }
+                }
+            };
+        }
+    }
     Ok(BatchReply { items: done })
 }
 

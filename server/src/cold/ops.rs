@@ -6,7 +6,7 @@ use crescent_cold::device::ColdDeviceCommand;
 use crescent_cold::driver::{self, DeviceLedger, OffloadOutcome, ReclaimOutcome};
 use crescent_cold::route::{ActiveColdBacking, ObjectRoute};
 use crescent_cold::{ColdError, ColdOpId, ReclaimId};
-use crescent_store::{cold_object_key, DirectoryRoutes};
+use crescent_store::{cold_object_key, DirectoryRoutes, StoreError};
 use crescent_wire::cold::{ColdBackingInfo, HotReplicaInfo, ObjectStat};
 use crescent_wire::store::ObjectId;
 
@@ -208,50 +208,79 @@ impl ColdTier {
     /// Runs `mutate` (an overwrite's put_end or a delete) with the reclaim of the route's
     /// materialized backing planned before it and run after it (cancelled if it failed), so
     /// the obsolete payload's usage is released exactly once and a locator the route still
-    /// references is never deleted.
-    pub fn with_reclaim<T, E>(
+    /// references is never deleted. The directory refuses (`ColdBacked`) to drop a
+    /// materialized copy whose reclaim is not planned, so a copy materialized between the
+    /// lookup and the mutation is caught and the mutation retried with its reclaim.
+    pub fn with_reclaim<T>(
         &self,
         state: &NodeState,
         id: &ObjectId,
-        mutate: impl FnOnce() -> Result<T, E>,
-    ) -> Result<Result<T, E>, ColdError> {
-        let route = state.directory.route(id).map_err(store_err)?;
-        let Some(route) = route.filter(|r| r.cold.as_ref().is_some_and(|c| c.is_materialized()))
-        else {
+        mut mutate: impl FnMut() -> Result<T, StoreError>,
+    ) -> Result<Result<T, StoreError>, ColdError> {
+        for _ in 0..MAX_RECLAIM_RETRIES {
+            let route = state.directory.route(id).map_err(store_err)?;
+            let Some(route) =
+                route.filter(|r| r.cold.as_ref().is_some_and(|c| c.is_materialized()))
+            else {
+                match mutate() {
+                    Err(StoreError::ColdBacked { .. }) => continue,
+                    other => return Ok(other),
+                }
+            };
+            return self
+                .with_ledger(|ledger| self.reclaim_around(state, ledger, id, &route, &mut mutate));
+        }
+        Ok(mutate())
+    }
+
+    fn reclaim_around<T>(
+        &self,
+        state: &NodeState,
+        ledger: &mut dyn DeviceLedger,
+        id: &ObjectId,
+        route: &ObjectRoute,
+        mutate: &mut dyn FnMut() -> Result<T, StoreError>,
+    ) -> Result<Result<T, StoreError>, ColdError> {
+        let reclaim_id = ReclaimId::new(uuid::Uuid::new_v4());
+        let Some(reclaim_id) = driver::plan_obsolete_backing(ledger, route, reclaim_id)? else {
             return Ok(mutate());
         };
-        self.with_ledger(|ledger| {
-            let reclaim_id = ReclaimId::new(uuid::Uuid::new_v4());
-            let planned = driver::plan_obsolete_backing(ledger, &route, reclaim_id)?;
-            let result = mutate();
-            if let Some(reclaim_id) = planned {
-                let routes = DirectoryRoutes {
-                    directory: &state.directory,
-                    now_ms: state.now_ms(),
-                };
-                // After a failed mutation the route still references the locator: the
-                // reclaim's exact lookup sees it and cancels (restoring the journaled route).
-                match driver::run_reclaim(ledger, &self.io, &routes, reclaim_id) {
-                    Ok(ReclaimOutcome::Released) => {
-                        self.metrics.reclaims.with_label_values(&["released"]).inc()
-                    }
-                    Ok(ReclaimOutcome::Cancelled) => self
-                        .metrics
-                        .reclaims
-                        .with_label_values(&["cancelled"])
-                        .inc(),
-                    Err(e) => {
-                        // Left Planned/BackendDeleted in the journal: reconciliation resumes it.
-                        self.metrics.reclaims.with_label_values(&["failed"]).inc();
-                        tracing::warn!(key = %id.key, reclaim = %reclaim_id, error = %e,
-                            "reclaim did not finish; reconciliation resumes it");
-                    }
-                }
+        let cold_op = route.cold.as_ref().map(|c| c.cold_op());
+        if let Some(op) = cold_op {
+            let _ = state.directory.allow_cold_drop(id, op, true);
+        }
+        let result = mutate();
+        if let (Err(_), Some(op)) = (&result, cold_op) {
+            let _ = state.directory.allow_cold_drop(id, op, false);
+        }
+        let routes = DirectoryRoutes {
+            directory: &state.directory,
+            now_ms: state.now_ms(),
+        };
+        // After a failed mutation the route still references the locator: the reclaim's
+        // exact lookup sees it and cancels (restoring the journaled route).
+        match driver::run_reclaim(ledger, &self.io, &routes, reclaim_id) {
+            Ok(ReclaimOutcome::Released) => {
+                self.metrics.reclaims.with_label_values(&["released"]).inc()
             }
-            Ok(result)
-        })
+            Ok(ReclaimOutcome::Cancelled) => self
+                .metrics
+                .reclaims
+                .with_label_values(&["cancelled"])
+                .inc(),
+            Err(e) => {
+                // Left Planned/BackendDeleted in the journal: reconciliation resumes it.
+                self.metrics.reclaims.with_label_values(&["failed"]).inc();
+                tracing::warn!(key = %id.key, reclaim = %reclaim_id, error = %e,
+                    "reclaim did not finish; reconciliation resumes it");
+            }
+        }
+        Ok(result)
     }
 }
+
+/// Rounds of "a copy was materialized meanwhile" before an overwrite/delete gives up (BUSY).
+const MAX_RECLAIM_RETRIES: usize = 4;
 
 fn stat_of(route: &ObjectRoute, op_state: Option<String>) -> ObjectStat {
     ObjectStat {
