@@ -14,6 +14,7 @@ pub mod bench;
 pub mod buffer;
 pub mod cli;
 pub mod client;
+pub mod cold;
 mod dataplane;
 pub mod error;
 mod http;

@@ -9,6 +9,7 @@
 use crescent_actors::incarnation::NodeIncarnation;
 use crescent_actors::segment_registry::SegmentRegistry;
 use crescent_actors::World;
+use crescent_cold::ColdDevice;
 use crescent_weights::{LineageClaim, WeightRevision};
 
 /// A world with every aggregate kind of this build registered (empty tables).
@@ -27,6 +28,9 @@ pub fn standard_world() -> World {
         .register::<LineageClaim>()
         .expect("aggregate kinds are distinct");
     world
+        .register::<ColdDevice>()
+        .expect("aggregate kinds are distinct");
+    world
 }
 
 #[cfg(test)]
@@ -39,6 +43,8 @@ mod tests {
         for kind in ["segment_registry", "weight_revision", "lineage_claim"] {
             assert!(kinds.contains(&kind), "{kinds:?}");
         }
+        assert!(kinds.contains(&"segment_registry"), "{kinds:?}");
+        assert!(kinds.contains(&"cold_device"), "{kinds:?}");
         let mut sorted = kinds.clone();
         sorted.dedup();
         assert_eq!(sorted, kinds);

@@ -8,6 +8,8 @@
 use crescent_actors::incarnation::{IncarnationEvent, STREAM_KIND as NODE_INCARNATION};
 use crescent_actors::segment_registry::STREAM_KIND as SEGMENT_REGISTRY;
 use crescent_actors::{DecodeError, DomainEvent, SegmentRegistryEvent};
+use crescent_cold::device::STREAM_KIND as COLD_DEVICE;
+use crescent_cold::ColdDeviceEvent;
 use crescent_journal::Record;
 use crescent_weights::lineage::STREAM_KIND as LINEAGE_CLAIM;
 use crescent_weights::revision::STREAM_KIND as WEIGHT_REVISION;
@@ -32,6 +34,7 @@ pub const DECODABLE_KINDS: &[&str] = &[
     NODE_INCARNATION,
     WEIGHT_REVISION,
     LINEAGE_CLAIM,
+    COLD_DEVICE,
 ];
 
 /// The record's event, decoded and upcast to the current version, as JSON:
@@ -93,6 +96,16 @@ pub fn decode_event(rec: &Record) -> Result<Value, EventDecodeError> {
                 "data": data,
             }))
         }
+        COLD_DEVICE => {
+            let event =
+                ColdDeviceEvent::decode(&rec.event.kind, rec.event.version, &rec.event.payload)?;
+            let data = cold_device_json(&event)?;
+            Ok(serde_json::json!({
+                "kind": event.kind(),
+                "version": event.version(),
+                "data": data,
+            }))
+        }
         other => Err(EventDecodeError::UnknownStream(other.to_string())),
     }
 }
@@ -117,6 +130,25 @@ fn weight_revision_json(event: &WeightRevisionEvent) -> Result<Value, EventDecod
         E::RevisionDeleted(e) => to_json(e),
         E::MembersLost(e) => to_json(e),
         E::RevisionRetired(e) => to_json(e),
+    }
+}
+
+fn cold_device_json(event: &ColdDeviceEvent) -> Result<Value, EventDecodeError> {
+    match event {
+        ColdDeviceEvent::DeviceConfigured(e) => to_json(e),
+        ColdDeviceEvent::DeviceHealthChanged(e) => to_json(e),
+        ColdDeviceEvent::DeviceSchedulableChanged(e) => to_json(e),
+        ColdDeviceEvent::OperationPlanned(e) => to_json(e),
+        ColdDeviceEvent::CapacityReserved(e) => to_json(e),
+        ColdDeviceEvent::PayloadWritten(e) => to_json(e),
+        ColdDeviceEvent::RouteCommitted(e) => to_json(e),
+        ColdDeviceEvent::UsageCommitted(e) => to_json(e),
+        ColdDeviceEvent::OperationCancelled(e) => to_json(e),
+        ColdDeviceEvent::ReclaimPlanned(e) => to_json(e),
+        ColdDeviceEvent::ReclaimCancelled(e) => to_json(e),
+        ColdDeviceEvent::BackendDeleted(e) => to_json(e),
+        ColdDeviceEvent::UsageReleased(e) => to_json(e),
+        ColdDeviceEvent::TerminalPruned(e) => to_json(e),
     }
 }
 

@@ -47,6 +47,8 @@ pub struct Config {
     pub ha: HaSettings,
     /// `[weights]`: managed weight revision defaults (validated at startup, fail closed).
     pub weights: crescent_weights::WeightConfig,
+    /// The cold tier (`[cold]`).
+    pub cold: crate::config_cold::ColdSettings,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -109,6 +111,7 @@ impl Default for Config {
             store: StoreSettings::default(),
             ha: HaSettings::default(),
             weights: crescent_weights::WeightConfig::default(),
+            cold: crate::config_cold::ColdSettings::default(),
         }
     }
 }
@@ -249,6 +252,7 @@ impl Config {
             ));
         }
         self.store.validate()?;
+        self.cold.validate()?;
         self.ha.validate()
     }
 

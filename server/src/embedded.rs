@@ -32,6 +32,8 @@ pub struct EmbeddedSegment {
     pub size: u64,
     /// The incarnation registered for this process's memory.
     pub incarnation: u64,
+    /// The served memory (the cold tier reads offloads from it and writes restores into it).
+    memory: Arc<SegmentMemory>,
     transport: Option<Arc<TcpTransport>>,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<JoinHandle<()>>,
@@ -123,7 +125,7 @@ impl EmbeddedSegment {
             .local_endpoint()
             .ok_or_else(|| ServerError::Recovery("the transfer listener has no endpoint".into()))?;
         transport
-            .serve_segment(EMBEDDED_SEGMENT_ID, memory)
+            .serve_segment(EMBEDDED_SEGMENT_ID, memory.clone())
             .map_err(|e| ServerError::Recovery(format!("serving the embedded segment: {e}")))?;
         tracing::info!(segment = EMBEDDED_SEGMENT_ID, %endpoint, size, "embedded segment served");
         Ok(Self {
@@ -132,6 +134,7 @@ impl EmbeddedSegment {
             endpoint,
             size,
             incarnation: 0,
+            memory,
             transport: Some(transport),
             shutdown: Some(shutdown_tx),
             thread: Some(thread),
@@ -141,6 +144,11 @@ impl EmbeddedSegment {
     /// The transport serving the segment (tests read and write through it).
     pub fn transport(&self) -> Option<&Arc<TcpTransport>> {
         self.transport.as_ref()
+    }
+
+    /// The segment's memory.
+    pub fn memory(&self) -> &Arc<SegmentMemory> {
+        &self.memory
     }
 
     /// Stops the listener and frees the memory.

@@ -5,7 +5,9 @@
 
 pub mod api;
 pub mod cli;
+pub mod cold;
 pub mod config;
+pub mod config_cold;
 mod config_ha;
 mod config_store;
 pub mod datadir;

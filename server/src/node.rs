@@ -60,7 +60,14 @@ pub struct NodeState {
     pub rebuild: Arc<crate::rebuild::Rebuild>,
     /// Managed weight revisions (registries, workflows, group guard).
     pub weights: Arc<crate::weights::WeightService>,
+    /// The cold tier, once [`crate::cold::start`] has reconciled it.
+    pub cold: std::sync::OnceLock<Arc<crate::cold::ColdTier>>,
+    /// The recovered `ColdDevice` states (and their seq), until the cold tier takes them.
+    pub cold_recovered: ColdRecovered,
 }
+
+/// Recovered `ColdDevice` states by device id, with the seq they were recovered through.
+pub type ColdRecovered = Mutex<Option<(BTreeMap<String, crescent_cold::ColdDevice>, u64)>>;
 
 impl NodeState {
     /// The server clock (ms since the Unix epoch): the one the aggregates' commands see.
@@ -301,6 +308,11 @@ impl Node {
             .iter::<SegmentRegistry>()
             .map(|(id, s)| (id.clone(), s.clone()))
             .collect();
+        let cold_states: BTreeMap<String, crescent_cold::ColdDevice> = world
+            .iter::<crescent_cold::ColdDevice>()
+            .map(|(id, s)| (id.clone(), s.clone()))
+            .collect();
+        let cold_recovered = Mutex::new(Some((cold_states, world.last_seq())));
         let recovered_registry = states
             .get(crescent_actors::segment_registry::INSTANCE_ID)
             .cloned()
@@ -391,12 +403,17 @@ impl Node {
             ha: std::sync::OnceLock::new(),
             rebuild,
             weights,
+            cold: std::sync::OnceLock::new(),
+            cold_recovered,
         }))
     }
 
     /// Stops the snapshotter and closes the journal (everything submitted becomes durable).
     pub fn stop(state: &NodeState) {
         state.metrics.up.set(0);
+        if let Some(cold) = state.cold.get() {
+            cold.queue.stop();
+        }
         if let Some(rpc) = state.rpc.lock().expect("rpc mutex").take() {
             rpc.stop();
         }
@@ -432,6 +449,10 @@ impl Node {
             return crate::ha::run(config).await;
         }
         let state = Self::start(&config)?;
+        if let Err(e) = crate::cold::start_node(&state, &config).await {
+            Self::stop(&state);
+            return Err(e);
+        }
         if let Err(e) = crate::embedded::mount_embedded(&state).await {
             Self::stop(&state);
             return Err(e);

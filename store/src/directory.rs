@@ -60,6 +60,9 @@ pub struct ObjectDirectory {
     /// After an allocation-triggered eviction freed nothing, further ones wait until this
     /// tick, so a full store of protected objects does not sweep on every put.
     pub(crate) evict_backoff_until: AtomicU32,
+    /// Eviction-triggered offload: eviction drops hot replicas only of entries whose cold
+    /// copy allows it and never an entry without one (the server offloads those first).
+    pub(crate) cold_first: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for ObjectDirectory {
@@ -103,6 +106,7 @@ impl ObjectDirectory {
             managed_skips: RwLock::new(None),
             metrics,
             evict_backoff_until: AtomicU32::new(0),
+            cold_first: std::sync::atomic::AtomicBool::new(false),
             config,
         })
     }

@@ -111,9 +111,31 @@ pub(crate) struct Entry {
     pub last_access: Ticks,
     pub data_type: DataType,
     pub flags: u8,
+    /// The fenced route version within this content (see `cold.rs`): bumped by every
+    /// eviction, offload and restore CAS. Unique together with `put_id`.
+    pub route_rev: u32,
 }
 
 impl Entry {
+    /// A complete entry with no hot replica (a cold-only object; the caller sets the rest).
+    pub fn cold_only(now: Ticks) -> Self {
+        Self {
+            size: 0,
+            put_id: 0,
+            replicas: Replicas::none(),
+            pending: None,
+            checksum: 0,
+            group: None,
+            lease_until: 0,
+            lease_chain_start: 0,
+            soft_pin_until: 0,
+            last_access: now,
+            data_type: DataType::default(),
+            flags: COMPLETE,
+            route_rev: 1,
+        }
+    }
+
     /// An entry that so far only has a put in progress.
     pub fn pending_only(pending: Box<PendingPut>, now: Ticks) -> Self {
         Self {
@@ -129,6 +151,7 @@ impl Entry {
             last_access: now,
             data_type: DataType::default(),
             flags: 0,
+            route_rev: 0,
         }
     }
 
@@ -147,6 +170,7 @@ impl Entry {
             last_access: now,
             data_type: DataType::default(),
             flags: COMPLETE,
+            route_rev: 1,
         }
     }
 
@@ -191,6 +215,7 @@ impl Entry {
         self.lease_until = 0;
         self.lease_chain_start = 0;
         self.last_access = now;
+        self.route_rev = 1;
         self.flags = COMPLETE
             | if p.checksum.is_some() {
                 HAS_CHECKSUM

@@ -61,6 +61,11 @@ pub enum StoreError {
         expected: u64,
     },
 
+    /// An overwrite or delete would drop a materialized cold copy whose reclaim was not
+    /// planned first (the server plans it and retries: see `ObjectDirectory::allow_cold_drop`).
+    #[error("busy: {key:?} has a materialized cold copy whose reclaim must be planned first")]
+    ColdBacked { key: String },
+
     /// An internal invariant broke (for example a free of space that was not allocated).
     #[error("internal: {reason}")]
     Internal { reason: String },
@@ -100,7 +105,7 @@ impl StoreError {
             StoreError::NotFound { .. } => ErrorCode::NotFound,
             StoreError::NotReady { .. } => ErrorCode::NotReady,
             StoreError::Conflict { .. } => ErrorCode::Conflict,
-            StoreError::Busy { .. } => ErrorCode::Busy,
+            StoreError::Busy { .. } | StoreError::ColdBacked { .. } => ErrorCode::Busy,
             // 507 Insufficient Storage: the cluster is full, not the request malformed.
             StoreError::NoSpace { .. } | StoreError::LimitReached { .. } => {
                 ErrorCode::QuotaExceeded
@@ -125,6 +130,7 @@ impl StoreError {
             StoreError::NotReady { .. } => "not_ready",
             StoreError::Conflict { .. } => "conflict",
             StoreError::Busy { .. } => "busy",
+            StoreError::ColdBacked { .. } => "cold_backed",
             StoreError::NoSpace { .. } => "no_space",
             StoreError::Unavailable { .. } => "unavailable",
             StoreError::LimitReached { .. } => "limit_reached",
@@ -144,6 +150,7 @@ impl StoreError {
             // Space frees up through eviction, removals and owners joining.
             StoreError::NotReady { .. }
             | StoreError::Busy { .. }
+            | StoreError::ColdBacked { .. }
             | StoreError::NoSpace { .. }
             | StoreError::Unavailable { .. }
             | StoreError::Rebuilding { .. } => ErrorClass::Retryable,

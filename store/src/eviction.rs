@@ -10,8 +10,9 @@
 use rand::Rng;
 
 use crate::allocator::slot_len;
+use crate::cold::ColdSlot;
 use crate::directory::ObjectDirectory;
-use crate::entry::Entry;
+use crate::entry::{Entry, Replicas};
 use crate::time::Ticks;
 
 const SAMPLES_PER_SHARD: usize = 32;
@@ -39,12 +40,27 @@ enum Class {
     HardPinned,
     Incomplete,
     GroupGuarded,
+    /// Has a cold backing that does not (yet) allow dropping the last hot replica, or has no
+    /// hot replica left to drop.
+    ColdHeld,
 }
 
 impl ObjectDirectory {
-    fn classify(e: &Entry, now: Ticks, guard: &dyn Fn(&Entry) -> bool) -> Class {
+    fn classify(
+        e: &Entry,
+        cold: Option<&ColdSlot>,
+        cold_first: bool,
+        now: Ticks,
+        guard: &dyn Fn(&Entry) -> bool,
+    ) -> Class {
+        let cold_held = match cold {
+            Some(c) => e.replicas.is_empty() || !(c.evictable && c.backing.is_materialized()),
+            None => cold_first,
+        };
         if !e.is_complete() || e.pending.is_some() {
             Class::Incomplete
+        } else if cold_held {
+            Class::ColdHeld
         } else if e.hard_pinned() {
             Class::HardPinned
         } else if e.leased(now) {
@@ -101,6 +117,7 @@ impl ObjectDirectory {
             (Some(g), Some(f)) => f(g),
             _ => false,
         };
+        let cold_first = self.cold_first.load(std::sync::atomic::Ordering::Relaxed);
         let (mut normal, mut soft) = (Vec::new(), Vec::new());
         for i in 0..self.shards.len() {
             let mut shard = self.lock_shard(i);
@@ -108,7 +125,8 @@ impl ObjectDirectory {
             for _ in 0..SAMPLES_PER_SHARD.min(n) {
                 let slot = shard.rng.gen_range(0..n);
                 if let Some(e) = &shard.slab[slot] {
-                    match Self::classify(e, now, &guard) {
+                    let cold = shard.cold.get(&(slot as u32));
+                    match Self::classify(e, cold, cold_first, now, &guard) {
                         Class::Normal => normal.push(e.last_access),
                         Class::SoftPinned => soft.push(e.last_access),
                         _ => {}
@@ -176,6 +194,7 @@ impl ObjectDirectory {
         count_skips: bool,
         report: &mut EvictReport,
     ) {
+        let cold_first = self.cold_first.load(std::sync::atomic::Ordering::Relaxed);
         for i in 0..self.shards.len() {
             if report.evicted_bytes >= report.target_bytes && !count_skips {
                 return;
@@ -184,10 +203,13 @@ impl ObjectDirectory {
             let table = self.table();
             let shard = &mut *shard;
             let mut released = Vec::new();
+            let slab = &mut shard.slab;
+            let cold = &shard.cold;
             for index in shard.scopes.values_mut() {
                 index.retain(|_, slot| {
-                    let e = shard.slab[*slot as usize].as_ref().expect("indexed slot");
-                    let class = Self::classify(e, now, guard);
+                    let e = slab[*slot as usize].as_mut().expect("indexed slot");
+                    let backing = cold.get(slot);
+                    let class = Self::classify(e, backing, cold_first, now, guard);
                     if count_skips {
                         match class {
                             Class::Leased => report.skipped_leased += 1,
@@ -203,9 +225,18 @@ impl ObjectDirectory {
                     {
                         return true;
                     }
-                    self.free_replicas(&table, e.replicas.as_slice(), e.size);
                     report.evicted_objects += 1;
                     report.evicted_bytes += slot_len(e.size) * e.replicas.as_slice().len() as u64;
+                    if backing.is_some() {
+                        // Materialized, UsageCommitted, readable (`evictable`): the entry
+                        // stays as a cold-only route; the route changes first, then the
+                        // allocator bytes are freed.
+                        let hot = std::mem::replace(&mut e.replicas, Replicas::none());
+                        e.route_rev = e.route_rev.saturating_add(1);
+                        self.free_replicas(&table, hot.as_slice(), e.size);
+                        return true;
+                    }
+                    self.free_replicas(&table, e.replicas.as_slice(), e.size);
                     released.push(*slot);
                     false
                 });

@@ -14,6 +14,7 @@
 
 pub mod allocator;
 mod batch;
+pub mod cold;
 pub mod config;
 mod directory;
 mod entry;
@@ -32,6 +33,7 @@ pub mod segments;
 mod shard;
 pub mod time;
 
+pub use cold::{cold_object_key, parse_cold_object_key, DirectoryRoutes, PromotionSlot};
 pub use config::StoreConfig;
 pub use directory::{DirectoryStats, GroupGuard, ObjectDirectory};
 pub use entry::GroupId;

@@ -113,21 +113,29 @@ impl ObjectDirectory {
                 slab,
                 pending,
                 deferred,
+                cold,
                 ..
             } = &mut **shard;
             let mut released = Vec::new();
             for index in scopes.values_mut() {
                 index.retain(|_, slot| {
                     let e = slab[*slot as usize].as_mut().expect("indexed slot");
+                    let mut dropped_complete = 0;
                     for &seg in idxs {
                         let n = e.replicas.drop_segment(seg);
+                        dropped_complete += n;
                         report.replicas_dropped += n as u64;
                         if let Some(p) = e.pending.as_mut() {
                             report.replicas_dropped += p.replicas.drop_segment(seg) as u64;
                         }
                     }
-                    if e.is_complete() && e.replicas.is_empty() {
+                    let cold_only = cold.get(slot).is_some_and(|c| c.backing.is_materialized());
+                    if e.is_complete() && e.replicas.is_empty() && !cold_only {
                         e.flags &= !crate::entry::COMPLETE;
+                    }
+                    if dropped_complete > 0 {
+                        // Replicas left the route: another version of it.
+                        e.route_rev = e.route_rev.saturating_add(1);
                     }
                     if e.pending.as_ref().is_some_and(|p| p.replicas.is_empty()) {
                         e.pending = None;

@@ -288,6 +288,11 @@ impl ObjectDirectory {
             }
             return Err(unknown());
         }
+        if !revoke && shard.cold.get(&slot).is_some_and(|c| !c.may_drop()) {
+            return Err(StoreError::ColdBacked {
+                key: req.id.key.clone(),
+            });
+        }
         shard.pending.remove(&slot);
         if revoke {
             let p = shard.entry_mut(slot).pending.take().expect("checked");
@@ -301,6 +306,9 @@ impl ObjectDirectory {
             self.metrics.put("revoked", 1);
             return Ok(());
         }
+        // The new content has no cold backing; the old one's reclaim is the server's (planned
+        // before this call for a materialized backing).
+        shard.cold.remove(&slot);
         if let Some((old, size, lease_until)) = shard.entry_mut(slot).complete_pending(now) {
             if lease_until > now {
                 shard.defer(old.as_slice(), size, lease_until, true);

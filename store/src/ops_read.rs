@@ -120,6 +120,7 @@ impl ObjectDirectory {
                 })
                 .collect(),
             lease_until_ms: self.clock.to_ms(e.lease_until),
+            inline: None,
         };
         drop(table);
         if let Some((until, put_id)) = track {

@@ -30,6 +30,11 @@ impl ObjectDirectory {
         let mut shard = self.lock_shard(self.shard_of(scope, key));
         let slot = shard.lookup(scope, key).ok_or_else(missing)?;
         let now = self.now(now_ms);
+        if shard.cold.get(&slot).is_some_and(|c| !c.may_drop()) {
+            return Err(StoreError::ColdBacked {
+                key: id.key.clone(),
+            });
+        }
         let e = shard.entry(slot);
         // Managed weight groups are removed only by their revision's deletion workflow,
         // forced or not.
@@ -128,7 +133,10 @@ impl ObjectDirectory {
                     reply.skipped += 1;
                     continue;
                 }
-                let kept = e.pending.is_some()
+                // A cold backing needs its reclaim planned first: the server removes those
+                // one by one (`remove` after `plan_obsolete_backing`).
+                let kept = shard.cold.contains_key(&slot)
+                    || e.pending.is_some()
                     || (e.is_complete() && e.leased(now))
                     || e.hard_pinned()
                     || e.soft_pinned(now);

@@ -12,6 +12,7 @@ use std::collections::{BTreeMap, BinaryHeap, HashMap, HashSet};
 
 use rand::rngs::StdRng;
 
+use crate::cold::ColdSlot;
 use crate::entry::{Entry, Replica};
 use crate::identity::ScopeId;
 use crate::segments::SegmentIdx;
@@ -41,6 +42,8 @@ pub(crate) struct Shard {
     pub pending: HashSet<u32>,
     pub leases: BinaryHeap<LeaseRecord>,
     pub deferred: Vec<DeferredFree>,
+    /// Cold backings by slot (out of line: few entries have one).
+    pub cold: HashMap<u32, ColdSlot>,
     pub rng: StdRng,
 }
 
@@ -53,6 +56,7 @@ impl Shard {
             pending: HashSet::new(),
             leases: BinaryHeap::new(),
             deferred: Vec::new(),
+            cold: HashMap::new(),
             rng,
         }
     }
@@ -101,6 +105,7 @@ impl Shard {
     /// Frees a slot whose index entry is already gone.
     pub fn release_slot(&mut self, slot: u32) -> Entry {
         self.pending.remove(&slot);
+        self.cold.remove(&slot);
         self.free_slots.push(slot);
         self.slab[slot as usize]
             .take()

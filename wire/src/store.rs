@@ -166,6 +166,15 @@ pub struct GetReply {
     /// The read lease: the replicas will not be evicted or freed before this time (ms since
     /// the Unix epoch, server clock).
     pub lease_until_ms: i64,
+    /// The value itself, when the object is cold-only and its restore could not be promoted
+    /// into a hot replica (`replicas` is then empty). The server verified its length and
+    /// checksum before sending it. Absent otherwise (wire v1 addition: optional field).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "crate::cold::opt_bytes"
+    )]
+    pub inline: Option<Vec<u8>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -1,6 +1,7 @@
 //! The `crescent` command line. Every command takes `--json` for scripts; errors print their
 //! stable code and exit non-zero (see [`crate::ClientError::exit_code`]).
 
+mod cold;
 mod run;
 #[cfg(test)]
 mod tests;
@@ -90,6 +91,22 @@ pub enum Command {
         #[arg(long)]
         id: Option<String>,
     },
+    /// Cold tier devices.
+    Cold {
+        #[command(subcommand)]
+        command: cold::ColdCommand,
+    },
+    /// Materialize KEY on a cold device now.
+    Offload { key: String },
+    /// Drop KEY's hot replicas (`--hot`); refused unless its cold copy is materialized.
+    Evict {
+        key: String,
+        /// Evict the hot (DRAM) replicas.
+        #[arg(long)]
+        hot: bool,
+    },
+    /// KEY's replicas and cold backing state.
+    Stat { key: String },
     /// The five reference figures (put, get, put_batch, get_batch, exist; ops/s).
     Bench {
         /// Keys per phase.

@@ -194,6 +194,24 @@ pub(super) async fn run(cli: Cli) -> Result<u8, ClientError> {
                 }
             }
         }
+        Command::Cold { command } => return super::cold::cold(&client, command, json).await,
+        Command::Offload { key } => {
+            let stat = client.offload(&key).await?;
+            super::cold::print_object(&stat, json);
+        }
+        Command::Evict { key, hot } => {
+            if !hot {
+                return Err(ClientError::InvalidArgument(
+                    "evict needs --hot (the only tier that can be evicted)".into(),
+                ));
+            }
+            let stat = client.evict_hot(&key).await?;
+            super::cold::print_object(&stat, json);
+        }
+        Command::Stat { key } => {
+            let stat = client.stat(&key).await?;
+            super::cold::print_object(&stat, json);
+        }
         Command::Health => {
             let h = client.health().await?;
             print_json(&h);

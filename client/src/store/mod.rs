@@ -252,6 +252,11 @@ impl CrescentClient {
         let result = async {
             let reply = self.get_meta(self.scope.object_id(key)?).await?;
             let size = reply.size as usize;
+            if let Some(value) = reply.inline {
+                // A cold-only object restored by the server (verified there; checked here too).
+                inline_checked(key, reply.size, reply.checksum, &value)?;
+                return Ok(value);
+            }
             let transport = self.data.transport().await?;
             let staging = self.data.staging.take(transport, size)?;
             let local = self.data.local();
@@ -303,6 +308,11 @@ impl CrescentClient {
             let reply = self.get_meta(self.scope.object_id(key)?).await?;
             let size = reply.size as usize;
             dst.check(offset, size)?;
+            if let Some(value) = &reply.inline {
+                inline_checked(key, reply.size, reply.checksum, value)?;
+                dst.write(offset, value).await?;
+                return Ok(size);
+            }
             let transport = self.data.transport().await?;
             let local = self.data.local();
             let mut last = no_replica(key);
@@ -462,6 +472,25 @@ impl CrescentClient {
 }
 
 /// Checks a read against the stored checksum (if any).
+/// An inline value (a restored cold-only object) must have the announced length and checksum.
+fn inline_checked(
+    key: &str,
+    size: u64,
+    checksum: Option<u32>,
+    value: &[u8],
+) -> Result<(), ClientError> {
+    if value.len() as u64 != size {
+        return Err(ClientError::Protocol(format!(
+            "{key}: inline value of {} bytes, announced {size}",
+            value.len()
+        )));
+    }
+    match checksum {
+        Some(_) => verify(key, checksum, crc32c::crc32c(value)),
+        None => Ok(()),
+    }
+}
+
 pub(crate) fn verify(key: &str, stored: Option<u32>, actual: u32) -> Result<(), ClientError> {
     match stored {
         Some(expected) if expected != actual => Err(ClientError::ChecksumMismatch {

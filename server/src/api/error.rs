@@ -100,3 +100,16 @@ pub fn from_blocking(e: actix_web::error::BlockingError) -> HttpError {
         format!("the operation did not run: {e}"),
     ))
 }
+
+/// Cold tier refusals: the cold crate's own stable code for each (a damaged payload is
+/// INTERNAL with the checksum or length mismatch named: its bytes are never returned).
+pub fn from_cold(e: crescent_cold::ColdError) -> ApiError {
+    let code = ErrorCode::parse(e.code()).unwrap_or(ErrorCode::Internal);
+    ApiError::new(code, e.to_string())
+}
+
+impl From<crescent_cold::ColdError> for HttpError {
+    fn from(e: crescent_cold::ColdError) -> Self {
+        HttpError(from_cold(e))
+    }
+}

@@ -1,6 +1,7 @@
 //! The HTTP API: `/v1/...` (msgpack or JSON bodies), `/healthz`, `/metrics`, `/stats`.
 
 pub mod admin;
+pub mod cold;
 pub mod error;
 pub mod objects;
 pub mod objects_batch;
@@ -92,7 +93,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 .route("/segments/mount", web::post().to(segments::mount))
                 .route("/segments/unmount", web::post().to(segments::unmount))
                 .route("/segments", web::get().to(segments::list))
-                .route("/admin/snapshot", web::post().to(admin::snapshot_now)),
+                .route("/admin/snapshot", web::post().to(admin::snapshot_now))
+                .configure(cold::configure),
         );
 }
 

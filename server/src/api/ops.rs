@@ -15,6 +15,7 @@ use crescent_wire::store::{
 };
 use crescent_wire::{ApiError, ErrorCode};
 
+use super::error::from_cold;
 use crate::node::NodeState;
 
 /// The wire's default placement (`random`) stands for "the server's default".
@@ -28,12 +29,27 @@ pub fn with_default_placement(state: &NodeState, mut req: PutStartRequest) -> Pu
 pub fn put_start(state: &NodeState, req: PutStartRequest) -> Result<PutStartReply, ApiError> {
     state.rebuild.admit_object()?;
     let req = with_default_placement(state, req);
+    if let Some(cold) = state.cold.get() {
+        cold.admit_put()?;
+    }
     Ok(state.directory.put_start(&req, state.now_ms())?)
 }
 
 pub fn put_end(state: &NodeState, req: PutEndRequest) -> Result<Ack, ApiError> {
     state.rebuild.admit_object()?;
-    state.directory.put_end(&req, state.now_ms())?;
+    match state.cold.get() {
+        // An overwrite makes the old content's cold copy obsolete: its reclaim is planned
+        // before the swap and run after it.
+        Some(cold) => cold
+            .with_reclaim(state, &req.id, || {
+                state.directory.put_end(&req, state.now_ms())
+            })
+            .map_err(from_cold)??,
+        None => state.directory.put_end(&req, state.now_ms())?,
+    }
+    if let Some(cold) = state.cold.get() {
+        cold.put_completed(state, &req.id);
+    }
     Ok(Ack {})
 }
 
@@ -48,11 +64,18 @@ pub fn put_revoke(state: &NodeState, req: PutEndRequest) -> Result<Ack, ApiError
 
 pub fn get(state: &NodeState, req: ObjectRequest) -> Result<GetReply, ApiError> {
     let open = state.rebuild.is_open();
-    let r = state
+    let found = state
         .directory
         .get(&req.id, state.now_ms())
         .map_err(ApiError::from);
-    state.rebuild.read(open, r)
+    let reply = state.rebuild.read(open, found)?;
+    match state.cold.get() {
+        // No hot replica: a cold-only object, restored (verified) on read.
+        Some(cold) if reply.replicas.is_empty() => {
+            crate::cold::restore::restore_get(state, cold, &req.id, reply).map_err(from_cold)
+        }
+        _ => Ok(reply),
+    }
 }
 
 pub fn exist(state: &NodeState, req: ObjectRequest) -> Result<ExistReply, ApiError> {
@@ -72,7 +95,14 @@ pub fn size(state: &NodeState, req: ObjectRequest) -> Result<SizeReply, ApiError
 
 pub fn remove(state: &NodeState, req: RemoveRequest) -> Result<Ack, ApiError> {
     state.rebuild.admit_object()?;
-    state.directory.remove(&req.id, req.force, state.now_ms())?;
+    match state.cold.get() {
+        Some(cold) => cold
+            .with_reclaim(state, &req.id, || {
+                state.directory.remove(&req.id, req.force, state.now_ms())
+            })
+            .map_err(from_cold)??,
+        None => state.directory.remove(&req.id, req.force, state.now_ms())?,
+    }
     Ok(Ack {})
 }
 
@@ -124,7 +154,36 @@ pub fn batch_put_end(
     req: BatchRequest<PutEndRequest>,
 ) -> Result<BatchReply<Ack>, ApiError> {
     state.rebuild.admit_object()?;
-    let done = state.directory.batch_put_end(&req.items, state.now_ms())?;
+    let mut done = state.directory.batch_put_end(&req.items, state.now_ms())?;
+    // Items whose old content has a materialized cold copy are refused by the directory
+    // until its reclaim is planned: end those one by one through the cold tier.
+    if state.cold.get().is_some() {
+        for (item, result) in req.items.iter().zip(done.iter_mut()) {
+            let cold_backed = matches!(result, ItemResult::Err { code, .. } if *code == crescent_wire::ErrorCode::Busy)
+                && state
+                    .directory
+                    .route(&item.id)
+                    .ok()
+                    .flatten()
+                    .is_some_and(|r| r.cold.is_some());
+            if cold_backed {
+                *result = match put_end(state, item.clone()) {
+                    Ok(_) => ItemResult::Ok(()),
+                    Err(e) => ItemResult::Err {
+                        code: e.code,
+                        message: e.message,
+                    },
+                };
+            }
+        }
+    }
+    if let Some(cold) = state.cold.get() {
+        for (item, result) in req.items.iter().zip(done.iter()) {
+            if matches!(result, ItemResult::Ok(())) {
+                cold.put_completed(state, &item.id);
+            }
+        }
+    }
     Ok(map_items(done, |()| Ack {}))
 }
 
@@ -144,7 +203,8 @@ pub fn batch_get(
     req: BatchRequest<ObjectRequest>,
 ) -> Result<BatchReply<GetReply>, ApiError> {
     let open = state.rebuild.is_open();
-    let mut done = state.directory.batch_get(&ids(req.items), state.now_ms())?;
+    let ids = ids(req.items);
+    let mut done = state.directory.batch_get(&ids, state.now_ms())?;
     if !open {
         for item in &mut done {
             if matches!(
@@ -160,6 +220,27 @@ pub fn batch_get(
                     message: e.message,
                 };
             }
+        }
+    }
+    if let Some(cold) = state.cold.get() {
+        // Cold-only items are restored (verified) one by one; a failure fails only its item.
+        for (id, item) in ids.iter().zip(done.iter_mut()) {
+            let ItemResult::Ok(reply) = item else {
+                continue;
+            };
+            if !reply.replicas.is_empty() {
+                continue;
+            }
+            *item = match crate::cold::restore::restore_get(state, cold, id, reply.clone()) {
+                Ok(r) => ItemResult::Ok(r),
+                Err(e) => {
+                    let e = from_cold(e);
+                    ItemResult::Err {
+                        code: e.code,
+                        message: e.message,
+                    }
+                }
+            };
         }
     }
     Ok(BatchReply { items: done })
@@ -209,9 +290,24 @@ pub fn batch_remove(
     let items = req
         .items
         .iter()
-        .map(|r| match state.directory.remove(&r.id, r.force, now) {
-            Ok(()) => ItemResult::Ok(Ack {}),
-            Err(e) => e.into(),
+        .map(|r| {
+            let removed = match state.cold.get() {
+                Some(cold) => cold
+                    .with_reclaim(state, &r.id, || state.directory.remove(&r.id, r.force, now))
+                    .map_err(from_cold)
+                    .and_then(|r| r.map_err(ApiError::from)),
+                None => state
+                    .directory
+                    .remove(&r.id, r.force, now)
+                    .map_err(ApiError::from),
+            };
+            match removed {
+                Ok(()) => ItemResult::Ok(Ack {}),
+                Err(e) => ItemResult::Err {
+                    code: e.code,
+                    message: e.message,
+                },
+            }
         })
         .collect();
     Ok(BatchReply { items })

@@ -91,6 +91,14 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
         },
     )?;
     let _ = state.ha.set(ha.clone());
+    // Cold-only objects are readable from the journal alone: install their routes and
+    // reconcile the devices before serving.
+    if let Err(e) = crate::cold::start_node(&state, &config).await {
+        ha.step_down();
+        Node::stop(&state);
+        resign(elector).await;
+        return Err(e);
+    }
     if config.ha.embedded_segment {
         if let Err(e) = crate::embedded::mount_embedded(&state).await {
             ha.step_down();

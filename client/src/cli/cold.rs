@@ -1,0 +1,86 @@
+//! `crescent cold ls`, `crescent offload KEY`, `crescent evict KEY --hot`, `crescent stat KEY`.
+
+use clap::Subcommand;
+use crescent_wire::cold::{ColdDeviceInfo, ObjectStat};
+
+use crate::error::ClientError;
+use crate::CrescentClient;
+
+#[derive(Debug, Subcommand)]
+pub enum ColdCommand {
+    /// List cold devices (id, kind, capacity, used, reserved, health).
+    Ls,
+}
+
+fn print_json(v: &impl serde::Serialize) {
+    println!("{}", serde_json::to_string(v).expect("json output"));
+}
+
+fn print_devices(devices: &[ColdDeviceInfo]) {
+    println!(
+        "{:<16} {:<10} {:>14} {:>14} {:>14}  HEALTH",
+        "DEVICE", "KIND", "CAPACITY", "USED", "RESERVED"
+    );
+    for d in devices {
+        println!(
+            "{:<16} {:<10} {:>14} {:>14} {:>14}  {}{}",
+            d.id,
+            d.kind,
+            d.capacity,
+            d.used,
+            d.reserved,
+            d.health,
+            if d.schedulable { "" } else { " (draining)" }
+        );
+    }
+}
+
+fn print_stat(s: &ObjectStat) {
+    println!(
+        "{}: {} bytes, checksum {:08x}, route version {}",
+        s.key, s.size, s.checksum, s.route_version
+    );
+    for r in &s.replicas {
+        println!("  hot   {}@{}", r.segment_id, r.offset);
+    }
+    match &s.cold {
+        Some(c) => println!(
+            "  cold  {} on {} (operation {}{})",
+            c.state,
+            c.device_id,
+            c.op_id,
+            c.op_state
+                .as_deref()
+                .map(|s| format!(", {s}"))
+                .unwrap_or_default()
+        ),
+        None => println!("  cold  none"),
+    }
+}
+
+pub(super) async fn cold(
+    client: &CrescentClient,
+    command: ColdCommand,
+    json: bool,
+) -> Result<u8, ClientError> {
+    match command {
+        ColdCommand::Ls => {
+            let reply = client.cold_devices().await?;
+            if json {
+                print_json(&reply.devices);
+            } else {
+                print_devices(&reply.devices);
+            }
+        }
+    }
+    Ok(0)
+}
+
+/// `offload`, `evict --hot` and `stat` print the object's state afterwards.
+pub(super) fn print_object(stat: &ObjectStat, json: bool) {
+    if json {
+        print_json(stat);
+    } else {
+        print_stat(stat);
+    }
+}

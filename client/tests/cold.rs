@@ -1,0 +1,482 @@
+//! The cold tier end to end against a real crescentd: offload, evict --hot, restore on read,
+//! checksum failures, restart from the journal alone, reclaim on overwrite/delete, and
+//! crash windows (crescentd SIGKILLs itself at a cold protocol step; the restarted node
+//! reconciles).
+
+mod common;
+
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{crescent, crescentd_bin, Proc};
+use serde_json::Value;
+
+/// A crescentd on a data dir that outlives it (restarts reuse it).
+struct Node {
+    addr: SocketAddr,
+    proc: Proc,
+    log: PathBuf,
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn start(dir: &Path, env: &[(&str, &str)]) -> Node {
+    let log = dir.join(format!("crescentd-{}.log", free_port()));
+    for _ in 0..5 {
+        let addr: SocketAddr = ([127, 0, 0, 1], free_port()).into();
+        let file = std::fs::File::create(&log).unwrap();
+        let mut cmd = Command::new(crescentd_bin());
+        cmd.arg("--data-dir")
+            .arg(dir.join("data"))
+            .arg("--listen")
+            .arg(addr.to_string())
+            .env_remove("CRESCENT_CONFIG")
+            .env_remove("CRESCENT_COLD_KILL_AT")
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(file.try_clone().unwrap()))
+            .stderr(Stdio::from(file));
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut proc = Proc(cmd.spawn().expect("spawning crescentd"));
+        let started = Instant::now();
+        loop {
+            if let Ok(Some(_)) = proc.0.try_wait() {
+                break;
+            }
+            if TcpStream::connect_timeout(&addr, Duration::from_millis(100)).is_ok() {
+                return Node { addr, proc, log };
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "crescentd did not start:\n{}",
+                std::fs::read_to_string(&log).unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        drop(proc);
+    }
+    panic!(
+        "crescentd would not start:\n{}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+}
+
+impl Node {
+    fn s(&self) -> String {
+        self.addr.to_string()
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Runs the CLI with `--json`; returns (exit code, parsed stdout).
+    fn cli(&self, args: &[&str], stdin: Option<&[u8]>) -> (i32, Value) {
+        let mut full = vec!["--json"];
+        full.extend_from_slice(args);
+        let (code, out, err) = crescent(&self.s(), &full, stdin);
+        let v = serde_json::from_slice(&out).unwrap_or_else(|e| {
+            panic!(
+                "{args:?}: {e}: {}\nstderr: {err}",
+                String::from_utf8_lossy(&out)
+            )
+        });
+        (code, v)
+    }
+
+    fn ok(&self, args: &[&str], stdin: Option<&[u8]>) -> Value {
+        let (code, v) = self.cli(args, stdin);
+        assert_eq!(code, 0, "{args:?}: {v}\n{}", self.log());
+        v
+    }
+
+    fn put(&self, key: &str, data: &[u8]) {
+        self.ok(&["put", key, "-"], Some(data));
+    }
+
+    fn put_upsert(&self, key: &str, data: &[u8]) {
+        self.ok(&["put", "--upsert", key, "-"], Some(data));
+    }
+
+    /// The raw bytes of `get`.
+    fn get(&self, key: &str) -> Result<Vec<u8>, String> {
+        let (code, out, err) = crescent(&self.s(), &["get", key], None);
+        if code == 0 {
+            Ok(out)
+        } else {
+            Err(err)
+        }
+    }
+
+    fn device(&self) -> Value {
+        let devices = self.ok(&["cold", "ls"], None);
+        let list = devices.as_array().expect("device list");
+        assert_eq!(list.len(), 1, "{devices}");
+        list[0].clone()
+    }
+
+    /// Used, reserved and the sum of live materialized lengths of the device.
+    fn usage(&self) -> (u64, u64, u64) {
+        let d = self.device();
+        (
+            d["used"].as_u64().unwrap(),
+            d["reserved"].as_u64().unwrap(),
+            d["live_materialized_bytes"].as_u64().unwrap(),
+        )
+    }
+
+    fn kill(self) {
+        self.proc.signal(libc::SIGKILL);
+        drop(self);
+    }
+
+    /// Waits for the process to end (it SIGKILLs itself at an armed fault point).
+    fn wait_killed(mut self) {
+        let started = Instant::now();
+        loop {
+            if let Ok(Some(status)) = self.proc.0.try_wait() {
+                use std::os::unix::process::ExitStatusExt;
+                assert_eq!(status.signal(), Some(libc::SIGKILL), "{}", self.log());
+                return;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "crescentd did not hit its fault point:\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+fn payload(n: usize, seed: u8) -> Vec<u8> {
+    (0..n)
+        .map(|i| (i as u32).wrapping_mul(31).wrapping_add(seed as u32) as u8)
+        .collect()
+}
+
+#[test]
+fn cold_ls_shows_the_default_device() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = start(dir.path(), &[]);
+    let d = node.device();
+    assert_eq!(d["id"], "local0");
+    assert_eq!(d["kind"], "local_dir");
+    assert_eq!(d["health"], "healthy");
+    assert!(d["capacity"].as_u64().unwrap() > 0);
+    assert_eq!(
+        (d["used"].as_u64(), d["reserved"].as_u64()),
+        (Some(0), Some(0))
+    );
+    assert!(dir.path().join("data/cold/local0/DEVICE").exists());
+}
+
+#[test]
+fn offload_evict_restore_round_trip_and_refusals() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = start(dir.path(), &[]);
+    let data = payload(300_000, 7);
+    node.put("obj", &data);
+
+    // Not materialized yet: evict --hot refuses (CONFLICT).
+    let (code, v) = node.cli(&["evict", "obj", "--hot"], None);
+    assert_ne!(code, 0);
+    assert_eq!(v["error"]["code"], "CONFLICT", "{v}");
+
+    let stat = node.ok(&["offload", "obj"], None);
+    assert_eq!(stat["cold"]["state"], "materialized", "{stat}");
+    assert_eq!(stat["cold"]["op_state"], "usage_committed", "{stat}");
+    assert_eq!(stat["replicas"].as_array().unwrap().len(), 1);
+    assert_eq!(node.usage(), (data.len() as u64, 0, data.len() as u64));
+    // Offloading again is a no-op.
+    let again = node.ok(&["offload", "obj"], None);
+    assert_eq!(again["cold"]["op_id"], stat["cold"]["op_id"]);
+
+    let evicted = node.ok(&["evict", "obj", "--hot"], None);
+    assert!(
+        evicted["replicas"].as_array().unwrap().is_empty(),
+        "{evicted}"
+    );
+    let stat = node.ok(&["stat", "obj"], None);
+    assert!(stat["replicas"].as_array().unwrap().is_empty());
+    assert_eq!(stat["cold"]["state"], "materialized");
+
+    // Cold-only: the get restores (verified) and re-promotes into DRAM.
+    assert_eq!(node.get("obj").unwrap(), data);
+    let stat = node.ok(&["stat", "obj"], None);
+    assert_eq!(stat["replicas"].as_array().unwrap().len(), 1, "{stat}");
+    assert_eq!(node.get("obj").unwrap(), data);
+
+    // Unknown keys.
+    let (code, v) = node.cli(&["offload", "nope"], None);
+    assert_ne!(code, 0);
+    assert_eq!(v["error"]["code"], "NOT_FOUND");
+    let (code, _) = node.cli(&["evict", "obj"], None);
+    assert_ne!(code, 0, "evict without --hot is refused");
+}
+
+fn cold_file(dir: &Path, stat: &Value) -> PathBuf {
+    let locator = stat["cold"]["locator"].as_str().expect("locator");
+    dir.join("data/cold/local0").join(locator)
+}
+
+#[test]
+fn a_flipped_byte_in_the_cold_file_fails_the_read_with_a_checksum_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = start(dir.path(), &[]);
+    let data = payload(50_000, 3);
+    node.put("bad", &data);
+    node.ok(&["offload", "bad"], None);
+    let stat = node.ok(&["evict", "bad", "--hot"], None);
+    let path = cold_file(dir.path(), &stat);
+    let mut bytes = std::fs::read(&path).unwrap();
+    let i = 96 + 12_345;
+    bytes[i] ^= 0x01;
+    std::fs::write(&path, &bytes).unwrap();
+    let (code, v) = node.cli(&["get", "bad"], None);
+    assert_ne!(code, 0, "wrong bytes must never be returned: {v}");
+    assert_eq!(v["error"]["code"], "INTERNAL", "{v}");
+    let message = v["error"]["message"].as_str().unwrap();
+    assert!(message.contains("checksum"), "{message}");
+    assert!(v.get("value_hex").is_none());
+}
+
+#[test]
+fn a_cold_only_object_is_served_from_the_journal_after_sigkill_and_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = start(dir.path(), &[]);
+    let data = payload(1 << 20, 9);
+    node.put("big", &data);
+    node.put("hot-only", b"gone after restart");
+    node.ok(&["offload", "big"], None);
+    node.ok(&["evict", "big", "--hot"], None);
+    node.kill();
+
+    let node = start(dir.path(), &[]);
+    let stat = node.ok(&["stat", "big"], None);
+    assert!(stat["replicas"].as_array().unwrap().is_empty(), "{stat}");
+    assert_eq!(stat["cold"]["state"], "materialized");
+    assert_eq!(node.get("big").unwrap(), data);
+    // Hot-only objects of the embedded segment do not survive a restart (its memory is new).
+    assert!(node.get("hot-only").is_err());
+    assert_eq!(node.usage(), (data.len() as u64, 0, data.len() as u64));
+}
+
+#[test]
+fn overwrite_and_delete_reclaim_the_cold_copy() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = start(dir.path(), &[]);
+    let a = payload(40_000, 1);
+    let b = payload(70_000, 2);
+    node.put("del", &a);
+    let stat = node.ok(&["offload", "del"], None);
+    let del_file = cold_file(dir.path(), &stat);
+    node.put("ow", &b);
+    let stat = node.ok(&["offload", "ow"], None);
+    let ow_file = cold_file(dir.path(), &stat);
+    assert_eq!(node.usage().0, (a.len() + b.len()) as u64);
+
+    node.ok(&["rm", "--force", "del"], None);
+    assert!(!del_file.exists());
+    assert_eq!(node.usage(), (b.len() as u64, 0, b.len() as u64));
+
+    let c = payload(10_000, 5);
+    node.put_upsert("ow", &c);
+    assert!(!ow_file.exists());
+    assert_eq!(node.usage(), (0, 0, 0));
+    let stat = node.ok(&["stat", "ow"], None);
+    assert!(
+        stat.get("cold").is_none() || stat["cold"].is_null(),
+        "{stat}"
+    );
+    assert_eq!(node.get("ow").unwrap(), c);
+
+    // A cold-only object deleted: its copy goes too.
+    node.put("co", &a);
+    node.ok(&["offload", "co"], None);
+    node.ok(&["evict", "co", "--hot"], None);
+    node.ok(&["rm", "co"], None);
+    assert_eq!(node.usage(), (0, 0, 0));
+    assert!(node.get("co").is_err());
+}
+
+/// Puts one object, arms a kill point, offloads (the node dies there), restarts and checks
+/// that reconciliation converged: nothing reserved, used = sum of live materialized lengths,
+/// no payload file beyond the live ones.
+fn crash_window(point: &str, survives: bool) {
+    let dir = tempfile::tempdir().unwrap();
+    let data = payload(123_457, 4);
+    {
+        let node = start(dir.path(), &[("CRESCENT_COLD_KILL_AT", point)]);
+        node.put("k", &data);
+        let (code, _, _) = crescent(&node.s(), &["offload", "k"], None);
+        assert_ne!(code, 0, "the node died mid-offload");
+        node.wait_killed();
+    }
+    let node = start(dir.path(), &[]);
+    let (used, reserved, live) = node.usage();
+    assert_eq!(reserved, 0, "{point}: {}", node.log());
+    assert_eq!(used, live, "{point}");
+    let files = count_payloads(&dir.path().join("data/cold/local0/objects"));
+    if survives {
+        // The route was committed before the crash: the cold-only object is readable.
+        assert_eq!(used, data.len() as u64, "{point}");
+        assert_eq!(files, 1, "{point}");
+        assert_eq!(node.get("k").unwrap(), data, "{point}");
+    } else {
+        assert_eq!(used, 0, "{point}");
+        assert_eq!(files, 0, "{point}: orphan payload left");
+    }
+    // A second restart changes nothing (reconciliation is idempotent).
+    node.kill();
+    let node = start(dir.path(), &[]);
+    assert_eq!(node.usage(), (used, 0, live), "{point}");
+}
+
+fn count_payloads(dir: &Path) -> usize {
+    let Ok(shards) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    shards
+        .flatten()
+        .map(|s| {
+            std::fs::read_dir(s.path())
+                .map(|f| f.flatten().count())
+                .unwrap_or(0)
+        })
+        .sum()
+}
+
+#[test]
+fn crash_after_reserve_releases_the_reservation() {
+    crash_window("after_reserve", false);
+}
+
+#[test]
+fn crash_after_backend_write_deletes_the_unrecorded_payload() {
+    crash_window("before_record_payload_written", false);
+}
+
+#[test]
+fn crash_after_payload_written_reclaims_the_orphan() {
+    crash_window("after_record_payload_written", false);
+}
+
+#[test]
+fn crash_after_route_commit_commits_usage_on_restart() {
+    crash_window("after_commit_route", true);
+}
+
+#[test]
+fn crash_after_usage_commit_keeps_the_object() {
+    crash_window("after_commit_usage", true);
+}
+
+#[test]
+fn crash_during_reclaim_releases_usage_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = payload(65_536, 8);
+    {
+        let node = start(
+            dir.path(),
+            &[("CRESCENT_COLD_KILL_AT", "after_record_backend_deleted")],
+        );
+        node.put("r", &data);
+        node.ok(&["offload", "r"], None);
+        assert_eq!(node.usage().0, data.len() as u64);
+        let (code, _, _) = crescent(&node.s(), &["rm", "--force", "r"], None);
+        assert_ne!(code, 0);
+        node.wait_killed();
+    }
+    let node = start(dir.path(), &[]);
+    assert_eq!(node.usage(), (0, 0, 0), "{}", node.log());
+    assert_eq!(
+        count_payloads(&dir.path().join("data/cold/local0/objects")),
+        0
+    );
+}
+
+fn write_config(dir: &Path, text: &str) -> String {
+    let path = dir.join("crescentd.toml");
+    std::fs::write(&path, text).unwrap();
+    path.to_str().unwrap().to_string()
+}
+
+fn wait_for(what: &str, node: &Node, mut done: impl FnMut() -> bool) {
+    let started = Instant::now();
+    while !done() {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "timed out waiting for {what}:\n{}",
+            node.log()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn passthrough_materializes_every_completed_put_in_the_background() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), "[cold]\noffload_mode = \"passthrough\"\n");
+    let node = start(dir.path(), &[("CRESCENT_CONFIG", &config)]);
+    let values: Vec<Vec<u8>> = (0..5)
+        .map(|i| payload(20_000 + i * 1000, i as u8))
+        .collect();
+    for (i, v) in values.iter().enumerate() {
+        node.put(&format!("p/{i}"), v);
+    }
+    let total: u64 = values.iter().map(|v| v.len() as u64).sum();
+    wait_for("passthrough offloads", &node, || {
+        node.usage() == (total, 0, total)
+    });
+    for i in 0..values.len() {
+        let stat = node.ok(&["stat", &format!("p/{i}")], None);
+        assert_eq!(stat["cold"]["state"], "materialized", "{stat}");
+        node.ok(&["evict", &format!("p/{i}"), "--hot"], None);
+    }
+    for (i, v) in values.iter().enumerate() {
+        assert_eq!(&node.get(&format!("p/{i}")).unwrap(), v);
+    }
+}
+
+#[test]
+fn evict_triggered_offloads_victims_before_dropping_their_hot_copy() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(
+        dir.path(),
+        "[store]\nembedded_segment_bytes = 4194304\nhigh_watermark = 0.5\nevict_ratio = 0.3\n\
+         housekeeping_interval_ms = 100\n\n[cold]\noffload_mode = \"evict_triggered\"\n",
+    );
+    let node = start(dir.path(), &[("CRESCENT_CONFIG", &config)]);
+    let values: Vec<Vec<u8>> = (0..8).map(|i| payload(400_000, 10 + i as u8)).collect();
+    for (i, v) in values.iter().enumerate() {
+        node.put(&format!("e/{i}"), v);
+    }
+    // Above the watermark: victims are materialized, then eviction drops their hot replicas
+    // (never the hot replica of an object without a cold copy).
+    wait_for("eviction to cold", &node, || {
+        (0..values.len()).any(|i| {
+            let stat = node.ok(&["stat", &format!("e/{i}")], None);
+            stat["replicas"].as_array().unwrap().is_empty()
+        })
+    });
+    let (used, reserved, live) = node.usage();
+    assert_eq!((used, reserved), (live, 0));
+    assert!(used > 0);
+    for (i, v) in values.iter().enumerate() {
+        let stat = node.ok(&["stat", &format!("e/{i}")], None);
+        if stat["replicas"].as_array().unwrap().is_empty() {
+            assert_eq!(stat["cold"]["state"], "materialized", "{stat}");
+        }
+        assert_eq!(&node.get(&format!("e/{i}")).unwrap(), v, "e/{i}");
+    }
+}

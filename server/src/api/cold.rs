@@ -1,0 +1,82 @@
+//! Cold tier routes (`crescent_wire::cold::routes`): device list, offload now, evict the hot
+//! replicas, stat. The cold driver is synchronous and waits for the device actor, so each
+//! route runs on the blocking pool.
+
+use std::sync::Arc;
+
+use actix_web::web;
+use crescent_wire::cold::{routes, ColdDevicesReply, ColdObjectRequest, ObjectStat};
+use crescent_wire::{ApiError, ErrorCode};
+
+use super::error::{from_blocking, HttpError};
+use super::objects::State;
+use super::wire::{Reply, Wire};
+use crate::cold::ColdTier;
+
+fn rel(route: &'static str) -> &'static str {
+    route
+        .strip_prefix("/v1")
+        .expect("every wire route is under /v1")
+}
+
+/// Registers the cold routes inside the `/v1` scope.
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.route(rel(routes::COLD_DEVICES), web::get().to(devices))
+        .route(rel(routes::OFFLOAD), web::post().to(offload))
+        .route(rel(routes::EVICT_HOT), web::post().to(evict_hot))
+        .route(rel(routes::STAT), web::post().to(stat));
+}
+
+fn tier(state: &State) -> Result<Arc<ColdTier>, HttpError> {
+    state.cold.get().cloned().ok_or_else(|| {
+        HttpError(ApiError::new(
+            ErrorCode::Unavailable,
+            "this node has no cold tier ([cold] enabled = false)",
+        ))
+    })
+}
+
+async fn blocking<T: Send + 'static>(
+    state: State,
+    f: impl FnOnce(&crate::node::NodeState, &ColdTier) -> Result<T, crescent_cold::ColdError>
+        + Send
+        + 'static,
+) -> Result<T, HttpError> {
+    let cold = tier(&state)?;
+    let node = state.into_inner();
+    Ok(web::block(move || f(&node, &cold))
+        .await
+        .map_err(from_blocking)??)
+}
+
+pub async fn devices(state: State) -> Result<Reply<ColdDevicesReply>, HttpError> {
+    let devices = blocking(state, |_, cold| Ok(cold.devices())).await?;
+    Ok(Reply(ColdDevicesReply { devices }))
+}
+
+pub async fn offload(
+    state: State,
+    Wire(req): Wire<ColdObjectRequest>,
+) -> Result<Reply<ObjectStat>, HttpError> {
+    Ok(Reply(
+        blocking(state, move |node, cold| cold.offload_now(node, &req.id)).await?,
+    ))
+}
+
+pub async fn evict_hot(
+    state: State,
+    Wire(req): Wire<ColdObjectRequest>,
+) -> Result<Reply<ObjectStat>, HttpError> {
+    Ok(Reply(
+        blocking(state, move |node, cold| cold.evict_hot(node, &req.id)).await?,
+    ))
+}
+
+pub async fn stat(
+    state: State,
+    Wire(req): Wire<ColdObjectRequest>,
+) -> Result<Reply<ObjectStat>, HttpError> {
+    Ok(Reply(
+        blocking(state, move |node, cold| cold.stat(node, &req.id)).await?,
+    ))
+}

@@ -1,0 +1,144 @@
+//! The `[cold]` section: the cold devices of this storage owner (seed 003). A standalone
+//! crescentd configures one `local_dir` device under its data dir by default.
+
+use std::path::{Path, PathBuf};
+
+use crescent_cold::scheduler::{OffloadMode, OffloadOrder, SchedulerConfig};
+use serde::{Deserialize, Serialize};
+
+use crate::config::{invalid, ConfigError};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ColdSettings {
+    /// Whether this node has a cold tier at all.
+    pub enabled: bool,
+    /// Stable id of the default `local_dir` device (journaled: never rename a device in use).
+    pub device_id: String,
+    /// Its directory; default `<data_dir>/cold/<device_id>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub root: Option<PathBuf>,
+    /// Bytes the device may hold (used + reserved never exceed it).
+    pub capacity_bytes: u64,
+    pub tags: Vec<String>,
+    /// Whether new offloads may be placed on it.
+    pub schedulable: bool,
+    /// Background offload: `off` (only `crescent offload KEY`), `passthrough` (every completed
+    /// put is materialized in the background) or `evict_triggered` (eviction materializes its
+    /// victims first and never drops an object without a cold copy).
+    pub offload_mode: OffloadModeSetting,
+    /// Offload queue bound (entries queued, retrying or in flight).
+    pub queue_max_entries: usize,
+    /// Offload queue bound (bytes); passthrough puts get BUSY above `queue_high_watermark` of it
+    /// until the held bytes fall to `queue_low_watermark` of it.
+    pub queue_max_bytes: u64,
+    pub queue_high_watermark: f64,
+    pub queue_low_watermark: f64,
+    /// `fifo` or `size_aware` (smallest first) within a class.
+    pub queue_order: OffloadOrder,
+    /// Offload rate limit in bytes per second (0 = unlimited), with its burst.
+    pub rate_bytes_per_sec: u64,
+    pub burst_bytes: u64,
+    /// Retry backoff: base * 2^(attempt-1), capped; given up after `max_attempts`.
+    pub retry_base_ms: u64,
+    pub retry_max_ms: u64,
+    pub max_attempts: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OffloadModeSetting {
+    Off,
+    Passthrough,
+    EvictTriggered,
+}
+
+impl OffloadModeSetting {
+    pub fn mode(self) -> Option<OffloadMode> {
+        match self {
+            OffloadModeSetting::Off => None,
+            OffloadModeSetting::Passthrough => Some(OffloadMode::Passthrough),
+            OffloadModeSetting::EvictTriggered => Some(OffloadMode::EvictTriggered),
+        }
+    }
+}
+
+impl Default for ColdSettings {
+    fn default() -> Self {
+        let q = SchedulerConfig::default();
+        Self {
+            enabled: true,
+            device_id: "local0".into(),
+            root: None,
+            capacity_bytes: 64 << 30,
+            tags: vec!["local".into()],
+            schedulable: true,
+            offload_mode: OffloadModeSetting::Off,
+            queue_max_entries: q.max_entries,
+            queue_max_bytes: q.max_bytes,
+            queue_high_watermark: q.high_watermark,
+            queue_low_watermark: q.low_watermark,
+            queue_order: q.order,
+            rate_bytes_per_sec: q.rate_bytes_per_sec,
+            burst_bytes: q.burst_bytes,
+            retry_base_ms: q.retry_base_ms,
+            retry_max_ms: q.retry_max_ms,
+            max_attempts: q.max_attempts,
+        }
+    }
+}
+
+impl ColdSettings {
+    /// The offload scheduler's configuration.
+    pub fn scheduler(&self) -> SchedulerConfig {
+        SchedulerConfig {
+            max_entries: self.queue_max_entries,
+            max_bytes: self.queue_max_bytes,
+            order: self.queue_order,
+            rate_bytes_per_sec: self.rate_bytes_per_sec,
+            burst_bytes: self.burst_bytes,
+            retry_base_ms: self.retry_base_ms,
+            retry_max_ms: self.retry_max_ms,
+            max_attempts: self.max_attempts,
+            high_watermark: self.queue_high_watermark,
+            low_watermark: self.queue_low_watermark,
+        }
+    }
+
+    /// The device directory.
+    pub fn root_under(&self, data_dir: &Path) -> PathBuf {
+        self.root
+            .clone()
+            .unwrap_or_else(|| data_dir.join("cold").join(&self.device_id))
+    }
+
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if !self.enabled {
+            return Ok(());
+        }
+        crescent_cold::device::check_device_id(&self.device_id)
+            .map_err(|e| invalid("cold.device_id", e.to_string()))?;
+        if self.capacity_bytes == 0 {
+            return Err(invalid("cold.capacity_bytes", "must be greater than 0"));
+        }
+        if self.tags.len() > crescent_cold::device::MAX_TAGS {
+            return Err(invalid("cold.tags", "too many tags"));
+        }
+        if self
+            .tags
+            .iter()
+            .any(|t| t.is_empty() || t.chars().any(char::is_control))
+        {
+            return Err(invalid("cold.tags", "tags must be non-empty text"));
+        }
+        self.scheduler()
+            .validate()
+            .map_err(|e| invalid("cold.queue", e.to_string()))?;
+        if let Some(root) = &self.root {
+            if root.as_os_str().is_empty() {
+                return Err(invalid("cold.root", "must not be empty"));
+            }
+        }
+        Ok(())
+    }
+}
