@@ -4,6 +4,7 @@
 mod run;
 #[cfg(test)]
 mod tests;
+mod weights;
 
 use std::process::ExitCode;
 
@@ -89,6 +90,11 @@ pub enum Command {
         /// Owner id (stable across restarts); default `owner-<random>`.
         #[arg(long)]
         id: Option<String>,
+    },
+    /// Managed weight revisions.
+    Weights {
+        #[command(subcommand)]
+        command: weights::WeightsCommand,
     },
     /// The five reference figures (put, get, put_batch, get_batch, exist; ops/s).
     Bench {

@@ -1,0 +1,373 @@
+//! `crescent weights ...`: managed weight revisions (issue 6 item 12). `put` takes a
+//! .safetensors file or a directory of them; `get -o DIR` writes them back byte-identical.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use clap::{Args, Subcommand};
+use crescent_wire::weights as w;
+use serde_json::json;
+
+use crate::error::ClientError;
+use crate::weights::{WeightStore, WeightWriter};
+use crate::CrescentClient;
+
+/// How often `rm`, `migrate` and `upsert` poll a running operation.
+const POLL: Duration = Duration::from_millis(200);
+
+#[derive(Debug, Clone, Args)]
+pub struct RevisionArgs {
+    #[arg(long)]
+    pub namespace: String,
+    #[arg(long)]
+    pub resource: String,
+    #[arg(long)]
+    pub revision: String,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum WeightsCommand {
+    /// Import a .safetensors file (or a directory of them) as a READY revision.
+    Put {
+        #[command(flatten)]
+        id: RevisionArgs,
+        #[arg(long)]
+        generation: u64,
+        /// hot, cold, mixed or mixed:RATIO (default: the cluster's).
+        #[arg(long)]
+        policy: Option<String>,
+        /// pinned, manual or auto.
+        #[arg(long)]
+        mode: Option<String>,
+        path: PathBuf,
+    },
+    /// Read a revision (under a lease) and write its files into DIR byte-identical.
+    Get {
+        #[command(flatten)]
+        id: RevisionArgs,
+        #[arg(long)]
+        generation: u64,
+        #[arg(short, long)]
+        output: PathBuf,
+    },
+    /// A revision's metadata (availability, residency, generation, observed HOT ratio).
+    Meta {
+        #[command(flatten)]
+        id: RevisionArgs,
+        #[arg(long)]
+        generation: u64,
+    },
+    /// List revisions (metadata only, every page).
+    Ls {
+        #[arg(long)]
+        namespace: Option<String>,
+        #[arg(long)]
+        resource: Option<String>,
+    },
+    /// Change a revision's storage policy.
+    Policy {
+        #[command(flatten)]
+        id: RevisionArgs,
+        #[arg(long)]
+        generation: u64,
+        #[arg(long)]
+        policy: Option<String>,
+        #[arg(long)]
+        mode: Option<String>,
+        #[arg(long)]
+        expected_generation: Option<u64>,
+    },
+    /// Show an operation (migration, repair, deletion).
+    Op { operation_id: String },
+    /// Delete a revision and wait for the deletion to finish.
+    Rm {
+        #[command(flatten)]
+        id: RevisionArgs,
+        #[arg(long)]
+        generation: u64,
+        /// Give up waiting after this many seconds (the deletion goes on in crescentd).
+        #[arg(long, default_value_t = 120)]
+        wait_secs: u64,
+    },
+}
+
+fn weight_id(tenant: Option<&str>, id: &RevisionArgs, generation: u64) -> w::WeightId {
+    w::WeightId {
+        tenant: tenant.map(str::to_string),
+        namespace: id.namespace.clone(),
+        resource_id: id.resource.clone(),
+        revision: id.revision.clone(),
+        generation,
+    }
+}
+
+/// `hot`, `cold`, `mixed` or `mixed:RATIO` plus an optional mode.
+pub fn parse_policy(
+    policy: Option<&str>,
+    mode: Option<&str>,
+) -> Result<Option<w::WeightPolicy>, ClientError> {
+    if policy.is_none() && mode.is_none() {
+        return Ok(None);
+    }
+    let mut out = w::WeightPolicy::default();
+    if let Some(p) = policy {
+        let (residency, ratio) = match p.split_once(':') {
+            Some((r, ratio)) => (r, Some(ratio)),
+            None => (p, None),
+        };
+        out.preferred_residency = Some(match residency.to_ascii_lowercase().as_str() {
+            "hot" => w::PreferredResidency::Hot,
+            "cold" => w::PreferredResidency::Cold,
+            "mixed" => w::PreferredResidency::Mixed,
+            other => {
+                return Err(ClientError::InvalidArgument(format!(
+                    "policy {other:?}: expected hot, cold, mixed or mixed:RATIO"
+                )))
+            }
+        });
+        if let Some(r) = ratio {
+            if out.preferred_residency != Some(w::PreferredResidency::Mixed) {
+                return Err(ClientError::InvalidArgument(format!(
+                    "policy {p:?}: only mixed takes a ratio"
+                )));
+            }
+            let r: f64 = r.parse().map_err(|_| {
+                ClientError::InvalidArgument(format!("policy {p:?}: {r:?} is not a ratio"))
+            })?;
+            if !(r > 0.0 && r < 1.0) {
+                return Err(ClientError::InvalidArgument(format!(
+                    "policy {p:?}: the ratio must be strictly between 0 and 1"
+                )));
+            }
+            out.mixed_hot_ratio = Some(r);
+        }
+    }
+    if let Some(m) = mode {
+        out.migration_mode = Some(match m.to_ascii_lowercase().as_str() {
+            "pinned" => w::MigrationMode::Pinned,
+            "manual" => w::MigrationMode::Manual,
+            "auto" => w::MigrationMode::Auto,
+            other => {
+                return Err(ClientError::InvalidArgument(format!(
+                    "mode {other:?}: expected pinned, manual or auto"
+                )))
+            }
+        });
+    }
+    Ok(Some(out))
+}
+
+fn io_err(context: String) -> impl FnOnce(std::io::Error) -> ClientError {
+    move |source| ClientError::Io { context, source }
+}
+
+/// The .safetensors files of PATH (a file, or a directory's files in name order).
+fn safetensors_files(path: &Path) -> Result<Vec<PathBuf>, ClientError> {
+    let meta = std::fs::metadata(path).map_err(io_err(format!("reading {}", path.display())))?;
+    if !meta.is_dir() {
+        return Ok(vec![path.to_path_buf()]);
+    }
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(path).map_err(io_err(format!("listing {}", path.display())))? {
+        let p = entry
+            .map_err(io_err(format!("listing {}", path.display())))?
+            .path();
+        if p.is_file() && p.extension().is_some_and(|e| e == "safetensors") {
+            files.push(p);
+        }
+    }
+    files.sort();
+    if files.is_empty() {
+        return Err(ClientError::InvalidArgument(format!(
+            "{} holds no .safetensors file",
+            path.display()
+        )));
+    }
+    Ok(files)
+}
+
+async fn write_files(writer: &mut WeightWriter, path: &Path) -> Result<(), ClientError> {
+    for file in safetensors_files(path)? {
+        let name = file
+            .file_name()
+            .and_then(|n| n.to_str())
+            .ok_or_else(|| {
+                ClientError::InvalidArgument(format!("{} has no UTF-8 file name", file.display()))
+            })?
+            .to_string();
+        let bytes = std::fs::read(&file).map_err(io_err(format!("reading {}", file.display())))?;
+        writer.add_safetensors(&name, &bytes).await?;
+    }
+    Ok(())
+}
+
+fn print_meta(m: &w::WeightMetadata, json_out: bool) {
+    if json_out {
+        println!("{}", serde_json::to_string(m).expect("json output"));
+    } else {
+        println!(
+            "{}/{}/{} generation {}: {} {} (hot ratio {:.3}), metadata generation {}, {} bytes",
+            m.id.namespace,
+            m.id.resource_id,
+            m.id.revision,
+            m.id.generation,
+            m.availability,
+            m.residency,
+            m.observed_hot_ratio,
+            m.metadata_generation,
+            m.logical_bytes.unwrap_or(0)
+        );
+    }
+}
+
+fn print_op(op: &w::OperationReply, json_out: bool) {
+    if json_out {
+        println!("{}", serde_json::to_string(op).expect("json output"));
+    } else {
+        println!(
+            "{} {} {} ({} of {} members, {} bytes done)",
+            op.operation_id,
+            op.kind,
+            op.status,
+            op.members_done,
+            op.members_total.map_or("?".into(), |n| n.to_string()),
+            op.bytes_done
+        );
+    }
+}
+
+/// Polls an operation until it is no longer RUNNING (or `wait` passes).
+async fn wait_op(
+    store: &WeightStore,
+    mut op: w::OperationReply,
+    wait: Duration,
+) -> Result<w::OperationReply, ClientError> {
+    let deadline = tokio::time::Instant::now() + wait;
+    while op.status == "RUNNING" && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(POLL).await;
+        op = store.weight_get_operation(&op.operation_id).await?;
+    }
+    Ok(op)
+}
+
+pub(super) async fn run(
+    client: &CrescentClient,
+    tenant: Option<&str>,
+    json_out: bool,
+    command: WeightsCommand,
+) -> Result<u8, ClientError> {
+    let store = WeightStore::new(client);
+    match command {
+        WeightsCommand::Put {
+            id,
+            generation,
+            policy,
+            mode,
+            path,
+        } => {
+            let policy = parse_policy(policy.as_deref(), mode.as_deref())?;
+            let mut writer = store
+                .weight_put(weight_id(tenant, &id, generation), policy)
+                .await?;
+            write_files(&mut writer, &path).await?;
+            let meta = writer.close().await?;
+            print_meta(&meta, json_out);
+        }
+        WeightsCommand::Get {
+            id,
+            generation,
+            output,
+        } => {
+            let wid = weight_id(tenant, &id, generation);
+            let holder = format!("crescent-cli-{}", std::process::id());
+            let loaded = store.weight_get(&wid, &holder).await?;
+            std::fs::create_dir_all(&output)
+                .map_err(io_err(format!("creating {}", output.display())))?;
+            let mut written = Vec::new();
+            for (name, bytes) in loaded.files()? {
+                if name.contains('/') || name == ".." || name == "." {
+                    return Err(ClientError::Protocol(format!(
+                        "the manifest names a file {name:?} outside the output directory"
+                    )));
+                }
+                let path = output.join(&name);
+                std::fs::write(&path, &bytes)
+                    .map_err(io_err(format!("writing {}", path.display())))?;
+                written.push(json!({"file": name, "bytes": bytes.len()}));
+            }
+            if json_out {
+                println!("{}", json!({"files": written, "metadata": loaded.metadata}));
+            } else {
+                println!("{} file(s) written to {}", written.len(), output.display());
+            }
+        }
+        WeightsCommand::Meta { id, generation } => {
+            let meta = store
+                .weight_get_metadata(&weight_id(tenant, &id, generation))
+                .await?;
+            print_meta(&meta, json_out);
+        }
+        WeightsCommand::Ls {
+            namespace,
+            resource,
+        } => {
+            let req = w::WeightListRequest {
+                tenant: tenant.map(str::to_string),
+                namespace,
+                resource_id: resource,
+                after: None,
+                limit: None,
+            };
+            let all = store.weight_list_all(&req).await?;
+            if json_out {
+                println!("{}", json!({"revisions": all}));
+            } else {
+                for m in &all {
+                    print_meta(m, false);
+                }
+                println!("{} revision(s)", all.len());
+            }
+        }
+        WeightsCommand::Policy {
+            id,
+            generation,
+            policy,
+            mode,
+            expected_generation,
+        } => {
+            let policy = parse_policy(policy.as_deref(), mode.as_deref())?.ok_or_else(|| {
+                ClientError::InvalidArgument("give --policy and/or --mode".into())
+            })?;
+            let meta = store
+                .weight_update_policy(&w::UpdatePolicyRequest {
+                    id: weight_id(tenant, &id, generation),
+                    policy,
+                    expected_metadata_generation: expected_generation,
+                })
+                .await?;
+            print_meta(&meta, json_out);
+        }
+        WeightsCommand::Op { operation_id } => {
+            let op = store.weight_get_operation(&operation_id).await?;
+            print_op(&op, json_out);
+        }
+        WeightsCommand::Rm {
+            id,
+            generation,
+            wait_secs,
+        } => {
+            let op = store
+                .weight_remove(&w::RemoveWeightRequest {
+                    id: weight_id(tenant, &id, generation),
+                    expected_metadata_generation: None,
+                })
+                .await?;
+            let op = wait_op(&store, op, Duration::from_secs(wait_secs)).await?;
+            print_op(&op, json_out);
+            if op.status != "SUCCEEDED" {
+                return Ok(1);
+            }
+        }
+    }
+    Ok(0)
+}
