@@ -130,6 +130,27 @@ fn put_meta_get_ls_rm_round_trip() {
     assert_eq!(code, 0);
     assert!(json(&out)["revisions"].as_array().unwrap().is_empty());
 
+    // Policy and migration: a HOT revision migrated to HOT finishes at once; COLD needs the
+    // cold tier, which this crescentd does not have.
+    let (code, out, err) = run(with(&["policy"], &["--policy", "hot", "--mode", "manual"]));
+    assert_eq!(code, 0, "{err}");
+    let policy = json(&out);
+    assert_eq!(policy["policy"]["migration_mode"], "MANUAL");
+    assert!(policy["metadata_generation"].as_u64() > meta["metadata_generation"].as_u64());
+    let (code, out, err) = run(with(&["migrate"], &["--to", "hot"]));
+    assert_eq!(code, 0, "{err}\n{}", String::from_utf8_lossy(&out));
+    let migration = json(&out);
+    assert_eq!(migration["kind"], "MIGRATING");
+    assert_eq!(migration["status"], "SUCCEEDED");
+    let op_id = migration["operation_id"].as_str().unwrap().to_string();
+    let (code, out, err) = crescent(&s, &["--json", "weights", "op", &op_id], None);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(json(&out)["status"], "SUCCEEDED");
+    let (code, _, _) = run(with(&["migrate"], &["--to", "mixed:1.5"]));
+    assert_ne!(code, 0, "a ratio outside (0, 1) is refused");
+    let (code, out, _) = run(with(&["migrate"], &["--to", "cold"]));
+    assert_ne!(code, 0, "{}", String::from_utf8_lossy(&out));
+
     let (code, out, err) = run(with(&["rm"], &[]));
     assert_eq!(code, 0, "{err}\n{}", String::from_utf8_lossy(&out));
     let op = json(&out);

@@ -77,6 +77,21 @@ pub enum WeightsCommand {
         #[arg(long)]
         expected_generation: Option<u64>,
     },
+    /// Migrate a revision's residency and wait for the migration to finish.
+    Migrate {
+        #[command(flatten)]
+        id: RevisionArgs,
+        #[arg(long)]
+        generation: u64,
+        /// hot, cold, mixed or mixed:RATIO.
+        #[arg(long)]
+        to: String,
+        #[arg(long)]
+        expected_generation: Option<u64>,
+        /// Give up waiting after this many seconds (the migration goes on in crescentd).
+        #[arg(long, default_value_t = 600)]
+        wait_secs: u64,
+    },
     /// Show an operation (migration, repair, deletion).
     Op { operation_id: String },
     /// Delete a revision and wait for the deletion to finish.
@@ -346,6 +361,31 @@ pub(super) async fn run(
                 })
                 .await?;
             print_meta(&meta, json_out);
+        }
+        WeightsCommand::Migrate {
+            id,
+            generation,
+            to,
+            expected_generation,
+            wait_secs,
+        } => {
+            let target = parse_policy(Some(&to), None)?.unwrap_or_default();
+            let to = target.preferred_residency.ok_or_else(|| {
+                ClientError::InvalidArgument("--to needs hot, cold or mixed".into())
+            })?;
+            let op = store
+                .weight_migrate(&w::MigrateRequest {
+                    id: weight_id(tenant, &id, generation),
+                    to,
+                    hot_ratio: target.mixed_hot_ratio,
+                    expected_metadata_generation: expected_generation,
+                })
+                .await?;
+            let op = wait_op(&store, op, Duration::from_secs(wait_secs)).await?;
+            print_op(&op, json_out);
+            if op.status != "SUCCEEDED" {
+                return Ok(1);
+            }
         }
         WeightsCommand::Op { operation_id } => {
             let op = store.weight_get_operation(&operation_id).await?;

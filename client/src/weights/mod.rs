@@ -4,6 +4,8 @@
 //! `/v1/weights/put/...` routes and read with the ordinary object reads under a lease.
 
 pub mod manifest;
+#[cfg(test)]
+mod manifest_tests;
 mod writer;
 
 use std::collections::BTreeMap;

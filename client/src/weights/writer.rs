@@ -2,6 +2,7 @@
 //! tensor or object becomes one payload object of the revision's managed group; `close` writes
 //! the manifest last and commits (crescentd validates the whole group and publishes READY).
 
+use std::collections::HashSet;
 use std::time::Instant;
 
 use crescent_wire::store::{DataType, PutStartReply};
@@ -21,6 +22,8 @@ pub struct WeightWriter {
     id: w::WeightId,
     begun: w::PutBeginReply,
     manifest: WeightManifest,
+    /// Object names so far: each names one affinity unit, so they must differ.
+    names: HashSet<String>,
     bytes: u64,
 }
 
@@ -31,6 +34,7 @@ impl WeightWriter {
             id,
             begun,
             manifest: WeightManifest::default(),
+            names: HashSet::new(),
             bytes: 0,
         }
     }
@@ -80,6 +84,11 @@ impl WeightWriter {
                 "tensor name must not be empty".into(),
             ));
         }
+        if self.names.contains(name) {
+            return Err(ClientError::InvalidArgument(format!(
+                "tensor {name:?} was already added to this revision"
+            )));
+        }
         // Keys are positional, not derived from names: tensor names may hold any character.
         let key = format!(
             "{}{:06}",
@@ -92,6 +101,7 @@ impl WeightWriter {
                 size = value.len()
             ))
             .await?;
+        self.names.insert(name.to_string());
         self.manifest.objects.push(ManifestObject {
             key: key.clone(),
             bytes: value.len() as u64,
