@@ -172,3 +172,86 @@ fn put_meta_get_ls_rm_round_trip() {
 fn header_len(file: &[u8]) -> usize {
     u64::from_le_bytes(file[..8].try_into().unwrap()) as usize
 }
+
+#[test]
+fn upsert_put_first_replaces_the_generation() {
+    let server = Server::start();
+    let s = server.server();
+    let dir = tempfile::tempdir().unwrap();
+    let v1 = dir.path().join("v1");
+    let v2 = dir.path().join("v2");
+    std::fs::create_dir_all(&v1).unwrap();
+    std::fs::create_dir_all(&v2).unwrap();
+    let old = safetensors(8, 1024);
+    let new = safetensors(12, 2048);
+    std::fs::write(v1.join("model.safetensors"), &old).unwrap();
+    std::fs::write(v2.join("model.safetensors"), &new).unwrap();
+    let id = [
+        "--namespace",
+        "llm",
+        "--resource",
+        "m",
+        "--revision",
+        "main",
+    ];
+    let args = |tail: &[&str]| -> Vec<String> {
+        let mut v: Vec<String> = vec!["--json".into(), "weights".into(), tail[0].into()];
+        v.extend(id.iter().map(|s| s.to_string()));
+        v.extend(tail[1..].iter().map(|s| s.to_string()));
+        v
+    };
+    let run = |args: Vec<String>| {
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        crescent(&s, &refs, None)
+    };
+
+    let (code, _, err) = run(args(&[
+        "put",
+        "--generation",
+        "1",
+        "--policy",
+        "hot",
+        v1.to_str().unwrap(),
+    ]));
+    assert_eq!(code, 0, "{err}");
+    let (code, out, err) = run(args(&[
+        "upsert",
+        "--generation",
+        "2",
+        "--replacing",
+        "1",
+        "--policy",
+        "hot",
+        v2.to_str().unwrap(),
+    ]));
+    assert_eq!(
+        code,
+        0,
+        "{err}\n{}\n{}",
+        String::from_utf8_lossy(&out),
+        server.log()
+    );
+    let reply = json(&out);
+    assert_eq!(reply["phase"], "COMMITTED");
+    assert_eq!(reply["watermark"], 2);
+
+    let (code, out, _) = run(args(&["meta", "--generation", "2"]));
+    assert_eq!(code, 0);
+    assert_eq!(json(&out)["availability"], "READY");
+    let (code, out, _) = run(args(&["meta", "--generation", "1"]));
+    if code == 0 {
+        assert_eq!(json(&out)["availability"], "DELETED");
+    } else {
+        assert_eq!(json(&out)["error"]["code"], "NOT_FOUND");
+    }
+    let out_dir = dir.path().join("out");
+    let (code, _, err) = run(args(&[
+        "get",
+        "--generation",
+        "2",
+        "-o",
+        out_dir.to_str().unwrap(),
+    ]));
+    assert_eq!(code, 0, "{err}");
+    assert!(std::fs::read(out_dir.join("model.safetensors")).unwrap() == new);
+}

@@ -92,6 +92,28 @@ pub enum WeightsCommand {
         #[arg(long, default_value_t = 600)]
         wait_secs: u64,
     },
+    /// Replace generation OLD of a revision by NEW imported from PATH; waits for the claim.
+    Upsert {
+        #[command(flatten)]
+        id: RevisionArgs,
+        /// The new generation.
+        #[arg(long)]
+        generation: u64,
+        /// The generation being replaced.
+        #[arg(long)]
+        replacing: u64,
+        /// put-first (default) or delete-first.
+        #[arg(long, default_value = "put-first")]
+        upsert_mode: String,
+        #[arg(long)]
+        policy: Option<String>,
+        #[arg(long)]
+        mode: Option<String>,
+        /// Give up waiting after this many seconds (the claim goes on in crescentd).
+        #[arg(long, default_value_t = 600)]
+        wait_secs: u64,
+        path: PathBuf,
+    },
     /// Show an operation (migration, repair, deletion).
     Op { operation_id: String },
     /// Delete a revision and wait for the deletion to finish.
@@ -265,6 +287,46 @@ async fn wait_op(
     Ok(op)
 }
 
+/// Drives a replacement claim: imports the target when the claim asks for it, then polls the
+/// claim until it is done, failed, or `wait` passes.
+async fn upsert(
+    store: &WeightStore,
+    req: &w::UpsertRequest,
+    path: &Path,
+    wait: Duration,
+) -> Result<w::UpsertReply, ClientError> {
+    let deadline = tokio::time::Instant::now() + wait;
+    let mut reply = store.weight_upsert(req).await?;
+    let status = w::UpsertStatusRequest {
+        tenant: req.base.tenant.clone(),
+        namespace: req.base.namespace.clone(),
+        resource_id: req.base.resource_id.clone(),
+        revision: req.base.revision.clone(),
+        request_id: reply.request_id.clone(),
+    };
+    let mut imported = false;
+    while reply.next_step != "done" && reply.failure.is_none() {
+        if reply.next_step == "import_target" && !imported {
+            let mut writer = store
+                .weight_put_with(w::PutBeginRequest {
+                    id: reply.target.clone(),
+                    policy: req.policy,
+                    request_id: Some(reply.request_id.clone()),
+                })
+                .await?;
+            write_files(&mut writer, path).await?;
+            writer.close().await?;
+            imported = true;
+        } else if tokio::time::Instant::now() >= deadline {
+            break;
+        } else {
+            tokio::time::sleep(POLL).await;
+        }
+        reply = store.weight_upsert_status(&status).await?;
+    }
+    Ok(reply)
+}
+
 pub(super) async fn run(
     client: &CrescentClient,
     tenant: Option<&str>,
@@ -384,6 +446,47 @@ pub(super) async fn run(
             let op = wait_op(&store, op, Duration::from_secs(wait_secs)).await?;
             print_op(&op, json_out);
             if op.status != "SUCCEEDED" {
+                return Ok(1);
+            }
+        }
+        WeightsCommand::Upsert {
+            id,
+            generation,
+            replacing,
+            upsert_mode,
+            policy,
+            mode,
+            wait_secs,
+            path,
+        } => {
+            let upsert_mode = match upsert_mode.to_ascii_lowercase().as_str() {
+                "put-first" | "put_first" => w::UpsertMode::PutFirst,
+                "delete-first" | "delete_first" => w::UpsertMode::DeleteFirst,
+                other => {
+                    return Err(ClientError::InvalidArgument(format!(
+                        "upsert mode {other:?}: expected put-first or delete-first"
+                    )))
+                }
+            };
+            let policy = parse_policy(policy.as_deref(), mode.as_deref())?;
+            let req = w::UpsertRequest {
+                base: weight_id(tenant, &id, replacing),
+                target_generation: generation,
+                mode: upsert_mode,
+                expected_base_metadata_generation: None,
+                request_id: None,
+                policy,
+            };
+            let reply = upsert(&store, &req, &path, Duration::from_secs(wait_secs)).await?;
+            if json_out {
+                println!("{}", serde_json::to_string(&reply).expect("json output"));
+            } else {
+                println!(
+                    "upsert {}: phase {}, next {}",
+                    reply.request_id, reply.phase, reply.next_step
+                );
+            }
+            if reply.next_step != "done" || reply.failure.is_some() {
                 return Ok(1);
             }
         }
