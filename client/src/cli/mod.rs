@@ -5,6 +5,7 @@ mod run;
 #[cfg(test)]
 mod tests;
 mod weights;
+mod weights_args;
 
 use std::process::ExitCode;
 
