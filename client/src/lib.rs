@@ -26,6 +26,7 @@ pub mod rebuild;
 mod rpc;
 mod rpc_io;
 pub mod store;
+pub mod weights;
 
 pub use buffer::RegisteredBuffer;
 pub use client::CrescentClient;
@@ -35,5 +36,6 @@ pub use options::{PutOptions, Scope};
 pub use owner::{Owner, OwnerConfig};
 pub use ownership::{OwnedReplica, OwnershipTable};
 pub use store::PutOutcome;
+pub use weights::{LoadedWeights, WeightStore, WeightWriter};
 
 pub use crescent_wire::store::{DataType, ListEntry, ListReply, Placement, RemovePrefixReply};

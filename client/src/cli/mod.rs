@@ -5,6 +5,8 @@ mod cold;
 mod run;
 #[cfg(test)]
 mod tests;
+mod weights;
+mod weights_args;
 
 use std::process::ExitCode;
 
@@ -107,6 +109,11 @@ pub enum Command {
     },
     /// KEY's replicas and cold backing state.
     Stat { key: String },
+    /// Managed weight revisions.
+    Weights {
+        #[command(subcommand)]
+        command: weights::WeightsCommand,
+    },
     /// The five reference figures (put, get, put_batch, get_batch, exist; ops/s).
     Bench {
         /// Keys per phase.

@@ -66,6 +66,9 @@ pub(super) async fn run(cli: Cli) -> Result<u8, ClientError> {
         .with_scope(cli.tenant.as_deref(), cli.domain.as_deref())?;
     let json = cli.json;
     match cli.command {
+        Command::Weights { command } => {
+            return super::weights::run(&client, cli.tenant.as_deref(), json, command).await;
+        }
         Command::Put {
             key,
             file,

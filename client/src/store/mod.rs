@@ -218,6 +218,55 @@ impl CrescentClient {
         })
     }
 
+    /// Writes `value` to the replicas a put_start already allocated (for a put that was started
+    /// by another route, e.g. a managed weight object), then ends it; a failed transfer
+    /// revokes the put.
+    pub(crate) async fn write_started(
+        &self,
+        id: ObjectId,
+        started: &PutStartReply,
+        value: &[u8],
+        checksum: Option<u32>,
+        data_type: crescent_wire::store::DataType,
+    ) -> Result<(), ClientError> {
+        let end = PutEndRequest {
+            id,
+            put_id: started.put_id,
+        };
+        let local = self.data.local();
+        let transport = self.data.transport().await?;
+        let staging = self.data.staging.take(transport, value.len())?;
+        let mut descs = Vec::with_capacity(started.replicas.len());
+        let transferred = async {
+            staging.buffer().write(0, value).await?;
+            write_descriptors(
+                &started.replicas,
+                local.as_ref(),
+                staging.buffer(),
+                0,
+                value.len(),
+                &mut descs,
+            )?;
+            self.write_all(&descs).await
+        }
+        .await;
+        if let Err(e) = transferred {
+            self.revoke(&end).await;
+            return Err(e);
+        }
+        let _: Ack = self.call(RpcOp::PutEnd, &end).await?;
+        self.data.committed(
+            Committed {
+                id: &end.id,
+                put_id: end.put_id,
+                checksum,
+                data_type,
+            },
+            &started.replicas,
+        );
+        Ok(())
+    }
+
     /// Runs write transfers; the first failure names its segment.
     async fn write_all(&self, descs: &[TransferDescriptor]) -> Result<(), ClientError> {
         if descs.is_empty() {
@@ -249,8 +298,20 @@ impl CrescentClient {
     /// The value stored under `key`.
     pub async fn get(&self, key: &str) -> Result<Vec<u8>, ClientError> {
         let started = Instant::now();
-        let result = async {
-            let reply = self.get_meta(self.scope.object_id(key)?).await?;
+        let result = async { self.get_object(self.scope.object_id(key)?).await }
+            .instrument(tracing::debug_span!("client.get"))
+            .await;
+        let bytes = result.as_ref().map_or(0, |v| v.len() as u64);
+        self.data.metrics.record("get", started, &result, bytes);
+        result
+    }
+
+    /// The value of object `id` (any scope; the caller checked the id).
+    pub(crate) async fn get_object(&self, id: ObjectId) -> Result<Vec<u8>, ClientError> {
+        let key = id.key.clone();
+        let key = key.as_str();
+        {
+            let reply = self.get_meta(id).await?;
             let size = reply.size as usize;
             if let Some(value) = reply.inline {
                 // A cold-only object restored by the server (verified there; checked here too).
@@ -288,11 +349,6 @@ impl CrescentClient {
             }
             Err(last)
         }
-        .instrument(tracing::debug_span!("client.get"))
-        .await;
-        let bytes = result.as_ref().map_or(0, |v| v.len() as u64);
-        self.data.metrics.record("get", started, &result, bytes);
-        result
     }
 
     /// Reads the value of `key` straight into `dst` at `offset` (zero copy); returns its size.

@@ -1,0 +1,328 @@
+//! [`WeightStore`]: managed weight revisions (docs/weights.md) from the Rust client. The
+//! revision's metadata lives in crescentd; its bytes are ordinary objects of domain `_weights`
+//! (payloads, then a manifest this client defines, see [`manifest`]) written through the
+//! `/v1/weights/put/...` routes and read with the ordinary object reads under a lease.
+
+pub mod manifest;
+#[cfg(test)]
+mod manifest_tests;
+mod writer;
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use crescent_wire::store::ObjectId;
+use crescent_wire::weights::{self as w, routes};
+use reqwest::Url;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+use tracing::Instrument;
+
+pub use manifest::{assemble_file, WeightManifest};
+pub use writer::WeightWriter;
+
+use crate::client::CrescentClient;
+use crate::error::ClientError;
+
+/// The domain crescentd keeps managed weight objects in.
+pub const WEIGHTS_DOMAIN: &str = "_weights";
+
+/// Default lease of a `weight_get` (released as soon as the read ends).
+pub const DEFAULT_READ_LEASE_MS: u64 = 60_000;
+
+/// Object ids of managed weights carry no tenant: the tenant is part of the key.
+fn object_id(key: &str) -> ObjectId {
+    ObjectId::scoped(None, Some(WEIGHTS_DOMAIN), key)
+}
+
+/// A revision read by [`WeightStore::weight_get`]: its metadata at lease time, its verified
+/// manifest and every payload object by key.
+#[derive(Debug, Clone)]
+pub struct LoadedWeights {
+    pub metadata: w::WeightMetadata,
+    pub manifest: WeightManifest,
+    pub objects: BTreeMap<String, Vec<u8>>,
+}
+
+impl LoadedWeights {
+    /// The bytes of the object named `name` (a tensor `FILE:TENSOR` for safetensors).
+    pub fn object(&self, name: &str) -> Option<&[u8]> {
+        let o = self.manifest.objects.iter().find(|o| o.name == name)?;
+        self.objects.get(&o.key).map(Vec::as_slice)
+    }
+
+    /// The safetensors files of the revision, rebuilt byte-identical: `(file name, bytes)`.
+    pub fn files(&self) -> Result<Vec<(String, Vec<u8>)>, ClientError> {
+        self.manifest
+            .files
+            .iter()
+            .map(|f| Ok((f.name.clone(), assemble_file(f, &self.objects)?)))
+            .collect()
+    }
+}
+
+/// The eleven managed-weight operations of one crescentd.
+#[derive(Debug, Clone)]
+pub struct WeightStore {
+    client: CrescentClient,
+    base: Url,
+}
+
+impl WeightStore {
+    pub fn new(client: &CrescentClient) -> Self {
+        Self {
+            client: client.clone(),
+            base: client.http.routes.healthz.clone(),
+        }
+    }
+
+    async fn post<B: Serialize, T: DeserializeOwned>(
+        &self,
+        route: &str,
+        body: &B,
+    ) -> Result<T, ClientError> {
+        let url = self
+            .base
+            .join(route)
+            .map_err(|e| ClientError::InvalidArgument(format!("route {route}: {e}")))?;
+        self.client.http.post(&url, body).await
+    }
+
+    /// Runs `f` as one client operation: a tracing span and the client's op metrics.
+    async fn op<T>(
+        &self,
+        name: &'static str,
+        f: impl std::future::Future<Output = Result<T, ClientError>>,
+    ) -> Result<T, ClientError> {
+        let started = Instant::now();
+        let result = f
+            .instrument(tracing::debug_span!("weights.op", op = name))
+            .await;
+        self.client.data.metrics.record(name, started, &result, 0);
+        result
+    }
+
+    /// weight_put: begins (or resumes) the IMPORTING revision and returns its writer.
+    pub async fn weight_put(
+        &self,
+        id: w::WeightId,
+        policy: Option<w::WeightPolicy>,
+    ) -> Result<WeightWriter, ClientError> {
+        self.weight_put_with(w::PutBeginRequest {
+            id,
+            policy,
+            request_id: None,
+        })
+        .await
+    }
+
+    /// weight_put with every begin option (`request_id`: the upsert this import is the target of).
+    pub async fn weight_put_with(
+        &self,
+        req: w::PutBeginRequest,
+    ) -> Result<WeightWriter, ClientError> {
+        let begun: w::PutBeginReply = self
+            .op("weight_put_begin", self.post(routes::PUT_BEGIN, &req))
+            .await?;
+        Ok(WeightWriter::new(self.clone(), req.id, begun))
+    }
+
+    /// weight_get: leases the revision, reads and verifies the manifest (SHA-256 against the
+    /// committed digest), reads every payload object, and releases the lease on every path.
+    pub async fn weight_get(
+        &self,
+        id: &w::WeightId,
+        holder: &str,
+    ) -> Result<LoadedWeights, ClientError> {
+        let started = Instant::now();
+        let lease: w::LeaseReply = self
+            .op(
+                "weight_lease_acquire",
+                self.post(
+                    routes::LEASE_ACQUIRE,
+                    &w::LeaseRequest {
+                        id: id.clone(),
+                        holder: holder.to_string(),
+                        ttl_ms: DEFAULT_READ_LEASE_MS,
+                        expected_metadata_generation: None,
+                    },
+                ),
+            )
+            .await?;
+        let read = self
+            .read_leased(lease.metadata)
+            .instrument(tracing::debug_span!("weights.get"))
+            .await;
+        let release = w::LeaseReleaseRequest {
+            id: id.clone(),
+            lease_id: lease.lease_id,
+        };
+        let released: Result<crescent_wire::store::Ack, _> =
+            self.post(routes::LEASE_RELEASE, &release).await;
+        let result = match (read, released) {
+            (Ok(loaded), Ok(_)) => Ok(loaded),
+            (Ok(_), Err(e)) => Err(e),
+            (Err(e), released) => {
+                if let Err(r) = released {
+                    // The read's error is what the caller needs; the lease expires by its TTL.
+                    tracing::warn!(lease = %release.lease_id, error = %r, "lease release failed");
+                }
+                Err(e)
+            }
+        };
+        let bytes = result.as_ref().map_or(0, |l| l.manifest.payload_bytes());
+        self.client
+            .data
+            .metrics
+            .record("weight_get", started, &result, bytes);
+        result
+    }
+
+    async fn read_leased(&self, metadata: w::WeightMetadata) -> Result<LoadedWeights, ClientError> {
+        let expected = metadata.manifest_sha256.clone().ok_or_else(|| {
+            ClientError::Protocol("a leased revision has no committed manifest digest".into())
+        })?;
+        let body = self
+            .client
+            .get_object(object_id(&metadata.manifest_key))
+            .await?;
+        let actual = hex::encode(Sha256::digest(&body));
+        if actual != expected {
+            return Err(ClientError::Protocol(format!(
+                "manifest {} has SHA-256 {actual}, the revision committed {expected}",
+                metadata.manifest_key
+            )));
+        }
+        let manifest = WeightManifest::decode(&body)?;
+        let mut objects = BTreeMap::new();
+        for o in &manifest.objects {
+            let value = self.client.get_object(object_id(&o.key)).await?;
+            if value.len() as u64 != o.bytes {
+                return Err(ClientError::Protocol(format!(
+                    "object {:?} is {} bytes, the manifest says {}",
+                    o.key,
+                    value.len(),
+                    o.bytes
+                )));
+            }
+            objects.insert(o.key.clone(), value);
+        }
+        Ok(LoadedWeights {
+            metadata,
+            manifest,
+            objects,
+        })
+    }
+
+    pub async fn weight_is_exist(&self, id: &w::WeightId) -> Result<bool, ClientError> {
+        let req = w::WeightRequest { id: id.clone() };
+        let r: w::WeightExistReply = self
+            .op("weight_is_exist", self.post(routes::EXIST, &req))
+            .await?;
+        Ok(r.exists)
+    }
+
+    pub async fn weight_get_metadata(
+        &self,
+        id: &w::WeightId,
+    ) -> Result<w::WeightMetadata, ClientError> {
+        let req = w::WeightRequest { id: id.clone() };
+        self.op("weight_get_metadata", self.post(routes::METADATA, &req))
+            .await
+    }
+
+    /// The committed logical payload bytes.
+    pub async fn weight_get_size(&self, id: &w::WeightId) -> Result<u64, ClientError> {
+        let req = w::WeightRequest { id: id.clone() };
+        let r: w::WeightSizeReply = self
+            .op("weight_get_size", self.post(routes::SIZE, &req))
+            .await?;
+        Ok(r.size)
+    }
+
+    /// One page of revisions (metadata only); pass the reply's `next` as `after`.
+    pub async fn weight_list(
+        &self,
+        req: &w::WeightListRequest,
+    ) -> Result<w::WeightListReply, ClientError> {
+        self.op("weight_list", self.post(routes::LIST, req)).await
+    }
+
+    /// Every revision matching the filter of `req` (all pages).
+    pub async fn weight_list_all(
+        &self,
+        req: &w::WeightListRequest,
+    ) -> Result<Vec<w::WeightMetadata>, ClientError> {
+        let mut page = req.clone();
+        let mut all = Vec::new();
+        loop {
+            let reply = self.weight_list(&page).await?;
+            all.extend(reply.revisions);
+            match reply.next {
+                Some(next) => page.after = Some(next),
+                None => return Ok(all),
+            }
+        }
+    }
+
+    pub async fn weight_update_policy(
+        &self,
+        req: &w::UpdatePolicyRequest,
+    ) -> Result<w::WeightMetadata, ClientError> {
+        self.op("weight_update_policy", self.post(routes::POLICY, req))
+            .await
+    }
+
+    /// Starts (or resumes) a replacement claim; when its `next_step` is `import_target`, write
+    /// the target with [`WeightStore::weight_put_with`] under the reply's `request_id`, then
+    /// call this again to drive the claim on.
+    pub async fn weight_upsert(
+        &self,
+        req: &w::UpsertRequest,
+    ) -> Result<w::UpsertReply, ClientError> {
+        self.op("weight_upsert", self.post(routes::UPSERT, req))
+            .await
+    }
+
+    /// The persisted state of a replacement claim.
+    pub async fn weight_upsert_status(
+        &self,
+        req: &w::UpsertStatusRequest,
+    ) -> Result<w::UpsertReply, ClientError> {
+        self.op(
+            "weight_upsert_status",
+            self.post(routes::UPSERT_STATUS, req),
+        )
+        .await
+    }
+
+    pub async fn weight_migrate(
+        &self,
+        req: &w::MigrateRequest,
+    ) -> Result<w::OperationReply, ClientError> {
+        self.op("weight_migrate", self.post(routes::MIGRATE, req))
+            .await
+    }
+
+    pub async fn weight_get_operation(
+        &self,
+        operation_id: &str,
+    ) -> Result<w::OperationReply, ClientError> {
+        let req = w::OperationRequest {
+            operation_id: operation_id.to_string(),
+        };
+        self.op("weight_get_operation", self.post(routes::OPERATION, &req))
+            .await
+    }
+
+    /// Starts (or returns the running) deletion; poll it with
+    /// [`WeightStore::weight_get_operation`].
+    pub async fn weight_remove(
+        &self,
+        req: &w::RemoveWeightRequest,
+    ) -> Result<w::OperationReply, ClientError> {
+        self.op("weight_remove", self.post(routes::REMOVE, req))
+            .await
+    }
+}
