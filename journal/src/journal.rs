@@ -367,7 +367,7 @@ impl Journal {
 
     /// Appends records written elsewhere (a standby following its active): each keeps its seq,
     /// term and digest, and must continue this journal exactly: the next seq, a term no lower
-    /// than the fencing floor (nor than the previous record's), and a digest that extends this
+    /// than the previous record's, and a digest that extends this
     /// journal's chain (recomputed here). The first record that does not is refused with
     /// `Gap`, `Fenced` or `Diverged`, and the whole submission changes nothing. Raises the
     /// fencing floor to the records' term.
@@ -397,11 +397,14 @@ impl Journal {
                     found: r.seq,
                 });
             }
-            if r.term < st.floor_term.max(term) {
+            // Terms never go back along a history. The fencing floor does not apply: a standby
+            // that learned the leader's current term still catches up on records written
+            // under older ones (the chain digest proves they extend this journal).
+            if r.term < term {
                 shared.metrics.fenced.inc();
                 return Err(JournalError::Fenced {
                     term: r.term,
-                    current: st.floor_term.max(term),
+                    current: term,
                 });
             }
             if r.expected_digest(&digest) != *r.digest {

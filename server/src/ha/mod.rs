@@ -91,14 +91,10 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
         },
     )?;
     let _ = state.ha.set(ha.clone());
-    // Cold-only objects are readable from the journal alone: install their routes and
-    // reconcile the devices before serving.
-    if let Err(e) = crate::cold::start_node(&state, &config).await {
-        ha.step_down();
-        Node::stop(&state);
-        resign(elector).await;
-        return Err(e);
-    }
+    // The cold tier's default device lives under this node's data dir, which its peer cannot
+    // reach (the journaled device root would differ after a failover): in HA mode the cold
+    // tier stays off until devices on storage owners exist (docs/cold-tier.md).
+    tracing::info!("cold tier off in HA mode (its default device is local to one node)");
     if config.ha.embedded_segment {
         if let Err(e) = crate::embedded::mount_embedded(&state).await {
             ha.step_down();
