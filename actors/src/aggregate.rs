@@ -109,6 +109,21 @@ pub trait Aggregate:
     fn apply_owned(&mut self, event: Self::Event) {
         self.apply(&event);
     }
+
+    /// Folds an event still in its journal form (kind, version, payload): what replay runs for
+    /// every record. The default decodes (upcasting) and applies the owned event. An aggregate
+    /// whose replay cost matters may override it to decode borrowed views of events whose
+    /// strings it only looks up; the override must fold exactly as `decode` + `apply_owned`
+    /// do and refuse exactly what `decode` refuses (its tests check both).
+    fn apply_encoded(
+        &mut self,
+        kind: &str,
+        version: u16,
+        payload: &[u8],
+    ) -> Result<(), DecodeError> {
+        self.apply_owned(Self::Event::decode(kind, version, payload)?);
+        Ok(())
+    }
 }
 
 /// A domain error's stable wire code (`INVALID_ARGUMENT`, `NOT_FOUND`, `CONFLICT`, ...). The

@@ -336,8 +336,7 @@ impl Node {
         // segment's memory is new on every start, so its owner has nothing to replay.
         let expected: std::collections::BTreeSet<String> = recovered_registry
             .segments()
-            .values()
-            .map(|s| s.owner_id.clone())
+            .map(|(_, s)| s.owner_id.clone())
             .filter(|o| o != crate::embedded::EMBEDDED_OWNER_ID)
             .collect();
         tracing::info!(

@@ -6,7 +6,6 @@
 //!   are upcast to v2 with `transport = tcp`.
 //! - `segment_unmounted` v1, `owner_removed` v1: current.
 
-use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::aggregate::{DecodeError, DomainEvent};
@@ -82,6 +81,61 @@ pub struct OwnerRemoved {
     pub at_ms: i64,
 }
 
+/// `segment_unmounted` as replay reads it: the ids borrowed from the payload, since folding it
+/// only looks the segment up. Same fields and checks as [`SegmentUnmounted`].
+#[derive(Debug, Deserialize)]
+struct SegmentUnmountedView<'a> {
+    segment_id: &'a str,
+    #[serde(rename = "owner_id")]
+    _owner_id: &'a str,
+    #[serde(rename = "reason")]
+    _reason: UnmountReason,
+    #[serde(rename = "at_ms")]
+    _at_ms: i64,
+}
+
+/// `owner_removed` as replay reads it (see [`SegmentUnmountedView`]).
+#[derive(Debug, Deserialize)]
+struct OwnerRemovedView<'a> {
+    owner_id: &'a str,
+    #[serde(rename = "reason")]
+    _reason: &'a str,
+    #[serde(rename = "at_ms")]
+    _at_ms: i64,
+}
+
+/// An event decoded for replay: the removals borrow their ids from the payload, everything
+/// else is the owned event.
+#[derive(Debug)]
+pub(super) enum ReplayEvent<'a> {
+    SegmentUnmounted { segment_id: &'a str },
+    OwnerRemoved { owner_id: &'a str },
+    Owned(SegmentRegistryEvent),
+}
+
+/// Decodes for replay: accepts and refuses exactly what [`DomainEvent::decode`] does.
+pub(super) fn decode_for_replay<'a>(
+    kind: &str,
+    version: u16,
+    payload: &'a [u8],
+) -> Result<ReplayEvent<'a>, DecodeError> {
+    Ok(match (kind, version) {
+        (SEGMENT_UNMOUNTED, 1) => {
+            let view: SegmentUnmountedView<'a> = from_msgpack(kind, version, payload)?;
+            ReplayEvent::SegmentUnmounted {
+                segment_id: view.segment_id,
+            }
+        }
+        (OWNER_REMOVED, 1) => {
+            let view: OwnerRemovedView<'a> = from_msgpack(kind, version, payload)?;
+            ReplayEvent::OwnerRemoved {
+                owner_id: view.owner_id,
+            }
+        }
+        _ => ReplayEvent::Owned(SegmentRegistryEvent::decode(kind, version, payload)?),
+    })
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SegmentRegistryEvent {
     OwnerRegistered(OwnerRegistered),
@@ -115,10 +169,10 @@ fn to_msgpack<T: Serialize>(value: &T) -> Vec<u8> {
     rmp_serde::to_vec(value).expect("event structs always serialize")
 }
 
-fn from_msgpack<T: DeserializeOwned>(
+fn from_msgpack<'a, T: Deserialize<'a>>(
     kind: &str,
     version: u16,
-    payload: &[u8],
+    payload: &'a [u8],
 ) -> Result<T, DecodeError> {
     rmp_serde::from_slice(payload).map_err(|e| DecodeError::Malformed {
         kind: kind.to_string(),

@@ -99,16 +99,25 @@ impl<A: Aggregate> AnyTable for Table<A> {
     }
 
     fn apply(&mut self, rec: &RecordRef<'_>) -> Result<(), WorldError> {
-        let event =
-            A::Event::decode(rec.event_kind, rec.event_version, rec.payload).map_err(|source| {
-                WorldError::Decode {
+        let fold = |instance: &mut A| {
+            instance
+                .apply_encoded(rec.event_kind, rec.event_version, rec.payload)
+                .map_err(|source| WorldError::Decode {
                     seq: rec.seq,
                     stream: StreamId::new(rec.stream_kind, rec.stream_id),
                     source,
-                }
-            })?;
-        self.apply_owned_event(rec.stream_id, event);
-        Ok(())
+                })
+        };
+        match self.instances.get_mut(rec.stream_id) {
+            Some(instance) => fold(instance),
+            None => {
+                // A new instance exists only once its first event folded.
+                let mut instance = A::default();
+                fold(&mut instance)?;
+                self.instances.insert(rec.stream_id.to_string(), instance);
+                Ok(())
+            }
+        }
     }
 
     fn encode(&self) -> Result<Vec<u8>, WorldError> {

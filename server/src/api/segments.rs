@@ -101,7 +101,6 @@ pub async fn list(state: State) -> Result<Reply<SegmentList>, HttpError> {
                 .collect(),
             segments: r
                 .segments()
-                .iter()
                 .map(|(id, s)| SegmentInfo {
                     segment_id: id.clone(),
                     owner_id: s.owner_id.clone(),
