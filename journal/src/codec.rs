@@ -38,6 +38,8 @@
 //! [`decode_body_ref`] borrows strings and bytes straight from the input buffer (the replay
 //! path); [`decode_body`] copies each field exactly once, into an owned [`Record`].
 
+mod body_v1;
+
 use std::ops::Range;
 
 use serde::Serialize;
@@ -343,79 +345,7 @@ pub fn decode_body_ref(body: &[u8]) -> Result<RecordRef<'_>, FrameError> {
             ))
         }
     }
-    parse_body_v1(body)
-}
-
-/// Field by field parse of a version-1 body (the layout in the module docs), borrowing strings
-/// and byte strings from `body`. Written against rmp's marker-level reader rather than serde:
-/// replay decodes millions of these and serde's generic dispatch was a fifth of replay time.
-fn parse_body_v1(body: &[u8]) -> Result<RecordRef<'_>, FrameError> {
-    let bad = FrameError::BadBody;
-    let mut rd = body;
-    let fields = rmp::decode::read_array_len(&mut rd).map_err(|e| bad(format!("array: {e}")))?;
-    if fields != 10 {
-        return Err(bad(format!("expected 10 fields, found {fields}")));
-    }
-    let _format_version: u8 = int(&mut rd, "format_version").map_err(bad)?;
-    let seq = int(&mut rd, "seq").map_err(bad)?;
-    let term = int(&mut rd, "term").map_err(bad)?;
-    let timestamp_ms = int(&mut rd, "timestamp_ms").map_err(bad)?;
-    let stream_kind = string(&mut rd, "stream_kind").map_err(bad)?;
-    let stream_id = string(&mut rd, "stream_id").map_err(bad)?;
-    let event_kind = string(&mut rd, "event_kind").map_err(bad)?;
-    let event_version = int(&mut rd, "event_version").map_err(bad)?;
-    let payload = bytes(&mut rd, "payload").map_err(bad)?;
-    let digest = bytes(&mut rd, "digest").map_err(bad)?;
-    let digest: &Digest = digest
-        .try_into()
-        .map_err(|_| FrameError::BadDigest(digest.len()))?;
-    if !rd.is_empty() {
-        return Err(bad(format!("{} trailing bytes after the body", rd.len())));
-    }
-    Ok(RecordRef {
-        seq,
-        term,
-        timestamp_ms,
-        stream_kind,
-        stream_id,
-        event_kind,
-        event_version,
-        payload,
-        digest,
-    })
-}
-
-/// An integer field of type `T`, range-checked (a u64 marker is read as u64, every other
-/// integer marker as i64, so the whole range of both fits).
-fn int<T: TryFrom<u64> + TryFrom<i64>>(rd: &mut &[u8], field: &str) -> Result<T, String> {
-    let out_of_range = |v: &dyn std::fmt::Display| format!("{field}: {v} is out of range");
-    if rd.first() == Some(&0xcf) {
-        let v: u64 = rmp::decode::read_int(rd).map_err(|e| format!("{field}: {e}"))?;
-        T::try_from(v).map_err(|_| out_of_range(&v))
-    } else {
-        let v: i64 = rmp::decode::read_int(rd).map_err(|e| format!("{field}: {e}"))?;
-        T::try_from(v).map_err(|_| out_of_range(&v))
-    }
-}
-
-fn string<'a>(rd: &mut &'a [u8], field: &str) -> Result<&'a str, String> {
-    let len = rmp::decode::read_str_len(rd).map_err(|e| format!("{field}: {e}"))? as usize;
-    let raw = take(rd, len, field)?;
-    std::str::from_utf8(raw).map_err(|e| format!("{field}: {e}"))
-}
-
-fn bytes<'a>(rd: &mut &'a [u8], field: &str) -> Result<&'a [u8], String> {
-    let len = rmp::decode::read_bin_len(rd).map_err(|e| format!("{field}: {e}"))? as usize;
-    take(rd, len, field)
-}
-
-fn take<'a>(rd: &mut &'a [u8], len: usize, field: &str) -> Result<&'a [u8], String> {
-    if rd.len() < len {
-        return Err(format!("{field}: {len} bytes announced, {} left", rd.len()));
-    }
-    let (head, tail) = rd.split_at(len);
-    *rd = tail;
-    Ok(head)
+    body_v1::parse(body)
 }
 
 /// Reads the seq of a version-1 body (its second array element) without decoding the rest: lets
