@@ -238,6 +238,7 @@ proptest::proptest! {
     fn random_bytes_never_panic(data in proptest::collection::vec(proptest::num::u8::ANY, 0..256)) {
         let _ = decode_frame(&data);
         let _ = decode_body(&data);
+        let _ = decode_body_ref(&data);
     }
 
     #[test]
