@@ -14,6 +14,9 @@ pub struct ServerMetrics {
     pub up: IntGauge,
     pub term: IntGauge,
     pub last_seq: IntGauge,
+    pub commit_seq: IntGauge,
+    pub replication_lag_records: IntGauge,
+    pub replication_lag_bytes: IntGauge,
     pub owners_expired: IntCounter,
     /// RPC fast-path requests by op and outcome (`OK` or the wire error code).
     pub rpc_requests: IntCounterVec,
@@ -50,6 +53,23 @@ impl ServerMetrics {
             .expect("valid metric");
         let last_seq = IntGauge::new("crescent_journal_last_seq", "Highest seq assigned")
             .expect("valid metric");
+        let commit_seq = IntGauge::new(
+            "crescent_commit_seq",
+            "Commit watermark: the highest seq acknowledged to clients (in sync replication, \
+             durable on both nodes)",
+        )
+        .expect("valid metric");
+        let replication_lag_records = IntGauge::new(
+            "crescent_replication_lag_records",
+            "On an HA active: records durable here that the standby has not acknowledged",
+        )
+        .expect("valid metric");
+        let replication_lag_bytes = IntGauge::new(
+            "crescent_replication_lag_bytes",
+            "On an HA active: frame bytes of those records (in flight exactly, unsent ones at \
+             the average frame size)",
+        )
+        .expect("valid metric");
         let owners_expired = IntCounter::new(
             "crescent_owners_expired_total",
             "Storage owners removed because they stopped heartbeating",
@@ -88,6 +108,9 @@ impl ServerMetrics {
             Box::new(up.clone()),
             Box::new(term.clone()),
             Box::new(last_seq.clone()),
+            Box::new(commit_seq.clone()),
+            Box::new(replication_lag_records.clone()),
+            Box::new(replication_lag_bytes.clone()),
             Box::new(owners_expired.clone()),
             Box::new(rpc_requests.clone()),
             Box::new(rpc_latency.clone()),
@@ -103,6 +126,9 @@ impl ServerMetrics {
             up,
             term,
             last_seq,
+            commit_seq,
+            replication_lag_records,
+            replication_lag_bytes,
             owners_expired,
             rpc_requests,
             rpc_latency,

@@ -103,6 +103,14 @@ impl NodeState {
     pub fn refresh_gauges(&self) {
         self.metrics.term.set(self.runtime.term() as i64);
         self.metrics.last_seq.set(self.journal.last_seq() as i64);
+        self.metrics
+            .commit_seq
+            .set(self.runtime.commit().get() as i64);
+        if let Some(ha) = self.ha.get() {
+            let (records, bytes) = ha.standby_lag();
+            self.metrics.replication_lag_records.set(records as i64);
+            self.metrics.replication_lag_bytes.set(bytes as i64);
+        }
     }
 
     /// Catches the snapshotter up with the journal and writes a snapshot now (admin endpoint

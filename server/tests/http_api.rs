@@ -251,6 +251,14 @@ async fn health_metrics_and_stats() {
     ] {
         assert!(text.contains(name), "missing {name} in\n{text}");
     }
+    // The mount was acknowledged, so the commit watermark has passed it.
+    let commit: u64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("crescent_commit_seq "))
+        .unwrap_or_else(|| panic!("no crescent_commit_seq in\n{text}"))
+        .parse()
+        .unwrap();
+    assert!(commit > base, "commit {commit} <= {base}");
     // Route patterns, never raw paths or ids, as labels.
     assert!(text.contains("route=\"/v1/segments/mount\""), "{text}");
     assert!(!text.contains("segment_id=\"x\""));

@@ -7,8 +7,10 @@ pub mod commit;
 pub mod follower;
 pub mod protocol;
 pub mod source;
+pub mod window;
 
 pub use commit::{CommitMode, CommitTracker};
 pub use follower::{Follower, FollowerConfig, FollowerStatus, LeaderAddress, OnDurable};
 pub use protocol::{refusal, Message, RewindPoint, PROTOCOL_VERSION};
 pub use source::{CapabilityCheck, ReplicationSource, SourceConfig, SourceStatus, TermSource};
+pub use window::SendWindow;

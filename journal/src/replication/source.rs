@@ -19,6 +19,7 @@ use super::protocol::{
     digest_from, read_message, refusal, write_message, Message, ProtocolError, RewindPoint,
     PROTOCOL_VERSION,
 };
+use super::window::SendWindow;
 use crate::codec::encode_ref_into;
 use crate::error::JournalError;
 use crate::journal::Journal;
@@ -61,6 +62,8 @@ pub struct SourceStatus {
     /// Last seq the standby acknowledged as durable.
     pub acked_seq: u64,
     pub sent_bytes: u64,
+    /// What was sent and not yet acknowledged: the lag in bytes.
+    pub window: SendWindow,
     /// The last refusal given, if any (code, message).
     pub last_refusal: Option<(String, String)>,
 }
@@ -261,6 +264,7 @@ fn run_session(
         st.connected = true;
         st.sent_seq = from_seq - 1;
         st.acked_seq = last_seq.min(from_seq - 1);
+        st.window.restart();
         st.last_refusal = None;
     }
     shared.tracker.on_ack(from_seq - 1);
@@ -278,6 +282,7 @@ fn run_session(
                             shared.tracker.on_ack(durable_seq);
                             let mut st = shared.status.lock().expect("status mutex");
                             st.acked_seq = st.acked_seq.max(durable_seq);
+                            st.window.acked(durable_seq);
                         }
                         Ok(other) => {
                             tracing::warn!(?other, "unexpected message from the standby");
@@ -501,6 +506,7 @@ fn send_frames(
     )?;
     let mut st = shared.status.lock().expect("status mutex");
     st.sent_bytes += bytes;
+    st.window.sent(last, last.saturating_sub(sent), bytes);
     st.sent_seq = last.max(sent);
     Ok(())
 }

@@ -100,6 +100,16 @@ impl ActiveHa {
             .unwrap_or_default()
     }
 
+    /// The standby's lag behind this node's durable journal: (records, bytes).
+    pub fn standby_lag(&self) -> (u64, u64) {
+        let s = self.source_status();
+        let durable = self.durable_seq();
+        (
+            durable.saturating_sub(s.acked_seq),
+            s.window.lag_bytes(durable.saturating_sub(s.sent_seq)),
+        )
+    }
+
     pub fn durable_seq(&self) -> u64 {
         self.journal.durable().get()
     }
@@ -137,7 +147,7 @@ impl ActiveHa {
     /// The HA part of `/healthz` and `crescent status`.
     pub fn status(&self) -> serde_json::Value {
         let s = self.source_status();
-        let durable = self.durable_seq();
+        let (lag_records, lag_bytes) = self.standby_lag();
         serde_json::json!({
             "node": self.node,
             "mode": format!("{:?}", self.tracker.mode()).to_lowercase(),
@@ -146,8 +156,10 @@ impl ActiveHa {
             "standby_connected": s.connected,
             "standby_in_sync": self.marked_in_sync(),
             "standby_acked_seq": s.acked_seq,
-            "standby_lag_records": durable.saturating_sub(s.acked_seq),
-            "standby_lag_bytes_sent": s.sent_bytes,
+            "standby_lag_records": lag_records,
+            "standby_lag_bytes": lag_bytes,
+            "standby_in_flight_bytes": s.window.in_flight_bytes(),
+            "standby_sent_bytes": s.sent_bytes,
             "last_refusal": s.last_refusal.map(|(c, m)| serde_json::json!({"code": c, "message": m})),
         })
     }
