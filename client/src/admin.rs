@@ -26,8 +26,13 @@ impl CrescentClient {
         &self,
         req: &RegisterOwnerRequest,
     ) -> Result<CommandReply, ClientError> {
-        self.post_to("register_owner", Retry::Idempotent, |r| &r.register_owner, req)
-            .await
+        self.post_to(
+            "register_owner",
+            Retry::Idempotent,
+            |r| &r.register_owner,
+            req,
+        )
+        .await
     }
 
     /// Mounts a segment (idempotent for identical parameters).

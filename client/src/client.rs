@@ -31,7 +31,10 @@ impl CrescentClient {
     /// `server` is `HOST:PORT` (or a full `http://` URL), or a comma-separated list of them
     /// (tried in order, see [`ClientOptions::servers`]). Nothing is contacted yet.
     pub fn new(server: &str) -> Result<Self, ClientError> {
-        Self::build(&ClientOptions::servers(server), ClientMetrics::unregistered())
+        Self::build(
+            &ClientOptions::servers(server),
+            ClientMetrics::unregistered(),
+        )
     }
 
     /// Like [`CrescentClient::new`], exporting the client's and its data plane's metrics on
@@ -64,7 +67,10 @@ impl CrescentClient {
         if let (false, Some(cluster)) = (options.etcd_endpoints.is_empty(), &options.cluster) {
             match crescent_ha::LeaderWatch::connect(&options.etcd_endpoints, cluster).await {
                 Ok(watch) => client.locator.follow_etcd(watch, cluster),
-                Err(e) if !options.servers.is_empty() && e.class() != crescent_ha::ErrorClass::User => {
+                Err(e)
+                    if !options.servers.is_empty()
+                        && e.class() != crescent_ha::ErrorClass::User =>
+                {
                     tracing::warn!(error = %e, servers = ?options.servers,
                         "etcd unreachable; following the static server list only");
                 }

@@ -13,23 +13,12 @@ use crate::http::base_url;
 ///   failure the next one is tried, and a standby's NOT_LEADER answer names the active.
 /// - `etcd_endpoints` + `cluster`: follow `/crescent/<cluster>/leader` (the HA pair's leader
 ///   key). `servers` is then optional: it is the fallback while etcd is unreachable.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ClientOptions {
     pub servers: Vec<String>,
     pub etcd_endpoints: Vec<String>,
     pub cluster: Option<String>,
     pub failover: FailoverConfig,
-}
-
-impl Default for ClientOptions {
-    fn default() -> Self {
-        Self {
-            servers: Vec::new(),
-            etcd_endpoints: Vec::new(),
-            cluster: None,
-            failover: FailoverConfig::default(),
-        }
-    }
 }
 
 /// Splits a comma-separated list (`A,B`), dropping empty items and surrounding spaces.
@@ -96,8 +85,7 @@ impl ClientOptions {
             _ => {}
         }
         let f = &self.failover;
-        if f.timeout.is_zero() || f.initial_backoff.is_zero() || f.max_backoff < f.initial_backoff
-        {
+        if f.timeout.is_zero() || f.initial_backoff.is_zero() || f.max_backoff < f.initial_backoff {
             return Err(ClientError::InvalidArgument(format!(
                 "failover timing must be positive with max_backoff >= initial_backoff: {f:?}"
             )));

@@ -122,9 +122,7 @@ impl ClientError {
             ClientError::Protocol(_) | ClientError::Io { .. } => ErrorClass::Fatal,
             // Retrying the whole operation is the caller's decision: it knows whether a
             // second run is harmless.
-            ClientError::Interrupted { .. } | ClientError::NoLeader { .. } => {
-                ErrorClass::Retryable
-            }
+            ClientError::Interrupted { .. } | ClientError::NoLeader { .. } => ErrorClass::Retryable,
             ClientError::Discovery(e) => match e.class() {
                 crescent_ha::ErrorClass::User => ErrorClass::User,
                 crescent_ha::ErrorClass::Retryable => ErrorClass::Retryable,
@@ -162,7 +160,11 @@ impl ClientError {
     pub fn exit_code(&self) -> u8 {
         match self.code_str() {
             "INVALID_ARGUMENT" => 2,
-            "UNAVAILABLE" | "NOT_LEADER" | "BUSY" | "NOT_READY" | "NO_LEADER"
+            "UNAVAILABLE"
+            | "NOT_LEADER"
+            | "BUSY"
+            | "NOT_READY"
+            | "NO_LEADER"
             | "FAILOVER_INTERRUPTED" => 3,
             "NOT_FOUND" | "LEASE_EXPIRED" => 4,
             "CONFLICT" | "STALE_GENERATION" | "FENCED" => 5,
@@ -237,7 +239,10 @@ mod tests {
             op: "remove",
             detail: "x".into(),
         };
-        assert_eq!((cut.code_str(), cut.exit_code()), ("FAILOVER_INTERRUPTED", 3));
+        assert_eq!(
+            (cut.code_str(), cut.exit_code()),
+            ("FAILOVER_INTERRUPTED", 3)
+        );
         assert!(cut.retryable());
         assert!(cut.to_string().contains("not retried"), "{cut}");
         let none = ClientError::NoLeader {
@@ -246,7 +251,10 @@ mod tests {
         };
         assert_eq!((none.code_str(), none.exit_code()), ("NO_LEADER", 3));
         let bad = ClientError::Discovery(crescent_ha::HaError::InvalidConfig("x".into()));
-        assert_eq!((bad.code_str(), bad.class()), ("INVALID_ARGUMENT", ErrorClass::User));
+        assert_eq!(
+            (bad.code_str(), bad.class()),
+            ("INVALID_ARGUMENT", ErrorClass::User)
+        );
         assert!(!ClientError::item(ErrorCode::InvalidArgument, "x".into()).retryable());
         assert!(ClientError::item(ErrorCode::Unavailable, "x".into()).retryable());
     }

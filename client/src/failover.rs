@@ -17,10 +17,11 @@ use std::time::Duration;
 
 use crescent_wire::rpc::RpcOp;
 use crescent_wire::ErrorCode;
+use reqwest::Url;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
-use reqwest::Url;
 use tokio::time::Instant;
+use tracing::Instrument;
 
 use crate::client::CrescentClient;
 use crate::error::ClientError;
@@ -146,6 +147,21 @@ impl CrescentClient {
         F: Fn(Arc<ServerConn>) -> Fut,
         Fut: Future<Output = Result<T, ClientError>>,
     {
+        self.leader_attempts(op, retry, f)
+            .instrument(tracing::debug_span!("client.leader_request", op))
+            .await
+    }
+
+    async fn leader_attempts<T, F, Fut>(
+        &self,
+        op: &'static str,
+        retry: Retry,
+        f: F,
+    ) -> Result<(T, Current), ClientError>
+    where
+        F: Fn(Arc<ServerConn>) -> Fut,
+        Fut: Future<Output = Result<T, ClientError>>,
+    {
         let locator = &self.locator;
         let config = &self.failover;
         let deadline = Instant::now() + config.timeout;
@@ -184,7 +200,11 @@ impl CrescentClient {
                 Some(Err(e)) => e,
                 None => {
                     locator.metrics().retried(RetryReason::LeaderChanged);
-                    tracing::debug!(op, from = current.conn.server(), "leader changed; sending again");
+                    tracing::debug!(
+                        op,
+                        from = current.conn.server(),
+                        "leader changed; sending again"
+                    );
                     continue;
                 }
             };

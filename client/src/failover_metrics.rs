@@ -125,7 +125,8 @@ impl FailoverMetrics {
     }
 
     pub(crate) fn observe_term(&self, term: u64) {
-        self.leader_term.set(i64::try_from(term).unwrap_or(i64::MAX));
+        self.leader_term
+            .set(i64::try_from(term).unwrap_or(i64::MAX));
     }
 
     /// Leader changes counted so far from `source`.

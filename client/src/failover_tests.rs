@@ -196,7 +196,9 @@ async fn a_standby_naming_the_active_is_followed() {
     assert!(c.is_exist("k").await.unwrap());
     assert_eq!(c.server(), active.address());
     assert_eq!(
-        c.metrics().failover().leader_changes(LeaderSource::NotLeader),
+        c.metrics()
+            .failover()
+            .leader_changes(LeaderSource::NotLeader),
         1
     );
     // Not idempotent, but NOT_LEADER proves it did not run: sent again to the active.
@@ -239,7 +241,11 @@ async fn a_remove_that_may_have_run_is_interrupted_not_repeated() {
 
 #[tokio::test]
 async fn an_unavailable_remove_is_not_repeated_but_a_gated_one_is() {
-    let s = FakeServer::start(vec![Answer::Unavailable("journal closed"), Answer::Ok("{}")]).await;
+    let s = FakeServer::start(vec![
+        Answer::Unavailable("journal closed"),
+        Answer::Ok("{}"),
+    ])
+    .await;
     let c = client(&[s.address()], Duration::from_secs(5)).await;
     let e = c.remove("k").await.unwrap_err();
     assert_eq!(e.code_str(), "FAILOVER_INTERRUPTED");
@@ -252,7 +258,11 @@ async fn an_unavailable_remove_is_not_repeated_but_a_gated_one_is() {
 
 #[tokio::test]
 async fn retries_stop_at_the_deadline_with_the_last_error() {
-    let c = client(&[dead_address(), dead_address()], Duration::from_millis(400)).await;
+    let c = client(
+        &[dead_address(), dead_address()],
+        Duration::from_millis(400),
+    )
+    .await;
     let started = std::time::Instant::now();
     let e = c.is_exist("k").await.unwrap_err();
     let took = started.elapsed();

@@ -109,7 +109,9 @@ impl LeaderLocator {
             async move {
                 loop {
                     let seen = rx.borrow_and_update().clone();
-                    let Some(locator) = weak.upgrade() else { return };
+                    let Some(locator) = weak.upgrade() else {
+                        return;
+                    };
                     if let Some(leader) = seen {
                         locator.observe_leader(&leader);
                     }

@@ -58,7 +58,10 @@ fn a_hint_wins_and_spellings_of_one_address_are_equal() {
     assert_eq!(base(&l), "http://a:1");
     // An unusable hint is ignored; rotation applies.
     let now = l.current().unwrap();
-    assert_eq!(l.after_failure(&now, Some("  ")), Some(LeaderSource::Static));
+    assert_eq!(
+        l.after_failure(&now, Some("  ")),
+        Some(LeaderSource::Static)
+    );
     assert_eq!(base(&l), "http://b:2");
 }
 

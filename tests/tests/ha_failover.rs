@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 use crescent_tests::binaries::optional_workspace_binary;
 use crescent_tests::crescentd::{log_tail, CrescentdProcess, Outcome, SegmentsClient};
 use crescent_tests::ha_pair::{
-    cluster_name, restart_standby as restart_node, start_node as start_ha_node,
-    wait_active, wait_pair_in_sync, DEPOSED_EXIT_CODE,
+    cluster_name, restart_standby as restart_node, start_node as start_ha_node, wait_active,
+    wait_pair_in_sync, DEPOSED_EXIT_CODE,
 };
 
 /// These tests drive journaled commands only: HTTP, no RPC fast path.

@@ -167,7 +167,10 @@ async fn owners_follow_a_failover_and_every_object_reads_back_byte_identical() {
         wait_active(node, Duration::from_secs(15)).await;
         let h = health(node.addr).await.expect("the new active answers");
         assert_eq!(
-            (h["gate"].as_str(), h["rebuild"]["owners_completed"].as_u64()),
+            (
+                h["gate"].as_str(),
+                h["rebuild"]["owners_completed"].as_u64()
+            ),
             (Some("SERVING"), Some(2)),
             "round {round}: the gate opens once both owners replayed: {h}; log:\n{}",
             log_tail(&node.log_path, 30)

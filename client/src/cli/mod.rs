@@ -28,7 +28,12 @@ pub struct Cli {
     #[arg(long, global = true, env = "CRESCENT_CLUSTER")]
     pub cluster: Option<String>,
     /// How long one request follows a failover (retries included), in milliseconds.
-    #[arg(long, global = true, env = "CRESCENT_FAILOVER_TIMEOUT_MS", default_value_t = 15_000)]
+    #[arg(
+        long,
+        global = true,
+        env = "CRESCENT_FAILOVER_TIMEOUT_MS",
+        default_value_t = 15_000
+    )]
     pub failover_timeout_ms: u64,
     /// Tenant (default: `default`).
     #[arg(long, global = true, env = "CRESCENT_TENANT")]

@@ -58,7 +58,10 @@ fn leader_following_flags() {
     assert_eq!(cli.client_options().servers, vec!["a:1", "b:2"]);
     let cli = parse(&["--cluster", "prod", "--server", "a:1", "ls"]).unwrap();
     if std::env::var_os("CRESCENT_ETCD").is_none() {
-        assert!(cli.client_options().validate().is_err(), "--cluster needs --etcd");
+        assert!(
+            cli.client_options().validate().is_err(),
+            "--cluster needs --etcd"
+        );
     }
 }
 

@@ -64,8 +64,7 @@ impl RebuildSink for CrescentClient {
 impl CrescentClient {
     /// `GET /v1/rebuild/status`: the rebuild gate and its progress.
     pub async fn rebuild_status(&self) -> Result<GateStatus, ClientError> {
-        self.get_from("rebuild_status", |r| &r.rebuild_status)
-            .await
+        self.get_from("rebuild_status", |r| &r.rebuild_status).await
     }
 }
 
