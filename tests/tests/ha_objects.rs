@@ -11,15 +11,21 @@
 //!   that only knows the static list [dead node, survivor], and (a sample) through the
 //!   `crescent` CLI both ways.
 //!
+//! A second test kills the active under 32 concurrent writers and checks every acknowledged
+//! object.
+//!
 //! The killed node comes back as a standby, so rounds alternate the active.
 //! `CRESCENT_HA_OBJECT_ROUNDS` (default 2) and `CRESCENT_HA_OBJECTS` (objects per round,
 //! default 120) make it longer.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crescent_client::{ClientOptions, CrescentClient, LeaderSource};
+use crescent_client::{ClientOptions, CrescentClient, LeaderSource, Owner, OwnerConfig};
 use crescent_tests::binaries::ensure_workspace_binary;
 use crescent_tests::crescentd::{log_tail, CrescentdProcess};
 use crescent_tests::env_count;
@@ -249,4 +255,145 @@ async fn owners_follow_a_failover_and_every_object_reads_back_byte_identical() {
         "{rounds} failover round(s): {} objects on 2 owners read back byte-identical each time",
         written.len()
     );
+}
+
+/// One writer of the load test: puts `r{round}/w{writer}/{i}` until `stop`, recording what was
+/// acknowledged and counting failures by code.
+async fn write_until_stopped(
+    client: CrescentClient,
+    round: usize,
+    writer: usize,
+    stop: Arc<AtomicBool>,
+) -> (Vec<Written>, BTreeMap<&'static str, u64>) {
+    let mut acked = Vec::new();
+    let mut failures: BTreeMap<&'static str, u64> = BTreeMap::new();
+    let mut i = 0u64;
+    while !stop.load(Ordering::Acquire) {
+        let index = ((round as u64) << 40) | ((writer as u64) << 28) | i;
+        let len = 64 + (index.wrapping_mul(2_654_435_761) % 4032) as usize;
+        let key = format!("r{round}/w{writer}/{i}");
+        i += 1;
+        match client.put(&key, &object_value(index, len)).await {
+            Ok(_) => acked.push(Written { key, index, len }),
+            Err(e) => *failures.entry(e.code_str()).or_default() += 1,
+        }
+    }
+    (acked, failures)
+}
+
+/// The first acceptance bullet's objects half: kill -9 of the active under 32 concurrent
+/// writers (16 in each of two storage-owner clients following etcd, writing to their own
+/// segments, so an acknowledged put is in the owner's table when it returns). The writers keep
+/// going through the failover; every put acknowledged before, during or after it reads back
+/// byte-identical once the gate opened. `CRESCENT_HA_LOAD_ROUNDS` (default 2; the acceptance
+/// run uses 20) alternates the active.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn kill_9_under_32_writers_loses_no_acknowledged_object() {
+    let _serial = SERIAL.lock().await;
+    let rounds = env_count("CRESCENT_HA_LOAD_ROUNDS", 2) as usize;
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = cluster_name();
+    let etcd = etcd();
+    let names = ["a", "b"];
+    let mut nodes: [Option<CrescentdProcess>; 2] = [
+        Some(start_node(dir.path(), "a", &cluster, true)),
+        Some(start_node(dir.path(), "b", &cluster, true)),
+    ];
+    wait_pair_in_sync(&[nodes[0].as_ref().unwrap(), nodes[1].as_ref().unwrap()]).await;
+    let mut owners = Vec::new();
+    for id in ["load-owner-1", "load-owner-2"] {
+        let client = CrescentClient::connect(ClientOptions::etcd(&etcd, &cluster))
+            .await
+            .unwrap();
+        let config = OwnerConfig {
+            owner_id: Some(id.to_string()),
+            size: 256 << 20,
+            ..OwnerConfig::default()
+        };
+        let owner = Owner::start(&client, config).await.unwrap();
+        owners.push((client, owner));
+    }
+
+    let mut acked_all: Vec<Written> = Vec::new();
+    let mut failures_all: BTreeMap<&'static str, u64> = BTreeMap::new();
+    for round in 0..rounds {
+        let active = {
+            let pair: Vec<&CrescentdProcess> = nodes.iter().map(|n| n.as_ref().unwrap()).collect();
+            wait_pair_in_sync(&pair).await
+        };
+        let survivor = 1 - active;
+        let stop = Arc::new(AtomicBool::new(false));
+        let tasks: Vec<_> = (0..32)
+            .map(|w| {
+                let client = owners[w % 2].0.clone();
+                tokio::spawn(write_until_stopped(client, round, w, stop.clone()))
+            })
+            .collect();
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        let dead_addr = nodes[active].as_ref().unwrap().addr;
+        let killed_at = Instant::now();
+        nodes[active].as_mut().unwrap().guard.sigkill();
+        let node = nodes[survivor].as_ref().unwrap();
+        wait_active(node, Duration::from_secs(15)).await;
+        // Let the writers run into the gate and through it before stopping them.
+        let reader = CrescentClient::new(&format!("{dead_addr},{}", node.addr)).unwrap();
+        loop {
+            let h = health(node.addr).await.unwrap_or_default();
+            if h["gate"] == "SERVING" {
+                assert_eq!(h["rebuild"]["owners_completed"].as_u64(), Some(2), "{h}");
+                break;
+            }
+            assert!(
+                killed_at.elapsed() < Duration::from_secs(30),
+                "round {round}: gate not SERVING 30 s after the kill: {h}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let opened = killed_at.elapsed();
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        stop.store(true, Ordering::Release);
+        for t in tasks {
+            let (acked, failures) = t.await.unwrap();
+            acked_all.extend(acked);
+            for (code, n) in failures {
+                *failures_all.entry(code).or_default() += n;
+            }
+        }
+        let mut read = Vec::with_capacity(acked_all.len());
+        for w in &acked_all {
+            read.push(
+                reader
+                    .get(&w.key)
+                    .await
+                    .unwrap_or_else(|e| panic!("round {round}: get {}: {e}", w.key)),
+            );
+        }
+        check_all("acknowledged under load", &acked_all, &read);
+        eprintln!(
+            "round {round}: gate SERVING {opened:?} after kill -9; {} acknowledged objects \
+             verified; failures so far {failures_all:?}",
+            acked_all.len()
+        );
+
+        nodes[active] = None;
+        let back = tokio::task::spawn_blocking({
+            let (d, c, n) = (dir.path().to_path_buf(), cluster.clone(), names[active]);
+            move || restart_standby(&d, n, &c, true)
+        })
+        .await
+        .unwrap();
+        nodes[active] = Some(back);
+    }
+    // Only failover outcomes: a put interrupted between its put_start and put_end, or one that
+    // hit the deadline. Nothing else (no CONFLICT, no checksum or transfer error).
+    for code in failures_all.keys() {
+        assert!(
+            matches!(*code, "FAILOVER_INTERRUPTED" | "UNAVAILABLE" | "NOT_LEADER"),
+            "unexpected put failures: {failures_all:?}"
+        );
+    }
+    assert!(acked_all.len() > 100 * rounds, "too little load");
+    for (_, owner) in owners.drain(..) {
+        owner.shutdown().await.unwrap();
+    }
 }
