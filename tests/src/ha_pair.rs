@@ -119,7 +119,8 @@ pub async fn wait_active(node: &CrescentdProcess, within: Duration) -> Duration 
 
 /// Restarts a node on its data dir as a standby; a node that must first drop a tail the active
 /// never received exits with the rewind code once, and comes back following (a supervisor's
-/// job, done here by the test).
+/// job, done here by the test). Call it from the test's own thread, not a blocking-pool thread:
+/// the child is killed when the thread that spawned it exits.
 pub fn restart_standby(dir: &Path, name: &str, cluster: &str, rpc: bool) -> CrescentdProcess {
     for _ in 0..3 {
         let mut p = start_node(dir, name, cluster, rpc);

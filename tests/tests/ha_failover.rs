@@ -260,13 +260,9 @@ async fn alternating_kill_9_rounds_lose_no_acknowledged_command() {
             &missing[..missing.len().min(5)]
         );
         nodes[active] = None;
-        let back = tokio::task::spawn_blocking({
-            let (d, c, n) = (dir.path().to_path_buf(), cluster.clone(), names[active]);
-            move || restart_standby(&d, n, &c)
-        })
-        .await
-        .unwrap();
-        nodes[active] = Some(back);
+        // Spawned from the test's own thread: a child dies with the thread that spawned it
+        // (PR_SET_PDEATHSIG), and a blocking-pool thread exits when idle.
+        nodes[active] = Some(restart_standby(dir.path(), names[active], &cluster));
         last_active = Some(standby);
     }
     let mut sorted = failovers.clone();

@@ -100,6 +100,24 @@ async fn wait_notices_settled(writer: &CrescentClient, expected: u64) {
     }
 }
 
+/// Waits until `node`'s rebuild gate is SERVING; returns its health document.
+async fn wait_gate_serving(node: &CrescentdProcess, within: Duration) -> serde_json::Value {
+    let started = Instant::now();
+    loop {
+        let h = health(node.addr).await.unwrap_or_default();
+        if h["gate"] == "SERVING" {
+            return h;
+        }
+        assert!(
+            started.elapsed() < within,
+            "gate of {} not SERVING within {within:?}: {h}; log:\n{}",
+            node.addr,
+            log_tail(&node.log_path, 30)
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 fn check_all(what: &str, written: &[Written], read: &[Vec<u8>]) {
     for (w, got) in written.iter().zip(read) {
         if let Err(e) = check_value(&w.key, w.index, w.len, got) {
@@ -171,7 +189,8 @@ async fn owners_follow_a_failover_and_every_object_reads_back_byte_identical() {
 
         let node = nodes[survivor].as_ref().unwrap();
         wait_active(node, Duration::from_secs(15)).await;
-        let h = health(node.addr).await.expect("the new active answers");
+        // The first object's owner replayed; the other owner may still be replaying.
+        let h = wait_gate_serving(node, Duration::from_secs(20)).await;
         assert_eq!(
             (
                 h["gate"].as_str(),
@@ -235,13 +254,9 @@ async fn owners_follow_a_failover_and_every_object_reads_back_byte_identical() {
         }
 
         nodes[active] = None;
-        let back = tokio::task::spawn_blocking({
-            let (d, c, n) = (dir.path().to_path_buf(), cluster.clone(), names[active]);
-            move || restart_standby(&d, n, &c, true)
-        })
-        .await
-        .unwrap();
-        nodes[active] = Some(back);
+        // Spawned from the test's own thread: a child dies with the thread that spawned it
+        // (PR_SET_PDEATHSIG), and a blocking-pool thread exits when idle.
+        nodes[active] = Some(restart_standby(dir.path(), names[active], &cluster, true));
     }
     assert!(
         writer
@@ -337,18 +352,8 @@ async fn kill_9_under_32_writers_loses_no_acknowledged_object() {
         wait_active(node, Duration::from_secs(15)).await;
         // Let the writers run into the gate and through it before stopping them.
         let reader = CrescentClient::new(&format!("{dead_addr},{}", node.addr)).unwrap();
-        loop {
-            let h = health(node.addr).await.unwrap_or_default();
-            if h["gate"] == "SERVING" {
-                assert_eq!(h["rebuild"]["owners_completed"].as_u64(), Some(2), "{h}");
-                break;
-            }
-            assert!(
-                killed_at.elapsed() < Duration::from_secs(30),
-                "round {round}: gate not SERVING 30 s after the kill: {h}"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        let h = wait_gate_serving(node, Duration::from_secs(30)).await;
+        assert_eq!(h["rebuild"]["owners_completed"].as_u64(), Some(2), "{h}");
         let opened = killed_at.elapsed();
         tokio::time::sleep(Duration::from_millis(500)).await;
         stop.store(true, Ordering::Release);
@@ -361,12 +366,16 @@ async fn kill_9_under_32_writers_loses_no_acknowledged_object() {
         }
         let mut read = Vec::with_capacity(acked_all.len());
         for w in &acked_all {
-            read.push(
-                reader
-                    .get(&w.key)
-                    .await
-                    .unwrap_or_else(|e| panic!("round {round}: get {}: {e}", w.key)),
-            );
+            match reader.get(&w.key).await {
+                Ok(v) => read.push(v),
+                Err(e) => panic!(
+                    "round {round}: get {}: {e}\nsurvivor {} health {:?}; log:\n{}",
+                    w.key,
+                    node.addr,
+                    health(node.addr).await,
+                    log_tail(&node.log_path, 40)
+                ),
+            }
         }
         check_all("acknowledged under load", &acked_all, &read);
         eprintln!(
@@ -376,13 +385,9 @@ async fn kill_9_under_32_writers_loses_no_acknowledged_object() {
         );
 
         nodes[active] = None;
-        let back = tokio::task::spawn_blocking({
-            let (d, c, n) = (dir.path().to_path_buf(), cluster.clone(), names[active]);
-            move || restart_standby(&d, n, &c, true)
-        })
-        .await
-        .unwrap();
-        nodes[active] = Some(back);
+        // Spawned from the test's own thread: a child dies with the thread that spawned it
+        // (PR_SET_PDEATHSIG), and a blocking-pool thread exits when idle.
+        nodes[active] = Some(restart_standby(dir.path(), names[active], &cluster, true));
     }
     // Only failover outcomes: a put interrupted between its put_start and put_end, or one that
     // hit the deadline. Nothing else (no CONFLICT, no checksum or transfer error).
