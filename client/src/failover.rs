@@ -217,7 +217,7 @@ impl CrescentClient {
                         "not idempotent; not retried after a failure that may follow its execution");
                     return Err(ClientError::Interrupted {
                         op,
-                        detail: format!("{} at {}", e.code_str(), current.conn.server()),
+                        detail: format!("{e} (at {})", current.conn.server()),
                     });
                 }
                 Failure::MaybeRun { reason } => (reason, None),
@@ -320,7 +320,7 @@ impl CrescentClient {
                 self.locator.metrics().interrupted(name);
                 Err(ClientError::Interrupted {
                     op: name,
-                    detail: format!("{} at {}", e.code_str(), at.conn.server()),
+                    detail: format!("{e} (at {})", at.conn.server()),
                 })
             }
         }
