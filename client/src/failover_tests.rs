@@ -336,3 +336,83 @@ fn failures_are_classified() {
     assert_eq!(retry_for(RpcOp::PutEnd), Retry::NotIdempotent);
     assert_eq!(retry_for(RpcOp::BatchRemove), Retry::NotIdempotent);
 }
+
+/// A client with no static list (etcd only) before etcd named a leader.
+fn leaderless(timeout: Duration) -> CrescentClient {
+    let metrics = crate::metrics::ClientMetrics::unregistered();
+    CrescentClient {
+        locator: crate::leader::LeaderLocator::new(
+            Vec::new(),
+            crate::http::http_client().unwrap(),
+            metrics.failover.clone(),
+        )
+        .unwrap(),
+        failover: Arc::new(FailoverConfig {
+            timeout,
+            ..FailoverConfig::default()
+        }),
+        scope: crate::options::Scope::default(),
+        data: crate::dataplane::DataPlane::new(metrics),
+    }
+}
+
+#[tokio::test]
+async fn a_request_waits_for_the_first_leader_etcd_names() {
+    let s = FakeServer::start(vec![Answer::Ok(EXISTS)]).await;
+    let c = leaderless(Duration::from_secs(5));
+    let announce = {
+        let (locator, address) = (c.locator.clone(), s.address());
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(150)).await;
+            locator.observe_leader(&crescent_ha::LeaderInfo {
+                node: "n1".into(),
+                address,
+                term: 7,
+            });
+        })
+    };
+    let started = std::time::Instant::now();
+    assert!(c.is_exist("k").await.unwrap());
+    assert!(started.elapsed() >= Duration::from_millis(150));
+    announce.await.unwrap();
+    assert_eq!(c.metrics().failover().leader_changes(LeaderSource::Etcd), 1);
+
+    let none = leaderless(Duration::from_millis(200));
+    let e = none.is_exist("k").await.unwrap_err();
+    assert_eq!(e.code_str(), "NO_LEADER", "{e}");
+}
+
+#[tokio::test]
+async fn an_idempotent_request_stuck_on_a_frozen_leader_moves_to_the_new_one() {
+    // A server that accepts and never answers: a frozen (SIGSTOPped) active.
+    let frozen = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let frozen_addr = frozen.local_addr().unwrap().to_string();
+    let hold = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((s, _)) = frozen.accept().await {
+            held.push(s);
+        }
+    });
+    let next = FakeServer::start(vec![Answer::Ok(EXISTS)]).await;
+    let c = client(&[frozen_addr], Duration::from_secs(5)).await;
+    let switch = {
+        let (locator, address) = (c.locator.clone(), next.address());
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            locator.observe_leader(&crescent_ha::LeaderInfo {
+                node: "n2".into(),
+                address,
+                term: 9,
+            });
+        })
+    };
+    let started = std::time::Instant::now();
+    assert!(c.is_exist("k").await.unwrap());
+    assert!(started.elapsed() < Duration::from_secs(3));
+    assert_eq!(
+        c.metrics().failover().retries(RetryReason::LeaderChanged),
+        1
+    );
+    switch.await.unwrap();
+    hold.abort();
+}
