@@ -7,24 +7,32 @@ use crescent_wire::store::{HeartbeatReply, HeartbeatRequest};
 
 use crate::client::CrescentClient;
 use crate::error::ClientError;
+use crate::failover::Retry;
 
 impl CrescentClient {
     /// `GET /healthz`: the server's health document.
     pub async fn health(&self) -> Result<serde_json::Value, ClientError> {
-        self.http.get(&self.http.routes.healthz).await
+        self.get_from("health", |r| &r.healthz).await
     }
 
     /// `GET /stats`: journal, snapshot and store statistics.
     pub async fn stats(&self) -> Result<serde_json::Value, ClientError> {
-        self.http.get(&self.http.routes.stats).await
+        self.get_from("stats", |r| &r.stats).await
     }
 
-    /// Registers (or re-registers) a storage owner.
+    /// Registers (or re-registers) a storage owner. Idempotent for one incarnation, so it is
+    /// retried across a failover.
     pub async fn register_owner(
         &self,
         req: &RegisterOwnerRequest,
     ) -> Result<CommandReply, ClientError> {
-        self.http.post(&self.http.routes.register_owner, req).await
+        self.post_to(
+            "register_owner",
+            Retry::Idempotent,
+            |r| &r.register_owner,
+            req,
+        )
+        .await
     }
 
     /// Mounts a segment (idempotent for identical parameters).
@@ -32,20 +40,23 @@ impl CrescentClient {
         &self,
         req: &MountSegmentRequest,
     ) -> Result<CommandReply, ClientError> {
-        self.http.post(&self.http.routes.mount, req).await
+        self.post_to("mount", Retry::Idempotent, |r| &r.mount, req)
+            .await
     }
 
-    /// Unmounts a segment.
+    /// Unmounts a segment (not retried after a failure that may follow its execution: a
+    /// second unmount would fail NOT_FOUND after the first succeeded).
     pub async fn unmount_segment(&self, segment_id: &str) -> Result<CommandReply, ClientError> {
         let req = UnmountSegmentRequest {
             segment_id: segment_id.to_string(),
         };
-        self.http.post(&self.http.routes.unmount, &req).await
+        self.post_to("unmount", Retry::NotIdempotent, |r| &r.unmount, &req)
+            .await
     }
 
     /// Lists owners and mounted segments.
     pub async fn list_segments(&self) -> Result<SegmentList, ClientError> {
-        self.http.get(&self.http.routes.segments).await
+        self.get_from("list_segments", |r| &r.segments).await
     }
 
     /// One owner heartbeat; the answer says how often to send them.

@@ -19,6 +19,7 @@ use crate::client::CrescentClient;
 use crate::dataplane::Committed;
 use crate::dataplane::{read_order, remote_for};
 use crate::error::ClientError;
+use crate::leader::Current;
 use crate::options::PutOptions;
 use crate::store::{read_replica, verify, write_descriptors, PutOutcome};
 
@@ -48,12 +49,38 @@ impl CrescentClient {
         op: RpcOp,
         items: Vec<Req>,
     ) -> Result<Vec<ItemResult<Rep>>, ClientError> {
+        self.batch_call_to(op, items, None).await.map(|(v, _)| v)
+    }
+
+    /// [`Self::batch_call`] to the leader (`pinned` `None`, following failovers) or only to
+    /// the leader `pinned` (the second phase of a put). Also returns the leader that answered
+    /// every request, or `None` if the leader changed between the requests of a long batch.
+    async fn batch_call_to<Req: Serialize, Rep: DeserializeOwned>(
+        &self,
+        op: RpcOp,
+        items: Vec<Req>,
+        pinned: Option<&Current>,
+    ) -> Result<(Vec<ItemResult<Rep>>, Option<Current>), ClientError> {
         let mut out = Vec::with_capacity(items.len());
         let mut rest = items;
+        let mut answered: Option<Current> = pinned.cloned();
+        let mut one_leader = true;
         while !rest.is_empty() {
             let tail = rest.split_off(rest.len().min(MAX_BATCH));
             let sent = rest.len();
-            let reply: BatchReply<Rep> = self.call(op, &BatchRequest { items: rest }).await?;
+            let body = BatchRequest { items: rest };
+            let reply: BatchReply<Rep> = match pinned {
+                Some(at) => self.call_pinned(at, op, &body).await?,
+                None => {
+                    let (reply, at) = self.call_at(op, &body).await?;
+                    match &answered {
+                        Some(first) if first.epoch != at.epoch => one_leader = false,
+                        Some(_) => {}
+                        None => answered = Some(at),
+                    }
+                    reply
+                }
+            };
             if reply.items.len() != sent {
                 return Err(ClientError::Protocol(format!(
                     "batch of {sent} items answered with {}",
@@ -63,7 +90,7 @@ impl CrescentClient {
             out.extend(reply.items);
             rest = tail;
         }
-        Ok(out)
+        Ok((out, answered.filter(|_| one_leader)))
     }
 
     /// Stores `values[i]` under `keys[i]` (default options).
@@ -136,8 +163,32 @@ impl CrescentClient {
         }
         let ids: Vec<ObjectId> = requests.iter().map(|r| r.id.clone()).collect();
         let metas: Vec<_> = requests.iter().map(|r| (r.checksum, r.data_type)).collect();
-        let starts: Vec<ItemResult<PutStartReply>> =
-            self.batch_call(RpcOp::BatchPutStart, requests).await?;
+        let (starts, leader): (Vec<ItemResult<PutStartReply>>, _) = self
+            .batch_call_to(RpcOp::BatchPutStart, requests, None)
+            .await?;
+        let Some(leader) = leader else {
+            // The leader changed between the requests of this batch: the started items cannot
+            // be ended on one leader. Their slots are reclaimed by each leader's discard
+            // timeout.
+            for (pos, start) in starts.into_iter().enumerate() {
+                let (i, ..) = sent[pos];
+                results[i] = Some(item(start).and_then(|reply| match reply.already_exists {
+                    true => Ok(PutOutcome {
+                        put_id: reply.put_id,
+                        already_existed: true,
+                        replicas: 0,
+                    }),
+                    false => Err(ClientError::Interrupted {
+                        op: "batch_put_end",
+                        detail: "the leader changed during the batch's put_start".into(),
+                    }),
+                }));
+            }
+            return Ok(results
+                .into_iter()
+                .map(|r| r.expect("every item gets a result"))
+                .collect());
+        };
 
         // Every replica write of every started item, in one submission.
         let mut descs: Vec<TransferDescriptor> = Vec::new();
@@ -207,10 +258,10 @@ impl CrescentClient {
         }
         if !revoke.is_empty() {
             match self
-                .batch_call::<_, Ack>(RpcOp::BatchPutRevoke, revoke)
+                .batch_call_to::<_, Ack>(RpcOp::BatchPutRevoke, revoke, Some(&leader))
                 .await
             {
-                Ok(items) => {
+                Ok((items, _)) => {
                     for r in items.into_iter().filter_map(|r| item(r).err()) {
                         tracing::warn!(error = %r, "put_revoke failed");
                     }
@@ -218,7 +269,10 @@ impl CrescentClient {
                 Err(e) => tracing::warn!(error = %e, "batch put_revoke failed"),
             }
         }
-        let ended: Vec<ItemResult<Ack>> = self.batch_call(RpcOp::BatchPutEnd, ends).await?;
+        // Only the leader that started the puts knows them.
+        let (ended, _): (Vec<ItemResult<Ack>>, _) = self
+            .batch_call_to(RpcOp::BatchPutEnd, ends, Some(&leader))
+            .await?;
         for ((pos, reply), end) in ending.into_iter().zip(ended) {
             let (i, ..) = sent[pos];
             results[i] = Some(item(end).map(|_| {

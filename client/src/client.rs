@@ -1,52 +1,97 @@
-//! [`CrescentClient`]: a handle on one crescentd. Clones and [`CrescentClient::with_scope`]
-//! share the HTTP connection pool, the data plane and the storage-owner role.
+//! [`CrescentClient`]: a handle on a crescentd, or on the active of an HA pair (it follows the
+//! leader, see [`crate::ClientOptions`] and docs/ha.md "Clients"). Clones and
+//! [`CrescentClient::with_scope`] share the leader locator, the HTTP connection pool, the data
+//! plane and the storage-owner role.
 
 use std::sync::Arc;
 
-use crescent_wire::rpc::RpcOp;
 use prometheus::Registry;
-use serde::de::DeserializeOwned;
-use serde::Serialize;
 
+use crate::client_options::ClientOptions;
 use crate::dataplane::DataPlane;
 use crate::error::ClientError;
-use crate::http::HttpConn;
+use crate::failover::FailoverConfig;
+use crate::http::http_client;
+use crate::leader::LeaderLocator;
 use crate::metrics::ClientMetrics;
 use crate::options::Scope;
 use crate::ownership::OwnershipTable;
-use crate::rpc::{RpcFailure, RpcLink};
 
-/// A connection to one crescentd: the admin API, the object API (see `store.rs` and
-/// `batch.rs`) and, with an [`crate::Owner`], the storage-owner role.
+/// A connection to crescentd: the admin API, the object API (see `store.rs` and `batch.rs`)
+/// and, with an [`crate::Owner`], the storage-owner role.
 #[derive(Debug, Clone)]
 pub struct CrescentClient {
-    pub(crate) http: Arc<HttpConn>,
+    pub(crate) locator: Arc<LeaderLocator>,
+    pub(crate) failover: Arc<FailoverConfig>,
     pub(crate) scope: Scope,
     pub(crate) data: Arc<DataPlane>,
-    /// The RPC fast path for the object operations (HTTP when the server has none).
-    pub(crate) rpc: Arc<RpcLink>,
 }
 
 impl CrescentClient {
-    /// `server` is `HOST:PORT` (or a full `http://` URL). Nothing is contacted yet.
+    /// `server` is `HOST:PORT` (or a full `http://` URL), or a comma-separated list of them
+    /// (tried in order, see [`ClientOptions::servers`]). Nothing is contacted yet.
     pub fn new(server: &str) -> Result<Self, ClientError> {
-        Self::build(server, ClientMetrics::unregistered())
+        Self::build(
+            &ClientOptions::servers(server),
+            ClientMetrics::unregistered(),
+        )
     }
 
     /// Like [`CrescentClient::new`], exporting the client's and its data plane's metrics on
     /// `registry`.
     pub fn with_registry(server: &str, registry: &Registry) -> Result<Self, ClientError> {
-        let metrics = ClientMetrics::register(registry)
-            .map_err(|e| ClientError::InvalidArgument(format!("cannot register metrics: {e}")))?;
-        Self::build(server, metrics)
+        Self::build(&ClientOptions::servers(server), register(registry)?)
     }
 
-    fn build(server: &str, metrics: ClientMetrics) -> Result<Self, ClientError> {
+    /// A client following the leader as `options` say: with etcd endpoints it starts
+    /// watching the cluster's leader key (needs a tokio runtime). If etcd cannot be reached
+    /// and `options.servers` is not empty, it starts on the static list and says so in the
+    /// log; without servers that is an error.
+    pub async fn connect(options: ClientOptions) -> Result<Self, ClientError> {
+        Self::connect_with(options, ClientMetrics::unregistered()).await
+    }
+
+    /// [`CrescentClient::connect`], exporting metrics on `registry`.
+    pub async fn connect_with_registry(
+        options: ClientOptions,
+        registry: &Registry,
+    ) -> Result<Self, ClientError> {
+        Self::connect_with(options, register(registry)?).await
+    }
+
+    async fn connect_with(
+        options: ClientOptions,
+        metrics: ClientMetrics,
+    ) -> Result<Self, ClientError> {
+        let client = Self::build(&options, metrics)?;
+        if let (false, Some(cluster)) = (options.etcd_endpoints.is_empty(), &options.cluster) {
+            match crescent_ha::LeaderWatch::connect(&options.etcd_endpoints, cluster).await {
+                Ok(watch) => client.locator.follow_etcd(watch, cluster),
+                Err(e)
+                    if !options.servers.is_empty()
+                        && e.class() != crescent_ha::ErrorClass::User =>
+                {
+                    tracing::warn!(error = %e, servers = ?options.servers,
+                        "etcd unreachable; following the static server list only");
+                }
+                Err(e) => return Err(ClientError::Discovery(e)),
+            }
+        }
+        Ok(client)
+    }
+
+    fn build(options: &ClientOptions, metrics: ClientMetrics) -> Result<Self, ClientError> {
+        options.validate()?;
+        let locator = LeaderLocator::new(
+            options.servers.clone(),
+            http_client()?,
+            metrics.failover.clone(),
+        )?;
         Ok(Self {
-            http: Arc::new(HttpConn::new(server)?),
+            locator,
+            failover: Arc::new(options.failover.clone()),
             scope: Scope::default(),
             data: DataPlane::new(metrics),
-            rpc: Arc::new(RpcLink::new()),
         })
     }
 
@@ -58,39 +103,23 @@ impl CrescentClient {
         domain: Option<&str>,
     ) -> Result<Self, ClientError> {
         Ok(Self {
-            http: self.http.clone(),
+            locator: self.locator.clone(),
+            failover: self.failover.clone(),
             scope: Scope::new(tenant, domain)?,
             data: self.data.clone(),
-            rpc: self.rpc.clone(),
         })
-    }
-
-    /// Runs one object operation: over the RPC fast path when the server offers it, else (or
-    /// when no RPC connection can be made) over HTTP. Same bodies, same errors either way.
-    pub(crate) async fn call<B, T>(&self, op: RpcOp, body: &B) -> Result<T, ClientError>
-    where
-        B: Serialize,
-        T: DeserializeOwned,
-    {
-        if let Some(pool) = self.rpc.pool(&self.http).await {
-            match pool.call(op, body).await {
-                Ok(reply) => return Ok(reply),
-                Err(RpcFailure::Failed(e)) => return Err(e),
-                Err(RpcFailure::NotSent(e)) => {
-                    tracing::debug!(error = %e, op = op.as_str(), "RPC unreachable; using HTTP");
-                    self.rpc.forget();
-                }
-            }
-        }
-        self.http.post(self.http.routes.for_op(op), body).await
     }
 
     pub fn scope(&self) -> &Scope {
         &self.scope
     }
 
-    pub fn server(&self) -> &str {
-        self.http.server()
+    /// The crescentd requests go to now (empty while no leader is known).
+    pub fn server(&self) -> String {
+        self.locator
+            .current()
+            .map(|c| c.conn.server().to_string())
+            .unwrap_or_default()
     }
 
     pub fn metrics(&self) -> &ClientMetrics {
@@ -106,4 +135,9 @@ impl CrescentClient {
     pub fn ownership(&self) -> Option<Arc<OwnershipTable>> {
         self.data.local().map(|l| l.table)
     }
+}
+
+fn register(registry: &Registry) -> Result<ClientMetrics, ClientError> {
+    ClientMetrics::register(registry)
+        .map_err(|e| ClientError::InvalidArgument(format!("cannot register metrics: {e}")))
 }

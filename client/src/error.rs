@@ -58,6 +58,25 @@ pub enum ClientError {
         #[source]
         source: std::io::Error,
     },
+    /// A non-idempotent operation met a leader change (or a lost connection) after crescentd
+    /// may have run it, so it was not repeated: it may or may not have taken effect. Stable
+    /// code `FAILOVER_INTERRUPTED` (docs/ha.md, "Clients").
+    #[error(
+        "{op} was interrupted by a leader change or a lost connection ({detail}); it is not \
+         idempotent, so it was not retried and may or may not have taken effect"
+    )]
+    Interrupted { op: &'static str, detail: String },
+    /// No serving crescentd was found within the failover deadline (no leader in etcd, every
+    /// listed server unreachable). Stable code `NO_LEADER`.
+    #[error("no serving crescentd found within {waited:?}: {detail}")]
+    NoLeader {
+        waited: std::time::Duration,
+        detail: String,
+    },
+    /// Leader discovery through etcd could not start (bad endpoint or cluster name, etcd
+    /// unreachable).
+    #[error("leader discovery through etcd: {0}")]
+    Discovery(#[source] crescent_ha::HaError),
 }
 
 impl ClientError {
@@ -101,11 +120,20 @@ impl ClientError {
             ClientError::ChecksumMismatch { .. } => ErrorClass::Retryable,
             ClientError::InvalidArgument(_) => ErrorClass::User,
             ClientError::Protocol(_) | ClientError::Io { .. } => ErrorClass::Fatal,
+            // Retrying the whole operation is the caller's decision: it knows whether a
+            // second run is harmless.
+            ClientError::Interrupted { .. } | ClientError::NoLeader { .. } => ErrorClass::Retryable,
+            ClientError::Discovery(e) => match e.class() {
+                crescent_ha::ErrorClass::User => ErrorClass::User,
+                crescent_ha::ErrorClass::Retryable => ErrorClass::Retryable,
+                crescent_ha::ErrorClass::Fatal => ErrorClass::Fatal,
+            },
         }
     }
 
     /// A stable code string for scripts (`--json` output and exit codes). Wire codes as the
-    /// server sent them; `CHECKSUM_MISMATCH` and `IO_ERROR` are the client's own.
+    /// server sent them; `CHECKSUM_MISMATCH`, `IO_ERROR`, `FAILOVER_INTERRUPTED` and
+    /// `NO_LEADER` are the client's own.
     pub fn code_str(&self) -> &'static str {
         match self {
             ClientError::Api(e) => e.code.as_str(),
@@ -115,6 +143,13 @@ impl ClientError {
             ClientError::Transfer { source, .. } => source.code(),
             ClientError::ChecksumMismatch { .. } => "CHECKSUM_MISMATCH",
             ClientError::Io { .. } => "IO_ERROR",
+            ClientError::Interrupted { .. } => "FAILOVER_INTERRUPTED",
+            ClientError::NoLeader { .. } => "NO_LEADER",
+            ClientError::Discovery(e) => match e.class() {
+                crescent_ha::ErrorClass::User => "INVALID_ARGUMENT",
+                crescent_ha::ErrorClass::Retryable => "UNAVAILABLE",
+                crescent_ha::ErrorClass::Fatal => "INTERNAL",
+            },
         }
     }
 
@@ -125,7 +160,12 @@ impl ClientError {
     pub fn exit_code(&self) -> u8 {
         match self.code_str() {
             "INVALID_ARGUMENT" => 2,
-            "UNAVAILABLE" | "NOT_LEADER" | "BUSY" | "NOT_READY" => 3,
+            "UNAVAILABLE"
+            | "NOT_LEADER"
+            | "BUSY"
+            | "NOT_READY"
+            | "NO_LEADER"
+            | "FAILOVER_INTERRUPTED" => 3,
             "NOT_FOUND" | "LEASE_EXPIRED" => 4,
             "CONFLICT" | "STALE_GENERATION" | "FENCED" => 5,
             "CHECKSUM_MISMATCH" => 6,
@@ -195,6 +235,26 @@ mod tests {
         );
         assert_eq!(oob.code_str(), "INVALID_ARGUMENT");
         assert_eq!(oob.class(), ErrorClass::User);
+        let cut = ClientError::Interrupted {
+            op: "remove",
+            detail: "x".into(),
+        };
+        assert_eq!(
+            (cut.code_str(), cut.exit_code()),
+            ("FAILOVER_INTERRUPTED", 3)
+        );
+        assert!(cut.retryable());
+        assert!(cut.to_string().contains("not retried"), "{cut}");
+        let none = ClientError::NoLeader {
+            waited: std::time::Duration::from_secs(1),
+            detail: "x".into(),
+        };
+        assert_eq!((none.code_str(), none.exit_code()), ("NO_LEADER", 3));
+        let bad = ClientError::Discovery(crescent_ha::HaError::InvalidConfig("x".into()));
+        assert_eq!(
+            (bad.code_str(), bad.class()),
+            ("INVALID_ARGUMENT", ErrorClass::User)
+        );
         assert!(!ClientError::item(ErrorCode::InvalidArgument, "x".into()).retryable());
         assert!(ClientError::item(ErrorCode::Unavailable, "x".into()).retryable());
     }

@@ -105,7 +105,49 @@ impl Routes {
     }
 }
 
-/// One crescentd, reached through a pooled keep-alive HTTP/1.1 client.
+/// The header a standby's NOT_LEADER answer names the active in (`HOST:PORT`).
+pub(crate) const LEADER_HEADER: &str = "x-crescent-leader";
+
+/// The base URL of a server address: `HOST:PORT` gets `http://`, a URL loses trailing `/`.
+/// Two spellings of one server normalize to the same string, so addresses from etcd, from a
+/// NOT_LEADER answer and from the static list compare equal.
+pub(crate) fn base_url(server: &str) -> Result<String, ClientError> {
+    let server = server.trim();
+    if server.is_empty() {
+        return Err(ClientError::InvalidArgument(
+            "server address is empty".into(),
+        ));
+    }
+    let base = if server.starts_with("http://") || server.starts_with("https://") {
+        server.trim_end_matches('/').to_string()
+    } else {
+        format!("http://{}", server.trim_end_matches('/'))
+    };
+    match Url::parse(&base) {
+        Ok(url) if url.host_str().is_some() => Ok(base),
+        Ok(_) => Err(ClientError::InvalidArgument(format!(
+            "bad server address {server:?}: no host"
+        ))),
+        Err(e) => Err(ClientError::InvalidArgument(format!(
+            "bad server address {server:?}: {e}"
+        ))),
+    }
+}
+
+/// The pooled keep-alive HTTP/1.1 client every server connection of one `CrescentClient`
+/// shares (reqwest pools per host, so switching leaders keeps the pool of each).
+pub(crate) fn http_client() -> Result<reqwest::Client, ClientError> {
+    reqwest::Client::builder()
+        .timeout(Duration::from_secs(30))
+        .connect_timeout(Duration::from_secs(5))
+        .pool_idle_timeout(Duration::from_secs(90))
+        .pool_max_idle_per_host(64)
+        .tcp_nodelay(true)
+        .build()
+        .map_err(|e| ClientError::Protocol(format!("cannot build http client: {e}")))
+}
+
+/// One crescentd, reached through the shared pooled HTTP client.
 #[derive(Debug)]
 pub(crate) struct HttpConn {
     server: String,
@@ -115,32 +157,22 @@ pub(crate) struct HttpConn {
 
 impl HttpConn {
     /// `server` is `HOST:PORT` (or a full `http://` URL).
-    pub fn new(server: &str) -> Result<Self, ClientError> {
-        let server = server.trim();
-        if server.is_empty() {
-            return Err(ClientError::InvalidArgument(
-                "server address is empty".into(),
-            ));
-        }
-        let base = if server.starts_with("http://") || server.starts_with("https://") {
-            server.trim_end_matches('/').to_string()
-        } else {
-            format!("http://{server}")
-        };
+    pub fn new(server: &str, http: reqwest::Client) -> Result<Self, ClientError> {
+        let base = base_url(server)?;
         let routes = Routes::new(&base)?;
-        let http = reqwest::Client::builder()
-            .timeout(Duration::from_secs(30))
-            .connect_timeout(Duration::from_secs(5))
-            .pool_idle_timeout(Duration::from_secs(90))
-            .pool_max_idle_per_host(64)
-            .tcp_nodelay(true)
-            .build()
-            .map_err(|e| ClientError::Protocol(format!("cannot build http client: {e}")))?;
         Ok(Self {
-            server: server.to_string(),
+            server: server.trim().to_string(),
             routes,
             http,
         })
+    }
+
+    /// The URL of `route` (an absolute path such as `/v1/cold/offload`) on this server.
+    pub fn url(&self, route: &str) -> Result<Url, ClientError> {
+        self.routes
+            .healthz
+            .join(route)
+            .map_err(|e| ClientError::InvalidArgument(format!("bad route {route}: {e}")))
     }
 
     pub fn server(&self) -> &str {
@@ -161,6 +193,11 @@ impl HttpConn {
             .get(reqwest::header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.starts_with(MSGPACK));
+        let leader_hint = resp
+            .headers()
+            .get(LEADER_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
         let bytes = resp.bytes().await.map_err(|e| self.connect_err(e))?;
         if !status.is_success() {
             let api = if is_msgpack {
@@ -169,7 +206,14 @@ impl HttpConn {
                 serde_json::from_slice::<ApiError>(&bytes).ok()
             };
             return Err(match api {
-                Some(api) => ClientError::Api(api),
+                Some(mut api) => {
+                    // A standby names the active in a header; keep it with the error so the
+                    // leader locator can follow it.
+                    if api.code == crescent_wire::ErrorCode::NotLeader && api.leader.is_none() {
+                        api.leader = leader_hint;
+                    }
+                    ClientError::Api(api)
+                }
                 None => ClientError::Protocol(format!(
                     "HTTP {status}: {}",
                     String::from_utf8_lossy(&bytes)

@@ -6,6 +6,8 @@
 //!   `register_buffer` + `put_from` / `get_into`.
 //! - [`Owner`]: the storage-owner role (a segment of this process's memory, served over TCP,
 //!   mounted, heartbeated) with its [`OwnershipTable`] of committed replicas.
+//! - Leader following: with [`ClientOptions`] (a static server list, the etcd leader key) a
+//!   client finds the active of an HA pair and follows failovers (docs/ha.md, "Clients").
 //! - [`bench`]: the five-figure benchmark behind `crescent bench`.
 
 pub mod admin;
@@ -14,10 +16,14 @@ pub mod bench;
 pub mod buffer;
 pub mod cli;
 pub mod client;
+pub mod client_options;
 pub mod cold;
 mod dataplane;
 pub mod error;
+pub mod failover;
+pub mod failover_metrics;
 mod http;
+mod leader;
 pub mod metrics;
 pub mod options;
 pub mod owner;
@@ -25,12 +31,16 @@ pub mod ownership;
 pub mod rebuild;
 mod rpc;
 mod rpc_io;
+mod server_conn;
 pub mod store;
 pub mod weights;
 
 pub use buffer::RegisteredBuffer;
 pub use client::CrescentClient;
+pub use client_options::ClientOptions;
 pub use error::{ClientError, ErrorClass};
+pub use failover::{FailoverConfig, Retry};
+pub use failover_metrics::{FailoverMetrics, LeaderSource, RetryReason};
 pub use metrics::{ClientMetrics, RebuildMetrics};
 pub use options::{PutOptions, Scope};
 pub use owner::{Owner, OwnerConfig};

@@ -10,6 +10,7 @@ use prometheus::{
 };
 
 use crate::error::ClientError;
+use crate::failover_metrics::FailoverMetrics;
 
 #[derive(Clone, Debug)]
 pub struct ClientMetrics {
@@ -21,6 +22,7 @@ pub struct ClientMetrics {
     pub(crate) reregistrations: IntCounter,
     pub(crate) transport: TransportMetrics,
     pub(crate) rebuild: RebuildMetrics,
+    pub(crate) failover: FailoverMetrics,
 }
 
 /// Metrics of the rebuild roles: the owner's replay and the writer's owner notices.
@@ -169,6 +171,7 @@ impl ClientMetrics {
             .expect("valid metric definition"),
             transport: TransportMetrics::unregistered(),
             rebuild: RebuildMetrics::unregistered(),
+            failover: FailoverMetrics::unregistered(),
         }
     }
 
@@ -183,6 +186,7 @@ impl ClientMetrics {
         registry.register(Box::new(m.heartbeats.clone()))?;
         registry.register(Box::new(m.reregistrations.clone()))?;
         m.rebuild.register(registry)?;
+        m.failover.register(registry)?;
         Ok(m)
     }
 
@@ -210,6 +214,11 @@ impl ClientMetrics {
     /// The rebuild roles' metrics.
     pub fn rebuild(&self) -> &RebuildMetrics {
         &self.rebuild
+    }
+
+    /// The leader-following metrics (leader changes, retries, interruptions).
+    pub fn failover(&self) -> &FailoverMetrics {
+        &self.failover
     }
 
     /// Operations counted so far for `op` with `outcome` (`ok` or a code).

@@ -11,7 +11,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{crescent_bin, Proc, Server};
-use crescent_client::{CrescentClient, Placement, PutOptions};
+use crescent_client::{ClientOptions, CrescentClient, Placement, PutOptions};
 use crescent_wire::rebuild::GateState;
 use rand::{Rng, RngCore, SeedableRng};
 
@@ -142,8 +142,15 @@ async fn an_owner_that_never_returns_opens_the_gate_degraded_at_the_timeout() {
     let status = client.rebuild_status().await.unwrap();
     if restarted_at.elapsed() < Duration::from_secs(5) {
         assert_eq!(status.state, GateState::Rebuilding, "{status:?}");
-        // b's objects are not known yet: UNAVAILABLE (REBUILDING), not NOT_FOUND
-        let err = client.get(&on_b[0].0).await.unwrap_err().to_string();
+        // b's objects are not known yet: UNAVAILABLE (REBUILDING), not NOT_FOUND. A client
+        // waits for the gate up to its failover deadline; one with a short deadline sees it.
+        let impatient = CrescentClient::connect(
+            ClientOptions::servers(&server.server())
+                .with_failover_timeout(Duration::from_millis(300)),
+        )
+        .await
+        .unwrap();
+        let err = impatient.get(&on_b[0].0).await.unwrap_err().to_string();
         assert!(err.contains("REBUILDING"), "{err}");
     }
     for (key, value) in &on_a {

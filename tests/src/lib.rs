@@ -11,6 +11,7 @@
 //!   the crash child prints, so the parent can check every record byte for byte.
 //! - [`crash_journal`]: how the crash child and its parent open the journal under test.
 //! - [`crescentd`]: starting a `crescentd` on a data dir and talking to its HTTP API.
+//! - [`ha_pair`]: an HA pair of crescentd processes on a real etcd, for the failover tests.
 //! - [`store_e2e`]: deterministic object contents and sizes, `crescent owner` processes and
 //!   Prometheus counters for the store end-to-end test.
 //! - [`segment_model`]: what a crash test knows about segments from acknowledged requests, and
@@ -20,6 +21,7 @@ pub mod binaries;
 pub mod crash_journal;
 pub mod crash_payload;
 pub mod crescentd;
+pub mod ha_pair;
 pub mod process;
 pub mod segment_model;
 pub mod store_e2e;

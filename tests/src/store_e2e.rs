@@ -123,13 +123,23 @@ impl OwnerProcess {
     /// Runs `crescent --server SERVER --json owner --size SIZE --id ID` and waits for its ready
     /// line. Spawn from the test's own thread (the child dies with it).
     pub fn start(server: &str, owner_id: &str, size: u64) -> OwnerProcess {
+        Self::start_with(&["--server", server], owner_id, size)
+    }
+
+    /// Like [`OwnerProcess::start`], with `globals` saying where crescentd is (e.g.
+    /// `--etcd URL --cluster NAME` to follow an HA pair's leader).
+    pub fn start_with(globals: &[&str], owner_id: &str, size: u64) -> OwnerProcess {
         let bin = ensure_workspace_binary("crescent-client", "crescent");
         let mut cmd = Command::new(bin);
-        cmd.args(["--server", server, "--json", "owner", "--size"])
+        cmd.args(globals)
+            .args(["--json", "owner", "--size"])
             .arg(size.to_string())
             .args(["--id", owner_id])
             .env_remove("CRESCENT_TENANT")
             .env_remove("CRESCENT_DOMAIN")
+            .env_remove("CRESCENT_SERVER")
+            .env_remove("CRESCENT_ETCD")
+            .env_remove("CRESCENT_CLUSTER")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit());

@@ -6,117 +6,29 @@
 //! - SIGSTOP of the active until the standby takes over, then SIGCONT: the old active never
 //!   acknowledges anything under its old term and exits as deposed.
 
-use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crescent_tests::binaries::{ensure_workspace_binary, optional_workspace_binary};
+use crescent_tests::binaries::optional_workspace_binary;
 use crescent_tests::crescentd::{log_tail, CrescentdProcess, Outcome, SegmentsClient};
+use crescent_tests::ha_pair::{
+    cluster_name, restart_standby as restart_node, start_node as start_ha_node, wait_active,
+    wait_pair_in_sync, DEPOSED_EXIT_CODE,
+};
+
+/// These tests drive journaled commands only: HTTP, no RPC fast path.
+fn start_node(dir: &Path, name: &str, cluster: &str) -> CrescentdProcess {
+    start_ha_node(dir, name, cluster, false)
+}
+
+fn restart_standby(dir: &Path, name: &str, cluster: &str) -> CrescentdProcess {
+    restart_node(dir, name, cluster, false)
+}
 
 /// The HA tests each run two crescentd processes and dozens of clients: one at a time, so a
 /// 2-core machine gives each the timing it is about.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-const DEPOSED_EXIT_CODE: i32 = 75;
-const REWIND_EXIT_CODE: i32 = 76;
-
-fn etcd() -> String {
-    std::env::var("CRESCENT_TEST_ETCD").expect(
-        "CRESCENT_TEST_ETCD must name an etcd endpoint: run the suite through scripts/test.sh, \
-         which starts etcd on loopback",
-    )
-}
-
-fn start_node(dir: &Path, name: &str, cluster: &str) -> CrescentdProcess {
-    let bin = ensure_workspace_binary("crescent-server", "crescentd");
-    let data = dir.join(name);
-    let config = dir.join(format!("{name}.toml"));
-    std::fs::write(
-        &config,
-        "[ha]\nlease_ttl_secs = 2\nsync_timeout_ms = 1000\n",
-    )
-    .unwrap();
-    let args: Vec<String> = [
-        "--config",
-        config.to_str().unwrap(),
-        "--etcd",
-        &etcd(),
-        "--cluster",
-        cluster,
-        "--advertise",
-        "{listen}",
-        "--rpc-listen",
-        "off",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    CrescentdProcess::start(&bin, &data, &dir.join(format!("{name}.log")), &args)
-        .unwrap_or_else(|e| panic!("starting {name}: {e}"))
-}
-
-async fn health(addr: SocketAddr) -> Option<serde_json::Value> {
-    let c = reqwest::Client::builder()
-        .timeout(Duration::from_millis(500))
-        .no_proxy()
-        .build()
-        .ok()?;
-    c.get(format!("http://{addr}/healthz"))
-        .send()
-        .await
-        .ok()?
-        .json()
-        .await
-        .ok()
-}
-
-/// Waits until exactly one of `nodes` is active with an in-sync standby; returns its index.
-async fn wait_pair_in_sync(nodes: &[&CrescentdProcess]) -> usize {
-    let started = Instant::now();
-    loop {
-        for (i, n) in nodes.iter().enumerate() {
-            if let Some(h) = health(n.addr).await {
-                if h["role"] == "active"
-                    && h["ha"]["mode"] == "sync"
-                    && h["ha"]["standby_connected"] == true
-                    && h["ha"]["standby_in_sync"] == true
-                {
-                    return i;
-                }
-            }
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "no active with an in-sync standby within 30 s; logs:\n{}\n---\n{}",
-            log_tail(&nodes[0].log_path, 30),
-            log_tail(&nodes[1].log_path, 30)
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-async fn wait_active(node: &CrescentdProcess, within: Duration) -> Duration {
-    let started = Instant::now();
-    loop {
-        if let Some(h) = health(node.addr).await {
-            if h["role"] == "active" {
-                return started.elapsed();
-            }
-        }
-        assert!(
-            started.elapsed() < within,
-            "{} did not become active within {within:?}; log:\n{}",
-            node.addr,
-            log_tail(&node.log_path, 40)
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-fn cluster_name() -> String {
-    format!("t{}", &uuid::Uuid::new_v4().simple().to_string()[..12])
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn kill_9_of_the_active_under_load_loses_no_acknowledged_command() {
@@ -261,32 +173,6 @@ async fn a_paused_active_is_deposed_and_acknowledges_nothing_under_its_old_term(
     assert!(!ids.iter().any(|s| s.starts_with("stale-write")), "{ids:?}");
 }
 
-/// Restarts a node on its data dir as a standby; a node that must first drop a tail the active
-/// never received exits with the rewind code once, and comes back following (a supervisor's
-/// job, done here by the test).
-fn restart_standby(dir: &Path, name: &str, cluster: &str) -> CrescentdProcess {
-    for _ in 0..3 {
-        let mut p = start_node(dir, name, cluster);
-        let t = Instant::now();
-        loop {
-            if let Some(status) = p.guard.try_exit_status() {
-                assert_eq!(
-                    status.code(),
-                    Some(REWIND_EXIT_CODE),
-                    "{name} exited: {status}; log:\n{}",
-                    log_tail(&p.log_path, 30)
-                );
-                break;
-            }
-            if t.elapsed() > Duration::from_secs(4) {
-                return p;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-    panic!("{name} kept exiting on restart");
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn alternating_kill_9_rounds_lose_no_acknowledged_command() {
     let _serial = SERIAL.lock().await;
@@ -374,13 +260,9 @@ async fn alternating_kill_9_rounds_lose_no_acknowledged_command() {
             &missing[..missing.len().min(5)]
         );
         nodes[active] = None;
-        let back = tokio::task::spawn_blocking({
-            let (d, c, n) = (dir.path().to_path_buf(), cluster.clone(), names[active]);
-            move || restart_standby(&d, n, &c)
-        })
-        .await
-        .unwrap();
-        nodes[active] = Some(back);
+        // Spawned from the test's own thread: a child dies with the thread that spawned it
+        // (PR_SET_PDEATHSIG), and a blocking-pool thread exits when idle.
+        nodes[active] = Some(restart_standby(dir.path(), names[active], &cluster));
         last_active = Some(standby);
     }
     let mut sorted = failovers.clone();

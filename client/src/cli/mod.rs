@@ -16,14 +16,25 @@ use crescent_wire::segments::TransportKind;
 #[derive(Debug, Parser)]
 #[command(name = "crescent", version, about = "Crescent client")]
 pub struct Cli {
-    /// crescentd address (HOST:PORT).
+    /// crescentd address (HOST:PORT), or a comma-separated list tried in order when one is
+    /// unreachable [default: 127.0.0.1:7480 without --etcd].
+    #[arg(long, global = true, env = "CRESCENT_SERVER")]
+    pub server: Option<String>,
+    /// etcd endpoints (URL[,URL]): find the HA pair's leader through its leader key and follow
+    /// failovers. Needs --cluster.
+    #[arg(long, global = true, env = "CRESCENT_ETCD")]
+    pub etcd: Option<String>,
+    /// The HA pair's cluster name (with --etcd).
+    #[arg(long, global = true, env = "CRESCENT_CLUSTER")]
+    pub cluster: Option<String>,
+    /// How long one request follows a failover (retries included), in milliseconds.
     #[arg(
         long,
         global = true,
-        env = "CRESCENT_SERVER",
-        default_value = "127.0.0.1:7480"
+        env = "CRESCENT_FAILOVER_TIMEOUT_MS",
+        default_value_t = 15_000
     )]
-    pub server: String,
+    pub failover_timeout_ms: u64,
     /// Tenant (default: `default`).
     #[arg(long, global = true, env = "CRESCENT_TENANT")]
     pub tenant: Option<String>,
@@ -168,6 +179,32 @@ impl From<TransportArg> for TransportKind {
             TransportArg::TransferEngine => TransportKind::TransferEngine,
             TransportArg::Embedded => TransportKind::Embedded,
         }
+    }
+}
+
+/// The server used when neither --server nor --etcd is given.
+pub const DEFAULT_SERVER: &str = "127.0.0.1:7480";
+
+impl Cli {
+    /// Where the client finds crescentd: --server (or the default without --etcd), --etcd
+    /// and --cluster, and the failover deadline.
+    pub fn client_options(&self) -> crate::ClientOptions {
+        let servers = match (&self.server, &self.etcd) {
+            (Some(list), _) => crate::client_options::split_list(list),
+            (None, None) => vec![DEFAULT_SERVER.to_string()],
+            (None, Some(_)) => Vec::new(),
+        };
+        crate::ClientOptions {
+            servers,
+            etcd_endpoints: self
+                .etcd
+                .as_deref()
+                .map(crate::client_options::split_list)
+                .unwrap_or_default(),
+            cluster: self.cluster.clone(),
+            ..crate::ClientOptions::default()
+        }
+        .with_failover_timeout(std::time::Duration::from_millis(self.failover_timeout_ms))
     }
 }
 

@@ -62,7 +62,8 @@ async fn stop_signal() -> Result<(), ClientError> {
 }
 
 pub(super) async fn run(cli: Cli) -> Result<u8, ClientError> {
-    let client = CrescentClient::new(&cli.server)?
+    let client = CrescentClient::connect(cli.client_options())
+        .await?
         .with_scope(cli.tenant.as_deref(), cli.domain.as_deref())?;
     let json = cli.json;
     match cli.command {

@@ -16,10 +16,52 @@ fn globals_go_anywhere_and_default() {
         matches!(cli.command, Command::Put { ref key, ref file, upsert: false, replicas: 1 } if key == "k" && file == "f.bin")
     );
     let cli = parse(&["--server", "h:1", "--domain", "d", "exist", "k"]).unwrap();
-    assert_eq!(cli.server, "h:1");
+    assert_eq!(cli.server.as_deref(), Some("h:1"));
     assert_eq!(cli.domain.as_deref(), Some("d"));
+    let unset = ["CRESCENT_SERVER", "CRESCENT_ETCD", "CRESCENT_CLUSTER"]
+        .iter()
+        .all(|v| std::env::var_os(v).is_none());
+    if unset {
+        let options = parse(&["ls"]).unwrap().client_options();
+        assert_eq!(options.servers, vec![DEFAULT_SERVER.to_string()]);
+        assert!(!options.uses_etcd());
+    }
+}
+
+#[test]
+fn leader_following_flags() {
+    let cli = parse(&[
+        "owner",
+        "--size",
+        "1M",
+        "--etcd",
+        "http://e1:2379,http://e2:2379",
+        "--cluster",
+        "prod",
+        "--failover-timeout-ms",
+        "9000",
+    ])
+    .unwrap();
+    let options = cli.client_options();
+    assert_eq!(
+        options.etcd_endpoints,
+        vec!["http://e1:2379".to_string(), "http://e2:2379".to_string()]
+    );
+    assert_eq!(options.cluster.as_deref(), Some("prod"));
     if std::env::var_os("CRESCENT_SERVER").is_none() {
-        assert_eq!(parse(&["ls"]).unwrap().server, "127.0.0.1:7480");
+        assert!(options.servers.is_empty(), "no default server with --etcd");
+    }
+    assert_eq!(options.failover.timeout, std::time::Duration::from_secs(9));
+    assert!(options.validate().is_ok());
+
+    let cli = parse(&["--server", "a:1, b:2", "get", "k"]).unwrap();
+    assert_eq!(cli.client_options().servers, vec!["a:1", "b:2"]);
+    let cli = parse(&["--cluster", "prod", "--server", "a:1", "ls"]).unwrap();
+    if std::env::var_os("CRESCENT_ETCD").is_none() {
+        assert!(
+            cli.client_options().validate().is_err(),
+            "--cluster needs --etcd"
+        );
     }
 }
 

@@ -17,6 +17,7 @@ use tracing::Instrument;
 
 use crate::client::CrescentClient;
 use crate::error::ClientError;
+use crate::failover::Retry;
 use crate::metrics::RebuildMetrics;
 use crate::ownership::OwnershipTable;
 
@@ -38,21 +39,32 @@ impl RebuildSink for CrescentClient {
         &'a self,
         req: &'a RebuildReplayRequest,
     ) -> BoxFuture<'a, Result<RebuildReplayReply, ClientError>> {
-        Box::pin(self.http.post(&self.http.routes.rebuild_replay, req))
+        // Replays merge idempotently (docs/rebuild.md): retried on the current leader.
+        Box::pin(self.post_to(
+            "rebuild_replay",
+            Retry::Idempotent,
+            |r| &r.rebuild_replay,
+            req,
+        ))
     }
 
     fn complete<'a>(
         &'a self,
         req: &'a RebuildCompleteRequest,
     ) -> BoxFuture<'a, Result<RebuildCompleteReply, ClientError>> {
-        Box::pin(self.http.post(&self.http.routes.rebuild_complete, req))
+        Box::pin(self.post_to(
+            "rebuild_complete",
+            Retry::Idempotent,
+            |r| &r.rebuild_complete,
+            req,
+        ))
     }
 }
 
 impl CrescentClient {
     /// `GET /v1/rebuild/status`: the rebuild gate and its progress.
     pub async fn rebuild_status(&self) -> Result<GateStatus, ClientError> {
-        self.http.get(&self.http.routes.rebuild_status).await
+        self.get_from("rebuild_status", |r| &r.rebuild_status).await
     }
 }
 

@@ -19,6 +19,7 @@ use crate::buffer::RegisteredBuffer;
 use crate::client::CrescentClient;
 use crate::dataplane::{read_order, remote_for, Committed, LocalSegment};
 use crate::error::ClientError;
+use crate::failover::Retry;
 use crate::options::PutOptions;
 
 /// What a put did.
@@ -172,7 +173,7 @@ impl CrescentClient {
         let local = self.data.local();
         let own = local.as_ref().map(|l| &*l.remote.segment_id);
         let req = opts.request(id, len as u64, checksum, own)?;
-        let started: PutStartReply = self.call(RpcOp::PutStart, &req).await?;
+        let (started, leader): (PutStartReply, _) = self.call_at(RpcOp::PutStart, &req).await?;
         let id = req.id;
         if started.already_exists {
             return Ok(PutOutcome {
@@ -198,10 +199,11 @@ impl CrescentClient {
             Err(e) => Err(e),
         };
         if let Err(e) = transferred {
-            self.revoke(&end).await;
+            self.revoke_at(&leader, &end).await;
             return Err(e);
         }
-        let _: Ack = self.call(RpcOp::PutEnd, &end).await?;
+        // Only the leader that started the put knows it: put_end goes there or nowhere.
+        let _: Ack = self.call_pinned(&leader, RpcOp::PutEnd, &end).await?;
         self.data.committed(
             Committed {
                 id: &end.id,
@@ -233,6 +235,8 @@ impl CrescentClient {
             id,
             put_id: started.put_id,
         };
+        // The leader that answered the put_start (just now, through another route).
+        let leader = self.locator.current();
         let local = self.data.local();
         let transport = self.data.transport().await?;
         let staging = self.data.staging.take(transport, value.len())?;
@@ -250,11 +254,17 @@ impl CrescentClient {
             self.write_all(&descs).await
         }
         .await;
+        let Some(leader) = leader else {
+            return Err(ClientError::Interrupted {
+                op: "put_end",
+                detail: "no leader known after put_start".into(),
+            });
+        };
         if let Err(e) = transferred {
-            self.revoke(&end).await;
+            self.revoke_at(&leader, &end).await;
             return Err(e);
         }
-        let _: Ack = self.call(RpcOp::PutEnd, &end).await?;
+        let _: Ack = self.call_pinned(&leader, RpcOp::PutEnd, &end).await?;
         self.data.committed(
             Committed {
                 id: &end.id,
@@ -283,9 +293,10 @@ impl CrescentClient {
         }
     }
 
-    /// Abandons a put (best effort: the server's discard timeout reclaims it otherwise).
-    pub(crate) async fn revoke(&self, end: &PutEndRequest) {
-        let revoked: Result<Ack, _> = self.call(RpcOp::PutRevoke, end).await;
+    /// Abandons a put at the leader that started it (best effort: the server's discard
+    /// timeout reclaims it otherwise).
+    pub(crate) async fn revoke_at(&self, leader: &crate::leader::Current, end: &PutEndRequest) {
+        let revoked: Result<Ack, _> = self.call_pinned(leader, RpcOp::PutRevoke, end).await;
         if let Err(e) = revoked {
             tracing::warn!(key = %end.id.key, put_id = end.put_id, error = %e, "put_revoke failed");
         }
@@ -467,7 +478,14 @@ impl CrescentClient {
             domain: self.scope.domain().map(str::to_string),
             prefix: prefix.to_string(),
         };
-        let result = self.http.post(&self.http.routes.remove_prefix, &req).await;
+        let result = self
+            .post_to(
+                "remove_prefix",
+                Retry::NotIdempotent,
+                |r| &r.remove_prefix,
+                &req,
+            )
+            .await;
         if let (Ok(_), Some(local)) = (&result, self.data.local()) {
             let tenant = self
                 .scope
@@ -502,7 +520,8 @@ impl CrescentClient {
             after: after.map(str::to_string),
             limit,
         };
-        self.http.post(&self.http.routes.list, &req).await
+        self.post_to("list", Retry::Idempotent, |r| &r.list, &req)
+            .await
     }
 
     /// Every key under `prefix`, following the pages.

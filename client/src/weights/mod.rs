@@ -13,7 +13,6 @@ use std::time::Instant;
 
 use crescent_wire::store::ObjectId;
 use crescent_wire::weights::{self as w, routes};
-use reqwest::Url;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
@@ -24,6 +23,7 @@ pub use writer::WeightWriter;
 
 use crate::client::CrescentClient;
 use crate::error::ClientError;
+use crate::failover::Retry;
 
 /// The domain crescentd keeps managed weight objects in.
 pub const WEIGHTS_DOMAIN: &str = "_weights";
@@ -62,31 +62,40 @@ impl LoadedWeights {
     }
 }
 
-/// The eleven managed-weight operations of one crescentd.
+/// The eleven managed-weight operations, on the leader the client follows.
 #[derive(Debug, Clone)]
 pub struct WeightStore {
     client: CrescentClient,
-    base: Url,
 }
 
 impl WeightStore {
     pub fn new(client: &CrescentClient) -> Self {
         Self {
             client: client.clone(),
-            base: client.http.routes.healthz.clone(),
         }
     }
 
+    /// A weight command: not idempotent, so sent again after a failover only when crescentd
+    /// certainly did not run it (docs/ha.md, "Clients").
     async fn post<B: Serialize, T: DeserializeOwned>(
         &self,
-        route: &str,
+        route: &'static str,
         body: &B,
     ) -> Result<T, ClientError> {
-        let url = self
-            .base
-            .join(route)
-            .map_err(|e| ClientError::InvalidArgument(format!("route {route}: {e}")))?;
-        self.client.http.post(&url, body).await
+        self.client
+            .post_route(route, Retry::NotIdempotent, route, body)
+            .await
+    }
+
+    /// A weight read: retried across a failover.
+    async fn read<B: Serialize, T: DeserializeOwned>(
+        &self,
+        route: &'static str,
+        body: &B,
+    ) -> Result<T, ClientError> {
+        self.client
+            .post_route(route, Retry::Idempotent, route, body)
+            .await
     }
 
     /// Runs `f` as one client operation: a tracing span and the client's op metrics.
@@ -218,7 +227,7 @@ impl WeightStore {
     pub async fn weight_is_exist(&self, id: &w::WeightId) -> Result<bool, ClientError> {
         let req = w::WeightRequest { id: id.clone() };
         let r: w::WeightExistReply = self
-            .op("weight_is_exist", self.post(routes::EXIST, &req))
+            .op("weight_is_exist", self.read(routes::EXIST, &req))
             .await?;
         Ok(r.exists)
     }
@@ -228,7 +237,7 @@ impl WeightStore {
         id: &w::WeightId,
     ) -> Result<w::WeightMetadata, ClientError> {
         let req = w::WeightRequest { id: id.clone() };
-        self.op("weight_get_metadata", self.post(routes::METADATA, &req))
+        self.op("weight_get_metadata", self.read(routes::METADATA, &req))
             .await
     }
 
@@ -236,7 +245,7 @@ impl WeightStore {
     pub async fn weight_get_size(&self, id: &w::WeightId) -> Result<u64, ClientError> {
         let req = w::WeightRequest { id: id.clone() };
         let r: w::WeightSizeReply = self
-            .op("weight_get_size", self.post(routes::SIZE, &req))
+            .op("weight_get_size", self.read(routes::SIZE, &req))
             .await?;
         Ok(r.size)
     }
@@ -246,7 +255,7 @@ impl WeightStore {
         &self,
         req: &w::WeightListRequest,
     ) -> Result<w::WeightListReply, ClientError> {
-        self.op("weight_list", self.post(routes::LIST, req)).await
+        self.op("weight_list", self.read(routes::LIST, req)).await
     }
 
     /// Every revision matching the filter of `req` (all pages).
@@ -292,7 +301,7 @@ impl WeightStore {
     ) -> Result<w::UpsertReply, ClientError> {
         self.op(
             "weight_upsert_status",
-            self.post(routes::UPSERT_STATUS, req),
+            self.read(routes::UPSERT_STATUS, req),
         )
         .await
     }
@@ -312,7 +321,7 @@ impl WeightStore {
         let req = w::OperationRequest {
             operation_id: operation_id.to_string(),
         };
-        self.op("weight_get_operation", self.post(routes::OPERATION, &req))
+        self.op("weight_get_operation", self.read(routes::OPERATION, &req))
             .await
     }
 

@@ -1,0 +1,130 @@
+//! [`ClientOptions`]: where a client finds crescentd (a static server list, the etcd leader
+//! key, or both) and how long it follows a failover.
+
+use std::time::Duration;
+
+use crate::error::ClientError;
+use crate::failover::FailoverConfig;
+use crate::http::base_url;
+
+/// How a [`crate::CrescentClient`] finds the leader.
+///
+/// - `servers`: addresses (`HOST:PORT` or `http://` URLs) tried in order; after a connection
+///   failure the next one is tried, and a standby's NOT_LEADER answer names the active.
+/// - `etcd_endpoints` + `cluster`: follow `/crescent/<cluster>/leader` (the HA pair's leader
+///   key). `servers` is then optional: it is the fallback while etcd is unreachable.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ClientOptions {
+    pub servers: Vec<String>,
+    pub etcd_endpoints: Vec<String>,
+    pub cluster: Option<String>,
+    pub failover: FailoverConfig,
+}
+
+/// Splits a comma-separated list (`A,B`), dropping empty items and surrounding spaces.
+pub fn split_list(list: &str) -> Vec<String> {
+    list.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+impl ClientOptions {
+    /// A static list: `servers` is `HOST:PORT[,HOST:PORT...]`.
+    pub fn servers(servers: &str) -> Self {
+        Self {
+            servers: split_list(servers),
+            ..Self::default()
+        }
+    }
+
+    /// Follow the leader of `cluster` through etcd (`endpoints` is `URL[,URL...]`).
+    pub fn etcd(endpoints: &str, cluster: &str) -> Self {
+        Self {
+            etcd_endpoints: split_list(endpoints),
+            cluster: Some(cluster.to_string()),
+            ..Self::default()
+        }
+    }
+
+    /// The same options with overall failover deadline `timeout`.
+    pub fn with_failover_timeout(mut self, timeout: Duration) -> Self {
+        self.failover.timeout = timeout;
+        self
+    }
+
+    /// Whether the leader is followed through etcd.
+    pub fn uses_etcd(&self) -> bool {
+        !self.etcd_endpoints.is_empty()
+    }
+
+    /// Checks the combination before anything is contacted.
+    pub fn validate(&self) -> Result<(), ClientError> {
+        for s in &self.servers {
+            base_url(s)?;
+        }
+        match (self.etcd_endpoints.is_empty(), &self.cluster) {
+            (false, None) => {
+                return Err(ClientError::InvalidArgument(
+                    "etcd endpoints need a cluster name (--cluster)".into(),
+                ))
+            }
+            (true, Some(_)) => {
+                return Err(ClientError::InvalidArgument(
+                    "a cluster name needs etcd endpoints (--etcd)".into(),
+                ))
+            }
+            (true, None) if self.servers.is_empty() => {
+                return Err(ClientError::InvalidArgument(
+                    "no crescentd address: give a server (--server) or etcd and a cluster \
+                     (--etcd, --cluster)"
+                        .into(),
+                ))
+            }
+            _ => {}
+        }
+        let f = &self.failover;
+        if f.timeout.is_zero() || f.initial_backoff.is_zero() || f.max_backoff < f.initial_backoff {
+            return Err(ClientError::InvalidArgument(format!(
+                "failover timing must be positive with max_backoff >= initial_backoff: {f:?}"
+            )));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lists_are_split_and_trimmed() {
+        assert_eq!(split_list(" a:1, b:2 ,,"), vec!["a:1", "b:2"]);
+        assert!(split_list("").is_empty());
+        assert_eq!(ClientOptions::servers("a:1,b:2").servers.len(), 2);
+    }
+
+    #[test]
+    fn combinations_are_checked() {
+        assert!(ClientOptions::servers("127.0.0.1:1").validate().is_ok());
+        assert!(ClientOptions::etcd("http://127.0.0.1:2379", "c")
+            .validate()
+            .is_ok());
+        let e = ClientOptions::default().validate().unwrap_err();
+        assert_eq!(e.code_str(), "INVALID_ARGUMENT");
+        let no_cluster = ClientOptions {
+            etcd_endpoints: vec!["http://127.0.0.1:2379".into()],
+            ..ClientOptions::default()
+        };
+        assert!(no_cluster.validate().is_err());
+        let no_etcd = ClientOptions {
+            cluster: Some("c".into()),
+            ..ClientOptions::servers("a:1")
+        };
+        assert!(no_etcd.validate().is_err());
+        let zero = ClientOptions::servers("a:1").with_failover_timeout(Duration::ZERO);
+        assert!(zero.validate().is_err());
+        assert!(ClientOptions::servers(" , ").validate().is_err());
+    }
+}

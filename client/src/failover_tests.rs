@@ -1,0 +1,418 @@
+//! Leader following against scripted fake crescentd HTTP servers: static-list rotation,
+//! NOT_LEADER hints, the rebuild gate, the deadline, and non-idempotent operations surfacing
+//! FAILOVER_INTERRUPTED instead of running twice.
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+use super::*;
+use crate::client_options::ClientOptions;
+use crate::failover_metrics::LeaderSource;
+
+/// One scripted answer.
+#[derive(Debug, Clone)]
+enum Answer {
+    /// 200 with this JSON body.
+    Ok(&'static str),
+    /// NOT_LEADER, naming the leader in the `x-crescent-leader` header.
+    NotLeader(Option<String>),
+    /// UNAVAILABLE with this message.
+    Unavailable(&'static str),
+    /// Read the request, then close the connection without answering.
+    Drop,
+}
+
+/// A fake crescentd: answers `/v1/rpc` with 404 (HTTP only) and every other request with the
+/// next scripted answer (the last one repeats). Counts the requests it read.
+struct FakeServer {
+    addr: SocketAddr,
+    seen: Arc<Mutex<Vec<String>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for FakeServer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl FakeServer {
+    async fn start(script: Vec<Answer>) -> FakeServer {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let seen: Arc<Mutex<Vec<String>>> = Arc::default();
+        let script = Arc::new(Mutex::new(VecDeque::from(script)));
+        let task = tokio::spawn({
+            let seen = seen.clone();
+            async move {
+                loop {
+                    let Ok((stream, _)) = listener.accept().await else {
+                        return;
+                    };
+                    tokio::spawn(serve(stream, seen.clone(), script.clone()));
+                }
+            }
+        });
+        FakeServer { addr, seen, task }
+    }
+
+    fn address(&self) -> String {
+        self.addr.to_string()
+    }
+
+    /// Requests read so far (paths), `/v1/rpc` discovery excluded.
+    fn requests(&self) -> Vec<String> {
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+async fn serve(
+    mut stream: TcpStream,
+    seen: Arc<Mutex<Vec<String>>>,
+    script: Arc<Mutex<VecDeque<Answer>>>,
+) {
+    let mut buf = Vec::new();
+    loop {
+        let Some(path) = read_request(&mut stream, &mut buf).await else {
+            return;
+        };
+        let answer = if path == "/v1/rpc" {
+            Answer::Unavailable("unused")
+        } else {
+            seen.lock().unwrap().push(path.clone());
+            let mut s = script.lock().unwrap();
+            if s.len() > 1 {
+                s.pop_front().unwrap()
+            } else {
+                s.front().cloned().expect("a script")
+            }
+        };
+        let (status, body, extra) = match (&answer, path == "/v1/rpc") {
+            (_, true) => (
+                "404 Not Found",
+                r#"{"code":"NOT_FOUND","message":"no rpc","retryable":false}"#.to_string(),
+                String::new(),
+            ),
+            (Answer::Ok(body), _) => ("200 OK", body.to_string(), String::new()),
+            (Answer::NotLeader(leader), _) => (
+                "421 Misdirected Request",
+                r#"{"code":"NOT_LEADER","message":"standby","retryable":true}"#.to_string(),
+                leader
+                    .as_ref()
+                    .map(|l| format!("x-crescent-leader: {l}\r\n"))
+                    .unwrap_or_default(),
+            ),
+            (Answer::Unavailable(message), _) => (
+                "503 Service Unavailable",
+                format!(r#"{{"code":"UNAVAILABLE","message":"{message}","retryable":true}}"#),
+                String::new(),
+            ),
+            (Answer::Drop, _) => return,
+        };
+        let response = format!(
+            "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n{extra}\r\n{body}",
+            body.len()
+        );
+        if stream.write_all(response.as_bytes()).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Reads one request (headers and a content-length body); returns its path.
+async fn read_request(stream: &mut TcpStream, buf: &mut Vec<u8>) -> Option<String> {
+    loop {
+        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&buf[..end]).to_string();
+            let length = head
+                .lines()
+                .find_map(|l| {
+                    let (k, v) = l.split_once(':')?;
+                    k.eq_ignore_ascii_case("content-length")
+                        .then(|| v.trim().parse::<usize>().ok())?
+                })
+                .unwrap_or(0);
+            while buf.len() < end + 4 + length {
+                let mut chunk = [0u8; 4096];
+                let n = stream.read(&mut chunk).await.ok()?;
+                if n == 0 {
+                    return None;
+                }
+                buf.extend_from_slice(&chunk[..n]);
+            }
+            buf.drain(..end + 4 + length);
+            return head.split_whitespace().nth(1).map(str::to_string);
+        }
+        let mut chunk = [0u8; 4096];
+        let n = stream.read(&mut chunk).await.ok()?;
+        if n == 0 {
+            return None;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
+/// An address nothing listens on (connection refused).
+fn dead_address() -> String {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let a = l.local_addr().unwrap();
+    drop(l);
+    a.to_string()
+}
+
+async fn client(servers: &[String], timeout: Duration) -> CrescentClient {
+    let options = ClientOptions::servers(&servers.join(",")).with_failover_timeout(timeout);
+    CrescentClient::connect(options).await.unwrap()
+}
+
+const EXISTS: &str = r#"{"exists":true}"#;
+const RPC_404: &str = "/v1/rpc";
+
+#[tokio::test]
+async fn a_dead_server_in_the_static_list_is_skipped() {
+    let live = FakeServer::start(vec![Answer::Ok(EXISTS)]).await;
+    let c = client(&[dead_address(), live.address()], Duration::from_secs(5)).await;
+    assert!(c.is_exist("k").await.unwrap());
+    assert_eq!(c.server(), live.address());
+    let m = c.metrics().failover();
+    assert_eq!(m.leader_changes(LeaderSource::Static), 1);
+    assert!(m.retries(RetryReason::Connect) >= 1);
+    // Later requests go straight to the live server.
+    assert!(c.is_exist("k").await.unwrap());
+    assert_eq!(m.leader_changes(LeaderSource::Static), 1);
+    assert!(live.requests().iter().all(|p| p != RPC_404));
+}
+
+#[tokio::test]
+async fn a_standby_naming_the_active_is_followed() {
+    let active = FakeServer::start(vec![Answer::Ok(EXISTS)]).await;
+    let standby = FakeServer::start(vec![Answer::NotLeader(Some(active.address()))]).await;
+    let c = client(&[standby.address()], Duration::from_secs(5)).await;
+    assert!(c.is_exist("k").await.unwrap());
+    assert_eq!(c.server(), active.address());
+    assert_eq!(
+        c.metrics()
+            .failover()
+            .leader_changes(LeaderSource::NotLeader),
+        1
+    );
+    // Not idempotent, but NOT_LEADER proves it did not run: sent again to the active.
+    let removed = FakeServer::start(vec![Answer::Ok("{}")]).await;
+    let standby2 = FakeServer::start(vec![Answer::NotLeader(Some(removed.address()))]).await;
+    let c = client(&[standby2.address()], Duration::from_secs(5)).await;
+    c.remove("k").await.unwrap();
+    assert_eq!(removed.requests().len(), 1);
+}
+
+#[tokio::test]
+async fn reads_wait_for_the_rebuild_gate() {
+    let s = FakeServer::start(vec![
+        Answer::Unavailable("REBUILDING: waiting for 2 owners"),
+        Answer::Unavailable("REBUILDING: waiting for 1 owner"),
+        Answer::Ok(EXISTS),
+    ])
+    .await;
+    let c = client(&[s.address()], Duration::from_secs(5)).await;
+    assert!(c.is_exist("k").await.unwrap());
+    assert_eq!(s.requests().len(), 3);
+    assert_eq!(c.metrics().failover().retries(RetryReason::Unavailable), 2);
+}
+
+#[tokio::test]
+async fn a_remove_that_may_have_run_is_interrupted_not_repeated() {
+    let s = FakeServer::start(vec![Answer::Drop, Answer::Ok("{}")]).await;
+    let c = client(&[s.address()], Duration::from_secs(5)).await;
+    let e = c.remove("k").await.unwrap_err();
+    assert_eq!(e.code_str(), "FAILOVER_INTERRUPTED", "{e}");
+    assert!(e.retryable());
+    assert_eq!(s.requests().len(), 1, "sent once");
+    assert_eq!(c.metrics().failover().interruptions("remove"), 1);
+    // The same failure on a read is retried.
+    let s = FakeServer::start(vec![Answer::Drop, Answer::Ok(EXISTS)]).await;
+    let c = client(&[s.address()], Duration::from_secs(5)).await;
+    assert!(c.is_exist("k").await.unwrap());
+    assert_eq!(s.requests().len(), 2);
+}
+
+#[tokio::test]
+async fn an_unavailable_remove_is_not_repeated_but_a_gated_one_is() {
+    let s = FakeServer::start(vec![
+        Answer::Unavailable("journal closed"),
+        Answer::Ok("{}"),
+    ])
+    .await;
+    let c = client(&[s.address()], Duration::from_secs(5)).await;
+    let e = c.remove("k").await.unwrap_err();
+    assert_eq!(e.code_str(), "FAILOVER_INTERRUPTED");
+    assert_eq!(s.requests().len(), 1);
+    let s = FakeServer::start(vec![Answer::Unavailable("REBUILDING: x"), Answer::Ok("{}")]).await;
+    let c = client(&[s.address()], Duration::from_secs(5)).await;
+    c.remove("k").await.unwrap();
+    assert_eq!(s.requests().len(), 2);
+}
+
+#[tokio::test]
+async fn retries_stop_at_the_deadline_with_the_last_error() {
+    let c = client(
+        &[dead_address(), dead_address()],
+        Duration::from_millis(400),
+    )
+    .await;
+    let started = std::time::Instant::now();
+    let e = c.is_exist("k").await.unwrap_err();
+    let took = started.elapsed();
+    assert_eq!(e.code_str(), "UNAVAILABLE", "{e}");
+    assert!(took >= Duration::from_millis(400), "{took:?}");
+    assert!(took < Duration::from_secs(3), "{took:?}");
+    assert!(c.metrics().failover().retries(RetryReason::Connect) >= 2);
+}
+
+#[tokio::test]
+async fn other_errors_are_not_retried() {
+    let s = FakeServer::start(vec![Answer::Ok("not json")]).await;
+    let c = client(&[s.address()], Duration::from_secs(5)).await;
+    let e = c.is_exist("k").await.unwrap_err();
+    assert_eq!(e.code_str(), "INTERNAL");
+    assert_eq!(s.requests().len(), 1);
+}
+
+#[tokio::test]
+async fn the_second_phase_never_goes_to_another_leader() {
+    let a = FakeServer::start(vec![Answer::Ok("{}")]).await;
+    let b = FakeServer::start(vec![Answer::Ok("{}")]).await;
+    let c = client(&[a.address(), b.address()], Duration::from_secs(5)).await;
+    let at = c.locator.current().unwrap();
+    let body = crescent_wire::store::PutEndRequest {
+        id: crescent_wire::store::ObjectId::new("k"),
+        put_id: 1,
+    };
+    let _: crescent_wire::store::Ack = c.call_pinned(&at, RpcOp::PutEnd, &body).await.unwrap();
+    assert_eq!(a.requests().len(), 1);
+    // The leader moves on: a put_end for the old one's put is not sent anywhere.
+    assert!(c.locator.after_failure(&at, Some(&b.address())).is_some());
+    let e = c
+        .call_pinned::<_, crescent_wire::store::Ack>(&at, RpcOp::PutEnd, &body)
+        .await
+        .unwrap_err();
+    assert_eq!(e.code_str(), "FAILOVER_INTERRUPTED");
+    assert_eq!((a.requests().len(), b.requests().len()), (1, 0));
+}
+
+#[test]
+fn failures_are_classified() {
+    use crescent_wire::ApiError;
+    let mut nl = ApiError::new(ErrorCode::NotLeader, "standby");
+    nl.leader = Some("h:1".into());
+    assert_eq!(
+        classify(&ClientError::Api(nl)),
+        Failure::NotRun {
+            reason: RetryReason::NotLeader,
+            hint: Some("h:1".into())
+        }
+    );
+    let gate = ClientError::Api(ApiError::new(ErrorCode::Unavailable, "REBUILDING: x"));
+    assert!(matches!(classify(&gate), Failure::NotRun { .. }));
+    let closed = ClientError::Api(ApiError::new(ErrorCode::Unavailable, "closed"));
+    assert!(matches!(classify(&closed), Failure::MaybeRun { .. }));
+    let fenced = ClientError::Api(ApiError::new(ErrorCode::Fenced, "term"));
+    assert!(matches!(classify(&fenced), Failure::MaybeRun { .. }));
+    for code in [ErrorCode::NotFound, ErrorCode::Conflict, ErrorCode::Busy] {
+        assert_eq!(
+            classify(&ClientError::Api(ApiError::new(code, "x"))),
+            Failure::Final
+        );
+    }
+    assert_eq!(
+        classify(&ClientError::InvalidArgument("x".into())),
+        Failure::Final
+    );
+    assert_eq!(retry_for(RpcOp::Get), Retry::Idempotent);
+    assert_eq!(retry_for(RpcOp::PutStart), Retry::Idempotent);
+    assert_eq!(retry_for(RpcOp::PutEnd), Retry::NotIdempotent);
+    assert_eq!(retry_for(RpcOp::BatchRemove), Retry::NotIdempotent);
+}
+
+/// A client with no static list (etcd only) before etcd named a leader.
+fn leaderless(timeout: Duration) -> CrescentClient {
+    let metrics = crate::metrics::ClientMetrics::unregistered();
+    CrescentClient {
+        locator: crate::leader::LeaderLocator::new(
+            Vec::new(),
+            crate::http::http_client().unwrap(),
+            metrics.failover.clone(),
+        )
+        .unwrap(),
+        failover: Arc::new(FailoverConfig {
+            timeout,
+            ..FailoverConfig::default()
+        }),
+        scope: crate::options::Scope::default(),
+        data: crate::dataplane::DataPlane::new(metrics),
+    }
+}
+
+#[tokio::test]
+async fn a_request_waits_for_the_first_leader_etcd_names() {
+    let s = FakeServer::start(vec![Answer::Ok(EXISTS)]).await;
+    let c = leaderless(Duration::from_secs(5));
+    let announce = {
+        let (locator, address) = (c.locator.clone(), s.address());
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(150)).await;
+            locator.observe_leader(&crescent_ha::LeaderInfo {
+                node: "n1".into(),
+                address,
+                term: 7,
+            });
+        })
+    };
+    let started = std::time::Instant::now();
+    assert!(c.is_exist("k").await.unwrap());
+    assert!(started.elapsed() >= Duration::from_millis(150));
+    announce.await.unwrap();
+    assert_eq!(c.metrics().failover().leader_changes(LeaderSource::Etcd), 1);
+
+    let none = leaderless(Duration::from_millis(200));
+    let e = none.is_exist("k").await.unwrap_err();
+    assert_eq!(e.code_str(), "NO_LEADER", "{e}");
+}
+
+#[tokio::test]
+async fn an_idempotent_request_stuck_on_a_frozen_leader_moves_to_the_new_one() {
+    // A server that accepts and never answers: a frozen (SIGSTOPped) active.
+    let frozen = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let frozen_addr = frozen.local_addr().unwrap().to_string();
+    let hold = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((s, _)) = frozen.accept().await {
+            held.push(s);
+        }
+    });
+    let next = FakeServer::start(vec![Answer::Ok(EXISTS)]).await;
+    let c = client(&[frozen_addr], Duration::from_secs(5)).await;
+    let switch = {
+        let (locator, address) = (c.locator.clone(), next.address());
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            locator.observe_leader(&crescent_ha::LeaderInfo {
+                node: "n2".into(),
+                address,
+                term: 9,
+            });
+        })
+    };
+    let started = std::time::Instant::now();
+    assert!(c.is_exist("k").await.unwrap());
+    assert!(started.elapsed() < Duration::from_secs(3));
+    assert_eq!(
+        c.metrics().failover().retries(RetryReason::LeaderChanged),
+        1
+    );
+    switch.await.unwrap();
+    hold.abort();
+}

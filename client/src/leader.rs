@@ -1,0 +1,284 @@
+//! [`LeaderLocator`]: which crescentd the client talks to, and how it moves on after a
+//! failover (docs/ha.md, "Clients").
+//!
+//! Sources, strongest first:
+//! 1. a NOT_LEADER answer naming the active (`x-crescent-leader` header or the error body's
+//!    `leader`): the standby knows who it follows right now;
+//! 2. the etcd leader key, followed by a [`LeaderWatch`] when the client was given etcd
+//!    endpoints and a cluster name; a change is applied at once, without waiting for a
+//!    request to fail, and only for a term at least as new as the newest seen;
+//! 3. the static server list: after a connection failure, the next address in the list.
+//!
+//! Every switch starts a new *epoch*. A failure is resolved only against the epoch it
+//! happened in, so 32 requests failing together move the client once, not 32 times, and an
+//! operation pinned to the leader that started it (put_end) can tell that the leader changed.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+
+use crescent_ha::{LeaderInfo, LeaderWatch};
+use tokio::sync::watch;
+
+use crate::error::ClientError;
+use crate::failover_metrics::{FailoverMetrics, LeaderSource};
+use crate::http::base_url;
+use crate::server_conn::ServerConn;
+
+/// The server requests go to, and the epoch in which it became current.
+#[derive(Debug, Clone)]
+pub(crate) struct Current {
+    pub conn: Arc<ServerConn>,
+    pub epoch: u64,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    current: Option<Arc<ServerConn>>,
+    epoch: u64,
+}
+
+/// The etcd side: the watch and the task applying its changes.
+struct EtcdFollower {
+    watch: LeaderWatch,
+    task: tokio::task::JoinHandle<()>,
+    cluster: String,
+}
+
+pub(crate) struct LeaderLocator {
+    http: reqwest::Client,
+    /// The static list (`--server A,B`), as given; may be empty when etcd is configured.
+    candidates: Vec<String>,
+    state: Mutex<State>,
+    epoch_tx: watch::Sender<u64>,
+    /// The newest leader term seen in etcd: older records (a lagging watch) are ignored.
+    known_term: AtomicU64,
+    etcd: OnceLock<EtcdFollower>,
+    metrics: FailoverMetrics,
+}
+
+impl std::fmt::Debug for LeaderLocator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        f.debug_struct("LeaderLocator")
+            .field("candidates", &self.candidates)
+            .field("current", &state.current.as_ref().map(|c| c.base.clone()))
+            .field("epoch", &state.epoch)
+            .field("etcd_cluster", &self.etcd.get().map(|e| e.cluster.clone()))
+            .finish()
+    }
+}
+
+impl LeaderLocator {
+    /// A locator over a static list (the first address is current). An empty list is allowed
+    /// only when etcd is attached afterwards ([`LeaderLocator::follow_etcd`]).
+    pub fn new(
+        candidates: Vec<String>,
+        http: reqwest::Client,
+        metrics: FailoverMetrics,
+    ) -> Result<Arc<Self>, ClientError> {
+        let candidates: Vec<String> = candidates
+            .into_iter()
+            .map(|c| c.trim().to_string())
+            .filter(|c| !c.is_empty())
+            .collect();
+        for c in &candidates {
+            base_url(c)?;
+        }
+        let current = match candidates.first() {
+            Some(first) => Some(Arc::new(ServerConn::new(first, http.clone())?)),
+            None => None,
+        };
+        let (epoch_tx, _) = watch::channel(0);
+        Ok(Arc::new(Self {
+            http,
+            candidates,
+            state: Mutex::new(State { current, epoch: 0 }),
+            epoch_tx,
+            known_term: AtomicU64::new(0),
+            etcd: OnceLock::new(),
+            metrics,
+        }))
+    }
+
+    /// Follows the etcd leader key through `watch` from now on. Needs a tokio runtime.
+    pub fn follow_etcd(self: &Arc<Self>, watch: LeaderWatch, cluster: &str) {
+        let mut rx = watch.subscribe();
+        let weak: Weak<Self> = Arc::downgrade(self);
+        let span = tracing::info_span!("client.leader_follow", cluster = %cluster);
+        let task = tokio::spawn(tracing::Instrument::instrument(
+            async move {
+                loop {
+                    let seen = rx.borrow_and_update().clone();
+                    let Some(locator) = weak.upgrade() else {
+                        return;
+                    };
+                    if let Some(leader) = seen {
+                        locator.observe_leader(&leader);
+                    }
+                    drop(locator);
+                    if rx.changed().await.is_err() {
+                        return;
+                    }
+                }
+            },
+            span,
+        ));
+        let follower = EtcdFollower {
+            watch,
+            task,
+            cluster: cluster.to_string(),
+        };
+        if let Err(extra) = self.etcd.set(follower) {
+            // Attached twice: keep the first, stop the second.
+            extra.task.abort();
+        }
+    }
+
+    /// The server requests go to now, if any is known.
+    pub fn current(&self) -> Option<Current> {
+        let state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        state.current.as_ref().map(|conn| Current {
+            conn: conn.clone(),
+            epoch: state.epoch,
+        })
+    }
+
+    /// A receiver that sees every new epoch (leader switch).
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.epoch_tx.subscribe()
+    }
+
+    /// Whether `epoch` is still the current one (an operation pinned to its leader).
+    pub fn is_current(&self, epoch: u64) -> bool {
+        self.state.lock().unwrap_or_else(|p| p.into_inner()).epoch == epoch
+    }
+
+    pub fn metrics(&self) -> &FailoverMetrics {
+        &self.metrics
+    }
+
+    /// What the client knows about where leaders are, for error messages.
+    pub fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        if let Some(e) = self.etcd.get() {
+            match e.watch.current() {
+                Some(l) => parts.push(format!(
+                    "etcd cluster {}: leader {} at {} (term {})",
+                    e.cluster, l.node, l.address, l.term
+                )),
+                None => parts.push(format!("etcd cluster {}: no leader", e.cluster)),
+            }
+        }
+        if !self.candidates.is_empty() {
+            parts.push(format!("servers {}", self.candidates.join(",")));
+        }
+        parts.join("; ")
+    }
+
+    /// Makes `address` current (unless it already is). With `from_epoch`, only if no other
+    /// switch happened since that epoch. Returns whether it switched.
+    fn switch_to(&self, from_epoch: Option<u64>, address: &str, source: LeaderSource) -> bool {
+        let base = match base_url(address) {
+            Ok(b) => b,
+            Err(e) => {
+                tracing::warn!(%address, error = %e, "ignoring an unusable leader address");
+                return false;
+            }
+        };
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if from_epoch.is_some_and(|e| e != state.epoch) {
+            return false;
+        }
+        if state.current.as_ref().is_some_and(|c| c.base == base) {
+            return false;
+        }
+        let conn = match ServerConn::new(address, self.http.clone()) {
+            Ok(c) => Arc::new(c),
+            Err(e) => {
+                tracing::warn!(%address, error = %e, "ignoring an unusable leader address");
+                return false;
+            }
+        };
+        let from = state.current.as_ref().map(|c| c.base.clone());
+        state.current = Some(conn);
+        state.epoch += 1;
+        let epoch = state.epoch;
+        drop(state);
+        self.metrics.leader_changed(source);
+        tracing::info!(
+            from = from.as_deref().unwrap_or("-"),
+            to = %base,
+            source = source.label(),
+            epoch,
+            "following another crescentd"
+        );
+        self.epoch_tx.send_replace(epoch);
+        true
+    }
+
+    /// A leader published in etcd: followed if its term is not older than the newest seen.
+    pub(crate) fn observe_leader(&self, leader: &LeaderInfo) {
+        let newest = self.known_term.fetch_max(leader.term, Ordering::AcqRel);
+        if leader.term < newest {
+            tracing::debug!(
+                term = leader.term,
+                newest,
+                "ignoring an older leader record"
+            );
+            return;
+        }
+        self.metrics.observe_term(leader.term);
+        self.switch_to(None, &leader.address, LeaderSource::Etcd);
+    }
+
+    /// After a request to `failed` failed in a way that suggests another leader: moves to the
+    /// leader named by `hint` (a NOT_LEADER answer), else to etcd's leader, else to the next
+    /// static address. Does nothing if the client already moved on since `failed`'s epoch.
+    /// Returns the source it switched by, if it switched.
+    pub fn after_failure(&self, failed: &Current, hint: Option<&str>) -> Option<LeaderSource> {
+        if let Some(hint) = hint {
+            if self.switch_to(Some(failed.epoch), hint, LeaderSource::NotLeader) {
+                return Some(LeaderSource::NotLeader);
+            }
+        }
+        if let Some(leader) = self.etcd.get().and_then(|e| e.watch.current()) {
+            if leader.term >= self.known_term.load(Ordering::Acquire)
+                && self.switch_to(Some(failed.epoch), &leader.address, LeaderSource::Etcd)
+            {
+                return Some(LeaderSource::Etcd);
+            }
+        }
+        let next = self.next_candidate(&failed.conn.base)?;
+        self.switch_to(Some(failed.epoch), &next, LeaderSource::Static)
+            .then_some(LeaderSource::Static)
+    }
+
+    /// The static address after `base` (wrapping), if there is another one.
+    fn next_candidate(&self, base: &str) -> Option<String> {
+        if self.candidates.is_empty() {
+            return None;
+        }
+        let at = self
+            .candidates
+            .iter()
+            .position(|c| base_url(c).is_ok_and(|b| b == base));
+        let next = match at {
+            Some(i) => &self.candidates[(i + 1) % self.candidates.len()],
+            // We were sent elsewhere (a hint or etcd): start over at the top of the list.
+            None => &self.candidates[0],
+        };
+        (base_url(next).ok()? != base).then(|| next.clone())
+    }
+}
+
+impl Drop for LeaderLocator {
+    fn drop(&mut self) {
+        if let Some(e) = self.etcd.get() {
+            e.task.abort();
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "leader_tests.rs"]
+mod tests;

@@ -1,0 +1,55 @@
+//! [`ServerConn`]: everything the client keeps per crescentd address: the HTTP routes and the
+//! RPC fast path found there. The leader locator hands one out per request; a leader change
+//! makes a new one for the new address.
+
+use crescent_wire::rpc::RpcOp;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use crate::error::ClientError;
+use crate::http::{base_url, HttpConn};
+use crate::rpc::{RpcFailure, RpcLink};
+
+/// One crescentd address: HTTP (shared pool) and the RPC fast path discovered there.
+#[derive(Debug)]
+pub(crate) struct ServerConn {
+    /// The normalized base URL (`http://HOST:PORT`): the identity used to compare addresses.
+    pub base: String,
+    pub http: HttpConn,
+    pub rpc: RpcLink,
+}
+
+impl ServerConn {
+    pub fn new(server: &str, http: reqwest::Client) -> Result<Self, ClientError> {
+        Ok(Self {
+            base: base_url(server)?,
+            http: HttpConn::new(server, http)?,
+            rpc: RpcLink::new(),
+        })
+    }
+
+    /// The address as given (`HOST:PORT` or URL).
+    pub fn server(&self) -> &str {
+        self.http.server()
+    }
+
+    /// Runs one object operation: over the RPC fast path when the server offers it, else (or
+    /// when no RPC connection can be made) over HTTP. Same bodies, same errors either way.
+    pub async fn call<B, T>(&self, op: RpcOp, body: &B) -> Result<T, ClientError>
+    where
+        B: Serialize,
+        T: DeserializeOwned,
+    {
+        if let Some(pool) = self.rpc.pool(&self.http).await {
+            match pool.call(op, body).await {
+                Ok(reply) => return Ok(reply),
+                Err(RpcFailure::Failed(e)) => return Err(e),
+                Err(RpcFailure::NotSent(e)) => {
+                    tracing::debug!(error = %e, op = op.as_str(), "RPC unreachable; using HTTP");
+                    self.rpc.forget();
+                }
+            }
+        }
+        self.http.post(self.http.routes.for_op(op), body).await
+    }
+}

@@ -1,0 +1,145 @@
+//! An HA pair for the failover tests: two crescentd processes on a real etcd
+//! (`CRESCENT_TEST_ETCD`, started by scripts/test.sh), lease TTL 2 s.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use crate::binaries::ensure_workspace_binary;
+use crate::crescentd::{log_tail, CrescentdProcess};
+
+/// Exit status of an active deposed by a newer term.
+pub const DEPOSED_EXIT_CODE: i32 = 75;
+/// Exit status of a standby that must first drop a tail the active never received.
+pub const REWIND_EXIT_CODE: i32 = 76;
+
+/// The etcd endpoint of the test run.
+pub fn etcd() -> String {
+    std::env::var("CRESCENT_TEST_ETCD").expect(
+        "CRESCENT_TEST_ETCD must name an etcd endpoint: run the suite through scripts/test.sh, \
+         which starts etcd on loopback",
+    )
+}
+
+/// A fresh cluster name, so runs never see each other's keys.
+pub fn cluster_name() -> String {
+    format!("t{}", &uuid::Uuid::new_v4().simple().to_string()[..12])
+}
+
+/// Starts node `name` of `cluster` (data in `dir/name`, log `dir/name.log`) as an HA
+/// candidate. `rpc`: keep the RPC fast path (on an OS-chosen port) or serve HTTP only.
+pub fn start_node(dir: &Path, name: &str, cluster: &str, rpc: bool) -> CrescentdProcess {
+    let bin = ensure_workspace_binary("crescent-server", "crescentd");
+    let data = dir.join(name);
+    let config = dir.join(format!("{name}.toml"));
+    std::fs::write(
+        &config,
+        "[ha]\nlease_ttl_secs = 2\nsync_timeout_ms = 1000\n",
+    )
+    .unwrap();
+    let mut args: Vec<String> = [
+        "--config",
+        config.to_str().unwrap(),
+        "--etcd",
+        &etcd(),
+        "--cluster",
+        cluster,
+        "--advertise",
+        "{listen}",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    if !rpc {
+        args.extend(["--rpc-listen".to_string(), "off".to_string()]);
+    }
+    CrescentdProcess::start(&bin, &data, &dir.join(format!("{name}.log")), &args)
+        .unwrap_or_else(|e| panic!("starting {name}: {e}"))
+}
+
+/// `/healthz` of `addr`, or `None` if it does not answer within 500 ms.
+pub async fn health(addr: SocketAddr) -> Option<serde_json::Value> {
+    let c = reqwest::Client::builder()
+        .timeout(Duration::from_millis(500))
+        .no_proxy()
+        .build()
+        .ok()?;
+    c.get(format!("http://{addr}/healthz"))
+        .send()
+        .await
+        .ok()?
+        .json()
+        .await
+        .ok()
+}
+
+/// Waits until exactly one of `nodes` is active with an in-sync standby; returns its index.
+pub async fn wait_pair_in_sync(nodes: &[&CrescentdProcess]) -> usize {
+    let started = Instant::now();
+    loop {
+        for (i, n) in nodes.iter().enumerate() {
+            if let Some(h) = health(n.addr).await {
+                if h["role"] == "active"
+                    && h["ha"]["mode"] == "sync"
+                    && h["ha"]["standby_connected"] == true
+                    && h["ha"]["standby_in_sync"] == true
+                {
+                    return i;
+                }
+            }
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "no active with an in-sync standby within 30 s; logs:\n{}\n---\n{}",
+            log_tail(&nodes[0].log_path, 30),
+            log_tail(&nodes[1].log_path, 30)
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Waits until `node` is active; returns how long that took.
+pub async fn wait_active(node: &CrescentdProcess, within: Duration) -> Duration {
+    let started = Instant::now();
+    loop {
+        if let Some(h) = health(node.addr).await {
+            if h["role"] == "active" {
+                return started.elapsed();
+            }
+        }
+        assert!(
+            started.elapsed() < within,
+            "{} did not become active within {within:?}; log:\n{}",
+            node.addr,
+            log_tail(&node.log_path, 40)
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Restarts a node on its data dir as a standby; a node that must first drop a tail the active
+/// never received exits with the rewind code once, and comes back following (a supervisor's
+/// job, done here by the test). Call it from the test's own thread, not a blocking-pool thread:
+/// the child is killed when the thread that spawned it exits.
+pub fn restart_standby(dir: &Path, name: &str, cluster: &str, rpc: bool) -> CrescentdProcess {
+    for _ in 0..3 {
+        let mut p = start_node(dir, name, cluster, rpc);
+        let t = Instant::now();
+        loop {
+            if let Some(status) = p.guard.try_exit_status() {
+                assert_eq!(
+                    status.code(),
+                    Some(REWIND_EXIT_CODE),
+                    "{name} exited: {status}; log:\n{}",
+                    log_tail(&p.log_path, 30)
+                );
+                break;
+            }
+            if t.elapsed() > Duration::from_secs(4) {
+                return p;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    panic!("{name} kept exiting on restart");
+}
