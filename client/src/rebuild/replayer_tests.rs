@@ -146,6 +146,7 @@ fn replica(key: &str, seq: u64, seg: &str, offset: u64) -> OwnedReplica {
 fn quick() -> ReplayConfig {
     ReplayConfig {
         batch_entries: 3,
+        batches_in_flight: 2,
         initial_backoff: Duration::from_millis(1),
         max_backoff: Duration::from_millis(4),
         max_attempts: 5,
