@@ -143,7 +143,22 @@ impl Node {
         }
     }
 
-    /// The cold device's (used, reserved, active operations).
+    /// Waits until the cold device holds more than `bytes` and its usage stopped changing
+    /// (passthrough has copied everything queued so far).
+    pub fn wait_cold_settled(&self, bytes: u64) {
+        let mut last = (u64::MAX, u64::MAX, u64::MAX);
+        self.wait_for("the cold copies", || {
+            let now = self.cold_usage();
+            let settled = now == last && now.0 > bytes && now.1 == 0;
+            last = now;
+            if !settled {
+                std::thread::sleep(Duration::from_millis(300));
+            }
+            settled
+        });
+    }
+
+    /// The cold device's (used, reserved, live materialized bytes).
     pub fn cold_usage(&self) -> (u64, u64, u64) {
         let v = self.ok(&["cold", "ls"]);
         let d = v
@@ -155,7 +170,7 @@ impl Node {
         (
             d["used"].as_u64().unwrap(),
             d["reserved"].as_u64().unwrap(),
-            d["active_operations"].as_u64().unwrap(),
+            d["live_materialized_bytes"].as_u64().unwrap(),
         )
     }
 }
