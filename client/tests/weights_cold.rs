@@ -58,7 +58,10 @@ fn migrations_between_hot_mixed_and_cold_read_back_byte_identical() {
     assert!(used > 0 && used < logical + 65_536, "{used}");
     assert!(get_model(&node, "m", 1, &out) == model, "MIXED read");
     // A read does not change the residency (no promotion outside a migration).
-    assert_eq!(meta(&node, "m", 1)["observed_hot_ratio"], m["observed_hot_ratio"]);
+    assert_eq!(
+        meta(&node, "m", 1)["observed_hot_ratio"],
+        m["observed_hot_ratio"]
+    );
 
     // COLD: nothing HOT; the manifest keeps its memory replica and reads still work.
     let op = migrate(&node, "m", 1, "cold");
@@ -67,7 +70,10 @@ fn migrations_between_hot_mixed_and_cold_read_back_byte_identical() {
     assert_eq!(m["residency"], "COLD", "{m}");
     assert_eq!(m["observed_hot_ratio"], 0.0);
     let (used, _, _) = node.cold_usage();
-    assert!(used >= logical, "every payload has a cold copy: {used} < {logical}");
+    assert!(
+        used >= logical,
+        "every payload has a cold copy: {used} < {logical}"
+    );
     assert!(get_model(&node, "m", 1, &out) == model, "COLD read");
     assert_eq!(meta(&node, "m", 1)["residency"], "COLD");
 
@@ -98,7 +104,12 @@ fn the_default_policy_is_published_hot_then_converges_to_mixed() {
     let node = Node::start(dir.path(), "", &[]);
     let model = model_safetensors(12, 1 << 20, 11);
     let src = model_dir(dir.path(), "src", &model);
-    let put = node.ok(&refs(&weights_args("put", "d", 1, &[src.to_str().unwrap()])));
+    let put = node.ok(&refs(&weights_args(
+        "put",
+        "d",
+        1,
+        &[src.to_str().unwrap()],
+    )));
     // READY is published HOT, with the initial MIGRATING operation in the same mutation.
     assert_eq!(put["availability"], "READY", "{put}");
     assert_eq!(put["policy"]["preferred_residency"], "MIXED", "{put}");
@@ -131,7 +142,13 @@ fn cold_revisions_survive_a_restart_with_their_manifest_back_in_memory() {
             "put",
             "r",
             1,
-            &["--policy", "cold", "--mode", "manual", src.to_str().unwrap()],
+            &[
+                "--policy",
+                "cold",
+                "--mode",
+                "manual",
+                src.to_str().unwrap(),
+            ],
         )));
         node.wait_for("convergence to COLD", || {
             let m = meta(&node, "r", 1);

@@ -61,7 +61,10 @@ fn migration_killed_between_copy_and_release_resumes_its_operation() {
     let resumed = op(&node, &op_id);
     assert_eq!(resumed["kind"], "MIGRATING", "{resumed}");
     assert_eq!(resumed["members_total"], payloads, "{resumed}");
-    assert!(resumed["rounds_completed"].as_u64().unwrap() >= 1, "{resumed}");
+    assert!(
+        resumed["rounds_completed"].as_u64().unwrap() >= 1,
+        "{resumed}"
+    );
     let done = wait_op_done(&node, &op_id);
     assert_eq!(done["status"], "SUCCEEDED", "{done}\n{}", node.log());
     assert_eq!(done["members_total"], payloads, "totals are not re-planned");
@@ -80,7 +83,11 @@ fn deletion_killed_after_its_first_batch_resumes_from_its_progress() {
     let dir = tempfile::tempdir().unwrap();
     // 100 tensors and the hole: two deletion batches (64 + 37).
     let model = model_safetensors(100, 1 << 20, 22);
-    let node = Node::start(dir.path(), CONFIG, &[(KILL, "after_record_deletion_batch:1")]);
+    let node = Node::start(
+        dir.path(),
+        CONFIG,
+        &[(KILL, "after_record_deletion_batch:1")],
+    );
     put_durable(&node, "del", 1, &model, dir.path());
     let (code, _, _) = node.cli(&refs(&weights_args("rm", "del", 1, &[])));
     assert_ne!(code, 0, "the node died mid-deletion");
@@ -95,7 +102,10 @@ fn deletion_killed_after_its_first_batch_resumes_from_its_progress() {
     assert_eq!(done["status"], "SUCCEEDED", "{done}\n{}", node.log());
     assert_eq!(done["members_total"], 101, "{done}");
     assert_eq!(done["members_done"], 101, "no member counted twice: {done}");
-    assert_eq!(done["rounds_completed"], 2, "batch 1 before, batch 2 after: {done}");
+    assert_eq!(
+        done["rounds_completed"], 2,
+        "batch 1 before, batch 2 after: {done}"
+    );
     let (code, m, _) = node.cli(&refs(&weights_args("meta", "del", 1, &[])));
     if code == 0 {
         assert_eq!(m["availability"], "DELETED", "{m}");
@@ -138,7 +148,12 @@ fn upsert_killed_at(mode: &str, point: &str, imported_after_restart: bool) {
 
     let node = Node::start(dir.path(), CONFIG, &[]);
     let reply = node.ok(&refs(&upsert));
-    assert_eq!(reply["phase"], "COMMITTED", "{point}: {reply}\n{}", node.log());
+    assert_eq!(
+        reply["phase"],
+        "COMMITTED",
+        "{point}: {reply}\n{}",
+        node.log()
+    );
     assert_eq!(reply["watermark"], 2, "{reply}");
     let resumed_id = log_field(&node.log(), "resuming upsert claim", "", "request_id");
     assert_eq!(
@@ -148,7 +163,14 @@ fn upsert_killed_at(mode: &str, point: &str, imported_after_restart: bool) {
     );
 
     // One successor: generation 2 READY, generation 1 deleted, nothing else.
-    let listed = node.ok(&["weights", "ls", "--namespace", "llm", "--resource", &resource]);
+    let listed = node.ok(&[
+        "weights",
+        "ls",
+        "--namespace",
+        "llm",
+        "--resource",
+        &resource,
+    ]);
     let revisions = listed["revisions"].as_array().unwrap();
     let live: Vec<u64> = revisions
         .iter()

@@ -43,7 +43,12 @@ mod tests {
     #[test]
     fn every_kind_is_registered_once() {
         let kinds: Vec<_> = standard_world().kinds().collect();
-        for kind in ["segment_registry", "weight_revision", "lineage_claim", "weight_units"] {
+        for kind in [
+            "segment_registry",
+            "weight_revision",
+            "lineage_claim",
+            "weight_units",
+        ] {
             assert!(kinds.contains(&kind), "{kinds:?}");
         }
         assert!(kinds.contains(&"segment_registry"), "{kinds:?}");

@@ -107,9 +107,21 @@ pub fn model_file(total_bytes: u64, tensors: usize, seed: u64) -> Vec<u8> {
             / 64
             * 64;
         let (dtype, width, name) = match t % 3 {
-            0 => ("F16", 2, format!("model.layers.{}.self_attn.qkv.weight", t / 3)),
-            1 => ("BF16", 2, format!("model.layers.{}.mlp.up_proj.weight", t / 3)),
-            _ => ("F32", 4, format!("model.layers.{}.mlp.down_proj.weight", t / 3)),
+            0 => (
+                "F16",
+                2,
+                format!("model.layers.{}.self_attn.qkv.weight", t / 3),
+            ),
+            1 => (
+                "BF16",
+                2,
+                format!("model.layers.{}.mlp.up_proj.weight", t / 3),
+            ),
+            _ => (
+                "F32",
+                4,
+                format!("model.layers.{}.mlp.down_proj.weight", t / 3),
+            ),
         };
         if t == 1 {
             offset += 32; // an alignment hole no tensor covers
@@ -470,7 +482,11 @@ mod tests {
         assert_eq!(layout.spans.iter().filter(|s| s.0.is_none()).count(), 1);
         let data = file.len() - layout.data_start;
         assert!((data as u64).abs_diff(3 * MIB) < 64 * 30 + 32, "{data}");
-        assert_eq!(model_file(MIB, 4, 9), model_file(MIB, 4, 9), "deterministic");
+        assert_eq!(
+            model_file(MIB, 4, 9),
+            model_file(MIB, 4, 9),
+            "deterministic"
+        );
         assert_ne!(model_file(MIB, 4, 9), model_file(MIB, 4, 10));
     }
 

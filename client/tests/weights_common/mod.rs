@@ -289,12 +289,7 @@ pub fn model_dir(dir: &Path, name: &str, bytes: &[u8]) -> PathBuf {
 /// `weights get ... -o DIR` and the file read back.
 pub fn get_model(node: &Node, resource: &str, generation: u64, out: &Path) -> Vec<u8> {
     let _ = std::fs::remove_dir_all(out);
-    let args = weights_args(
-        "get",
-        resource,
-        generation,
-        &["-o", out.to_str().unwrap()],
-    );
+    let args = weights_args("get", resource, generation, &["-o", out.to_str().unwrap()]);
     node.ok(&refs(&args));
     std::fs::read(out.join("model.safetensors")).unwrap()
 }

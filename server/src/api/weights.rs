@@ -556,7 +556,11 @@ async fn resume_same_upsert(
             && c.phase != crescent_weights::ClaimPhase::Failed
     };
     let state = svc.read_lineage(&lineage).await?;
-    let Some(request_id) = state.claims().find(|c| same(c)).map(|c| c.request_id.clone()) else {
+    let Some(request_id) = state
+        .claims()
+        .find(|c| same(c))
+        .map(|c| c.request_id.clone())
+    else {
         return Ok(None);
     };
     svc.drive_claim(&lineage).await;

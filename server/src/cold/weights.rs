@@ -60,7 +60,11 @@ impl ColdWeights {
         Box::pin(async move {
             let joined = tokio::task::spawn_blocking(move || {
                 let state = node.upgrade().ok_or("the node is shutting down")?;
-                let tier = state.cold.get().cloned().ok_or("the cold tier is not started")?;
+                let tier = state
+                    .cold
+                    .get()
+                    .cloned()
+                    .ok_or("the cold tier is not started")?;
                 keys.iter()
                     .map(|key| {
                         f(&state, &tier, &object_id(key))
@@ -161,7 +165,11 @@ impl ColdResidency for ColdWeights {
         Box::pin(async move { f.await.map(|_| ()) })
     }
 
-    fn remove_member(&self, key: String, group: GroupId) -> BoxFuture<'static, Result<bool, String>> {
+    fn remove_member(
+        &self,
+        key: String,
+        group: GroupId,
+    ) -> BoxFuture<'static, Result<bool, String>> {
         let node = self.node.clone();
         Box::pin(async move {
             let joined = tokio::task::spawn_blocking(move || {

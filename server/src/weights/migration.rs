@@ -15,7 +15,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crescent_weights::planner::{migration_moves, next_round, plan_target, MoveDirection, UnitMove};
+use crescent_weights::planner::{
+    migration_moves, next_round, plan_target, MoveDirection, UnitMove,
+};
 use crescent_weights::revision::OperationKind;
 use crescent_weights::{AffinityUnit, ResidencyTarget, RevisionIdentity, WeightRevisionCommand};
 use crescent_wire::{ApiError, ErrorCode};
@@ -207,9 +209,10 @@ impl WeightService {
                 (Some(c), _) => Some(c),
                 (None, false) => None,
                 (None, true) => {
-                    let error = "this crescentd has no cold tier: the revision cannot move between \
+                    let error =
+                        "this crescentd has no cold tier: the revision cannot move between \
                                  memory and cold copies"
-                        .to_string();
+                            .to_string();
                     self.migration_attempt_failed(
                         identity,
                         operation_id,
@@ -222,8 +225,16 @@ impl WeightService {
             };
             let step = if let Some(pending) = &op.pending_round {
                 let cold = cold.expect("checked above");
-                self.release_round(identity, operation_id, pending.round, units, &moves, &observed, &cold)
-                    .await
+                self.release_round(
+                    identity,
+                    operation_id,
+                    pending.round,
+                    units,
+                    &moves,
+                    &observed,
+                    &cold,
+                )
+                .await
             } else if moves.is_empty() {
                 self.revision(
                     identity,
@@ -238,8 +249,16 @@ impl WeightService {
                 let cold = cold.expect("checked above");
                 let round = op.progress.rounds_completed + 1;
                 let range = next_round(&moves, 0, &limits);
-                self.copy_round(identity, operation_id, round, units, &moves[range], &rec.manifest_key, &cold)
-                    .await
+                self.copy_round(
+                    identity,
+                    operation_id,
+                    round,
+                    units,
+                    &moves[range],
+                    &rec.manifest_key,
+                    &cold,
+                )
+                .await
             };
             match step {
                 Ok(()) => {}
@@ -273,8 +292,13 @@ impl WeightService {
     ) -> Result<(), RoundError> {
         let direction = moves[0].direction;
         let keys = round_keys(units, moves);
-        let span = tracing::info_span!("weights.migration_round", round, ?direction,
-            units = moves.len(), members = keys.len());
+        let span = tracing::info_span!(
+            "weights.migration_round",
+            round,
+            ?direction,
+            units = moves.len(),
+            members = keys.len()
+        );
         let copied = async {
             match direction {
                 MoveDirection::Promote => cold.copy_to_memory(keys).await,
@@ -373,7 +397,9 @@ impl WeightService {
         error: String,
     ) -> Result<(), HttpError> {
         let state = self.read_revision(identity).await?;
-        let rec = state.record().ok_or_else(|| super::workflows::not_found(identity))?;
+        let rec = state
+            .record()
+            .ok_or_else(|| super::workflows::not_found(identity))?;
         let logical = rec.summary.as_ref().map_or(0, |s| s.logical_bytes);
         let hot_bytes = self.observed_hot_bytes(group_id, &rec.manifest_key);
         if target == ResidencyTarget::Hot && hot_bytes == logical {

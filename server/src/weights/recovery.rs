@@ -48,11 +48,9 @@ impl WeightService {
             .ok()
             .flatten()
             .is_some_and(|r| r.replicas.is_empty());
-        if let (true, Some(cold), Availability::Ready | Availability::Degraded) = (
-            manifest_cold_only,
-            self.cold_tier(),
-            rec.availability,
-        ) {
+        if let (true, Some(cold), Availability::Ready | Availability::Degraded) =
+            (manifest_cold_only, self.cold_tier(), rec.availability)
+        {
             if let Err(e) = cold.copy_to_memory(vec![manifest_key]).await {
                 tracing::warn!(revision = %identity, error = %e,
                     "the manifest was not restored into memory; reads restore it on demand");

@@ -10,7 +10,8 @@ use crescent_weights::lineage::UpsertStep;
 use crescent_weights::revision::{GroupMember, ObjectType, OperationKind, PayloadSummary};
 use crescent_weights::{
     affinity_digest, payload_keys_sha256, Availability, ClaimPhase, LineageClaimCommand, LineageId,
-    PreferredResidency, RevisionIdentity, WeightRevision, WeightRevisionCommand, WeightUnitsCommand,
+    PreferredResidency, RevisionIdentity, WeightRevision, WeightRevisionCommand,
+    WeightUnitsCommand,
 };
 use crescent_wire::store::{DataType, ObjectId};
 use crescent_wire::{ApiError, ErrorCode};
@@ -140,8 +141,12 @@ impl WeightService {
             affinity_digest: digest.to_string(),
         };
         match self.units_command(identity, record()).await {
-            Err(e) if code_of(&e) == ErrorCode::Conflict && availability == Availability::Importing => {
-                self.units_command(identity, WeightUnitsCommand::Forget).await?;
+            Err(e)
+                if code_of(&e) == ErrorCode::Conflict
+                    && availability == Availability::Importing =>
+            {
+                self.units_command(identity, WeightUnitsCommand::Forget)
+                    .await?;
                 self.units_command(identity, record()).await
             }
             other => other,
