@@ -130,8 +130,8 @@ fn put_meta_get_ls_rm_round_trip() {
     assert_eq!(code, 0);
     assert!(json(&out)["revisions"].as_array().unwrap().is_empty());
 
-    // Policy and migration: a HOT revision migrated to HOT finishes at once; COLD needs the
-    // cold tier, which this crescentd does not have.
+    // Policy and migration: a HOT revision migrated to HOT finishes at once; COLD goes
+    // through the standalone node's cold tier and still reads back byte-identical.
     let (code, out, err) = run(with(&["policy"], &["--policy", "hot", "--mode", "manual"]));
     assert_eq!(code, 0, "{err}");
     let policy = json(&out);
@@ -148,8 +148,16 @@ fn put_meta_get_ls_rm_round_trip() {
     assert_eq!(json(&out)["status"], "SUCCEEDED");
     let (code, _, _) = run(with(&["migrate"], &["--to", "mixed:1.5"]));
     assert_ne!(code, 0, "a ratio outside (0, 1) is refused");
-    let (code, out, _) = run(with(&["migrate"], &["--to", "cold"]));
-    assert_ne!(code, 0, "{}", String::from_utf8_lossy(&out));
+    let (code, out, err) = run(with(&["migrate"], &["--to", "cold"]));
+    assert_eq!(code, 0, "{err}\n{}", server.log());
+    assert_eq!(json(&out)["status"], "SUCCEEDED");
+    let (code, out, _) = run(with(&["meta"], &[]));
+    assert_eq!(code, 0);
+    assert_eq!(json(&out)["residency"], "COLD");
+    let (code, _, err) = run(with(&["get"], &["-o", out_dir.to_str().unwrap()]));
+    assert_eq!(code, 0, "{err}");
+    let back = std::fs::read(out_dir.join("model.safetensors")).unwrap();
+    assert!(back == bytes, "the COLD revision read back differs");
 
     let (code, out, err) = run(with(&["rm"], &[]));
     assert_eq!(code, 0, "{err}\n{}", String::from_utf8_lossy(&out));

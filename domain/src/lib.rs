@@ -10,7 +10,7 @@ use crescent_actors::incarnation::NodeIncarnation;
 use crescent_actors::segment_registry::SegmentRegistry;
 use crescent_actors::World;
 use crescent_cold::ColdDevice;
-use crescent_weights::{LineageClaim, WeightRevision};
+use crescent_weights::{LineageClaim, WeightRevision, WeightUnits};
 
 /// A world with every aggregate kind of this build registered (empty tables).
 pub fn standard_world() -> World {
@@ -28,6 +28,9 @@ pub fn standard_world() -> World {
         .register::<LineageClaim>()
         .expect("aggregate kinds are distinct");
     world
+        .register::<WeightUnits>()
+        .expect("aggregate kinds are distinct");
+    world
         .register::<ColdDevice>()
         .expect("aggregate kinds are distinct");
     world
@@ -40,7 +43,12 @@ mod tests {
     #[test]
     fn every_kind_is_registered_once() {
         let kinds: Vec<_> = standard_world().kinds().collect();
-        for kind in ["segment_registry", "weight_revision", "lineage_claim"] {
+        for kind in [
+            "segment_registry",
+            "weight_revision",
+            "lineage_claim",
+            "weight_units",
+        ] {
             assert!(kinds.contains(&kind), "{kinds:?}");
         }
         assert!(kinds.contains(&"segment_registry"), "{kinds:?}");

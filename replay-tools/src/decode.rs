@@ -13,7 +13,8 @@ use crescent_cold::ColdDeviceEvent;
 use crescent_journal::Record;
 use crescent_weights::lineage::STREAM_KIND as LINEAGE_CLAIM;
 use crescent_weights::revision::STREAM_KIND as WEIGHT_REVISION;
-use crescent_weights::{LineageClaimEvent, WeightRevisionEvent};
+use crescent_weights::units::STREAM_KIND as WEIGHT_UNITS;
+use crescent_weights::{LineageClaimEvent, WeightRevisionEvent, WeightUnitsEvent};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -34,6 +35,7 @@ pub const DECODABLE_KINDS: &[&str] = &[
     NODE_INCARNATION,
     WEIGHT_REVISION,
     LINEAGE_CLAIM,
+    WEIGHT_UNITS,
     COLD_DEVICE,
 ];
 
@@ -89,6 +91,19 @@ pub fn decode_event(rec: &Record) -> Result<Value, EventDecodeError> {
                 LineageClaimEvent::ClaimStarted(e) => to_json(e),
                 LineageClaimEvent::ClaimAdvanced(e) => to_json(e),
                 LineageClaimEvent::ClaimFailed(e) => to_json(e),
+            }?;
+            Ok(serde_json::json!({
+                "kind": event.kind(),
+                "version": event.version(),
+                "data": data,
+            }))
+        }
+        WEIGHT_UNITS => {
+            let event =
+                WeightUnitsEvent::decode(&rec.event.kind, rec.event.version, &rec.event.payload)?;
+            let data = match &event {
+                WeightUnitsEvent::UnitsRecorded(e) => to_json(e),
+                WeightUnitsEvent::UnitsForgotten(e) => to_json(e),
             }?;
             Ok(serde_json::json!({
                 "kind": event.kind(),

@@ -107,6 +107,35 @@ impl ObjectDirectory {
         out
     }
 
+    /// Tags the complete version of `id` as a member of `group` when it belongs to none: a
+    /// cold-only route rebuilt from the journal after a restart carries no group, and its
+    /// revision re-adopts it so the group guard and the deletion workflow see it again.
+    /// Returns false when the key is absent; CONFLICT when it belongs to another group.
+    pub fn adopt_group_member(&self, id: &ObjectId, group: GroupId) -> Result<bool, StoreError> {
+        let name = ObjectName::parse(id)?;
+        let Some(scope) = self.scopes.lookup(name.scope) else {
+            return Ok(false);
+        };
+        let key = name.key.as_bytes();
+        let mut shard = self.lock_shard(self.shard_of(scope, key));
+        let Some(slot) = shard.lookup(scope, key) else {
+            return Ok(false);
+        };
+        let e = shard.entry_mut(slot);
+        match group_of(e) {
+            Some(g) if g == group => Ok(true),
+            Some(_) => Err(StoreError::conflict(format!(
+                "{:?} belongs to another group",
+                id.key
+            ))),
+            None if !e.is_complete() => Ok(false),
+            None => {
+                e.group = Some(group);
+                Ok(true)
+            }
+        }
+    }
+
     /// Removes one member of `group` (the deletion workflow of its weight revision, the only
     /// caller allowed to). Pins do not protect it; read-leased slots are freed when their lease
     /// ends, in-progress ones after the release timeout. Returns false when the key is absent.

@@ -116,3 +116,32 @@ fn only_the_group_removal_deletes_members() {
     assert!(d.group_members(g).is_empty());
     assert_eq!(d.stats().objects, 0);
 }
+
+#[test]
+fn an_ungrouped_object_is_adopted_into_its_group_and_then_guarded() {
+    let g = NonZeroU32::new(3).unwrap();
+    let other = NonZeroU32::new(9).unwrap();
+    let (d, _) = guarded_dir(g);
+    // What a cold-only route rebuilt after a restart looks like to the directory: no group.
+    put(&d, id(None, None, "w/p/1"), 64, T0);
+    assert!(d.group_members(g).is_empty());
+    assert!(d.adopt_group_member(&id(None, None, "w/p/1"), g).unwrap());
+    assert!(
+        d.adopt_group_member(&id(None, None, "w/p/1"), g).unwrap(),
+        "repeatable"
+    );
+    assert_eq!(d.group_members(g).len(), 1);
+    let err = d
+        .adopt_group_member(&id(None, None, "w/p/1"), other)
+        .unwrap_err();
+    assert_eq!(err.code(), "CONFLICT", "{err}");
+    assert!(!d
+        .adopt_group_member(&id(None, None, "w/absent"), g)
+        .unwrap());
+    // Now a managed member: ordinary removal skips it, the group removal deletes it.
+    let err = d.remove(&id(None, None, "w/p/1"), true, T0).unwrap_err();
+    assert_eq!(err.code(), "CONFLICT", "{err}");
+    assert!(d
+        .remove_group_member(&id(None, None, "w/p/1"), g, T0)
+        .unwrap());
+}

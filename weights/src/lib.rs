@@ -4,6 +4,7 @@
 //!   leases, operations, tombstone).
 //! - [`LineageClaim`]: the single replacement claim and generation watermark of a lineage.
 //! - [`planner`]: the MIXED planner, migration rounds and AUTO candidate order.
+//! - [`units`]: the `WeightUnits` record of a revision's affinity units (beside its metadata).
 //! - [`policy`] and [`WeightConfig`]: residency policy, its resolution and cluster defaults.
 //!
 //! Everything here is pure (no IO, clock or randomness); crescentd's actors journal the events
@@ -18,6 +19,7 @@ pub mod metrics;
 pub mod planner;
 pub mod policy;
 pub mod revision;
+pub mod units;
 
 pub use config::WeightConfig;
 pub use error::WeightError;
@@ -34,3 +36,4 @@ pub use policy::{
 pub use revision::{
     Availability, RevisionView, WeightRevision, WeightRevisionCommand, WeightRevisionEvent,
 };
+pub use units::{WeightUnits, WeightUnitsCommand, WeightUnitsEvent};

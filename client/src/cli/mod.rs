@@ -7,6 +7,7 @@ mod run;
 mod tests;
 mod weights;
 mod weights_args;
+mod weights_bench;
 
 use std::process::ExitCode;
 

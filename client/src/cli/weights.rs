@@ -19,6 +19,9 @@ const POLL: Duration = Duration::from_millis(200);
 
 #[derive(Debug, Subcommand)]
 pub enum WeightsCommand {
+    /// Model-shaped round trip (put, MIXED, COLD, HOT, upsert, remove; byte-identical reads)
+    /// and the weight_get benchmark against plain gets of the same bytes.
+    Bench(super::weights_bench::WeightsBenchArgs),
     /// Import a .safetensors file (or a directory of them) as a READY revision.
     Put {
         #[command(flatten)]
@@ -261,6 +264,30 @@ pub(super) async fn run(
 ) -> Result<u8, ClientError> {
     let store = WeightStore::new(client);
     match command {
+        WeightsCommand::Bench(args) => {
+            let report = super::weights_bench::run(client, &store, tenant, &args).await?;
+            if json_out {
+                println!("{}", serde_json::to_string(&report).expect("json output"));
+            } else {
+                for s in &report.lifecycle {
+                    println!(
+                        "{:<14} {:<6} hot {:.3}  byte-identical {}  {:.2}s",
+                        s.step, s.residency, s.observed_hot_ratio, s.byte_identical, s.seconds
+                    );
+                }
+                println!(
+                    "weight_get {:.3} GiB/s, plain get {:.3} GiB/s, ratio {:.3} ({} objects, {} bytes)",
+                    report.weight_get_gib_s,
+                    report.plain_get_gib_s,
+                    report.ratio,
+                    report.payload_objects,
+                    report.payload_bytes
+                );
+            }
+            if !report.all_byte_identical {
+                return Ok(1);
+            }
+        }
         WeightsCommand::Put {
             id,
             generation,

@@ -20,6 +20,9 @@ use crate::weights::workflows::{not_found, object_id, payload_prefix};
 
 type State = web::Data<Arc<NodeState>>;
 
+/// How long `weight_migrate` waits for its operation before answering it RUNNING.
+const MIGRATE_REPLY_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
 fn view(
     state: &crescent_weights::WeightRevision,
     now_ms: i64,
@@ -369,7 +372,13 @@ pub async fn migrate(
         .active_operation()
         .cloned()
         .ok_or_else(|| HttpError(ApiError::internal("the migration operation is missing")))?;
-    svc.drive_revision(&identity).await;
+    // The operation is durable: it is driven in the background (a large revision moves for
+    // minutes; a disconnecting client must not cut it short), and the reply waits a little so
+    // a small migration answers finished. Callers poll `weights op` otherwise.
+    let driver = svc.clone();
+    let id = identity.clone();
+    let driving = actix_rt::spawn(async move { driver.drive_revision(&id).await });
+    let _ = tokio::time::timeout(MIGRATE_REPLY_WAIT, driving).await;
     let done = svc.read_revision(&identity).await?;
     let op = done.operation(&op.operation_id).unwrap_or(&op);
     Ok(Reply(convert::operation(&identity, op)))
@@ -460,6 +469,9 @@ pub async fn upsert(
     let svc = state.weights.clone();
     let base = convert::identity(&req.base)?;
     let target = base.lineage().at_generation(req.target_generation);
+    if let Some(reply) = resume_same_upsert(&svc, &req, &base, &target).await? {
+        return Ok(Reply(reply));
+    }
     let s = svc.read_revision(&base).await?;
     let rec = s.record().ok_or_else(|| not_found(&base))?;
     let expected = req
@@ -519,6 +531,43 @@ pub async fn upsert(
         .claim(&request_id)
         .ok_or_else(|| HttpError(ApiError::internal("the claim is missing")))?;
     Ok(Reply(upsert_reply(claim, after.watermark())))
+}
+
+/// A repeated upsert that names neither a request id nor an expected generation (a CLI rerun
+/// after a crash or a lost reply) is the same request as the lineage's claim with the same
+/// base, target and mode: that claim is resumed and answered, whatever its phase (the base may
+/// already be retired or deleted, and its metadata generation has moved on, so the derived
+/// request id would differ).
+async fn resume_same_upsert(
+    svc: &Arc<crate::weights::WeightService>,
+    req: &w::UpsertRequest,
+    base: &RevisionIdentity,
+    target: &RevisionIdentity,
+) -> Result<Option<w::UpsertReply>, HttpError> {
+    if req.request_id.is_some() || req.expected_base_metadata_generation.is_some() {
+        return Ok(None);
+    }
+    let lineage = base.lineage();
+    let mode = convert::upsert_mode(req.mode);
+    let same = |c: &crescent_weights::lineage::Claim| {
+        &c.base == base
+            && &c.target == target
+            && c.mode == mode
+            && c.phase != crescent_weights::ClaimPhase::Failed
+    };
+    let state = svc.read_lineage(&lineage).await?;
+    let Some(request_id) = state
+        .claims()
+        .find(|c| same(c))
+        .map(|c| c.request_id.clone())
+    else {
+        return Ok(None);
+    };
+    svc.drive_claim(&lineage).await;
+    let state = svc.read_lineage(&lineage).await?;
+    Ok(state
+        .claim(&request_id)
+        .map(|c| upsert_reply(c, state.watermark())))
 }
 
 pub async fn upsert_status(

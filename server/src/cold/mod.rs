@@ -10,6 +10,7 @@ pub mod hot;
 pub mod ledger;
 pub mod ops;
 pub mod restore;
+pub mod weights;
 pub mod worker;
 
 use std::sync::{mpsc, Arc, Mutex};
@@ -200,6 +201,10 @@ pub async fn start(
             "the cold tier was started twice".into(),
         ));
     }
+    // Managed weights migrate to and from this tier (COLD and MIXED residency).
+    state
+        .weights
+        .set_cold(Arc::new(weights::ColdWeights::new(state)))?;
     worker::spawn(state.clone())
         .map_err(|e| ServerError::Recovery(format!("cannot start the offload worker: {e}")))?;
     Ok(())

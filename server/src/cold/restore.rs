@@ -93,6 +93,18 @@ pub fn restore_get(
         return Ok(reply);
     };
     let bytes = tier.read_verified(&route)?;
+    // A managed weight payload's residency is its revision's, moved only by migrations: a
+    // read of a COLD or MIXED revision is served inline and changes nothing in memory.
+    // (The weights domain holds only manifests, kept in memory, and payloads.)
+    let managed_payload = id.domain.as_deref() == Some(crate::weights::WEIGHTS_DOMAIN)
+        && !id.key.ends_with("/manifest");
+    if managed_payload {
+        return Ok(GetReply {
+            inline: Some(bytes.as_ref().clone()),
+            replicas: Vec::new(),
+            ..reply
+        });
+    }
     match promote(state, id, &route, &bytes) {
         Ok(()) => {
             if let Ok(promoted) = state.directory.get(id, state.now_ms()) {
@@ -110,9 +122,10 @@ pub fn restore_get(
     })
 }
 
-/// Best-effort re-promotion: a fresh slot (the embedded segment first), the bytes written
-/// into it, then the promote CAS; the slot is given back on any failure.
-fn promote(
+/// Re-promotion: a fresh slot (the embedded segment first), the bytes written into it, then
+/// the promote CAS; the slot is given back on any failure. Best effort for reads; the weight
+/// migrations (`super::weights`) require it.
+pub(crate) fn promote(
     state: &NodeState,
     id: &ObjectId,
     route: &ObjectRoute,

@@ -8,17 +8,20 @@
 //! state, one mutation at a time (weight mutations are a low-rate control-plane path).
 
 pub mod convert;
+pub mod fault;
 mod groups;
+mod migration;
+mod recovery;
 pub mod workflows;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use crescent_actors::{AggregateRegistry, Runtime, World};
 use crescent_store::ObjectDirectory;
 use crescent_weights::{
     GuardedOperation, LineageClaim, LineageClaimCommand, LineageId, RevisionIdentity, WeightConfig,
-    WeightMetrics, WeightRevision, WeightRevisionCommand,
+    WeightMetrics, WeightRevision, WeightRevisionCommand, WeightUnits,
 };
 use crescent_wire::{ApiError, ErrorCode};
 use futures::future::BoxFuture;
@@ -31,16 +34,28 @@ pub use groups::GroupTable;
 /// them apart from ordinary keys of the default scope.
 pub const WEIGHTS_DOMAIN: &str = "_weights";
 
-/// The cold tier's part in migrations. The cold-tier integration implements it; until a cold
-/// device is configured crescentd has none, and every COLD or MIXED residency is refused with
-/// POLICY_UNSATISFIABLE.
+/// The cold tier's part in migrations and deletions, over object keys of [`WEIGHTS_DOMAIN`].
+/// The cold-tier integration implements it (`crate::cold::weights`) and installs it with
+/// [`WeightService::set_cold`]; until a cold device is configured crescentd has none, and every
+/// COLD or MIXED residency is refused with POLICY_UNSATISFIABLE. Every call is idempotent: a
+/// driver resuming after a restart repeats the step it may have done already.
 pub trait ColdResidency: Send + Sync {
-    /// Creates and validates cold copies of these objects (their memory replicas stay).
+    /// Creates cold copies of these objects and validates each by reading it back (length and
+    /// checksum); their memory replicas stay.
     fn copy_to_cold(&self, keys: Vec<String>) -> BoxFuture<'static, Result<(), String>>;
-    /// Creates memory replicas of these objects from their cold copies.
+    /// Creates a memory replica of each object that has none from its cold copy (read and
+    /// verified first); the cold copies stay.
     fn copy_to_memory(&self, keys: Vec<String>) -> BoxFuture<'static, Result<(), String>>;
-    /// Drops the memory replicas of these objects (after `RecordRoundReleased`).
+    /// Drops the memory replicas of these objects (after `RecordRoundReleased`); refused for
+    /// an object whose cold copy is not validated (the last-hot rule).
     fn release_memory(&self, keys: Vec<String>) -> BoxFuture<'static, Result<(), String>>;
+    /// Removes one member of `group` (the deletion workflow) and reclaims its cold copy, if
+    /// any, exactly once. Ok(false) when the key is already gone.
+    fn remove_member(
+        &self,
+        key: String,
+        group: crescent_store::GroupId,
+    ) -> BoxFuture<'static, Result<bool, String>>;
 }
 
 /// Identity lookups rebuilt from the recovered state and kept current by every mutation.
@@ -57,12 +72,16 @@ struct WeightIndex {
 pub struct WeightService {
     pub revisions: AggregateRegistry<WeightRevision>,
     pub lineages: AggregateRegistry<LineageClaim>,
+    /// The affinity units of each committed revision (instance id = revision stream id).
+    pub units: AggregateRegistry<WeightUnits>,
     pub directory: Arc<ObjectDirectory>,
     pub metrics: WeightMetrics,
     pub config: WeightConfig,
     pub groups: Arc<GroupTable>,
-    cold: Option<Arc<dyn ColdResidency>>,
+    cold: OnceLock<Arc<dyn ColdResidency>>,
     index: Mutex<WeightIndex>,
+    /// `CRESCENT_WEIGHTS_KILL_AT` (crash tests only).
+    kill_point: Option<fault::KillPoint>,
     /// One mutation at a time (keeps the before/after metrics exact).
     serial: tokio::sync::Mutex<()>,
     /// Revisions and lineages whose workflow is being driven right now.
@@ -93,6 +112,7 @@ impl WeightService {
             .map_err(|e| ServerError::Recovery(format!("weight metrics: {e}")))?;
         let revisions: BTreeMap<String, WeightRevision> = world_states(world);
         let lineages: BTreeMap<String, LineageClaim> = world_states(world);
+        let units: BTreeMap<String, WeightUnits> = world_states(world);
         let groups = Arc::new(GroupTable::default());
         let mut index = WeightIndex::default();
         let empty_revision = WeightRevision::default();
@@ -106,6 +126,9 @@ impl WeightService {
             .build();
         let lineage_registry = AggregateRegistry::<LineageClaim>::builder(runtime.clone())
             .recovered(lineages, seq)
+            .build();
+        let units_registry = AggregateRegistry::<WeightUnits>::builder(runtime.clone())
+            .recovered(units, seq)
             .build();
         let guard_groups = groups.clone();
         directory.set_group_guard(Some(Arc::new(move |g| guard_groups.is_managed(g))));
@@ -123,12 +146,14 @@ impl WeightService {
         Ok(Arc::new(Self {
             revisions: revision_registry,
             lineages: lineage_registry,
+            units: units_registry,
             directory,
             metrics,
             config,
             groups,
-            cold: None,
+            cold: OnceLock::new(),
             index: Mutex::new(index),
+            kill_point: fault::KillPoint::from_env(),
             serial: tokio::sync::Mutex::new(()),
             driving: Mutex::new(HashSet::new()),
         }))
@@ -138,9 +163,21 @@ impl WeightService {
         self.revisions.runtime().clock().now_ms()
     }
 
+    /// Installs the cold tier (once, when the node's cold tier has started).
+    pub fn set_cold(&self, cold: Arc<dyn ColdResidency>) -> Result<(), ServerError> {
+        self.cold.set(cold).map_err(|_| {
+            ServerError::Recovery("the weights' cold residency was installed twice".into())
+        })
+    }
+
+    /// The cold tier, if this node has one.
+    pub fn cold_tier(&self) -> Option<Arc<dyn ColdResidency>> {
+        self.cold.get().cloned()
+    }
+
     /// The cold tier, or POLICY_UNSATISFIABLE naming what needed it.
     pub fn cold(&self, needed_for: &str) -> Result<Arc<dyn ColdResidency>, ApiError> {
-        self.cold.clone().ok_or_else(|| {
+        self.cold_tier().ok_or_else(|| {
             ApiError::new(
                 ErrorCode::PolicyUnsatisfiable,
                 format!(
@@ -164,11 +201,14 @@ impl WeightService {
             .read(&id, Clone::clone)
             .await
             .map_err(from_runtime)?;
+        let name = fault::revision_command_name(&cmd);
+        self.fault(true, name);
         let done = self
             .revisions
             .execute(&id, cmd)
             .await
             .map_err(from_runtime)?;
+        self.fault(false, name);
         let after = self
             .revisions
             .read(&id, Clone::clone)
@@ -206,11 +246,14 @@ impl WeightService {
             .read(&id, Clone::clone)
             .await
             .map_err(from_runtime)?;
+        let name = fault::lineage_command_name(&cmd);
+        self.fault(true, name);
         let done = self
             .lineages
             .execute(&id, cmd)
             .await
             .map_err(from_runtime)?;
+        self.fault(false, name);
         if !done.is_noop() {
             self.metrics.observe_lineage(&before, &done.events);
         }
@@ -218,6 +261,38 @@ impl WeightService {
             .read(&id, Clone::clone)
             .await
             .map_err(from_runtime)
+    }
+
+    /// The crash-test kill point, if armed.
+    fn fault(&self, before: bool, command: &str) {
+        if let Some(k) = &self.kill_point {
+            k.fire(before, command);
+        }
+    }
+
+    /// The recorded affinity units of a revision (None: committed by a build that did not
+    /// record them, or not committed yet).
+    pub async fn read_units(
+        &self,
+        identity: &RevisionIdentity,
+    ) -> Result<Option<Vec<crescent_weights::AffinityUnit>>, HttpError> {
+        self.units
+            .read(&identity.stream_id(), |u| u.units().map(<[_]>::to_vec))
+            .await
+            .map_err(from_runtime)
+    }
+
+    /// Runs a units command.
+    pub async fn units_command(
+        &self,
+        identity: &RevisionIdentity,
+        cmd: crescent_weights::WeightUnitsCommand,
+    ) -> Result<(), HttpError> {
+        self.units
+            .execute(&identity.stream_id(), cmd)
+            .await
+            .map_err(from_runtime)
+            .map(|_| ())
     }
 
     pub async fn read_lineage(&self, lineage: &LineageId) -> Result<LineageClaim, HttpError> {

@@ -10,7 +10,8 @@ use crescent_weights::lineage::UpsertStep;
 use crescent_weights::revision::{GroupMember, ObjectType, OperationKind, PayloadSummary};
 use crescent_weights::{
     affinity_digest, payload_keys_sha256, Availability, ClaimPhase, LineageClaimCommand, LineageId,
-    PreferredResidency, ResidencyTarget, RevisionIdentity, WeightRevision, WeightRevisionCommand,
+    PreferredResidency, RevisionIdentity, WeightRevision, WeightRevisionCommand,
+    WeightUnitsCommand,
 };
 use crescent_wire::store::{DataType, ObjectId};
 use crescent_wire::{ApiError, ErrorCode};
@@ -88,7 +89,7 @@ impl WeightService {
         units: Vec<crescent_weights::AffinityUnit>,
     ) -> Result<WeightRevision, HttpError> {
         let state = self.read_revision(identity).await?;
-        let rec = state.record().ok_or_else(|| not_found(identity))?;
+        let rec = state.record().ok_or_else(|| not_found(identity))?.clone();
         let group_id = rec.group_id.clone();
         let members: Vec<GroupMember> = self
             .members(&group_id)
@@ -107,6 +108,9 @@ impl WeightService {
             affinity_count: units.len() as u64,
             affinity_digest: affinity_digest(&units),
         };
+        // The units are durable before READY is: every migration plans from them.
+        self.record_units(identity, &units, &summary.affinity_digest, rec.availability)
+            .await?;
         let after = self
             .revision(
                 identity,
@@ -120,6 +124,49 @@ impl WeightService {
             .await?;
         self.spawn_followups(identity.clone());
         Ok(after)
+    }
+
+    /// Records the affinity units of a revision being committed. A still-IMPORTING revision
+    /// whose earlier, failed commit recorded other units (the writer retried with other
+    /// content) has them replaced; after READY they are immutable (CONFLICT).
+    async fn record_units(
+        &self,
+        identity: &RevisionIdentity,
+        units: &[crescent_weights::AffinityUnit],
+        digest: &str,
+        availability: Availability,
+    ) -> Result<(), HttpError> {
+        let record = || WeightUnitsCommand::Record {
+            units: units.to_vec(),
+            affinity_digest: digest.to_string(),
+        };
+        match self.units_command(identity, record()).await {
+            Err(e)
+                if code_of(&e) == ErrorCode::Conflict
+                    && availability == Availability::Importing =>
+            {
+                self.units_command(identity, WeightUnitsCommand::Forget)
+                    .await?;
+                self.units_command(identity, record()).await
+            }
+            other => other,
+        }
+    }
+
+    /// Removes one member of the group being deleted (with its cold copy, if any).
+    async fn remove_member(&self, key: &str, group: GroupId, now: i64) -> Result<(), HttpError> {
+        match self.cold_tier() {
+            Some(cold) => cold
+                .remove_member(key.to_string(), group)
+                .await
+                .map(|_| ())
+                .map_err(|e| HttpError(ApiError::new(ErrorCode::Unavailable, e))),
+            None => self
+                .directory
+                .remove_group_member(&object_id(key), group, now)
+                .map(|_| ())
+                .map_err(Into::into),
+        }
     }
 
     /// After a commit: the initial migration (if any) and a claim waiting for this target.
@@ -140,10 +187,13 @@ impl WeightService {
         let span = tracing::info_span!("weights.drive_revision", revision = %key);
         let result = async {
             let state = self.read_revision(identity).await?;
-            match state
+            let active = state
                 .active_operation()
-                .map(|o| (o.kind, o.operation_id.clone()))
-            {
+                .map(|o| (o.kind, o.operation_id.clone()));
+            if let Some((kind, op)) = &active {
+                tracing::info!(operation = %op, ?kind, "driving weight operation");
+            }
+            match active {
                 Some((OperationKind::Deleting, op)) => self.run_deletion(identity, &op).await,
                 Some((OperationKind::Migrating, op)) => self.run_migration(identity, &op).await,
                 _ => Ok(()),
@@ -159,7 +209,7 @@ impl WeightService {
 
     /// Deletion: payloads in batches, the manifest last, then verify the group is empty.
     async fn run_deletion(
-        &self,
+        self: &Arc<Self>,
         identity: &RevisionIdentity,
         operation_id: &str,
     ) -> Result<(), HttpError> {
@@ -186,8 +236,7 @@ impl WeightService {
                 let batch = p.rounds_completed + 1;
                 let (members, bytes) = if !payloads.is_empty() {
                     for o in &payloads {
-                        self.directory
-                            .remove_group_member(&object_id(&o.key), group, now)?;
+                        self.remove_member(&o.key, group, now).await?;
                     }
                     let members = payloads.len() as u64;
                     // Pending (never ended) puts count only when the import had committed
@@ -217,8 +266,7 @@ impl WeightService {
                     .await?;
                     continue;
                 }
-                self.directory
-                    .remove_group_member(&object_id(&manifest_key), group, now)?;
+                self.remove_member(&manifest_key, group, now).await?;
                 self.revision(
                     identity,
                     WeightRevisionCommand::RecordManifestDeleted {
@@ -230,8 +278,7 @@ impl WeightService {
             }
             // Anything left (a late put of the group) goes too, then the group must be empty.
             for o in self.members(&rec.group_id) {
-                self.directory
-                    .remove_group_member(&object_id(&o.key), group, now)?;
+                self.remove_member(&o.key, group, now).await?;
             }
             let remaining_members = self.members(&rec.group_id).len() as u64;
             self.revision(
@@ -242,67 +289,15 @@ impl WeightService {
                 },
             )
             .await?;
-            return Ok(());
-        }
-    }
-
-    /// Migration. HOT targets are reached here (every payload of a committed revision has a
-    /// memory replica); COLD and MIXED rounds need the cold tier.
-    async fn run_migration(
-        &self,
-        identity: &RevisionIdentity,
-        operation_id: &str,
-    ) -> Result<(), HttpError> {
-        let state = self.read_revision(identity).await?;
-        let (Some(rec), Some(op)) = (state.record(), state.operation(operation_id)) else {
-            return Ok(());
-        };
-        let logical = rec.summary.as_ref().map_or(0, |s| s.logical_bytes);
-        match op.target {
-            Some(ResidencyTarget::Hot) => {
-                let hot_bytes = self.observed_hot_bytes(&rec.group_id, &rec.manifest_key);
-                if op.progress.members_total.is_none() {
-                    self.revision(
-                        identity,
-                        WeightRevisionCommand::PlanMigration {
-                            operation_id: operation_id.into(),
-                            members_total: 0,
-                            bytes_total: logical.saturating_sub(hot_bytes),
-                        },
-                    )
-                    .await?;
-                }
-                self.revision(
-                    identity,
-                    WeightRevisionCommand::CompleteMigration {
-                        operation_id: operation_id.into(),
-                        hot_bytes,
-                    },
-                )
+            // The tombstone keeps the summary; the units are of no more use.
+            self.units_command(identity, WeightUnitsCommand::Forget)
                 .await?;
-                Ok(())
-            }
-            _ => {
-                let err = match self.cold("a COLD or MIXED migration") {
-                    Err(e) => e.message,
-                    Ok(_) => "cold rounds are driven by the cold-tier integration".into(),
-                };
-                self.revision(
-                    identity,
-                    WeightRevisionCommand::RecordOperationFailure {
-                        operation_id: operation_id.into(),
-                        error: err,
-                        terminal: true,
-                    },
-                )
-                .await?;
-                Ok(())
-            }
+            return Ok(());
         }
     }
 
     /// Logical payload bytes with a readable memory replica.
-    fn observed_hot_bytes(&self, group_id: &str, manifest_key: &str) -> u64 {
+    pub(super) fn observed_hot_bytes(&self, group_id: &str, manifest_key: &str) -> u64 {
         self.members(group_id)
             .iter()
             .filter(|o| o.key != manifest_key && o.memory_readable)
@@ -479,6 +474,9 @@ impl WeightService {
                 if !lineages.contains(&identity.lineage()) {
                     lineages.push(identity.lineage());
                 }
+                if let Err(e) = me.recover_members(&identity).await {
+                    tracing::warn!(revision = %identity, error = %e, "member recovery failed");
+                }
                 let running = me
                     .read_revision(&identity)
                     .await
@@ -494,7 +492,8 @@ impl WeightService {
                     continue;
                 };
                 if let Some(claim) = state.active_claim() {
-                    tracing::info!(lineage = %lineage, phase = ?claim.phase, "resuming upsert claim");
+                    tracing::info!(lineage = %lineage, phase = ?claim.phase,
+                        request_id = %claim.request_id, "resuming upsert claim");
                     me.metrics.claim_resumed(claim.mode, claim.phase);
                     let driver = me.clone();
                     actix_rt::spawn(async move { driver.drive_claim(&lineage).await });

@@ -81,6 +81,11 @@ impl LineageClaim {
         self.active.as_ref()
     }
 
+    /// Every claim still known: the active one, then the finished ones newest first.
+    pub fn claims(&self) -> impl Iterator<Item = &Claim> {
+        self.active.iter().chain(self.finished.iter().rev())
+    }
+
     /// A claim by request id, active or recently finished.
     pub fn claim(&self, request_id: &str) -> Option<&Claim> {
         self.active

@@ -1,0 +1,233 @@
+//! Kill -9 of crescentd in each phase of the weight workflows (`CRESCENT_WEIGHTS_KILL_AT`: the
+//! node SIGKILLs itself just after the named step is durable), then a restart on the same data
+//! dir: the workflow resumes from its persisted phase with the same operation or request id,
+//! its progress is not reset, and a lineage has at most one successor.
+//!
+//! The embedded segment's memory does not survive a restart, so these nodes run the cold tier
+//! in `passthrough` mode: every completed put (payloads and manifest) is copied to the cold
+//! device, and what was HOT before the crash comes back as cold-only objects, readable and
+//! adopted back into their revision's group.
+
+mod weights_common;
+
+use serde_json::Value;
+use weights_common::*;
+
+const CONFIG: &str = "[cold]\noffload_mode = \"passthrough\"\n\n\
+                      [weights]\nweight_migration_max_members_per_round = 4\n";
+const KILL: &str = "CRESCENT_WEIGHTS_KILL_AT";
+
+/// Puts `model` as `resource`/`generation` (HOT, MANUAL) and waits until passthrough has
+/// copied every object of it to the cold device.
+fn put_durable(node: &Node, resource: &str, generation: u64, model: &[u8], dir: &std::path::Path) {
+    let src = model_dir(dir, &format!("{resource}-{generation}"), model);
+    let put = node.ok(&refs(&weights_args(
+        "put",
+        resource,
+        generation,
+        &["--policy", "hot", "--mode", "manual", src.to_str().unwrap()],
+    )));
+    assert_eq!(put["availability"], "READY", "{put}");
+    node.wait_cold_settled(payload_bytes(model));
+}
+
+fn op(node: &Node, id: &str) -> Value {
+    node.ok(&["weights", "op", id])
+}
+
+fn wait_op_done(node: &Node, id: &str) -> Value {
+    node.wait_for("the operation to finish", || {
+        op(node, id)["status"] != "RUNNING"
+    });
+    op(node, id)
+}
+
+#[test]
+fn migration_killed_between_copy_and_release_resumes_its_operation() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = model_safetensors(20, 1 << 20, 21);
+    let payloads = 21; // 20 tensors and the alignment hole
+    let node = Node::start(dir.path(), CONFIG, &[(KILL, "after_record_round_copied:2")]);
+    put_durable(&node, "mig", 1, &model, dir.path());
+    let (code, _, _) = node.cli(&refs(&weights_args("migrate", "mig", 1, &["--to", "cold"])));
+    assert_ne!(code, 0, "the node died mid-migration");
+    let log = node.log();
+    node.wait_killed();
+    let op_id = log_field(&log, "driving weight operation", "", "operation")
+        .unwrap_or_else(|| panic!("no operation in the log:\n{log}"));
+
+    let node = Node::start(dir.path(), CONFIG, &[]);
+    // Durable progress survived: the totals of the first plan, round 2 copied (pending).
+    let resumed = op(&node, &op_id);
+    assert_eq!(resumed["kind"], "MIGRATING", "{resumed}");
+    assert_eq!(resumed["members_total"], payloads, "{resumed}");
+    assert!(
+        resumed["rounds_completed"].as_u64().unwrap() >= 1,
+        "{resumed}"
+    );
+    let done = wait_op_done(&node, &op_id);
+    assert_eq!(done["status"], "SUCCEEDED", "{done}\n{}", node.log());
+    assert_eq!(done["members_total"], payloads, "totals are not re-planned");
+    assert!(done["rounds_completed"].as_u64().unwrap() >= 2, "{done}");
+    assert_eq!(done["attempts"], 0, "{done}");
+    assert!(node.log().contains("resuming weight operation"));
+    let m = node.ok(&refs(&weights_args("meta", "mig", 1, &[])));
+    assert_eq!(m["residency"], "COLD", "{m}");
+    assert!(m["active_operation_id"].is_null());
+    let out = dir.path().join("out");
+    assert!(get_model(&node, "mig", 1, &out) == model);
+}
+
+#[test]
+fn deletion_killed_after_its_first_batch_resumes_from_its_progress() {
+    let dir = tempfile::tempdir().unwrap();
+    // 100 tensors and the hole: two deletion batches (64 + 37).
+    let model = model_safetensors(100, 1 << 20, 22);
+    let node = Node::start(
+        dir.path(),
+        CONFIG,
+        &[(KILL, "after_record_deletion_batch:1")],
+    );
+    put_durable(&node, "del", 1, &model, dir.path());
+    let (code, _, _) = node.cli(&refs(&weights_args("rm", "del", 1, &[])));
+    assert_ne!(code, 0, "the node died mid-deletion");
+    let log = node.log();
+    node.wait_killed();
+    let op_id = log_field(&log, "driving weight operation", "", "operation")
+        .unwrap_or_else(|| panic!("no operation in the log:\n{log}"));
+
+    let node = Node::start(dir.path(), CONFIG, &[]);
+    let done = wait_op_done(&node, &op_id);
+    assert_eq!(done["kind"], "DELETING", "{done}");
+    assert_eq!(done["status"], "SUCCEEDED", "{done}\n{}", node.log());
+    assert_eq!(done["members_total"], 101, "{done}");
+    assert_eq!(done["members_done"], 101, "no member counted twice: {done}");
+    assert_eq!(
+        done["rounds_completed"], 2,
+        "batch 1 before, batch 2 after: {done}"
+    );
+    let (code, m, _) = node.cli(&refs(&weights_args("meta", "del", 1, &[])));
+    if code == 0 {
+        assert_eq!(m["availability"], "DELETED", "{m}");
+        assert_eq!(m["residency"], "ABSENT", "{m}");
+    } else {
+        assert_eq!(m["error"]["code"], "NOT_FOUND", "{m}");
+    }
+    // Every cold copy was reclaimed, the ones of batch 1 included.
+    node.wait_for("reclaims", || node.cold_usage() == (0, 0, 0));
+}
+
+/// Kills the node just after `point` of an upsert 1 -> 2 in `mode`, restarts it, reruns the
+/// same `weights upsert` and checks the claim resumed (same request id) to COMMITTED with one
+/// successor. `imported_after_restart`: the target is written by the rerun (read it back).
+fn upsert_killed_at(mode: &str, point: &str, imported_after_restart: bool) {
+    let dir = tempfile::tempdir().unwrap();
+    let resource = format!("{mode}-{point}");
+    let base = model_safetensors(6, 256 << 10, 31);
+    let target = model_safetensors(8, 320 << 10, 32);
+    let node = Node::start(dir.path(), CONFIG, &[(KILL, point)]);
+    put_durable(&node, &resource, 1, &base, dir.path());
+    let v2 = model_dir(dir.path(), "v2", &target);
+    let upsert = weights_args(
+        "upsert",
+        &resource,
+        2,
+        &[
+            "--replacing",
+            "1",
+            "--upsert-mode",
+            mode,
+            "--policy",
+            "hot",
+            v2.to_str().unwrap(),
+        ],
+    );
+    let (code, out, err) = node.cli(&refs(&upsert));
+    assert_ne!(code, 0, "{point}: the node died mid-upsert: {out} {err}");
+    node.wait_killed();
+
+    let node = Node::start(dir.path(), CONFIG, &[]);
+    let reply = node.ok(&refs(&upsert));
+    assert_eq!(
+        reply["phase"],
+        "COMMITTED",
+        "{point}: {reply}\n{}",
+        node.log()
+    );
+    assert_eq!(reply["watermark"], 2, "{reply}");
+    let resumed_id = log_field(&node.log(), "resuming upsert claim", "", "request_id");
+    assert_eq!(
+        resumed_id.as_deref(),
+        reply["request_id"].as_str(),
+        "{point}: the claim resumed under its original request id"
+    );
+
+    // One successor: generation 2 READY, generation 1 deleted, nothing else.
+    let listed = node.ok(&[
+        "weights",
+        "ls",
+        "--namespace",
+        "llm",
+        "--resource",
+        &resource,
+    ]);
+    let revisions = listed["revisions"].as_array().unwrap();
+    let live: Vec<u64> = revisions
+        .iter()
+        .filter(|r| r["availability"] != "DELETED")
+        .map(|r| r["id"]["generation"].as_u64().unwrap())
+        .collect();
+    assert_eq!(live, vec![2], "{point}: {listed}");
+    assert!(revisions.len() <= 2, "{listed}");
+    let m = node.ok(&refs(&weights_args("meta", &resource, 2, &[])));
+    assert_eq!(m["availability"], "READY", "{m}");
+    if imported_after_restart {
+        let out = dir.path().join("out");
+        assert!(get_model(&node, &resource, 2, &out) == target, "{point}");
+    }
+}
+
+#[test]
+fn put_first_killed_after_the_claim_resumes_the_target_import() {
+    upsert_killed_at("put-first", "after_begin_claim", true);
+}
+
+#[test]
+fn put_first_killed_after_target_ready_resumes_the_base_retirement() {
+    upsert_killed_at("put-first", "after_advance_claim_target_ready", false);
+}
+
+#[test]
+fn put_first_killed_after_base_retired_resumes_the_lease_drain() {
+    upsert_killed_at("put-first", "after_advance_claim_base_retired", false);
+}
+
+#[test]
+fn put_first_killed_after_base_drained_resumes_the_base_deletion() {
+    upsert_killed_at("put-first", "after_advance_claim_base_drained", false);
+}
+
+#[test]
+fn put_first_killed_after_base_deleted_resumes_the_watermark_commit() {
+    upsert_killed_at("put-first", "after_advance_claim_base_deleted", false);
+}
+
+#[test]
+fn delete_first_killed_after_the_claim_resumes_the_base_retirement() {
+    upsert_killed_at("delete-first", "after_begin_claim", true);
+}
+
+#[test]
+fn delete_first_killed_after_base_retired_resumes_the_base_deletion() {
+    upsert_killed_at("delete-first", "after_advance_claim_base_retired", true);
+}
+
+#[test]
+fn delete_first_killed_after_base_deleted_resumes_the_target_import() {
+    upsert_killed_at("delete-first", "after_advance_claim_base_deleted", true);
+}
+
+#[test]
+fn delete_first_killed_after_target_ready_resumes_the_watermark_commit() {
+    upsert_killed_at("delete-first", "after_advance_claim_target_ready", false);
+}
