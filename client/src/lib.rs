@@ -18,6 +18,7 @@ pub mod cold;
 mod dataplane;
 pub mod error;
 mod http;
+mod lease;
 pub mod metrics;
 pub mod options;
 pub mod owner;
