@@ -12,7 +12,8 @@ use crescent_wire::rpc::{
 };
 use crescent_wire::store::{
     Ack, BatchReply, BatchRequest, ExistReply, GetReply, HeartbeatReply, HeartbeatRequest,
-    ItemResult, ObjectId, ObjectRequest, PutEndRequest, PutStartReply, RemoveRequest, SizeReply,
+    ItemResult, ObjectId, ObjectRequest, PutEndRequest, PutStartReply, ReleaseReply,
+    ReleaseRequest, RemoveRequest, SizeReply,
 };
 use crescent_wire::{ApiError, ErrorCode};
 use serde::de::DeserializeOwned;
@@ -370,6 +371,90 @@ async fn every_op_answers_like_its_http_route() {
         .metrics
         .render()
         .contains("crescent_rpc_request_seconds"));
+    crescent_server::Node::stop(&state);
+}
+
+#[actix_web::test]
+async fn released_leases_let_a_remove_through_over_rpc_and_http() {
+    let t = tempfile::tempdir().unwrap();
+    let state = start(&config(t.path()));
+    let app = app!(state);
+    owner_with_segment(&app, "o1", "seg1", 1 << 20).await;
+    let addr = state
+        .start_rpc("127.0.0.1:0".parse().unwrap(), MAX_BODY)
+        .unwrap();
+    let mut rpc = Rpc::connect(addr).await;
+    let mut releases = Vec::new();
+    for key in ["r1", "r2", "r3"] {
+        let started: PutStartReply = rpc
+            .call(RpcOp::PutStart, &put_start_body(key, 10))
+            .await
+            .unwrap();
+        let end = PutEndRequest {
+            id: id(key),
+            put_id: started.put_id,
+        };
+        let _: Ack = rpc.call(RpcOp::PutEnd, &end).await.unwrap();
+        let got: GetReply = rpc
+            .call(RpcOp::Get, &ObjectRequest { id: id(key) })
+            .await
+            .unwrap();
+        assert_eq!(got.put_id, started.put_id);
+        releases.push(ReleaseRequest {
+            id: id(key),
+            put_id: got.put_id,
+            lease_until_ms: got.lease_until_ms,
+        });
+    }
+    let leased = RemoveRequest {
+        id: id("r1"),
+        force: false,
+    };
+    assert_eq!(
+        code(rpc.call::<_, Ack>(RpcOp::Remove, &leased).await),
+        ErrorCode::Busy
+    );
+    // One release over RPC, one over HTTP, one in a batch: each lets its remove through.
+    let r: ReleaseReply = rpc.call(RpcOp::Release, &releases[0]).await.unwrap();
+    assert!(r.released);
+    let again: ReleaseReply = rpc.call(RpcOp::Release, &releases[0]).await.unwrap();
+    assert!(!again.released, "a get is released once");
+    let (s, b) = post(
+        &app,
+        "/v1/objects/release",
+        serde_json::to_value(&releases[1]).unwrap(),
+    )
+    .await;
+    assert_eq!((s, b["released"].clone()), (200, json!(true)), "{b}");
+    let batch = BatchRequest {
+        items: vec![releases[2].clone()],
+    };
+    let done: BatchReply<ReleaseReply> = rpc.call(RpcOp::BatchRelease, &batch).await.unwrap();
+    assert_eq!(
+        done.items,
+        vec![ItemResult::Ok(ReleaseReply { released: true })]
+    );
+    for key in ["r1", "r2", "r3"] {
+        let rm = RemoveRequest {
+            id: id(key),
+            force: false,
+        };
+        let _: Ack = rpc.call(RpcOp::Remove, &rm).await.unwrap();
+    }
+    // Unknown keys and bad input answer like every object op.
+    assert_eq!(
+        code(
+            rpc.call::<_, ReleaseReply>(RpcOp::Release, &releases[0])
+                .await
+        ),
+        ErrorCode::NotFound
+    );
+    let mut bad = releases[0].clone();
+    bad.id = id("");
+    assert_eq!(
+        code(rpc.call::<_, ReleaseReply>(RpcOp::Release, &bad).await),
+        ErrorCode::InvalidArgument
+    );
     crescent_server::Node::stop(&state);
 }
 
