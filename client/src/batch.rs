@@ -3,8 +3,6 @@
 //! outer `Result` is for the batch as a whole (server unreachable, malformed answer).
 //! Batches longer than the wire limit are split into several requests.
 
-use std::time::Instant;
-
 use crescent_transport::{TransferDescriptor, TransferOp};
 use crescent_wire::rpc::RpcOp;
 use crescent_wire::store::{
@@ -20,6 +18,7 @@ use crate::dataplane::Committed;
 use crate::dataplane::{read_order, remote_for};
 use crate::error::ClientError;
 use crate::leader::Current;
+use crate::lease::release_of;
 use crate::options::PutOptions;
 use crate::store::{read_replica, verify, write_descriptors, PutOutcome};
 
@@ -111,16 +110,14 @@ impl CrescentClient {
         values: &[V],
         opts: &PutOptions,
     ) -> Result<ItemResults<PutOutcome>, ClientError> {
-        let started = Instant::now();
         let total: usize = values.iter().map(|v| v.as_ref().len()).sum();
-        let result = self
+        let operation = self
             .put_batch_inner(keys, values, opts, total)
-            .instrument(tracing::debug_span!("client.put_batch", items = keys.len()))
-            .await;
+            .instrument(tracing::debug_span!("client.put_batch", items = keys.len()));
         self.data
             .metrics
-            .record("put_batch", started, &result, total as u64);
-        result
+            .metered("put_batch", operation, |_| total as u64)
+            .await
     }
 
     async fn put_batch_inner<K: AsRef<str>, V: AsRef<[u8]>>(
@@ -305,18 +302,15 @@ impl CrescentClient {
         &self,
         keys: &[K],
     ) -> Result<ItemResults<Vec<u8>>, ClientError> {
-        let started = Instant::now();
-        let result = self
+        let operation = self
             .get_batch_inner(keys)
-            .instrument(tracing::debug_span!("client.get_batch", items = keys.len()))
-            .await;
-        let bytes = result.as_ref().map_or(0, |items| {
-            items.iter().flatten().map(|v| v.len() as u64).sum()
-        });
+            .instrument(tracing::debug_span!("client.get_batch", items = keys.len()));
         self.data
             .metrics
-            .record("get_batch", started, &result, bytes);
-        result
+            .metered("get_batch", operation, |items| {
+                items.iter().flatten().map(|v| v.len() as u64).sum()
+            })
+            .await
     }
 
     async fn get_batch_inner<K: AsRef<str>>(
@@ -336,19 +330,41 @@ impl CrescentClient {
                 Err(e) => results[i] = Some(Err(e)),
             }
         }
-        let replies: Vec<ItemResult<GetReply>> = self.batch_call(RpcOp::BatchGet, requests).await?;
+        let replies: Vec<ItemResult<GetReply>> =
+            self.batch_call(RpcOp::BatchGet, requests.clone()).await?;
         let mut found: Vec<(usize, GetReply, usize)> = Vec::with_capacity(replies.len());
+        let mut releases = Vec::with_capacity(replies.len());
         let mut total = 0usize;
         for (pos, reply) in replies.into_iter().enumerate() {
             match item(reply) {
                 Ok(r) => {
                     let size = r.size as usize;
+                    releases.extend(release_of(&requests[pos].id, &r));
                     found.push((asked[pos], r, total));
                     total += size;
                 }
                 Err(e) => results[asked[pos]] = Some(Err(e)),
             }
         }
+        let copied = self.copy_found(keys, found, total, &mut results).await;
+        // Whatever the copy did, the leases are no longer needed.
+        self.release_leases(releases).await;
+        copied?;
+        Ok(results
+            .into_iter()
+            .map(|r| r.expect("every item gets a result"))
+            .collect())
+    }
+
+    /// Copies the objects a batch get found: the first choice of each in one submission, then
+    /// the other replicas of those whose read failed.
+    async fn copy_found<K: AsRef<str>>(
+        &self,
+        keys: &[K],
+        found: Vec<(usize, GetReply, usize)>,
+        total: usize,
+        results: &mut [Option<Result<Vec<u8>, ClientError>>],
+    ) -> Result<(), ClientError> {
         let transport = self.data.transport().await?;
         let staging = self.data.staging.take(transport, total)?;
         let buf = staging.buffer();
@@ -430,10 +446,7 @@ impl CrescentClient {
             }
             results[i] = Some(outcome.map(|()| value));
         }
-        Ok(results
-            .into_iter()
-            .map(|r| r.expect("every item gets a result"))
-            .collect())
+        Ok(())
     }
 
     /// Whether each key holds a complete object.
@@ -441,17 +454,16 @@ impl CrescentClient {
         &self,
         keys: &[K],
     ) -> Result<ItemResults<bool>, ClientError> {
-        let started = Instant::now();
-        let result = self
-            .simple_batch(
-                RpcOp::BatchExist,
-                keys,
-                |id| ObjectRequest { id },
-                |r: ExistReply| r.exists,
-            )
-            .await;
-        self.data.metrics.record("batch_exist", started, &result, 0);
-        result
+        let operation = self.simple_batch(
+            RpcOp::BatchExist,
+            keys,
+            |id| ObjectRequest { id },
+            |r: ExistReply| r.exists,
+        );
+        self.data
+            .metrics
+            .metered("batch_exist", operation, |_| 0)
+            .await
     }
 
     /// Removes each key (refused per item while read-leased).
@@ -459,28 +471,30 @@ impl CrescentClient {
         &self,
         keys: &[K],
     ) -> Result<ItemResults<()>, ClientError> {
-        let started = Instant::now();
-        let result = self
-            .simple_batch(
-                RpcOp::BatchRemove,
-                keys,
-                |id| RemoveRequest { id, force: false },
-                |_: Ack| (),
-            )
-            .await;
-        if let (Ok(items), Some(local)) = (&result, self.data.local()) {
-            for (k, r) in keys.iter().zip(items) {
-                if r.is_ok() {
-                    if let Ok(id) = self.scope.object_id(k.as_ref()) {
-                        local.table.forget(&id);
+        let operation = async {
+            let items = self
+                .simple_batch(
+                    RpcOp::BatchRemove,
+                    keys,
+                    |id| RemoveRequest { id, force: false },
+                    |_: Ack| (),
+                )
+                .await?;
+            if let Some(local) = self.data.local() {
+                for (k, r) in keys.iter().zip(&items) {
+                    if r.is_ok() {
+                        if let Ok(id) = self.scope.object_id(k.as_ref()) {
+                            local.table.forget(&id);
+                        }
                     }
                 }
             }
-        }
+            Ok(items)
+        };
         self.data
             .metrics
-            .record("remove_batch", started, &result, 0);
-        result
+            .metered("remove_batch", operation, |_| 0)
+            .await
     }
 
     async fn simple_batch<K, Req, Rep, T>(

@@ -130,7 +130,10 @@ pub(crate) fn retry_for(op: RpcOp) -> Retry {
         | RpcOp::BatchPutEnd
         | RpcOp::BatchPutRevoke
         | RpcOp::Remove
-        | RpcOp::BatchRemove => Retry::NotIdempotent,
+        | RpcOp::BatchRemove
+        // A release ends one reader's share of a lease: sent twice it could end another's.
+        | RpcOp::Release
+        | RpcOp::BatchRelease => Retry::NotIdempotent,
     }
 }
 

@@ -40,6 +40,8 @@ pub(crate) struct Routes {
     pub batch_get: Url,
     pub batch_exist: Url,
     pub batch_remove: Url,
+    pub release: Url,
+    pub batch_release: Url,
     pub rebuild_replay: Url,
     pub rebuild_complete: Url,
     pub rebuild_status: Url,
@@ -76,6 +78,8 @@ impl Routes {
             batch_get: url(routes::BATCH_GET)?,
             batch_exist: url(routes::BATCH_EXIST)?,
             batch_remove: url(routes::BATCH_REMOVE)?,
+            release: url(routes::RELEASE)?,
+            batch_release: url(routes::BATCH_RELEASE)?,
             rebuild_replay: url(crescent_wire::rebuild::routes::REPLAY)?,
             rebuild_complete: url(crescent_wire::rebuild::routes::COMPLETE)?,
             rebuild_status: url(crescent_wire::rebuild::routes::STATUS)?,
@@ -101,6 +105,8 @@ impl Routes {
             RpcOp::BatchExist => &self.batch_exist,
             RpcOp::BatchRemove => &self.batch_remove,
             RpcOp::Heartbeat => &self.heartbeat,
+            RpcOp::Release => &self.release,
+            RpcOp::BatchRelease => &self.batch_release,
         }
     }
 }

@@ -24,6 +24,7 @@ pub mod failover;
 pub mod failover_metrics;
 mod http;
 mod leader;
+mod lease;
 pub mod metrics;
 pub mod options;
 pub mod owner;

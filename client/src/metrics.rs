@@ -190,6 +190,22 @@ impl ClientMetrics {
         Ok(m)
     }
 
+    /// Runs operation `op`: times it, counts its outcome, and on success adds the bytes that
+    /// `bytes` says it moved. Every public object operation goes through here, so they all
+    /// report alike.
+    pub(crate) async fn metered<T>(
+        &self,
+        op: &'static str,
+        operation: impl std::future::Future<Output = Result<T, ClientError>>,
+        bytes: impl FnOnce(&T) -> u64,
+    ) -> Result<T, ClientError> {
+        let started = Instant::now();
+        let result = operation.await;
+        let moved = result.as_ref().map_or(0, bytes);
+        self.record(op, started, &result, moved);
+        result
+    }
+
     /// Records one finished operation.
     pub(crate) fn record<T>(
         &self,

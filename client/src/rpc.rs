@@ -12,8 +12,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crescent_wire::rpc::{
-    check_server_hello, client_hello, decode_body, encode_request, RpcError, RpcInfo, RpcOp,
-    RpcStatus, HANDSHAKE_LEN,
+    check_server_hello, client_hello, decode_body, encode_request, FrameHeader, RpcError, RpcInfo,
+    RpcOp, RpcStatus, HANDSHAKE_LEN,
 };
 use crescent_wire::{ApiError, ErrorCode};
 use serde::de::DeserializeOwned;
@@ -45,6 +45,9 @@ struct RpcConn {
     input: FrameInput,
     out: Vec<u8>,
     next_id: u64,
+    /// Requests sent without waiting for their answer ([`RpcPool::send`]); their answers come
+    /// first (the server answers in order) and are read and dropped before the next one.
+    unanswered: u32,
 }
 
 impl RpcConn {
@@ -60,13 +63,53 @@ impl RpcConn {
             stream,
             out: Vec::with_capacity(4096),
             next_id: 1,
+            unanswered: 0,
         })
     }
 
     /// Whether an idle pooled connection is still open (the server may have restarted or
     /// closed it); a closed one is never used, so no request is lost on it.
     fn still_open(&mut self) -> bool {
-        !self.input.peer_gone()
+        // Answers still due would look like unexpected bytes: such a connection is used as is.
+        self.unanswered > 0 || !self.input.peer_gone()
+    }
+
+    /// Sends one request without waiting for its answer.
+    async fn send<B: Serialize + ?Sized>(
+        &mut self,
+        op: RpcOp,
+        body: &B,
+    ) -> Result<(), CallFailure> {
+        let id = self.next_id;
+        self.next_id = self.next_id.wrapping_add(1);
+        self.out.clear();
+        encode_request(&mut self.out, op, id, body).map_err(CallFailure::Encode)?;
+        self.stream
+            .write_all(&self.out)
+            .await
+            .map_err(CallFailure::Io)?;
+        self.unanswered += 1;
+        Ok(())
+    }
+
+    /// Reads and drops the answers still due for sent-only requests.
+    async fn settle(&mut self) -> Result<(), CallFailure> {
+        while self.unanswered > 0 {
+            let header = self.read_header(SPIN).await?;
+            self.input.take_body(header.body_len);
+            self.unanswered -= 1;
+        }
+        Ok(())
+    }
+
+    async fn read_header(&mut self, spin: Duration) -> Result<FrameHeader, CallFailure> {
+        self.input
+            .read_frame(&self.stream, MAX_REPLY_BYTES, spin)
+            .await
+            .map_err(|e| match e {
+                ReadFailure::Io(e) => CallFailure::Io(e),
+                ReadFailure::Frame(e) => CallFailure::Frame(e),
+            })
     }
 
     /// Sends one request and reads its answer: `Ok(Ok(reply))`, `Ok(Err(api_error))`, or an
@@ -84,14 +127,13 @@ impl RpcConn {
             .write_all(&self.out)
             .await
             .map_err(CallFailure::Io)?;
-        let header = self
-            .input
-            .read_frame(&self.stream, MAX_REPLY_BYTES, spin_for(op))
-            .await
-            .map_err(|e| match e {
-                ReadFailure::Io(e) => CallFailure::Io(e),
-                ReadFailure::Frame(e) => CallFailure::Frame(e),
-            })?;
+        let mut header = self.read_header(spin_for(op)).await?;
+        // Answers of earlier sent-only requests come first: drop them.
+        while header.request_id != id && self.unanswered > 0 {
+            self.input.take_body(header.body_len);
+            self.unanswered -= 1;
+            header = self.read_header(spin_for(op)).await?;
+        }
         let body = self.input.take_body(header.body_len);
         if header.request_id != id {
             return Err(CallFailure::Frame(RpcError::Decode(format!(
@@ -178,29 +220,68 @@ impl RpcPool {
         }
     }
 
+    /// An idle connection, or a new one.
+    async fn connection(&self) -> Result<RpcConn, RpcFailure> {
+        if let Some(c) = self.checkout() {
+            return Ok(c);
+        }
+        match tokio::time::timeout(CONNECT_TIMEOUT, RpcConn::connect(self.addr)).await {
+            Ok(Ok(c)) => Ok(c),
+            Ok(Err(e)) => Err(RpcFailure::NotSent(self.lost(e))),
+            Err(_) => {
+                let e = std::io::Error::new(std::io::ErrorKind::TimedOut, "connect timed out");
+                Err(RpcFailure::NotSent(self.lost(e)))
+            }
+        }
+    }
+
+    /// Sends a request without waiting for its answer (which is read and dropped on that
+    /// connection's next use): for requests whose outcome nobody acts on, such as lease
+    /// releases. Ordered before every later request on the same connection.
+    pub(crate) async fn send<B: Serialize + ?Sized>(
+        &self,
+        op: RpcOp,
+        body: &B,
+    ) -> Result<(), RpcFailure> {
+        let mut conn = self.connection().await?;
+        let outcome = tokio::time::timeout(CALL_TIMEOUT, conn.send(op, body)).await;
+        self.finish(conn, outcome)
+    }
+
+    /// Waits until every sent-only request on the idle connections has been answered (so the
+    /// server has run it); a connection that fails meanwhile is dropped.
+    pub(crate) async fn settle(&self) {
+        let idle: Vec<RpcConn> = std::mem::take(&mut *self.idle.lock().expect("rpc pool mutex"));
+        for mut conn in idle {
+            match tokio::time::timeout(CALL_TIMEOUT, conn.settle()).await {
+                Ok(Ok(())) => self.checkin(conn),
+                _ => tracing::debug!(server = %self.addr, "RPC connection dropped while settling"),
+            }
+        }
+    }
+
     pub(crate) async fn call<B: Serialize + ?Sized, T: DeserializeOwned>(
         &self,
         op: RpcOp,
         body: &B,
     ) -> Result<T, RpcFailure> {
-        let mut conn = match self.checkout() {
-            Some(c) => c,
-            None => {
-                match tokio::time::timeout(CONNECT_TIMEOUT, RpcConn::connect(self.addr)).await {
-                    Ok(Ok(c)) => c,
-                    Ok(Err(e)) => return Err(RpcFailure::NotSent(self.lost(e))),
-                    Err(_) => {
-                        let e =
-                            std::io::Error::new(std::io::ErrorKind::TimedOut, "connect timed out");
-                        return Err(RpcFailure::NotSent(self.lost(e)));
-                    }
-                }
-            }
-        };
-        match tokio::time::timeout(CALL_TIMEOUT, conn.call(op, body)).await {
-            Ok(Ok(answer)) => {
+        let mut conn = self.connection().await?;
+        let outcome = tokio::time::timeout(CALL_TIMEOUT, conn.call(op, body)).await;
+        self.finish(conn, outcome)?
+            .map_err(|e| RpcFailure::Failed(ClientError::Api(e)))
+    }
+
+    /// Keeps the connection of an exchange that went through (or failed before sending
+    /// anything) and turns a failure into the caller's error; a broken connection is dropped.
+    fn finish<T>(
+        &self,
+        conn: RpcConn,
+        outcome: Result<Result<T, CallFailure>, tokio::time::error::Elapsed>,
+    ) -> Result<T, RpcFailure> {
+        match outcome {
+            Ok(Ok(done)) => {
                 self.checkin(conn);
-                answer.map_err(|e| RpcFailure::Failed(ClientError::Api(e)))
+                Ok(done)
             }
             Ok(Err(CallFailure::Encode(e))) => {
                 self.checkin(conn);

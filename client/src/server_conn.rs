@@ -52,4 +52,30 @@ impl ServerConn {
         }
         self.http.post(self.http.routes.for_op(op), body).await
     }
+
+    /// Sends a request whose answer nobody acts on. Over the RPC fast path it is written and
+    /// not waited for (the server runs it before anything sent later on that connection, and
+    /// its answer is dropped on the connection's next use), so a release costs the reader one
+    /// write instead of a round trip. Over HTTP it is an ordinary call.
+    pub async fn send_only<B: Serialize>(&self, op: RpcOp, body: &B) -> Result<(), ClientError> {
+        if let Some(pool) = self.rpc.pool(&self.http).await {
+            match pool.send(op, body).await {
+                Ok(()) => return Ok(()),
+                Err(RpcFailure::Failed(e)) => return Err(e),
+                Err(RpcFailure::NotSent(e)) => {
+                    tracing::debug!(error = %e, op = op.as_str(), "RPC unreachable; using HTTP");
+                    self.rpc.forget();
+                }
+            }
+        }
+        let _: serde::de::IgnoredAny = self.http.post(self.http.routes.for_op(op), body).await?;
+        Ok(())
+    }
+
+    /// Waits until the server has answered everything sent with [`ServerConn::send_only`].
+    pub async fn settle(&self) {
+        if let Some(pool) = self.rpc.pool(&self.http).await {
+            pool.settle().await;
+        }
+    }
 }

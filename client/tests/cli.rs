@@ -46,7 +46,27 @@ fn put_get_exist_rm_ls() {
     let (code, out, _) = crescent(&s, &["--json", "ls", "a/"], None);
     assert_eq!(code, 0);
     assert_eq!(json(&out)["count"], 2);
-    // a/1 was just read: its read lease refuses a plain remove (BUSY, retryable: exit 3).
+    // a/2 was just read: `get` released its read lease when done, so `rm` right after works.
+    let (code, _, err) = crescent(&s, &["rm", "a/2"], None);
+    assert_eq!(code, 0, "{err}");
+    // A lease nobody released (a reader still copying: here a bare HTTP get) refuses a plain
+    // remove (BUSY, retryable: exit 3); a forced one goes through.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let leased: serde_json::Value = runtime.block_on(async {
+        reqwest::Client::new()
+            .post(format!("http://{s}/v1/objects/get"))
+            .json(&serde_json::json!({"id": {"key": "a/1"}}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
+    });
+    assert!(leased["lease_until_ms"].as_i64().unwrap() > 0, "{leased}");
     let (code, out, _) = crescent(&s, &["--json", "rm", "a/1"], None);
     assert_eq!(code, 3);
     assert_eq!(json(&out)["error"]["code"], "BUSY");

@@ -31,6 +31,25 @@ async fn owner(client: &CrescentClient, size: u64) -> Owner {
     .unwrap()
 }
 
+/// Takes a read lease on `key` the way a reader that never releases would (a bare HTTP get);
+/// returns its deadline (ms).
+async fn held_lease(client: &CrescentClient, key: &str) -> i64 {
+    let scope = client.scope();
+    let body = serde_json::json!({
+        "id": {"tenant": scope.tenant(), "domain": scope.domain(), "key": key}
+    });
+    let reply: serde_json::Value = reqwest::Client::new()
+        .post(format!("http://{}/v1/objects/get", client.server()))
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    reply["lease_until_ms"].as_i64().expect("a lease deadline")
+}
+
 async fn round_trips(client: &CrescentClient, opts: &PutOptions, tag: &str) {
     let mut rng = rand::rngs::StdRng::seed_from_u64(7);
     for (i, &len) in SIZES.iter().enumerate() {
@@ -68,8 +87,15 @@ async fn round_trips(client: &CrescentClient, opts: &PutOptions, tag: &str) {
     let listed = client.list_all(&format!("{tag}/batch/")).await.unwrap();
     assert_eq!(listed.len(), 40);
 
-    // A get leases what it read (10 s by default): a plain remove is refused meanwhile,
-    // a forced one is not.
+    // A get leases what it read (10 s by default) and the client releases the lease once
+    // its copy is done: a remove right after a get (single or batch) goes through.
+    assert_eq!(client.get(&keys[2]).await.unwrap(), values[2]);
+    client.remove(&keys[2]).await.unwrap();
+    client.remove(&keys[3]).await.unwrap();
+    // A lease nobody released (a reader still copying, here a bare HTTP get) refuses a plain
+    // remove; a forced one is not refused.
+    let leased = held_lease(client, &keys[0]).await;
+    assert!(leased > 0);
     let e = client.remove(&keys[0]).await.unwrap_err();
     assert_eq!(e.code_str(), "BUSY", "{e}");
     assert!(e.retryable());

@@ -2,7 +2,8 @@
 //! refused whole (INVALID_ARGUMENT) before any item runs.
 
 use crescent_wire::store::{
-    GetReply, ItemResult, ObjectId, PutEndRequest, PutStartReply, PutStartRequest, MAX_BATCH,
+    GetReply, ItemResult, ObjectId, PutEndRequest, PutStartReply, PutStartRequest, ReleaseRequest,
+    MAX_BATCH,
 };
 
 use crate::directory::ObjectDirectory;
@@ -58,6 +59,14 @@ impl ObjectDirectory {
         now_ms: i64,
     ) -> Result<Vec<ItemResult<GetReply>>, StoreError> {
         run(items, |id| self.get(id, now_ms))
+    }
+
+    pub fn batch_release(
+        &self,
+        items: &[ReleaseRequest],
+        now_ms: i64,
+    ) -> Result<Vec<ItemResult<bool>>, StoreError> {
+        run(items, |r| self.release(r, now_ms))
     }
 
     pub fn batch_exist(

@@ -111,6 +111,8 @@ pub(crate) struct Entry {
     pub last_access: Ticks,
     pub data_type: DataType,
     pub flags: u8,
+    /// Readers counted into the current read lease (see `lease.rs`); fits in padding.
+    pub readers: u8,
     /// The fenced route version within this content (see `cold.rs`): bumped by every
     /// eviction, offload and restore CAS. Unique together with `put_id`.
     pub route_rev: u32,
@@ -132,6 +134,7 @@ impl Entry {
             last_access: now,
             data_type: DataType::default(),
             flags: COMPLETE,
+            readers: 0,
             route_rev: 1,
         }
     }
@@ -151,6 +154,7 @@ impl Entry {
             last_access: now,
             data_type: DataType::default(),
             flags: 0,
+            readers: 0,
             route_rev: 0,
         }
     }
@@ -170,6 +174,7 @@ impl Entry {
             last_access: now,
             data_type: DataType::default(),
             flags: COMPLETE,
+            readers: 0,
             route_rev: 1,
         }
     }
@@ -214,6 +219,7 @@ impl Entry {
         self.soft_pin_until = p.soft_pin_until;
         self.lease_until = 0;
         self.lease_chain_start = 0;
+        self.readers = 0;
         self.last_access = now;
         self.route_rev = 1;
         self.flags = COMPLETE

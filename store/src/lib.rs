@@ -23,6 +23,7 @@ mod eviction;
 mod groups;
 mod housekeeping;
 pub mod identity;
+mod lease;
 pub mod metrics;
 mod mount;
 mod ops_put;

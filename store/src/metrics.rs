@@ -9,7 +9,15 @@ use crate::error::StoreError;
 
 /// Operations whose success counters are resolved once (the label lookup costs more than
 /// the directory operation itself on the hot path).
-const HOT_OPS: [&str; 6] = ["put_start", "put_end", "get", "exist", "get_size", "remove"];
+const HOT_OPS: [&str; 7] = [
+    "put_start",
+    "put_end",
+    "get",
+    "exist",
+    "get_size",
+    "remove",
+    "release",
+];
 
 #[derive(Clone, Debug)]
 pub struct StoreMetrics {
@@ -75,7 +83,7 @@ impl StoreMetrics {
         );
         let leases = counter(
             "crescent_store_leases_total",
-            "Read leases by outcome (granted, renewed, capped, expired).",
+            "Read leases by outcome (granted, renewed, capped, released, expired).",
             &["outcome"],
         );
         let puts = counter(
@@ -175,6 +183,10 @@ impl StoreMetrics {
     }
 
     pub(crate) fn allocation(&self, ok: bool, n: u64) {
+        // Every put reports both outcomes, one of them usually 0: skip the label lookup then.
+        if n == 0 {
+            return;
+        }
         let outcome = if ok { "ok" } else { "no_space" };
         self.allocations.with_label_values(&[outcome]).inc_by(n);
     }

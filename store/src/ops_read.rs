@@ -11,64 +11,10 @@ use crate::directory::ObjectDirectory;
 use crate::entry::{Entry, LEASE_TRACKED};
 use crate::error::StoreError;
 use crate::identity::{validate_key, ObjectName, ScopeName};
-use crate::time::{Clock, Ticks};
+use crate::lease::grant_lease;
+use crate::time::Clock;
 
 const DEFAULT_LIST_PAGE: usize = 100;
-
-/// What a lease request got.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum LeaseOutcome {
-    Granted,
-    Renewed,
-    /// The chain reached its cap: no extension (the reply's deadline may be past).
-    Capped,
-}
-
-impl LeaseOutcome {
-    fn label(self) -> &'static str {
-        match self {
-            LeaseOutcome::Granted => "granted",
-            LeaseOutcome::Renewed => "renewed",
-            LeaseOutcome::Capped => "capped",
-        }
-    }
-}
-
-/// Grants or renews a read lease on `e`.
-///
-/// A chain is a run of grants each arriving while the previous lease is active. No chain
-/// protects the object past `chain start + max_lease`; once a chain ended at its cap, one TTL
-/// of cool-down passes (gets still succeed, with no lease beyond the cap) before a new chain
-/// can start. So a continuously read object is unprotected at least one TTL out of every
-/// `max_lease + ttl`, and eviction, remove and unmount always get a window.
-pub(crate) fn grant_lease(
-    e: &mut Entry,
-    now: Ticks,
-    deadline: Ticks,
-    ttl: Ticks,
-    max: Ticks,
-) -> LeaseOutcome {
-    let cap = e.lease_chain_start.saturating_add(max);
-    if e.leased(now) {
-        let next = deadline.min(cap);
-        if next > e.lease_until {
-            e.lease_until = next;
-            return LeaseOutcome::Renewed;
-        }
-        return if e.lease_until >= cap {
-            LeaseOutcome::Capped
-        } else {
-            LeaseOutcome::Renewed
-        };
-    }
-    let ended_capped = e.lease_chain_start != 0 && e.lease_until == cap;
-    if ended_capped && now < cap.saturating_add(ttl) {
-        return LeaseOutcome::Capped;
-    }
-    e.lease_chain_start = now;
-    e.lease_until = deadline.min(now.saturating_add(max));
-    LeaseOutcome::Granted
-}
 
 impl ObjectDirectory {
     /// The complete replicas of an object and a read lease on them (default 10 s): they are
@@ -108,6 +54,7 @@ impl ObjectDirectory {
         let table = self.table();
         let reply = GetReply {
             size: e.size,
+            put_id: e.put_id,
             data_type: e.data_type,
             checksum: e.checksum(),
             replicas: e

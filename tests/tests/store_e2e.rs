@@ -31,6 +31,25 @@ fn key(prefix: &str, i: usize) -> String {
     format!("{prefix}/{i:06}")
 }
 
+/// Takes a read lease on each key with a bare HTTP get, which (unlike the client library)
+/// never releases it: the lease lasts its full TTL.
+async fn hold_read_leases(base_url: &str, keys: &[String]) {
+    let http = reqwest::Client::builder().no_proxy().build().unwrap();
+    for k in keys {
+        let reply: serde_json::Value = http
+            .post(format!("{base_url}/v1/objects/get"))
+            .json(&serde_json::json!({"id": {"key": k}}))
+            .send()
+            .await
+            .and_then(|r| r.error_for_status())
+            .unwrap_or_else(|e| panic!("get {k}: {e}"))
+            .json()
+            .await
+            .unwrap();
+        assert!(reply["lease_until_ms"].as_i64().is_some(), "{reply}");
+    }
+}
+
 /// Index ranges of `sizes` grouped into batches bounded by [`BATCH_ITEMS`] and [`BATCH_BYTES`].
 fn batches(sizes: &[usize]) -> Vec<std::ops::Range<usize>> {
     let mut out = Vec::new();
@@ -383,8 +402,11 @@ async fn eviction_spares_leased_and_hard_pinned_objects() {
     put_all(&client, "pinned", 1 << 40, &protected_sizes, &pinned_opts).await;
     put_all(&client, "leased", 2 << 40, &protected_sizes, &opts).await;
     let idx: Vec<usize> = (0..PROTECTED).collect();
-    // The reads take the read leases that must protect these objects from now on.
     verify_all(&client, "leased", 2 << 40, &protected_sizes, &idx).await;
+    // The client releases a get's lease once its copy is done; these gets take the read leases
+    // that must protect the objects from now on (readers still copying, as it were).
+    let leased_keys: Vec<String> = idx.iter().map(|&i| key("leased", i)).collect();
+    hold_read_leases(&crescentd.base_url(), &leased_keys).await;
 
     // Write three segments' worth of filler, oldest first.
     let n_fill = 3 * SEGMENT as usize / FILLER;

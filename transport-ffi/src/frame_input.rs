@@ -7,7 +7,8 @@
 //! answering one, since the next request usually follows within microseconds). The polling goes
 //! through a duplicate of the descriptor, since tokio's own `try_read` answers from cached
 //! readiness and would never see new data without yielding; only then does it wait for the
-//! reactor.
+//! reactor. Each poll yields the CPU to other runnable threads, so the spin never starves the
+//! thread it is waiting for.
 
 use std::io::{ErrorKind, Read};
 use std::time::{Duration, Instant};
@@ -139,7 +140,12 @@ impl FrameInput {
             let got = match self.raw.read(&mut self.buf[self.end..]) {
                 Err(e) if e.kind() == ErrorKind::WouldBlock => {
                     if Instant::now() < spin_until {
-                        std::hint::spin_loop();
+                        // Give the CPU to any other runnable thread between polls: on a busy
+                        // machine (few cores, builds alongside) a pure spin keeps the very
+                        // thread that would answer (the peer, or our own transfer listener)
+                        // off the core, turning a µs wait into a scheduler time slice. With
+                        // nothing else runnable, the yield returns at once.
+                        std::thread::yield_now();
                         continue;
                     }
                     stream.readable().await.map_err(ReadFailure::Io)?;

@@ -129,10 +129,12 @@ pub enum RpcOp {
     BatchExist = 12,
     BatchRemove = 13,
     Heartbeat = 14,
+    Release = 15,
+    BatchRelease = 16,
 }
 
 impl RpcOp {
-    pub const ALL: [RpcOp; 14] = [
+    pub const ALL: [RpcOp; 16] = [
         RpcOp::PutStart,
         RpcOp::PutEnd,
         RpcOp::PutRevoke,
@@ -147,6 +149,8 @@ impl RpcOp {
         RpcOp::BatchExist,
         RpcOp::BatchRemove,
         RpcOp::Heartbeat,
+        RpcOp::Release,
+        RpcOp::BatchRelease,
     ];
 
     pub fn from_u8(b: u8) -> Result<RpcOp, RpcError> {
@@ -173,6 +177,8 @@ impl RpcOp {
             RpcOp::BatchExist => "batch_exist",
             RpcOp::BatchRemove => "batch_remove",
             RpcOp::Heartbeat => "heartbeat",
+            RpcOp::Release => "release",
+            RpcOp::BatchRelease => "batch_release",
         }
     }
 }

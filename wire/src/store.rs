@@ -158,6 +158,10 @@ pub struct ObjectRequest {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GetReply {
     pub size: u64,
+    /// The version read (its put id): what a [`ReleaseRequest`] names. 0 from servers that
+    /// predate releases (wire v1 addition: optional field); such a lease is not released.
+    #[serde(default)]
+    pub put_id: u64,
     pub data_type: DataType,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub checksum: Option<u32>,
@@ -175,6 +179,26 @@ pub struct GetReply {
         with = "crate::cold::opt_bytes"
     )]
     pub inline: Option<Vec<u8>>,
+}
+
+/// Ends the caller's hold on the read lease a get gave it (wire v1 addition). The lease of a
+/// version ends when its last reader released it, or at its deadline, whichever comes first.
+/// Each get is released at most once.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReleaseRequest {
+    pub id: ObjectId,
+    /// The get reply's `put_id`.
+    pub put_id: u64,
+    /// The get reply's `lease_until_ms`: a release arriving after it changes nothing (that
+    /// lease already ran out, and a later one belongs to other readers).
+    pub lease_until_ms: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReleaseReply {
+    /// Whether this release counted (false: the lease had already ended, or the version was
+    /// replaced; nothing changed).
+    pub released: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -289,6 +313,7 @@ pub mod routes {
     pub const EXIST: &str = "/v1/objects/exist";
     pub const SIZE: &str = "/v1/objects/size";
     pub const REMOVE: &str = "/v1/objects/remove";
+    pub const RELEASE: &str = "/v1/objects/release";
     pub const REMOVE_PREFIX: &str = "/v1/objects/remove_prefix";
     pub const LIST: &str = "/v1/objects/list";
     pub const BATCH_PUT_START: &str = "/v1/objects/batch/put_start";
@@ -297,5 +322,6 @@ pub mod routes {
     pub const BATCH_GET: &str = "/v1/objects/batch/get";
     pub const BATCH_EXIST: &str = "/v1/objects/batch/exist";
     pub const BATCH_REMOVE: &str = "/v1/objects/batch/remove";
+    pub const BATCH_RELEASE: &str = "/v1/objects/batch/release";
     pub const HEARTBEAT: &str = "/v1/owners/heartbeat";
 }

@@ -68,7 +68,10 @@ pub(super) async fn run(cli: Cli) -> Result<u8, ClientError> {
     let json = cli.json;
     match cli.command {
         Command::Weights { command } => {
-            return super::weights::run(&client, cli.tenant.as_deref(), json, command).await;
+            let done = super::weights::run(&client, cli.tenant.as_deref(), json, command).await;
+            // Reads release their leases without waiting: make sure they ran before exiting.
+            client.settle().await;
+            return done;
         }
         Command::Put {
             key,
@@ -96,6 +99,9 @@ pub(super) async fn run(cli: Cli) -> Result<u8, ClientError> {
         }
         Command::Get { key, output } => {
             let value = client.get(&key).await?;
+            // The get released its lease without waiting for the answer: wait for it before
+            // this process exits, so `crescent get K; crescent rm K` finds K unleased.
+            client.settle().await;
             match output.as_deref() {
                 Some(path) if path != "-" => {
                     std::fs::write(path, &value).map_err(io_err(format!("writing {path}")))?;

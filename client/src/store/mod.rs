@@ -2,8 +2,6 @@
 //! on a transfer failure), get (a complete replica, local first, checksum verified), and the
 //! metadata calls. The zero-copy forms work on [`RegisteredBuffer`]s.
 
-use std::time::Instant;
-
 use crescent_transport::{TransferDescriptor, TransferOp, Transport};
 use crescent_wire::rpc::RpcOp;
 use crescent_wire::store::{
@@ -20,6 +18,7 @@ use crate::client::CrescentClient;
 use crate::dataplane::{read_order, remote_for, Committed, LocalSegment};
 use crate::error::ClientError;
 use crate::failover::Retry;
+use crate::lease::release_of;
 use crate::options::PutOptions;
 
 /// What a put did.
@@ -115,8 +114,7 @@ impl CrescentClient {
         value: &[u8],
         opts: &PutOptions,
     ) -> Result<PutOutcome, ClientError> {
-        let started = Instant::now();
-        let result = async {
+        let operation = async {
             let id = self.scope.object_id(key)?;
             let transport = self.data.transport().await?;
             let staging = self.data.staging.take(transport, value.len())?;
@@ -125,12 +123,9 @@ impl CrescentClient {
             self.put_source(id, staging.buffer(), 0, value.len(), checksum, opts)
                 .await
         }
-        .instrument(tracing::debug_span!("client.put", size = value.len()))
-        .await;
-        self.data
-            .metrics
-            .record("put", started, &result, value.len() as u64);
-        result
+        .instrument(tracing::debug_span!("client.put", size = value.len()));
+        let bytes = value.len() as u64;
+        self.data.metrics.metered("put", operation, |_| bytes).await
     }
 
     /// Stores `[offset, offset+len)` of a registered buffer under `key`, sent straight out of
@@ -143,8 +138,7 @@ impl CrescentClient {
         len: usize,
         opts: &PutOptions,
     ) -> Result<PutOutcome, ClientError> {
-        let started = Instant::now();
-        let result = async {
+        let operation = async {
             let id = self.scope.object_id(key)?;
             src.check(offset, len)?;
             let checksum = match opts.checksum {
@@ -153,12 +147,11 @@ impl CrescentClient {
             };
             self.put_source(id, src, offset, len, checksum, opts).await
         }
-        .instrument(tracing::debug_span!("client.put_from", size = len))
-        .await;
+        .instrument(tracing::debug_span!("client.put_from", size = len));
         self.data
             .metrics
-            .record("put_from", started, &result, len as u64);
-        result
+            .metered("put_from", operation, |_| len as u64)
+            .await
     }
 
     async fn put_source(
@@ -308,58 +301,61 @@ impl CrescentClient {
 
     /// The value stored under `key`.
     pub async fn get(&self, key: &str) -> Result<Vec<u8>, ClientError> {
-        let started = Instant::now();
-        let result = async { self.get_object(self.scope.object_id(key)?).await }
-            .instrument(tracing::debug_span!("client.get"))
-            .await;
-        let bytes = result.as_ref().map_or(0, |v| v.len() as u64);
-        self.data.metrics.record("get", started, &result, bytes);
-        result
+        let operation = async { self.get_object(self.scope.object_id(key)?).await }
+            .instrument(tracing::debug_span!("client.get"));
+        self.data
+            .metrics
+            .metered("get", operation, |v| v.len() as u64)
+            .await
     }
 
-    /// The value of object `id` (any scope; the caller checked the id).
+    /// The value of object `id` (any scope; the caller checked the id). The get's read lease
+    /// is released once the bytes are copied out.
     pub(crate) async fn get_object(&self, id: ObjectId) -> Result<Vec<u8>, ClientError> {
-        let key = id.key.clone();
-        let key = key.as_str();
-        {
-            let reply = self.get_meta(id).await?;
-            let size = reply.size as usize;
-            if let Some(value) = reply.inline {
-                // A cold-only object restored by the server (verified there; checked here too).
-                inline_checked(key, reply.size, reply.checksum, &value)?;
-                return Ok(value);
-            }
-            let transport = self.data.transport().await?;
-            let staging = self.data.staging.take(transport, size)?;
-            let local = self.data.local();
-            let mut last = no_replica(key);
-            for replica in read_order(&reply.replicas, local.as_ref()) {
-                let read = read_replica(
-                    transport.as_ref(),
-                    replica,
-                    local.as_ref(),
-                    staging.buffer(),
-                    0,
-                    reply.size,
-                )
-                .await;
-                if let Err(e) = read {
-                    last = e;
-                    continue;
-                }
-                let mut value = vec![0u8; size];
-                staging.buffer().read(0, &mut value).await?;
-                let checked = match reply.checksum {
-                    Some(_) => verify(key, reply.checksum, crc32c::crc32c(&value)),
-                    None => Ok(()),
-                };
-                match checked {
-                    Ok(()) => return Ok(value),
-                    Err(e) => last = e,
-                }
-            }
-            Err(last)
+        let reply = self.get_meta(id.clone()).await?;
+        let value = self.read_object(&id.key, &reply).await;
+        self.release_lease(release_of(&id, &reply)).await;
+        value
+    }
+
+    /// Copies the object a get answered out of its replicas (local first), checksum verified.
+    async fn read_object(&self, key: &str, reply: &GetReply) -> Result<Vec<u8>, ClientError> {
+        let size = reply.size as usize;
+        if let Some(value) = &reply.inline {
+            // A cold-only object restored by the server (verified there; checked here too).
+            inline_checked(key, reply.size, reply.checksum, value)?;
+            return Ok(value.clone());
         }
+        let transport = self.data.transport().await?;
+        let staging = self.data.staging.take(transport, size)?;
+        let local = self.data.local();
+        let mut last = no_replica(key);
+        for replica in read_order(&reply.replicas, local.as_ref()) {
+            let read = read_replica(
+                transport.as_ref(),
+                replica,
+                local.as_ref(),
+                staging.buffer(),
+                0,
+                reply.size,
+            )
+            .await;
+            if let Err(e) = read {
+                last = e;
+                continue;
+            }
+            let mut value = vec![0u8; size];
+            staging.buffer().read(0, &mut value).await?;
+            let checked = match reply.checksum {
+                Some(_) => verify(key, reply.checksum, crc32c::crc32c(&value)),
+                None => Ok(()),
+            };
+            match checked {
+                Ok(()) => return Ok(value),
+                Err(e) => last = e,
+            }
+        }
+        Err(last)
     }
 
     /// Reads the value of `key` straight into `dst` at `offset` (zero copy); returns its size.
@@ -370,77 +366,84 @@ impl CrescentClient {
         dst: &RegisteredBuffer,
         offset: usize,
     ) -> Result<usize, ClientError> {
-        let started = Instant::now();
-        let result = async {
-            let reply = self.get_meta(self.scope.object_id(key)?).await?;
-            let size = reply.size as usize;
-            dst.check(offset, size)?;
-            if let Some(value) = &reply.inline {
-                inline_checked(key, reply.size, reply.checksum, value)?;
-                dst.write(offset, value).await?;
-                return Ok(size);
-            }
-            let transport = self.data.transport().await?;
-            let local = self.data.local();
-            let mut last = no_replica(key);
-            for replica in read_order(&reply.replicas, local.as_ref()) {
-                let read = read_replica(
-                    transport.as_ref(),
-                    replica,
-                    local.as_ref(),
-                    dst,
-                    offset,
-                    reply.size,
-                )
-                .await;
-                if let Err(e) = read {
-                    last = e;
-                    continue;
-                }
-                let checked = match reply.checksum {
-                    Some(_) => verify(key, reply.checksum, dst.crc32c(offset, size).await?),
-                    None => Ok(()),
-                };
-                match checked {
-                    Ok(()) => return Ok(size),
-                    Err(e) => last = e,
-                }
-            }
-            Err(last)
+        let operation = async {
+            let id = self.scope.object_id(key)?;
+            let reply = self.get_meta(id.clone()).await?;
+            let read = self.read_object_into(key, &reply, dst, offset).await;
+            self.release_lease(release_of(&id, &reply)).await;
+            read
         }
-        .instrument(tracing::debug_span!("client.get_into"))
-        .await;
-        let bytes = *result.as_ref().unwrap_or(&0) as u64;
+        .instrument(tracing::debug_span!("client.get_into"));
         self.data
             .metrics
-            .record("get_into", started, &result, bytes);
-        result
+            .metered("get_into", operation, |size| *size as u64)
+            .await
+    }
+
+    async fn read_object_into(
+        &self,
+        key: &str,
+        reply: &GetReply,
+        dst: &RegisteredBuffer,
+        offset: usize,
+    ) -> Result<usize, ClientError> {
+        let size = reply.size as usize;
+        dst.check(offset, size)?;
+        if let Some(value) = &reply.inline {
+            inline_checked(key, reply.size, reply.checksum, value)?;
+            dst.write(offset, value).await?;
+            return Ok(size);
+        }
+        let transport = self.data.transport().await?;
+        let local = self.data.local();
+        let mut last = no_replica(key);
+        for replica in read_order(&reply.replicas, local.as_ref()) {
+            let read = read_replica(
+                transport.as_ref(),
+                replica,
+                local.as_ref(),
+                dst,
+                offset,
+                reply.size,
+            )
+            .await;
+            if let Err(e) = read {
+                last = e;
+                continue;
+            }
+            let checked = match reply.checksum {
+                Some(_) => verify(key, reply.checksum, dst.crc32c(offset, size).await?),
+                None => Ok(()),
+            };
+            match checked {
+                Ok(()) => return Ok(size),
+                Err(e) => last = e,
+            }
+        }
+        Err(last)
     }
 
     /// Whether `key` holds a complete object.
     pub async fn is_exist(&self, key: &str) -> Result<bool, ClientError> {
-        let started = Instant::now();
-        let result = async {
+        let operation = async {
             let id = self.scope.object_id(key)?;
             let r: ExistReply = self.call(RpcOp::Exist, &ObjectRequest { id }).await?;
             Ok(r.exists)
-        }
-        .await;
-        self.data.metrics.record("exist", started, &result, 0);
-        result
+        };
+        self.data.metrics.metered("exist", operation, |_| 0).await
     }
 
     /// The size of the value under `key`.
     pub async fn get_size(&self, key: &str) -> Result<u64, ClientError> {
-        let started = Instant::now();
-        let result = async {
+        let operation = async {
             let id = self.scope.object_id(key)?;
             let r: SizeReply = self.call(RpcOp::Size, &ObjectRequest { id }).await?;
             Ok(r.size)
-        }
-        .await;
-        self.data.metrics.record("get_size", started, &result, 0);
-        result
+        };
+        self.data
+            .metrics
+            .metered("get_size", operation, |_| 0)
+            .await
     }
 
     /// Removes `key` (refused while it is read-leased; see [`CrescentClient::remove_forced`]).
@@ -454,8 +457,7 @@ impl CrescentClient {
     }
 
     async fn remove_inner(&self, key: &str, force: bool) -> Result<(), ClientError> {
-        let started = Instant::now();
-        let result = async {
+        let operation = async {
             let id = self.scope.object_id(key)?;
             let req = RemoveRequest { id, force };
             let _: Ack = self.call(RpcOp::Remove, &req).await?;
@@ -463,42 +465,42 @@ impl CrescentClient {
                 local.table.forget(&req.id);
             }
             Ok(())
-        }
-        .await;
-        self.data.metrics.record("remove", started, &result, 0);
-        result
+        };
+        self.data.metrics.metered("remove", operation, |_| 0).await
     }
 
     /// Removes every key starting with `prefix` in this client's scope (leased, pinned and
     /// in-progress objects are skipped and counted).
     pub async fn remove_prefix(&self, prefix: &str) -> Result<RemovePrefixReply, ClientError> {
-        let started = Instant::now();
-        let req = RemovePrefixRequest {
-            tenant: self.scope.tenant().map(str::to_string),
-            domain: self.scope.domain().map(str::to_string),
-            prefix: prefix.to_string(),
+        let operation = async {
+            let req = RemovePrefixRequest {
+                tenant: self.scope.tenant().map(str::to_string),
+                domain: self.scope.domain().map(str::to_string),
+                prefix: prefix.to_string(),
+            };
+            let reply: RemovePrefixReply = self
+                .post_to(
+                    "remove_prefix",
+                    Retry::NotIdempotent,
+                    |r| &r.remove_prefix,
+                    &req,
+                )
+                .await?;
+            if let Some(local) = self.data.local() {
+                let tenant = self
+                    .scope
+                    .tenant()
+                    .unwrap_or(crescent_wire::store::DEFAULT_TENANT);
+                local
+                    .table
+                    .forget_prefix(tenant, self.scope.domain(), prefix);
+            }
+            Ok(reply)
         };
-        let result = self
-            .post_to(
-                "remove_prefix",
-                Retry::NotIdempotent,
-                |r| &r.remove_prefix,
-                &req,
-            )
-            .await;
-        if let (Ok(_), Some(local)) = (&result, self.data.local()) {
-            let tenant = self
-                .scope
-                .tenant()
-                .unwrap_or(crescent_wire::store::DEFAULT_TENANT);
-            local
-                .table
-                .forget_prefix(tenant, self.scope.domain(), prefix);
-        }
         self.data
             .metrics
-            .record("remove_prefix", started, &result, 0);
-        result
+            .metered("remove_prefix", operation, |_| 0)
+            .await
     }
 
     /// One page of keys under `prefix`, after `after` (exclusive), at most `limit` long.

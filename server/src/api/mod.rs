@@ -64,6 +64,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 .route(rel(routes::EXIST), web::post().to(objects::exist))
                 .route(rel(routes::SIZE), web::post().to(objects::size))
                 .route(rel(routes::REMOVE), web::post().to(objects::remove))
+                .route(rel(routes::RELEASE), web::post().to(objects::release))
                 .route(
                     rel(routes::REMOVE_PREFIX),
                     web::post().to(objects::remove_prefix),
@@ -89,6 +90,10 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 .route(
                     rel(routes::BATCH_REMOVE),
                     web::post().to(objects_batch::remove),
+                )
+                .route(
+                    rel(routes::BATCH_RELEASE),
+                    web::post().to(objects_batch::release),
                 )
                 .route("/segments/mount", web::post().to(segments::mount))
                 .route("/segments/unmount", web::post().to(segments::unmount))

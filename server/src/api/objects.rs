@@ -1,5 +1,5 @@
 //! Object routes (`crescent_wire::store::routes`): put_start / put_end / put_revoke, get,
-//! exist, size, remove, remove_prefix, list. Batch forms are in `objects_batch`. Each route
+//! exist, size, remove, release (of a get's read lease), remove_prefix, list. Batch forms are in `objects_batch`. Each route
 //! decodes its body and calls the shared operation in [`super::ops`] (the RPC fast path calls
 //! the same ones).
 //!
@@ -10,7 +10,8 @@ use std::sync::Arc;
 use actix_web::web;
 use crescent_wire::store::{
     Ack, ExistReply, GetReply, ListReply, ListRequest, ObjectRequest, PutEndRequest, PutStartReply,
-    PutStartRequest, RemovePrefixReply, RemovePrefixRequest, RemoveRequest, SizeReply,
+    PutStartRequest, ReleaseReply, ReleaseRequest, RemovePrefixReply, RemovePrefixRequest,
+    RemoveRequest, SizeReply,
 };
 
 use super::error::{from_blocking, HttpError};
@@ -64,6 +65,13 @@ pub async fn size(
 
 pub async fn remove(state: State, Wire(req): Wire<RemoveRequest>) -> Result<Reply<Ack>, HttpError> {
     Ok(Reply(ops::remove(&state, req)?))
+}
+
+pub async fn release(
+    state: State,
+    Wire(req): Wire<ReleaseRequest>,
+) -> Result<Reply<ReleaseReply>, HttpError> {
+    Ok(Reply(ops::release(&state, req)?))
 }
 
 pub async fn remove_prefix(

@@ -3,7 +3,7 @@
 
 use crescent_wire::store::{
     Ack, BatchReply, BatchRequest, ExistReply, GetReply, ObjectRequest, PutEndRequest,
-    PutStartReply, PutStartRequest, RemoveRequest,
+    PutStartReply, PutStartRequest, ReleaseReply, ReleaseRequest, RemoveRequest,
 };
 
 use super::error::HttpError;
@@ -51,4 +51,11 @@ pub async fn remove(
     Wire(req): Wire<BatchRequest<RemoveRequest>>,
 ) -> Result<Reply<BatchReply<Ack>>, HttpError> {
     Ok(Reply(ops::batch_remove(&state, req)?))
+}
+
+pub async fn release(
+    state: State,
+    Wire(req): Wire<BatchRequest<ReleaseRequest>>,
+) -> Result<Reply<BatchReply<ReleaseReply>>, HttpError> {
+    Ok(Reply(ops::batch_release(&state, req)?))
 }

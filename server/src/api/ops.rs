@@ -11,7 +11,7 @@ use crescent_store::StoreError;
 use crescent_wire::store::{
     Ack, BatchReply, BatchRequest, ExistReply, GetReply, HeartbeatReply, HeartbeatRequest,
     ItemResult, ObjectId, ObjectRequest, Placement, PutEndRequest, PutStartReply, PutStartRequest,
-    RemoveRequest, SizeReply, MAX_BATCH,
+    ReleaseReply, ReleaseRequest, RemoveRequest, SizeReply, MAX_BATCH,
 };
 use crescent_wire::{ApiError, ErrorCode};
 
@@ -104,6 +104,13 @@ pub fn remove(state: &NodeState, req: RemoveRequest) -> Result<Ack, ApiError> {
         None => state.directory.remove(&req.id, req.force, state.now_ms())?,
     }
     Ok(Ack {})
+}
+
+/// Ends the caller's hold on a get's read lease. Not held back by the rebuild gate: a release
+/// only ever shortens a lease, and an object not replayed yet has none to release.
+pub fn release(state: &NodeState, req: ReleaseRequest) -> Result<ReleaseReply, ApiError> {
+    let released = state.directory.release(&req, state.now_ms())?;
+    Ok(ReleaseReply { released })
 }
 
 pub fn heartbeat(state: &NodeState, req: HeartbeatRequest) -> Result<HeartbeatReply, ApiError> {
@@ -244,6 +251,14 @@ pub fn batch_get(
         }
     }
     Ok(BatchReply { items: done })
+}
+
+pub fn batch_release(
+    state: &NodeState,
+    req: BatchRequest<ReleaseRequest>,
+) -> Result<BatchReply<ReleaseReply>, ApiError> {
+    let done = state.directory.batch_release(&req.items, state.now_ms())?;
+    Ok(map_items(done, |released| ReleaseReply { released }))
 }
 
 pub fn batch_exist(

@@ -40,6 +40,8 @@ pub(super) fn handle(
         RpcOp::BatchExist => call(body, out, request_id, |r| ops::batch_exist(state, r)),
         RpcOp::BatchRemove => call(body, out, request_id, |r| ops::batch_remove(state, r)),
         RpcOp::Heartbeat => call(body, out, request_id, |r| ops::heartbeat(state, r)),
+        RpcOp::Release => call(body, out, request_id, |r| ops::release(state, r)),
+        RpcOp::BatchRelease => call(body, out, request_id, |r| ops::batch_release(state, r)),
     };
     let code = match result {
         Ok(()) => OK,

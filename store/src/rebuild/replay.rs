@@ -343,6 +343,7 @@ impl ObjectDirectory {
                 current.group = None;
                 current.lease_until = 0;
                 current.lease_chain_start = 0;
+                current.readers = 0;
                 current.soft_pin_until = 0;
                 current.last_access = now;
                 current.flags = flags;
