@@ -91,7 +91,7 @@ mod tests {
         assert_eq!(w.lag_bytes(0), 0);
         assert_eq!(w.lag_bytes(3), 300);
         w.sent(6, 2, 300);
-        assert_eq!(w.lag_bytes(2), 300 + 2 * 700 / 6);
+        assert_eq!(w.lag_bytes(2), 300 + 2 * (700 / 6));
     }
 
     #[test]
