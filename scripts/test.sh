@@ -66,4 +66,4 @@ if [ "$#" -eq 0 ]; then
     [ -x "$CRESCENT_BIN_DIR/$b" ] || { log "missing $CRESCENT_BIN_DIR/$b after the build"; exit 1; }
   done
 fi
-cargo test --workspace "$@"
+cargo test --workspace --no-fail-fast "$@"
