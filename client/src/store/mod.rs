@@ -191,21 +191,15 @@ impl CrescentClient {
             Ok(()) => self.write_all(&descs).await,
             Err(e) => Err(e),
         };
-        if let Err(e) = transferred {
-            self.revoke_at(&leader, &end).await;
-            return Err(e);
-        }
-        // Only the leader that started the put knows it: put_end goes there or nowhere.
-        let _: Ack = self.call_pinned(&leader, RpcOp::PutEnd, &end).await?;
-        self.data.committed(
-            Committed {
-                id: &end.id,
-                put_id: end.put_id,
-                checksum,
-                data_type: req.data_type,
-            },
+        self.finish_put(
+            &leader,
+            &end,
+            transferred,
+            checksum,
+            req.data_type,
             &started.replicas,
-        );
+        )
+        .await?;
         Ok(PutOutcome {
             put_id: end.put_id,
             already_existed: false,
@@ -253,21 +247,15 @@ impl CrescentClient {
                 detail: "no leader known after put_start".into(),
             });
         };
-        if let Err(e) = transferred {
-            self.revoke_at(&leader, &end).await;
-            return Err(e);
-        }
-        let _: Ack = self.call_pinned(&leader, RpcOp::PutEnd, &end).await?;
-        self.data.committed(
-            Committed {
-                id: &end.id,
-                put_id: end.put_id,
-                checksum,
-                data_type,
-            },
+        self.finish_put(
+            &leader,
+            &end,
+            transferred,
+            checksum,
+            data_type,
             &started.replicas,
-        );
-        Ok(())
+        )
+        .await
     }
 
     /// Runs write transfers; the first failure names its segment.
@@ -288,6 +276,35 @@ impl CrescentClient {
 
     /// Abandons a put at the leader that started it (best effort: the server's discard
     /// timeout reclaims it otherwise).
+    /// The end of a put whose bytes were written (or failed to be): a failed transfer revokes
+    /// the put; otherwise put_end goes to the leader that started it (only it knows the put:
+    /// there or nowhere) and the replicas enter the ownership table.
+    async fn finish_put(
+        &self,
+        leader: &crate::leader::Current,
+        end: &PutEndRequest,
+        transferred: Result<(), ClientError>,
+        checksum: Option<u32>,
+        data_type: crescent_wire::store::DataType,
+        replicas: &[crescent_wire::store::ReplicaDesc],
+    ) -> Result<(), ClientError> {
+        if let Err(e) = transferred {
+            self.revoke_at(leader, end).await;
+            return Err(e);
+        }
+        let _: Ack = self.call_pinned(leader, RpcOp::PutEnd, end).await?;
+        self.data.committed(
+            Committed {
+                id: &end.id,
+                put_id: end.put_id,
+                checksum,
+                data_type,
+            },
+            replicas,
+        );
+        Ok(())
+    }
+
     pub(crate) async fn revoke_at(&self, leader: &crate::leader::Current, end: &PutEndRequest) {
         let revoked: Result<Ack, _> = self.call_pinned(leader, RpcOp::PutRevoke, end).await;
         if let Err(e) = revoked {
