@@ -2,6 +2,7 @@
 
 pub mod aggregate;
 pub mod event_codec;
+pub mod event_payload;
 pub mod incarnation;
 pub mod runtime;
 pub mod segment_registry;

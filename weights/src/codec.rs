@@ -1,56 +1,10 @@
-//! Msgpack payloads of weight events, shared by both aggregates.
+//! Msgpack payloads of weight events: the shared event payload helpers of the actor crate, plus
+//! the version lookup both weight aggregates use when encoding.
 
-use serde::de::DeserializeOwned;
-use serde::Serialize;
+pub(crate) use crescent_actors::event_payload::{check_version, from_msgpack, to_msgpack};
 
-use crescent_actors::DecodeError;
-
-/// Compact (array) form, as the segment registry writes: within a version fields are only
-/// appended (with `#[serde(default)]`); any other change is a new version with an upcaster.
-/// The decoder also accepts the named (map) form.
-pub(crate) fn to_msgpack<T: Serialize>(value: &T) -> Vec<u8> {
-    rmp_serde::to_vec(value).expect("event structs always serialize")
-}
-
-pub(crate) fn from_msgpack<T: DeserializeOwned>(
-    kind: &str,
-    version: u16,
-    payload: &[u8],
-) -> Result<T, DecodeError> {
-    rmp_serde::from_slice(payload).map_err(|e| DecodeError::Malformed {
-        kind: kind.to_string(),
-        version,
-        reason: e.to_string(),
-    })
-}
-
-/// The supported version of `kind`, or the decode error for an unknown kind or version.
-pub(crate) fn check_version(
-    aggregate: &'static str,
-    schema: &[(&'static str, u16)],
-    kind: &str,
-    version: u16,
-) -> Result<(), DecodeError> {
-    let Some(supported) = schema.iter().find(|(k, _)| *k == kind).map(|(_, v)| *v) else {
-        return Err(DecodeError::UnknownKind {
-            aggregate,
-            kind: kind.to_string(),
-        });
-    };
-    if version > supported || version == 0 {
-        return Err(DecodeError::UnsupportedVersion {
-            kind: kind.to_string(),
-            version,
-            supported,
-        });
-    }
-    Ok(())
-}
-
+/// The version this build writes for `kind` (every kind an event can have is in its schema).
 pub(crate) fn current_version(schema: &[(&'static str, u16)], kind: &str) -> u16 {
-    schema
-        .iter()
-        .find(|(k, _)| *k == kind)
-        .map(|(_, v)| *v)
+    crescent_actors::event_payload::schema_version(schema, kind)
         .expect("every kind is in the schema")
 }

@@ -12,6 +12,7 @@ mod tests;
 use serde::{Deserialize, Serialize};
 
 use crate::aggregate::{Aggregate, Ctx, DecodeError, DomainEvent, WireCoded};
+use crate::event_payload::{check_version, from_msgpack, to_msgpack};
 
 /// Stream kind and the one instance id.
 pub const STREAM_KIND: &str = "node_incarnation";
@@ -76,30 +77,12 @@ impl DomainEvent for IncarnationEvent {
 
     fn encode(&self) -> Vec<u8> {
         let IncarnationEvent::Begun(e) = self;
-        rmp_serde::to_vec(e).expect("msgpack encoding into a Vec cannot fail")
+        to_msgpack(e)
     }
 
     fn decode(kind: &str, version: u16, payload: &[u8]) -> Result<Self, DecodeError> {
-        if kind != INCARNATION_BEGUN {
-            return Err(DecodeError::UnknownKind {
-                aggregate: STREAM_KIND,
-                kind: kind.to_string(),
-            });
-        }
-        if version != 1 {
-            return Err(DecodeError::UnsupportedVersion {
-                kind: kind.to_string(),
-                version,
-                supported: 1,
-            });
-        }
-        rmp_serde::from_slice(payload)
-            .map(IncarnationEvent::Begun)
-            .map_err(|e| DecodeError::Malformed {
-                kind: kind.to_string(),
-                version,
-                reason: e.to_string(),
-            })
+        check_version(STREAM_KIND, Self::schema(), kind, version)?;
+        from_msgpack(kind, version, payload).map(IncarnationEvent::Begun)
     }
 
     fn schema() -> &'static [(&'static str, u16)] {

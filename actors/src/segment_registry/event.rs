@@ -9,6 +9,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::aggregate::{DecodeError, DomainEvent};
+use crate::event_payload::{check_version, from_msgpack, schema_version, to_msgpack};
 
 use super::TransportKind;
 
@@ -156,31 +157,6 @@ const SCHEMA: &[(&str, u16)] = &[
     (OWNER_REMOVED, 1),
 ];
 
-fn current_version(kind: &str) -> Option<u16> {
-    SCHEMA.iter().find(|(k, _)| *k == kind).map(|(_, v)| *v)
-}
-
-fn to_msgpack<T: Serialize>(value: &T) -> Vec<u8> {
-    // Compact (array) form: replay decodes every event ever written, and matching field names
-    // cost as much as the rest of an event's replay. Within a version, fields are only ever
-    // appended (with `#[serde(default)]`); any other change is a new version with an upcaster.
-    // The decoder also accepts the named (map) form. Plain structs of strings, integers and
-    // unit enums always serialize into a Vec.
-    rmp_serde::to_vec(value).expect("event structs always serialize")
-}
-
-fn from_msgpack<'a, T: Deserialize<'a>>(
-    kind: &str,
-    version: u16,
-    payload: &'a [u8],
-) -> Result<T, DecodeError> {
-    rmp_serde::from_slice(payload).map_err(|e| DecodeError::Malformed {
-        kind: kind.to_string(),
-        version,
-        reason: e.to_string(),
-    })
-}
-
 impl DomainEvent for SegmentRegistryEvent {
     fn kind(&self) -> &'static str {
         match self {
@@ -192,7 +168,7 @@ impl DomainEvent for SegmentRegistryEvent {
     }
 
     fn version(&self) -> u16 {
-        current_version(self.kind()).expect("every kind is in SCHEMA")
+        schema_version(SCHEMA, self.kind()).expect("every kind is in SCHEMA")
     }
 
     fn encode(&self) -> Vec<u8> {
@@ -205,19 +181,7 @@ impl DomainEvent for SegmentRegistryEvent {
     }
 
     fn decode(kind: &str, version: u16, payload: &[u8]) -> Result<Self, DecodeError> {
-        let Some(supported) = current_version(kind) else {
-            return Err(DecodeError::UnknownKind {
-                aggregate: super::STREAM_KIND,
-                kind: kind.to_string(),
-            });
-        };
-        if version > supported || version == 0 {
-            return Err(DecodeError::UnsupportedVersion {
-                kind: kind.to_string(),
-                version,
-                supported,
-            });
-        }
+        check_version(super::STREAM_KIND, SCHEMA, kind, version)?;
         Ok(match (kind, version) {
             (OWNER_REGISTERED, _) => Self::OwnerRegistered(from_msgpack(kind, version, payload)?),
             (SEGMENT_MOUNTED, 1) => Self::SegmentMounted(

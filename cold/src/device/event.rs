@@ -4,9 +4,9 @@
 //! ever appended with `#[serde(default)]`; any other change is a new version whose decoder
 //! upcasts the old payload (see `segment_registry/event.rs` for the pattern).
 
-use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
+use crescent_actors::event_payload::{check_version, from_msgpack, schema_version, to_msgpack};
 use crescent_actors::{DecodeError, DomainEvent};
 
 use crate::ids::{ColdOpId, PayloadFingerprint, ReclaimId};
@@ -178,28 +178,6 @@ const SCHEMA: &[(&str, u16)] = &[
     (TERMINAL_PRUNED, 1),
 ];
 
-fn current_version(kind: &str) -> Option<u16> {
-    SCHEMA.iter().find(|(k, _)| *k == kind).map(|(_, v)| *v)
-}
-
-fn to_msgpack<T: Serialize>(value: &T) -> Vec<u8> {
-    // Compact (array) form, as SegmentRegistry: replay decodes every event ever written. The
-    // decoder also accepts the named (map) form.
-    rmp_serde::to_vec(value).expect("event structs always serialize")
-}
-
-fn from_msgpack<T: DeserializeOwned>(
-    kind: &str,
-    version: u16,
-    payload: &[u8],
-) -> Result<T, DecodeError> {
-    rmp_serde::from_slice(payload).map_err(|e| DecodeError::Malformed {
-        kind: kind.to_string(),
-        version,
-        reason: e.to_string(),
-    })
-}
-
 impl DomainEvent for ColdDeviceEvent {
     fn kind(&self) -> &'static str {
         match self {
@@ -221,7 +199,7 @@ impl DomainEvent for ColdDeviceEvent {
     }
 
     fn version(&self) -> u16 {
-        current_version(self.kind()).expect("every kind is in SCHEMA")
+        schema_version(SCHEMA, self.kind()).expect("every kind is in SCHEMA")
     }
 
     fn encode(&self) -> Vec<u8> {
@@ -244,19 +222,7 @@ impl DomainEvent for ColdDeviceEvent {
     }
 
     fn decode(kind: &str, version: u16, payload: &[u8]) -> Result<Self, DecodeError> {
-        let Some(supported) = current_version(kind) else {
-            return Err(DecodeError::UnknownKind {
-                aggregate: super::STREAM_KIND,
-                kind: kind.to_string(),
-            });
-        };
-        if version > supported || version == 0 {
-            return Err(DecodeError::UnsupportedVersion {
-                kind: kind.to_string(),
-                version,
-                supported,
-            });
-        }
+        check_version(super::STREAM_KIND, SCHEMA, kind, version)?;
         let (k, v, b) = (kind, version, payload);
         Ok(match kind {
             DEVICE_CONFIGURED => Self::DeviceConfigured(from_msgpack(k, v, b)?),
