@@ -12,14 +12,7 @@ use crescent_ha::{
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_of_two_electors_wins_and_the_term_is_the_keys_create_revision() {
     let cluster = cluster();
-    let a = Elector::start(config(&cluster, "a", 2), metrics())
-        .await
-        .unwrap();
-    let b = Elector::start(config(&cluster, "b", 2), metrics())
-        .await
-        .unwrap();
-    let (leader_idx, term) = single_leader([&a, &b], Duration::from_secs(10)).await;
-    let (leader, follower) = if leader_idx == 0 { (&a, &b) } else { (&b, &a) };
+    let (leader, follower, term) = elected_pair(&cluster, 2).await;
 
     assert_eq!(leader.leader_term(), Some(term));
     assert_eq!(follower.leader_term(), None);
@@ -51,21 +44,14 @@ async fn one_of_two_electors_wins_and_the_term_is_the_keys_create_revision() {
         0
     );
 
-    a.resign().await.unwrap();
-    b.resign().await.unwrap();
+    leader.resign().await.unwrap();
+    follower.resign().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn resign_lets_the_in_sync_peer_win_fast_with_a_greater_term() {
     let cluster = cluster();
-    let a = Elector::start(config(&cluster, "a", 3), metrics())
-        .await
-        .unwrap();
-    let b = Elector::start(config(&cluster, "b", 3), metrics())
-        .await
-        .unwrap();
-    let (idx, term1) = single_leader([&a, &b], Duration::from_secs(10)).await;
-    let (leader, follower) = if idx == 0 { (a, b) } else { (b, a) };
+    let (leader, follower, term1) = elected_pair(&cluster, 3).await;
     leader.mark_in_sync(follower.node_name(), 10).await.unwrap();
 
     let mut follower_rx = follower.subscribe();
@@ -101,14 +87,7 @@ async fn resign_lets_the_in_sync_peer_win_fast_with_a_greater_term() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leader_without_keepalives_steps_down_before_its_lease_expires() {
     let cluster = cluster();
-    let a = Elector::start(config(&cluster, "a", 2), metrics())
-        .await
-        .unwrap();
-    let b = Elector::start(config(&cluster, "b", 2), metrics())
-        .await
-        .unwrap();
-    let (idx, term1) = single_leader([&a, &b], Duration::from_secs(10)).await;
-    let (leader, follower) = if idx == 0 { (&a, &b) } else { (&b, &a) };
+    let (leader, follower, term1) = elected_pair(&cluster, 2).await;
     leader.mark_in_sync(follower.node_name(), 1).await.unwrap();
     let fence = leader.fence();
     assert_eq!(fence.current_term(), Some(term1));
@@ -178,16 +157,14 @@ async fn a_leader_without_keepalives_steps_down_before_its_lease_expires() {
     .await;
     assert_eq!(term_of(&role), term2);
     assert_eq!(leader.leader_term(), None);
-    a.resign().await.unwrap();
-    b.resign().await.unwrap();
+    leader.resign().await.unwrap();
+    follower.resign().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deleting_the_leader_key_makes_the_leader_step_down() {
     let cluster = cluster();
-    let a = Elector::start(config(&cluster, "a", 3), metrics())
-        .await
-        .unwrap();
+    let a = start(&cluster, "a", 3).await;
     let mut rx = a.subscribe();
     let (role, _) = wait_role(&mut rx, Duration::from_secs(10), "leader", is_leader).await;
     let term1 = term_of(&role);

@@ -10,7 +10,7 @@ use tokio::io::copy_bidirectional;
 use tokio::net::{TcpListener, TcpStream};
 
 use common::*;
-use crescent_ha::{Elector, HaError, LeaderWatch};
+use crescent_ha::{HaError, LeaderWatch};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn leader_watch_follows_elections_and_resignations() {
@@ -24,9 +24,7 @@ async fn leader_watch_follows_elections_and_resignations() {
     ));
     assert_eq!(watch.current(), None);
 
-    let a = Elector::start(config(&cluster, "a", 2), metrics())
-        .await
-        .unwrap();
+    let a = start(&cluster, "a", 2).await;
     let first = watch
         .wait_for_leader(Duration::from_secs(10))
         .await
@@ -38,14 +36,7 @@ async fn leader_watch_follows_elections_and_resignations() {
     let (role, _) = wait_role(&mut a_rx, Duration::from_secs(5), "leader", is_leader).await;
     assert_eq!(first.term, term_of(&role));
 
-    let b = Elector::start(config(&cluster, "b", 2), metrics())
-        .await
-        .unwrap();
-    let mut b_rx = b.subscribe();
-    wait_role(&mut b_rx, Duration::from_secs(10), "follower", |r| {
-        matches!(r, crescent_ha::Role::Follower { .. })
-    })
-    .await;
+    let b = start_follower(&cluster, "b", 2).await;
     a.mark_in_sync("b", 3).await.unwrap();
     a.resign().await.unwrap();
 
@@ -125,22 +116,14 @@ async fn leader_watch_reconnects_and_catches_up_after_its_connection_breaks() {
         .await
         .unwrap();
 
-    let a = Elector::start(config(&cluster, "a", 2), metrics())
-        .await
-        .unwrap();
+    let a = start(&cluster, "a", 2).await;
     let first = watch
         .wait_for_leader(Duration::from_secs(10))
         .await
         .unwrap();
     assert_eq!(first.node, "a");
-    let b = Elector::start(config(&cluster, "b", 2), metrics())
-        .await
-        .unwrap();
+    let b = start_follower(&cluster, "b", 2).await;
     let mut b_rx = b.subscribe();
-    wait_role(&mut b_rx, Duration::from_secs(10), "follower", |r| {
-        matches!(r, crescent_ha::Role::Follower { .. })
-    })
-    .await;
     a.mark_in_sync("b", 1).await.unwrap();
 
     // Cut the watch off, change the leader while it is blind, then let it reconnect.

@@ -7,36 +7,22 @@ use std::time::Duration;
 
 use common::*;
 use crescent_ha::{
-    CampaignBlock, ClusterKeys, Elector, ErrorClass, HaError, ReplicationMarker,
-    ReplicationMarkerStore, Role,
+    CampaignBlock, ClusterKeys, ErrorClass, HaError, ReplicationMarker, ReplicationMarkerStore,
+    Role,
 };
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stale_term_cannot_write_the_marker() {
     let cluster = cluster();
-    let a = Elector::start(config(&cluster, "a", 3), metrics())
-        .await
-        .unwrap();
-    let mut a_rx = a.subscribe();
-    let term1 = term_of(
-        &wait_role(&mut a_rx, Duration::from_secs(10), "leader", is_leader)
-            .await
-            .0,
-    );
+    let (a, term1) = start_leader(&cluster, "a", 3).await;
     // Taking office wrote the claim: no standby in sync yet.
     assert_eq!(
         a.replication_marker().await.unwrap(),
         Some(ReplicationMarker::claim("a", term1))
     );
 
-    let b = Elector::start(config(&cluster, "b", 3), metrics())
-        .await
-        .unwrap();
+    let b = start_follower(&cluster, "b", 3).await;
     let mut b_rx = b.subscribe();
-    wait_role(&mut b_rx, Duration::from_secs(10), "follower", |r| {
-        matches!(r, Role::Follower { .. })
-    })
-    .await;
     // A follower is refused locally.
     assert!(matches!(
         b.mark_in_sync("a", 1).await,
@@ -81,23 +67,9 @@ async fn a_stale_term_cannot_write_the_marker() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_out_of_sync_standby_does_not_campaign_but_the_last_leader_does() {
     let cluster = cluster();
-    let a = Elector::start(config(&cluster, "a", 2), metrics())
-        .await
-        .unwrap();
-    let mut a_rx = a.subscribe();
-    let term1 = term_of(
-        &wait_role(&mut a_rx, Duration::from_secs(10), "leader", is_leader)
-            .await
-            .0,
-    );
-    let b = Elector::start(config(&cluster, "b", 2), metrics())
-        .await
-        .unwrap();
+    let (a, term1) = start_leader(&cluster, "a", 2).await;
+    let b = start_follower(&cluster, "b", 2).await;
     let mut b_rx = b.subscribe();
-    wait_role(&mut b_rx, Duration::from_secs(10), "follower", |r| {
-        matches!(r, Role::Follower { .. })
-    })
-    .await;
 
     a.mark_in_sync("b", 10).await.unwrap();
     a.mark_out_of_sync("b", 12).await.unwrap();
@@ -151,15 +123,7 @@ async fn an_out_of_sync_standby_does_not_campaign_but_the_last_leader_does() {
     assert_eq!(b.metrics().elections_won(), 0);
 
     // The last leader comes back and wins under a new term; b follows it.
-    let a2 = Elector::start(config(&cluster, "a", 2), metrics())
-        .await
-        .unwrap();
-    let mut a2_rx = a2.subscribe();
-    let term2 = term_of(
-        &wait_role(&mut a2_rx, Duration::from_secs(10), "leader", is_leader)
-            .await
-            .0,
-    );
+    let (a2, term2) = start_leader(&cluster, "a", 2).await;
     assert!(term2 > term1);
     let (role, _) = wait_role(&mut b_rx, Duration::from_secs(5), "follower", |r| {
         matches!(r, Role::Follower { .. })
@@ -181,9 +145,7 @@ async fn a_node_not_named_in_sync_waits_and_an_unreadable_marker_blocks_everyone
     etcd.put(keys.replication.as_str(), marker.encode(), None)
         .await
         .unwrap();
-    let c = Elector::start(config(&cluster, "c", 2), metrics())
-        .await
-        .unwrap();
+    let c = start(&cluster, "c", 2).await;
     let mut c_rx = c.subscribe();
     let (role, _) = wait_role(&mut c_rx, Duration::from_secs(5), "blocked", |r| {
         matches!(r, Role::Candidate { blocked: Some(_) })
@@ -194,9 +156,7 @@ async fn a_node_not_named_in_sync_waits_and_an_unreadable_marker_blocks_everyone
         "{role:?}"
     );
     // The named standby may take over.
-    let b = Elector::start(config(&cluster, "b", 2), metrics())
-        .await
-        .unwrap();
+    let b = start(&cluster, "b", 2).await;
     let mut b_rx = b.subscribe();
     wait_role(&mut b_rx, Duration::from_secs(10), "leader", is_leader).await;
     b.resign().await.unwrap();
@@ -206,9 +166,7 @@ async fn a_node_not_named_in_sync_waits_and_an_unreadable_marker_blocks_everyone
     etcd.put(keys.replication.as_str(), r#"{"format_version":9}"#, None)
         .await
         .unwrap();
-    let d = Elector::start(config(&cluster, "b", 2), metrics())
-        .await
-        .unwrap();
+    let d = start(&cluster, "b", 2).await;
     let mut d_rx = d.subscribe();
     let (role, _) = wait_role(&mut d_rx, Duration::from_secs(5), "blocked", |r| {
         matches!(r, Role::Candidate { blocked: Some(_) })

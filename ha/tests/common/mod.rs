@@ -191,3 +191,45 @@ pub async fn etcd() -> crescent_ha::etcd_client::Client {
         .await
         .expect("connect to etcd")
 }
+
+/// Starts elector `node` of `cluster` with a lease TTL of `ttl_secs`.
+pub async fn start(cluster: &str, node: &str, ttl_secs: u64) -> crescent_ha::Elector {
+    crescent_ha::Elector::start(config(cluster, node, ttl_secs), metrics())
+        .await
+        .unwrap_or_else(|e| panic!("elector {node} did not start: {e}"))
+}
+
+/// Starts elector `node` and waits until it leads; returns it and its term.
+pub async fn start_leader(cluster: &str, node: &str, ttl_secs: u64) -> (crescent_ha::Elector, u64) {
+    let elector = start(cluster, node, ttl_secs).await;
+    let mut rx = elector.subscribe();
+    let (role, _) = wait_role(&mut rx, Duration::from_secs(10), "leader", is_leader).await;
+    (elector, term_of(&role))
+}
+
+/// Starts elector `node` and waits until it follows a leader.
+pub async fn start_follower(cluster: &str, node: &str, ttl_secs: u64) -> crescent_ha::Elector {
+    let elector = start(cluster, node, ttl_secs).await;
+    let mut rx = elector.subscribe();
+    wait_role(&mut rx, Duration::from_secs(10), "follower", |r| {
+        matches!(r, Role::Follower { .. })
+    })
+    .await;
+    elector
+}
+
+/// Starts electors "a" and "b" and waits until one leads and the other follows it; returns
+/// (leader, follower, term).
+pub async fn elected_pair(
+    cluster: &str,
+    ttl_secs: u64,
+) -> (crescent_ha::Elector, crescent_ha::Elector, u64) {
+    let a = start(cluster, "a", ttl_secs).await;
+    let b = start(cluster, "b", ttl_secs).await;
+    let (idx, term) = single_leader([&a, &b], Duration::from_secs(10)).await;
+    if idx == 0 {
+        (a, b, term)
+    } else {
+        (b, a, term)
+    }
+}
