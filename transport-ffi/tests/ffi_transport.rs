@@ -1,16 +1,18 @@
 //! The transfer-engine binding, end to end through dlopen: the tests compile
 //! `c/mini_transfer_engine.c` with the system C compiler into a temp dir and load it.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 
+use common::{buffer, contents, desc, random_bytes, write_and_read_back};
 use crescent_transport::ffi::{FfiConfig, FfiTransport};
 use crescent_transport::{
-    build_transport, LocalHandle, RemoteSegment, SegmentMemory, TransferDescriptor, TransferOp,
-    Transport, TransportConfig, TransportError, TransportKind, TransportMetrics,
+    build_transport, LocalHandle, RemoteSegment, SegmentMemory, TransferOp, Transport,
+    TransportConfig, TransportError, TransportKind, TransportMetrics,
 };
-use rand::{Rng, SeedableRng};
 
 /// Compiles `source` into `dir/name` as a shared library.
 fn compile(source: &Path, dir: &Path, name: &str) -> PathBuf {
@@ -41,42 +43,6 @@ fn ffi_config(library: &Path, name: &str) -> FfiConfig {
     }
 }
 
-fn random_bytes(seed: u64, len: usize) -> Vec<u8> {
-    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-    let mut v = vec![0u8; len];
-    rng.fill(&mut v[..]);
-    v
-}
-
-fn register(t: &dyn Transport, bytes: Vec<u8>) -> (LocalHandle, Arc<SegmentMemory>) {
-    let m = Arc::new(SegmentMemory::from_boxed_slice(bytes.into_boxed_slice()).unwrap());
-    (t.register(m.clone()).unwrap(), m)
-}
-
-fn desc(
-    op: TransferOp,
-    remote: &RemoteSegment,
-    ro: u64,
-    local: LocalHandle,
-    lo: u64,
-    len: u64,
-) -> TransferDescriptor {
-    TransferDescriptor {
-        op,
-        remote: remote.clone(),
-        remote_offset: ro,
-        local,
-        local_offset: lo,
-        length: len,
-    }
-}
-
-async fn contents(m: &SegmentMemory, offset: u64, len: usize) -> Vec<u8> {
-    let mut v = vec![0u8; len];
-    m.read_at(offset, &mut v).await.unwrap();
-    v
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn put_and_get_through_the_dlopened_engine_are_byte_identical() {
     let dir = tempfile::tempdir().unwrap();
@@ -105,41 +71,20 @@ async fn put_and_get_through_the_dlopened_engine_are_byte_identical() {
     let mut offset = 0u64;
     for (i, size) in [1usize, 4096, 65_537, 4 << 20].into_iter().enumerate() {
         let data = random_bytes(i as u64, size);
-        let (src, _) = register(&client, data.clone());
-        let (dst, dst_mem) = register(&client, vec![0u8; size]);
-        let put = client
-            .submit(&[desc(
-                TransferOp::Write,
-                &remote,
-                offset,
-                src,
-                0,
-                size as u64,
-            )])
-            .await
-            .unwrap();
-        assert!(put.all_ok(), "{:?}", put.statuses);
+        assert!(
+            write_and_read_back(&client, &remote, offset, &data).await == data,
+            "round trip of {size} bytes differs"
+        );
         assert!(
             contents(&segment, offset, size).await == data,
             "segment holds the put bytes"
         );
-        let get = client
-            .submit(&[desc(TransferOp::Read, &remote, offset, dst, 0, size as u64)])
-            .await
-            .unwrap();
-        assert!(get.all_ok(), "{:?}", get.statuses);
-        assert!(
-            contents(&dst_mem, 0, size).await == data,
-            "get of {size} bytes differs"
-        );
         offset += size as u64;
-        client.unregister(src).unwrap();
-        client.unregister(dst).unwrap();
     }
 
     // A batch of 64, with a conflicting pair of local ranges (read into what a write sends).
     let data = random_bytes(77, 64 * 1024);
-    let (buf, buf_mem) = register(&client, data.clone());
+    let (buf, buf_mem) = buffer(&client, data.clone());
     let mut batch: Vec<_> = (0..64u64)
         .map(|i| desc(TransferOp::Write, &remote, i * 1024, buf, i * 1024, 1024))
         .collect();
@@ -174,7 +119,7 @@ async fn engine_errors_are_clear_and_per_descriptor() {
     )
     .unwrap();
     let remote = RemoteSegment::new("owner", "small");
-    let (src, _) = register(&client, vec![9u8; 1024]);
+    let (src, _) = buffer(&client, vec![9u8; 1024]);
     let batch = [
         desc(TransferOp::Write, &remote, 0, src, 0, 1024),
         desc(

@@ -1,4 +1,4 @@
-//! Helpers shared by the TCP transport tests.
+//! Helpers shared by the transport tests (TCP and the dlopened engine).
 #![allow(dead_code)]
 
 use std::sync::Arc;
@@ -45,7 +45,7 @@ pub fn random_bytes(seed: u64, len: usize) -> Vec<u8> {
     v
 }
 
-pub fn buffer(t: &TcpTransport, bytes: Vec<u8>) -> (LocalHandle, Arc<SegmentMemory>) {
+pub fn buffer(t: &dyn Transport, bytes: Vec<u8>) -> (LocalHandle, Arc<SegmentMemory>) {
     let m = Arc::new(SegmentMemory::from_boxed_slice(bytes.into_boxed_slice()).unwrap());
     (t.register(m.clone()).unwrap(), m)
 }
@@ -72,4 +72,30 @@ pub async fn contents(m: &SegmentMemory, offset: u64, len: usize) -> Vec<u8> {
     let mut v = vec![0u8; len];
     m.read_at(offset, &mut v).await.unwrap();
     v
+}
+
+/// Writes `data` to `remote` at `offset` from one registered buffer, reads it back into another
+/// and returns what came back; both buffers are unregistered again.
+pub async fn write_and_read_back(
+    t: &dyn Transport,
+    remote: &RemoteSegment,
+    offset: u64,
+    data: &[u8],
+) -> Vec<u8> {
+    let len = data.len() as u64;
+    let (src, _) = buffer(t, data.to_vec());
+    let (dst, dst_mem) = buffer(t, vec![0u8; data.len()]);
+    let w = t
+        .submit(&[desc(TransferOp::Write, remote, offset, src, 0, len)])
+        .await
+        .unwrap();
+    assert!(w.all_ok(), "write of {len} bytes: {:?}", w.statuses);
+    let r = t
+        .submit(&[desc(TransferOp::Read, remote, offset, dst, 0, len)])
+        .await
+        .unwrap();
+    assert!(r.all_ok(), "read of {len} bytes: {:?}", r.statuses);
+    t.unregister(src).unwrap();
+    t.unregister(dst).unwrap();
+    contents(&dst_mem, 0, data.len()).await
 }
