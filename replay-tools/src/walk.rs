@@ -2,11 +2,8 @@
 //! file order, faults collected, and the faults after the last valid record marked as a torn
 //! tail (the same rule the file backend's recovery applies).
 
-use std::path::Path;
-
-use crescent_journal::file::segment::{SegmentHeader, HEADER_LEN};
 use crescent_journal::file::{JournalScan, ScanEntry, ScanOptions};
-use crescent_journal::{JournalError, Record};
+use crescent_journal::Record;
 
 use crate::error::Result;
 use crate::fault::{can_be_torn_tail, Fault};
@@ -115,29 +112,4 @@ pub fn walk(
         }
     }
     Ok(out)
-}
-
-/// The header of the first segment (the position the journal starts after), if readable.
-pub fn first_header(scan: &JournalScan) -> Result<Option<SegmentHeader>> {
-    let Some(seg) = scan.segment_files().first() else {
-        return Ok(None);
-    };
-    let mut head = [0u8; HEADER_LEN];
-    let n = read_prefix(&seg.path, &mut head)?;
-    Ok(SegmentHeader::decode(&head[..n]).ok())
-}
-
-fn read_prefix(path: &Path, buf: &mut [u8]) -> Result<usize> {
-    use std::io::Read;
-    let mut file = std::fs::File::open(path).map_err(|e| JournalError::io(path, e))?;
-    let mut n = 0;
-    while n < buf.len() {
-        match file.read(&mut buf[n..]) {
-            Ok(0) => break,
-            Ok(k) => n += k,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(JournalError::io(path, e).into()),
-        }
-    }
-    Ok(n)
 }

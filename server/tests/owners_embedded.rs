@@ -40,36 +40,25 @@ async fn silent_owners_expire_and_take_their_objects_with_them() {
     assert_eq!(s, 200, "{b}");
     assert_eq!(b["interval_ms"], 250);
     assert_eq!(b["term"], 1);
-    refused(
-        post(
-            &app,
-            "/v1/owners/heartbeat",
+    for (body, status, code) in [
+        (
             json!({"owner_id": "alive", "incarnation": 2}),
-        )
-        .await,
-        404,
-        "NOT_FOUND",
-    );
-    refused(
-        post(
-            &app,
-            "/v1/owners/heartbeat",
+            404,
+            "NOT_FOUND",
+        ),
+        (
             json!({"owner_id": "ghost", "incarnation": 1}),
-        )
-        .await,
-        404,
-        "NOT_FOUND",
-    );
-    refused(
-        post(
-            &app,
-            "/v1/owners/heartbeat",
+            404,
+            "NOT_FOUND",
+        ),
+        (
             json!({"owner_id": "alive", "incarnation": 0}),
-        )
-        .await,
-        412,
-        "STALE_GENERATION",
-    );
+            412,
+            "STALE_GENERATION",
+        ),
+    ] {
+        refused(post(&app, "/v1/owners/heartbeat", body).await, status, code);
+    }
 
     // Within the TTL nothing expires.
     let r = run_pass(&state, state.now_ms() + 500).await;

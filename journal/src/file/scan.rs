@@ -176,6 +176,17 @@ impl JournalScan {
         &self.segments
     }
 
+    /// The header of the first segment (it names the position the journal starts after), if
+    /// there is one and it is readable.
+    pub fn first_header(&self) -> Result<Option<SegmentHeader>> {
+        let Some(first) = self.segments.first() else {
+            return Ok(None);
+        };
+        let mut head = [0u8; HEADER_LEN];
+        let n = read_prefix(&first.path, &mut head)?;
+        Ok(SegmentHeader::decode(&head[..n]).ok())
+    }
+
     /// Walks every frame of every segment (see the module docs).
     pub fn entries(&self, opts: ScanOptions) -> ScanEntries {
         ScanEntries {
@@ -206,12 +217,7 @@ impl JournalScan {
                 term_range: None,
             });
         }
-        if let Some(first) = self.segments.first() {
-            let mut head = [0u8; HEADER_LEN];
-            if read_prefix(&first.path, &mut head)? == HEADER_LEN {
-                s.last_digest = SegmentHeader::decode(&head).ok().map(|h| h.prev_digest);
-            }
-        }
+        s.last_digest = self.first_header()?.map(|h| h.prev_digest);
         let widen = |r: &mut Option<(u64, u64)>, v: u64| {
             *r = Some(r.map_or((v, v), |(lo, hi)| (lo.min(v), hi.max(v))));
         };

@@ -16,7 +16,7 @@ use crate::cmd::{range_text, write_json};
 use crate::datadir::DataDirView;
 use crate::error::{Result, EXIT_FAULT, EXIT_OK};
 use crate::fault::{first_bad_seq, Fault, FaultSource};
-use crate::walk::{first_header, walk, Flow, Step};
+use crate::walk::{walk, Flow, Step};
 use snapshots::{SnapshotChecker, SnapshotReport};
 
 #[derive(Debug, Clone, Args)]
@@ -75,7 +75,7 @@ pub fn verify(args: &VerifyArgs) -> Result<VerifyReport> {
     let scan = JournalScan::open(dir.journal_dir())?;
     let mut checker = SnapshotChecker::load(&dir.snapshot_dir())?;
     let first_seq = scan.segment_files().first().map_or(1, |s| s.first_seq);
-    let header = first_header(&scan)?;
+    let header = scan.first_header()?;
     let mut faults = Vec::new();
     if let Some(h) = header.as_ref().filter(|h| h.first_seq == 1) {
         if h.prev_digest != crescent_journal::GENESIS_DIGEST || h.prev_term != 0 {
