@@ -231,3 +231,88 @@ fn delete_first_killed_after_base_deleted_resumes_the_target_import() {
 fn delete_first_killed_after_target_ready_resumes_the_watermark_commit() {
     upsert_killed_at("delete-first", "after_advance_claim_target_ready", false);
 }
+
+/// The Prometheus text of the node.
+fn metrics_text(node: &Node) -> String {
+    let url = format!("http://{}/metrics", node.s());
+    tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(async { reqwest::get(url).await?.text().await })
+        .unwrap()
+}
+
+#[test]
+fn a_hot_revision_lost_at_restart_is_degraded_absent_and_refuses_reads() {
+    // No passthrough: the HOT payloads live only in the embedded segment's memory.
+    let dir = tempfile::tempdir().unwrap();
+    let model = model_safetensors(8, 256 << 10, 5);
+    let node = Node::start(dir.path(), "", &[]);
+    let src = model_dir(dir.path(), "lost", &model);
+    let put = node.ok(&refs(&weights_args(
+        "put",
+        "lost",
+        1,
+        &["--policy", "hot", "--mode", "manual", src.to_str().unwrap()],
+    )));
+    assert_eq!(put["availability"], "READY", "{put}");
+    let generation = put["metadata_generation"].as_u64().unwrap();
+    assert!(get_model(&node, "lost", 1, &dir.path().join("out")) == model);
+    node.proc.signal(libc::SIGKILL);
+    node.wait_killed();
+
+    let node = Node::start(dir.path(), "", &[]);
+    let meta = || node.ok(&refs(&weights_args("meta", "lost", 1, &[])));
+    node.wait_for("the revision to be degraded", || {
+        meta()["availability"] == "DEGRADED"
+    });
+    let m = meta();
+    assert_eq!(m["residency"], "ABSENT", "{m}");
+    assert_eq!(m["observed_hot_ratio"], 0.0, "{m}");
+    assert!(
+        m["metadata_generation"].as_u64().unwrap() > generation,
+        "the correction is a journaled mutation: {m}"
+    );
+    // A read answers a clear code at once, never partial data.
+    let out = dir.path().join("out2");
+    let (code, v, err) = node.cli(&refs(&weights_args(
+        "get",
+        "lost",
+        1,
+        &["-o", out.to_str().unwrap()],
+    )));
+    assert_ne!(code, 0, "{v}");
+    assert_eq!(v["error"]["code"], "NOT_READY", "{v}\n{err}");
+    assert!(!out.join("model.safetensors").exists());
+    let text = metrics_text(&node);
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("crescent_weight_revisions{")
+                && l.contains("availability=\"DEGRADED\"")
+                && l.contains("residency=\"ABSENT\"")
+                && l.ends_with(" 1")),
+        "{}",
+        text.lines()
+            .filter(|l| l.starts_with("crescent_weight_revisions"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    // A second restart finds the same loss: no new mutation.
+    let settled = meta()["metadata_generation"].as_u64().unwrap();
+    drop(node);
+    let node = Node::start(dir.path(), "", &[]);
+    let again = node.ok(&refs(&weights_args("meta", "lost", 1, &[])));
+    assert_eq!(again["availability"], "DEGRADED", "{again}");
+    node.wait_for("the resume pass", || {
+        node.log()
+            .contains("weight revisions recovered and checked for lost payloads")
+    });
+    let again = node.ok(&refs(&weights_args("meta", "lost", 1, &[])));
+    assert_eq!(again["metadata_generation"], settled, "{again}");
+    // The revision can still be removed: the tombstone replaces it.
+    let rm = node.ok(&refs(&weights_args("rm", "lost", 1, &[])));
+    let op_id = rm["operation_id"].as_str().unwrap().to_string();
+    let done = wait_op_done(&node, &op_id);
+    assert_eq!(done["status"], "SUCCEEDED", "{done}");
+    let gone = node.ok(&refs(&weights_args("meta", "lost", 1, &[])));
+    assert_eq!(gone["availability"], "DELETED", "{gone}");
+}

@@ -36,7 +36,8 @@ pub enum WeightsCommand {
         mode: Option<String>,
         path: PathBuf,
     },
-    /// Read a revision (under a lease) and write its files into DIR byte-identical.
+    /// Read a revision (under a lease) and write its files into DIR byte-identical, or with
+    /// --tp-size/--tp-rank only one tensor-parallel rank's shards (NAME.tp-R-of-N.safetensors).
     Get {
         #[command(flatten)]
         id: RevisionArgs,
@@ -44,6 +45,8 @@ pub enum WeightsCommand {
         generation: u64,
         #[arg(short, long)]
         output: PathBuf,
+        #[command(flatten)]
+        tp: super::weights_get::TpArgs,
     },
     /// A revision's metadata (availability, residency, generation, observed HOT ratio).
     Meta {
@@ -307,29 +310,10 @@ pub(super) async fn run(
             id,
             generation,
             output,
+            tp,
         } => {
             let wid = weight_id(tenant, &id, generation);
-            let holder = format!("crescent-cli-{}", std::process::id());
-            let loaded = store.weight_get(&wid, &holder).await?;
-            std::fs::create_dir_all(&output)
-                .map_err(io_err(format!("creating {}", output.display())))?;
-            let mut written = Vec::new();
-            for (name, bytes) in loaded.files()? {
-                if name.contains('/') || name == ".." || name == "." {
-                    return Err(ClientError::Protocol(format!(
-                        "the manifest names a file {name:?} outside the output directory"
-                    )));
-                }
-                let path = output.join(&name);
-                std::fs::write(&path, &bytes)
-                    .map_err(io_err(format!("writing {}", path.display())))?;
-                written.push(json!({"file": name, "bytes": bytes.len()}));
-            }
-            if json_out {
-                println!("{}", json!({"files": written, "metadata": loaded.metadata}));
-            } else {
-                println!("{} file(s) written to {}", written.len(), output.display());
-            }
+            super::weights_get::get(&store, &wid, &output, &tp, json_out).await?;
         }
         WeightsCommand::Meta { id, generation } => {
             let meta = store

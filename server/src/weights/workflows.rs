@@ -469,6 +469,7 @@ impl WeightService {
         let me = self.clone();
         actix_rt::spawn(async move {
             let (identities, _) = me.list_identities(|_| true, None, usize::MAX);
+            let revisions = identities.len();
             let mut lineages = Vec::new();
             for identity in identities {
                 if !lineages.contains(&identity.lineage()) {
@@ -476,6 +477,9 @@ impl WeightService {
                 }
                 if let Err(e) = me.recover_members(&identity).await {
                     tracing::warn!(revision = %identity, error = %e, "member recovery failed");
+                }
+                if let Err(e) = me.reconcile_losses(&identity).await {
+                    tracing::warn!(revision = %identity, error = %e, "loss reconciliation failed");
                 }
                 let running = me
                     .read_revision(&identity)
@@ -487,6 +491,7 @@ impl WeightService {
                     actix_rt::spawn(async move { driver.drive_revision(&identity).await });
                 }
             }
+            tracing::info!(revisions, "weight revisions recovered and checked for lost payloads");
             for lineage in lineages {
                 let Ok(state) = me.read_lineage(&lineage).await else {
                     continue;
