@@ -292,7 +292,7 @@ pub async fn list(
     let (identities, next) =
         state
             .weights
-            .list_identities(filter, req.after.as_deref(), limit as usize);
+            .list_identities(filter, false, req.after.as_deref(), limit as usize);
     let now = state.now_ms();
     let mut revisions = Vec::with_capacity(identities.len());
     for identity in identities {

@@ -468,7 +468,7 @@ impl WeightService {
     pub fn resume_all(self: &Arc<Self>) {
         let me = self.clone();
         actix_rt::spawn(async move {
-            let (identities, _) = me.list_identities(|_| true, None, usize::MAX);
+            let (identities, _) = me.list_identities(|_| true, true, None, usize::MAX);
             let revisions = identities.len();
             let mut lineages = Vec::new();
             for identity in identities {
@@ -491,7 +491,10 @@ impl WeightService {
                     actix_rt::spawn(async move { driver.drive_revision(&identity).await });
                 }
             }
-            tracing::info!(revisions, "weight revisions recovered and checked for lost payloads");
+            tracing::info!(
+                revisions,
+                "weight revisions recovered and checked for lost payloads"
+            );
             for lineage in lineages {
                 let Ok(state) = me.read_lineage(&lineage).await else {
                     continue;
