@@ -120,6 +120,16 @@ fn deletion_killed_after_its_first_batch_resumes_from_its_progress() {
 /// Kills the node just after `point` of an upsert 1 -> 2 in `mode`, restarts it, reruns the
 /// same `weights upsert` and checks the claim resumed (same request id) to COMMITTED with one
 /// successor. `imported_after_restart`: the target is written by the rerun (read it back).
+/// Whether generation 2 of `resource` came back DEGRADED (waits for the resume pass).
+fn target_lost(node: &Node, resource: &str) -> bool {
+    node.wait_for("the resume pass", || {
+        node.log()
+            .contains("weight revisions recovered and checked for lost payloads")
+    });
+    let (_, m, _) = node.cli(&refs(&weights_args("meta", resource, 2, &[])));
+    m["availability"] == "DEGRADED"
+}
+
 fn upsert_killed_at(mode: &str, point: &str, imported_after_restart: bool) {
     let dir = tempfile::tempdir().unwrap();
     let resource = format!("{mode}-{point}");
@@ -147,6 +157,25 @@ fn upsert_killed_at(mode: &str, point: &str, imported_after_restart: bool) {
     node.wait_killed();
 
     let node = Node::start(dir.path(), CONFIG, &[]);
+    let lost = !imported_after_restart && target_lost(&node, &resource);
+    if lost && mode == "put-first" {
+        // The kill beat passthrough's copy of the target: its payloads are gone, so it is
+        // DEGRADED and PUT_FIRST must keep the base (never retire or delete it for a lost
+        // target). The claim holds its phase.
+        let mut resumed = upsert.clone();
+        resumed.extend(["--wait-secs".to_string(), "3".to_string()]);
+        let (_, reply, _) = node.cli(&refs(&resumed));
+        assert_ne!(reply["phase"], "COMMITTED", "{point}: {reply}");
+        let base = node.ok(&refs(&weights_args("meta", &resource, 1, &[])));
+        assert!(
+            matches!(base["availability"].as_str(), Some("READY")),
+            "{point}: the base of a lost target is kept: {base}"
+        );
+        assert!(
+            base["retired_by_generation"].is_null() || point != "after_advance_claim_target_ready"
+        );
+        return;
+    }
     let reply = node.ok(&refs(&upsert));
     assert_eq!(
         reply["phase"],
@@ -180,7 +209,10 @@ fn upsert_killed_at(mode: &str, point: &str, imported_after_restart: bool) {
     assert_eq!(live, vec![2], "{point}: {listed}");
     assert!(revisions.len() <= 2, "{listed}");
     let m = node.ok(&refs(&weights_args("meta", &resource, 2, &[])));
-    assert_eq!(m["availability"], "READY", "{m}");
+    // DELETE_FIRST has no base to keep: a target lost before passthrough copied it commits
+    // DEGRADED (the seed's exposed unavailable window), and refuses reads.
+    let expected = if lost { "DEGRADED" } else { "READY" };
+    assert_eq!(m["availability"], expected, "{m}");
     if imported_after_restart {
         let out = dir.path().join("out");
         assert!(get_model(&node, &resource, 2, &out) == target, "{point}");
