@@ -163,7 +163,7 @@ async fn api_codes_retries_existence_and_pagination() {
     let changed = store
         .weight_update_policy(&w::UpdatePolicyRequest {
             id: a.clone(),
-            policy: mixed.clone(),
+            policy: mixed,
             expected_metadata_generation: Some(g),
         })
         .await
