@@ -120,6 +120,16 @@ fn deletion_killed_after_its_first_batch_resumes_from_its_progress() {
 /// Kills the node just after `point` of an upsert 1 -> 2 in `mode`, restarts it, reruns the
 /// same `weights upsert` and checks the claim resumed (same request id) to COMMITTED with one
 /// successor. `imported_after_restart`: the target is written by the rerun (read it back).
+/// Whether generation 2 of `resource` came back DEGRADED (waits for the resume pass).
+fn target_lost(node: &Node, resource: &str) -> bool {
+    node.wait_for("the resume pass", || {
+        node.log()
+            .contains("weight revisions recovered and checked for lost payloads")
+    });
+    let (_, m, _) = node.cli(&refs(&weights_args("meta", resource, 2, &[])));
+    m["availability"] == "DEGRADED"
+}
+
 fn upsert_killed_at(mode: &str, point: &str, imported_after_restart: bool) {
     let dir = tempfile::tempdir().unwrap();
     let resource = format!("{mode}-{point}");
@@ -147,6 +157,25 @@ fn upsert_killed_at(mode: &str, point: &str, imported_after_restart: bool) {
     node.wait_killed();
 
     let node = Node::start(dir.path(), CONFIG, &[]);
+    let lost = !imported_after_restart && target_lost(&node, &resource);
+    if lost && mode == "put-first" {
+        // The kill beat passthrough's copy of the target: its payloads are gone, so it is
+        // DEGRADED and PUT_FIRST must keep the base (never retire or delete it for a lost
+        // target). The claim holds its phase.
+        let mut resumed = upsert.clone();
+        resumed.extend(["--wait-secs".to_string(), "3".to_string()]);
+        let (_, reply, _) = node.cli(&refs(&resumed));
+        assert_ne!(reply["phase"], "COMMITTED", "{point}: {reply}");
+        let base = node.ok(&refs(&weights_args("meta", &resource, 1, &[])));
+        assert!(
+            matches!(base["availability"].as_str(), Some("READY")),
+            "{point}: the base of a lost target is kept: {base}"
+        );
+        assert!(
+            base["retired_by_generation"].is_null() || point != "after_advance_claim_target_ready"
+        );
+        return;
+    }
     let reply = node.ok(&refs(&upsert));
     assert_eq!(
         reply["phase"],
@@ -180,7 +209,10 @@ fn upsert_killed_at(mode: &str, point: &str, imported_after_restart: bool) {
     assert_eq!(live, vec![2], "{point}: {listed}");
     assert!(revisions.len() <= 2, "{listed}");
     let m = node.ok(&refs(&weights_args("meta", &resource, 2, &[])));
-    assert_eq!(m["availability"], "READY", "{m}");
+    // DELETE_FIRST has no base to keep: a target lost before passthrough copied it commits
+    // DEGRADED (the seed's exposed unavailable window), and refuses reads.
+    let expected = if lost { "DEGRADED" } else { "READY" };
+    assert_eq!(m["availability"], expected, "{m}");
     if imported_after_restart {
         let out = dir.path().join("out");
         assert!(get_model(&node, &resource, 2, &out) == target, "{point}");
@@ -230,4 +262,89 @@ fn delete_first_killed_after_base_deleted_resumes_the_target_import() {
 #[test]
 fn delete_first_killed_after_target_ready_resumes_the_watermark_commit() {
     upsert_killed_at("delete-first", "after_advance_claim_target_ready", false);
+}
+
+/// The Prometheus text of the node.
+fn metrics_text(node: &Node) -> String {
+    let url = format!("http://{}/metrics", node.s());
+    tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(async { reqwest::get(url).await?.text().await })
+        .unwrap()
+}
+
+#[test]
+fn a_hot_revision_lost_at_restart_is_degraded_absent_and_refuses_reads() {
+    // No passthrough: the HOT payloads live only in the embedded segment's memory.
+    let dir = tempfile::tempdir().unwrap();
+    let model = model_safetensors(8, 256 << 10, 5);
+    let node = Node::start(dir.path(), "", &[]);
+    let src = model_dir(dir.path(), "lost", &model);
+    let put = node.ok(&refs(&weights_args(
+        "put",
+        "lost",
+        1,
+        &["--policy", "hot", "--mode", "manual", src.to_str().unwrap()],
+    )));
+    assert_eq!(put["availability"], "READY", "{put}");
+    let generation = put["metadata_generation"].as_u64().unwrap();
+    assert!(get_model(&node, "lost", 1, &dir.path().join("out")) == model);
+    node.proc.signal(libc::SIGKILL);
+    node.wait_killed();
+
+    let node = Node::start(dir.path(), "", &[]);
+    let meta = || node.ok(&refs(&weights_args("meta", "lost", 1, &[])));
+    node.wait_for("the revision to be degraded", || {
+        meta()["availability"] == "DEGRADED"
+    });
+    let m = meta();
+    assert_eq!(m["residency"], "ABSENT", "{m}");
+    assert_eq!(m["observed_hot_ratio"], 0.0, "{m}");
+    assert!(
+        m["metadata_generation"].as_u64().unwrap() > generation,
+        "the correction is a journaled mutation: {m}"
+    );
+    // A read answers a clear code at once, never partial data.
+    let out = dir.path().join("out2");
+    let (code, v, err) = node.cli(&refs(&weights_args(
+        "get",
+        "lost",
+        1,
+        &["-o", out.to_str().unwrap()],
+    )));
+    assert_ne!(code, 0, "{v}");
+    assert_eq!(v["error"]["code"], "NOT_READY", "{v}\n{err}");
+    assert!(!out.join("model.safetensors").exists());
+    let text = metrics_text(&node);
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("crescent_weight_revisions{")
+                && l.contains("availability=\"DEGRADED\"")
+                && l.contains("residency=\"ABSENT\"")
+                && l.ends_with(" 1")),
+        "{}",
+        text.lines()
+            .filter(|l| l.starts_with("crescent_weight_revisions"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    // A second restart finds the same loss: no new mutation.
+    let settled = meta()["metadata_generation"].as_u64().unwrap();
+    drop(node);
+    let node = Node::start(dir.path(), "", &[]);
+    let again = node.ok(&refs(&weights_args("meta", "lost", 1, &[])));
+    assert_eq!(again["availability"], "DEGRADED", "{again}");
+    node.wait_for("the resume pass", || {
+        node.log()
+            .contains("weight revisions recovered and checked for lost payloads")
+    });
+    let again = node.ok(&refs(&weights_args("meta", "lost", 1, &[])));
+    assert_eq!(again["metadata_generation"], settled, "{again}");
+    // The revision can still be removed: the tombstone replaces it.
+    let rm = node.ok(&refs(&weights_args("rm", "lost", 1, &[])));
+    let op_id = rm["operation_id"].as_str().unwrap().to_string();
+    let done = wait_op_done(&node, &op_id);
+    assert_eq!(done["status"], "SUCCEEDED", "{done}");
+    let gone = node.ok(&refs(&weights_args("meta", "lost", 1, &[])));
+    assert_eq!(gone["availability"], "DELETED", "{gone}");
 }

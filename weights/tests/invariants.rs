@@ -243,10 +243,18 @@ impl Harness {
         match rec.availability {
             Availability::Importing => prop_assert_eq!(rec.residency, Residency::Unknown),
             Availability::Ready | Availability::Degraded => {
-                prop_assert!(matches!(
-                    rec.residency,
-                    Residency::Hot | Residency::Cold | Residency::Mixed
-                ));
+                // ABSENT only for a DEGRADED revision that lost every payload.
+                let absent_ok = rec.availability == Availability::Degraded
+                    && rec
+                        .summary
+                        .as_ref()
+                        .is_some_and(|s| rec.lost_members >= s.payload_count);
+                prop_assert!(
+                    matches!(
+                        rec.residency,
+                        Residency::Hot | Residency::Cold | Residency::Mixed
+                    ) || (absent_ok && rec.residency == Residency::Absent)
+                );
                 prop_assert!(self.live.manifest_memory_pinned());
             }
             Availability::Deleting => {}
@@ -625,7 +633,14 @@ impl Harness {
                 }
             }
             Action::LoseMembers => {
-                self.run(C::ReportMembersLost { lost_members: 1 }, false, false)?;
+                self.run(
+                    C::ReportMembersLost {
+                        lost_members: 1,
+                        hot_bytes: None,
+                    },
+                    false,
+                    false,
+                )?;
             }
             Action::StartRepair => {
                 self.run(

@@ -8,6 +8,7 @@ mod tests;
 mod weights;
 mod weights_args;
 mod weights_bench;
+mod weights_get;
 
 use std::process::ExitCode;
 

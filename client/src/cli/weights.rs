@@ -9,7 +9,7 @@ use crescent_wire::weights as w;
 use serde_json::json;
 
 use super::weights_args::weight_id;
-use super::weights_args::{parse_policy, RevisionArgs};
+use super::weights_args::{parse_policy, RevisionArgs, WeightIdArgs};
 use crate::error::ClientError;
 use crate::weights::{WeightStore, WeightWriter};
 use crate::CrescentClient;
@@ -25,9 +25,7 @@ pub enum WeightsCommand {
     /// Import a .safetensors file (or a directory of them) as a READY revision.
     Put {
         #[command(flatten)]
-        id: RevisionArgs,
-        #[arg(long)]
-        generation: u64,
+        id: WeightIdArgs,
         /// hot, cold, mixed or mixed:RATIO (default: the cluster's).
         #[arg(long)]
         policy: Option<String>,
@@ -36,21 +34,20 @@ pub enum WeightsCommand {
         mode: Option<String>,
         path: PathBuf,
     },
-    /// Read a revision (under a lease) and write its files into DIR byte-identical.
+    /// Read a revision (under a lease) and write its files into DIR byte-identical, or with
+    /// --tp-size/--tp-rank only one tensor-parallel rank's shards (NAME.tp-R-of-N.safetensors).
     Get {
         #[command(flatten)]
-        id: RevisionArgs,
-        #[arg(long)]
-        generation: u64,
+        id: WeightIdArgs,
         #[arg(short, long)]
         output: PathBuf,
+        #[command(flatten)]
+        tp: super::weights_get::TpArgs,
     },
     /// A revision's metadata (availability, residency, generation, observed HOT ratio).
     Meta {
         #[command(flatten)]
-        id: RevisionArgs,
-        #[arg(long)]
-        generation: u64,
+        id: WeightIdArgs,
     },
     /// List revisions (metadata only, every page).
     Ls {
@@ -62,9 +59,7 @@ pub enum WeightsCommand {
     /// Change a revision's storage policy.
     Policy {
         #[command(flatten)]
-        id: RevisionArgs,
-        #[arg(long)]
-        generation: u64,
+        id: WeightIdArgs,
         #[arg(long)]
         policy: Option<String>,
         #[arg(long)]
@@ -75,9 +70,7 @@ pub enum WeightsCommand {
     /// Migrate a revision's residency and wait for the migration to finish.
     Migrate {
         #[command(flatten)]
-        id: RevisionArgs,
-        #[arg(long)]
-        generation: u64,
+        id: WeightIdArgs,
         /// hot, cold, mixed or mixed:RATIO.
         #[arg(long)]
         to: String,
@@ -114,9 +107,7 @@ pub enum WeightsCommand {
     /// Delete a revision and wait for the deletion to finish.
     Rm {
         #[command(flatten)]
-        id: RevisionArgs,
-        #[arg(long)]
-        generation: u64,
+        id: WeightIdArgs,
         /// Give up waiting after this many seconds (the deletion goes on in crescentd).
         #[arg(long, default_value_t = 120)]
         wait_secs: u64,
@@ -290,51 +281,22 @@ pub(super) async fn run(
         }
         WeightsCommand::Put {
             id,
-            generation,
             policy,
             mode,
             path,
         } => {
             let policy = parse_policy(policy.as_deref(), mode.as_deref())?;
-            let mut writer = store
-                .weight_put(weight_id(tenant, &id, generation), policy)
-                .await?;
+            let mut writer = store.weight_put(id.id(tenant), policy).await?;
             write_files(&mut writer, &path).await?;
             let meta = writer.close().await?;
             print_meta(&meta, json_out);
         }
-        WeightsCommand::Get {
-            id,
-            generation,
-            output,
-        } => {
-            let wid = weight_id(tenant, &id, generation);
-            let holder = format!("crescent-cli-{}", std::process::id());
-            let loaded = store.weight_get(&wid, &holder).await?;
-            std::fs::create_dir_all(&output)
-                .map_err(io_err(format!("creating {}", output.display())))?;
-            let mut written = Vec::new();
-            for (name, bytes) in loaded.files()? {
-                if name.contains('/') || name == ".." || name == "." {
-                    return Err(ClientError::Protocol(format!(
-                        "the manifest names a file {name:?} outside the output directory"
-                    )));
-                }
-                let path = output.join(&name);
-                std::fs::write(&path, &bytes)
-                    .map_err(io_err(format!("writing {}", path.display())))?;
-                written.push(json!({"file": name, "bytes": bytes.len()}));
-            }
-            if json_out {
-                println!("{}", json!({"files": written, "metadata": loaded.metadata}));
-            } else {
-                println!("{} file(s) written to {}", written.len(), output.display());
-            }
+        WeightsCommand::Get { id, output, tp } => {
+            let wid = id.id(tenant);
+            super::weights_get::get(&store, &wid, &output, &tp, json_out).await?;
         }
-        WeightsCommand::Meta { id, generation } => {
-            let meta = store
-                .weight_get_metadata(&weight_id(tenant, &id, generation))
-                .await?;
+        WeightsCommand::Meta { id } => {
+            let meta = store.weight_get_metadata(&id.id(tenant)).await?;
             print_meta(&meta, json_out);
         }
         WeightsCommand::Ls {
@@ -360,7 +322,6 @@ pub(super) async fn run(
         }
         WeightsCommand::Policy {
             id,
-            generation,
             policy,
             mode,
             expected_generation,
@@ -370,7 +331,7 @@ pub(super) async fn run(
             })?;
             let meta = store
                 .weight_update_policy(&w::UpdatePolicyRequest {
-                    id: weight_id(tenant, &id, generation),
+                    id: id.id(tenant),
                     policy,
                     expected_metadata_generation: expected_generation,
                 })
@@ -379,7 +340,6 @@ pub(super) async fn run(
         }
         WeightsCommand::Migrate {
             id,
-            generation,
             to,
             expected_generation,
             wait_secs,
@@ -390,7 +350,7 @@ pub(super) async fn run(
             })?;
             let op = store
                 .weight_migrate(&w::MigrateRequest {
-                    id: weight_id(tenant, &id, generation),
+                    id: id.id(tenant),
                     to,
                     hot_ratio: target.mixed_hot_ratio,
                     expected_metadata_generation: expected_generation,
@@ -447,14 +407,10 @@ pub(super) async fn run(
             let op = store.weight_get_operation(&operation_id).await?;
             print_op(&op, json_out);
         }
-        WeightsCommand::Rm {
-            id,
-            generation,
-            wait_secs,
-        } => {
+        WeightsCommand::Rm { id, wait_secs } => {
             let op = store
                 .weight_remove(&w::RemoveWeightRequest {
-                    id: weight_id(tenant, &id, generation),
+                    id: id.id(tenant),
                     expected_metadata_generation: None,
                 })
                 .await?;

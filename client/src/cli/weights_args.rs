@@ -16,6 +16,22 @@ pub struct RevisionArgs {
     pub revision: String,
 }
 
+/// The ID arguments of `crescent weights`: the revision and its weight generation.
+#[derive(Debug, Clone, Args)]
+pub struct WeightIdArgs {
+    #[command(flatten)]
+    pub revision: RevisionArgs,
+    /// The revision's weight generation.
+    #[arg(long)]
+    pub generation: u64,
+}
+
+impl WeightIdArgs {
+    pub fn id(&self, tenant: Option<&str>) -> w::WeightId {
+        weight_id(tenant, &self.revision, self.generation)
+    }
+}
+
 pub(super) fn weight_id(tenant: Option<&str>, id: &RevisionArgs, generation: u64) -> w::WeightId {
     w::WeightId {
         tenant: tenant.map(str::to_string),

@@ -3,9 +3,14 @@
 //! (payloads, then a manifest this client defines, see [`manifest`]) written through the
 //! `/v1/weights/put/...` routes and read with the ordinary object reads under a lease.
 
+pub mod layout;
+#[cfg(test)]
+mod layout_tests;
 pub mod manifest;
 #[cfg(test)]
 mod manifest_tests;
+mod ranged;
+pub mod shard;
 mod writer;
 
 use std::collections::BTreeMap;
@@ -18,7 +23,9 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 use tracing::Instrument;
 
+pub use layout::{SplitRule, TargetLayout, TensorRule};
 pub use manifest::{assemble_file, WeightManifest};
+pub use shard::{ShardStats, ShardedFile, ShardedWeights, TensorShard};
 pub use writer::WeightWriter;
 
 use crate::client::CrescentClient;
@@ -145,6 +152,60 @@ impl WeightStore {
         holder: &str,
     ) -> Result<LoadedWeights, ClientError> {
         let started = Instant::now();
+        let result = self
+            .leased(id, holder, |metadata| {
+                self.read_leased(metadata)
+                    .instrument(tracing::debug_span!("weights.get"))
+            })
+            .await;
+        let bytes = result.as_ref().map_or(0, |l| l.manifest.payload_bytes());
+        self.client
+            .data
+            .metrics
+            .record("weight_get", started, &result, bytes);
+        result
+    }
+
+    /// weight_get with a target layout: under the same lease and manifest check, reads only
+    /// the byte ranges of each tensor that `layout`'s rank needs (docs/weights.md, "Target
+    /// layouts") and returns them per tensor.
+    pub async fn weight_get_layout(
+        &self,
+        id: &w::WeightId,
+        holder: &str,
+        layout: &TargetLayout,
+    ) -> Result<ShardedWeights, ClientError> {
+        let started = Instant::now();
+        let compiled = layout.compile()?;
+        let result = self
+            .leased(id, holder, |metadata| {
+                self.read_layout(metadata, compiled)
+                    .instrument(tracing::debug_span!(
+                        "weights.get_layout",
+                        tp_size = layout.world_size,
+                        tp_rank = layout.rank
+                    ))
+            })
+            .await;
+        let bytes = result.as_ref().map_or(0, |s| s.stats.transferred_bytes);
+        self.client
+            .data
+            .metrics
+            .record("weight_get_layout", started, &result, bytes);
+        result
+    }
+
+    /// Runs `read` under a revision lease held by `holder`, released on every path.
+    async fn leased<T, F, Fut>(
+        &self,
+        id: &w::WeightId,
+        holder: &str,
+        read: F,
+    ) -> Result<T, ClientError>
+    where
+        F: FnOnce(w::WeightMetadata) -> Fut,
+        Fut: std::future::Future<Output = Result<T, ClientError>>,
+    {
         let lease: w::LeaseReply = self
             .op(
                 "weight_lease_acquire",
@@ -159,18 +220,15 @@ impl WeightStore {
                 ),
             )
             .await?;
-        let read = self
-            .read_leased(lease.metadata)
-            .instrument(tracing::debug_span!("weights.get"))
-            .await;
+        let read = read(lease.metadata).await;
         let release = w::LeaseReleaseRequest {
             id: id.clone(),
             lease_id: lease.lease_id,
         };
         let released: Result<crescent_wire::store::Ack, _> =
             self.post(routes::LEASE_RELEASE, &release).await;
-        let result = match (read, released) {
-            (Ok(loaded), Ok(_)) => Ok(loaded),
+        match (read, released) {
+            (Ok(value), Ok(_)) => Ok(value),
             (Ok(_), Err(e)) => Err(e),
             (Err(e), released) => {
                 if let Err(r) = released {
@@ -179,16 +237,14 @@ impl WeightStore {
                 }
                 Err(e)
             }
-        };
-        let bytes = result.as_ref().map_or(0, |l| l.manifest.payload_bytes());
-        self.client
-            .data
-            .metrics
-            .record("weight_get", started, &result, bytes);
-        result
+        }
     }
 
-    async fn read_leased(&self, metadata: w::WeightMetadata) -> Result<LoadedWeights, ClientError> {
+    /// The revision's manifest, checked against the digest the leased metadata committed.
+    async fn verified_manifest(
+        &self,
+        metadata: &w::WeightMetadata,
+    ) -> Result<WeightManifest, ClientError> {
         let expected = metadata.manifest_sha256.clone().ok_or_else(|| {
             ClientError::Protocol("a leased revision has no committed manifest digest".into())
         })?;
@@ -203,7 +259,11 @@ impl WeightStore {
                 metadata.manifest_key
             )));
         }
-        let manifest = WeightManifest::decode(&body)?;
+        WeightManifest::decode(&body)
+    }
+
+    async fn read_leased(&self, metadata: w::WeightMetadata) -> Result<LoadedWeights, ClientError> {
+        let manifest = self.verified_manifest(&metadata).await?;
         let mut objects = BTreeMap::new();
         for o in &manifest.objects {
             let value = self.client.get_object(object_id(&o.key)).await?;
@@ -221,6 +281,65 @@ impl WeightStore {
             metadata,
             manifest,
             objects,
+        })
+    }
+
+    async fn read_layout(
+        &self,
+        metadata: w::WeightMetadata,
+        layout: layout::CompiledLayout,
+    ) -> Result<ShardedWeights, ClientError> {
+        let manifest = self.verified_manifest(&metadata).await?;
+        let plan = shard::plan_revision(&manifest, &layout)?;
+        let mut stats = ShardStats {
+            full_bytes: manifest.payload_bytes(),
+            shard_bytes: plan.bytes(),
+            ..ShardStats::default()
+        };
+        let mut files = Vec::with_capacity(plan.files.len());
+        for file in plan.files {
+            let mut tensors = Vec::with_capacity(file.tensors.len());
+            for tensor in file.tensors {
+                let (data, read) = ranged::read_ranges(
+                    &self.client,
+                    object_id(&tensor.key),
+                    tensor.object_bytes,
+                    &tensor.plan.ranges,
+                )
+                .await?;
+                stats.transferred_bytes += read.bytes_transferred;
+                stats.ranges += tensor.plan.ranges.len() as u64;
+                tensors.push(TensorShard { tensor, data });
+            }
+            files.push(ShardedFile {
+                name: file.name,
+                metadata: file.metadata,
+                tensors,
+            });
+        }
+        let mut loose_objects = BTreeMap::new();
+        for (key, bytes) in plan.loose_objects {
+            let whole = [layout::ByteRange {
+                offset: 0,
+                len: bytes,
+            }];
+            let (data, read) = ranged::read_ranges(
+                &self.client,
+                object_id(&key),
+                bytes,
+                &whole[..usize::from(bytes > 0)],
+            )
+            .await?;
+            stats.transferred_bytes += read.bytes_transferred;
+            stats.ranges += u64::from(bytes > 0);
+            loose_objects.insert(key, data);
+        }
+        Ok(ShardedWeights {
+            metadata,
+            layout: layout.layout().clone(),
+            files,
+            loose_objects,
+            stats,
         })
     }
 

@@ -67,6 +67,8 @@ struct WeightIndex {
     operations: HashMap<String, RevisionIdentity>,
     /// Revisions holding at least one lease (the expiry timer's work list).
     leased: HashSet<String>,
+    /// IMPORTING revisions (stream ids): invisible to discovery until READY.
+    importing: HashSet<String>,
 }
 
 pub struct WeightService {
@@ -308,14 +310,19 @@ impl WeightService {
         index.operations.get(operation_id).cloned()
     }
 
-    /// Identities in listing order (lineage, then generation) after `after` (a stream id).
+    /// Identities in listing order (lineage, then generation) after `after` (a stream id);
+    /// IMPORTING ones only with `include_importing` (discovery never shows them).
     pub fn list_identities(
         &self,
         filter: impl Fn(&RevisionIdentity) -> bool,
+        include_importing: bool,
         after: Option<&str>,
         limit: usize,
     ) -> (Vec<RevisionIdentity>, Option<String>) {
         let index = self.index.lock().expect("weight index");
+        let filter = |i: &RevisionIdentity| {
+            (include_importing || !index.importing.contains(&i.stream_id())) && filter(i)
+        };
         // The page token is a stream id: `<lineage stream id>/<generation>`; positions compare
         // as (lineage, numeric generation), the order of the index.
         let after: Option<(String, u64)> = after.and_then(|a| {
@@ -382,6 +389,11 @@ fn index_revision(index: &mut WeightIndex, groups: &GroupTable, state: &WeightRe
         index.operations.insert(id.clone(), identity.clone());
     }
     let stream = identity.stream_id();
+    if rec.availability == crescent_weights::Availability::Importing {
+        index.importing.insert(stream.clone());
+    } else {
+        index.importing.remove(&stream);
+    }
     if state.leases().is_empty() {
         index.leased.remove(&stream);
     } else {

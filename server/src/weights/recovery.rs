@@ -2,11 +2,15 @@
 //! the cold devices' journal carry no group) are adopted back into the revision's managed
 //! group, so the group guard protects them and deletion finds them; and a manifest that came
 //! back cold-only gets its memory replica again (the manifest stays memory-readable in every
-//! residency).
+//! residency). Payloads that came back nowhere (a HOT revision without cold copies on a
+//! standalone node: the embedded segment's memory is new) make the revision DEGRADED with
+//! the residency of what remains, so reads answer NOT_READY instead of failing part-way; a
+//! DEGRADED revision whose payloads are all back (owners that replayed) is repaired.
 
 use std::sync::Arc;
 
-use crescent_weights::{Availability, RevisionIdentity};
+use crescent_weights::revision::OperationKind;
+use crescent_weights::{Availability, RevisionIdentity, WeightRevision, WeightRevisionCommand};
 
 use super::workflows::object_id;
 use super::WeightService;
@@ -57,6 +61,120 @@ impl WeightService {
             }
         }
         tracing::info!(revision = %identity, adopted, "weight revision members recovered");
+        Ok(())
+    }
+
+    /// Compares a published revision's payloads with the replicas that exist: lost ones
+    /// degrade it (journaled, residency corrected); a degraded one with every payload back is
+    /// repaired. A revision committed without recorded units cannot be checked.
+    pub(super) async fn reconcile_losses(
+        self: &Arc<Self>,
+        identity: &RevisionIdentity,
+    ) -> Result<(), HttpError> {
+        let state = self.read_revision(identity).await?;
+        let Some(rec) = state.record() else {
+            return Ok(());
+        };
+        if !matches!(
+            rec.availability,
+            Availability::Ready | Availability::Degraded
+        ) {
+            return Ok(());
+        }
+        let Some(units) = self.read_units(identity).await? else {
+            return Ok(());
+        };
+        let mut lost = 0u64;
+        let mut hot_bytes = 0u64;
+        for key in units.iter().flat_map(|u| u.member_keys.iter()) {
+            match self.directory.route(&object_id(key)).ok().flatten() {
+                None => lost += 1,
+                Some(route) if !route.replicas.is_empty() => hot_bytes += route.length,
+                Some(_) => {}
+            }
+        }
+        if lost > 0 {
+            self.degrade(identity, &state, lost, hot_bytes).await
+        } else if rec.availability == Availability::Degraded {
+            self.repair(identity, &state, hot_bytes).await
+        } else {
+            Ok(())
+        }
+    }
+
+    async fn degrade(
+        self: &Arc<Self>,
+        identity: &RevisionIdentity,
+        state: &WeightRevision,
+        lost: u64,
+        hot_bytes: u64,
+    ) -> Result<(), HttpError> {
+        tracing::warn!(revision = %identity, lost, hot_bytes,
+            "weight payloads have no replica and no cold copy: the revision is DEGRADED");
+        // A migration cannot move what is gone: it ends FAILED before the report (a deletion
+        // goes on: it removes what is left).
+        if let Some(op) = state
+            .active_operation()
+            .filter(|o| o.kind == OperationKind::Migrating)
+        {
+            self.revision(
+                identity,
+                WeightRevisionCommand::RecordOperationFailure {
+                    operation_id: op.operation_id.clone(),
+                    error: format!("{lost} payload(s) lost: no replica and no cold copy"),
+                    terminal: true,
+                },
+            )
+            .await?;
+        }
+        self.revision(
+            identity,
+            WeightRevisionCommand::ReportMembersLost {
+                lost_members: lost,
+                hot_bytes: Some(hot_bytes),
+            },
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn repair(
+        self: &Arc<Self>,
+        identity: &RevisionIdentity,
+        state: &WeightRevision,
+        hot_bytes: u64,
+    ) -> Result<(), HttpError> {
+        let Some(rec) = state.record() else {
+            return Ok(());
+        };
+        let operation_id = match state.active_operation() {
+            Some(op) if op.kind == OperationKind::Repairing => op.operation_id.clone(),
+            Some(_) => return Ok(()),
+            None => {
+                let after = self
+                    .revision(
+                        identity,
+                        WeightRevisionCommand::StartRepair {
+                            expected_metadata_generation: rec.metadata_generation,
+                        },
+                    )
+                    .await?;
+                match after.active_operation() {
+                    Some(op) => op.operation_id.clone(),
+                    None => return Ok(()),
+                }
+            }
+        };
+        tracing::info!(revision = %identity, operation = %operation_id,
+            "every payload of a DEGRADED revision is back: repaired");
+        self.revision(
+            identity,
+            WeightRevisionCommand::CompleteRepair {
+                operation_id,
+                hot_bytes,
+            },
+        )
+        .await?;
         Ok(())
     }
 }

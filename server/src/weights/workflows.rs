@@ -10,7 +10,7 @@ use crescent_weights::lineage::UpsertStep;
 use crescent_weights::revision::{GroupMember, ObjectType, OperationKind, PayloadSummary};
 use crescent_weights::{
     affinity_digest, payload_keys_sha256, Availability, ClaimPhase, LineageClaimCommand, LineageId,
-    PreferredResidency, RevisionIdentity, WeightRevision, WeightRevisionCommand,
+    PreferredResidency, RevisionIdentity, UpsertMode, WeightRevision, WeightRevisionCommand,
     WeightUnitsCommand,
 };
 use crescent_wire::store::{DataType, ObjectId};
@@ -343,6 +343,9 @@ impl WeightService {
                         .await?;
                 }
                 UpsertStep::RetireBase { require_idle } => {
+                    if !require_idle {
+                        self.check_target_intact(&claim.target).await?;
+                    }
                     let base = self.read_revision(&claim.base).await?;
                     let Some(rec) = base.record() else {
                         return Err(not_found(&claim.base));
@@ -384,6 +387,9 @@ impl WeightService {
                         .await?;
                 }
                 UpsertStep::DeleteBase => {
+                    if claim.mode == UpsertMode::PutFirst {
+                        self.check_target_intact(&claim.target).await?;
+                    }
                     self.remove_and_drive(&claim.base).await?;
                     let base = self.read_revision(&claim.base).await?;
                     let deleted = base
@@ -402,6 +408,23 @@ impl WeightService {
                 }
                 UpsertStep::Done => return Ok(()),
             }
+        }
+    }
+
+    /// PUT_FIRST retires and deletes the base only while its READY target is intact: a
+    /// target that lost payloads (DEGRADED after a restart) leaves the base serving and the
+    /// claim in its phase until the target is repaired.
+    async fn check_target_intact(&self, target: &RevisionIdentity) -> Result<(), HttpError> {
+        let state = self.read_revision(target).await?;
+        match state.record().map(|r| r.availability) {
+            Some(Availability::Ready) => Ok(()),
+            other => Err(HttpError(ApiError::new(
+                ErrorCode::NotReady,
+                format!(
+                    "upsert target {target} is {}: the base is kept until the target is repaired",
+                    other.map_or("missing", |a| a.as_str())
+                ),
+            ))),
         }
     }
 
@@ -468,7 +491,8 @@ impl WeightService {
     pub fn resume_all(self: &Arc<Self>) {
         let me = self.clone();
         actix_rt::spawn(async move {
-            let (identities, _) = me.list_identities(|_| true, None, usize::MAX);
+            let (identities, _) = me.list_identities(|_| true, true, None, usize::MAX);
+            let revisions = identities.len();
             let mut lineages = Vec::new();
             for identity in identities {
                 if !lineages.contains(&identity.lineage()) {
@@ -476,6 +500,9 @@ impl WeightService {
                 }
                 if let Err(e) = me.recover_members(&identity).await {
                     tracing::warn!(revision = %identity, error = %e, "member recovery failed");
+                }
+                if let Err(e) = me.reconcile_losses(&identity).await {
+                    tracing::warn!(revision = %identity, error = %e, "loss reconciliation failed");
                 }
                 let running = me
                     .read_revision(&identity)
@@ -487,6 +514,10 @@ impl WeightService {
                     actix_rt::spawn(async move { driver.drive_revision(&identity).await });
                 }
             }
+            tracing::info!(
+                revisions,
+                "weight revisions recovered and checked for lost payloads"
+            );
             for lineage in lineages {
                 let Ok(state) = me.read_lineage(&lineage).await else {
                     continue;

@@ -114,9 +114,13 @@ pub enum WeightRevisionCommand {
         error: String,
         terminal: bool,
     },
-    /// Reconciliation found required payloads without any readable replica.
+    /// Reconciliation found required payloads without any readable replica (no memory
+    /// replica and no cold copy). `hot_bytes`: the memory bytes the surviving payloads still
+    /// hold, which corrects the residency (ABSENT when every payload is lost); `None` leaves
+    /// the residency as it was (a report that could not observe the replicas).
     ReportMembersLost {
         lost_members: u64,
+        hot_bytes: Option<u64>,
     },
     StartRepair {
         expected_metadata_generation: u64,
@@ -257,7 +261,9 @@ impl WeightRevisionCommand {
             C::RecordOperationFailure { operation_id, .. } => {
                 check_id("operation_id", operation_id)?
             }
-            C::ReportMembersLost { lost_members } => check_positive("lost_members", *lost_members)?,
+            C::ReportMembersLost { lost_members, .. } => {
+                check_positive("lost_members", *lost_members)?
+            }
             C::RecordDeletionBatch {
                 operation_id,
                 batch,

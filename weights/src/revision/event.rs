@@ -149,6 +149,10 @@ pub struct MembersLost {
     pub lost_members: u64,
     pub metadata_generation: u64,
     pub at_ms: i64,
+    /// The memory bytes that survived (residency correction). Optional addition to v1:
+    /// events written before it decode with `None` (residency unchanged).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hot_bytes: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -17,6 +17,8 @@ mod workflow;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod tests_degraded;
+#[cfg(test)]
 mod tests_lifecycle;
 
 use std::collections::BTreeMap;
@@ -473,6 +475,14 @@ impl Aggregate for WeightRevision {
                 self.prune_finished();
             }
             E::MembersLost(e) => {
+                let all_lost = self.all_lost(e.lost_members);
+                if let Some(h) = e.hot_bytes {
+                    self.set_hot_bytes(h);
+                    if all_lost {
+                        // Nothing of the payloads is left anywhere: no tier holds them.
+                        self.rec_mut().residency = Residency::Absent;
+                    }
+                }
                 let rec = self.rec_mut();
                 rec.availability = Availability::Degraded;
                 rec.lost_members = e.lost_members;

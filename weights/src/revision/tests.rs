@@ -747,6 +747,7 @@ fn lease_is_refused_unless_ready() {
         lost_members: 1,
         metadata_generation: 3,
         at_ms: NOW,
+        hot_bytes: None,
     }));
     given::<WeightRevision>(degraded)
         .when(acquire(5_000))
@@ -1079,6 +1080,7 @@ pub(super) fn every_event() -> Vec<WeightRevisionEvent> {
             lost_members: 1,
             metadata_generation: 6,
             at_ms: NOW,
+            hot_bytes: None,
         }),
         WeightRevisionEvent::RevisionRetired(RevisionRetired {
             request_id: "r".into(),

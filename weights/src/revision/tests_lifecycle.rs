@@ -749,18 +749,28 @@ fn lost_members_degrade_and_repair_restores_ready() {
         lost_members: 2,
         metadata_generation: 3,
         at_ms: NOW,
+        hot_bytes: None,
     });
     let s = given::<WeightRevision>(ready_hot())
-        .when(WeightRevisionCommand::ReportMembersLost { lost_members: 2 })
+        .when(WeightRevisionCommand::ReportMembersLost {
+            lost_members: 2,
+            hot_bytes: None,
+        })
         .then(vec![lost.clone()]);
     assert_eq!(s.record().unwrap().availability, Availability::Degraded);
     assert!(!s.is_exist());
     let degraded = with(ready_hot(), vec![lost]);
     given::<WeightRevision>(degraded.clone())
-        .when(WeightRevisionCommand::ReportMembersLost { lost_members: 2 })
+        .when(WeightRevisionCommand::ReportMembersLost {
+            lost_members: 2,
+            hot_bytes: None,
+        })
         .then(vec![]);
     given::<WeightRevision>(ready_hot())
-        .when(WeightRevisionCommand::ReportMembersLost { lost_members: 6 })
+        .when(WeightRevisionCommand::ReportMembersLost {
+            lost_members: 6,
+            hot_bytes: None,
+        })
         .then_error(WeightError::invalid(
             "lost_members",
             "6 exceeds the 5 payloads",
@@ -1151,7 +1161,8 @@ fn is_exist_for_every_availability_and_while_migrating() {
         vec![WeightRevisionEvent::MembersLost(MembersLost {
             lost_members: 1,
             metadata_generation: 3,
-            at_ms: NOW
+            at_ms: NOW,
+            hot_bytes: None,
         })]
     )));
     assert!(!exists(deleting()));

@@ -154,7 +154,10 @@ impl WeightRevision {
                 error,
                 terminal,
             } => self.decide_failure(operation_id, error, *terminal, now),
-            C::ReportMembersLost { lost_members } => self.decide_members_lost(*lost_members, now),
+            C::ReportMembersLost {
+                lost_members,
+                hot_bytes,
+            } => self.decide_members_lost(*lost_members, *hot_bytes, now),
             C::StartRepair {
                 expected_metadata_generation,
             } => {
@@ -497,11 +500,20 @@ impl WeightRevision {
         )])
     }
 
-    fn decide_members_lost(&self, lost_members: u64, now: i64) -> Decided {
+    fn decide_members_lost(&self, lost_members: u64, hot_bytes: Option<u64>, now: i64) -> Decided {
         let rec = self.rec()?;
+        if let Some(h) = hot_bytes {
+            self.check_hot_bytes(h)?;
+        }
+        let same_residency = hot_bytes.is_none_or(|h| {
+            h == rec.hot_bytes
+                && (rec.residency == Residency::Absent) == self.all_lost(lost_members)
+        });
         match rec.availability {
             Availability::Ready => {}
-            Availability::Degraded if rec.lost_members == lost_members => return Ok(Vec::new()),
+            Availability::Degraded if rec.lost_members == lost_members && same_residency => {
+                return Ok(Vec::new())
+            }
             Availability::Degraded => {}
             _ => return Err(unavailable(rec, "only a published revision can degrade")),
         }
@@ -516,6 +528,14 @@ impl WeightRevision {
             lost_members,
             metadata_generation: rec.metadata_generation + 1,
             at_ms: now,
+            hot_bytes,
         })])
+    }
+
+    /// Whether `lost_members` is every payload of the published summary.
+    pub(super) fn all_lost(&self, lost_members: u64) -> bool {
+        self.record()
+            .and_then(|r| r.summary.as_ref())
+            .is_some_and(|s| s.payload_count > 0 && lost_members >= s.payload_count)
     }
 }
