@@ -4,6 +4,9 @@
 #
 #   bench/compare-mooncake.sh [N] [VALUE_BYTES]     (defaults 20000 4096)
 #
+# CRESCENT_BIN_DIR=DIR runs the crescentd and crescent found there instead of building the
+# release binaries first (to compare binaries built earlier, e.g. while others compile).
+#
 # Topology for both: one client process that is also the only storage owner of its data, a
 # master/crescentd in another process, single operations synchronous, batches of 128, TCP.
 set -euo pipefail
@@ -13,10 +16,14 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 anchors="$root/../shared/anchors"
 cd "$root"
 
-cargo build --release --bin crescentd --bin crescent >&2
+bin="${CRESCENT_BIN_DIR:-}"
+if [ -z "$bin" ]; then
+  cargo build --release --bin crescentd --bin crescent >&2
+  bin="${CARGO_TARGET_DIR:-$root/target}/release"
+fi
 work=$(mktemp -d /tmp/crescent-bench.XXXXXX)
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-./target/release/crescentd --data-dir "$work/data" --listen "127.0.0.1:$port" --log warn >"$work/crescentd.log" 2>&1 &
+"$bin/crescentd" --data-dir "$work/data" --listen "127.0.0.1:$port" --log warn >"$work/crescentd.log" 2>&1 &
 server=$!
 trap 'kill $server 2>/dev/null; wait $server 2>/dev/null; rm -rf "$work"' EXIT
 for _ in $(seq 100); do
@@ -25,7 +32,7 @@ for _ in $(seq 100); do
 done
 
 # Alternate the two so drifting machine load hits both alike; keep the better of two runs each.
-run_crescent() { ./target/release/crescent --server "127.0.0.1:$port" bench --n "$N" --size "$SIZE" --json; }
+run_crescent() { "$bin/crescent" --server "127.0.0.1:$port" bench --n "$N" --size "$SIZE" --json; }
 run_mooncake() { bash "$anchors/run-mooncake.sh" "$N" "$SIZE"; }
 c1=$(run_crescent); m1=$(run_mooncake); c2=$(run_crescent); m2=$(run_mooncake)
 

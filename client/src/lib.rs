@@ -32,6 +32,7 @@ pub mod ownership;
 pub mod rebuild;
 mod rpc;
 mod rpc_io;
+mod rpc_release;
 mod server_conn;
 pub mod store;
 pub mod weights;

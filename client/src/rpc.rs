@@ -15,6 +15,7 @@ use crescent_wire::rpc::{
     check_server_hello, client_hello, decode_body, encode_request, FrameHeader, RpcError, RpcInfo,
     RpcOp, RpcStatus, HANDSHAKE_LEN,
 };
+use crescent_wire::store::ReleaseRequest;
 use crescent_wire::{ApiError, ErrorCode};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -24,6 +25,7 @@ use tokio::net::TcpStream;
 use crate::error::ClientError;
 use crate::http::HttpConn;
 use crate::rpc_io::{SPIN, SPIN_BATCH};
+use crate::rpc_release::{PendingReleases, RELEASE_LINGER};
 use crescent_transport::frame_input::{FrameInput, ReadFailure};
 
 /// How long a server found without the RPC route is left on HTTP before asking again.
@@ -113,20 +115,32 @@ impl RpcConn {
     }
 
     /// Sends one request and reads its answer: `Ok(Ok(reply))`, `Ok(Err(api_error))`, or an
-    /// error after which the connection must be dropped.
+    /// error after which the connection must be dropped. Lease releases in `releases` ride
+    /// in front of it as one sent-only batch_release, in the same write.
     async fn call<B: Serialize + ?Sized, T: DeserializeOwned>(
         &mut self,
+        releases: &[ReleaseRequest],
         op: RpcOp,
         body: &B,
     ) -> Result<Result<T, ApiError>, CallFailure> {
+        self.out.clear();
+        if !releases.is_empty() {
+            let id = self.next_id;
+            self.next_id = self.next_id.wrapping_add(1);
+            let batch = BatchRequestRef { items: releases };
+            encode_request(&mut self.out, RpcOp::BatchRelease, id, &batch)
+                .map_err(CallFailure::Encode)?;
+        }
         let id = self.next_id;
         self.next_id = self.next_id.wrapping_add(1);
-        self.out.clear();
         encode_request(&mut self.out, op, id, body).map_err(CallFailure::Encode)?;
         self.stream
             .write_all(&self.out)
             .await
             .map_err(CallFailure::Io)?;
+        if !releases.is_empty() {
+            self.unanswered += 1;
+        }
         let mut header = self.read_header(spin_for(op)).await?;
         // Answers of earlier sent-only requests come first: drop them.
         while header.request_id != id && self.unanswered > 0 {
@@ -182,10 +196,17 @@ pub(crate) enum RpcFailure {
     Failed(ClientError),
 }
 
+/// A batch_release body borrowing its items (encodes exactly as `BatchRequest`).
+#[derive(Serialize)]
+struct BatchRequestRef<'a> {
+    items: &'a [ReleaseRequest],
+}
+
 /// The connections to one RPC listener.
 pub(crate) struct RpcPool {
     addr: SocketAddr,
     idle: Mutex<Vec<RpcConn>>,
+    releases: PendingReleases,
 }
 
 impl RpcPool {
@@ -193,6 +214,7 @@ impl RpcPool {
         Self {
             addr,
             idle: Mutex::new(Vec::new()),
+            releases: PendingReleases::default(),
         }
     }
 
@@ -248,9 +270,11 @@ impl RpcPool {
         self.finish(conn, outcome)
     }
 
-    /// Waits until every sent-only request on the idle connections has been answered (so the
-    /// server has run it); a connection that fails meanwhile is dropped.
+    /// Sends the queued lease releases, then waits until every sent-only request on the idle
+    /// connections has been answered (so the server has run it); a connection that fails
+    /// meanwhile is dropped.
     pub(crate) async fn settle(&self) {
+        self.flush_releases().await;
         let idle: Vec<RpcConn> = std::mem::take(&mut *self.idle.lock().expect("rpc pool mutex"));
         for mut conn in idle {
             match tokio::time::timeout(CALL_TIMEOUT, conn.settle()).await {
@@ -265,8 +289,64 @@ impl RpcPool {
         op: RpcOp,
         body: &B,
     ) -> Result<T, RpcFailure> {
+        let _gate = match self.releases.must_precede(op) {
+            true => Some(self.releases.gate.lock().await),
+            false => None,
+        };
+        let releases = self.releases.take_for(op);
+        let mut conn = match self.connection().await {
+            Ok(conn) => conn,
+            Err(e) => {
+                if !releases.is_empty() {
+                    tracing::debug!(server = %self.addr, count = releases.len(), "lease releases lost; the leases expire at their deadline");
+                }
+                return Err(e);
+            }
+        };
+        let outcome = tokio::time::timeout(CALL_TIMEOUT, conn.call(&releases, op, body)).await;
+        self.finish(conn, outcome)?
+            .map_err(|e| RpcFailure::Failed(ClientError::Api(e)))
+    }
+
+    /// Queues a lease release to ride on a later request of this pool (see
+    /// [`PendingReleases`]); a timer sends what is still queued after [`RELEASE_LINGER`].
+    pub(crate) fn defer_releases(self: &Arc<Self>, releases: Vec<ReleaseRequest>) {
+        if self.releases.push(releases) {
+            let pool = Arc::downgrade(self);
+            tokio::spawn(async move {
+                tokio::time::sleep(RELEASE_LINGER).await;
+                if let Some(pool) = pool.upgrade() {
+                    pool.flush_releases().await;
+                }
+            });
+        }
+    }
+
+    /// Sends the queued releases now and waits for the server to have run them (so a request
+    /// sent afterwards on any connection finds the leases released).
+    pub(crate) async fn flush_releases(&self) {
+        let _gate = self.releases.gate.lock().await;
+        let releases = self.releases.take_all();
+        if releases.is_empty() {
+            return;
+        }
+        let count = releases.len();
+        let body = BatchRequestRef { items: &releases };
+        let answered: Result<serde::de::IgnoredAny, _> =
+            self.call_plain(RpcOp::BatchRelease, &body).await;
+        if answered.is_err() {
+            tracing::debug!(server = %self.addr, count, "lease releases lost; the leases expire at their deadline");
+        }
+    }
+
+    /// A call that carries no queued releases.
+    async fn call_plain<B: Serialize + ?Sized, T: DeserializeOwned>(
+        &self,
+        op: RpcOp,
+        body: &B,
+    ) -> Result<T, RpcFailure> {
         let mut conn = self.connection().await?;
-        let outcome = tokio::time::timeout(CALL_TIMEOUT, conn.call(op, body)).await;
+        let outcome = tokio::time::timeout(CALL_TIMEOUT, conn.call(&[], op, body)).await;
         self.finish(conn, outcome)?
             .map_err(|e| RpcFailure::Failed(ClientError::Api(e)))
     }

@@ -3,6 +3,7 @@
 //! makes a new one for the new address.
 
 use crescent_wire::rpc::RpcOp;
+use crescent_wire::store::ReleaseRequest;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
@@ -72,7 +73,23 @@ impl ServerConn {
         Ok(())
     }
 
-    /// Waits until the server has answered everything sent with [`ServerConn::send_only`].
+    /// Queues lease releases to ride on this server's next RPC requests
+    /// (`crate::rpc_release`); `Err` gives them back when the server has no RPC fast path.
+    pub async fn defer_releases(
+        &self,
+        releases: Vec<ReleaseRequest>,
+    ) -> Result<(), Vec<ReleaseRequest>> {
+        match self.rpc.pool(&self.http).await {
+            Some(pool) => {
+                pool.defer_releases(releases);
+                Ok(())
+            }
+            None => Err(releases),
+        }
+    }
+
+    /// Waits until the server has answered everything sent with [`ServerConn::send_only`]
+    /// and every queued lease release.
     pub async fn settle(&self) {
         if let Some(pool) = self.rpc.pool(&self.http).await {
             pool.settle().await;

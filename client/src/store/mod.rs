@@ -565,9 +565,8 @@ impl CrescentClient {
     }
 }
 
-/// Checks a read against the stored checksum (if any).
 /// An inline value (a restored cold-only object) must have the announced length and checksum.
-fn inline_checked(
+pub(crate) fn inline_checked(
     key: &str,
     size: u64,
     checksum: Option<u32>,
@@ -585,6 +584,7 @@ fn inline_checked(
     }
 }
 
+/// Checks a read against the stored checksum (if any).
 pub(crate) fn verify(key: &str, stored: Option<u32>, actual: u32) -> Result<(), ClientError> {
     match stored {
         Some(expected) if expected != actual => Err(ClientError::ChecksumMismatch {
