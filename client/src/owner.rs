@@ -334,8 +334,8 @@ impl Drop for AbortOnDrop {
 /// Heartbeats forever. When crescentd no longer knows the owner (it expired it, or lost its
 /// memory), registers and mounts again; a mount that had to be redone means the server
 /// dropped our replicas, so the ownership table is emptied to match. `wake` (the server watch)
-/// cuts the wait short: crescentd is back after a restart, or the leader changed, so the next
-/// heartbeat goes out at once (a heartbeat waiting in its retry backoff is sent again).
+/// cuts the wait between heartbeats short: crescentd is back after a restart, or the leader
+/// changed, so the next heartbeat goes out at once.
 async fn heartbeat_loop(
     client: CrescentClient,
     register: RegisterOwnerRequest,
@@ -349,14 +349,13 @@ async fn heartbeat_loop(
     let mut interval = initial;
     let mut failing = false;
     loop {
-        let sent = tokio::select! {
-            r = client.heartbeat(&register.owner_id, register.incarnation) => Some(r),
-            () = wake.notified() => None,
-        };
-        let Some(answer) = sent else {
-            continue;
-        };
-        match answer {
+        // A heartbeat in flight is never abandoned for a wake-up: the failover layer already
+        // re-sends it when the leader changes, and cancelling requests mid-flight under load
+        // kept an owner of the HA load test from ever completing its replay.
+        match client
+            .heartbeat(&register.owner_id, register.incarnation)
+            .await
+        {
             Ok(reply) => {
                 interval = Duration::from_millis(reply.interval_ms.clamp(50, 60_000));
                 let before = state.term.swap(reply.term, Ordering::Relaxed);
