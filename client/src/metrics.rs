@@ -34,6 +34,8 @@ pub struct RebuildMetrics {
     notices_dropped: IntCounterVec,
     pub(crate) notify_queue_depth: IntGauge,
     pub(crate) replays: IntCounterVec,
+    /// Owner heartbeats sent early because crescentd came back or the leader changed.
+    pub(crate) owner_wakeups: IntCounterVec,
 }
 
 impl RebuildMetrics {
@@ -72,6 +74,11 @@ impl RebuildMetrics {
                 "Whole owner replays by outcome (completed, superseded, failed).",
                 &["outcome"],
             ),
+            owner_wakeups: counter(
+                "crescent_client_owner_wakeups_total",
+                "Owner heartbeats sent at once, by cause (reconnected, leader_changed).",
+                &["reason"],
+            ),
         }
     }
 
@@ -81,6 +88,7 @@ impl RebuildMetrics {
         registry.register(Box::new(self.notices.clone()))?;
         registry.register(Box::new(self.notices_dropped.clone()))?;
         registry.register(Box::new(self.notify_queue_depth.clone()))?;
+        registry.register(Box::new(self.owner_wakeups.clone()))?;
         registry.register(Box::new(self.replays.clone()))
     }
 
@@ -109,7 +117,8 @@ impl RebuildMetrics {
             .inc_by(n);
     }
 
-    /// A counter's value by family (`batches`, `entries`, `notices`, `dropped`, `replays`).
+    /// A counter's value by family (`batches`, `entries`, `notices`, `dropped`, `replays`,
+    /// `wakeups`).
     pub fn count(&self, family: &str, label: &str) -> u64 {
         let v = match family {
             "batches" => &self.replay_batches,
@@ -117,6 +126,7 @@ impl RebuildMetrics {
             "notices" => &self.notices,
             "dropped" => &self.notices_dropped,
             "replays" => &self.replays,
+            "wakeups" => &self.owner_wakeups,
             _ => return 0,
         };
         v.get_metric_with_label_values(&[label])

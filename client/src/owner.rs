@@ -24,7 +24,8 @@ use crate::client::CrescentClient;
 use crate::dataplane::LocalSegment;
 use crate::error::ClientError;
 use crate::ownership::OwnershipTable;
-use crate::rebuild::{replay_table, ReplayConfig, ReplayReport};
+use crate::rebuild::server_watch::run_server_watch;
+use crate::rebuild::{replay_table, ReplayConfig, ReplayReport, WatchConfig};
 use crescent_transport::tcp::NotifyHandler;
 use crescent_wire::rebuild::{check_version, OwnerNotice, OwnerNoticeReply, REBUILD_WIRE_VERSION};
 
@@ -48,6 +49,9 @@ pub struct OwnerConfig {
     pub initial_heartbeat: Duration,
     /// How long shutdown retries an unmount refused while replicas are read-leased.
     pub unmount_timeout: Duration,
+    /// How the owner watches crescentd so that it heartbeats at once after a restart or a
+    /// leader change (`rebuild::server_watch`).
+    pub watch: WatchConfig,
 }
 
 impl Default for OwnerConfig {
@@ -60,6 +64,7 @@ impl Default for OwnerConfig {
             incarnation: None,
             initial_heartbeat: Duration::from_secs(1),
             unmount_timeout: Duration::from_secs(15),
+            watch: WatchConfig::default(),
         }
     }
 }
@@ -185,6 +190,13 @@ impl Owner {
             table: table.clone(),
         });
         let state = Arc::new(HeartbeatState::default());
+        let wake = Arc::new(tokio::sync::Notify::new());
+        let watch = tokio::spawn(run_server_watch(
+            client.locator.clone(),
+            wake.clone(),
+            client.data.metrics.rebuild.clone(),
+            config.watch.clone(),
+        ));
         let heartbeat = tokio::spawn(heartbeat_loop(
             client.clone(),
             register,
@@ -192,7 +204,15 @@ impl Owner {
             table.clone(),
             state.clone(),
             config.initial_heartbeat,
+            wake,
         ));
+        // One handle for both: aborting it drops both guards, which abort both tasks; the
+        // watch only serves the heartbeat and also ends if the heartbeat task panics.
+        let heartbeat = tokio::spawn(async move {
+            let _stop_watch = AbortOnDrop(watch);
+            let mut heartbeat = AbortOnDrop(heartbeat);
+            let _ = (&mut heartbeat.0).await;
+        });
         tracing::info!(%owner_id, %segment_id, %endpoint, size, incarnation, "storage owner started");
         Ok(Owner {
             client: client.clone(),
@@ -302,9 +322,20 @@ impl Drop for Owner {
     }
 }
 
+/// Aborts a task when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 /// Heartbeats forever. When crescentd no longer knows the owner (it expired it, or lost its
 /// memory), registers and mounts again; a mount that had to be redone means the server
-/// dropped our replicas, so the ownership table is emptied to match.
+/// dropped our replicas, so the ownership table is emptied to match. `wake` (the server watch)
+/// cuts the wait between heartbeats short: crescentd is back after a restart, or the leader
+/// changed, so the next heartbeat goes out at once.
 async fn heartbeat_loop(
     client: CrescentClient,
     register: RegisterOwnerRequest,
@@ -312,11 +343,15 @@ async fn heartbeat_loop(
     table: Arc<OwnershipTable>,
     state: Arc<HeartbeatState>,
     initial: Duration,
+    wake: Arc<tokio::sync::Notify>,
 ) {
     let metrics = client.data.metrics.clone();
     let mut interval = initial;
     let mut failing = false;
     loop {
+        // A heartbeat in flight is never abandoned for a wake-up: the failover layer already
+        // re-sends it when the leader changes, and cancelling requests mid-flight under load
+        // kept an owner of the HA load test from ever completing its replay.
         match client
             .heartbeat(&register.owner_id, register.incarnation)
             .await
@@ -375,7 +410,10 @@ async fn heartbeat_loop(
                 }
             }
         }
-        tokio::time::sleep(interval).await;
+        tokio::select! {
+            () = tokio::time::sleep(interval) => {}
+            () = wake.notified() => {}
+        }
     }
 }
 

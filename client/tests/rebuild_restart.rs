@@ -169,3 +169,44 @@ async fn an_owner_that_never_returns_opens_the_gate_degraded_at_the_timeout() {
     assert!(client.get(&on_b[0].0).await.is_err());
     assert_eq!(client.get(&on_a[1].0).await.unwrap(), on_a[1].1);
 }
+
+/// An owner in this process: its server watch sees crescentd go away and come back, so it
+/// heartbeats at once (a `reconnected` wake-up), learns the new term and replays; the gate
+/// opens and the objects read back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_owner_heartbeats_as_soon_as_crescentd_is_back() {
+    let cfg_dir = tempfile::tempdir().unwrap();
+    let cfg = config(cfg_dir.path(), 120);
+    let server = Server::start_with(&["--config", &cfg]);
+    let client = CrescentClient::new(&server.server()).unwrap();
+    let owner = crescent_client::Owner::start(
+        &client,
+        crescent_client::OwnerConfig {
+            size: 16 << 20,
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    let objects = put_objects(&client, owner.segment_id(), "w", 40).await;
+    let wakeups = || client.metrics().rebuild().count("wakeups", "reconnected");
+    let term_before = owner.term();
+    let before = wakeups();
+
+    let server = server.kill_and_restart();
+    let started = Instant::now();
+    while owner.replayed_term() == term_before || owner.term() == term_before {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the owner never replayed to the restarted crescentd"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(wakeups() > before, "no wake-up after crescentd came back");
+    let check = CrescentClient::new(&server.server()).unwrap();
+    wait_gate(&check, GateState::Serving, Duration::from_secs(30)).await;
+    for (key, value) in &objects {
+        assert_eq!(&check.get(key).await.unwrap(), value, "{key}");
+    }
+    owner.shutdown().await.unwrap();
+}

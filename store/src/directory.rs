@@ -2,8 +2,9 @@
 //! the put-id counter. Operations live in `ops_*.rs`, housekeeping in `housekeeping.rs` and
 //! `eviction.rs`.
 //!
-//! Lock order (deadlock freedom): shard locks before the segment table lock, the segment table
-//! before an allocator's lock. A thread holds one shard lock at a time, except unmount and
+//! Lock order (deadlock freedom): a segment's replay ledger lock (at most one at a time,
+//! rebuild/ledger.rs) before shard locks, shard locks before the segment table lock, the segment
+//! table before an allocator's lock. A thread holds one shard lock at a time, except unmount and
 //! owner drop, which take all of them in ascending order.
 
 use std::hash::{DefaultHasher, Hash, Hasher};
@@ -21,7 +22,7 @@ use crate::entry::{GroupId, Replica};
 use crate::error::StoreError;
 use crate::identity::{ScopeId, ScopeInterner};
 use crate::metrics::StoreMetrics;
-use crate::rebuild::ReplayLedger;
+use crate::rebuild::ReplayLedgers;
 use crate::segments::{SegmentTable, SegmentUsage};
 use crate::shard::Shard;
 use crate::time::{Clock, Ticks};
@@ -52,8 +53,9 @@ pub struct ObjectDirectory {
     incarnation: AtomicU32,
     /// The leader term owner replays must name.
     pub(crate) term: AtomicU64,
-    /// Replayed ranges (the address fence); its lock also serializes replays.
-    pub(crate) ledger: Mutex<ReplayLedger>,
+    /// Replayed ranges per segment (the address fence); one lock per segment, so owners
+    /// replaying different segments run in parallel.
+    pub(crate) ledgers: ReplayLedgers,
     pub(crate) group_guard: RwLock<Option<GroupGuard>>,
     pub(crate) managed_skips: RwLock<Option<crate::groups::ManagedSkipHook>>,
     pub(crate) metrics: StoreMetrics,
@@ -101,7 +103,7 @@ impl ObjectDirectory {
             next_put_id: AtomicU64::new(1),
             incarnation: AtomicU32::new(0),
             term: AtomicU64::new(0),
-            ledger: Mutex::new(ReplayLedger::default()),
+            ledgers: ReplayLedgers::default(),
             group_guard: RwLock::new(None),
             managed_skips: RwLock::new(None),
             metrics,

@@ -143,3 +143,61 @@ pub fn restart_standby(dir: &Path, name: &str, cluster: &str, rpc: bool) -> Cres
     }
     panic!("{name} kept exiting on restart");
 }
+
+/// The node names of a [`HaPair`], by index.
+pub const NODE_NAMES: [&str; 2] = ["a", "b"];
+
+/// Two crescentd nodes of a fresh cluster on the test etcd, in a temp dir, each in its slot
+/// (`None` only while a test restarts it). Dropping it stops both.
+pub struct HaPair {
+    pub dir: tempfile::TempDir,
+    pub cluster: String,
+    pub etcd: String,
+    /// The RPC fast path is on (`start_node`'s `rpc`).
+    pub rpc: bool,
+    pub nodes: [Option<CrescentdProcess>; 2],
+}
+
+impl HaPair {
+    /// Starts nodes `a` and `b` and waits until one is active with an in-sync standby.
+    pub async fn start(rpc: bool) -> HaPair {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let cluster = cluster_name();
+        let nodes = NODE_NAMES.map(|name| Some(start_node(dir.path(), name, &cluster, rpc)));
+        let pair = HaPair {
+            dir,
+            cluster,
+            etcd: etcd(),
+            rpc,
+            nodes,
+        };
+        pair.wait_in_sync().await;
+        pair
+    }
+
+    /// Node `i` (panics while it is being restarted).
+    pub fn node(&self, i: usize) -> &CrescentdProcess {
+        self.nodes[i].as_ref().expect("node is running")
+    }
+
+    pub fn node_mut(&mut self, i: usize) -> &mut CrescentdProcess {
+        self.nodes[i].as_mut().expect("node is running")
+    }
+
+    /// Waits until one node is active with an in-sync standby; returns its index.
+    pub async fn wait_in_sync(&self) -> usize {
+        wait_pair_in_sync(&[self.node(0), self.node(1)]).await
+    }
+
+    /// Stops node `i` (if still running) and starts it again on its data dir as a standby
+    /// ([`restart_standby`]). Call it from the test's own thread (see there).
+    pub fn restart_as_standby(&mut self, i: usize) {
+        self.nodes[i] = None;
+        self.nodes[i] = Some(restart_standby(
+            self.dir.path(),
+            NODE_NAMES[i],
+            &self.cluster,
+            self.rpc,
+        ));
+    }
+}

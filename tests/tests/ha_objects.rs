@@ -29,9 +29,7 @@ use crescent_client::{ClientOptions, CrescentClient, LeaderSource, Owner, OwnerC
 use crescent_tests::binaries::ensure_workspace_binary;
 use crescent_tests::crescentd::{log_tail, CrescentdProcess};
 use crescent_tests::env_count;
-use crescent_tests::ha_pair::{
-    cluster_name, etcd, health, restart_standby, start_node, wait_active, wait_pair_in_sync,
-};
+use crescent_tests::ha_pair::{health, wait_active, HaPair};
 use crescent_tests::store_e2e::{check_value, object_sizes, object_value, OwnerProcess};
 
 /// The HA tests each run two crescentd processes: one at a time, so a 2-core machine gives
@@ -131,31 +129,21 @@ async fn owners_follow_a_failover_and_every_object_reads_back_byte_identical() {
     let _serial = SERIAL.lock().await;
     let rounds = env_count("CRESCENT_HA_OBJECT_ROUNDS", 2) as usize;
     let per_round = env_count("CRESCENT_HA_OBJECTS", 120) as usize;
-    let dir = tempfile::tempdir().unwrap();
-    let cluster = cluster_name();
-    let etcd = etcd();
-    let names = ["a", "b"];
-    let mut nodes: [Option<CrescentdProcess>; 2] = [
-        Some(start_node(dir.path(), "a", &cluster, true)),
-        Some(start_node(dir.path(), "b", &cluster, true)),
-    ];
-    wait_pair_in_sync(&[nodes[0].as_ref().unwrap(), nodes[1].as_ref().unwrap()]).await;
+    let mut pair = HaPair::start(true).await;
 
+    let (etcd, cluster) = (pair.etcd.clone(), pair.cluster.clone());
     let globals = ["--etcd", etcd.as_str(), "--cluster", cluster.as_str()];
     let mut owners = [
         OwnerProcess::start_with(&globals, "ha-owner-1", OWNER_SEGMENT),
         OwnerProcess::start_with(&globals, "ha-owner-2", OWNER_SEGMENT),
     ];
-    let writer = CrescentClient::connect(ClientOptions::etcd(&etcd, &cluster))
+    let writer = CrescentClient::connect(ClientOptions::etcd(&pair.etcd, &pair.cluster))
         .await
         .expect("a client following the leader through etcd");
 
     let mut written: Vec<Written> = Vec::new();
     for round in 0..rounds {
-        let active = {
-            let pair: Vec<&CrescentdProcess> = nodes.iter().map(|n| n.as_ref().unwrap()).collect();
-            wait_pair_in_sync(&pair).await
-        };
+        let active = pair.wait_in_sync().await;
         let survivor = 1 - active;
         let sizes = object_sizes(per_round, round as u64 + 1);
         for (i, len) in sizes.into_iter().enumerate() {
@@ -171,9 +159,9 @@ async fn owners_follow_a_failover_and_every_object_reads_back_byte_identical() {
         }
         wait_notices_settled(&writer, written.len() as u64).await;
 
-        let dead_addr = nodes[active].as_ref().unwrap().addr;
+        let dead_addr = pair.node(active).addr;
         let killed_at = Instant::now();
-        nodes[active].as_mut().unwrap().guard.sigkill();
+        pair.node_mut(active).guard.sigkill();
 
         // The writer was told nothing: its next read follows the failover by itself.
         let first = &written[0];
@@ -187,7 +175,7 @@ async fn owners_follow_a_failover_and_every_object_reads_back_byte_identical() {
             killed_at.elapsed()
         );
 
-        let node = nodes[survivor].as_ref().unwrap();
+        let node = pair.node(survivor);
         wait_active(node, Duration::from_secs(15)).await;
         // The first object's owner replayed; the other owner may still be replaying.
         let h = wait_gate_serving(node, Duration::from_secs(20)).await;
@@ -240,9 +228,9 @@ async fn owners_follow_a_failover_and_every_object_reads_back_byte_identical() {
         );
 
         for w in [&written[0], written.last().unwrap()] {
-            let by_etcd = cli_get(&globals, &w.key, dir.path());
+            let by_etcd = cli_get(&globals, &w.key, pair.dir.path());
             check_value(&w.key, w.index, w.len, &by_etcd).unwrap();
-            let by_list = cli_get(&["--server", &static_list], &w.key, dir.path());
+            let by_list = cli_get(&["--server", &static_list], &w.key, pair.dir.path());
             check_value(&w.key, w.index, w.len, &by_list).unwrap();
         }
         for o in owners.iter_mut() {
@@ -253,10 +241,9 @@ async fn owners_follow_a_failover_and_every_object_reads_back_byte_identical() {
             );
         }
 
-        nodes[active] = None;
         // Spawned from the test's own thread: a child dies with the thread that spawned it
         // (PR_SET_PDEATHSIG), and a blocking-pool thread exits when idle.
-        nodes[active] = Some(restart_standby(dir.path(), names[active], &cluster, true));
+        pair.restart_as_standby(active);
     }
     assert!(
         writer
@@ -306,18 +293,10 @@ async fn write_until_stopped(
 async fn kill_9_under_32_writers_loses_no_acknowledged_object() {
     let _serial = SERIAL.lock().await;
     let rounds = env_count("CRESCENT_HA_LOAD_ROUNDS", 2) as usize;
-    let dir = tempfile::tempdir().unwrap();
-    let cluster = cluster_name();
-    let etcd = etcd();
-    let names = ["a", "b"];
-    let mut nodes: [Option<CrescentdProcess>; 2] = [
-        Some(start_node(dir.path(), "a", &cluster, true)),
-        Some(start_node(dir.path(), "b", &cluster, true)),
-    ];
-    wait_pair_in_sync(&[nodes[0].as_ref().unwrap(), nodes[1].as_ref().unwrap()]).await;
+    let mut pair = HaPair::start(true).await;
     let mut owners = Vec::new();
     for id in ["load-owner-1", "load-owner-2"] {
-        let client = CrescentClient::connect(ClientOptions::etcd(&etcd, &cluster))
+        let client = CrescentClient::connect(ClientOptions::etcd(&pair.etcd, &pair.cluster))
             .await
             .unwrap();
         let config = OwnerConfig {
@@ -332,10 +311,7 @@ async fn kill_9_under_32_writers_loses_no_acknowledged_object() {
     let mut acked_all: Vec<Written> = Vec::new();
     let mut failures_all: BTreeMap<&'static str, u64> = BTreeMap::new();
     for round in 0..rounds {
-        let active = {
-            let pair: Vec<&CrescentdProcess> = nodes.iter().map(|n| n.as_ref().unwrap()).collect();
-            wait_pair_in_sync(&pair).await
-        };
+        let active = pair.wait_in_sync().await;
         let survivor = 1 - active;
         let stop = Arc::new(AtomicBool::new(false));
         let tasks: Vec<_> = (0..32)
@@ -345,10 +321,10 @@ async fn kill_9_under_32_writers_loses_no_acknowledged_object() {
             })
             .collect();
         tokio::time::sleep(Duration::from_millis(600)).await;
-        let dead_addr = nodes[active].as_ref().unwrap().addr;
+        let dead_addr = pair.node(active).addr;
         let killed_at = Instant::now();
-        nodes[active].as_mut().unwrap().guard.sigkill();
-        let node = nodes[survivor].as_ref().unwrap();
+        pair.node_mut(active).guard.sigkill();
+        let node = pair.node(survivor);
         wait_active(node, Duration::from_secs(15)).await;
         // Let the writers run into the gate and through it before stopping them.
         let reader = CrescentClient::new(&format!("{dead_addr},{}", node.addr)).unwrap();
@@ -384,10 +360,9 @@ async fn kill_9_under_32_writers_loses_no_acknowledged_object() {
             acked_all.len()
         );
 
-        nodes[active] = None;
         // Spawned from the test's own thread: a child dies with the thread that spawned it
         // (PR_SET_PDEATHSIG), and a blocking-pool thread exits when idle.
-        nodes[active] = Some(restart_standby(dir.path(), names[active], &cluster, true));
+        pair.restart_as_standby(active);
     }
     // Only failover outcomes: a put interrupted between its put_start and put_end, or one that
     // hit the deadline. Nothing else (no CONFLICT, no checksum or transfer error).

@@ -7,11 +7,14 @@
 //!   way of a write: a put does not wait for the owner's acknowledgement.
 //! - [`replayer`]: an owner that sees a new leader term replays its table to crescentd in
 //!   bounded batches, then signals completion.
+//! - [`server_watch`]: the owner learns at once that crescentd restarted or the leader changed.
 
 pub mod notifier;
 pub mod notify_queue;
 pub mod replayer;
+pub mod server_watch;
 
 pub use notifier::{NoticeSender, Notifier, SendFailure};
 pub use notify_queue::{DropReason, NoticeBatch, NoticeTarget, NotifyConfig, NotifyQueue};
 pub use replayer::{replay_table, RebuildSink, ReplayConfig, ReplayReport};
+pub use server_watch::WatchConfig;

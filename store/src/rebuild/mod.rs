@@ -9,4 +9,4 @@ mod ledger;
 mod replay;
 
 pub use gate::{OperationClass, RebuildGate, DEFAULT_DEGRADED_TIMEOUT_MS};
-pub use ledger::ReplayLedger;
+pub use ledger::ReplayLedgers;

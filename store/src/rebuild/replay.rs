@@ -23,7 +23,7 @@ use crate::directory::ObjectDirectory;
 use crate::entry::{Entry, Replica, Replicas, COMPLETE, HAS_CHECKSUM};
 use crate::error::StoreError;
 use crate::identity::{ObjectName, ScopeId};
-use crate::rebuild::ledger::{Holder, ReplayLedger};
+use crate::rebuild::ledger::{lock, Holder, SegmentLedger};
 use crate::segments::SegmentIdx;
 use crate::time::Ticks;
 
@@ -32,7 +32,6 @@ struct Eligible<'a> {
     scope: ScopeId,
     key: &'a [u8],
     segment: SegmentIdx,
-    segment_id: &'a str,
     entry: &'a ReplayEntry,
 }
 
@@ -82,19 +81,43 @@ impl ObjectDirectory {
             });
         }
         let now = self.now(now_ms);
-        let mut ledger = self.ledger.lock().expect("ledger lock");
-        let outcomes: Vec<EntryOutcome> = entries
-            .iter()
-            .map(|e| {
-                let o = self.replay_one(&mut ledger, owner_id, e, now);
-                if o.outcome == ReplayOutcome::Rejected {
-                    tracing::debug!(owner = owner_id, key = %e.id.key, reason = ?o.reason,
-                        "replay entry rejected");
+        let mut outcomes: Vec<EntryOutcome> = Vec::with_capacity(entries.len());
+        // Hints to drop from other segments' ledgers, applied once the run's lock is released
+        // (one segment ledger lock at a time: ledger.rs).
+        let mut deferred = Vec::new();
+        let mut start = 0;
+        while start < entries.len() {
+            // A run of consecutive entries of one segment shares one hold of its ledger.
+            let segment_id = &entries[start].segment_id;
+            let end = start
+                + entries[start..]
+                    .iter()
+                    .take_while(|e| e.segment_id == *segment_id)
+                    .count();
+            let run = &entries[start..end];
+            if self.table().find(segment_id).is_none() {
+                // No ledger for segments that are not mounted (bad input must not grow it).
+                outcomes.extend(
+                    run.iter()
+                        .map(|_| rejected(format!("segment {segment_id:?} is not mounted"))),
+                );
+            } else {
+                let cell = self.ledgers.segment(segment_id);
+                let mut ledger = lock(&cell);
+                for e in run {
+                    let o = self.replay_one(&mut ledger, owner_id, e, now, &mut deferred);
+                    if o.outcome == ReplayOutcome::Rejected {
+                        tracing::debug!(owner = owner_id, key = %e.id.key, reason = ?o.reason,
+                            "replay entry rejected");
+                    }
+                    outcomes.push(o);
                 }
-                o
-            })
-            .collect();
-        drop(ledger);
+            }
+            for (segment, offset, put_id) in deferred.drain(..) {
+                self.ledgers.remove(&segment, offset, put_id);
+            }
+            start = end;
+        }
         for o in &outcomes {
             self.metrics.rebuild_entry(o.outcome);
         }
@@ -105,20 +128,21 @@ impl ObjectDirectory {
     /// replay of an earlier incarnation is expected any more). Later replays still merge,
     /// fenced by put ids and by the allocator alone.
     pub fn finish_rebuild(&self) {
-        self.ledger.lock().expect("ledger lock").clear();
+        self.ledgers.clear();
     }
 
     /// Replayed replicas the ledger tracks.
     pub fn replay_ledger_len(&self) -> usize {
-        self.ledger.lock().expect("ledger lock").len()
+        self.ledgers.len()
     }
 
     fn replay_one(
         &self,
-        ledger: &mut ReplayLedger,
+        ledger: &mut SegmentLedger,
         owner_id: &str,
         entry: &ReplayEntry,
         now: Ticks,
+        deferred: &mut Vec<(Box<str>, u64, u64)>,
     ) -> EntryOutcome {
         let e = match self.eligible(owner_id, entry) {
             Ok(e) => e,
@@ -129,11 +153,11 @@ impl ObjectDirectory {
             Relation::Replace | Relation::AddReplica => {}
         }
         let slot = slot_len(entry.length);
-        let holders = ledger.overlapping(e.segment_id, entry.offset, slot);
+        let holders = ledger.overlapping(entry.offset, slot);
         let mut older = Vec::new();
         for (offset, holder) in holders {
             if !self.holder_is_live(e.segment, offset, &holder) {
-                ledger.remove(e.segment_id, offset, holder.put_id);
+                ledger.remove(offset, holder.put_id);
                 continue;
             }
             if holder.put_id >= entry.put_id {
@@ -161,9 +185,9 @@ impl ObjectDirectory {
         }
         for (offset, holder) in older {
             self.evict_replica(e.segment, offset, &holder);
-            ledger.remove(e.segment_id, offset, holder.put_id);
+            ledger.remove(offset, holder.put_id);
         }
-        self.install(ledger, &e, now)
+        self.install(ledger, &e, now, deferred)
     }
 
     fn eligible<'a>(
@@ -221,7 +245,6 @@ impl ObjectDirectory {
             scope,
             key: name.key.as_bytes(),
             segment,
-            segment_id: &entry.segment_id,
             entry,
         })
     }
@@ -288,7 +311,13 @@ impl ObjectDirectory {
     }
 
     /// Reserves the slot and installs the entry as (a replica of) the key's version.
-    fn install(&self, ledger: &mut ReplayLedger, e: &Eligible<'_>, now: Ticks) -> EntryOutcome {
+    fn install(
+        &self,
+        ledger: &mut SegmentLedger,
+        e: &Eligible<'_>,
+        now: Ticks,
+        deferred: &mut Vec<(Box<str>, u64, u64)>,
+    ) -> EntryOutcome {
         let entry = e.entry;
         let mut shard = self.lock_shard(self.shard_of(e.scope, e.key));
         let slot = shard.lookup(e.scope, e.key);
@@ -349,8 +378,14 @@ impl ObjectDirectory {
                 current.flags = flags;
                 if let Some((replicas, size, put_id, lease_until)) = old {
                     for r in replicas.as_slice() {
-                        if let Some(old_seg) = table.get(r.segment) {
-                            ledger.remove(&old_seg.spec.segment_id, r.offset, put_id);
+                        if r.segment == e.segment {
+                            ledger.remove(r.offset, put_id);
+                        } else if let Some(old_seg) = table.get(r.segment) {
+                            deferred.push((
+                                Box::from(old_seg.spec.segment_id.as_str()),
+                                r.offset,
+                                put_id,
+                            ));
                         }
                     }
                     if lease_until > now {
@@ -372,7 +407,6 @@ impl ObjectDirectory {
         drop(table);
         drop(shard);
         ledger.insert(
-            e.segment_id,
             entry.offset,
             Holder {
                 scope: e.scope,
