@@ -26,17 +26,23 @@ pub fn cluster_name() -> String {
     format!("t{}", &uuid::Uuid::new_v4().simple().to_string()[..12])
 }
 
-/// Starts node `name` of `cluster` (data in `dir/name`, log `dir/name.log`) as an HA
-/// candidate. `rpc`: keep the RPC fast path (on an OS-chosen port) or serve HTTP only.
+/// Writes node `name`'s config file `dir/name.toml`: lease TTL 2 s, sync timeout 1 s, then
+/// `extra` (more TOML sections). [`start_node`] and restarts keep a config written before them.
+pub fn write_node_config(dir: &Path, name: &str, extra: &str) {
+    let text = format!("[ha]\nlease_ttl_secs = 2\nsync_timeout_ms = 1000\n{extra}");
+    std::fs::write(dir.join(format!("{name}.toml")), text).expect("writing the node config");
+}
+
+/// Starts node `name` of `cluster` (data in `dir/name`, log `dir/name.log`, config
+/// `dir/name.toml`, written with the defaults if absent) as an HA candidate. `rpc`: keep the RPC
+/// fast path (on an OS-chosen port) or serve HTTP only.
 pub fn start_node(dir: &Path, name: &str, cluster: &str, rpc: bool) -> CrescentdProcess {
     let bin = ensure_workspace_binary("crescent-server", "crescentd");
     let data = dir.join(name);
     let config = dir.join(format!("{name}.toml"));
-    std::fs::write(
-        &config,
-        "[ha]\nlease_ttl_secs = 2\nsync_timeout_ms = 1000\n",
-    )
-    .unwrap();
+    if !config.exists() {
+        write_node_config(dir, name, "");
+    }
     let mut args: Vec<String> = [
         "--config",
         config.to_str().unwrap(),
@@ -144,6 +150,53 @@ pub fn restart_standby(dir: &Path, name: &str, cluster: &str, rpc: bool) -> Cres
     panic!("{name} kept exiting on restart");
 }
 
+/// Waits until the writer's owner notices have all been acknowledged by the owners: a put does
+/// not wait for them (docs/rebuild.md), and an object whose notice is still queued when the
+/// active dies is, by design, not rebuilt.
+pub async fn wait_notices_settled(writer: &crescent_client::CrescentClient, expected: u64) {
+    let started = Instant::now();
+    let rebuild = writer.metrics().rebuild();
+    loop {
+        let recorded = rebuild.count("notices", "recorded");
+        if recorded >= expected && rebuild.queue_depth() == 0 {
+            return;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "owner notices not settled in 30 s: {recorded}/{expected} recorded, queue {}, \
+             dropped {}",
+            rebuild.queue_depth(),
+            rebuild.count("dropped", "overflow")
+                + rebuild.count("dropped", "expired")
+                + rebuild.count("dropped", "refused")
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Waits until `node`'s rebuild gate is `state` (SERVING, DEGRADED, ...); returns its health
+/// document.
+pub async fn wait_gate(
+    node: &CrescentdProcess,
+    state: &str,
+    within: Duration,
+) -> serde_json::Value {
+    let started = Instant::now();
+    loop {
+        let h = health(node.addr).await.unwrap_or_default();
+        if h["gate"] == state {
+            return h;
+        }
+        assert!(
+            started.elapsed() < within,
+            "gate of {} not {state} within {within:?}: {h}; log:\n{}",
+            node.addr,
+            log_tail(&node.log_path, 30)
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// The node names of a [`HaPair`], by index.
 pub const NODE_NAMES: [&str; 2] = ["a", "b"];
 
@@ -161,7 +214,15 @@ pub struct HaPair {
 impl HaPair {
     /// Starts nodes `a` and `b` and waits until one is active with an in-sync standby.
     pub async fn start(rpc: bool) -> HaPair {
+        Self::start_with(rpc, "").await
+    }
+
+    /// [`HaPair::start`] with `extra` TOML in both nodes' config (kept across restarts).
+    pub async fn start_with(rpc: bool, extra: &str) -> HaPair {
         let dir = tempfile::tempdir().expect("temp dir");
+        for name in NODE_NAMES {
+            write_node_config(dir.path(), name, extra);
+        }
         let cluster = cluster_name();
         let nodes = NODE_NAMES.map(|name| Some(start_node(dir.path(), name, &cluster, rpc)));
         let pair = HaPair {

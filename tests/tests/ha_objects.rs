@@ -29,7 +29,7 @@ use crescent_client::{ClientOptions, CrescentClient, LeaderSource, Owner, OwnerC
 use crescent_tests::binaries::ensure_workspace_binary;
 use crescent_tests::crescentd::{log_tail, CrescentdProcess};
 use crescent_tests::env_count;
-use crescent_tests::ha_pair::{health, wait_active, HaPair};
+use crescent_tests::ha_pair::{wait_active, wait_gate, wait_notices_settled, HaPair};
 use crescent_tests::store_e2e::{check_value, object_sizes, object_value, OwnerProcess};
 
 /// The HA tests each run two crescentd processes: one at a time, so a 2-core machine gives
@@ -72,48 +72,6 @@ fn cli_get(globals: &[&str], key: &str, dir: &Path) -> Vec<u8> {
     let bytes = std::fs::read(&out_file).expect("reading the CLI's output");
     std::fs::remove_file(&out_file).ok();
     bytes
-}
-
-/// Waits until the writer's owner notices have all been acknowledged by the owners: a put does
-/// not wait for them (docs/rebuild.md), and an object whose notice is still queued when the
-/// active dies is, by design, not rebuilt.
-async fn wait_notices_settled(writer: &CrescentClient, expected: u64) {
-    let started = Instant::now();
-    let rebuild = writer.metrics().rebuild();
-    loop {
-        let recorded = rebuild.count("notices", "recorded");
-        if recorded >= expected && rebuild.queue_depth() == 0 {
-            return;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "owner notices not settled in 30 s: {recorded}/{expected} recorded, queue {}, \
-             dropped {}",
-            rebuild.queue_depth(),
-            rebuild.count("dropped", "overflow")
-                + rebuild.count("dropped", "expired")
-                + rebuild.count("dropped", "refused")
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
-/// Waits until `node`'s rebuild gate is SERVING; returns its health document.
-async fn wait_gate_serving(node: &CrescentdProcess, within: Duration) -> serde_json::Value {
-    let started = Instant::now();
-    loop {
-        let h = health(node.addr).await.unwrap_or_default();
-        if h["gate"] == "SERVING" {
-            return h;
-        }
-        assert!(
-            started.elapsed() < within,
-            "gate of {} not SERVING within {within:?}: {h}; log:\n{}",
-            node.addr,
-            log_tail(&node.log_path, 30)
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 fn check_all(what: &str, written: &[Written], read: &[Vec<u8>]) {
@@ -178,7 +136,7 @@ async fn owners_follow_a_failover_and_every_object_reads_back_byte_identical() {
         let node = pair.node(survivor);
         wait_active(node, Duration::from_secs(15)).await;
         // The first object's owner replayed; the other owner may still be replaying.
-        let h = wait_gate_serving(node, Duration::from_secs(20)).await;
+        let h = wait_gate(node, "SERVING", Duration::from_secs(20)).await;
         assert_eq!(
             (
                 h["gate"].as_str(),
@@ -328,7 +286,7 @@ async fn kill_9_under_32_writers_loses_no_acknowledged_object() {
         wait_active(node, Duration::from_secs(15)).await;
         // Let the writers run into the gate and through it before stopping them.
         let reader = CrescentClient::new(&format!("{dead_addr},{}", node.addr)).unwrap();
-        let h = wait_gate_serving(node, Duration::from_secs(30)).await;
+        let h = wait_gate(node, "SERVING", Duration::from_secs(30)).await;
         assert_eq!(h["rebuild"]["owners_completed"].as_u64(), Some(2), "{h}");
         let opened = killed_at.elapsed();
         tokio::time::sleep(Duration::from_millis(500)).await;
