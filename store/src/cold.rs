@@ -412,6 +412,16 @@ impl ObjectDirectory {
         })
     }
 
+    /// Where a hot replica lives: its segment's owner, transfer endpoint and transport (the
+    /// cold tier reads offloads from, and writes restores into, other owners' segments).
+    /// `None` when the segment is not mounted.
+    pub fn describe_hot_replica(&self, replica: &HotReplica, length: u64) -> Option<ReplicaDesc> {
+        let table = self.table();
+        let idx = table.find(&replica.segment_id)?;
+        let seg = table.get(idx)?;
+        Some(seg.describe(replica.offset, length, ReplicaState::Complete))
+    }
+
     /// Gives back a promotion slot whose CAS did not happen.
     pub fn free_promotion(&self, slot: &PromotionSlot) {
         let table = self.table();

@@ -6,6 +6,7 @@
 //! or an RPC thread, never on the actors' arbiter), so one device's operations, reclaims and
 //! reconciliation never interleave and the ledger's copy of the device stays exact.
 
+pub mod dataplane;
 pub mod hot;
 pub mod ledger;
 pub mod ops;
@@ -158,7 +159,7 @@ pub async fn start(
                 Err(e) => tracing::warn!(key, error = %e, "cold route not installed"),
             }
         }
-        let hot_source = hot::EmbeddedHot { state: &me };
+        let hot_source = hot::NodeHot { state: &me };
         let mut routes = DirectoryRoutes {
             directory: &me.directory,
             now_ms: now,

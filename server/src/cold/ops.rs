@@ -10,7 +10,7 @@ use crescent_store::{cold_object_key, DirectoryRoutes, StoreError};
 use crescent_wire::cold::{ColdBackingInfo, HotReplicaInfo, ObjectStat};
 use crescent_wire::store::ObjectId;
 
-use super::hot::{EmbeddedHot, COLD_OWNER};
+use super::hot::{NodeHot, COLD_OWNER};
 use super::{mark_evictable, ColdTier};
 use crate::node::NodeState;
 
@@ -75,7 +75,7 @@ impl ColdTier {
         give_up: bool,
     ) -> Result<OffloadOutcome, ColdError> {
         let object_key = cold_object_key(id);
-        let hot = EmbeddedHot { state };
+        let hot = NodeHot { state };
         self.with_ledger(|ledger| -> Result<OffloadOutcome, ColdError> {
             let route = route_of(state, id)?;
             let op_id = match &route.cold {
