@@ -136,6 +136,23 @@ impl LocalDirDevice {
         })
     }
 
+    /// Opens a device directory that must already be stamped for `device_id`: for a device
+    /// the journal already knows, a missing stamp means this is not the device's directory
+    /// (e.g. a shared mount that is not mounted), and opening it would create an empty device
+    /// whose committed payloads all seem lost.
+    pub fn open_existing(device_id: &str, root: impl Into<PathBuf>) -> Result<Self, ColdError> {
+        let root = root.into();
+        let stamp = root.join(DEVICE_FILE);
+        match fs::metadata(&stamp) {
+            Ok(_) => Self::open(device_id, root),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(ColdError::NotFound {
+                what: "device stamp",
+                id: stamp.display().to_string(),
+            }),
+            Err(e) => Err(ColdError::io(&stamp, e)),
+        }
+    }
+
     pub fn device_id(&self) -> &str {
         &self.device_id
     }
