@@ -328,3 +328,76 @@ fn evict_triggered_offloads_victims_before_dropping_their_hot_copy() {
         assert_eq!(&node.get(&format!("e/{i}")).unwrap(), v, "e/{i}");
     }
 }
+
+#[test]
+fn remove_prefix_reclaims_cold_backed_objects() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = start(dir.path(), &[]);
+    let values: Vec<Vec<u8>> = (0..3).map(|i| payload(30_000, 40 + i as u8)).collect();
+    for (i, v) in values.iter().enumerate() {
+        node.put(&format!("pre/{i}"), v);
+    }
+    node.put("other", &values[0]);
+    // pre/0 hot only, pre/1 hot + materialized, pre/2 cold-only; "other" materialized.
+    node.ok(&["offload", "pre/1"], None);
+    node.ok(&["offload", "pre/2"], None);
+    node.ok(&["evict", "pre/2", "--hot"], None);
+    node.ok(&["offload", "other"], None);
+    let objects = dir.path().join("data/cold/local0/objects");
+    let payloads_before = count_payloads(&objects);
+    assert_eq!(payloads_before, 3);
+
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let client = crescent_client::CrescentClient::new(&node.s()).unwrap();
+    let reply = rt.block_on(client.remove_prefix("pre/")).unwrap();
+    assert_eq!((reply.removed, reply.skipped), (3, 0), "{}", node.log());
+    for i in 0..3 {
+        assert!(node.get(&format!("pre/{i}")).is_err());
+    }
+    // Only "other"'s copy is left, and usage is exactly its length.
+    assert_eq!(count_payloads(&objects), 1);
+    let len = values[0].len() as u64;
+    assert_eq!(node.usage(), (len, 0, len));
+    assert_eq!(node.get("other").unwrap(), values[0]);
+}
+
+#[test]
+fn the_health_probe_marks_a_vanished_device_unavailable_and_heals_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), "[cold]\nhealth_probe_interval_ms = 100\n");
+    let node = start(dir.path(), &[("CRESCENT_CONFIG", &config)]);
+    node.put("h", &payload(10_000, 9));
+    node.ok(&["offload", "h"], None);
+    assert_eq!(node.device()["health"], "healthy");
+
+    // The device's tmp dir vanishes (what an unmounted share looks like to the probe).
+    let tmp = dir.path().join("data/cold/local0/tmp");
+    std::fs::remove_dir_all(&tmp).unwrap();
+    wait_for("the device to be unavailable", &node, || {
+        node.device()["health"] == "unavailable"
+    });
+    // No new offload is placed on it, and no last hot replica is evicted to it.
+    node.put("h2", &payload(10_000, 10));
+    let (code, v) = node.cli(&["offload", "h2"], None);
+    assert_ne!(code, 0);
+    // UNAVAILABLE from the server (the client reports a non-idempotent call's retryable
+    // failure as FAILOVER_INTERRUPTED, quoting it).
+    let message = v["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("UNAVAILABLE") && message.contains("health is unavailable"),
+        "{v}"
+    );
+    let (code, v) = node.cli(&["evict", "h", "--hot"], None);
+    assert_ne!(code, 0);
+    assert_eq!(v["error"]["code"], "CONFLICT", "{v}");
+
+    std::fs::create_dir_all(&tmp).unwrap();
+    wait_for("the device to heal", &node, || {
+        node.device()["health"] == "healthy"
+    });
+    node.ok(&["offload", "h2"], None);
+    node.ok(&["evict", "h", "--hot"], None);
+}

@@ -153,6 +153,29 @@ impl LocalDirDevice {
         }
     }
 
+    /// The health probe: writes a small file under `tmp/`, fsyncs it, reads it back and
+    /// removes it. An error means the device cannot take writes (or return them) right now.
+    pub fn probe(&self) -> Result<(), ColdError> {
+        let seq = self.temp_seq.fetch_add(1, Ordering::Relaxed);
+        let path = self
+            .root
+            .join(TMP_DIR)
+            .join(format!("probe.{}.{seq}.tmp", std::process::id()));
+        let body = format!("crescent-cold-probe {} {seq}\n", self.device_id);
+        let result = write_synced(&path, body.as_bytes()).and_then(|()| {
+            let back = fs::read(&path).map_err(|e| ColdError::io(&path, e))?;
+            if back != body.as_bytes() {
+                return Err(corrupt(
+                    &path.display().to_string(),
+                    "the probe read back other bytes",
+                ));
+            }
+            Ok(())
+        });
+        let removed = fs::remove_file(&path).map_err(|e| ColdError::io(&path, e));
+        result.and(removed)
+    }
+
     pub fn device_id(&self) -> &str {
         &self.device_id
     }

@@ -9,6 +9,7 @@
 pub mod dataplane;
 pub mod hot;
 pub mod ledger;
+pub mod maintenance;
 pub mod ops;
 pub mod restore;
 pub mod weights;
@@ -265,6 +266,8 @@ pub async fn start(
         .set_cold(Arc::new(weights::ColdWeights::new(state)))?;
     worker::spawn(state.clone())
         .map_err(|e| ServerError::Recovery(format!("cannot start the offload worker: {e}")))?;
+    maintenance::spawn(state.clone(), settings.upkeep())
+        .map_err(|e| ServerError::Recovery(format!("cannot start the cold upkeep: {e}")))?;
     Ok(())
 }
 
