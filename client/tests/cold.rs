@@ -5,164 +5,12 @@
 
 mod common;
 
-use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{crescent, crescentd_bin, Proc};
+use common::cold::{payload, start, Node};
+use common::crescent;
 use serde_json::Value;
-
-/// A crescentd on a data dir that outlives it (restarts reuse it).
-struct Node {
-    addr: SocketAddr,
-    proc: Proc,
-    log: PathBuf,
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn start(dir: &Path, env: &[(&str, &str)]) -> Node {
-    let log = dir.join(format!("crescentd-{}.log", free_port()));
-    for _ in 0..5 {
-        let addr: SocketAddr = ([127, 0, 0, 1], free_port()).into();
-        let file = std::fs::File::create(&log).unwrap();
-        let mut cmd = Command::new(crescentd_bin());
-        cmd.arg("--data-dir")
-            .arg(dir.join("data"))
-            .arg("--listen")
-            .arg(addr.to_string())
-            .env_remove("CRESCENT_CONFIG")
-            .env_remove("CRESCENT_COLD_KILL_AT")
-            .stdin(Stdio::null())
-            .stdout(Stdio::from(file.try_clone().unwrap()))
-            .stderr(Stdio::from(file));
-        for (k, v) in env {
-            cmd.env(k, v);
-        }
-        let mut proc = Proc(cmd.spawn().expect("spawning crescentd"));
-        let started = Instant::now();
-        loop {
-            if let Ok(Some(_)) = proc.0.try_wait() {
-                break;
-            }
-            if TcpStream::connect_timeout(&addr, Duration::from_millis(100)).is_ok() {
-                return Node { addr, proc, log };
-            }
-            assert!(
-                started.elapsed() < Duration::from_secs(60),
-                "crescentd did not start:\n{}",
-                std::fs::read_to_string(&log).unwrap_or_default()
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        drop(proc);
-    }
-    panic!(
-        "crescentd would not start:\n{}",
-        std::fs::read_to_string(&log).unwrap_or_default()
-    );
-}
-
-impl Node {
-    fn s(&self) -> String {
-        self.addr.to_string()
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    /// Runs the CLI with `--json`; returns (exit code, parsed stdout).
-    fn cli(&self, args: &[&str], stdin: Option<&[u8]>) -> (i32, Value) {
-        let mut full = vec!["--json"];
-        full.extend_from_slice(args);
-        let (code, out, err) = crescent(&self.s(), &full, stdin);
-        let v = serde_json::from_slice(&out).unwrap_or_else(|e| {
-            panic!(
-                "{args:?}: {e}: {}\nstderr: {err}",
-                String::from_utf8_lossy(&out)
-            )
-        });
-        (code, v)
-    }
-
-    fn ok(&self, args: &[&str], stdin: Option<&[u8]>) -> Value {
-        let (code, v) = self.cli(args, stdin);
-        assert_eq!(code, 0, "{args:?}: {v}\n{}", self.log());
-        v
-    }
-
-    fn put(&self, key: &str, data: &[u8]) {
-        self.ok(&["put", key, "-"], Some(data));
-    }
-
-    fn put_upsert(&self, key: &str, data: &[u8]) {
-        self.ok(&["put", "--upsert", key, "-"], Some(data));
-    }
-
-    /// The raw bytes of `get`.
-    fn get(&self, key: &str) -> Result<Vec<u8>, String> {
-        let (code, out, err) = crescent(&self.s(), &["get", key], None);
-        if code == 0 {
-            Ok(out)
-        } else {
-            Err(err)
-        }
-    }
-
-    fn device(&self) -> Value {
-        let devices = self.ok(&["cold", "ls"], None);
-        let list = devices.as_array().expect("device list");
-        assert_eq!(list.len(), 1, "{devices}");
-        list[0].clone()
-    }
-
-    /// Used, reserved and the sum of live materialized lengths of the device.
-    fn usage(&self) -> (u64, u64, u64) {
-        let d = self.device();
-        (
-            d["used"].as_u64().unwrap(),
-            d["reserved"].as_u64().unwrap(),
-            d["live_materialized_bytes"].as_u64().unwrap(),
-        )
-    }
-
-    fn kill(self) {
-        self.proc.signal(libc::SIGKILL);
-        drop(self);
-    }
-
-    /// Waits for the process to end (it SIGKILLs itself at an armed fault point).
-    fn wait_killed(mut self) {
-        let started = Instant::now();
-        loop {
-            if let Ok(Some(status)) = self.proc.0.try_wait() {
-                use std::os::unix::process::ExitStatusExt;
-                assert_eq!(status.signal(), Some(libc::SIGKILL), "{}", self.log());
-                return;
-            }
-            assert!(
-                started.elapsed() < Duration::from_secs(30),
-                "crescentd did not hit its fault point:\n{}",
-                self.log()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-fn payload(n: usize, seed: u8) -> Vec<u8> {
-    (0..n)
-        .map(|i| (i as u32).wrapping_mul(31).wrapping_add(seed as u32) as u8)
-        .collect()
-}
 
 #[test]
 fn cold_ls_shows_the_default_device() {
@@ -479,4 +327,77 @@ fn evict_triggered_offloads_victims_before_dropping_their_hot_copy() {
         }
         assert_eq!(&node.get(&format!("e/{i}")).unwrap(), v, "e/{i}");
     }
+}
+
+#[test]
+fn remove_prefix_reclaims_cold_backed_objects() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = start(dir.path(), &[]);
+    let values: Vec<Vec<u8>> = (0..3).map(|i| payload(30_000, 40 + i as u8)).collect();
+    for (i, v) in values.iter().enumerate() {
+        node.put(&format!("pre/{i}"), v);
+    }
+    node.put("other", &values[0]);
+    // pre/0 hot only, pre/1 hot + materialized, pre/2 cold-only; "other" materialized.
+    node.ok(&["offload", "pre/1"], None);
+    node.ok(&["offload", "pre/2"], None);
+    node.ok(&["evict", "pre/2", "--hot"], None);
+    node.ok(&["offload", "other"], None);
+    let objects = dir.path().join("data/cold/local0/objects");
+    let payloads_before = count_payloads(&objects);
+    assert_eq!(payloads_before, 3);
+
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let client = crescent_client::CrescentClient::new(&node.s()).unwrap();
+    let reply = rt.block_on(client.remove_prefix("pre/")).unwrap();
+    assert_eq!((reply.removed, reply.skipped), (3, 0), "{}", node.log());
+    for i in 0..3 {
+        assert!(node.get(&format!("pre/{i}")).is_err());
+    }
+    // Only "other"'s copy is left, and usage is exactly its length.
+    assert_eq!(count_payloads(&objects), 1);
+    let len = values[0].len() as u64;
+    assert_eq!(node.usage(), (len, 0, len));
+    assert_eq!(node.get("other").unwrap(), values[0]);
+}
+
+#[test]
+fn the_health_probe_marks_a_vanished_device_unavailable_and_heals_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), "[cold]\nhealth_probe_interval_ms = 100\n");
+    let node = start(dir.path(), &[("CRESCENT_CONFIG", &config)]);
+    node.put("h", &payload(10_000, 9));
+    node.ok(&["offload", "h"], None);
+    assert_eq!(node.device()["health"], "healthy");
+
+    // The device's tmp dir vanishes (what an unmounted share looks like to the probe).
+    let tmp = dir.path().join("data/cold/local0/tmp");
+    std::fs::remove_dir_all(&tmp).unwrap();
+    wait_for("the device to be unavailable", &node, || {
+        node.device()["health"] == "unavailable"
+    });
+    // No new offload is placed on it, and no last hot replica is evicted to it.
+    node.put("h2", &payload(10_000, 10));
+    let (code, v) = node.cli(&["offload", "h2"], None);
+    assert_ne!(code, 0);
+    // UNAVAILABLE from the server (the client reports a non-idempotent call's retryable
+    // failure as FAILOVER_INTERRUPTED, quoting it).
+    let message = v["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("UNAVAILABLE") && message.contains("health is unavailable"),
+        "{v}"
+    );
+    let (code, v) = node.cli(&["evict", "h", "--hot"], None);
+    assert_ne!(code, 0);
+    assert_eq!(v["error"]["code"], "CONFLICT", "{v}");
+
+    std::fs::create_dir_all(&tmp).unwrap();
+    wait_for("the device to heal", &node, || {
+        node.device()["health"] == "healthy"
+    });
+    node.ok(&["offload", "h2"], None);
+    node.ok(&["evict", "h", "--hot"], None);
 }

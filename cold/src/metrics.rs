@@ -39,6 +39,8 @@ pub struct ColdMetrics {
     pub single_flight_hits: IntCounter,
     pub reclaims: IntCounterVec,
     pub backpressure: IntCounterVec,
+    /// Device health probes by outcome (ok, failed).
+    pub probes: IntCounterVec,
 }
 
 impl ColdMetrics {
@@ -60,6 +62,7 @@ impl ColdMetrics {
         registry.register(Box::new(m.single_flight_hits.clone()))?;
         registry.register(Box::new(m.reclaims.clone()))?;
         registry.register(Box::new(m.backpressure.clone()))?;
+        registry.register(Box::new(m.probes.clone()))?;
         Ok(m)
     }
 
@@ -106,6 +109,11 @@ impl ColdMetrics {
                 "crescent_cold_backpressure_total",
                 "Requests refused by a saturated queue (offload_queue, restore_single_flight, capacity).",
                 &["queue"],
+            ),
+            probes: counter_vec(
+                "crescent_cold_probes_total",
+                "Device health probes (write, fsync, read back, delete) by outcome (ok, failed).",
+                &["outcome"],
             ),
         }
     }

@@ -43,6 +43,13 @@ pub struct ColdSettings {
     pub retry_base_ms: u64,
     pub retry_max_ms: u64,
     pub max_attempts: u32,
+    /// Device health probe period (a small write, fsync, read-back and delete under the root);
+    /// 0 turns it off. Failed probes degrade the device, repeated ones make it unavailable.
+    pub health_probe_interval_ms: u64,
+    /// Terminal operation and reclaim records older than this are pruned from the device
+    /// state (0: kept forever). Longer than any retry: a repeat of a pruned record's command
+    /// gets NOT_FOUND instead of a no-op.
+    pub prune_terminal_after_ms: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -84,6 +91,8 @@ impl Default for ColdSettings {
             retry_base_ms: q.retry_base_ms,
             retry_max_ms: q.retry_max_ms,
             max_attempts: q.max_attempts,
+            health_probe_interval_ms: 10_000,
+            prune_terminal_after_ms: 24 * 3_600_000,
         }
     }
 }
@@ -102,6 +111,14 @@ impl ColdSettings {
             max_attempts: self.max_attempts,
             high_watermark: self.queue_high_watermark,
             low_watermark: self.queue_low_watermark,
+        }
+    }
+
+    /// The upkeep thread's settings.
+    pub fn upkeep(&self) -> crate::cold::maintenance::UpkeepSettings {
+        crate::cold::maintenance::UpkeepSettings {
+            probe_interval_ms: self.health_probe_interval_ms,
+            prune_after_ms: self.prune_terminal_after_ms,
         }
     }
 
@@ -134,6 +151,12 @@ impl ColdSettings {
         self.scheduler()
             .validate()
             .map_err(|e| invalid("cold.queue", e.to_string()))?;
+        if self.health_probe_interval_ms != 0 && self.health_probe_interval_ms < 100 {
+            return Err(invalid(
+                "cold.health_probe_interval_ms",
+                "0 (off) or at least 100",
+            ));
+        }
         if let Some(root) = &self.root {
             if root.as_os_str().is_empty() {
                 return Err(invalid("cold.root", "must not be empty"));

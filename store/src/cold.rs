@@ -10,13 +10,17 @@
 use crescent_cold::driver::RouteAuthority;
 use crescent_cold::route::{ActiveColdBacking, HotReplica, ObjectRoute, RouteExpectation};
 use crescent_cold::ColdError;
-use crescent_wire::store::{ObjectId, ReplicaDesc, ReplicaState, DEFAULT_TENANT};
+use std::ops::Bound;
+
+use crescent_wire::store::{
+    ObjectId, RemovePrefixRequest, ReplicaDesc, ReplicaState, DEFAULT_TENANT,
+};
 
 use crate::allocator::slot_len;
 use crate::directory::ObjectDirectory;
 use crate::entry::{Entry, Replica, Replicas, COMPLETE, HAS_CHECKSUM};
 use crate::error::StoreError;
-use crate::identity::ObjectName;
+use crate::identity::{validate_key, ObjectName, ScopeName};
 use crate::segments::SegmentTable;
 use crate::shard::Shard;
 
@@ -412,6 +416,16 @@ impl ObjectDirectory {
         })
     }
 
+    /// Where a hot replica lives: its segment's owner, transfer endpoint and transport (the
+    /// cold tier reads offloads from, and writes restores into, other owners' segments).
+    /// `None` when the segment is not mounted.
+    pub fn describe_hot_replica(&self, replica: &HotReplica, length: u64) -> Option<ReplicaDesc> {
+        let table = self.table();
+        let idx = table.find(&replica.segment_id)?;
+        let seg = table.get(idx)?;
+        Some(seg.describe(replica.offset, length, ReplicaState::Complete))
+    }
+
     /// Gives back a promotion slot whose CAS did not happen.
     pub fn free_promotion(&self, slot: &PromotionSlot) {
         let table = self.table();
@@ -452,6 +466,53 @@ impl ObjectDirectory {
             }
         }
         out
+    }
+}
+
+impl ObjectDirectory {
+    /// The objects under `req`'s prefix that `remove_prefix` skipped only because they carry
+    /// a cold backing (whose reclaim must be planned before the entry goes): not managed, no
+    /// put in progress, not leased, not pinned. The server removes each with its reclaim.
+    pub fn cold_backed_under_prefix(
+        &self,
+        req: &RemovePrefixRequest,
+        now_ms: i64,
+    ) -> Result<Vec<ObjectId>, StoreError> {
+        let scope_name = ScopeName::parse(req.tenant.as_deref(), req.domain.as_deref())?;
+        validate_key("prefix", &req.prefix)?;
+        let Some(scope) = self.scopes.lookup(scope_name) else {
+            return Ok(Vec::new());
+        };
+        let prefix = req.prefix.as_bytes();
+        let now = self.now(now_ms);
+        let mut out = Vec::new();
+        for i in 0..self.shards.len() {
+            let shard = self.lock_shard(i);
+            let Some(index) = shard.scopes.get(&scope) else {
+                continue;
+            };
+            for (k, &slot) in index
+                .range::<[u8], _>((Bound::Included(prefix), Bound::Unbounded))
+                .take_while(|(k, _)| k.starts_with(prefix))
+            {
+                let e = shard.entry(slot);
+                // What remove_prefix keeps for reasons other than the backing.
+                let kept = self.is_managed(e)
+                    || e.pending.is_some()
+                    || (e.is_complete() && e.leased(now))
+                    || e.hard_pinned()
+                    || e.soft_pinned(now);
+                let removable = shard.cold.contains_key(&slot) && !kept;
+                if removable {
+                    out.push(ObjectId {
+                        tenant: req.tenant.clone(),
+                        domain: req.domain.clone(),
+                        key: String::from_utf8_lossy(k).into_owned(),
+                    });
+                }
+            }
+        }
+        Ok(out)
     }
 }
 

@@ -10,6 +10,9 @@ use crate::CrescentClient;
 pub enum ColdCommand {
     /// List cold devices (id, kind, capacity, used, reserved, health).
     Ls,
+    /// Restore throughput through the server against a sequential read of the same cold
+    /// files (run on the device's host).
+    BenchRestore(super::cold_bench::BenchRestoreArgs),
 }
 
 fn print_json(v: &impl serde::Serialize) {
@@ -70,6 +73,25 @@ pub(super) async fn cold(
                 print_json(&reply.devices);
             } else {
                 print_devices(&reply.devices);
+            }
+        }
+        ColdCommand::BenchRestore(args) => {
+            let report = super::cold_bench::bench_restore(client, &args).await?;
+            if json {
+                print_json(&report);
+            } else {
+                println!(
+                    "{} x {} B: restore {:.3} GiB/s ({:.0} obj/s), cat {:.3} GiB/s ({:.0} obj/s), \
+                     ratio {:.2} (median of {} interleaved rounds)",
+                    report.objects_per_round,
+                    report.object_bytes,
+                    report.restore_gib_s,
+                    report.restore_objects_s,
+                    report.cat_gib_s,
+                    report.cat_objects_s,
+                    report.ratio,
+                    report.rounds.len()
+                );
             }
         }
     }

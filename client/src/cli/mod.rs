@@ -2,6 +2,7 @@
 //! stable code and exit non-zero (see [`crate::ClientError::exit_code`]).
 
 mod cold;
+mod cold_bench;
 mod run;
 #[cfg(test)]
 mod tests;

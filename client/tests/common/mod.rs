@@ -1,6 +1,8 @@
 //! Spawning a real crescentd (and `crescent` processes) for the client's integration tests.
 #![allow(dead_code)]
 
+pub mod cold;
+
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -200,4 +202,121 @@ pub fn crescent(server: &str, args: &[&str], stdin: Option<&[u8]>) -> (i32, Vec<
         out.stdout,
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
+}
+
+/// A crescentd on a data dir that outlives it (`<dir>/data`: restarts and SIGKILL tests
+/// reuse it), its log appended to `<dir>/crescentd.log`. Shared by the cold-tier and the
+/// managed-weight end-to-end tests.
+#[derive(Debug)]
+pub struct DirNode {
+    pub addr: SocketAddr,
+    pub proc: Proc,
+    pub log: PathBuf,
+}
+
+impl DirNode {
+    /// Starts crescentd on `<dir>/data` with `config` (TOML text, written to
+    /// `<dir>/crescentd.toml` and passed with `--config`) when given, and extra environment.
+    /// Fault-injection variables are cleared unless `env` sets them.
+    pub fn start(dir: &Path, config: Option<&str>, env: &[(&str, &str)]) -> DirNode {
+        let config_path = config.map(|text| {
+            let path = dir.join("crescentd.toml");
+            std::fs::write(&path, text).unwrap();
+            path
+        });
+        let log = dir.join("crescentd.log");
+        for _ in 0..5 {
+            let addr: SocketAddr = ([127, 0, 0, 1], free_port()).into();
+            let file = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&log)
+                .unwrap();
+            let mut cmd = Command::new(crescentd_bin());
+            cmd.arg("--data-dir")
+                .arg(dir.join("data"))
+                .arg("--listen")
+                .arg(addr.to_string());
+            if let Some(path) = &config_path {
+                cmd.arg("--config").arg(path);
+            }
+            cmd.env_remove("CRESCENT_CONFIG")
+                .env_remove("CRESCENT_COLD_KILL_AT")
+                .env_remove("CRESCENT_WEIGHTS_KILL_AT")
+                .stdin(Stdio::null())
+                .stdout(Stdio::from(file.try_clone().unwrap()))
+                .stderr(Stdio::from(file));
+            for (k, v) in env {
+                cmd.env(k, v);
+            }
+            let mut proc = Proc(cmd.spawn().expect("spawning crescentd"));
+            let started = Instant::now();
+            loop {
+                if let Ok(Some(_)) = proc.0.try_wait() {
+                    break; // port taken or crash: try again, then report
+                }
+                if TcpStream::connect_timeout(&addr, Duration::from_millis(100)).is_ok() {
+                    return DirNode { addr, proc, log };
+                }
+                assert!(
+                    started.elapsed() < Duration::from_secs(60),
+                    "crescentd did not start:\n{}",
+                    std::fs::read_to_string(&log).unwrap_or_default()
+                );
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            drop(proc);
+        }
+        panic!(
+            "crescentd would not start:\n{}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+    }
+
+    pub fn s(&self) -> String {
+        self.addr.to_string()
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Waits for the node to kill itself (fault injection: SIGKILL at a kill point).
+    pub fn wait_killed(mut self) {
+        let started = Instant::now();
+        loop {
+            if let Ok(Some(status)) = self.proc.0.try_wait() {
+                use std::os::unix::process::ExitStatusExt;
+                assert_eq!(status.signal(), Some(libc::SIGKILL), "{}", self.log());
+                return;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(120),
+                "crescentd did not reach its kill point:\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+/// A `crescent owner` process serving a segment of `size` (e.g. "16M") as owner `id`; ready
+/// once it printed its ready line (JSON: segment_id, size, ...).
+pub fn start_owner(server: &str, id: &str, size: &str) -> (Proc, String) {
+    use std::io::{BufRead, BufReader};
+    let child = Command::new(crescent_bin())
+        .args([
+            "--server", server, "--json", "owner", "--size", size, "--id", id,
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawning crescent owner");
+    let mut proc = Proc(child);
+    let mut lines = BufReader::new(proc.0.stdout.take().unwrap()).lines();
+    let ready = lines.next().expect("owner ready line").unwrap();
+    // Keep draining its stdout so it never blocks on a full pipe.
+    std::thread::spawn(move || for _ in lines {});
+    (proc, ready)
 }

@@ -136,6 +136,46 @@ impl LocalDirDevice {
         })
     }
 
+    /// Opens a device directory that must already be stamped for `device_id`: for a device
+    /// the journal already knows, a missing stamp means this is not the device's directory
+    /// (e.g. a shared mount that is not mounted), and opening it would create an empty device
+    /// whose committed payloads all seem lost.
+    pub fn open_existing(device_id: &str, root: impl Into<PathBuf>) -> Result<Self, ColdError> {
+        let root = root.into();
+        let stamp = root.join(DEVICE_FILE);
+        match fs::metadata(&stamp) {
+            Ok(_) => Self::open(device_id, root),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(ColdError::NotFound {
+                what: "device stamp",
+                id: stamp.display().to_string(),
+            }),
+            Err(e) => Err(ColdError::io(&stamp, e)),
+        }
+    }
+
+    /// The health probe: writes a small file under `tmp/`, fsyncs it, reads it back and
+    /// removes it. An error means the device cannot take writes (or return them) right now.
+    pub fn probe(&self) -> Result<(), ColdError> {
+        let seq = self.temp_seq.fetch_add(1, Ordering::Relaxed);
+        let path = self
+            .root
+            .join(TMP_DIR)
+            .join(format!("probe.{}.{seq}.tmp", std::process::id()));
+        let body = format!("crescent-cold-probe {} {seq}\n", self.device_id);
+        let result = write_synced(&path, body.as_bytes()).and_then(|()| {
+            let back = fs::read(&path).map_err(|e| ColdError::io(&path, e))?;
+            if back != body.as_bytes() {
+                return Err(corrupt(
+                    &path.display().to_string(),
+                    "the probe read back other bytes",
+                ));
+            }
+            Ok(())
+        });
+        let removed = fs::remove_file(&path).map_err(|e| ColdError::io(&path, e));
+        result.and(removed)
+    }
+
     pub fn device_id(&self) -> &str {
         &self.device_id
     }

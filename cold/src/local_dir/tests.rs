@@ -266,3 +266,32 @@ fn header_round_trips_and_rejects_other_versions() {
         "format version 2, this binary reads 1"
     );
 }
+
+#[test]
+fn the_probe_writes_reads_and_removes_its_file_and_fails_when_the_device_is_gone() {
+    let dir = tempfile::tempdir().unwrap();
+    let dev = device(&dir);
+    dev.probe().unwrap();
+    dev.probe().unwrap();
+    let scan = dev.scan().unwrap();
+    assert!(scan.stale_temps.is_empty(), "{scan:?}");
+    // The directory vanished (an unmounted share): the probe fails with an IO error.
+    std::fs::remove_dir_all(dir.path().join("dev1")).unwrap();
+    assert!(matches!(dev.probe(), Err(ColdError::Io { .. })));
+}
+
+#[test]
+fn open_existing_refuses_an_unstamped_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("dev1");
+    assert!(matches!(
+        LocalDirDevice::open_existing("dev1", &root),
+        Err(ColdError::NotFound { .. })
+    ));
+    LocalDirDevice::open("dev1", &root).unwrap();
+    LocalDirDevice::open_existing("dev1", &root).unwrap();
+    assert!(matches!(
+        LocalDirDevice::open_existing("dev2", &root),
+        Err(ColdError::Conflict { .. })
+    ));
+}

@@ -80,8 +80,8 @@ pub async fn remove_prefix(
 ) -> Result<Reply<RemovePrefixReply>, HttpError> {
     state.rebuild.admit_object()?;
     let now = state.now_ms();
-    let directory = state.directory.clone();
-    let reply = web::block(move || directory.remove_prefix(&req, now))
+    let node = state.clone();
+    let reply = web::block(move || crate::cold::ops::remove_prefix(&node, &req, now))
         .await
         .map_err(from_blocking)??;
     Ok(Reply(reply))

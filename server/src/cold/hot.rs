@@ -1,18 +1,26 @@
 //! Hot bytes for the cold tier: reading a replica to offload it, and writing a restored value
-//! into a fresh hot slot. This node can reach the memory of its own embedded segment; replicas
-//! in other owners' segments are not readable from here (their offloads fail retryably).
+//! into a fresh hot slot. The embedded segment's memory is read and written directly; replicas
+//! in storage owners' segments (`crescent owner` processes, in-process client owners) go over
+//! the data-plane transport ([`super::dataplane`]) to the owner's transfer listener.
 
 use std::sync::Arc;
 
 use crescent_cold::device::ColdRoute;
 use crescent_cold::driver::HotSource;
-use crescent_cold::route::{ActiveColdBacking, ObjectRoute};
+use crescent_cold::route::{ActiveColdBacking, HotReplica, ObjectRoute};
 use crescent_cold::ColdError;
+use crescent_transport::RemoteSegment;
+use crescent_wire::segments::TransportKind;
 
+use super::dataplane::LazyDataPlane;
 use crate::node::NodeState;
 
 /// Who `ActiveColdBacking::owner` names for devices of this node.
 pub const COLD_OWNER: &str = "crescentd";
+
+/// The cold tier's client transport. One per process, like a client's: it holds no state of
+/// any node (connections are per endpoint), and most processes never start it.
+static DATA_PLANE: LazyDataPlane = LazyDataPlane::new();
 
 fn unavailable(reason: impl Into<String>) -> ColdError {
     ColdError::Io {
@@ -22,62 +30,123 @@ fn unavailable(reason: impl Into<String>) -> ColdError {
     }
 }
 
-/// Hot reads from the embedded segment's memory.
-pub struct EmbeddedHot<'a> {
+/// Hot reads and writes of this node's segments: the embedded one in memory, owners' ones
+/// over the transport.
+pub struct NodeHot<'a> {
     pub state: &'a NodeState,
 }
 
-impl EmbeddedHot<'_> {
-    fn memory(&self) -> Option<(String, Arc<crescent_transport::SegmentMemory>)> {
+/// The former name (the embedded segment was once the only one reachable).
+pub type EmbeddedHot<'a> = NodeHot<'a>;
+
+/// Where a replica's bytes are reachable from this process.
+enum HotPlace {
+    Embedded(Arc<crescent_transport::SegmentMemory>),
+    Remote(RemoteSegment),
+}
+
+impl NodeHot<'_> {
+    fn embedded(&self) -> Option<(String, Arc<crescent_transport::SegmentMemory>)> {
         let guard = self.state.embedded.lock().expect("embedded mutex");
         guard
             .as_ref()
             .map(|e| (e.segment_id.clone(), e.memory().clone()))
     }
 
-    /// Writes `bytes` at `offset` of the embedded segment (a restore's promotion).
-    pub fn write(&self, segment_id: &str, offset: u64, bytes: &[u8]) -> Result<(), ColdError> {
-        let (id, memory) = self
-            .memory()
-            .ok_or_else(|| unavailable("no embedded segment"))?;
-        if id != segment_id {
+    /// How to reach `replica` (`length` bytes): embedded memory or an owner's TCP listener.
+    fn place(&self, replica: &HotReplica, length: u64) -> Result<HotPlace, ColdError> {
+        if let Some((id, memory)) = self.embedded() {
+            if id == replica.segment_id {
+                return Ok(HotPlace::Embedded(memory));
+            }
+        }
+        let desc = self
+            .state
+            .directory
+            .describe_hot_replica(replica, length)
+            .ok_or_else(|| unavailable(format!("segment {} is not mounted", replica.segment_id)))?;
+        if desc.transport != TransportKind::Tcp {
             return Err(unavailable(format!(
-                "segment {segment_id} is not this node's"
+                "segment {} is served by a transfer engine, which the cold tier cannot reach",
+                replica.segment_id
             )));
         }
-        futures::executor::block_on(memory.write_at(offset, bytes))
-            .map_err(|e| unavailable(format!("writing the embedded segment: {e}")))
+        let endpoint = desc.endpoint.ok_or_else(|| {
+            unavailable(format!(
+                "segment {} has no transfer endpoint",
+                replica.segment_id
+            ))
+        })?;
+        Ok(HotPlace::Remote(RemoteSegment::new(
+            endpoint,
+            replica.segment_id.as_str(),
+        )))
+    }
+
+    fn read_replica(&self, replica: &HotReplica, length: u64) -> Result<Vec<u8>, ColdError> {
+        match self.place(replica, length)? {
+            HotPlace::Embedded(memory) => {
+                let mut buf = vec![0u8; length as usize];
+                futures::executor::block_on(memory.read_at(replica.offset, &mut buf))
+                    .map_err(|e| unavailable(format!("reading the embedded segment: {e}")))?;
+                Ok(buf)
+            }
+            HotPlace::Remote(remote) => {
+                DATA_PLANE
+                    .get(&self.state.transport_metrics)?
+                    .read(&remote, replica.offset, length)
+            }
+        }
+    }
+
+    /// Writes `bytes` at `offset` of `segment_id` (a restore's promotion).
+    pub fn write(&self, segment_id: &str, offset: u64, bytes: &[u8]) -> Result<(), ColdError> {
+        let replica = HotReplica {
+            segment_id: segment_id.to_string(),
+            offset,
+        };
+        match self.place(&replica, bytes.len() as u64)? {
+            HotPlace::Embedded(memory) => {
+                futures::executor::block_on(memory.write_at(offset, bytes))
+                    .map_err(|e| unavailable(format!("writing the embedded segment: {e}")))
+            }
+            HotPlace::Remote(remote) => DATA_PLANE
+                .get(&self.state.transport_metrics)?
+                .write(&remote, offset, bytes),
+        }
     }
 }
 
-impl HotSource for EmbeddedHot<'_> {
+impl HotSource for NodeHot<'_> {
+    /// The first replica (embedded first) whose bytes verify against the route's checksum and
+    /// length: a reused slot, or an owner gone since the route was read, is skipped.
     fn read_hot(&self, route: &ObjectRoute) -> Result<Vec<u8>, ColdError> {
-        let (id, memory) = self
-            .memory()
-            .ok_or_else(|| unavailable("no embedded segment"))?;
-        let replica = route
-            .replicas
-            .iter()
-            .find(|r| r.segment_id == id)
-            .ok_or_else(|| {
-                unavailable(format!(
-                    "{} has no replica in this node's memory",
-                    route.key
-                ))
-            })?;
-        let mut buf = vec![0u8; route.length as usize];
-        futures::executor::block_on(memory.read_at(replica.offset, &mut buf))
-            .map_err(|e| unavailable(format!("reading the embedded segment: {e}")))?;
-        // The hot copy must still be the content the route names (a reused slot never is).
-        let actual = crescent_cold::payload_checksum(&buf);
-        if actual != route.checksum {
-            return Err(ColdError::ChecksumMismatch {
-                locator: format!("{}@{}", replica.segment_id, replica.offset),
-                expected: route.checksum,
-                actual,
-            });
+        let _span = tracing::debug_span!("cold.read_hot", length = route.length).entered();
+        let embedded = self.embedded().map(|(id, _)| id);
+        let mut order: Vec<&HotReplica> = route.replicas.iter().collect();
+        order.sort_by_key(|r| Some(&r.segment_id) != embedded.as_ref());
+        let mut last = unavailable(format!("{} has no hot replica", route.key));
+        for replica in order {
+            let buf = match self.read_replica(replica, route.length) {
+                Ok(buf) => buf,
+                Err(e) => {
+                    last = e;
+                    continue;
+                }
+            };
+            // The hot copy must still be the content the route names (a reused slot never is).
+            let actual = crescent_cold::payload_checksum(&buf);
+            if actual != route.checksum {
+                last = ColdError::ChecksumMismatch {
+                    locator: format!("{}@{}", replica.segment_id, replica.offset),
+                    expected: route.checksum,
+                    actual,
+                };
+                continue;
+            }
+            return Ok(buf);
         }
-        Ok(buf)
+        Err(last)
     }
 }
 

@@ -6,8 +6,10 @@
 //! or an RPC thread, never on the actors' arbiter), so one device's operations, reclaims and
 //! reconciliation never interleave and the ledger's copy of the device stays exact.
 
+pub mod dataplane;
 pub mod hot;
 pub mod ledger;
+pub mod maintenance;
 pub mod ops;
 pub mod restore;
 pub mod weights;
@@ -99,6 +101,63 @@ pub async fn start_node(state: &Arc<NodeState>, config: &crate::Config) -> Resul
     start(state, &config.cold, &config.data_dir, recovered, seq).await
 }
 
+/// Starts the cold tier of an HA active, after its promotion (the replicated journal holds
+/// every device's state). The device directory must be one both nodes mount at the same
+/// path (a shared mount: NFS, a cluster filesystem), so the cold tier starts only with an
+/// explicit `[cold] root`; the default `<data_dir>/cold/...` is local to one node and the
+/// tier stays off. A directory not stamped for the device (`DEVICE`) while the journal
+/// already knows the device means the shared mount is missing or another device's: refused
+/// here, rather than reconciling an empty directory against the journal.
+pub async fn start_active(
+    state: &Arc<NodeState>,
+    config: &crate::Config,
+) -> Result<(), ServerError> {
+    let settings = &config.cold;
+    if !settings.enabled {
+        return Ok(());
+    }
+    let Some(root) = settings.root.as_deref() else {
+        tracing::info!(
+            "cold tier off in HA mode: set [cold] root to a directory every node mounts at \
+             the same path"
+        );
+        return Ok(());
+    };
+    let journaled = state
+        .cold_recovered
+        .lock()
+        .expect("cold recovered mutex")
+        .as_ref()
+        .is_some_and(|(devices, _)| {
+            devices
+                .get(&settings.device_id)
+                .is_some_and(|d| d.config().is_some())
+        });
+    check_shared_root(&settings.device_id, root, journaled)?;
+    start_node(state, config).await
+}
+
+/// The HA shared-mount check of a device root: stamped for this device (`DEVICE`), and
+/// stamped at all when the journal already knows the device.
+pub fn check_shared_root(
+    device_id: &str,
+    root: &std::path::Path,
+    journaled: bool,
+) -> Result<(), ServerError> {
+    let opened = if journaled {
+        LocalDirDevice::open_existing(device_id, root)
+    } else {
+        LocalDirDevice::open(device_id, root)
+    };
+    opened.map(drop).map_err(|e| {
+        ServerError::Recovery(format!(
+            "cold tier: device {device_id:?} at {}: {e} (in HA mode the cold directory must be \
+             a shared mount, at the same path on every node, stamped for this device)",
+            root.display()
+        ))
+    })
+}
+
 /// Starts the cold tier of a node: configures the device (journaled, a no-op when unchanged),
 /// installs the cold-only routes from the journal into the directory (readable with no owner
 /// replay), then reconciles the device (resumes every operation and reclaim, deletes orphan
@@ -158,7 +217,7 @@ pub async fn start(
                 Err(e) => tracing::warn!(key, error = %e, "cold route not installed"),
             }
         }
-        let hot_source = hot::EmbeddedHot { state: &me };
+        let hot_source = hot::NodeHot { state: &me };
         let mut routes = DirectoryRoutes {
             directory: &me.directory,
             now_ms: now,
@@ -207,6 +266,8 @@ pub async fn start(
         .set_cold(Arc::new(weights::ColdWeights::new(state)))?;
     worker::spawn(state.clone())
         .map_err(|e| ServerError::Recovery(format!("cannot start the offload worker: {e}")))?;
+    maintenance::spawn(state.clone(), settings.upkeep())
+        .map_err(|e| ServerError::Recovery(format!("cannot start the cold upkeep: {e}")))?;
     Ok(())
 }
 

@@ -8,9 +8,9 @@ use crescent_cold::route::{ActiveColdBacking, ObjectRoute};
 use crescent_cold::{ColdError, ColdOpId, ReclaimId};
 use crescent_store::{cold_object_key, DirectoryRoutes, StoreError};
 use crescent_wire::cold::{ColdBackingInfo, HotReplicaInfo, ObjectStat};
-use crescent_wire::store::ObjectId;
+use crescent_wire::store::{ObjectId, RemovePrefixReply, RemovePrefixRequest};
 
-use super::hot::{EmbeddedHot, COLD_OWNER};
+use super::hot::{NodeHot, COLD_OWNER};
 use super::{mark_evictable, ColdTier};
 use crate::node::NodeState;
 
@@ -75,7 +75,7 @@ impl ColdTier {
         give_up: bool,
     ) -> Result<OffloadOutcome, ColdError> {
         let object_key = cold_object_key(id);
-        let hot = EmbeddedHot { state };
+        let hot = NodeHot { state };
         self.with_ledger(|ledger| -> Result<OffloadOutcome, ColdError> {
             let route = route_of(state, id)?;
             let op_id = match &route.cold {
@@ -277,6 +277,36 @@ impl ColdTier {
         }
         Ok(result)
     }
+}
+
+/// `remove_prefix` with the cold tier: the directory removes what it can at once; the objects
+/// it skipped only for their cold backing are then removed one by one, each with its reclaim
+/// planned before and run after (like a single remove), and counted as removed.
+pub fn remove_prefix(
+    state: &NodeState,
+    req: &RemovePrefixRequest,
+    now_ms: i64,
+) -> Result<RemovePrefixReply, StoreError> {
+    let _span = tracing::debug_span!("cold.remove_prefix").entered();
+    let mut reply = state.directory.remove_prefix(req, now_ms)?;
+    let Some(tier) = state.cold.get() else {
+        return Ok(reply);
+    };
+    for id in state.directory.cold_backed_under_prefix(req, now_ms)? {
+        let removed = tier.with_reclaim(state, &id, || {
+            state.directory.remove(&id, false, state.now_ms())
+        });
+        match removed {
+            Ok(Ok(())) => {
+                reply.removed += 1;
+                reply.skipped = reply.skipped.saturating_sub(1);
+            }
+            // Leased or re-put meanwhile: it stays, counted as skipped.
+            Ok(Err(e)) => tracing::debug!(key = %id.key, error = %e, "cold-backed object kept"),
+            Err(e) => tracing::warn!(key = %id.key, error = %e, "cold-backed object not removed"),
+        }
+    }
+    Ok(reply)
 }
 
 /// Rounds of "a copy was materialized meanwhile" before an overwrite/delete gives up (BUSY).

@@ -11,7 +11,7 @@ use crescent_cold::route::{ActiveColdBacking, ObjectRoute};
 use crescent_cold::ColdError;
 use crescent_wire::store::{GetReply, ObjectId};
 
-use super::hot::EmbeddedHot;
+use super::hot::NodeHot;
 use super::ColdTier;
 use crate::node::NodeState;
 
@@ -122,33 +122,31 @@ pub fn restore_get(
     })
 }
 
-/// Re-promotion: a fresh slot (the embedded segment first), the bytes written into it, then
-/// the promote CAS; the slot is given back on any failure. Best effort for reads; the weight
-/// migrations (`super::weights`) require it.
+/// Re-promotion: a fresh slot (the embedded segment first, else any mounted owner's segment,
+/// written over the transport), the bytes written into it, then the promote CAS; the slot is
+/// given back on any failure. Best effort for reads; the weight migrations
+/// (`super::weights`) require it.
 pub(crate) fn promote(
     state: &NodeState,
     id: &ObjectId,
     route: &ObjectRoute,
     bytes: &[u8],
 ) -> Result<(), ColdError> {
+    let _span = tracing::debug_span!("cold.promote", length = route.length).entered();
     let embedded = state
         .embedded
         .lock()
         .expect("embedded mutex")
         .as_ref()
-        .map(|e| e.segment_id.clone())
-        .ok_or_else(|| ColdError::DeviceNotEligible {
-            device_id: String::new(),
-            reason: "no embedded segment to promote into".into(),
-        })?;
+        .map(|e| e.segment_id.clone());
     let slot = state
         .directory
-        .allocate_promotion(route.length, Some(&embedded))
+        .allocate_promotion(route.length, embedded.as_deref())
         .map_err(|e| ColdError::Backpressure {
             queue: "promotion",
             reason: e.to_string(),
         })?;
-    let hot = EmbeddedHot { state };
+    let hot = NodeHot { state };
     let result = hot
         .write(&slot.replica.segment_id, slot.replica.offset, bytes)
         .and_then(|()| {

@@ -33,6 +33,9 @@ pub struct OffloadQueue {
     scheduler: Mutex<OffloadScheduler>,
     wake: Condvar,
     stop: AtomicBool,
+    /// The upkeep thread's sleep (woken by `stop`).
+    upkeep: Mutex<()>,
+    upkeep_wake: Condvar,
 }
 
 impl OffloadQueue {
@@ -42,6 +45,8 @@ impl OffloadQueue {
             scheduler: Mutex::new(scheduler),
             wake: Condvar::new(),
             stop: AtomicBool::new(false),
+            upkeep: Mutex::new(()),
+            upkeep_wake: Condvar::new(),
         }
     }
 
@@ -74,10 +79,30 @@ impl OffloadQueue {
     pub fn stop(&self) {
         self.stop.store(true, Ordering::SeqCst);
         self.wake.notify_all();
+        let _guard = self.upkeep.lock().expect("upkeep lock");
+        self.upkeep_wake.notify_all();
     }
 
     fn stopped(&self) -> bool {
         self.stop.load(Ordering::SeqCst)
+    }
+
+    /// Sleeps up to `period` (woken early by `stop`); true once the tier is stopping.
+    pub fn wait_stopped(&self, period: Duration) -> bool {
+        let deadline = std::time::Instant::now() + period;
+        let mut guard = self.upkeep.lock().expect("upkeep lock");
+        while !self.stopped() {
+            let now = std::time::Instant::now();
+            if now >= deadline {
+                return false;
+            }
+            guard = self
+                .upkeep_wake
+                .wait_timeout(guard, deadline - now)
+                .expect("upkeep lock")
+                .0;
+        }
+        true
     }
 }
 

@@ -91,17 +91,16 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
         },
     )?;
     let _ = state.ha.set(ha.clone());
-    // The cold tier's default device lives under this node's data dir, which its peer cannot
-    // reach (the journaled device root would differ after a failover): in HA mode the cold
-    // tier stays off until devices on storage owners exist (docs/cold-tier.md).
-    tracing::info!("cold tier off in HA mode (its default device is local to one node)");
-    if config.ha.embedded_segment {
-        if let Err(e) = crate::embedded::mount_embedded(&state).await {
-            ha.step_down();
-            Node::stop(&state);
-            resign(elector).await;
-            return Err(e);
-        }
+    // The cold tier on a shared mount (docs/cold-tier.md, "HA"), before the embedded segment.
+    let started = match crate::cold::start_active(&state, &config).await {
+        Ok(()) if config.ha.embedded_segment => crate::embedded::mount_embedded(&state).await,
+        other => other,
+    };
+    if let Err(e) = started {
+        ha.step_down();
+        Node::stop(&state);
+        resign(elector).await;
+        return Err(e);
     }
     let server = Node::serve(&state, &config)?;
     let http = server.handle();

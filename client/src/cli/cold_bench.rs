@@ -1,0 +1,185 @@
+//! `crescent cold bench-restore`: restore throughput through crescentd against a plain
+//! `cat`-style sequential read of the same cold files, interleaved in one run.
+//!
+//! Setup puts `rounds * count` objects of `size` bytes, offloads each and evicts its hot
+//! replica, so every object is cold-only. Each round then times two passes over its own
+//! objects, alternating which goes first: `get` of every object through crescentd (restore:
+//! read and verify the cold file, promote it, answer; the client then reads the bytes), and a
+//! sequential read of the same payload files from the device directory (which therefore must
+//! be readable from where the CLI runs: the same host). Every object is read cold exactly once
+//! (a restore promotes it, so a second get would be a hot read). The figure is the median of
+//! the per-round ratios restore/cat; the returned bytes are checked after the clock stops.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use clap::Args;
+use serde::Serialize;
+
+use crate::error::ClientError;
+use crate::CrescentClient;
+
+#[derive(Debug, Args)]
+pub struct BenchRestoreArgs {
+    /// Object size (bytes; K, M, G suffixes are powers of 1024).
+    #[arg(long, value_parser = super::parse_size, default_value = "4M")]
+    pub size: u64,
+    /// Objects per round.
+    #[arg(long, default_value_t = 16)]
+    pub count: usize,
+    /// Rounds (each with fresh cold-only objects).
+    #[arg(long, default_value_t = 5)]
+    pub rounds: usize,
+    /// Key prefix of the bench objects (removed afterwards).
+    #[arg(long, default_value = "bench-restore")]
+    pub prefix: String,
+}
+
+/// One round's two passes.
+#[derive(Debug, Clone, Serialize)]
+pub struct RestoreRound {
+    pub restore_secs: f64,
+    pub cat_secs: f64,
+    /// restore throughput / cat throughput.
+    pub ratio: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct RestoreBenchReport {
+    pub object_bytes: u64,
+    pub objects_per_round: usize,
+    pub restore_gib_s: f64,
+    pub restore_objects_s: f64,
+    pub cat_gib_s: f64,
+    pub cat_objects_s: f64,
+    /// Median of the per-round ratios.
+    pub ratio: f64,
+    pub rounds: Vec<RestoreRound>,
+}
+
+fn invalid(reason: impl Into<String>) -> ClientError {
+    ClientError::InvalidArgument(reason.into())
+}
+
+/// The bytes of object `i` of round `round` (distinct per object, cheap to regenerate).
+fn value(size: u64, round: usize, i: usize) -> Vec<u8> {
+    let seed = (round as u32) << 16 | i as u32;
+    (0..size as u32)
+        .map(|j| {
+            j.wrapping_mul(2_654_435_761)
+                .wrapping_add(seed)
+                .to_le_bytes()[2]
+        })
+        .collect()
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    match v.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
+pub async fn bench_restore(
+    client: &CrescentClient,
+    args: &BenchRestoreArgs,
+) -> Result<RestoreBenchReport, ClientError> {
+    if args.size == 0 || args.count == 0 || args.rounds == 0 {
+        return Err(invalid("size, count and rounds must be greater than 0"));
+    }
+    let devices = client.cold_devices().await?;
+    let device = devices
+        .devices
+        .first()
+        .ok_or_else(|| invalid("the server has no cold device"))?;
+    let root = PathBuf::from(&device.root);
+    if !root.join("DEVICE").exists() {
+        return Err(invalid(format!(
+            "the device directory {} is not readable here: run the bench on the device's host",
+            root.display()
+        )));
+    }
+    let key = |r: usize, i: usize| format!("{}/{r}/{i}", args.prefix);
+    // Setup: cold-only objects, and where their payload files are.
+    let mut files: Vec<Vec<PathBuf>> = Vec::with_capacity(args.rounds);
+    for r in 0..args.rounds {
+        let mut round = Vec::with_capacity(args.count);
+        for i in 0..args.count {
+            client.put(&key(r, i), &value(args.size, r, i)).await?;
+            let stat = client.offload(&key(r, i)).await?;
+            let locator = stat
+                .cold
+                .and_then(|c| c.locator)
+                .ok_or_else(|| invalid(format!("{} was not materialized", key(r, i))))?;
+            client.evict_hot(&key(r, i)).await?;
+            round.push(root.join(locator));
+        }
+        files.push(round);
+    }
+    let mut rounds = Vec::with_capacity(args.rounds);
+    for (r, round_files) in files.iter().enumerate() {
+        let mut restored = Vec::with_capacity(args.count);
+        let mut restore_secs = 0.0;
+        let mut cat_secs = 0.0;
+        for pass in 0..2 {
+            if (pass + r) % 2 == 0 {
+                let started = Instant::now();
+                for i in 0..args.count {
+                    restored.push(client.get(&key(r, i)).await?);
+                }
+                restore_secs = started.elapsed().as_secs_f64();
+            } else {
+                let started = Instant::now();
+                let mut bytes = 0usize;
+                for f in round_files {
+                    bytes += std::fs::read(f)
+                        .map_err(|e| invalid(format!("reading {}: {e}", f.display())))?
+                        .len();
+                }
+                cat_secs = started.elapsed().as_secs_f64();
+                std::hint::black_box(bytes);
+            }
+        }
+        for (i, got) in restored.iter().enumerate() {
+            if *got != value(args.size, r, i) {
+                return Err(invalid(format!("{} read back other bytes", key(r, i))));
+            }
+        }
+        rounds.push(RestoreRound {
+            restore_secs,
+            cat_secs,
+            ratio: cat_secs / restore_secs.max(f64::MIN_POSITIVE),
+        });
+    }
+    let _ = client.remove_prefix(&format!("{}/", args.prefix)).await;
+    let per_round_bytes = (args.size as usize * args.count) as f64;
+    let gib = (1u64 << 30) as f64;
+    let restore = median(rounds.iter().map(|r| r.restore_secs).collect());
+    let cat = median(rounds.iter().map(|r| r.cat_secs).collect());
+    Ok(RestoreBenchReport {
+        object_bytes: args.size,
+        objects_per_round: args.count,
+        restore_gib_s: per_round_bytes / restore / gib,
+        restore_objects_s: args.count as f64 / restore,
+        cat_gib_s: per_round_bytes / cat / gib,
+        cat_objects_s: args.count as f64 / cat,
+        ratio: median(rounds.iter().map(|r| r.ratio).collect()),
+        rounds,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_differ_between_objects_and_the_median_is_the_middle() {
+        assert_ne!(value(64, 0, 1), value(64, 0, 2));
+        assert_ne!(value(64, 1, 0), value(64, 0, 0));
+        assert_eq!(value(64, 3, 4), value(64, 3, 4));
+        assert_eq!(median(vec![3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(vec![4.0, 1.0, 2.0, 3.0]), 2.5);
+    }
+}
