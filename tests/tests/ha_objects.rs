@@ -27,9 +27,9 @@ use std::time::{Duration, Instant};
 
 use crescent_client::{ClientOptions, CrescentClient, LeaderSource, Owner, OwnerConfig};
 use crescent_tests::binaries::ensure_workspace_binary;
-use crescent_tests::crescentd::{log_tail, CrescentdProcess};
+use crescent_tests::crescentd::log_tail;
 use crescent_tests::env_count;
-use crescent_tests::ha_pair::{wait_active, wait_gate, wait_notices_settled, HaPair};
+use crescent_tests::ha_pair::{health, wait_active, wait_gate, wait_notices_settled, HaPair};
 use crescent_tests::store_e2e::{check_value, object_sizes, object_value, OwnerProcess};
 
 /// The HA tests each run two crescentd processes: one at a time, so a 2-core machine gives
