@@ -36,9 +36,6 @@ pub struct NodeHot<'a> {
     pub state: &'a NodeState,
 }
 
-/// The former name (the embedded segment was once the only one reachable).
-pub type EmbeddedHot<'a> = NodeHot<'a>;
-
 /// Where a replica's bytes are reachable from this process.
 enum HotPlace {
     Embedded(Arc<crescent_transport::SegmentMemory>),

@@ -4,9 +4,10 @@
 //! - copy to cold: an offload of the current content (resumed if pending, left alone if
 //!   materialized), then a verified read-back of the cold copy (length and CRC32C): a copy is
 //!   "validated" only once it has been read back whole.
-//! - copy to memory: a cold-only object is read and verified, written into a fresh slot of the
-//!   embedded segment and added to its route (promote CAS); the new replica is read back and
-//!   checked against the object's checksum.
+//! - copy to memory: a cold-only object is read and verified, written into a fresh slot of a
+//!   memory segment (the embedded one first, else a storage owner's, over the transport) and
+//!   added to its route (promote CAS); the new replica is read back and checked against the
+//!   object's checksum.
 //! - release memory: every hot replica is evicted under the last-hot rule (materialized,
 //!   UsageCommitted, device readable); a store read lease still held by a recent reader is
 //!   waited out.
@@ -26,7 +27,7 @@ use crescent_store::GroupId;
 use crescent_wire::store::ObjectId;
 use futures::future::BoxFuture;
 
-use super::hot::EmbeddedHot;
+use super::hot::NodeHot;
 use super::ColdTier;
 use crate::node::NodeState;
 use crate::weights::workflows::object_id;
@@ -131,7 +132,7 @@ fn copy_to_memory(state: &NodeState, tier: &ColdTier, id: &ObjectId) -> Result<(
         super::restore::promote(state, id, &route, &bytes)?;
     }
     // The replica now in memory holds the object's content (checksum checked on read).
-    EmbeddedHot { state }.read_hot(&route_of(state, id)?)?;
+    NodeHot { state }.read_hot(&route_of(state, id)?)?;
     Ok(())
 }
 
