@@ -14,6 +14,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use clap::Args;
+use rand::{RngCore, SeedableRng};
 use serde::Serialize;
 
 use crate::error::ClientError;
@@ -62,15 +63,12 @@ fn invalid(reason: impl Into<String>) -> ClientError {
 }
 
 /// The bytes of object `i` of round `round` (distinct per object, cheap to regenerate).
+/// Object `i` of round `r`: seeded random bytes, so every object differs from every other in
+/// (nearly) every byte and a read of the wrong object or file cannot pass the check.
 fn value(size: u64, round: usize, i: usize) -> Vec<u8> {
-    let seed = (round as u32) << 16 | i as u32;
-    (0..size as u32)
-        .map(|j| {
-            j.wrapping_mul(2_654_435_761)
-                .wrapping_add(seed)
-                .to_le_bytes()[2]
-        })
-        .collect()
+    let mut bytes = vec![0u8; size as usize];
+    rand::rngs::StdRng::seed_from_u64((round as u64) << 32 | i as u64).fill_bytes(&mut bytes);
+    bytes
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
