@@ -99,7 +99,11 @@ pub async fn bench_restore(
             root.display()
         )));
     }
-    let key = |r: usize, i: usize| format!("{}/{r}/{i}", args.prefix);
+    // One fresh namespace per run: a cleanup the server refuses (an object still leased by its
+    // restore) must not make the next run collide with this one's keys.
+    let run = uuid::Uuid::new_v4().simple().to_string();
+    let prefix = format!("{}/{}", args.prefix, &run[..12]);
+    let key = |r: usize, i: usize| format!("{prefix}/{r}/{i}");
     // Setup: cold-only objects, and where their payload files are.
     let mut files: Vec<Vec<PathBuf>> = Vec::with_capacity(args.rounds);
     for r in 0..args.rounds {
@@ -151,7 +155,10 @@ pub async fn bench_restore(
             ratio: cat_secs / restore_secs.max(f64::MIN_POSITIVE),
         });
     }
-    let _ = client.remove_prefix(&format!("{}/", args.prefix)).await;
+    // The gets' read leases are released first, or the cleanup would be refused (BUSY) and a
+    // second run would find the keys holding other content.
+    client.settle().await;
+    client.remove_prefix(&format!("{prefix}/")).await?;
     let per_round_bytes = (args.size as usize * args.count) as f64;
     let gib = (1u64 << 30) as f64;
     let restore = median(rounds.iter().map(|r| r.restore_secs).collect());
