@@ -10,42 +10,20 @@ use std::time::Duration;
 
 use crescent_tests::binaries::ensure_workspace_binary;
 use crescent_tests::crescentd::{log_tail, CrescentdProcess};
-use crescent_tests::ha_pair::{cluster_name, etcd, wait_active, wait_pair_in_sync};
+use crescent_tests::ha_pair::{
+    self, cluster_name, etcd, wait_active, wait_pair_in_sync, write_node_config,
+};
 
+/// Starts HA node `name` with an embedded segment and the shared cold root, HTTP only.
 fn start_node(dir: &Path, name: &str, cluster: &str, cold_root: &Path) -> CrescentdProcess {
-    let bin = ensure_workspace_binary("crescent-server", "crescentd");
-    let config = dir.join(format!("{name}.toml"));
-    std::fs::write(
-        &config,
-        format!(
-            "[ha]\nlease_ttl_secs = 2\nsync_timeout_ms = 1000\nembedded_segment = true\n\n\
-             [store]\nembedded_segment_bytes = 16777216\n\n[cold]\nroot = {:?}\n",
-            cold_root.to_str().unwrap()
-        ),
-    )
-    .unwrap();
-    let args: Vec<String> = [
-        "--config",
-        config.to_str().unwrap(),
-        "--etcd",
-        &etcd(),
-        "--cluster",
-        cluster,
-        "--advertise",
-        "{listen}",
-        "--rpc-listen",
-        "off",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    CrescentdProcess::start(
-        &bin,
-        &dir.join(name),
-        &dir.join(format!("{name}.log")),
-        &args,
-    )
-    .unwrap_or_else(|e| panic!("starting {name}: {e}"))
+    // Continues the [ha] section that `write_node_config` opens.
+    let extra = format!(
+        "embedded_segment = true\n\n[store]\nembedded_segment_bytes = 16777216\n\n\
+         [cold]\nroot = {:?}\n",
+        cold_root.to_str().unwrap()
+    );
+    write_node_config(dir, name, &extra);
+    ha_pair::start_node(dir, name, cluster, false)
 }
 
 /// `crescent --server ADDR --json ARGS` with optional stdin: (exit code, stdout).
