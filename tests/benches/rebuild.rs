@@ -17,13 +17,11 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crescent_client::{CrescentClient, Owner, OwnerConfig, Placement, PutOptions};
+use crescent_client::{CrescentClient, Owner, OwnerConfig};
 use crescent_tests::binaries::ensure_workspace_binary;
+use crescent_tests::bulk_fill::{fill, key_of, segment_bytes_for, value_of, wait_healthy};
 use crescent_tests::process::free_local_port;
 use crescent_wire::rebuild::GateState;
-
-const BATCH: usize = 128;
-const VALUE_BYTES: usize = 16;
 
 struct Crescentd(Child);
 
@@ -56,40 +54,6 @@ fn spawn(bin: &Path, dir: &Path, addr: SocketAddr) -> Crescentd {
     Crescentd(child)
 }
 
-async fn wait_healthy(client: &CrescentClient, within: Duration) {
-    let t = Instant::now();
-    while client.rebuild_status().await.is_err() {
-        assert!(t.elapsed() < within, "crescentd did not come up");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-}
-
-async fn fill(client: &CrescentClient, segment: &str, tag: &str, n: usize) {
-    let opts = PutOptions {
-        placement: Some(Placement::LocalFirst),
-        preferred_segment: Some(segment.to_string()),
-        ..PutOptions::default()
-    };
-    let keys: Vec<String> = (0..n).map(|i| format!("{tag}/{i:08}")).collect();
-    for chunk in keys.chunks(BATCH) {
-        let values: Vec<Vec<u8>> = chunk.iter().map(|k| value_of(k)).collect();
-        for r in client
-            .put_batch_with(chunk, &values, &opts)
-            .await
-            .expect("put_batch")
-        {
-            r.expect("put_batch item");
-        }
-    }
-}
-
-/// Every value names its key, so a read-back check needs no stored copy.
-fn value_of(key: &str) -> Vec<u8> {
-    let mut v = key.as_bytes().to_vec();
-    v.resize(VALUE_BYTES, b'.');
-    v
-}
-
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -115,7 +79,7 @@ async fn main() {
         CrescentClient::new(&server).expect("client"),
     ];
     wait_healthy(&clients[0], Duration::from_secs(60)).await;
-    let segment_bytes = (per_owner as u64 * 64).next_power_of_two().max(64 << 20) * 2;
+    let segment_bytes = segment_bytes_for(per_owner);
     let mut owners: Vec<Owner> = Vec::new();
     for client in &clients {
         let owner = Owner::start(
@@ -161,7 +125,7 @@ async fn main() {
     // Spot-check a spread of keys on both owners.
     for i in (0..per_owner).step_by((per_owner / 500).max(1)) {
         for tag in ["a", "b"] {
-            let key = format!("{tag}/{i:08}");
+            let key = key_of(tag, i);
             let got = clients[1].get(&key).await.expect("get after rebuild");
             assert_eq!(got, value_of(&key), "{key}");
         }

@@ -6,6 +6,7 @@
 //!
 //! - [`process`]: a child-process guard that SIGKILLs and reaps its child on drop (so a
 //!   panicking test never leaves processes behind), and free-port discovery.
+//! - [`bulk_fill`]: filling a store with many small objects (the large-directory benchmarks).
 //! - [`binaries`]: locating (and, when needed, building) the workspace binaries under test.
 //! - [`crash_payload`]: the deterministic record payload scheme and the acknowledgement lines
 //!   the crash child prints, so the parent can check every record byte for byte.
@@ -18,6 +19,7 @@
 //!   the check of a recovered server's listing against it.
 
 pub mod binaries;
+pub mod bulk_fill;
 pub mod crash_journal;
 pub mod crash_payload;
 pub mod crescentd;
