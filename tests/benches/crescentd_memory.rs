@@ -16,7 +16,9 @@ use std::time::{Duration, Instant};
 
 use crescent_client::{CrescentClient, Owner, OwnerConfig};
 use crescent_tests::binaries::ensure_workspace_binary;
-use crescent_tests::bulk_fill::{fill, key_of, segment_bytes_for, value_of, wait_healthy};
+use crescent_tests::bulk_fill::{
+    fill, key_of, segment_bytes_for, value_of, wait_healthy, BenchArgs,
+};
 use crescent_tests::crescentd::CrescentdProcess;
 
 const TAG: &str = "kv/9f86d081884c7d65";
@@ -42,12 +44,7 @@ async fn settled_rss(pid: u32) -> u64 {
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let json = args.iter().any(|a| a == "--json");
-    let objects: usize = args
-        .iter()
-        .find_map(|a| a.parse().ok())
-        .unwrap_or(1_000_000);
+    let BenchArgs { objects, json } = BenchArgs::from_env(1_000_000);
     assert!(objects >= 2, "OBJECTS must be at least 2");
     let bin = ensure_workspace_binary("crescent-server", "crescentd");
     let dir = tempfile::tempdir().expect("tempdir");

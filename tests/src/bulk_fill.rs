@@ -60,3 +60,23 @@ pub async fn wait_healthy(client: &CrescentClient, within: Duration) {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
 }
+
+/// The command line of a large-directory benchmark: `[OBJECTS] [--json]`.
+pub struct BenchArgs {
+    pub objects: usize,
+    pub json: bool,
+}
+
+impl BenchArgs {
+    /// Parses this process's arguments (the first number is the object count).
+    pub fn from_env(default_objects: usize) -> BenchArgs {
+        let args: Vec<String> = std::env::args().skip(1).collect();
+        BenchArgs {
+            objects: args
+                .iter()
+                .find_map(|a| a.parse().ok())
+                .unwrap_or(default_objects),
+            json: args.iter().any(|a| a == "--json"),
+        }
+    }
+}
