@@ -25,11 +25,10 @@ fn id(resource: &str, generation: u64) -> w::WeightId {
 }
 
 fn hot_manual() -> Option<w::WeightPolicy> {
-    Some(w::WeightPolicy {
-        preferred_residency: Some(w::PreferredResidency::Hot),
-        mixed_hot_ratio: None,
-        migration_mode: Some(w::MigrationMode::Manual),
-    })
+    Some(w::WeightPolicy::of(
+        w::PreferredResidency::Hot,
+        w::MigrationMode::Manual,
+    ))
 }
 
 fn code<T: std::fmt::Debug>(r: Result<T, ClientError>) -> &'static str {

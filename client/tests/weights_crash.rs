@@ -173,8 +173,14 @@ fn upsert_killed_at(mode: &str, point: &str, phase: &str) {
     let run = node.this_run_log();
     let gate_open = run.find("rebuild gate open").expect("the gate opened");
     let recovered = run.find(RECOVERED).unwrap();
-    assert!(gate_open < recovered, "recovery ran after the owner's replay:\n{run}");
-    assert!(!run.contains("is DEGRADED"), "{point}: nothing was lost:\n{run}");
+    assert!(
+        gate_open < recovered,
+        "recovery ran after the owner's replay:\n{run}"
+    );
+    assert!(
+        !run.contains("is DEGRADED"),
+        "{point}: nothing was lost:\n{run}"
+    );
     let resumed_phase = log_field(&run, "resuming upsert claim", "", "phase");
     assert_eq!(resumed_phase.as_deref(), Some(phase), "{point}:\n{run}");
     let resumed_id = log_field(&run, "resuming upsert claim", "", "request_id");
@@ -208,7 +214,10 @@ fn upsert_killed_at(mode: &str, point: &str, phase: &str) {
     let m = node.ok(&refs(&weights_args("meta", &resource, 2, &[])));
     assert_eq!(m["availability"], "READY", "{point}: {m}");
     assert_eq!(m["residency"], "HOT", "{point}: {m}");
-    assert_eq!(m["metadata_generation"], committed_generation, "{point}: {m}");
+    assert_eq!(
+        m["metadata_generation"], committed_generation,
+        "{point}: {m}"
+    );
     let (code, b, _) = node.cli(&refs(&weights_args("meta", &resource, 1, &[])));
     if code == 0 {
         assert_eq!(b["availability"], "DELETED", "{point}: {b}");
@@ -217,6 +226,26 @@ fn upsert_killed_at(mode: &str, point: &str, phase: &str) {
     }
     let out = dir.path().join("out");
     assert!(get_model(&node, &resource, 2, &out) == target, "{point}");
+    // The owner replays the base's objects it still lists (crescentd's removals do not reach
+    // its table): recovery removes those of a tombstone, a resumed deletion its own.
+    let prefix = format!("weights/default/llm/{resource}/main/1/");
+    let left = node.ok(&["--domain", "_weights", "ls", &prefix]);
+    assert_eq!(left["count"], 0, "{point}: {left}");
+    let kept = node.ok(&["--domain", "_weights", "ls", "weights/"]);
+    assert_eq!(
+        kept["count"].as_u64(),
+        Some(target_objects(&target)),
+        "{point}: {kept}"
+    );
+}
+
+/// The objects of a revision of `file`: one per tensor, the alignment hole, the manifest.
+fn target_objects(file: &[u8]) -> u64 {
+    let header = u64::from_le_bytes(file[..8].try_into().unwrap()) as usize;
+    let parsed: serde_json::Map<String, Value> =
+        serde_json::from_slice(&file[8..8 + header]).unwrap();
+    let tensors = parsed.keys().filter(|k| *k != "__metadata__").count() as u64;
+    tensors + 1 + 1
 }
 
 #[test]
@@ -226,22 +255,38 @@ fn put_first_killed_after_the_claim_resumes_the_target_import() {
 
 #[test]
 fn put_first_killed_after_target_ready_resumes_the_base_retirement() {
-    upsert_killed_at("put-first", "after_advance_claim_target_ready", "TargetReady");
+    upsert_killed_at(
+        "put-first",
+        "after_advance_claim_target_ready",
+        "TargetReady",
+    );
 }
 
 #[test]
 fn put_first_killed_after_base_retired_resumes_the_lease_drain() {
-    upsert_killed_at("put-first", "after_advance_claim_base_retired", "BaseRetired");
+    upsert_killed_at(
+        "put-first",
+        "after_advance_claim_base_retired",
+        "BaseRetired",
+    );
 }
 
 #[test]
 fn put_first_killed_after_base_drained_resumes_the_base_deletion() {
-    upsert_killed_at("put-first", "after_advance_claim_base_drained", "BaseDrained");
+    upsert_killed_at(
+        "put-first",
+        "after_advance_claim_base_drained",
+        "BaseDrained",
+    );
 }
 
 #[test]
 fn put_first_killed_after_base_deleted_resumes_the_watermark_commit() {
-    upsert_killed_at("put-first", "after_advance_claim_base_deleted", "BaseDeleted");
+    upsert_killed_at(
+        "put-first",
+        "after_advance_claim_base_deleted",
+        "BaseDeleted",
+    );
 }
 
 #[test]
@@ -251,17 +296,29 @@ fn delete_first_killed_after_the_claim_resumes_the_base_retirement() {
 
 #[test]
 fn delete_first_killed_after_base_retired_resumes_the_base_deletion() {
-    upsert_killed_at("delete-first", "after_advance_claim_base_retired", "BaseRetired");
+    upsert_killed_at(
+        "delete-first",
+        "after_advance_claim_base_retired",
+        "BaseRetired",
+    );
 }
 
 #[test]
 fn delete_first_killed_after_base_deleted_resumes_the_target_import() {
-    upsert_killed_at("delete-first", "after_advance_claim_base_deleted", "BaseDeleted");
+    upsert_killed_at(
+        "delete-first",
+        "after_advance_claim_base_deleted",
+        "BaseDeleted",
+    );
 }
 
 #[test]
 fn delete_first_killed_after_target_ready_resumes_the_watermark_commit() {
-    upsert_killed_at("delete-first", "after_advance_claim_target_ready", "TargetReady");
+    upsert_killed_at(
+        "delete-first",
+        "after_advance_claim_target_ready",
+        "TargetReady",
+    );
 }
 
 /// The Prometheus text of the node.

@@ -34,11 +34,10 @@ fn id(generation: u64) -> w::WeightId {
 }
 
 fn hot_manual() -> Option<w::WeightPolicy> {
-    Some(w::WeightPolicy {
-        preferred_residency: Some(w::PreferredResidency::Hot),
-        mixed_hot_ratio: None,
-        migration_mode: Some(w::MigrationMode::Manual),
-    })
+    Some(w::WeightPolicy::of(
+        w::PreferredResidency::Hot,
+        w::MigrationMode::Manual,
+    ))
 }
 
 /// `count` tensors of a few KiB to a few hundred KiB, deterministic in `seed`.
@@ -139,9 +138,15 @@ async fn an_upsert_killed_with_the_active_resumes_on_the_new_active() {
     for (name, bytes) in &target {
         writer.add_tensor(name, bytes).await.unwrap();
     }
-    let committed = writer.close().await.expect("the target commits before the kill");
+    let committed = writer
+        .close()
+        .await
+        .expect("the target commits before the kill");
     assert_eq!(
-        (committed.availability.as_str(), committed.residency.as_str()),
+        (
+            committed.availability.as_str(),
+            committed.residency.as_str()
+        ),
         ("READY", "HOT")
     );
 
@@ -192,7 +197,10 @@ async fn an_upsert_killed_with_the_active_resumes_on_the_new_active() {
         .rfind("weight revisions recovered and checked for lost payloads")
         .expect("the recovery pass ran");
     let gate_open = new_log.rfind("rebuild gate open").expect("gate opened");
-    assert!(gate_open < recovered, "recovery waited for the owner's replay");
+    assert!(
+        gate_open < recovered,
+        "recovery waited for the owner's replay"
+    );
     assert!(!new_log.contains("is DEGRADED"), "nothing was lost");
     assert_eq!(
         log_field(&new_log, "resuming upsert claim", "request_id").as_deref(),
@@ -205,7 +213,10 @@ async fn an_upsert_killed_with_the_active_resumes_on_the_new_active() {
     );
     // The base's deletion finished under the operation id the old active started.
     let op = store.weight_get_operation(&deletion).await.unwrap();
-    assert_eq!((op.kind.as_str(), op.status.as_str()), ("DELETING", "SUCCEEDED"));
+    assert_eq!(
+        (op.kind.as_str(), op.status.as_str()),
+        ("DELETING", "SUCCEEDED")
+    );
     assert_eq!(op.id.generation, 1, "{op:?}");
     assert_eq!(op.members_done, base.len() as u64, "{op:?}");
     assert_eq!(op.rounds_completed, 1, "the batch is not repeated: {op:?}");

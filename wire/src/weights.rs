@@ -61,6 +61,18 @@ pub struct WeightPolicy {
     pub migration_mode: Option<MigrationMode>,
 }
 
+impl WeightPolicy {
+    /// A policy naming the preferred residency and the migration mode (the HOT ratio comes
+    /// from the client's and the cluster's defaults).
+    pub fn of(preferred_residency: PreferredResidency, migration_mode: MigrationMode) -> Self {
+        Self {
+            preferred_residency: Some(preferred_residency),
+            mixed_hot_ratio: None,
+            migration_mode: Some(migration_mode),
+        }
+    }
+}
+
 /// The policy a revision persists (every field resolved).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ResolvedPolicy {

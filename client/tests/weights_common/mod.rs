@@ -11,7 +11,8 @@ use serde_json::Value;
 
 #[path = "../common/mod.rs"]
 mod common;
-pub use common::{crescent, start_owner, DirNode, Proc};
+#[allow(unused_imports)] // each test binary uses its own part
+pub use common::{crescent, crescentd_bin, start_owner, DirNode, Proc};
 
 /// A crescentd on `<dir>/data`, configured by `<dir>/crescentd.toml`.
 pub struct Node {
@@ -70,7 +71,9 @@ impl Node {
         // Each start logs its rebuild gate (with the owners it expects) once; this run's is
         // the last.
         let marker = "expected_owners=";
-        let at = log.rfind(marker).map_or(0, |i| log[..i].rfind('\n').map_or(0, |n| n + 1));
+        let at = log
+            .rfind(marker)
+            .map_or(0, |i| log[..i].rfind('\n').map_or(0, |n| n + 1));
         log[at..].to_string()
     }
 

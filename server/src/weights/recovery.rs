@@ -13,8 +13,11 @@ use std::time::Duration;
 use crescent_weights::revision::OperationKind;
 use crescent_weights::{Availability, RevisionIdentity, WeightRevision, WeightRevisionCommand};
 
-use super::workflows::object_id;
-use super::WeightService;
+use crescent_store::StoreError;
+use crescent_wire::store::RemovePrefixRequest;
+
+use super::workflows::{object_id, payload_prefix};
+use super::{WeightService, WEIGHTS_DOMAIN};
 use crate::api::error::HttpError;
 
 /// How often recovery looks at the rebuild gate while the owners replay.
@@ -58,6 +61,12 @@ impl WeightService {
                 }
                 if let Err(e) = me.recover_members(&identity).await {
                     tracing::warn!(revision = %identity, error = %e, "member recovery failed");
+                }
+                if let Ok(state) = me.read_revision(&identity).await {
+                    if let Err(e) = me.purge_tombstone(&state) {
+                        tracing::warn!(revision = %identity, error = %e,
+                            "replayed objects of a deleted revision were not removed");
+                    }
                 }
                 if let Err(e) = me.reconcile_losses(&identity).await {
                     tracing::warn!(revision = %identity, error = %e, "loss reconciliation failed");
@@ -137,6 +146,43 @@ impl WeightService {
         }
         tracing::info!(revision = %identity, adopted, "weight revision members recovered");
         Ok(())
+    }
+
+    /// Removes a tombstone's objects that came back with an owner's replay: crescentd's
+    /// removals are not propagated to the owner's ownership table (docs/rebuild.md, limits),
+    /// so a deleted revision's payloads and manifest can reappear, as ordinary objects of no
+    /// group that nothing references any more. A deletion still running re-adopts them into
+    /// its group instead ([`WeightService::recover_members`]) and removes them in its batches.
+    pub(super) fn purge_tombstone(&self, state: &WeightRevision) -> Result<u64, HttpError> {
+        let Some(rec) = state
+            .record()
+            .filter(|r| r.availability == Availability::Deleted)
+        else {
+            return Ok(0);
+        };
+        let now = self.now_ms();
+        let payloads = self.directory.remove_prefix(
+            &RemovePrefixRequest {
+                tenant: None,
+                domain: Some(WEIGHTS_DOMAIN.to_string()),
+                prefix: payload_prefix(&rec.identity),
+            },
+            now,
+        )?;
+        let manifest = match self
+            .directory
+            .remove(&object_id(&rec.manifest_key), false, now)
+        {
+            Ok(()) => 1,
+            Err(StoreError::NotFound { .. }) => 0,
+            Err(e) => return Err(e.into()),
+        };
+        let removed = payloads.removed + manifest;
+        if removed > 0 {
+            tracing::warn!(revision = %rec.identity, removed, skipped = payloads.skipped,
+                "objects of a deleted weight revision came back with an owner's replay: removed");
+        }
+        Ok(removed)
     }
 
     /// Compares a published revision's payloads with the replicas that exist: lost ones
