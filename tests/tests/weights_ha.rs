@@ -18,6 +18,10 @@ use crescent_tests::store_e2e::OwnerProcess;
 use crescent_wire::weights as w;
 
 const OWNER_SEGMENT: u64 = 64 << 20;
+/// Seed 000's HA gates: weight and lineage mutations are refused (UNAVAILABLE) on a
+/// replicated cluster until the operator confirms that every node replays their records.
+const GATES: &str = "\n[weights]\nweight_management_oplog_capability_confirmed = true\n\
+                     weight_lineage_oplog_capability_confirmed = true\n";
 /// The fault point, armed in both nodes (they inherit the test's environment): only the
 /// first active reaches it, since the base's payloads fit in one batch (the new active
 /// goes on with the manifest).
@@ -94,7 +98,7 @@ fn log_field(log: &str, marker: &str, key: &str) -> Option<String> {
 async fn an_upsert_killed_with_the_active_resumes_on_the_new_active() {
     // Inherited by both crescentd processes; set before any of them starts.
     std::env::set_var("CRESCENT_WEIGHTS_KILL_AT", KILL_AT);
-    let pair = HaPair::start_with(false, "").await;
+    let pair = HaPair::start_with(false, GATES).await;
     std::env::remove_var("CRESCENT_WEIGHTS_KILL_AT");
     let active = pair.wait_in_sync().await;
     let survivor = 1 - active;
@@ -247,4 +251,50 @@ async fn an_upsert_killed_with_the_active_resumes_on_the_new_active() {
         .map(|m| m.id.generation)
         .collect();
     assert_eq!(live, vec![2], "{listed:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn without_the_lineage_flag_an_upsert_fails_closed_on_a_replicated_cluster() {
+    // Only the first gate: weight mutations pass, lineage mutations do not.
+    let pair = HaPair::start_with(
+        false,
+        "\n[weights]\nweight_management_oplog_capability_confirmed = true\n",
+    )
+    .await;
+    pair.wait_in_sync().await;
+    let globals = [
+        "--etcd",
+        pair.etcd.as_str(),
+        "--cluster",
+        pair.cluster.as_str(),
+    ];
+    let _owner = OwnerProcess::start_with(&globals, "weights-gate-owner", OWNER_SEGMENT);
+    let client = CrescentClient::connect(ClientOptions::etcd(&pair.etcd, &pair.cluster))
+        .await
+        .unwrap();
+    let store = WeightStore::new(&client);
+    let base = tensors(3, 71);
+    write(store.weight_put(id(1), hot_manual()).await.unwrap(), &base).await;
+    let before = store.weight_get_metadata(&id(1)).await.unwrap();
+
+    let req = w::UpsertRequest {
+        base: id(1),
+        target_generation: 2,
+        mode: w::UpsertMode::PutFirst,
+        expected_base_metadata_generation: None,
+        request_id: None,
+        policy: hot_manual(),
+    };
+    let err = store.weight_upsert(&req).await.unwrap_err();
+    assert_eq!(err.code_str(), "UNAVAILABLE", "{err}");
+    assert!(
+        err.to_string()
+            .contains("weight_lineage_oplog_capability_confirmed"),
+        "{err}"
+    );
+    // Nothing was claimed: the base is as it was and still reads back.
+    let after = store.weight_get_metadata(&id(1)).await.unwrap();
+    assert_eq!(after.metadata_generation, before.metadata_generation);
+    assert_eq!(after.retired_by_generation, None);
+    read_back(&store, 1, &base).await;
 }
