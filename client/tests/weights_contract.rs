@@ -15,13 +15,7 @@ use crescent_wire::weights::{self as w, routes};
 use weights_common::*;
 
 fn id(resource: &str, generation: u64) -> w::WeightId {
-    w::WeightId {
-        tenant: None,
-        namespace: "contract".into(),
-        resource_id: resource.into(),
-        revision: "main".into(),
-        generation,
-    }
+    w::WeightId::new("contract", resource, "main", generation)
 }
 
 fn hot_manual() -> Option<w::WeightPolicy> {

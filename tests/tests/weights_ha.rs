@@ -33,13 +33,7 @@ const KILL_AT: &str = "after_record_deletion_batch";
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 fn id(generation: u64) -> w::WeightId {
-    w::WeightId {
-        tenant: None,
-        namespace: "llm".into(),
-        resource_id: "ha-model".into(),
-        revision: "main".into(),
-        generation,
-    }
+    w::WeightId::new("llm", "ha-model", "main", generation)
 }
 
 fn hot_manual() -> Option<w::WeightPolicy> {
@@ -99,6 +93,29 @@ fn log_field(log: &str, marker: &str, key: &str) -> Option<String> {
     Some(rest[..end].trim_matches('"').to_string())
 }
 
+/// A storage owner following the pair's leader through etcd, and a weight store on a client
+/// that does the same.
+async fn owner_and_store(pair: &HaPair, owner_id: &str) -> (OwnerProcess, WeightStore) {
+    let globals = ["--etcd", &pair.etcd, "--cluster", &pair.cluster];
+    let owner = OwnerProcess::start_with(&globals, owner_id, OWNER_SEGMENT);
+    let client = CrescentClient::connect(ClientOptions::etcd(&pair.etcd, &pair.cluster))
+        .await
+        .expect("a client following the leader through etcd");
+    (owner, WeightStore::new(&client))
+}
+
+/// A PUT_FIRST upsert of generation 1 to 2 (HOT, MANUAL), request id derived.
+fn upsert_1_to_2() -> w::UpsertRequest {
+    w::UpsertRequest {
+        base: id(1),
+        target_generation: 2,
+        mode: w::UpsertMode::PutFirst,
+        expected_base_metadata_generation: None,
+        request_id: None,
+        policy: hot_manual(),
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_upsert_killed_with_the_active_resumes_on_the_new_active() {
     let _serial = SERIAL.lock().await;
@@ -108,17 +125,7 @@ async fn an_upsert_killed_with_the_active_resumes_on_the_new_active() {
     std::env::remove_var("CRESCENT_WEIGHTS_KILL_AT");
     let active = pair.wait_in_sync().await;
     let survivor = 1 - active;
-    let globals = [
-        "--etcd",
-        pair.etcd.as_str(),
-        "--cluster",
-        pair.cluster.as_str(),
-    ];
-    let _owner = OwnerProcess::start_with(&globals, "weights-ha-owner", OWNER_SEGMENT);
-    let client = CrescentClient::connect(ClientOptions::etcd(&pair.etcd, &pair.cluster))
-        .await
-        .expect("a client following the leader through etcd");
-    let store = WeightStore::new(&client);
+    let (_owner, store) = owner_and_store(&pair, "weights-ha-owner").await;
 
     let base = tensors(12, 61);
     write(store.weight_put(id(1), hot_manual()).await.unwrap(), &base).await;
@@ -127,14 +134,7 @@ async fn an_upsert_killed_with_the_active_resumes_on_the_new_active() {
     // The upsert: the client imports the target, crescentd then retires, drains and deletes
     // the base; the active dies just after the deletion's first batch.
     let target = tensors(16, 62);
-    let req = w::UpsertRequest {
-        base: id(1),
-        target_generation: 2,
-        mode: w::UpsertMode::PutFirst,
-        expected_base_metadata_generation: None,
-        request_id: None,
-        policy: hot_manual(),
-    };
+    let req = upsert_1_to_2();
     let claim = store.weight_upsert(&req).await.expect("upsert");
     assert_eq!(claim.next_step, "import_target", "{claim:?}");
     let mut writer = store
@@ -269,29 +269,12 @@ async fn without_the_lineage_flag_an_upsert_fails_closed_on_a_replicated_cluster
     )
     .await;
     pair.wait_in_sync().await;
-    let globals = [
-        "--etcd",
-        pair.etcd.as_str(),
-        "--cluster",
-        pair.cluster.as_str(),
-    ];
-    let _owner = OwnerProcess::start_with(&globals, "weights-gate-owner", OWNER_SEGMENT);
-    let client = CrescentClient::connect(ClientOptions::etcd(&pair.etcd, &pair.cluster))
-        .await
-        .unwrap();
-    let store = WeightStore::new(&client);
+    let (_owner, store) = owner_and_store(&pair, "weights-gate-owner").await;
     let base = tensors(3, 71);
     write(store.weight_put(id(1), hot_manual()).await.unwrap(), &base).await;
     let before = store.weight_get_metadata(&id(1)).await.unwrap();
 
-    let req = w::UpsertRequest {
-        base: id(1),
-        target_generation: 2,
-        mode: w::UpsertMode::PutFirst,
-        expected_base_metadata_generation: None,
-        request_id: None,
-        policy: hot_manual(),
-    };
+    let req = upsert_1_to_2();
     let err = store.weight_upsert(&req).await.unwrap_err();
     // crescentd answers UNAVAILABLE; the client cannot tell that UNAVAILABLE from a leader
     // change under a non-idempotent call, so it reports FAILOVER_INTERRUPTED with the
