@@ -154,7 +154,7 @@ fn cold_revisions_survive_a_restart_with_their_manifest_back_in_memory() {
             let m = meta(&node, "r", 1);
             m["residency"] == "COLD" && m["active_operation_id"].is_null()
         });
-        node.proc.signal(libc::SIGKILL);
+        node.kill();
     }
     // The embedded segment's memory is gone; the cold copies and the journal are not.
     let node = Node::start(dir.path(), "", &[]);

@@ -15,21 +15,14 @@ use crescent_wire::weights::{self as w, routes};
 use weights_common::*;
 
 fn id(resource: &str, generation: u64) -> w::WeightId {
-    w::WeightId {
-        tenant: None,
-        namespace: "contract".into(),
-        resource_id: resource.into(),
-        revision: "main".into(),
-        generation,
-    }
+    w::WeightId::new("contract", resource, "main", generation)
 }
 
 fn hot_manual() -> Option<w::WeightPolicy> {
-    Some(w::WeightPolicy {
-        preferred_residency: Some(w::PreferredResidency::Hot),
-        mixed_hot_ratio: None,
-        migration_mode: Some(w::MigrationMode::Manual),
-    })
+    Some(w::WeightPolicy::of(
+        w::PreferredResidency::Hot,
+        w::MigrationMode::Manual,
+    ))
 }
 
 fn code<T: std::fmt::Debug>(r: Result<T, ClientError>) -> &'static str {

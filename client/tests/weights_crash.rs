@@ -117,26 +117,35 @@ fn deletion_killed_after_its_first_batch_resumes_from_its_progress() {
     node.wait_for("reclaims", || node.cold_usage() == (0, 0, 0));
 }
 
-/// Kills the node just after `point` of an upsert 1 -> 2 in `mode`, restarts it, reruns the
-/// same `weights upsert` and checks the claim resumed (same request id) to COMMITTED with one
-/// successor. `imported_after_restart`: the target is written by the rerun (read it back).
-/// Whether generation 2 of `resource` came back DEGRADED (waits for the resume pass).
-fn target_lost(node: &Node, resource: &str) -> bool {
-    node.wait_for("the resume pass", || {
-        node.log()
-            .contains("weight revisions recovered and checked for lost payloads")
-    });
-    let (_, m, _) = node.cli(&refs(&weights_args("meta", resource, 2, &[])));
-    m["availability"] == "DEGRADED"
-}
+/// The production topology: crescentd holds metadata only, every payload lives in a
+/// `crescent owner` process that survives crescentd's SIGKILL and replays its table to the
+/// restarted node (same address). Recovery waits for that replay (the rebuild gate), and a
+/// put commits only once the owner recorded its objects, so nothing committed is lost.
+const OWNED: &str = "[store]\nembedded_segment_bytes = 0\n";
 
-fn upsert_killed_at(mode: &str, point: &str, imported_after_restart: bool) {
+/// Kills the node just after `point` of an upsert 1 -> 2 in `mode` (payloads on a storage
+/// owner), restarts it on the same address and checks one outcome: the claim resumed from
+/// `phase` under its original request id to COMMITTED, the lineage has one successor
+/// (generation 2 READY + HOT, generation 1 DELETED), nothing was degraded (the target's
+/// metadata generation is that of a plain put), and generation 2 reads back byte-identical.
+fn upsert_killed_at(mode: &str, point: &str, phase: &str) {
     let dir = tempfile::tempdir().unwrap();
     let resource = format!("{mode}-{point}");
     let base = model_safetensors(6, 256 << 10, 31);
     let target = model_safetensors(8, 320 << 10, 32);
-    let node = Node::start(dir.path(), CONFIG, &[(KILL, point)]);
-    put_durable(&node, &resource, 1, &base, dir.path());
+    let node = Node::start(dir.path(), OWNED, &[(KILL, point)]);
+    let _owner = start_weights_owner(&node);
+    let src = model_dir(dir.path(), "v1", &base);
+    let put = node.ok(&refs(&weights_args(
+        "put",
+        &resource,
+        1,
+        &["--policy", "hot", "--mode", "manual", src.to_str().unwrap()],
+    )));
+    assert_eq!(put["availability"], "READY", "{put}");
+    // What a committed HOT revision's metadata generation is: any later mutation (a loss
+    // report, a repair) would raise the target's above it.
+    let committed_generation = put["metadata_generation"].as_u64().unwrap();
     let v2 = model_dir(dir.path(), "v2", &target);
     let upsert = weights_args(
         "upsert",
@@ -149,42 +158,36 @@ fn upsert_killed_at(mode: &str, point: &str, imported_after_restart: bool) {
             mode,
             "--policy",
             "hot",
+            "--mode",
+            "manual",
             v2.to_str().unwrap(),
         ],
     );
     let (code, out, err) = node.cli(&refs(&upsert));
     assert_ne!(code, 0, "{point}: the node died mid-upsert: {out} {err}");
+    let addr = node.addr();
     node.wait_killed();
 
-    let node = Node::start(dir.path(), CONFIG, &[]);
-    let lost = !imported_after_restart && target_lost(&node, &resource);
-    if lost && mode == "put-first" {
-        // The kill beat passthrough's copy of the target: its payloads are gone, so it is
-        // DEGRADED and PUT_FIRST must keep the base (never retire or delete it for a lost
-        // target). The claim holds its phase.
-        let mut resumed = upsert.clone();
-        resumed.extend(["--wait-secs".to_string(), "3".to_string()]);
-        let (_, reply, _) = node.cli(&refs(&resumed));
-        assert_ne!(reply["phase"], "COMMITTED", "{point}: {reply}");
-        let base = node.ok(&refs(&weights_args("meta", &resource, 1, &[])));
-        assert!(
-            matches!(base["availability"].as_str(), Some("READY")),
-            "{point}: the base of a lost target is kept: {base}"
-        );
-        assert!(
-            base["retired_by_generation"].is_null() || point != "after_advance_claim_target_ready"
-        );
-        return;
-    }
-    let reply = node.ok(&refs(&upsert));
-    assert_eq!(
-        reply["phase"],
-        "COMMITTED",
-        "{point}: {reply}\n{}",
-        node.log()
+    let node = Node::restart(dir.path(), OWNED, addr);
+    node.wait_recovered();
+    let run = node.this_run_log();
+    let gate_open = run.find("rebuild gate open").expect("the gate opened");
+    let recovered = run.find(RECOVERED).unwrap();
+    assert!(
+        gate_open < recovered,
+        "recovery ran after the owner's replay:\n{run}"
     );
+    assert!(
+        !run.contains("is DEGRADED"),
+        "{point}: nothing was lost:\n{run}"
+    );
+    let resumed_phase = log_field(&run, "resuming upsert claim", "", "phase");
+    assert_eq!(resumed_phase.as_deref(), Some(phase), "{point}:\n{run}");
+    let resumed_id = log_field(&run, "resuming upsert claim", "", "request_id");
+
+    let reply = node.ok(&refs(&upsert));
+    assert_eq!(reply["phase"], "COMMITTED", "{point}: {reply}\n{run}");
     assert_eq!(reply["watermark"], 2, "{reply}");
-    let resumed_id = log_field(&node.log(), "resuming upsert claim", "", "request_id");
     assert_eq!(
         resumed_id.as_deref(),
         reply["request_id"].as_str(),
@@ -209,59 +212,113 @@ fn upsert_killed_at(mode: &str, point: &str, imported_after_restart: bool) {
     assert_eq!(live, vec![2], "{point}: {listed}");
     assert!(revisions.len() <= 2, "{listed}");
     let m = node.ok(&refs(&weights_args("meta", &resource, 2, &[])));
-    // DELETE_FIRST has no base to keep: a target lost before passthrough copied it commits
-    // DEGRADED (the seed's exposed unavailable window), and refuses reads.
-    let expected = if lost { "DEGRADED" } else { "READY" };
-    assert_eq!(m["availability"], expected, "{m}");
-    if imported_after_restart {
-        let out = dir.path().join("out");
-        assert!(get_model(&node, &resource, 2, &out) == target, "{point}");
+    assert_eq!(m["availability"], "READY", "{point}: {m}");
+    assert_eq!(m["residency"], "HOT", "{point}: {m}");
+    assert_eq!(
+        m["metadata_generation"], committed_generation,
+        "{point}: {m}"
+    );
+    let (code, b, _) = node.cli(&refs(&weights_args("meta", &resource, 1, &[])));
+    if code == 0 {
+        assert_eq!(b["availability"], "DELETED", "{point}: {b}");
+    } else {
+        assert_eq!(b["error"]["code"], "NOT_FOUND", "{point}: {b}");
     }
+    let out = dir.path().join("out");
+    assert!(get_model(&node, &resource, 2, &out) == target, "{point}");
+    // The owner replays the base's objects it still lists (crescentd's removals do not reach
+    // its table): recovery removes those of a tombstone, a resumed deletion its own.
+    let prefix = format!("weights/default/llm/{resource}/main/1/");
+    let left = node.ok(&["--domain", "_weights", "ls", &prefix]);
+    assert_eq!(left["count"], 0, "{point}: {left}");
+    let kept = node.ok(&["--domain", "_weights", "ls", "weights/"]);
+    assert_eq!(
+        kept["count"].as_u64(),
+        Some(target_objects(&target)),
+        "{point}: {kept}"
+    );
+}
+
+/// The objects of a revision of `file`: one per tensor, the alignment hole, the manifest.
+fn target_objects(file: &[u8]) -> u64 {
+    let header = u64::from_le_bytes(file[..8].try_into().unwrap()) as usize;
+    let parsed: serde_json::Map<String, Value> =
+        serde_json::from_slice(&file[8..8 + header]).unwrap();
+    let tensors = parsed.keys().filter(|k| *k != "__metadata__").count() as u64;
+    tensors + 1 + 1
 }
 
 #[test]
 fn put_first_killed_after_the_claim_resumes_the_target_import() {
-    upsert_killed_at("put-first", "after_begin_claim", true);
+    upsert_killed_at("put-first", "after_begin_claim", "Claimed");
 }
 
 #[test]
 fn put_first_killed_after_target_ready_resumes_the_base_retirement() {
-    upsert_killed_at("put-first", "after_advance_claim_target_ready", false);
+    upsert_killed_at(
+        "put-first",
+        "after_advance_claim_target_ready",
+        "TargetReady",
+    );
 }
 
 #[test]
 fn put_first_killed_after_base_retired_resumes_the_lease_drain() {
-    upsert_killed_at("put-first", "after_advance_claim_base_retired", false);
+    upsert_killed_at(
+        "put-first",
+        "after_advance_claim_base_retired",
+        "BaseRetired",
+    );
 }
 
 #[test]
 fn put_first_killed_after_base_drained_resumes_the_base_deletion() {
-    upsert_killed_at("put-first", "after_advance_claim_base_drained", false);
+    upsert_killed_at(
+        "put-first",
+        "after_advance_claim_base_drained",
+        "BaseDrained",
+    );
 }
 
 #[test]
 fn put_first_killed_after_base_deleted_resumes_the_watermark_commit() {
-    upsert_killed_at("put-first", "after_advance_claim_base_deleted", false);
+    upsert_killed_at(
+        "put-first",
+        "after_advance_claim_base_deleted",
+        "BaseDeleted",
+    );
 }
 
 #[test]
 fn delete_first_killed_after_the_claim_resumes_the_base_retirement() {
-    upsert_killed_at("delete-first", "after_begin_claim", true);
+    upsert_killed_at("delete-first", "after_begin_claim", "Claimed");
 }
 
 #[test]
 fn delete_first_killed_after_base_retired_resumes_the_base_deletion() {
-    upsert_killed_at("delete-first", "after_advance_claim_base_retired", true);
+    upsert_killed_at(
+        "delete-first",
+        "after_advance_claim_base_retired",
+        "BaseRetired",
+    );
 }
 
 #[test]
 fn delete_first_killed_after_base_deleted_resumes_the_target_import() {
-    upsert_killed_at("delete-first", "after_advance_claim_base_deleted", true);
+    upsert_killed_at(
+        "delete-first",
+        "after_advance_claim_base_deleted",
+        "BaseDeleted",
+    );
 }
 
 #[test]
 fn delete_first_killed_after_target_ready_resumes_the_watermark_commit() {
-    upsert_killed_at("delete-first", "after_advance_claim_target_ready", false);
+    upsert_killed_at(
+        "delete-first",
+        "after_advance_claim_target_ready",
+        "TargetReady",
+    );
 }
 
 /// The Prometheus text of the node.
@@ -289,7 +346,7 @@ fn a_hot_revision_lost_at_restart_is_degraded_absent_and_refuses_reads() {
     assert_eq!(put["availability"], "READY", "{put}");
     let generation = put["metadata_generation"].as_u64().unwrap();
     assert!(get_model(&node, "lost", 1, &dir.path().join("out")) == model);
-    node.proc.signal(libc::SIGKILL);
+    node.kill();
     node.wait_killed();
 
     let node = Node::start(dir.path(), "", &[]);

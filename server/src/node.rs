@@ -480,7 +480,7 @@ impl Node {
     ) -> Result<actix_web::dev::Server, ServerError> {
         crate::housekeeping::spawn(state);
         state.weights.spawn_lease_expiry();
-        state.weights.resume_all();
+        state.weights.resume_all(state.rebuild.clone());
         if let Some(addr) = config.store.rpc_listen_addr(config.listen) {
             if let Err(e) = state.start_rpc(addr, config.http.max_body_bytes) {
                 Self::stop(state);

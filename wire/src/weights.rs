@@ -61,6 +61,31 @@ pub struct WeightPolicy {
     pub migration_mode: Option<MigrationMode>,
 }
 
+impl WeightId {
+    /// The identity in the default tenant.
+    pub fn new(namespace: &str, resource_id: &str, revision: &str, generation: u64) -> Self {
+        Self {
+            tenant: None,
+            namespace: namespace.to_string(),
+            resource_id: resource_id.to_string(),
+            revision: revision.to_string(),
+            generation,
+        }
+    }
+}
+
+impl WeightPolicy {
+    /// A policy naming the preferred residency and the migration mode (the HOT ratio comes
+    /// from the client's and the cluster's defaults).
+    pub fn of(preferred_residency: PreferredResidency, migration_mode: MigrationMode) -> Self {
+        Self {
+            preferred_residency: Some(preferred_residency),
+            mixed_hot_ratio: None,
+            migration_mode: Some(migration_mode),
+        }
+    }
+}
+
 /// The policy a revision persists (every field resolved).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ResolvedPolicy {

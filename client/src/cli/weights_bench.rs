@@ -323,11 +323,7 @@ async fn remove_plain(client: &CrescentClient, prefix: &str) -> Result<(), Clien
 }
 
 fn hot_manual() -> w::WeightPolicy {
-    w::WeightPolicy {
-        preferred_residency: Some(w::PreferredResidency::Hot),
-        mixed_hot_ratio: None,
-        migration_mode: Some(w::MigrationMode::Manual),
-    }
+    w::WeightPolicy::of(w::PreferredResidency::Hot, w::MigrationMode::Manual)
 }
 
 /// Runs the round trip and the benchmark; removes everything it wrote, also on failure of the

@@ -219,6 +219,17 @@ impl DirNode {
     /// `<dir>/crescentd.toml` and passed with `--config`) when given, and extra environment.
     /// Fault-injection variables are cleared unless `env` sets them.
     pub fn start(dir: &Path, config: Option<&str>, env: &[(&str, &str)]) -> DirNode {
+        Self::start_at(dir, config, env, None)
+    }
+
+    /// [`DirNode::start`] on a given address (a restart where storage owners, which follow
+    /// the address they were given, find it again), or a free port when `None`.
+    pub fn start_at(
+        dir: &Path,
+        config: Option<&str>,
+        env: &[(&str, &str)],
+        fixed: Option<SocketAddr>,
+    ) -> DirNode {
         let config_path = config.map(|text| {
             let path = dir.join("crescentd.toml");
             std::fs::write(&path, text).unwrap();
@@ -226,7 +237,7 @@ impl DirNode {
         });
         let log = dir.join("crescentd.log");
         for _ in 0..5 {
-            let addr: SocketAddr = ([127, 0, 0, 1], free_port()).into();
+            let addr: SocketAddr = fixed.unwrap_or_else(|| ([127, 0, 0, 1], free_port()).into());
             let file = std::fs::OpenOptions::new()
                 .create(true)
                 .append(true)

@@ -3,97 +3,102 @@
 //! generator of model-shaped safetensors files.
 #![allow(dead_code)]
 
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
 #[path = "../common/mod.rs"]
 mod common;
-pub use common::{crescent, crescentd_bin, Proc};
+#[allow(unused_imports)] // each test binary uses its own part
+pub use common::{crescent, crescentd_bin, start_owner, DirNode, Proc};
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+/// A crescentd on `<dir>/data`, configured by `<dir>/crescentd.toml`.
+pub struct Node {
+    pub inner: DirNode,
+    pub dir: PathBuf,
+    /// Recovery passes in the (appended) log before this start.
+    passes_before: usize,
 }
 
-/// A crescentd on `<dir>/data`, configured by `<dir>/crescentd.toml` when given.
-pub struct Node {
-    pub addr: SocketAddr,
-    pub proc: Proc,
-    pub dir: PathBuf,
-    log: PathBuf,
+/// The log line that ends crescentd's weight recovery pass (after the rebuild gate opened).
+pub const RECOVERED: &str = "weight revisions recovered and checked for lost payloads";
+
+/// crescentd without an embedded segment: every object lives in a storage owner's segment
+/// (the production topology; start the owner with [`start_weights_owner`]).
+pub const OWNER_TOPOLOGY: &str = "[store]\nembedded_segment_bytes = 0\n";
+
+/// A `crescent owner` process with a 128 MiB segment, following the node's address: it
+/// outlives crescentd's restarts there and replays its ownership table to each new run.
+pub fn start_weights_owner(node: &Node) -> Proc {
+    start_owner(&node.s(), "weights-owner", "128M").0
 }
 
 impl Node {
     /// Starts crescentd with `config` (TOML text, may be empty) and extra environment.
     pub fn start(dir: &Path, config: &str, env: &[(&str, &str)]) -> Node {
-        let config_path = dir.join("crescentd.toml");
-        std::fs::write(&config_path, config).unwrap();
-        let log = dir.join("crescentd.log");
-        for _ in 0..5 {
-            let addr: SocketAddr = ([127, 0, 0, 1], free_port()).into();
-            let file = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&log)
-                .unwrap();
-            let mut cmd = Command::new(crescentd_bin());
-            cmd.arg("--data-dir")
-                .arg(dir.join("data"))
-                .arg("--listen")
-                .arg(addr.to_string())
-                .arg("--config")
-                .arg(&config_path)
-                .env_remove("CRESCENT_CONFIG")
-                .env_remove("CRESCENT_COLD_KILL_AT")
-                .env_remove("CRESCENT_WEIGHTS_KILL_AT")
-                .stdin(Stdio::null())
-                .stdout(Stdio::from(file.try_clone().unwrap()))
-                .stderr(Stdio::from(file));
-            for (k, v) in env {
-                cmd.env(k, v);
-            }
-            let mut proc = Proc(cmd.spawn().expect("spawning crescentd"));
-            let started = Instant::now();
-            loop {
-                if let Ok(Some(_)) = proc.0.try_wait() {
-                    break;
-                }
-                if TcpStream::connect_timeout(&addr, Duration::from_millis(100)).is_ok() {
-                    return Node {
-                        addr,
-                        proc,
-                        dir: dir.to_path_buf(),
-                        log,
-                    };
-                }
-                assert!(
-                    started.elapsed() < Duration::from_secs(60),
-                    "crescentd did not start:\n{}",
-                    std::fs::read_to_string(&log).unwrap_or_default()
-                );
-                std::thread::sleep(Duration::from_millis(10));
-            }
-            drop(proc);
+        Self::start_at(dir, config, env, None)
+    }
+
+    /// [`Node::start`] on `addr` (a restart the storage owners find again), or a free port.
+    pub fn start_at(
+        dir: &Path,
+        config: &str,
+        env: &[(&str, &str)],
+        addr: Option<SocketAddr>,
+    ) -> Node {
+        let passes_before = std::fs::read_to_string(dir.join("crescentd.log"))
+            .unwrap_or_default()
+            .matches(RECOVERED)
+            .count();
+        Node {
+            inner: DirNode::start_at(dir, Some(config), env, addr),
+            dir: dir.to_path_buf(),
+            passes_before,
         }
-        panic!(
-            "crescentd would not start:\n{}",
-            std::fs::read_to_string(&log).unwrap_or_default()
-        );
+    }
+
+    /// SIGKILLed (by itself or the test): starts crescentd again on the same data dir and
+    /// address, without fault injection.
+    pub fn restart(dir: &Path, config: &str, addr: SocketAddr) -> Node {
+        Self::start_at(dir, config, &[], Some(addr))
+    }
+
+    /// The log of this start only.
+    pub fn this_run_log(&self) -> String {
+        let log = self.log();
+        // Each start logs its rebuild gate (with the owners it expects) once; this run's is
+        // the last.
+        let marker = "expected_owners=";
+        let at = log
+            .rfind(marker)
+            .map_or(0, |i| log[..i].rfind('\n').map_or(0, |n| n + 1));
+        log[at..].to_string()
+    }
+
+    /// Waits for this start's weight recovery pass (it runs once the rebuild gate is open).
+    pub fn wait_recovered(&self) {
+        self.wait_for("the weight recovery pass", || {
+            self.log().matches(RECOVERED).count() > self.passes_before
+        });
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.inner.addr
     }
 
     pub fn s(&self) -> String {
-        self.addr.to_string()
+        self.inner.s()
     }
 
     pub fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
+        self.inner.log()
+    }
+
+    /// SIGKILLs the node.
+    pub fn kill(&self) {
+        self.inner.proc.signal(libc::SIGKILL);
     }
 
     /// `crescent --json ARGS`: (exit code, parsed stdout or Null, stderr).
@@ -113,21 +118,8 @@ impl Node {
     }
 
     /// Waits for the node to kill itself (fault injection).
-    pub fn wait_killed(mut self) {
-        let started = Instant::now();
-        loop {
-            if let Ok(Some(status)) = self.proc.0.try_wait() {
-                use std::os::unix::process::ExitStatusExt;
-                assert_eq!(status.signal(), Some(libc::SIGKILL), "{}", self.log());
-                return;
-            }
-            assert!(
-                started.elapsed() < Duration::from_secs(120),
-                "crescentd did not reach its kill point:\n{}",
-                self.log()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+    pub fn wait_killed(self) {
+        self.inner.wait_killed();
     }
 
     /// Waits until `done` holds (polling), or fails with the log.

@@ -8,30 +8,114 @@
 //! DEGRADED revision whose payloads are all back (owners that replayed) is repaired.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use crescent_weights::revision::OperationKind;
 use crescent_weights::{Availability, RevisionIdentity, WeightRevision, WeightRevisionCommand};
 
-use super::workflows::object_id;
-use super::WeightService;
+use crescent_store::StoreError;
+use crescent_wire::store::RemovePrefixRequest;
+
+use super::workflows::{object_id, payload_prefix};
+use super::{WeightService, WEIGHTS_DOMAIN};
 use crate::api::error::HttpError;
 
+/// How often recovery looks at the rebuild gate while the owners replay.
+const GATE_POLL: Duration = Duration::from_millis(50);
+
 impl WeightService {
+    /// The revision's state when it has a record whose availability `wanted` accepts (both
+    /// recovery passes skip empty aggregates and the availabilities they do not handle).
+    async fn recovered_revision(
+        &self,
+        identity: &RevisionIdentity,
+        wanted: impl Fn(Availability) -> bool,
+    ) -> Result<Option<WeightRevision>, HttpError> {
+        let state = self.read_revision(identity).await?;
+        Ok(state
+            .record()
+            .is_some_and(|rec| wanted(rec.availability))
+            .then_some(state))
+    }
+
+    /// At startup or promotion: once the rebuild gate is open (the owners have replayed what
+    /// they hold, or the degraded timeout passed), re-adopts each revision's surviving
+    /// objects, checks it for lost payloads, then resumes every running deletion and
+    /// migration and every active claim from its persisted phase. Checking before the
+    /// owners' replay would find their objects missing and degrade intact revisions.
+    pub fn resume_all(self: &Arc<Self>, rebuild: Arc<crate::rebuild::Rebuild>) {
+        let me = self.clone();
+        actix_rt::spawn(async move {
+            if !rebuild.is_open() {
+                tracing::info!("weight recovery waits for the rebuild gate");
+                while !rebuild.is_open() {
+                    tokio::time::sleep(GATE_POLL).await;
+                }
+            }
+            let (identities, _) = me.list_identities(|_| true, true, None, usize::MAX);
+            let revisions = identities.len();
+            let mut lineages = Vec::new();
+            for identity in identities {
+                if !lineages.contains(&identity.lineage()) {
+                    lineages.push(identity.lineage());
+                }
+                if let Err(e) = me.recover_members(&identity).await {
+                    tracing::warn!(revision = %identity, error = %e, "member recovery failed");
+                }
+                if let Ok(state) = me.read_revision(&identity).await {
+                    if let Err(e) = me.purge_tombstone(&state) {
+                        tracing::warn!(revision = %identity, error = %e,
+                            "replayed objects of a deleted revision were not removed");
+                    }
+                }
+                if let Err(e) = me.reconcile_losses(&identity).await {
+                    tracing::warn!(revision = %identity, error = %e, "loss reconciliation failed");
+                }
+                let running = me
+                    .read_revision(&identity)
+                    .await
+                    .is_ok_and(|s| s.active_operation().is_some());
+                if running {
+                    tracing::info!(revision = %identity, "resuming weight operation");
+                    let driver = me.clone();
+                    actix_rt::spawn(async move { driver.drive_revision(&identity).await });
+                }
+            }
+            tracing::info!(
+                revisions,
+                "weight revisions recovered and checked for lost payloads"
+            );
+            for lineage in lineages {
+                let Ok(state) = me.read_lineage(&lineage).await else {
+                    continue;
+                };
+                if let Some(claim) = state.active_claim() {
+                    tracing::info!(lineage = %lineage, phase = ?claim.phase,
+                        request_id = %claim.request_id, "resuming upsert claim");
+                    me.metrics.claim_resumed(claim.mode, claim.phase);
+                    let driver = me.clone();
+                    actix_rt::spawn(async move { driver.drive_claim(&lineage).await });
+                }
+            }
+        });
+    }
+
     /// Re-adopts the surviving members of `identity` and re-promotes its manifest.
     pub(super) async fn recover_members(
         self: &Arc<Self>,
         identity: &RevisionIdentity,
     ) -> Result<(), HttpError> {
-        let state = self.read_revision(identity).await?;
+        let Some(state) = self
+            .recovered_revision(identity, |a| {
+                !matches!(a, Availability::Importing | Availability::Deleted)
+            })
+            .await?
+        else {
+            return Ok(());
+        };
         let Some(rec) = state.record() else {
             return Ok(());
         };
-        if matches!(
-            rec.availability,
-            Availability::Importing | Availability::Deleted
-        ) {
-            return Ok(());
-        }
         let group = self.groups.intern(&rec.group_id);
         let manifest_key = rec.manifest_key.clone();
         let units = self.read_units(identity).await?.unwrap_or_default();
@@ -64,6 +148,43 @@ impl WeightService {
         Ok(())
     }
 
+    /// Removes a tombstone's objects that came back with an owner's replay: crescentd's
+    /// removals are not propagated to the owner's ownership table (docs/rebuild.md, limits),
+    /// so a deleted revision's payloads and manifest can reappear, as ordinary objects of no
+    /// group that nothing references any more. A deletion still running re-adopts them into
+    /// its group instead ([`WeightService::recover_members`]) and removes them in its batches.
+    pub(super) fn purge_tombstone(&self, state: &WeightRevision) -> Result<u64, HttpError> {
+        let Some(rec) = state
+            .record()
+            .filter(|r| r.availability == Availability::Deleted)
+        else {
+            return Ok(0);
+        };
+        let now = self.now_ms();
+        let payloads = self.directory.remove_prefix(
+            &RemovePrefixRequest {
+                tenant: None,
+                domain: Some(WEIGHTS_DOMAIN.to_string()),
+                prefix: payload_prefix(&rec.identity),
+            },
+            now,
+        )?;
+        let manifest = match self
+            .directory
+            .remove(&object_id(&rec.manifest_key), false, now)
+        {
+            Ok(()) => 1,
+            Err(StoreError::NotFound { .. }) => 0,
+            Err(e) => return Err(e.into()),
+        };
+        let removed = payloads.removed + manifest;
+        if removed > 0 {
+            tracing::warn!(revision = %rec.identity, removed, skipped = payloads.skipped,
+                "objects of a deleted weight revision came back with an owner's replay: removed");
+        }
+        Ok(removed)
+    }
+
     /// Compares a published revision's payloads with the replicas that exist: lost ones
     /// degrade it (journaled, residency corrected); a degraded one with every payload back is
     /// repaired. A revision committed without recorded units cannot be checked.
@@ -71,16 +192,17 @@ impl WeightService {
         self: &Arc<Self>,
         identity: &RevisionIdentity,
     ) -> Result<(), HttpError> {
-        let state = self.read_revision(identity).await?;
+        let Some(state) = self
+            .recovered_revision(identity, |a| {
+                matches!(a, Availability::Ready | Availability::Degraded)
+            })
+            .await?
+        else {
+            return Ok(());
+        };
         let Some(rec) = state.record() else {
             return Ok(());
         };
-        if !matches!(
-            rec.availability,
-            Availability::Ready | Availability::Degraded
-        ) {
-            return Ok(());
-        }
         let Some(units) = self.read_units(identity).await? else {
             return Ok(());
         };

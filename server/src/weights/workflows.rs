@@ -485,53 +485,6 @@ impl WeightService {
             }
         });
     }
-
-    /// At startup: resumes every running deletion and migration and every active claim from
-    /// its persisted phase.
-    pub fn resume_all(self: &Arc<Self>) {
-        let me = self.clone();
-        actix_rt::spawn(async move {
-            let (identities, _) = me.list_identities(|_| true, true, None, usize::MAX);
-            let revisions = identities.len();
-            let mut lineages = Vec::new();
-            for identity in identities {
-                if !lineages.contains(&identity.lineage()) {
-                    lineages.push(identity.lineage());
-                }
-                if let Err(e) = me.recover_members(&identity).await {
-                    tracing::warn!(revision = %identity, error = %e, "member recovery failed");
-                }
-                if let Err(e) = me.reconcile_losses(&identity).await {
-                    tracing::warn!(revision = %identity, error = %e, "loss reconciliation failed");
-                }
-                let running = me
-                    .read_revision(&identity)
-                    .await
-                    .is_ok_and(|s| s.active_operation().is_some());
-                if running {
-                    tracing::info!(revision = %identity, "resuming weight operation");
-                    let driver = me.clone();
-                    actix_rt::spawn(async move { driver.drive_revision(&identity).await });
-                }
-            }
-            tracing::info!(
-                revisions,
-                "weight revisions recovered and checked for lost payloads"
-            );
-            for lineage in lineages {
-                let Ok(state) = me.read_lineage(&lineage).await else {
-                    continue;
-                };
-                if let Some(claim) = state.active_claim() {
-                    tracing::info!(lineage = %lineage, phase = ?claim.phase,
-                        request_id = %claim.request_id, "resuming upsert claim");
-                    me.metrics.claim_resumed(claim.mode, claim.phase);
-                    let driver = me.clone();
-                    actix_rt::spawn(async move { driver.drive_claim(&lineage).await });
-                }
-            }
-        });
-    }
 }
 
 pub fn not_found(identity: &RevisionIdentity) -> HttpError {

@@ -41,11 +41,27 @@ pub(super) fn domain(e: crescent_weights::WeightError) -> HttpError {
     HttpError(ApiError::new(code, e.to_string()))
 }
 
+/// Seed 000's HA gates, fail closed: on a replicated cluster (this node is an HA active) a
+/// weight mutation needs `weight_management_oplog_capability_confirmed`, and an upsert (a
+/// lineage mutation) `weight_lineage_oplog_capability_confirmed` too: UNAVAILABLE otherwise.
+/// Reads and lease releases are never gated.
+pub(super) fn require_mutations(state: &NodeState, lineage: bool) -> Result<(), HttpError> {
+    let replicated = state.ha.get().is_some();
+    let config = &state.weights.config;
+    if lineage {
+        config.require_lineage_mutations(replicated)
+    } else {
+        config.require_weight_mutations(replicated)
+    }
+    .map_err(domain)
+}
+
 /// weight_put, step 1: the IMPORTING revision and its group (same identity again: same group).
 pub async fn put_begin(
     state: State,
     Wire(req): Wire<w::PutBeginRequest>,
 ) -> Result<Reply<w::PutBeginReply>, HttpError> {
+    require_mutations(&state, false)?;
     let svc = &state.weights;
     let identity = convert::identity(&req.id)?;
     let cluster = svc.config.cluster_default_policy();
@@ -80,6 +96,7 @@ pub async fn put_object(
     state: State,
     Wire(req): Wire<w::WeightObjectRequest>,
 ) -> Result<Reply<PutStartReply>, HttpError> {
+    require_mutations(&state, false)?;
     let svc = &state.weights;
     let identity = convert::identity(&req.id)?;
     let current = svc.read_revision(&identity).await?;
@@ -134,6 +151,7 @@ pub async fn put_commit(
     state: State,
     Wire(req): Wire<w::PutCommitRequest>,
 ) -> Result<Reply<w::WeightMetadata>, HttpError> {
+    require_mutations(&state, false)?;
     let svc = state.weights.clone();
     let identity = convert::identity(&req.id)?;
     let units = req
@@ -160,6 +178,7 @@ pub async fn lease_acquire(
     state: State,
     Wire(req): Wire<w::LeaseRequest>,
 ) -> Result<Reply<w::LeaseReply>, HttpError> {
+    require_mutations(&state, false)?;
     let svc = &state.weights;
     let identity = convert::identity(&req.id)?;
     let before = svc.read_revision(&identity).await?;
@@ -197,6 +216,7 @@ pub async fn lease_renew(
     state: State,
     Wire(req): Wire<w::LeaseRenewRequest>,
 ) -> Result<Reply<w::LeaseReply>, HttpError> {
+    require_mutations(&state, false)?;
     let identity = convert::identity(&req.id)?;
     let after = state
         .weights
@@ -323,6 +343,7 @@ pub async fn update_policy(
     state: State,
     Wire(req): Wire<w::UpdatePolicyRequest>,
 ) -> Result<Reply<w::WeightMetadata>, HttpError> {
+    require_mutations(&state, false)?;
     let svc = &state.weights;
     let identity = convert::identity(&req.id)?;
     let s = svc.read_revision(&identity).await?;
@@ -351,6 +372,7 @@ pub async fn migrate(
     state: State,
     Wire(req): Wire<w::MigrateRequest>,
 ) -> Result<Reply<w::OperationReply>, HttpError> {
+    require_mutations(&state, false)?;
     let svc = state.weights.clone();
     let identity = convert::identity(&req.id)?;
     let s = svc.read_revision(&identity).await?;
@@ -410,6 +432,7 @@ pub async fn remove(
     state: State,
     Wire(req): Wire<w::RemoveWeightRequest>,
 ) -> Result<Reply<w::OperationReply>, HttpError> {
+    require_mutations(&state, false)?;
     let svc = state.weights.clone();
     let identity = convert::identity(&req.id)?;
     let expected = current_generation(&state, &identity, req.expected_metadata_generation).await?;

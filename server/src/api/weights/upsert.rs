@@ -46,6 +46,7 @@ pub async fn upsert(
     state: State,
     Wire(req): Wire<w::UpsertRequest>,
 ) -> Result<Reply<w::UpsertReply>, HttpError> {
+    super::require_mutations(&state, true)?;
     let svc = state.weights.clone();
     let base = convert::identity(&req.base)?;
     let target = base.lineage().at_generation(req.target_generation);
