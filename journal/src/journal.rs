@@ -181,11 +181,16 @@ pub(crate) struct Shared {
     journal_metrics: JournalMetrics,
     /// Sees every batch as it goes to the backend, before its sync (replication).
     tap: Mutex<Option<ReplicationTap>>,
+    /// Told each new durable seq by the writer (see [`Journal::set_durable_hook`]).
+    durable_hook: Mutex<Option<DurableHook>>,
 }
 
 /// Called by the writer with (first seq, last seq, frame bytes) of each batch just before it
 /// is written and synced (see [`Journal::set_replication_tap`]).
 pub type ReplicationTap = Arc<dyn Fn(u64, u64, &[u8]) + Send + Sync>;
+
+/// Called by the writer with each new durable seq (see [`Journal::set_durable_hook`]).
+pub type DurableHook = Arc<dyn Fn(u64) + Send + Sync>;
 
 /// A prefix-truncation request for the writer thread, with where to send the result.
 type TruncateRequest = (u64, mpsc::Sender<Result<()>>);
@@ -207,6 +212,10 @@ pub(crate) struct State {
     /// While the writer gathers a batch: wake it once this many records are queued (0: not
     /// gathering).
     gather_target: u64,
+    /// Whether `queue` holds records from [`Journal::submit_replicated`]. The writer never
+    /// holds those back to gather more: they arrive in the batches the active already
+    /// gathered, and the active's commit waits for this journal's sync (docs/ha.md).
+    replicated_queued: bool,
     closing: bool,
     fatal: Option<String>,
     /// Consulted (with the submission's term) before every local append.
@@ -269,6 +278,7 @@ impl Journal {
                 writer_idle: false,
                 queued_records: 0,
                 gather_target: 0,
+                replicated_queued: false,
                 closing: false,
                 fatal: None,
                 guard: None,
@@ -285,6 +295,7 @@ impl Journal {
             metrics,
             journal_metrics,
             tap: Mutex::new(None),
+            durable_hook: Mutex::new(None),
         });
         let writer = {
             let shared = shared.clone();
@@ -430,6 +441,7 @@ impl Journal {
                 });
             }
         }
+        st.replicated_queued = true;
         Ok(Self::commit_queued(shared, st, seq, term, digest))
     }
 
@@ -463,8 +475,9 @@ impl Journal {
         st.last_digest = digest;
         shared.metrics.appends.inc_by(count);
         st.queued_records += count;
-        let wake =
-            st.writer_idle || (st.gather_target > 0 && st.queued_records >= st.gather_target);
+        let wake = st.writer_idle
+            || (st.gather_target > 0
+                && (st.replicated_queued || st.queued_records >= st.gather_target));
         if wake {
             st.writer_idle = false;
             st.gather_target = 0;
@@ -528,6 +541,19 @@ impl Journal {
     /// waits for local durability too); a record the tap missed is read back from disk.
     pub fn set_replication_tap(&self, tap: Option<ReplicationTap>) {
         *self.shared().tap.lock().unwrap_or_else(|p| p.into_inner()) = tap;
+    }
+
+    /// Installs (or removes) a hook the writer thread calls with the new durable seq as soon
+    /// as each batch is synced (right after the durable watermark advances): a standby
+    /// acknowledges from there, saving the wake-up of another thread on the active's commit
+    /// path. It runs between batches, so it must be quick and never wait long (it holds up the
+    /// next sync).
+    pub fn set_durable_hook(&self, hook: Option<DurableHook>) {
+        *self
+            .shared()
+            .durable_hook
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = hook;
     }
 
     /// (last assigned seq, its term, its chain digest).

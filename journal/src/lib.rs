@@ -35,7 +35,9 @@ pub use backend::{
     RecordVisitor, Recovered,
 };
 pub use error::{JournalError, Result};
-pub use journal::{AppendAck, AppendGuard, AppendTicket, Journal, JournalOptions, ReplicationTap};
+pub use journal::{
+    AppendAck, AppendGuard, AppendTicket, DurableHook, Journal, JournalOptions, ReplicationTap,
+};
 pub use metrics::JournalMetrics;
 pub use record::{
     chain_digest, chain_digest_parts, Digest, EventData, NewRecord, Record, RecordRef, StreamId,

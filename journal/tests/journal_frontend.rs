@@ -222,3 +222,40 @@ fn the_append_guard_fences_local_appends_but_not_replicated_ones() {
     j.append_blocking(4, vec![rec(4)]).unwrap();
     assert_eq!(j.last_seq(), 2);
 }
+
+#[test]
+fn the_durable_hook_sees_every_durable_advance_and_can_be_removed() {
+    let store = MemoryStore::new();
+    let j = mem(&store, JournalOptions::default());
+    let seen: Arc<std::sync::Mutex<Vec<(u64, u64)>>> = Arc::default();
+    {
+        let (seen, durable) = (seen.clone(), j.durable());
+        j.set_durable_hook(Some(Arc::new(move |seq| {
+            // (seq told, durable watermark at that moment)
+            seen.lock().unwrap().push((seq, durable.get()));
+        })));
+    }
+    for i in 0..20 {
+        j.append_blocking(1, vec![rec(i), rec(i + 100)]).unwrap();
+    }
+    // The hook runs right after the watermark moves, so after the append's waiter woke.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while seen.lock().unwrap().last().map(|t| t.0) != Some(40) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{:?}",
+            seen.lock().unwrap()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    let told = seen.lock().unwrap().clone();
+    for w in told.windows(2) {
+        assert!(w[0].0 < w[1].0, "strictly increasing: {told:?}");
+    }
+    for (seq, watermark) in &told {
+        assert!(watermark >= seq, "told after the watermark moved: {told:?}");
+    }
+    j.set_durable_hook(None);
+    j.append_blocking(1, vec![rec(7)]).unwrap();
+    assert_eq!(seen.lock().unwrap().last().map(|t| t.0), Some(40));
+}

@@ -115,8 +115,7 @@ fn next_work(shared: &Shared, gather: Option<(u64, Duration)>) -> Work {
     loop {
         if let Some((target, until)) = gather_until {
             let now = Instant::now();
-            if st.queued_records > 0
-                && st.queued_records < target
+            if holds_back(st.queued_records, target, st.replicated_queued)
                 && now < until
                 && !st.closing
                 && st.truncations.is_empty()
@@ -133,6 +132,9 @@ fn next_work(shared: &Shared, gather: Option<(u64, Duration)>) -> Work {
         }
         while let Some(batch) = st.queue.pop_front() {
             st.queued_records -= batch.len() as u64;
+            if st.queue.is_empty() {
+                st.replicated_queued = false;
+            }
             if !batch.is_empty() {
                 return Work::Append(batch);
             }
@@ -148,6 +150,14 @@ fn next_work(shared: &Shared, gather: Option<(u64, Duration)>) -> Work {
         st = shared.work.wait(st).unwrap_or_else(|p| p.into_inner());
         st.writer_idle = false;
     }
+}
+
+/// Whether the writer, gathering towards `target` records, keeps waiting with `queued`
+/// records queued. Records a standby received from its active are never held back: the active
+/// already gathered them into this batch, and its commit (hence the next batch) waits for this
+/// journal's sync, so waiting for more only adds latency.
+fn holds_back(queued: u64, target: u64, replicated_queued: bool) -> bool {
+    queued > 0 && queued < target && !replicated_queued
 }
 
 fn recycle(spare: &mut Vec<EncodedBatch>, mut batch: EncodedBatch) {
@@ -180,6 +190,16 @@ fn append(shared: &Shared, backend: &mut dyn JournalBackend, batch: EncodedBatch
             m.bytes.inc_by(batch.bytes.len() as u64);
             m.durable_seq.set(last_seq as i64);
             shared.durable.advance(last_seq);
+            // Told once the watermark says so too: whoever the hook tells (a standby's active)
+            // may rely on this journal's durable seq being there already.
+            let hook = shared
+                .durable_hook
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone();
+            if let Some(hook) = hook {
+                hook(last_seq);
+            }
             let mut st = shared.lock();
             recycle(&mut st.spare, batch);
         }
@@ -192,5 +212,22 @@ fn append(shared: &Shared, backend: &mut dyn JournalBackend, batch: EncodedBatch
             tracing::error!(error = %e, last_seq, "{reason}; the journal is poisoned");
             poison(shared, reason);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::holds_back;
+
+    #[test]
+    fn local_records_are_held_back_until_the_target_and_replicated_ones_never() {
+        assert!(!holds_back(0, 8, false), "nothing queued: nothing to hold");
+        assert!(holds_back(3, 8, false));
+        assert!(!holds_back(8, 8, false));
+        assert!(
+            !holds_back(3, 8, true),
+            "a standby's records go straight to disk"
+        );
+        assert!(!holds_back(1, 2, true));
     }
 }

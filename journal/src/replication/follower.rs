@@ -2,13 +2,14 @@
 //!
 //! One thread connects to wherever [`LeaderAddress`] points, says Hello with this journal's
 //! head, and then appends each Records message through [`Journal::submit_replicated`] (which
-//! checks every CRC, the seq order, the term and the chain digest), acknowledges once durable,
-//! and tells `on_durable` so the node can apply the records through its replay code. A refused
+//! checks every CRC, the seq order, the term and the chain digest), acknowledges once durable
+//! (from the journal's writer thread, through [`Journal::set_durable_hook`]), and tells
+//! `on_durable` so the node can apply the records through its replay code. A refused
 //! or broken connection is retried with backoff; a diverged journal is reported in the status
 //! and never overwritten.
 
 use std::net::{SocketAddr, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -240,39 +241,22 @@ fn follow_once(shared: &Shared, addr: SocketAddr) -> Result<(), FollowError> {
             return Err(ProtocolError::Malformed(format!("expected Welcome, got {other:?}")).into())
         }
     }
-    // Records are appended as they arrive (the standby's journal group-commits whatever is
-    // queued) and a separate thread acknowledges each advance of local durability, so the
-    // standby's syncs pipeline like the active's.
+    // Records are appended as they arrive (the standby's journal writes each message as its
+    // own batch: the active already gathered it) and acknowledged once durable. The journal's
+    // writer acks each advance itself, right after its sync (no thread wake-up on the active's
+    // commit path); the ack thread covers an advance the writer could not ack (the socket was
+    // busy), keeps the active's view fresh when idle, and hands durable seqs to `on_durable`.
+    let out = Arc::new(Mutex::new(stream.try_clone().map_err(ProtocolError::from)?));
+    let acked = Arc::new(AtomicU64::new(0));
+    let _hook = DurableHookGuard::install(&shared.journal, out.clone(), acked.clone());
     let acker = {
-        let mut out = stream.try_clone().map_err(ProtocolError::from)?;
         let journal = shared.journal.clone();
         let on_durable = shared.on_durable.clone();
         let done = Arc::new(AtomicBool::new(false));
         let done_flag = done.clone();
         let thread = std::thread::Builder::new()
             .name("replication-ack".into())
-            .spawn(move || -> Result<(), ProtocolError> {
-                let durable = journal.durable();
-                let mut acked = 0;
-                let mut last_sent = std::time::Instant::now();
-                while !done_flag.load(Ordering::Acquire) {
-                    let reached = durable
-                        .wait_for_timeout(acked + 1, Duration::from_millis(100))
-                        .map_err(|e| ProtocolError::Malformed(format!("journal: {e}")))?;
-                    let d = reached.unwrap_or(acked);
-                    // Ack each advance, and now and then even without one (keeps the
-                    // active's view of this standby fresh).
-                    if d > acked || last_sent.elapsed() >= Duration::from_millis(200) {
-                        write_message(&mut out, &Message::Ack { durable_seq: d })?;
-                        last_sent = std::time::Instant::now();
-                        if d > acked {
-                            on_durable(d);
-                        }
-                        acked = d;
-                    }
-                }
-                Ok(())
-            })
+            .spawn(move || ack_loop(&journal, &out, &acked, &on_durable, &done_flag))
             .map_err(ProtocolError::from)?;
         (done, thread)
     };
@@ -285,6 +269,73 @@ fn follow_once(shared: &Shared, addr: SocketAddr) -> Result<(), FollowError> {
         Ok(Ok(())) | Err(_) => Ok(()),
         Ok(Err(e)) => Err(e.into()),
     }
+}
+
+/// The journal's durable hook for one session: acks from the writer thread. Removed when the
+/// session ends, so no later session's socket ever sees an ack of this one's.
+struct DurableHookGuard {
+    journal: Journal,
+}
+
+impl DurableHookGuard {
+    fn install(journal: &Journal, out: Arc<Mutex<TcpStream>>, acked: Arc<AtomicU64>) -> Self {
+        journal.set_durable_hook(Some(Arc::new(move |durable_seq| {
+            // Never wait for the ack thread's write: it acks this advance itself.
+            let Ok(mut out) = out.try_lock() else {
+                return;
+            };
+            match write_message(&mut *out, &Message::Ack { durable_seq }) {
+                Ok(()) => {
+                    acked.fetch_max(durable_seq, Ordering::AcqRel);
+                }
+                // The session is broken: end it (the receive loop sees the shutdown).
+                Err(_) => {
+                    let _ = out.shutdown(std::net::Shutdown::Both);
+                }
+            }
+        })));
+        Self {
+            journal: journal.clone(),
+        }
+    }
+}
+
+impl Drop for DurableHookGuard {
+    fn drop(&mut self) {
+        self.journal.set_durable_hook(None);
+    }
+}
+
+/// Acks durable advances the writer's hook did not (and, when idle, the current durable seq
+/// now and then), and tells `on_durable` of each advance.
+fn ack_loop(
+    journal: &Journal,
+    out: &Mutex<TcpStream>,
+    acked: &AtomicU64,
+    on_durable: &OnDurable,
+    done: &AtomicBool,
+) -> Result<(), ProtocolError> {
+    let durable = journal.durable();
+    let mut seen = 0;
+    let mut last_sent = std::time::Instant::now();
+    while !done.load(Ordering::Acquire) {
+        let reached = durable
+            .wait_for_timeout(seen + 1, Duration::from_millis(100))
+            .map_err(|e| ProtocolError::Malformed(format!("journal: {e}")))?;
+        let d = reached.unwrap_or(seen);
+        let stale = acked.load(Ordering::Acquire) < d;
+        if stale || last_sent.elapsed() >= Duration::from_millis(200) {
+            let mut out = out.lock().unwrap_or_else(|p| p.into_inner());
+            write_message(&mut *out, &Message::Ack { durable_seq: d })?;
+            acked.fetch_max(d, Ordering::AcqRel);
+            last_sent = std::time::Instant::now();
+        }
+        if d > seen {
+            on_durable(d);
+            seen = d;
+        }
+    }
+    Ok(())
 }
 
 fn receive_loop(shared: &Shared, stream: &mut TcpStream) -> Result<(), FollowError> {
