@@ -6,7 +6,7 @@
 use std::sync::{Arc, RwLock, Weak};
 
 use crescent_transport::tcp::{TcpConfig, TcpTransport};
-use crescent_transport::{RemoteSegment, Transport, TransportError};
+use crescent_transport::{RemoteSegment, SegmentMemory, Transport, TransportError};
 use crescent_wire::rebuild::{OwnerNotice, OwnerNoticeReply, ReplayEntry};
 use crescent_wire::segments::TransportKind;
 use crescent_wire::store::{DataType, ObjectId, ReplicaDesc, ReplicaState};
@@ -24,6 +24,10 @@ use crate::rebuild::{NoticeSender, NoticeTarget, Notifier, NotifyConfig, SendFai
 pub(crate) struct LocalSegment {
     pub remote: RemoteSegment,
     pub table: Arc<OwnershipTable>,
+    /// The segment's memory, for the batch paths that read and write their own replicas in
+    /// place (range-locked like every transfer, so they never race one). `None` leaves every
+    /// access to the transport.
+    pub memory: Option<Arc<SegmentMemory>>,
 }
 
 pub(crate) struct DataPlane {
@@ -269,6 +273,7 @@ mod tests {
         LocalSegment {
             remote: RemoteSegment::new("127.0.0.1:9", seg),
             table: Arc::new(OwnershipTable::new(IntGauge::new("g", "g").unwrap())),
+            memory: None,
         }
     }
 

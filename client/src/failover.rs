@@ -124,7 +124,9 @@ pub(crate) fn retry_for(op: RpcOp) -> Retry {
         // A put_start allocates nothing for a key that holds the content (already_exists);
         // one repeated on the same leader after a lost answer is refused BUSY, not doubled.
         | RpcOp::PutStart
-        | RpcOp::BatchPutStart => Retry::Idempotent,
+        | RpcOp::BatchPutStart
+        | RpcOp::BatchGetCompact
+        | RpcOp::BatchPutStartCompact => Retry::Idempotent,
         RpcOp::PutEnd
         | RpcOp::PutRevoke
         | RpcOp::BatchPutEnd
@@ -273,6 +275,27 @@ impl CrescentClient {
             conn.call(op, body).await
         })
         .await
+    }
+
+    /// [`CrescentClient::call_at`] for an op of an optional RPC feature: `Ok(None)` when the
+    /// leader does not serve `feature` (no RPC fast path, or a server that predates it), and
+    /// the caller then uses the classic op.
+    pub(crate) async fn call_feature_at<B, T>(
+        &self,
+        feature: &'static str,
+        op: RpcOp,
+        body: &B,
+    ) -> Result<Option<(T, Current)>, ClientError>
+    where
+        B: Serialize,
+        T: DeserializeOwned,
+    {
+        let (answer, at) = self
+            .with_leader(op.as_str(), retry_for(op), |conn| async move {
+                conn.call_feature(feature, op, body).await
+            })
+            .await?;
+        Ok(answer.map(|a| (a, at)))
     }
 
     /// Sends the second half of a two-phase operation to the leader that answered the first

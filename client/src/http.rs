@@ -88,9 +88,10 @@ impl Routes {
 }
 
 impl Routes {
-    /// The HTTP route of an operation the RPC fast path also carries.
-    pub fn for_op(&self, op: RpcOp) -> &Url {
-        match op {
+    /// The HTTP route of an operation the RPC fast path also carries; `None` for the ops that
+    /// exist only on the fast path (the compact batch forms).
+    pub fn for_op(&self, op: RpcOp) -> Option<&Url> {
+        Some(match op {
             RpcOp::PutStart => &self.put_start,
             RpcOp::PutEnd => &self.put_end,
             RpcOp::PutRevoke => &self.put_revoke,
@@ -107,7 +108,8 @@ impl Routes {
             RpcOp::Heartbeat => &self.heartbeat,
             RpcOp::Release => &self.release,
             RpcOp::BatchRelease => &self.batch_release,
-        }
+            RpcOp::BatchGetCompact | RpcOp::BatchPutStartCompact => return None,
+        })
     }
 }
 

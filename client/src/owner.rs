@@ -188,6 +188,7 @@ impl Owner {
         client.data.attach(LocalSegment {
             remote: RemoteSegment::new(endpoint.as_str(), segment_id.clone()),
             table: table.clone(),
+            memory: Some(memory.clone()),
         });
         let state = Arc::new(HeartbeatState::default());
         let wake = Arc::new(tokio::sync::Notify::new());

@@ -172,6 +172,8 @@ impl RpcConn {
 fn spin_for(op: RpcOp) -> Duration {
     match op {
         RpcOp::BatchPutStart
+        | RpcOp::BatchPutStartCompact
+        | RpcOp::BatchGetCompact
         | RpcOp::BatchPutEnd
         | RpcOp::BatchPutRevoke
         | RpcOp::BatchGet
@@ -205,17 +207,25 @@ struct BatchRequestRef<'a> {
 /// The connections to one RPC listener.
 pub(crate) struct RpcPool {
     addr: SocketAddr,
+    /// The optional features the server listed in `GET /v1/rpc`.
+    features: Vec<String>,
     idle: Mutex<Vec<RpcConn>>,
     releases: PendingReleases,
 }
 
 impl RpcPool {
-    fn new(addr: SocketAddr) -> Self {
+    fn new(addr: SocketAddr, features: Vec<String>) -> Self {
         Self {
             addr,
+            features,
             idle: Mutex::new(Vec::new()),
             releases: PendingReleases::default(),
         }
+    }
+
+    /// Whether the server serves the optional feature `name`.
+    pub(crate) fn has_feature(&self, name: &str) -> bool {
+        self.features.iter().any(|f| f == name)
     }
 
     fn checkout(&self) -> Option<RpcConn> {
@@ -419,7 +429,7 @@ impl RpcLink {
         }
         let found = match http.get::<RpcInfo>(&http.routes.rpc).await {
             Ok(info) => match resolve(http, &info).await {
-                Some(addr) => Discovery::Ready(Arc::new(RpcPool::new(addr))),
+                Some(addr) => Discovery::Ready(Arc::new(RpcPool::new(addr, info.features.clone()))),
                 None => Discovery::HttpOnly {
                     since: Instant::now(),
                 },

@@ -53,6 +53,7 @@ pub(crate) fn may_trail_releases(op: RpcOp) -> bool {
             | RpcOp::Exist
             | RpcOp::Size
             | RpcOp::BatchGet
+            | RpcOp::BatchGetCompact
             | RpcOp::BatchExist
             | RpcOp::Heartbeat
             | RpcOp::Release

@@ -51,7 +51,37 @@ impl ServerConn {
                 }
             }
         }
-        self.http.post(self.http.routes.for_op(op), body).await
+        self.http.post(http_route(&self.http, op)?, body).await
+    }
+
+    /// Runs an op of an optional RPC feature: `Ok(None)` (nothing sent) when this server's
+    /// fast path does not list `feature` or cannot be reached; the caller then uses the
+    /// classic op, which also has an HTTP route.
+    pub async fn call_feature<B, T>(
+        &self,
+        feature: &str,
+        op: RpcOp,
+        body: &B,
+    ) -> Result<Option<T>, ClientError>
+    where
+        B: Serialize,
+        T: DeserializeOwned,
+    {
+        let Some(pool) = self.rpc.pool(&self.http).await else {
+            return Ok(None);
+        };
+        if !pool.has_feature(feature) {
+            return Ok(None);
+        }
+        match pool.call(op, body).await {
+            Ok(reply) => Ok(Some(reply)),
+            Err(RpcFailure::Failed(e)) => Err(e),
+            Err(RpcFailure::NotSent(e)) => {
+                tracing::debug!(error = %e, op = op.as_str(), "RPC unreachable; using HTTP");
+                self.rpc.forget();
+                Ok(None)
+            }
+        }
     }
 
     /// Sends a request whose answer nobody acts on. Over the RPC fast path it is written and
@@ -69,7 +99,7 @@ impl ServerConn {
                 }
             }
         }
-        let _: serde::de::IgnoredAny = self.http.post(self.http.routes.for_op(op), body).await?;
+        let _: serde::de::IgnoredAny = self.http.post(http_route(&self.http, op)?, body).await?;
         Ok(())
     }
 
@@ -95,4 +125,11 @@ impl ServerConn {
             pool.settle().await;
         }
     }
+}
+
+/// The HTTP route of `op`; the fast-path-only ops have none (a caller bug to send them here).
+fn http_route(http: &HttpConn, op: RpcOp) -> Result<&reqwest::Url, ClientError> {
+    http.routes.for_op(op).ok_or_else(|| {
+        ClientError::InvalidArgument(format!("{} exists only on the RPC fast path", op.as_str()))
+    })
 }

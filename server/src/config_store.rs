@@ -48,6 +48,10 @@ pub struct StoreSettings {
     /// before sleeping: much lower latency for a busy client at the price of a core spinning
     /// that long per answer (and other connections on that thread waiting). 0 disables it.
     pub rpc_busy_poll_us: u64,
+    /// Serve (and advertise in `GET /v1/rpc` `features`) the compact batch ops of the RPC fast
+    /// path (`compact_batch_v1`, docs/api.md). Off makes this server look like one that
+    /// predates them (clients use the classic batch ops); for compatibility tests and rollback.
+    pub rpc_compact_batch: bool,
     /// After a restart or failover, object operations wait for the owners' replays at most
     /// this long before the node serves DEGRADED.
     pub rebuild_degraded_timeout_secs: u64,
@@ -72,6 +76,7 @@ impl Default for StoreSettings {
             housekeeping_interval_ms: 1000,
             rpc_listen: RPC_LISTEN_AUTO.into(),
             rpc_busy_poll_us: 50,
+            rpc_compact_batch: true,
             rebuild_degraded_timeout_secs: 120,
         }
     }

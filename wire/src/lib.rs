@@ -7,6 +7,7 @@ pub mod cold;
 pub mod error;
 pub mod rebuild;
 pub mod rpc;
+pub mod rpc_compact;
 pub mod segments;
 pub mod store;
 pub mod weights;

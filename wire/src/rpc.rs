@@ -131,10 +131,16 @@ pub enum RpcOp {
     Heartbeat = 14,
     Release = 15,
     BatchRelease = 16,
+    /// Batch get with a compact body ([`crate::rpc_compact`]); only sent to servers that list
+    /// [`crate::rpc_compact::FEATURE_COMPACT_BATCH`] (an older server closes the connection on
+    /// an op it does not know).
+    BatchGetCompact = 17,
+    /// Batch put_start with a compact body, negotiated like [`RpcOp::BatchGetCompact`].
+    BatchPutStartCompact = 18,
 }
 
 impl RpcOp {
-    pub const ALL: [RpcOp; 16] = [
+    pub const ALL: [RpcOp; 18] = [
         RpcOp::PutStart,
         RpcOp::PutEnd,
         RpcOp::PutRevoke,
@@ -151,6 +157,8 @@ impl RpcOp {
         RpcOp::Heartbeat,
         RpcOp::Release,
         RpcOp::BatchRelease,
+        RpcOp::BatchGetCompact,
+        RpcOp::BatchPutStartCompact,
     ];
 
     pub fn from_u8(b: u8) -> Result<RpcOp, RpcError> {
@@ -179,6 +187,8 @@ impl RpcOp {
             RpcOp::Heartbeat => "heartbeat",
             RpcOp::Release => "release",
             RpcOp::BatchRelease => "batch_release",
+            RpcOp::BatchGetCompact => "batch_get_compact",
+            RpcOp::BatchPutStartCompact => "batch_put_start_compact",
         }
     }
 }
@@ -339,6 +349,18 @@ pub struct RpcInfo {
     pub address: String,
     /// The RPC protocol version spoken there.
     pub version: u16,
+    /// Optional features of that version the server serves (wire v1 addition: absent from
+    /// older servers, which serve none). A client uses an op of a feature only when the
+    /// feature is listed here: an older server closes the connection on an op it does not know.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub features: Vec<String>,
+}
+
+impl RpcInfo {
+    /// Whether the server lists `feature`.
+    pub fn has_feature(&self, feature: &str) -> bool {
+        self.features.iter().any(|f| f == feature)
+    }
 }
 
 /// The discovery route.

@@ -4,7 +4,10 @@
 
 use crescent_transport::{TransferDescriptor, TransferOp};
 use crescent_wire::rpc::RpcOp;
-use crescent_wire::store::{GetReply, ItemResult, ObjectId};
+use crescent_wire::rpc_compact::{
+    check_version, expand_replica, CompactGetReply, COMPACT_VERSION, FEATURE_COMPACT_BATCH,
+};
+use crescent_wire::store::{GetReply, ItemResult, ObjectId, ReplicaState, MAX_BATCH};
 use serde::Serialize;
 use tracing::Instrument;
 
@@ -19,6 +22,70 @@ use crate::store::{inline_checked, read_replica, verify};
 #[derive(Serialize)]
 struct ObjectRequestRef<'a> {
     id: &'a ObjectId,
+}
+
+/// A compact batch get body borrowing the keys (encodes exactly as `CompactKeysRequest`).
+#[derive(Serialize)]
+struct CompactKeysRef<'a> {
+    v: u16,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tenant: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    domain: Option<&'a str>,
+    keys: Vec<&'a str>,
+}
+
+/// The classic answers of a compact batch get answer for `asked` keys; a malformed answer
+/// (unknown format, wrong item count, a replica naming no listed segment) fails the batch.
+fn expand_get_reply(
+    reply: CompactGetReply,
+    asked: usize,
+) -> Result<Vec<ItemResult<GetReply>>, ClientError> {
+    check_version(reply.v).map_err(|e| ClientError::Protocol(e.to_string()))?;
+    if reply.items.len() != asked {
+        return Err(ClientError::Protocol(format!(
+            "batch of {asked} items answered with {}",
+            reply.items.len()
+        )));
+    }
+    let segments = reply.segments;
+    reply
+        .items
+        .into_iter()
+        .map(|item| {
+            Ok(match item {
+                ItemResult::Ok(mut r) => {
+                    let replicas = r
+                        .replicas()
+                        .iter()
+                        .map(|c| expand_replica(&segments, *c, r.size(), ReplicaState::Complete))
+                        .collect::<Result<Vec<_>, _>>()
+                        .map_err(|e| ClientError::Protocol(e.to_string()))?;
+                    ItemResult::Ok(GetReply {
+                        size: r.size(),
+                        put_id: r.put_id(),
+                        data_type: r.data_type(),
+                        checksum: r.checksum(),
+                        replicas,
+                        lease_until_ms: r.lease_until_ms(),
+                        inline: r.take_inline(),
+                    })
+                }
+                ItemResult::Err { code, message } => ItemResult::Err { code, message },
+            })
+        })
+        .collect()
+}
+
+/// How the first read of a found object is done.
+#[derive(Clone, Copy)]
+enum FirstRead {
+    /// Descriptor `i` of the batch's one submission.
+    Transfer(usize),
+    /// In place from our own segment's memory, at this offset.
+    OwnSegment(u64),
+    /// No usable replica (or an empty value).
+    Nothing,
 }
 
 impl CrescentClient {
@@ -56,9 +123,7 @@ impl CrescentClient {
                 Err(e) => results[i] = Some(Err(e)),
             }
         }
-        let requests: Vec<ObjectRequestRef<'_>> =
-            ids.iter().map(|id| ObjectRequestRef { id }).collect();
-        let replies: Vec<ItemResult<GetReply>> = self.batch_call(RpcOp::BatchGet, requests).await?;
+        let replies = self.batch_get_replies(&ids).await?;
         let mut found: Vec<(usize, GetReply, usize)> = Vec::with_capacity(replies.len());
         let mut releases = Vec::with_capacity(replies.len());
         let mut total = 0usize;
@@ -90,6 +155,46 @@ impl CrescentClient {
             .collect())
     }
 
+    /// The server's answer for each id: one compact batch get per [`MAX_BATCH`] ids when the
+    /// leader serves it (the scope and the segments once, positional items), else the classic
+    /// batch get.
+    async fn batch_get_replies(
+        &self,
+        ids: &[ObjectId],
+    ) -> Result<Vec<ItemResult<GetReply>>, ClientError> {
+        if let Some(first) = ids.first() {
+            let one_scope = ids
+                .iter()
+                .all(|id| id.tenant == first.tenant && id.domain == first.domain);
+            if one_scope {
+                let mut out = Vec::with_capacity(ids.len());
+                for chunk in ids.chunks(MAX_BATCH) {
+                    let body = CompactKeysRef {
+                        v: COMPACT_VERSION,
+                        tenant: first.tenant.as_deref(),
+                        domain: first.domain.as_deref(),
+                        keys: chunk.iter().map(|id| id.key.as_str()).collect(),
+                    };
+                    let answer: Option<(CompactGetReply, _)> = self
+                        .call_feature_at(FEATURE_COMPACT_BATCH, RpcOp::BatchGetCompact, &body)
+                        .await?;
+                    let Some((reply, _)) = answer else {
+                        // Not served: the whole batch goes the classic way (only the first
+                        // chunk can get here; the answer is the same for the next ones).
+                        break;
+                    };
+                    out.extend(expand_get_reply(reply, chunk.len())?);
+                }
+                if out.len() == ids.len() {
+                    return Ok(out);
+                }
+            }
+        }
+        let requests: Vec<ObjectRequestRef<'_>> =
+            ids.iter().map(|id| ObjectRequestRef { id }).collect();
+        self.batch_call(RpcOp::BatchGet, requests).await
+    }
+
     /// Copies the objects a batch get found: the first choice of each in one submission, then
     /// the other replicas of those whose read failed.
     async fn copy_found<K: AsRef<str>>(
@@ -104,26 +209,42 @@ impl CrescentClient {
         let buf = staging.buffer();
         let local = self.data.local();
         // The first choice of each item, all in one submission.
+        let own_memory = local.as_ref().and_then(|l| {
+            let memory = l.memory.clone()?;
+            Some((l.remote.segment_id.clone(), memory))
+        });
         let mut descs = Vec::with_capacity(found.len());
-        let mut first: Vec<Option<usize>> = Vec::with_capacity(found.len());
+        let mut first: Vec<FirstRead> = Vec::with_capacity(found.len());
         for (_, reply, off) in &found {
-            let choice = read_order(&reply.replicas, local.as_ref())
+            let replica = read_order(&reply.replicas, local.as_ref())
                 .first()
                 .copied()
-                .filter(|_| reply.size > 0)
-                .and_then(|r| remote_for(r, local.as_ref()).ok().map(|remote| (r, remote)))
-                .filter(|(r, _)| r.length == reply.size);
-            first.push(choice.map(|(r, remote)| {
-                descs.push(TransferDescriptor {
-                    op: TransferOp::Read,
-                    remote,
-                    remote_offset: r.offset,
-                    local: buf.handle,
-                    local_offset: *off as u64,
-                    length: reply.size,
-                });
-                descs.len() - 1
-            }));
+                .filter(|r| reply.size > 0 && r.length == reply.size);
+            let Some(r) = replica else {
+                first.push(FirstRead::Nothing);
+                continue;
+            };
+            // Our own segment is read in place: no transfer into staging and copy out of it.
+            if let Some((own, _)) = &own_memory {
+                if **own == *r.segment_id {
+                    first.push(FirstRead::OwnSegment(r.offset));
+                    continue;
+                }
+            }
+            match remote_for(r, local.as_ref()) {
+                Ok(remote) => {
+                    descs.push(TransferDescriptor {
+                        op: TransferOp::Read,
+                        remote,
+                        remote_offset: r.offset,
+                        local: buf.handle,
+                        local_offset: *off as u64,
+                        length: reply.size,
+                    });
+                    first.push(FirstRead::Transfer(descs.len() - 1));
+                }
+                Err(_) => first.push(FirstRead::Nothing),
+            }
         }
         let statuses = if descs.is_empty() {
             Vec::new()
@@ -134,27 +255,35 @@ impl CrescentClient {
             let key = keys[i].as_ref();
             let size = reply.size as usize;
             let mut value = vec![0u8; size];
+            let checked = |value: &[u8]| match reply.checksum {
+                Some(_) => verify(key, reply.checksum, crc32c::crc32c(value)),
+                None => Ok(()),
+            };
             let mut outcome = match choice {
-                Some(d) if statuses[d].is_ok() => {
+                FirstRead::Transfer(d) if statuses[d].is_ok() => {
                     buf.read(off, &mut value).await?;
-                    match reply.checksum {
-                        Some(_) => verify(key, reply.checksum, crc32c::crc32c(&value)),
-                        None => Ok(()),
-                    }
+                    checked(&value)
                 }
-                Some(d) => Err(ClientError::transfer(
+                FirstRead::Transfer(d) => Err(ClientError::transfer(
                     format!("reading segment {}", descs[d].remote.segment_id),
                     statuses[d].clone().expect_err("checked above"),
                 )),
-                None if size == 0 => Ok(()),
-                None => Err(ClientError::item(
+                FirstRead::OwnSegment(offset) => {
+                    let (own, memory) = own_memory.as_ref().expect("chosen only with memory");
+                    match memory.read_at(offset, &mut value).await {
+                        Ok(()) => checked(&value),
+                        Err(e) => Err(ClientError::transfer(format!("reading segment {own}"), e)),
+                    }
+                }
+                FirstRead::Nothing if size == 0 => Ok(()),
+                FirstRead::Nothing => Err(ClientError::item(
                     crescent_wire::ErrorCode::NotReady,
                     format!("key {key:?} has no readable replica"),
                 )),
             };
             if outcome.is_err() {
                 // Fall back, one replica at a time, to the others (rare).
-                let skip = usize::from(choice.is_some());
+                let skip = usize::from(!matches!(choice, FirstRead::Nothing));
                 for replica in read_order(&reply.replicas, local.as_ref())
                     .into_iter()
                     .skip(skip)

@@ -4,19 +4,184 @@
 
 use crescent_transport::TransferDescriptor;
 use crescent_wire::rpc::RpcOp;
-use crescent_wire::store::{
-    Ack, ItemResult, ObjectId, PutEndRequest, PutStartReply, PutStartRequest,
+use crescent_wire::rpc_compact::{
+    check_version, expand_replica, CompactPutOptions, CompactPutStartReply, CompactPutStarted,
+    COMPACT_VERSION, FEATURE_COMPACT_BATCH,
 };
+use crescent_wire::store::{
+    Ack, ItemResult, ObjectId, PutEndRequest, PutStartReply, PutStartRequest, ReplicaDesc,
+    MAX_BATCH,
+};
+use serde::Serialize;
 use tracing::Instrument;
 
 use super::{item, object_ids, ItemResults};
+use crate::buffer::RegisteredBuffer;
 use crate::client::CrescentClient;
-use crate::dataplane::Committed;
+use crate::dataplane::{Committed, LocalSegment};
 use crate::error::ClientError;
+use crate::leader::Current;
 use crate::options::PutOptions;
 use crate::store::{write_descriptors, PutOutcome};
 
+/// A compact batch put_start body borrowing the keys (encodes exactly as
+/// `CompactPutStartRequest`).
+#[derive(Serialize)]
+struct CompactPutStartRef<'a> {
+    v: u16,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tenant: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    domain: Option<&'a str>,
+    options: CompactPutOptions,
+    items: Vec<(&'a str, u64, Option<u32>)>,
+}
+
+/// The options of `req` that a compact body shares between its items.
+fn shared_options(req: &PutStartRequest) -> CompactPutOptions {
+    CompactPutOptions {
+        replicas: req.replicas,
+        placement: req.placement,
+        preferred_segment: req.preferred_segment.clone(),
+        data_type: req.data_type,
+        upsert: req.upsert,
+        soft_pin_secs: req.soft_pin_secs,
+        hard_pin: req.hard_pin,
+    }
+}
+
+/// The classic answers of a compact batch put_start answer for items of `sizes` (a replica's
+/// length is its item's size); a malformed answer fails the batch.
+fn expand_put_reply(
+    reply: CompactPutStartReply,
+    sizes: &[u64],
+) -> Result<Vec<ItemResult<PutStartReply>>, ClientError> {
+    check_version(reply.v).map_err(|e| ClientError::Protocol(e.to_string()))?;
+    if reply.items.len() != sizes.len() {
+        return Err(ClientError::Protocol(format!(
+            "batch of {} items answered with {}",
+            sizes.len(),
+            reply.items.len()
+        )));
+    }
+    let segments = reply.segments;
+    let mut out = Vec::with_capacity(sizes.len());
+    for (item, &size) in reply.items.into_iter().zip(sizes) {
+        out.push(match item {
+            ItemResult::Ok(CompactPutStarted(put_id, already_exists, replicas, state)) => {
+                let replicas = replicas
+                    .into_iter()
+                    .map(|c| expand_replica(&segments, c, size, state))
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(|e| ClientError::Protocol(e.to_string()))?;
+                ItemResult::Ok(PutStartReply {
+                    put_id,
+                    already_exists,
+                    replicas,
+                })
+            }
+            ItemResult::Err { code, message } => ItemResult::Err { code, message },
+        });
+    }
+    Ok(out)
+}
+
 impl CrescentClient {
+    /// The batch put_start: compact (one request per [`MAX_BATCH`] items) when the leader
+    /// serves it, else classic. Also returns the leader that answered every request, or
+    /// `None` if the leader changed between the requests of a long batch.
+    async fn batch_put_starts(
+        &self,
+        requests: Vec<PutStartRequest>,
+    ) -> Result<(Vec<ItemResult<PutStartReply>>, Option<Current>), ClientError> {
+        let shareable = requests.first().is_some_and(|first| {
+            let options = shared_options(first);
+            requests.iter().all(|r| {
+                r.id.tenant == first.id.tenant
+                    && r.id.domain == first.id.domain
+                    && shared_options(r) == options
+            })
+        });
+        if shareable {
+            let first = &requests[0];
+            let mut out = Vec::with_capacity(requests.len());
+            let mut answered: Option<Current> = None;
+            let mut one_leader = true;
+            for chunk in requests.chunks(MAX_BATCH) {
+                let body = CompactPutStartRef {
+                    v: COMPACT_VERSION,
+                    tenant: first.id.tenant.as_deref(),
+                    domain: first.id.domain.as_deref(),
+                    options: shared_options(first),
+                    items: chunk
+                        .iter()
+                        .map(|r| (r.id.key.as_str(), r.size, r.checksum))
+                        .collect(),
+                };
+                let answer: Option<(CompactPutStartReply, Current)> = self
+                    .call_feature_at(FEATURE_COMPACT_BATCH, RpcOp::BatchPutStartCompact, &body)
+                    .await?;
+                let Some((reply, at)) = answer else {
+                    // Not served (only the first chunk can get here): go the classic way.
+                    break;
+                };
+                match &answered {
+                    Some(a) if a.epoch != at.epoch => one_leader = false,
+                    Some(_) => {}
+                    None => answered = Some(at),
+                }
+                let sizes: Vec<u64> = chunk.iter().map(|r| r.size).collect();
+                out.extend(expand_put_reply(reply, &sizes)?);
+            }
+            if out.len() == requests.len() {
+                return Ok((out, answered.filter(|_| one_leader)));
+            }
+        }
+        self.batch_call_to(RpcOp::BatchPutStart, requests, None)
+            .await
+    }
+
+    /// Puts `value` in place on each replica: our own segment's replicas straight into its
+    /// memory (range-locked, done when this returns), the others as write descriptors from
+    /// staging (the value is copied there only then). Every replica must be the value's
+    /// length.
+    async fn place_value(
+        &self,
+        replicas: &[ReplicaDesc],
+        local: Option<&LocalSegment>,
+        value: &[u8],
+        staging: &RegisteredBuffer,
+        staging_offset: usize,
+        descs: &mut Vec<TransferDescriptor>,
+    ) -> Result<(), ClientError> {
+        let own = local.and_then(|l| Some((&*l.remote.segment_id, l.memory.as_ref()?)));
+        let mut others: Vec<ReplicaDesc> = Vec::new();
+        for r in replicas {
+            match own {
+                Some((id, memory)) if *id == *r.segment_id => {
+                    if r.length != value.len() as u64 {
+                        return Err(ClientError::Protocol(format!(
+                            "replica on segment {} is {} bytes for a {}-byte value",
+                            r.segment_id,
+                            r.length,
+                            value.len()
+                        )));
+                    }
+                    memory
+                        .write_at(r.offset, value)
+                        .await
+                        .map_err(|e| ClientError::transfer(format!("writing segment {id}"), e))?;
+                }
+                _ => others.push(r.clone()),
+            }
+        }
+        if others.is_empty() {
+            return Ok(());
+        }
+        staging.write(staging_offset, value).await?;
+        write_descriptors(&others, local, staging, staging_offset, value.len(), descs)
+    }
+
     /// Stores `values[i]` under `keys[i]` (default options).
     pub async fn put_batch<K: AsRef<str>, V: AsRef<[u8]>>(
         &self,
@@ -75,7 +240,7 @@ impl CrescentClient {
             let checksum = opts.checksum.then(|| crc32c::crc32c(value));
             match id.and_then(|id| opts.request(id, value.len() as u64, checksum, own)) {
                 Ok(req) => {
-                    buf.write(offset, value).await?;
+                    // Copied into staging later, and only if a replica is not our own.
                     sent.push((i, offset, value.len()));
                     requests.push(req);
                     offset += value.len();
@@ -85,9 +250,7 @@ impl CrescentClient {
         }
         let ids: Vec<ObjectId> = requests.iter().map(|r| r.id.clone()).collect();
         let metas: Vec<_> = requests.iter().map(|r| (r.checksum, r.data_type)).collect();
-        let (starts, leader): (Vec<ItemResult<PutStartReply>>, _) = self
-            .batch_call_to(RpcOp::BatchPutStart, requests, None)
-            .await?;
+        let (starts, leader) = self.batch_put_starts(requests).await?;
         let Some(leader) = leader else {
             // The leader changed between the requests of this batch: the started items cannot
             // be ended on one leader. Their slots are reclaimed by each leader's discard
@@ -118,7 +281,7 @@ impl CrescentClient {
         let mut writing: Vec<(usize, PutStartReply, std::ops::Range<usize>)> = Vec::new();
         let mut revoke: Vec<PutEndRequest> = Vec::new();
         for (pos, start) in starts.into_iter().enumerate() {
-            let (i, off, len) = sent[pos];
+            let (i, off, _) = sent[pos];
             let reply = match item(start) {
                 Ok(r) => r,
                 Err(e) => {
@@ -135,7 +298,11 @@ impl CrescentClient {
                 continue;
             }
             let from = descs.len();
-            match write_descriptors(&reply.replicas, local.as_ref(), buf, off, len, &mut descs) {
+            let value = values[i].as_ref();
+            let placed = self
+                .place_value(&reply.replicas, local.as_ref(), value, buf, off, &mut descs)
+                .await;
+            match placed {
                 Ok(()) => writing.push((pos, reply, from..descs.len())),
                 Err(e) => {
                     descs.truncate(from);

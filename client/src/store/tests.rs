@@ -61,6 +61,7 @@ async fn replica_writes_and_reads_move_the_exact_bytes() {
     let local = LocalSegment {
         remote: RemoteSegment::new(endpoint.as_str(), "s2"),
         table: Arc::new(OwnershipTable::new(IntGauge::new("g", "g").unwrap())),
+        memory: None,
     };
     let mut descs = Vec::new();
     write_descriptors(&replicas, Some(&local), &src, 10, 70_000, &mut descs).unwrap();

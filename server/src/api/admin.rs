@@ -83,6 +83,7 @@ pub async fn rpc_info(
         Some(addr) => Ok(super::wire::Reply(crescent_wire::rpc::RpcInfo {
             address: addr.to_string(),
             version: crescent_wire::rpc::RPC_VERSION,
+            features: crate::rpc::features(&state.store_settings),
         })),
         None => Err(super::error::HttpError(crescent_wire::ApiError::new(
             crescent_wire::ErrorCode::NotFound,

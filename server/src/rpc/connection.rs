@@ -122,6 +122,9 @@ async fn run(
         let header = input.read_frame(&stream, max_body, spin).await?;
         let body = input.take_body(header.body_len);
         let op = RpcOp::from_u8(header.tag)?;
+        if !super::serves(&state.store_settings, op) {
+            return Err(RpcError::UnknownOp(header.tag).into());
+        }
         dispatch::handle(state, op, header.request_id, body, &mut out);
         input.shrink(KEEP_BUFFER);
     }

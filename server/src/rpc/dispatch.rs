@@ -9,6 +9,7 @@ use crescent_wire::ApiError;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
+use super::compact;
 use crate::api::ops;
 use crate::node::NodeState;
 
@@ -42,6 +43,10 @@ pub(super) fn handle(
         RpcOp::Heartbeat => call(body, out, request_id, |r| ops::heartbeat(state, r)),
         RpcOp::Release => call(body, out, request_id, |r| ops::release(state, r)),
         RpcOp::BatchRelease => call(body, out, request_id, |r| ops::batch_release(state, r)),
+        RpcOp::BatchGetCompact => call(body, out, request_id, |r| compact::batch_get(state, r)),
+        RpcOp::BatchPutStartCompact => call(body, out, request_id, |r| {
+            compact::batch_put_start(state, r)
+        }),
     };
     let code = match result {
         Ok(()) => OK,

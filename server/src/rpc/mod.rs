@@ -9,6 +9,7 @@
 //! order: the store calls are short and synchronous, so spawning per request would only add a
 //! hop. Each request calls the same operation as its HTTP route ([`crate::api::ops`]).
 
+mod compact;
 mod connection;
 mod dispatch;
 
@@ -19,8 +20,28 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::runtime::Handle;
 use tokio::sync::oneshot;
 
+use crate::config_store::StoreSettings;
 use crate::error::ServerError;
 use crate::node::NodeState;
+
+/// The optional RPC features this server serves (listed in `GET /v1/rpc`).
+pub fn features(settings: &StoreSettings) -> Vec<String> {
+    let mut features = Vec::new();
+    if settings.rpc_compact_batch {
+        features.push(crescent_wire::rpc_compact::FEATURE_COMPACT_BATCH.to_string());
+    }
+    features
+}
+
+/// Whether `op` is served with these settings: an op of a feature that is off is as unknown
+/// as it is to a server that predates it.
+pub(crate) fn serves(settings: &StoreSettings, op: crescent_wire::rpc::RpcOp) -> bool {
+    use crescent_wire::rpc::RpcOp;
+    match op {
+        RpcOp::BatchGetCompact | RpcOp::BatchPutStartCompact => settings.rpc_compact_batch,
+        _ => true,
+    }
+}
 
 /// A running RPC listener. Stopping it (or dropping it) closes the listener and every
 /// connection.

@@ -1,0 +1,145 @@
+//! The compact batch ops (`crescent_wire::rpc_compact`): the same operations as the classic
+//! batch get and batch put_start ([`crate::api::ops`]: rebuild gate, cold restore, placement
+//! default and every per-item rule), with the request's shared scope and options spread over
+//! the items and the answer folded into a segment table and positional items.
+
+use crescent_wire::rpc_compact::{
+    check_version, CompactGetItem, CompactGetReply, CompactKeysRequest, CompactPutStartReply,
+    CompactPutStartRequest, CompactPutStarted, CompactReplica, SegmentTableBuilder,
+    COMPACT_VERSION,
+};
+use crescent_wire::store::{
+    BatchRequest, ItemResult, ObjectId, ObjectRequest, PutStartRequest, ReplicaState, MAX_BATCH,
+};
+use crescent_wire::ApiError;
+
+use crate::api::ops;
+use crate::node::NodeState;
+
+fn checked(v: u16, items: usize) -> Result<(), ApiError> {
+    check_version(v).map_err(|e| ApiError::invalid(e.to_string()))?;
+    if items > MAX_BATCH {
+        return Err(ApiError::invalid(format!(
+            "{items} items; a batch holds at most {MAX_BATCH}"
+        )));
+    }
+    Ok(())
+}
+
+fn scoped(tenant: &Option<String>, domain: &Option<String>, key: String) -> ObjectId {
+    ObjectId {
+        tenant: tenant.clone(),
+        domain: domain.clone(),
+        key,
+    }
+}
+
+pub(super) fn batch_get(
+    state: &NodeState,
+    req: CompactKeysRequest,
+) -> Result<CompactGetReply, ApiError> {
+    checked(req.v, req.keys.len())?;
+    let CompactKeysRequest {
+        tenant,
+        domain,
+        keys,
+        ..
+    } = req;
+    let items = keys
+        .into_iter()
+        .map(|key| ObjectRequest {
+            id: scoped(&tenant, &domain, key),
+        })
+        .collect();
+    let classic = ops::batch_get(state, BatchRequest { items })?;
+    let mut segments = SegmentTableBuilder::default();
+    let items = classic
+        .items
+        .into_iter()
+        .map(|item| match item {
+            ItemResult::Ok(r) => {
+                let replicas = r
+                    .replicas
+                    .iter()
+                    .map(|d| CompactReplica(segments.index_of(d), d.offset))
+                    .collect();
+                ItemResult::Ok(CompactGetItem(
+                    r.size,
+                    r.put_id,
+                    r.data_type,
+                    r.checksum,
+                    r.lease_until_ms,
+                    replicas,
+                    r.inline,
+                ))
+            }
+            ItemResult::Err { code, message } => ItemResult::Err { code, message },
+        })
+        .collect();
+    Ok(CompactGetReply {
+        v: COMPACT_VERSION,
+        segments: segments.finish(),
+        items,
+    })
+}
+
+pub(super) fn batch_put_start(
+    state: &NodeState,
+    req: CompactPutStartRequest,
+) -> Result<CompactPutStartReply, ApiError> {
+    checked(req.v, req.items.len())?;
+    let CompactPutStartRequest {
+        tenant,
+        domain,
+        options: o,
+        items,
+        ..
+    } = req;
+    let items = items
+        .into_iter()
+        .map(|item| PutStartRequest {
+            id: scoped(&tenant, &domain, item.0),
+            size: item.1,
+            replicas: o.replicas,
+            placement: o.placement,
+            preferred_segment: o.preferred_segment.clone(),
+            data_type: o.data_type,
+            checksum: item.2,
+            upsert: o.upsert,
+            soft_pin_secs: o.soft_pin_secs,
+            hard_pin: o.hard_pin,
+        })
+        .collect();
+    let classic = ops::batch_put_start(state, BatchRequest { items })?;
+    let mut segments = SegmentTableBuilder::default();
+    let items = classic
+        .items
+        .into_iter()
+        .map(|item| match item {
+            ItemResult::Ok(r) => {
+                // Every replica of one put is allocated together and shares its state.
+                let state = r
+                    .replicas
+                    .first()
+                    .map_or(ReplicaState::Processing, |d| d.state);
+                let replicas = r
+                    .replicas
+                    .iter()
+                    .map(|d| CompactReplica(segments.index_of(d), d.offset))
+                    .collect();
+                ItemResult::Ok(CompactPutStarted(
+                    r.put_id,
+                    r.already_exists,
+                    replicas,
+                    state,
+                ))
+            }
+            ItemResult::Err { code, message } => ItemResult::Err { code, message },
+        })
+        .collect();
+    Ok(CompactPutStartReply {
+        v: COMPACT_VERSION,
+        segments: segments.finish(),
+        items,
+    })
+}
