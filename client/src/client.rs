@@ -25,6 +25,8 @@ pub struct CrescentClient {
     pub(crate) failover: Arc<FailoverConfig>,
     pub(crate) scope: Scope,
     pub(crate) data: Arc<DataPlane>,
+    /// Local restore of cold-only objects (`crate::cold_restore`).
+    pub(crate) cold_restore: Arc<crate::cold_restore::LocalColdRestore>,
 }
 
 impl CrescentClient {
@@ -40,7 +42,9 @@ impl CrescentClient {
     /// Like [`CrescentClient::new`], exporting the client's and its data plane's metrics on
     /// `registry`.
     pub fn with_registry(server: &str, registry: &Registry) -> Result<Self, ClientError> {
-        Self::build(&ClientOptions::servers(server), register(registry)?)
+        let client = Self::build(&ClientOptions::servers(server), register(registry)?)?;
+        client.cold_restore.register(registry)?;
+        Ok(client)
     }
 
     /// A client following the leader as `options` say: with etcd endpoints it starts
@@ -56,7 +60,9 @@ impl CrescentClient {
         options: ClientOptions,
         registry: &Registry,
     ) -> Result<Self, ClientError> {
-        Self::connect_with(options, register(registry)?).await
+        let client = Self::connect_with(options, register(registry)?).await?;
+        client.cold_restore.register(registry)?;
+        Ok(client)
     }
 
     async fn connect_with(
@@ -92,6 +98,9 @@ impl CrescentClient {
             failover: Arc::new(options.failover.clone()),
             scope: Scope::default(),
             data: DataPlane::new(metrics),
+            cold_restore: Arc::new(crate::cold_restore::LocalColdRestore::new(
+                !options.no_local_cold_restore,
+            )),
         })
     }
 
@@ -107,6 +116,7 @@ impl CrescentClient {
             failover: self.failover.clone(),
             scope: Scope::new(tenant, domain)?,
             data: self.data.clone(),
+            cold_restore: self.cold_restore.clone(),
         })
     }
 

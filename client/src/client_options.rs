@@ -19,6 +19,9 @@ pub struct ClientOptions {
     pub etcd_endpoints: Vec<String>,
     pub cluster: Option<String>,
     pub failover: FailoverConfig,
+    /// Never read a cold-only object's backing file directly, even on its device's host:
+    /// every restore goes through the server (see `crate::cold_restore`).
+    pub no_local_cold_restore: bool,
 }
 
 /// Splits a comma-separated list (`A,B`), dropping empty items and surrounding spaces.

@@ -353,6 +353,7 @@ fn leaderless(timeout: Duration) -> CrescentClient {
         }),
         scope: crate::options::Scope::default(),
         data: crate::dataplane::DataPlane::new(metrics),
+        cold_restore: Arc::new(crate::cold_restore::LocalColdRestore::new(true)),
     }
 }
 

@@ -58,10 +58,12 @@ fn offload_evict_restore_round_trip_and_refusals() {
     assert!(stat["replicas"].as_array().unwrap().is_empty());
     assert_eq!(stat["cold"]["state"], "materialized");
 
-    // Cold-only: the get restores (verified) and re-promotes into DRAM.
+    // Cold-only: the get restores (verified) and re-promotes into DRAM in the background.
     assert_eq!(node.get("obj").unwrap(), data);
-    let stat = node.ok(&["stat", "obj"], None);
-    assert_eq!(stat["replicas"].as_array().unwrap().len(), 1, "{stat}");
+    wait_for("the background promotion", &node, || {
+        let stat = node.ok(&["stat", "obj"], None);
+        stat["replicas"].as_array().unwrap().len() == 1
+    });
     assert_eq!(node.get("obj").unwrap(), data);
 
     // Unknown keys.

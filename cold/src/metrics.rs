@@ -11,6 +11,12 @@ use prometheus::{
 use crate::device::{ColdDevice, DeviceHealth, ReleasedFrom};
 use crate::error::ColdError;
 
+/// Promotion outcomes (the `outcome` label of `crescent_cold_promotions_total`): offered and
+/// queued, offered while the same backing and route version was already queued (single
+/// flight), dropped by a full queue, promoted, failed, or skipped because the route moved on.
+pub const PROMOTION_OUTCOMES: [&str; 6] =
+    ["queued", "duplicate", "dropped", "done", "failed", "stale"];
+
 /// Restore outcomes (the `outcome` label).
 pub const RESTORE_OUTCOMES: [&str; 6] = [
     "ok",
@@ -41,6 +47,12 @@ pub struct ColdMetrics {
     pub backpressure: IntCounterVec,
     /// Device health probes by outcome (ok, failed).
     pub probes: IntCounterVec,
+    /// Background re-promotions of restored objects by outcome (`PROMOTION_OUTCOMES`).
+    pub promotions: IntCounterVec,
+    /// Promotions queued or running.
+    pub promotion_queue_depth: IntGauge,
+    /// Gets answered with the cold backing for the reader to read itself (local restores).
+    pub backing_refs: IntCounter,
 }
 
 impl ColdMetrics {
@@ -63,6 +75,9 @@ impl ColdMetrics {
         registry.register(Box::new(m.reclaims.clone()))?;
         registry.register(Box::new(m.backpressure.clone()))?;
         registry.register(Box::new(m.probes.clone()))?;
+        registry.register(Box::new(m.promotions.clone()))?;
+        registry.register(Box::new(m.promotion_queue_depth.clone()))?;
+        registry.register(Box::new(m.backing_refs.clone()))?;
         Ok(m)
     }
 
@@ -115,6 +130,13 @@ impl ColdMetrics {
                 "Device health probes (write, fsync, read back, delete) by outcome (ok, failed).",
                 &["outcome"],
             ),
+            promotions: counter_vec(
+                "crescent_cold_promotions_total",
+                "Background re-promotions of restored objects (queued, duplicate, dropped, done, failed, stale).",
+                &["outcome"],
+            ),
+            promotion_queue_depth: gauge("crescent_cold_promotion_queue_depth", "Re-promotions queued or running."),
+            backing_refs: counter("crescent_cold_backing_refs_total", "Gets answered with the cold backing, read by the reader itself (local restore)."),
         }
     }
 

@@ -50,6 +50,19 @@ pub struct ColdSettings {
     /// state (0: kept forever). Longer than any retry: a repeat of a pruned record's command
     /// gets NOT_FOUND instead of a no-op.
     pub prune_terminal_after_ms: u64,
+    /// A get of a cold-only object may name its backing to a reader that asked for it
+    /// (`accept_cold_backing`), which then reads the device directory itself (a local
+    /// restore); off: every restore is read and verified here.
+    pub local_restore: bool,
+    /// Restored cold-only objects are re-promoted into DRAM in the background (best effort;
+    /// never delays or fails the read).
+    pub promote_on_read: bool,
+    /// Promotion queue bounds (entries, and bytes of the objects queued or being promoted);
+    /// an offer beyond either is dropped and counted.
+    pub promotion_queue_entries: usize,
+    pub promotion_queue_bytes: u64,
+    /// Reads in flight at once for the cold-only items of one batch get (per device).
+    pub restore_parallelism: usize,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -93,6 +106,11 @@ impl Default for ColdSettings {
             max_attempts: q.max_attempts,
             health_probe_interval_ms: 10_000,
             prune_terminal_after_ms: 24 * 3_600_000,
+            local_restore: true,
+            promote_on_read: true,
+            promotion_queue_entries: 64,
+            promotion_queue_bytes: 256 << 20,
+            restore_parallelism: 2,
         }
     }
 }
@@ -156,6 +174,16 @@ impl ColdSettings {
                 "cold.health_probe_interval_ms",
                 "0 (off) or at least 100",
             ));
+        }
+        if self.promotion_queue_entries == 0 || self.promotion_queue_bytes == 0 {
+            return Err(invalid(
+                "cold.promotion_queue",
+                "promotion_queue_entries and promotion_queue_bytes must be greater than 0 \
+                 (turn promotion off with promote_on_read = false)",
+            ));
+        }
+        if !(1..=64).contains(&self.restore_parallelism) {
+            return Err(invalid("cold.restore_parallelism", "between 1 and 64"));
         }
         if let Some(root) = &self.root {
             if root.as_os_str().is_empty() {

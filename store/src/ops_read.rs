@@ -68,6 +68,7 @@ impl ObjectDirectory {
                 .collect(),
             lease_until_ms: self.clock.to_ms(e.lease_until),
             inline: None,
+            cold_backing: None,
         };
         drop(table);
         if let Some((until, put_id)) = track {

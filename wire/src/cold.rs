@@ -85,6 +85,30 @@ pub struct ObjectStat {
     pub cold: Option<ColdBackingInfo>,
 }
 
+/// Version of [`ColdBackingRef`] this side writes (and the only one it reads).
+pub const COLD_BACKING_REF_VERSION: u32 = 1;
+
+/// A cold-only object's materialized backing, as a get names it to a reader that may read the
+/// device directory itself (seed 003 "Local and remote restore"). The reader trusts `root`
+/// only if the directory's `DEVICE` stamp names `device_id`, and returns no byte before the
+/// payload's length and CRC32C equal `length` and `checksum`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ColdBackingRef {
+    /// [`COLD_BACKING_REF_VERSION`]; a reader seeing another version restores remotely.
+    pub version: u32,
+    pub device_id: String,
+    /// `local_dir`.
+    pub kind: String,
+    /// The device directory on the owner's host.
+    pub root: String,
+    /// The payload file, relative to `root`.
+    pub locator: String,
+    pub length: u64,
+    pub checksum: u32,
+    /// The route version the backing was read at.
+    pub route_version: u64,
+}
+
 /// `Option<Vec<u8>>` as msgpack bin (not an array of integers).
 pub(crate) mod opt_bytes {
     use serde::{Deserialize, Deserializer, Serializer};
@@ -98,5 +122,71 @@ pub(crate) mod opt_bytes {
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<u8>>, D::Error> {
         Ok(Option::<serde_bytes::ByteBuf>::deserialize(d)?.map(|b| b.into_vec()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{DataType, GetReply, GetRequest, ObjectRequest};
+
+    fn id() -> ObjectId {
+        ObjectId {
+            tenant: None,
+            domain: None,
+            key: "k".into(),
+        }
+    }
+
+    #[test]
+    fn a_get_request_and_an_object_request_read_each_other() {
+        let old = rmp_serde::to_vec_named(&ObjectRequest { id: id() }).unwrap();
+        let get: GetRequest = rmp_serde::from_slice(&old).unwrap();
+        assert!(!get.accept_cold_backing);
+        let new = GetRequest {
+            id: id(),
+            accept_cold_backing: true,
+        };
+        let bytes = rmp_serde::to_vec_named(&new).unwrap();
+        assert_eq!(rmp_serde::from_slice::<GetRequest>(&bytes).unwrap(), new);
+        // An older server reads the new request as a plain object request.
+        let plain: ObjectRequest = rmp_serde::from_slice(&bytes).unwrap();
+        assert_eq!(plain.id, id());
+        // Not accepting leaves the encoding exactly as before.
+        let not = GetRequest {
+            id: id(),
+            accept_cold_backing: false,
+        };
+        assert_eq!(rmp_serde::to_vec_named(&not).unwrap(), old);
+    }
+
+    #[test]
+    fn a_get_reply_carries_its_cold_backing_optionally() {
+        let mut reply = GetReply {
+            size: 3,
+            put_id: 7,
+            data_type: DataType::default(),
+            checksum: Some(9),
+            replicas: Vec::new(),
+            lease_until_ms: 0,
+            inline: None,
+            cold_backing: None,
+        };
+        let bytes = rmp_serde::to_vec_named(&reply).unwrap();
+        assert_eq!(rmp_serde::from_slice::<GetReply>(&bytes).unwrap(), reply);
+        reply.cold_backing = Some(ColdBackingRef {
+            version: COLD_BACKING_REF_VERSION,
+            device_id: "local0".into(),
+            kind: "local_dir".into(),
+            root: "/data/cold/local0".into(),
+            locator: "objects/ab/00.cold".into(),
+            length: 3,
+            checksum: 9,
+            route_version: 4,
+        });
+        let bytes = rmp_serde::to_vec_named(&reply).unwrap();
+        assert_eq!(rmp_serde::from_slice::<GetReply>(&bytes).unwrap(), reply);
+        let json = serde_json::to_string(&reply).unwrap();
+        assert_eq!(serde_json::from_str::<GetReply>(&json).unwrap(), reply);
     }
 }

@@ -155,6 +155,17 @@ pub struct ObjectRequest {
     pub id: ObjectId,
 }
 
+/// A get (wire v1 addition over [`ObjectRequest`], same map plus one optional field, so either
+/// side may be older): `accept_cold_backing` says the reader can read a cold-only object's
+/// backing file itself (a local restore); the server may then answer with
+/// [`GetReply::cold_backing`] instead of reading the payload.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GetRequest {
+    pub id: ObjectId,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub accept_cold_backing: bool,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GetReply {
     pub size: u64,
@@ -179,6 +190,12 @@ pub struct GetReply {
         with = "crate::cold::opt_bytes"
     )]
     pub inline: Option<Vec<u8>>,
+    /// Where a cold-only object's verified copy lies, for a reader that asked
+    /// (`GetRequest::accept_cold_backing`) and may read it locally: `replicas` is empty and
+    /// `inline` absent. A reader that cannot read it (or finds it different) asks again
+    /// without `accept_cold_backing`. Absent otherwise (wire v1 addition: optional field).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cold_backing: Option<crate::cold::ColdBackingRef>,
 }
 
 /// Ends the caller's hold on the read lease a get gave it (wire v1 addition). The lease of a

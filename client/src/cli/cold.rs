@@ -82,7 +82,7 @@ pub(super) async fn cold(
             } else {
                 println!(
                     "{} x {} B: restore {:.3} GiB/s ({:.0} obj/s), cat {:.3} GiB/s ({:.0} obj/s), \
-                     ratio {:.2} (median of {} interleaved rounds)",
+                     ratio {:.2} (median of {} interleaved rounds; {} local restores, {} fallbacks)",
                     report.objects_per_round,
                     report.object_bytes,
                     report.restore_gib_s,
@@ -90,7 +90,9 @@ pub(super) async fn cold(
                     report.cat_gib_s,
                     report.cat_objects_s,
                     report.ratio,
-                    report.rounds.len()
+                    report.rounds.len(),
+                    report.local_restores,
+                    report.local_fallbacks
                 );
             }
         }

@@ -6,7 +6,9 @@
 //! objects, alternating which goes first: `get` of every object through crescentd (restore:
 //! read and verify the cold file, promote it, answer; the client then reads the bytes), and a
 //! sequential read of the same payload files from the device directory (which therefore must
-//! be readable from where the CLI runs: the same host). Every object is read cold exactly once
+//! be readable from where the CLI runs: the same host). The restore pass reads locally (the
+//! server names the backing, the client reads and verifies the file) unless
+//! `--no-local-cold-restore` makes crescentd read and answer inline. Every object is read cold exactly once
 //! (a restore promotes it, so a second get would be a hot read). The figure is the median of
 //! the per-round ratios restore/cat; the returned bytes are checked after the clock stops.
 
@@ -55,6 +57,11 @@ pub struct RestoreBenchReport {
     pub cat_objects_s: f64,
     /// Median of the per-round ratios.
     pub ratio: f64,
+    /// Restores the client read from the device directory itself (local restore), and those
+    /// it handed back to crescentd (fallback); both 0 when crescentd restored every object
+    /// (`--no-local-cold-restore`, or a server that does not name backings).
+    pub local_restores: u64,
+    pub local_fallbacks: u64,
     pub rounds: Vec<RestoreRound>,
 }
 
@@ -120,6 +127,8 @@ pub async fn bench_restore(
         }
         files.push(round);
     }
+    let local_before = client.local_cold_restore().count("local");
+    let fallback_before = client.local_cold_restore().count("fallback");
     let mut rounds = Vec::with_capacity(args.rounds);
     for (r, round_files) in files.iter().enumerate() {
         let mut restored = Vec::with_capacity(args.count);
@@ -171,6 +180,8 @@ pub async fn bench_restore(
         cat_gib_s: per_round_bytes / cat / gib,
         cat_objects_s: args.count as f64 / cat,
         ratio: median(rounds.iter().map(|r| r.ratio).collect()),
+        local_restores: client.local_cold_restore().count("local") - local_before,
+        local_fallbacks: client.local_cold_restore().count("fallback") - fallback_before,
         rounds,
     })
 }

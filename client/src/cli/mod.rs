@@ -47,6 +47,10 @@ pub struct Cli {
     /// Print machine-readable JSON.
     #[arg(long, global = true)]
     pub json: bool,
+    /// Never read cold-only objects from their device directory here: every restore goes
+    /// through crescentd.
+    #[arg(long, global = true, env = "CRESCENT_NO_LOCAL_COLD_RESTORE")]
+    pub no_local_cold_restore: bool,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -205,6 +209,7 @@ impl Cli {
                 .map(crate::client_options::split_list)
                 .unwrap_or_default(),
             cluster: self.cluster.clone(),
+            no_local_cold_restore: self.no_local_cold_restore,
             ..crate::ClientOptions::default()
         }
         .with_failover_timeout(std::time::Duration::from_millis(self.failover_timeout_ms))

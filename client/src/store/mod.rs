@@ -313,7 +313,8 @@ impl CrescentClient {
     }
 
     async fn get_meta(&self, id: ObjectId) -> Result<GetReply, ClientError> {
-        self.call(RpcOp::Get, &ObjectRequest { id }).await
+        // A cold-only object may be read from its device right here (`crate::cold_restore`).
+        self.get_reply(id).await
     }
 
     /// The value stored under `key`.

@@ -295,3 +295,29 @@ fn open_existing_refuses_an_unstamped_directory() {
         Err(ColdError::Conflict { .. })
     ));
 }
+
+#[test]
+fn a_reader_opens_only_a_root_stamped_for_its_device_and_creates_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let owner = device(&dir);
+    let receipt = owner.write(op(7), &payload(100, 3)).unwrap();
+    let reader = LocalDirDevice::open_reader("dev1", dir.path().join("dev1")).unwrap();
+    assert_eq!(
+        reader
+            .read(&receipt.locator, receipt.length, receipt.checksum)
+            .unwrap(),
+        payload(100, 3)
+    );
+    // Stamped for another device: refused (its locators are not this device's).
+    assert!(matches!(
+        LocalDirDevice::open_reader("dev2", dir.path().join("dev1")),
+        Err(ColdError::Conflict { .. })
+    ));
+    // No stamp: refused, and nothing is created there.
+    let empty = dir.path().join("nothing");
+    assert!(matches!(
+        LocalDirDevice::open_reader("dev1", &empty),
+        Err(ColdError::NotFound { .. })
+    ));
+    assert!(!empty.exists());
+}

@@ -9,9 +9,9 @@ use std::sync::Arc;
 
 use actix_web::web;
 use crescent_wire::store::{
-    Ack, ExistReply, GetReply, ListReply, ListRequest, ObjectRequest, PutEndRequest, PutStartReply,
-    PutStartRequest, ReleaseReply, ReleaseRequest, RemovePrefixReply, RemovePrefixRequest,
-    RemoveRequest, SizeReply,
+    Ack, ExistReply, GetReply, GetRequest, ListReply, ListRequest, ObjectRequest, PutEndRequest,
+    PutStartReply, PutStartRequest, ReleaseReply, ReleaseRequest, RemovePrefixReply,
+    RemovePrefixRequest, RemoveRequest, SizeReply,
 };
 
 use super::error::{from_blocking, HttpError};
@@ -42,10 +42,7 @@ pub async fn put_revoke(
     Ok(Reply(ops::put_revoke(&state, req)?))
 }
 
-pub async fn get(
-    state: State,
-    Wire(req): Wire<ObjectRequest>,
-) -> Result<Reply<GetReply>, HttpError> {
+pub async fn get(state: State, Wire(req): Wire<GetRequest>) -> Result<Reply<GetReply>, HttpError> {
     Ok(Reply(ops::get(&state, req)?))
 }
 

@@ -9,9 +9,9 @@
 
 use crescent_store::StoreError;
 use crescent_wire::store::{
-    Ack, BatchReply, BatchRequest, ExistReply, GetReply, HeartbeatReply, HeartbeatRequest,
-    ItemResult, ObjectId, ObjectRequest, Placement, PutEndRequest, PutStartReply, PutStartRequest,
-    ReleaseReply, ReleaseRequest, RemoveRequest, SizeReply, MAX_BATCH,
+    Ack, BatchReply, BatchRequest, ExistReply, GetReply, GetRequest, HeartbeatReply,
+    HeartbeatRequest, ItemResult, ObjectId, ObjectRequest, Placement, PutEndRequest, PutStartReply,
+    PutStartRequest, ReleaseReply, ReleaseRequest, RemoveRequest, SizeReply, MAX_BATCH,
 };
 use crescent_wire::{ApiError, ErrorCode};
 
@@ -62,7 +62,7 @@ pub fn put_revoke(state: &NodeState, req: PutEndRequest) -> Result<Ack, ApiError
 // Reads are served during a rebuild for objects already replayed (their owner completed or
 // is replaying); what is not found yet answers UNAVAILABLE/REBUILDING, never NOT_FOUND.
 
-pub fn get(state: &NodeState, req: ObjectRequest) -> Result<GetReply, ApiError> {
+pub fn get(state: &NodeState, req: GetRequest) -> Result<GetReply, ApiError> {
     let open = state.rebuild.is_open();
     let found = state
         .directory
@@ -72,7 +72,8 @@ pub fn get(state: &NodeState, req: ObjectRequest) -> Result<GetReply, ApiError> 
     match state.cold.get() {
         // No hot replica: a cold-only object, restored (verified) on read.
         Some(cold) if reply.replicas.is_empty() => {
-            crate::cold::restore::restore_get(state, cold, &req.id, reply).map_err(from_cold)
+            crate::cold::restore::restore_get(state, cold, &req.id, reply, req.accept_cold_backing)
+                .map_err(from_cold)
         }
         _ => Ok(reply),
     }
@@ -230,24 +231,32 @@ pub fn batch_get(
         }
     }
     if let Some(cold) = state.cold.get() {
-        // Cold-only items are restored (verified) one by one; a failure fails only its item.
-        for (id, item) in ids.iter().zip(done.iter_mut()) {
-            let ItemResult::Ok(reply) = item else {
-                continue;
-            };
-            if !reply.replicas.is_empty() {
-                continue;
-            }
-            *item = match crate::cold::restore::restore_get(state, cold, id, reply.clone()) {
-                Ok(r) => ItemResult::Ok(r),
-                Err(e) => {
-                    let e = from_cold(e);
-                    ItemResult::Err {
-                        code: e.code,
-                        message: e.message,
-                    }
+        // Cold-only items are restored (verified) grouped by device; a failure fails only
+        // its items.
+        let cold_only: Vec<(usize, ObjectId, GetReply)> = ids
+            .iter()
+            .zip(done.iter())
+            .enumerate()
+            .filter_map(|(i, (id, item))| match item {
+                ItemResult::Ok(reply) if reply.replicas.is_empty() => {
+                    Some((i, id.clone(), reply.clone()))
                 }
-            };
+                _ => None,
+            })
+            .collect();
+        if !cold_only.is_empty() {
+            for (i, restored) in crate::cold::restore_batch::restore_batch(state, cold, cold_only) {
+                done[i] = match restored {
+                    Ok(r) => ItemResult::Ok(r),
+                    Err(e) => {
+                        let e = from_cold(e);
+                        ItemResult::Err {
+                            code: e.code,
+                            message: e.message,
+                        }
+                    }
+                };
+            }
         }
     }
     Ok(BatchReply { items: done })

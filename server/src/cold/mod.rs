@@ -11,7 +11,9 @@ pub mod hot;
 pub mod ledger;
 pub mod maintenance;
 pub mod ops;
+pub mod promotion;
 pub mod restore;
+pub mod restore_batch;
 pub mod weights;
 pub mod worker;
 
@@ -50,6 +52,20 @@ pub struct ColdTier {
     pub metrics: ColdMetrics,
     pub(crate) flights: Mutex<SingleFlight<RestoreKey, RestoreWaiter>>,
     pub queue: worker::OffloadQueue,
+    /// Background re-promotions of restored objects.
+    pub promotions: promotion::PromotionQueue,
+    pub restore: RestoreSettings,
+}
+
+/// How cold-only objects are restored on read (from `[cold]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RestoreSettings {
+    /// Name the backing to a reader that can read it itself.
+    pub local_restore: bool,
+    /// Offer restored objects to the background promotion.
+    pub promote_on_read: bool,
+    /// Reads in flight at once for one device's items of a batch get.
+    pub parallelism: usize,
 }
 
 impl ColdTier {
@@ -198,6 +214,15 @@ pub async fn start(
     let scheduler = crescent_cold::scheduler::OffloadScheduler::new(settings.scheduler())
         .map_err(|e| fail("offload queue", e))?;
     let offload_mode = settings.offload_mode.mode();
+    let promotion_limits = promotion::PromotionLimits {
+        max_entries: settings.promotion_queue_entries,
+        max_bytes: settings.promotion_queue_bytes,
+    };
+    let restore_settings = RestoreSettings {
+        local_restore: settings.local_restore,
+        promote_on_read: settings.promote_on_read,
+        parallelism: settings.restore_parallelism,
+    };
     let device_id = settings.device_id.clone();
     let reg = registry.clone();
     let me = state.clone();
@@ -248,6 +273,8 @@ pub async fn start(
             metrics,
             flights: Mutex::new(SingleFlight::new(MAX_RESTORE_FLIGHTS, MAX_RESTORE_WAITERS)),
             queue: worker::OffloadQueue::new(offload_mode, scheduler),
+            promotions: promotion::PromotionQueue::new(promotion_limits),
+            restore: restore_settings,
         })
     })
     .await
@@ -266,6 +293,8 @@ pub async fn start(
         .set_cold(Arc::new(weights::ColdWeights::new(state)))?;
     worker::spawn(state.clone())
         .map_err(|e| ServerError::Recovery(format!("cannot start the offload worker: {e}")))?;
+    promotion::spawn(state.clone())
+        .map_err(|e| ServerError::Recovery(format!("cannot start the cold promotion: {e}")))?;
     maintenance::spawn(state.clone(), settings.upkeep())
         .map_err(|e| ServerError::Recovery(format!("cannot start the cold upkeep: {e}")))?;
     Ok(())

@@ -1,17 +1,22 @@
 //! Restore on read: a get of a cold-only object reads its payload from the device, verified
-//! (length and CRC32C) before any byte is returned, then re-promotes it into a hot slot best
-//! effort. Concurrent restores of one backing share one read (single flight).
+//! (length and CRC32C) before any byte is returned, and answers with it (or, to a reader on
+//! the device's host, with the backing's location: a local restore); the re-promotion into a
+//! hot slot runs later in the background (`super::promotion`). Concurrent restores of one
+//! backing share one read (single flight).
 
 use std::sync::{mpsc, Arc};
 use std::time::Instant;
 
+use crescent_cold::device::DeviceKind;
 use crescent_cold::driver;
 use crescent_cold::restore::{Joined, RestoreKey};
 use crescent_cold::route::{ActiveColdBacking, ObjectRoute};
 use crescent_cold::ColdError;
+use crescent_wire::cold::{ColdBackingRef, COLD_BACKING_REF_VERSION};
 use crescent_wire::store::{GetReply, ObjectId};
 
 use super::hot::NodeHot;
+use super::promotion::PromotionJob;
 use super::ColdTier;
 use crate::node::NodeState;
 
@@ -71,61 +76,113 @@ impl ColdTier {
     }
 }
 
-/// Completes a get whose object is cold-only: restores the payload, then tries to put it back
-/// into a hot slot; answers with the new replica (and its lease) or, if the promotion did not
-/// happen, with the verified bytes inline. A failed promotion never fails the read.
+impl ColdTier {
+    /// Where a reader on this host finds the materialized backing of `route` (a local
+    /// restore), when it is on this tier's device.
+    pub fn backing_ref(&self, route: &ObjectRoute) -> Option<ColdBackingRef> {
+        match &route.cold {
+            Some(ActiveColdBacking::Materialized {
+                device_id,
+                locator,
+                length,
+                checksum,
+                ..
+            }) if *device_id == self.device_id => Some(ColdBackingRef {
+                version: COLD_BACKING_REF_VERSION,
+                device_id: device_id.clone(),
+                kind: DeviceKind::LocalDir.as_str().to_string(),
+                root: self.io.root().display().to_string(),
+                locator: locator.clone(),
+                length: *length,
+                checksum: *checksum,
+                route_version: route.version,
+            }),
+            _ => None,
+        }
+    }
+}
+
+/// Completes a get whose object is cold-only (seed 003 "Read and restore"): answers at once,
+/// and only offers the re-promotion to the background queue (it never delays or fails the
+/// read). A reader that accepts it (`accept_backing`, a reader on this host) gets the
+/// backing's location and reads and verifies the file itself (a local restore); any other
+/// gets the payload read and verified here, inline.
 pub fn restore_get(
     state: &NodeState,
     tier: &ColdTier,
     id: &ObjectId,
     reply: GetReply,
+    accept_backing: bool,
 ) -> Result<GetReply, ColdError> {
-    let _span = tracing::debug_span!("cold.restore_get").entered();
-    let Some(route) = state
+    let _span = tracing::debug_span!("cold.restore_get", accept_backing).entered();
+    let Some(route) = cold_only_route(state, id)? else {
+        return Ok(reply);
+    };
+    if accept_backing && tier.restore.local_restore {
+        if let Some(backing) = tier.backing_ref(&route) {
+            tier.metrics.backing_refs.inc();
+            offer_promotion(tier, id, &route);
+            return Ok(GetReply {
+                cold_backing: Some(backing),
+                inline: None,
+                replicas: Vec::new(),
+                ..reply
+            });
+        }
+    }
+    let bytes = tier.read_verified(&route)?;
+    offer_promotion(tier, id, &route);
+    Ok(inline_reply(reply, bytes))
+}
+
+/// The route of `id` when it is cold-only.
+pub(crate) fn cold_only_route(
+    state: &NodeState,
+    id: &ObjectId,
+) -> Result<Option<ObjectRoute>, ColdError> {
+    Ok(state
         .directory
         .route(id)
         .map_err(|e| ColdError::InvalidArgument {
             field: "id",
             reason: e.to_string(),
         })?
-        .filter(ObjectRoute::is_cold_only)
-    else {
-        return Ok(reply);
-    };
-    let bytes = tier.read_verified(&route)?;
-    // A managed weight payload's residency is its revision's, moved only by migrations: a
-    // read of a COLD or MIXED revision is served inline and changes nothing in memory.
-    // (The weights domain holds only manifests, kept in memory, and payloads.)
+        .filter(ObjectRoute::is_cold_only))
+}
+
+/// The reply carrying a verified payload inline (moved out when no one else holds it).
+pub(crate) fn inline_reply(reply: GetReply, bytes: Arc<Vec<u8>>) -> GetReply {
+    GetReply {
+        inline: Some(Arc::try_unwrap(bytes).unwrap_or_else(|shared| shared.as_ref().clone())),
+        replicas: Vec::new(),
+        cold_backing: None,
+        ..reply
+    }
+}
+
+/// Offers the background re-promotion of a restored object, unless promotion is off or the
+/// object is a managed weight payload: its residency is its revision's, moved only by
+/// migrations, so a read of a COLD or MIXED revision changes nothing in memory. (The weights
+/// domain holds only manifests, kept in memory, and payloads.)
+pub(crate) fn offer_promotion(tier: &ColdTier, id: &ObjectId, route: &ObjectRoute) {
     let managed_payload = id.domain.as_deref() == Some(crate::weights::WEIGHTS_DOMAIN)
         && !id.key.ends_with("/manifest");
-    if managed_payload {
-        return Ok(GetReply {
-            inline: Some(bytes.as_ref().clone()),
-            replicas: Vec::new(),
-            ..reply
-        });
+    if !tier.restore.promote_on_read || managed_payload {
+        return;
     }
-    match promote(state, id, &route, &bytes) {
-        Ok(()) => {
-            if let Ok(promoted) = state.directory.get(id, state.now_ms()) {
-                if !promoted.replicas.is_empty() {
-                    return Ok(promoted);
-                }
-            }
-        }
-        Err(e) => tracing::debug!(key = %id.key, error = %e, "restore not promoted"),
-    }
-    Ok(GetReply {
-        inline: Some(bytes.as_ref().clone()),
-        replicas: Vec::new(),
-        ..reply
-    })
+    tier.promotions.offer_counted(
+        PromotionJob {
+            id: id.clone(),
+            route: route.clone(),
+        },
+        &tier.metrics,
+    );
 }
 
 /// Re-promotion: a fresh slot (the embedded segment first, else any mounted owner's segment,
 /// written over the transport), the bytes written into it, then the promote CAS; the slot is
-/// given back on any failure. Best effort for reads; the weight migrations
-/// (`super::weights`) require it.
+/// given back on any failure. Best effort for reads (run by the background promotion
+/// worker); the weight migrations (`super::weights`) require it.
 pub(crate) fn promote(
     state: &NodeState,
     id: &ObjectId,

@@ -83,7 +83,7 @@ impl OffloadQueue {
         self.upkeep_wake.notify_all();
     }
 
-    fn stopped(&self) -> bool {
+    pub(crate) fn stopped(&self) -> bool {
         self.stop.load(Ordering::SeqCst)
     }
 

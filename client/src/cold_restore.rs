@@ -1,0 +1,213 @@
+//! Local restore of cold-only objects (seed 003 "Local and remote restore": "A local reader
+//! resolves and reads a locally owned cold backend directly").
+//!
+//! A get asks with `accept_cold_backing`; for a cold-only object the server may answer with
+//! the backing's location (`GetReply::cold_backing`: device id, device root, locator, length,
+//! checksum) instead of reading the payload itself. This module then reads the file:
+//!
+//! - the root is trusted only if its `DEVICE` stamp names the backing's device id (opened
+//!   read-only, nothing created; the check is cached per (device, root) and dropped on any
+//!   failure, so a remounted or replaced directory is checked again);
+//! - the file's header, the payload length and its CRC32C must equal the backing's before a
+//!   byte is returned (`LocalDirDevice::read`, the same verified reader the server uses);
+//! - on any failure (no such directory on this host, another device's stamp, a missing,
+//!   damaged or different file, an unknown `ColdBackingRef` version) the client asks again
+//!   without `accept_cold_backing`, and the server restores remotely (and answers with its
+//!   own checksum error if the payload is damaged). No unverified byte is ever returned.
+//!
+//! The read runs on a blocking thread for large payloads, so the client's runtime is not
+//! held by file IO.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use crescent_cold::local_dir::LocalDirDevice;
+use crescent_cold::ColdError;
+use crescent_wire::cold::{ColdBackingRef, COLD_BACKING_REF_VERSION};
+use crescent_wire::rpc::RpcOp;
+use crescent_wire::store::{GetReply, GetRequest, ObjectId};
+use prometheus::{IntCounterVec, Opts, Registry};
+use tracing::Instrument;
+
+use crate::client::CrescentClient;
+use crate::error::ClientError;
+use crate::lease::release_of;
+
+/// Payloads at least this long are read on a blocking thread.
+const BLOCKING_READ_BYTES: u64 = 256 << 10;
+
+/// Outcomes of local restores (the `outcome` label): read and verified here, or fallen back
+/// to the server's restore.
+pub const LOCAL_RESTORE_OUTCOMES: [&str; 2] = ["local", "fallback"];
+
+/// A client's local-restore state: on or off, and the device roots it has checked.
+#[derive(Debug)]
+pub struct LocalColdRestore {
+    enabled: AtomicBool,
+    readers: Mutex<HashMap<(String, PathBuf), Arc<LocalDirDevice>>>,
+    restores: IntCounterVec,
+}
+
+impl LocalColdRestore {
+    pub fn new(enabled: bool) -> Self {
+        Self {
+            enabled: AtomicBool::new(enabled),
+            readers: Mutex::new(HashMap::new()),
+            restores: IntCounterVec::new(
+                Opts::new(
+                    "crescent_client_cold_local_restores_total",
+                    "Cold-only objects the server named for a local restore, by outcome (local: \
+                     read and verified here; fallback: restored by the server instead).",
+                ),
+                &["outcome"],
+            )
+            .expect("valid metric"),
+        }
+    }
+
+    pub fn enabled(&self) -> bool {
+        self.enabled.load(Ordering::Relaxed)
+    }
+
+    pub fn set_enabled(&self, enabled: bool) {
+        self.enabled.store(enabled, Ordering::Relaxed);
+    }
+
+    /// Local restores so far with `outcome` (one of [`LOCAL_RESTORE_OUTCOMES`]).
+    pub fn count(&self, outcome: &str) -> u64 {
+        self.restores.with_label_values(&[outcome]).get()
+    }
+
+    pub fn register(&self, registry: &Registry) -> Result<(), ClientError> {
+        registry
+            .register(Box::new(self.restores.clone()))
+            .map_err(|e| ClientError::InvalidArgument(format!("client metrics: {e}")))
+    }
+
+    /// The checked reader of the backing's device directory.
+    fn reader(&self, backing: &ColdBackingRef) -> Result<Arc<LocalDirDevice>, ColdError> {
+        let key = (backing.device_id.clone(), PathBuf::from(&backing.root));
+        if let Some(r) = self.readers.lock().expect("cold readers").get(&key) {
+            return Ok(r.clone());
+        }
+        let reader = Arc::new(LocalDirDevice::open_reader(&key.0, &key.1)?);
+        self.readers
+            .lock()
+            .expect("cold readers")
+            .insert(key, reader.clone());
+        Ok(reader)
+    }
+
+    fn forget(&self, backing: &ColdBackingRef) {
+        self.readers
+            .lock()
+            .expect("cold readers")
+            .remove(&(backing.device_id.clone(), PathBuf::from(&backing.root)));
+    }
+
+    /// Reads and verifies the backing's payload from its device directory (blocking IO).
+    pub fn read_blocking(&self, backing: &ColdBackingRef) -> Result<Vec<u8>, ColdError> {
+        if backing.version != COLD_BACKING_REF_VERSION || backing.kind != "local_dir" {
+            return Err(ColdError::InvalidArgument {
+                field: "cold_backing",
+                reason: format!(
+                    "version {} of kind {:?} is not read here",
+                    backing.version, backing.kind
+                ),
+            });
+        }
+        let read = self
+            .reader(backing)
+            .and_then(|r| r.read(&backing.locator, backing.length, backing.checksum));
+        if read.is_err() {
+            self.forget(backing);
+        }
+        read
+    }
+
+    /// [`read_blocking`](Self::read_blocking), on a blocking thread for large payloads.
+    pub async fn read(self: &Arc<Self>, backing: &ColdBackingRef) -> Result<Vec<u8>, ColdError> {
+        if backing.length < BLOCKING_READ_BYTES {
+            return self.read_blocking(backing);
+        }
+        let me = self.clone();
+        let backing = backing.clone();
+        tokio::task::spawn_blocking(move || me.read_blocking(&backing))
+            .await
+            .unwrap_or_else(|e| {
+                Err(ColdError::Backpressure {
+                    queue: "local restore",
+                    reason: format!("the read task ended: {e}"),
+                })
+            })
+    }
+}
+
+impl CrescentClient {
+    /// A get's reply, with a cold-only object's value already read here when the server named
+    /// its backing (then `inline` holds the verified bytes); otherwise the server's answer
+    /// (replicas, or the value it restored inline).
+    pub(crate) async fn get_reply(&self, id: ObjectId) -> Result<GetReply, ClientError> {
+        let local = self.cold_restore.enabled();
+        let request = GetRequest {
+            id: id.clone(),
+            accept_cold_backing: local,
+        };
+        let reply: GetReply = self.call(RpcOp::Get, &request).await?;
+        let Some(backing) = reply.cold_backing.clone() else {
+            return Ok(reply);
+        };
+        let read = self
+            .cold_restore
+            .read(&backing)
+            .instrument(tracing::debug_span!(
+                "client.cold_local_restore",
+                length = backing.length
+            ))
+            .await;
+        match read {
+            Ok(value) => {
+                self.cold_restore
+                    .restores
+                    .with_label_values(&["local"])
+                    .inc();
+                Ok(GetReply {
+                    inline: Some(value),
+                    cold_backing: None,
+                    ..reply
+                })
+            }
+            Err(e) => {
+                tracing::debug!(key = %id.key, device = %backing.device_id, error = %e,
+                    "local cold restore failed; restoring through the server");
+                self.cold_restore
+                    .restores
+                    .with_label_values(&["fallback"])
+                    .inc();
+                self.release_lease(release_of(&id, &reply)).await;
+                let remote = GetRequest {
+                    id,
+                    accept_cold_backing: false,
+                };
+                self.call(RpcOp::Get, &remote).await
+            }
+        }
+    }
+
+    /// Turns the local restore of cold-only objects on or off (on by default unless
+    /// [`crate::ClientOptions::no_local_cold_restore`]); shared by clones of this client.
+    pub fn set_local_cold_restore(&self, enabled: bool) {
+        self.cold_restore.set_enabled(enabled);
+    }
+
+    /// The client's local-restore counters.
+    pub fn local_cold_restore(&self) -> &LocalColdRestore {
+        &self.cold_restore
+    }
+}
+
+#[cfg(test)]
+#[path = "cold_restore_tests.rs"]
+mod tests;

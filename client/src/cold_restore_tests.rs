@@ -1,0 +1,106 @@
+//! Local restore: only a root stamped for the device is read, nothing unverified is returned,
+//! and a failed read forgets the checked root.
+
+use super::*;
+
+fn backing(root: &std::path::Path, device: &str, locator: &str, payload: &[u8]) -> ColdBackingRef {
+    ColdBackingRef {
+        version: COLD_BACKING_REF_VERSION,
+        device_id: device.into(),
+        kind: "local_dir".into(),
+        root: root.display().to_string(),
+        locator: locator.into(),
+        length: payload.len() as u64,
+        checksum: crc32c::crc32c(payload),
+        route_version: 1,
+    }
+}
+
+fn device_with(payload: &[u8]) -> (tempfile::TempDir, ColdBackingRef) {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("dev");
+    let owner = LocalDirDevice::open("dev", &root).unwrap();
+    let op = crescent_cold::ColdOpId(uuid::Uuid::from_u128(42));
+    let receipt = owner.write(op, payload).unwrap();
+    let b = backing(&root, "dev", &receipt.locator, payload);
+    (dir, b)
+}
+
+#[test]
+fn a_verified_payload_is_read_from_the_device_directory() {
+    let payload: Vec<u8> = (0..300_000u32).map(|i| (i * 7) as u8).collect();
+    let (_dir, b) = device_with(&payload);
+    let restore = LocalColdRestore::new(true);
+    assert_eq!(restore.read_blocking(&b).unwrap(), payload);
+    assert_eq!(
+        restore.readers.lock().unwrap().len(),
+        1,
+        "the root check is cached"
+    );
+}
+
+#[test]
+fn a_flipped_byte_is_a_checksum_error_and_no_bytes_come_back() {
+    let payload = vec![5u8; 10_000];
+    let (_dir, b) = device_with(&payload);
+    let path = std::path::Path::new(&b.root).join(&b.locator);
+    let mut file = std::fs::read(&path).unwrap();
+    file[96 + 4321] ^= 0x10;
+    std::fs::write(&path, &file).unwrap();
+    let restore = LocalColdRestore::new(true);
+    let e = restore.read_blocking(&b).unwrap_err();
+    assert!(matches!(e, ColdError::ChecksumMismatch { .. }), "{e}");
+    assert!(
+        restore.readers.lock().unwrap().is_empty(),
+        "forgotten after a failure"
+    );
+}
+
+#[test]
+fn another_devices_root_a_missing_root_or_a_different_backing_is_refused() {
+    let payload = b"cold bytes".to_vec();
+    let (_dir, b) = device_with(&payload);
+    let restore = LocalColdRestore::new(true);
+    // The stamp names "dev", not "other".
+    let other = ColdBackingRef {
+        device_id: "other".into(),
+        ..b.clone()
+    };
+    assert!(matches!(
+        restore.read_blocking(&other),
+        Err(ColdError::Conflict { .. })
+    ));
+    // No such directory on this host.
+    let elsewhere = ColdBackingRef {
+        root: "/nonexistent/crescent/cold/dev".into(),
+        ..b.clone()
+    };
+    assert!(matches!(
+        restore.read_blocking(&elsewhere),
+        Err(ColdError::NotFound { .. })
+    ));
+    // Expected length or checksum not those of the file.
+    let longer = ColdBackingRef {
+        length: b.length + 1,
+        ..b.clone()
+    };
+    assert!(restore.read_blocking(&longer).is_err());
+    let other_sum = ColdBackingRef {
+        checksum: b.checksum ^ 1,
+        ..b.clone()
+    };
+    assert!(matches!(
+        restore.read_blocking(&other_sum),
+        Err(ColdError::ChecksumMismatch { .. })
+    ));
+    // A future descriptor version is not guessed at.
+    let future = ColdBackingRef {
+        version: COLD_BACKING_REF_VERSION + 1,
+        ..b.clone()
+    };
+    assert!(matches!(
+        restore.read_blocking(&future),
+        Err(ColdError::InvalidArgument { .. })
+    ));
+    assert_eq!(restore.read_blocking(&b).unwrap(), payload);
+}

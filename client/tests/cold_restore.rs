@@ -1,0 +1,232 @@
+//! Restore paths end to end against a real crescentd (seed 003 "Local and remote restore"):
+//! the local restore (the client reads the device directory itself, the server only names the
+//! backing), the remote restore (verified bytes inline) and the fallback between them, the
+//! background re-promotion, and the batch restore grouped by device.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use common::cold::{payload, start, Node};
+use crescent_client::{ClientError, CrescentClient};
+use serde_json::Value;
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+fn write_config(dir: &Path, text: &str) -> String {
+    let path = dir.join("crescentd.toml");
+    std::fs::write(&path, text).unwrap();
+    path.to_str().unwrap().to_string()
+}
+
+/// Puts `data` under `key` and leaves it cold-only; returns its payload file.
+fn cold_only(dir: &Path, node: &Node, key: &str, data: &[u8]) -> PathBuf {
+    node.put(key, data);
+    node.ok(&["offload", key], None);
+    let stat = node.ok(&["evict", key, "--hot"], None);
+    assert!(stat["replicas"].as_array().unwrap().is_empty(), "{stat}");
+    let locator = stat["cold"]["locator"].as_str().expect("locator");
+    dir.join("data/cold/local0").join(locator)
+}
+
+fn flip_byte(path: &Path, at: usize) {
+    let mut bytes = std::fs::read(path).unwrap();
+    bytes[96 + at] ^= 0x01;
+    std::fs::write(path, &bytes).unwrap();
+}
+
+fn replicas(node: &Node, key: &str) -> usize {
+    let stat: Value = node.ok(&["stat", key], None);
+    stat["replicas"].as_array().unwrap().len()
+}
+
+fn wait_for(what: &str, node: &Node, mut done: impl FnMut() -> bool) {
+    let started = Instant::now();
+    while !done() {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "timed out waiting for {what}:\n{}",
+            node.log()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// One sample of a server metric (`name{labels}` as exported), 0 when absent.
+fn metric(node: &Node, series: &str) -> f64 {
+    use std::io::{Read, Write};
+    let mut conn = std::net::TcpStream::connect(node.s()).unwrap();
+    write!(conn, "GET /metrics HTTP/1.0\r\nHost: crescentd\r\n\r\n").unwrap();
+    let mut text = String::new();
+    conn.read_to_string(&mut text).unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or(0.0)
+}
+
+fn checksum_failure(e: &ClientError) -> bool {
+    e.code_str() == "INTERNAL" && e.to_string().contains("checksum")
+}
+
+#[test]
+fn a_local_reader_reads_the_device_directory_and_the_object_is_promoted_later() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = start(dir.path(), &[]);
+    let data = payload(3 << 20, 5);
+    cold_only(dir.path(), &node, "local", &data);
+    let rt = runtime();
+    let client = CrescentClient::new(&node.s()).unwrap();
+    assert_eq!(rt.block_on(client.get("local")).unwrap(), data);
+    let restore = client.local_cold_restore();
+    assert_eq!((restore.count("local"), restore.count("fallback")), (1, 0));
+    assert_eq!(metric(&node, "crescent_cold_backing_refs_total"), 1.0);
+    // The re-promotion runs in the background; then the object is hot again.
+    wait_for("the background promotion", &node, || {
+        replicas(&node, "local") == 1
+    });
+    assert_eq!(
+        metric(&node, "crescent_cold_promotions_total{outcome=\"done\"}"),
+        1.0
+    );
+    assert_eq!(rt.block_on(client.get("local")).unwrap(), data);
+    assert_eq!(restore.count("local"), 1, "a hot object is not restored");
+}
+
+#[test]
+fn a_remote_restore_answers_inline_when_local_restore_is_off() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = start(dir.path(), &[]);
+    let data = payload(1 << 20, 8);
+    cold_only(dir.path(), &node, "remote", &data);
+    let rt = runtime();
+    let client = CrescentClient::new(&node.s()).unwrap();
+    client.set_local_cold_restore(false);
+    assert_eq!(rt.block_on(client.get("remote")).unwrap(), data);
+    let restore = client.local_cold_restore();
+    assert_eq!((restore.count("local"), restore.count("fallback")), (0, 0));
+    assert_eq!(metric(&node, "crescent_cold_backing_refs_total"), 0.0);
+    assert!(metric(&node, "crescent_cold_restores_total{outcome=\"ok\"}") >= 1.0);
+    wait_for("the background promotion", &node, || {
+        replicas(&node, "remote") == 1
+    });
+    // The CLI flag turns it off too.
+    cold_only(dir.path(), &node, "remote2", &data);
+    let (_, out, err) = common::crescent(
+        &node.s(),
+        &["--no-local-cold-restore", "get", "remote2"],
+        None,
+    );
+    assert_eq!(out, data, "{err}");
+    assert_eq!(metric(&node, "crescent_cold_backing_refs_total"), 0.0);
+}
+
+#[test]
+fn a_flipped_byte_fails_with_a_checksum_error_on_both_paths() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = start(dir.path(), &[]);
+    let data = payload(200_000, 3);
+    let file = cold_only(dir.path(), &node, "bad", &data);
+    flip_byte(&file, 54_321);
+    let rt = runtime();
+    let client = CrescentClient::new(&node.s()).unwrap();
+    // Local: the client's read fails its check, it falls back, the server's read fails too.
+    let e = rt.block_on(client.get("bad")).unwrap_err();
+    assert!(checksum_failure(&e), "{e}");
+    assert_eq!(client.local_cold_restore().count("fallback"), 1);
+    // Remote only.
+    client.set_local_cold_restore(false);
+    let e = rt.block_on(client.get("bad")).unwrap_err();
+    assert!(checksum_failure(&e), "{e}");
+    // The server read it for the fallback and for the remote get, and its background
+    // promotion (offered when it named the backing) read it too, and failed.
+    wait_for("the failed promotion", &node, || {
+        metric(&node, "crescent_cold_promotions_total{outcome=\"failed\"}") == 1.0
+    });
+    assert_eq!(
+        metric(
+            &node,
+            "crescent_cold_restores_total{outcome=\"checksum_mismatch\"}"
+        ),
+        3.0
+    );
+    // Nothing was promoted from a damaged payload.
+    assert_eq!(replicas(&node, "bad"), 0);
+}
+
+#[test]
+fn a_root_stamped_for_another_device_is_not_trusted_and_the_server_restores() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = start(dir.path(), &[]);
+    let data = payload(500_000, 1);
+    cold_only(dir.path(), &node, "stamped", &data);
+    // The server opened the device at start; only a reader opening it now sees the stamp.
+    let stamp = dir.path().join("data/cold/local0/DEVICE");
+    std::fs::write(&stamp, "crescent-cold-device v1\nsomeone-else\n").unwrap();
+    let rt = runtime();
+    let client = CrescentClient::new(&node.s()).unwrap();
+    assert_eq!(rt.block_on(client.get("stamped")).unwrap(), data);
+    let restore = client.local_cold_restore();
+    assert_eq!((restore.count("local"), restore.count("fallback")), (0, 1));
+}
+
+#[test]
+fn a_batch_get_restores_its_cold_only_items_grouped_by_device() {
+    let dir = tempfile::tempdir().unwrap();
+    // Promotion off: every cold read counted below is one of the batch's.
+    let config = write_config(dir.path(), "[cold]\npromote_on_read = false\n");
+    let node = start(dir.path(), &[("CRESCENT_CONFIG", &config)]);
+    let values: Vec<Vec<u8>> = (0..6).map(|i| payload(100_000 + i * 7, i as u8)).collect();
+    for (i, v) in values.iter().enumerate() {
+        cold_only(dir.path(), &node, &format!("b/{i}"), v);
+    }
+    let bad = cold_only(dir.path(), &node, "b/bad", &payload(50_000, 99));
+    flip_byte(&bad, 10);
+    node.put("b/hot", b"still hot");
+    let rt = runtime();
+    let client = CrescentClient::new(&node.s()).unwrap();
+    // b/2 twice: one read answers both.
+    let keys = [
+        "b/0", "b/1", "b/2", "b/hot", "b/bad", "b/3", "b/2", "b/4", "b/5",
+    ];
+    let got = rt.block_on(client.get_batch(&keys)).unwrap();
+    let expect = |k: &str| -> Option<Vec<u8>> {
+        match k {
+            "b/hot" => Some(b"still hot".to_vec()),
+            "b/bad" => None,
+            _ => Some(values[k[2..].parse::<usize>().unwrap()].clone()),
+        }
+    };
+    for (k, item) in keys.iter().zip(got.iter()) {
+        match expect(k) {
+            Some(v) => assert_eq!(item.as_ref().unwrap(), &v, "{k}"),
+            None => {
+                let e = item.as_ref().unwrap_err();
+                assert!(checksum_failure(e), "{k}: {e}");
+            }
+        }
+    }
+    // Six good backings read once each (the duplicate merged), the damaged one once.
+    assert_eq!(
+        metric(&node, "crescent_cold_restores_total{outcome=\"ok\"}"),
+        6.0
+    );
+    assert_eq!(
+        metric(
+            &node,
+            "crescent_cold_restores_total{outcome=\"checksum_mismatch\"}"
+        ),
+        1.0
+    );
+    assert_eq!(
+        metric(&node, "crescent_cold_promotions_total{outcome=\"queued\"}"),
+        0.0
+    );
+    assert_eq!(replicas(&node, "b/0"), 0, "promotion is off");
+}

@@ -1,0 +1,223 @@
+//! Background re-promotion of restored cold-only objects (seed 003 "Read and restore", step 5:
+//! "Allocate a normal hot replica and CAS it into the route best-effort").
+//!
+//! A restore answers its reader first; the promotion is only *offered* here. The queue is
+//! bounded by entries and by bytes (an offer beyond either is dropped and counted: the next
+//! read restores again, which is correct, only slower), and single-flighted per (object, cold
+//! operation, route version): a burst of reads of one object promotes it once, and a route
+//! that moved on (overwritten, promoted, evicted again) is not promoted from an older version.
+//! One worker thread runs the jobs: it re-reads the payload (verified, through the restore
+//! single flight, usually from the page cache) rather than holding the reader's copy, so the
+//! read path never copies its bytes for the promotion.
+
+use std::collections::{HashSet, VecDeque};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
+
+use crescent_cold::ids::ColdOpId;
+use crescent_cold::metrics::ColdMetrics;
+use crescent_cold::route::{ActiveColdBacking, ObjectRoute};
+use crescent_cold::ColdError;
+use crescent_wire::store::ObjectId;
+
+use crate::node::NodeState;
+
+/// How often an idle worker looks at the stop flag.
+const IDLE_POLL: Duration = Duration::from_millis(200);
+
+/// What makes two promotions the same one.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct PromotionKey {
+    pub object: ObjectId,
+    pub cold_op: ColdOpId,
+    pub route_version: u64,
+}
+
+/// One object to promote: the cold-only route it was restored at.
+#[derive(Debug, Clone)]
+pub struct PromotionJob {
+    pub id: ObjectId,
+    pub route: ObjectRoute,
+}
+
+impl PromotionJob {
+    /// `None` unless the route is cold-only with a materialized backing.
+    pub fn key(&self) -> Option<PromotionKey> {
+        match &self.route.cold {
+            Some(ActiveColdBacking::Materialized { cold_op, .. }) if self.route.is_cold_only() => {
+                Some(PromotionKey {
+                    object: self.id.clone(),
+                    cold_op: *cold_op,
+                    route_version: self.route.version,
+                })
+            }
+            _ => None,
+        }
+    }
+}
+
+/// What became of an offer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Offered {
+    Queued,
+    /// The same backing at the same route version is already queued or running.
+    Duplicate,
+    /// The queue is full (entries or bytes), or the route is not a cold-only one.
+    Dropped,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PromotionLimits {
+    pub max_entries: usize,
+    pub max_bytes: u64,
+}
+
+#[derive(Debug, Default)]
+struct Pending {
+    queue: VecDeque<(PromotionKey, PromotionJob)>,
+    /// Keys queued or running.
+    keys: HashSet<PromotionKey>,
+    /// Lengths of the objects queued or running.
+    bytes: u64,
+}
+
+/// The bounded, single-flighted promotion queue.
+#[derive(Debug)]
+pub struct PromotionQueue {
+    limits: PromotionLimits,
+    pending: Mutex<Pending>,
+    ready: Condvar,
+}
+
+impl PromotionQueue {
+    pub fn new(limits: PromotionLimits) -> Self {
+        Self {
+            limits,
+            pending: Mutex::new(Pending::default()),
+            ready: Condvar::new(),
+        }
+    }
+
+    /// Offers a job; never blocks.
+    pub fn offer(&self, job: PromotionJob) -> Offered {
+        let Some(key) = job.key() else {
+            return Offered::Dropped;
+        };
+        let length = job.route.length;
+        let mut p = self.pending.lock().expect("promotion queue lock");
+        if p.keys.contains(&key) {
+            return Offered::Duplicate;
+        }
+        // One object larger than the byte bound is still taken when nothing else is held,
+        // or it could never be promoted at all.
+        let over_bytes = p.bytes.saturating_add(length) > self.limits.max_bytes && p.bytes > 0;
+        if p.keys.len() >= self.limits.max_entries || over_bytes {
+            return Offered::Dropped;
+        }
+        p.keys.insert(key.clone());
+        p.bytes += length;
+        p.queue.push_back((key, job));
+        drop(p);
+        self.ready.notify_one();
+        Offered::Queued
+    }
+
+    /// The next job (it stays counted until [`finish`](Self::finish)); `None` after `wait`
+    /// with nothing queued.
+    pub fn take(&self, wait: Duration) -> Option<(PromotionKey, PromotionJob)> {
+        let p = self.pending.lock().expect("promotion queue lock");
+        let (mut p, _) = self
+            .ready
+            .wait_timeout_while(p, wait, |p| p.queue.is_empty())
+            .expect("promotion queue lock");
+        p.queue.pop_front()
+    }
+
+    /// Ends a job taken by [`take`](Self::take).
+    pub fn finish(&self, key: &PromotionKey, length: u64) {
+        let mut p = self.pending.lock().expect("promotion queue lock");
+        if p.keys.remove(key) {
+            p.bytes -= length;
+        }
+    }
+
+    /// Jobs queued or running.
+    pub fn depth(&self) -> usize {
+        self.pending
+            .lock()
+            .expect("promotion queue lock")
+            .keys
+            .len()
+    }
+
+    /// Offers a job and counts the outcome.
+    pub fn offer_counted(&self, job: PromotionJob, metrics: &ColdMetrics) -> Offered {
+        let offered = self.offer(job);
+        let outcome = match offered {
+            Offered::Queued => "queued",
+            Offered::Duplicate => "duplicate",
+            Offered::Dropped => "dropped",
+        };
+        metrics.promotions.with_label_values(&[outcome]).inc();
+        metrics.promotion_queue_depth.set(self.depth() as i64);
+        offered
+    }
+}
+
+/// Starts the promotion worker of the node's cold tier.
+pub fn spawn(state: Arc<NodeState>) -> std::io::Result<()> {
+    if state.cold.get().is_none() {
+        return Ok(());
+    }
+    std::thread::Builder::new()
+        .name("crescent-cold-promote".into())
+        .spawn(move || run(&state))
+        .map(|_| ())
+}
+
+fn run(state: &NodeState) {
+    let tier = state.cold.get().expect("cold tier").clone();
+    while !tier.queue.stopped() {
+        let Some((key, job)) = tier.promotions.take(IDLE_POLL) else {
+            continue;
+        };
+        let outcome = match promote_job(state, &job) {
+            Ok(true) => "done",
+            Ok(false) => "stale",
+            Err(e) => {
+                tracing::debug!(key = %job.id.key, error = %e, "background promotion failed");
+                "failed"
+            }
+        };
+        tier.promotions.finish(&key, job.route.length);
+        tier.metrics.promotions.with_label_values(&[outcome]).inc();
+        tier.metrics
+            .promotion_queue_depth
+            .set(tier.promotions.depth() as i64);
+    }
+}
+
+/// Promotes one restored object if its route is still the one it was restored at; `Ok(false)`
+/// when the route moved on (nothing to do).
+fn promote_job(state: &NodeState, job: &PromotionJob) -> Result<bool, ColdError> {
+    let _span =
+        tracing::debug_span!("cold.promote_background", length = job.route.length).entered();
+    let tier = state.cold.get().expect("cold tier");
+    let current = state
+        .directory
+        .route(&job.id)
+        .map_err(|e| ColdError::InvalidArgument {
+            field: "id",
+            reason: e.to_string(),
+        })?;
+    if current.as_ref() != Some(&job.route) {
+        return Ok(false);
+    }
+    let bytes = tier.read_verified(&job.route)?;
+    super::restore::promote(state, &job.id, &job.route, &bytes)?;
+    Ok(true)
+}
+
+#[cfg(test)]
+#[path = "promotion_tests.rs"]
+mod tests;
