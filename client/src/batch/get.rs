@@ -69,6 +69,9 @@ fn expand_get_reply(
                         replicas,
                         lease_until_ms: r.lease_until_ms(),
                         inline: r.take_inline(),
+                        // Batch gets never ask for a backing reference: cold-only items
+                        // arrive inline (restored by the server, grouped per device).
+                        cold_backing: None,
                     })
                 }
                 ItemResult::Err { code, message } => ItemResult::Err { code, message },
