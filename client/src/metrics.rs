@@ -127,7 +127,9 @@ impl RebuildMetrics {
             ("unknown_version", report.unknown_version),
         ] {
             if n > 0 {
-                self.owner_releases.with_label_values(&[label]).inc_by(n as u64);
+                self.owner_releases
+                    .with_label_values(&[label])
+                    .inc_by(n as u64);
             }
         }
     }

@@ -134,11 +134,7 @@ impl Inner {
         if replica.length == 0 || replica.end() > size || replica.put_id == 0 {
             return NoticeOutcome::Rejected;
         }
-        let allocation = (
-            replica.segment_id.clone(),
-            replica.offset,
-            replica.put_id,
-        );
+        let allocation = (replica.segment_id.clone(), replica.offset, replica.put_id);
         if self.released.contains(&allocation) {
             // crescentd already gave this allocation back: recording it would resurrect it.
             return NoticeOutcome::Stale;

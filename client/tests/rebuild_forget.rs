@@ -152,7 +152,10 @@ async fn removed_objects_stay_removed_after_a_crescentd_restart() {
     let check = CrescentClient::new(&server.server()).unwrap();
     let started = Instant::now();
     while check.rebuild_status().await.map(|s| s.state).ok() != Some(GateState::Serving) {
-        assert!(started.elapsed() < Duration::from_secs(30), "gate not SERVING");
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "gate not SERVING"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     for key in &gone {

@@ -45,6 +45,6 @@ pub use groups::{GroupObject, ManagedSkipHook};
 pub use housekeeping::TickReport;
 pub use metrics::StoreMetrics;
 pub use mount::UnmountReport;
-pub use releases::{ReleaseMetrics, ReleaseQueues};
 pub use rebuild::{OperationClass, RebuildGate, DEFAULT_DEGRADED_TIMEOUT_MS};
+pub use releases::{ReleaseMetrics, ReleaseQueues};
 pub use segments::{MountSpec, SegmentUsage};

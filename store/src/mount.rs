@@ -165,7 +165,10 @@ impl ObjectDirectory {
                 // The owner forgets an unmounted segment whole; its queued releases are moot.
                 self.releases
                     .drop_segment(&seg.spec.owner_id, &seg.spec.segment_id);
-                if !table.iter().any(|(_, s)| s.spec.owner_id == seg.spec.owner_id) {
+                if !table
+                    .iter()
+                    .any(|(_, s)| s.spec.owner_id == seg.spec.owner_id)
+                {
                     self.releases.untrack(&seg.spec.owner_id);
                 }
                 let a = seg.allocator();

@@ -9,7 +9,10 @@ fn only_tracked_owners_and_committed_puts_are_queued() {
     let q = queues(8);
     assert!(!q.record("a", "a/seg0", 0, 10, 7), "untracked owner");
     q.track("a");
-    assert!(!q.record("a", "a/seg0", 0, 10, 0), "put id 0 is no allocation");
+    assert!(
+        !q.record("a", "a/seg0", 0, 10, 0),
+        "put id 0 is no allocation"
+    );
     assert!(q.record("a", "a/seg0", 0, 10, 7));
     assert_eq!(q.pending("a"), 1);
     assert_eq!(q.pending("b"), 0);
@@ -69,7 +72,11 @@ fn a_new_run_numbers_above_an_old_acknowledgement() {
     new_run.track("a");
     new_run.record("a", "a/seg0", 0, 10, 9);
     let delivered = new_run.exchange("a", Some(old_ack), 10);
-    assert_eq!(delivered.len(), 1, "an old acknowledgement covers nothing new");
+    assert_eq!(
+        delivered.len(),
+        1,
+        "an old acknowledgement covers nothing new"
+    );
     assert!(delivered[0].seq > old_ack);
 }
 

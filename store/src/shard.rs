@@ -115,14 +115,7 @@ impl Shard {
     }
 
     /// Defers the release of `replicas` (each a slot for a `size`-byte value) until `at`.
-    pub fn defer(
-        &mut self,
-        replicas: &[Replica],
-        size: u64,
-        put_id: u64,
-        at: Ticks,
-        leased: bool,
-    ) {
+    pub fn defer(&mut self, replicas: &[Replica], size: u64, put_id: u64, at: Ticks, leased: bool) {
         self.deferred.extend(replicas.iter().map(|r| DeferredFree {
             at,
             segment: r.segment,
