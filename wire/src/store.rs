@@ -362,3 +362,66 @@ pub mod routes {
     pub const BATCH_RELEASE: &str = "/v1/objects/batch/release";
     pub const HEARTBEAT: &str = "/v1/owners/heartbeat";
 }
+
+#[cfg(test)]
+mod heartbeat_compat_tests {
+    use super::*;
+
+    /// The heartbeat as peers that predate release delivery send it.
+    #[derive(Serialize, Deserialize)]
+    struct OldReply {
+        interval_ms: u64,
+        term: u64,
+    }
+
+    #[derive(Serialize, Deserialize)]
+    struct OldRequest {
+        owner_id: String,
+        incarnation: u64,
+    }
+
+    #[test]
+    fn old_and_new_heartbeats_decode_both_ways() {
+        let old = rmp_serde::to_vec_named(&OldReply {
+            interval_ms: 2500,
+            term: 7,
+        })
+        .unwrap();
+        let reply: HeartbeatReply = rmp_serde::from_slice(&old).unwrap();
+        assert!(reply.released.is_empty());
+        let old = rmp_serde::to_vec_named(&OldRequest {
+            owner_id: "o".into(),
+            incarnation: 3,
+        })
+        .unwrap();
+        let req: HeartbeatRequest = rmp_serde::from_slice(&old).unwrap();
+        assert_eq!(req.releases_applied, None);
+
+        let new = HeartbeatReply {
+            interval_ms: 2500,
+            term: 7,
+            released: vec![ReleasedReplica {
+                version: RELEASE_WIRE_VERSION,
+                seq: 9,
+                segment_id: "o/seg0".into(),
+                offset: 128,
+                length: 10,
+                put_id: 42,
+            }],
+        };
+        let bytes = rmp_serde::to_vec_named(&new).unwrap();
+        assert_eq!(
+            rmp_serde::from_slice::<HeartbeatReply>(&bytes).unwrap(),
+            new
+        );
+        let old: OldReply = rmp_serde::from_slice(&bytes).unwrap();
+        assert_eq!(old.term, 7);
+        let json = serde_json::to_string(&new).unwrap();
+        assert_eq!(serde_json::from_str::<HeartbeatReply>(&json).unwrap(), new);
+        // A release without a version field is read as version 1.
+        let v: ReleasedReplica =
+            serde_json::from_str(r#"{"seq":1,"segment_id":"s","offset":0,"length":1,"put_id":2}"#)
+                .unwrap();
+        assert_eq!(v.version, RELEASE_WIRE_VERSION);
+    }
+}
