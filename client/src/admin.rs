@@ -59,15 +59,19 @@ impl CrescentClient {
         self.get_from("list_segments", |r| &r.segments).await
     }
 
-    /// One owner heartbeat; the answer says how often to send them.
+    /// One owner heartbeat; the answer says how often to send them, and carries the releases
+    /// in the owner's segments after `releases_applied` (the highest release sequence the
+    /// owner has applied; `None` before the first).
     pub async fn heartbeat(
         &self,
         owner_id: &str,
         incarnation: u64,
+        releases_applied: Option<u64>,
     ) -> Result<HeartbeatReply, ClientError> {
         let req = HeartbeatRequest {
             owner_id: owner_id.to_string(),
             incarnation,
+            releases_applied,
         };
         self.call(crescent_wire::rpc::RpcOp::Heartbeat, &req).await
     }

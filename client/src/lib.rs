@@ -47,7 +47,7 @@ pub use failover_metrics::{FailoverMetrics, LeaderSource, RetryReason};
 pub use metrics::{ClientMetrics, RebuildMetrics};
 pub use options::{PutOptions, Scope};
 pub use owner::{Owner, OwnerConfig};
-pub use ownership::{OwnedReplica, OwnershipTable};
+pub use ownership::{OwnedReplica, OwnershipTable, ReleaseReport};
 pub use store::PutOutcome;
 pub use weights::{LoadedWeights, WeightStore, WeightWriter};
 

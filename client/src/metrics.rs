@@ -36,6 +36,8 @@ pub struct RebuildMetrics {
     pub(crate) replays: IntCounterVec,
     /// Owner heartbeats sent early because crescentd came back or the leader changed.
     pub(crate) owner_wakeups: IntCounterVec,
+    /// Releases crescentd delivered to this owner, by what the table did with them.
+    pub(crate) owner_releases: IntCounterVec,
 }
 
 impl RebuildMetrics {
@@ -79,6 +81,12 @@ impl RebuildMetrics {
                 "Owner heartbeats sent at once, by cause (reconnected, leader_changed).",
                 &["reason"],
             ),
+            owner_releases: counter(
+                "crescent_client_owner_releases_total",
+                "Releases crescentd delivered to this owner, by outcome (forgotten: the entry \
+                 was dropped; unmatched: no entry of that allocation; unknown_version).",
+                &["outcome"],
+            ),
         }
     }
 
@@ -89,6 +97,7 @@ impl RebuildMetrics {
         registry.register(Box::new(self.notices_dropped.clone()))?;
         registry.register(Box::new(self.notify_queue_depth.clone()))?;
         registry.register(Box::new(self.owner_wakeups.clone()))?;
+        registry.register(Box::new(self.owner_releases.clone()))?;
         registry.register(Box::new(self.replays.clone()))
     }
 
@@ -111,6 +120,20 @@ impl RebuildMetrics {
         self.notices.with_label_values(&[label]).inc();
     }
 
+    pub(crate) fn owner_releases_applied(&self, report: &crate::ownership::ReleaseReport) {
+        for (label, n) in [
+            ("forgotten", report.forgotten),
+            ("unmatched", report.unmatched),
+            ("unknown_version", report.unknown_version),
+        ] {
+            if n > 0 {
+                self.owner_releases
+                    .with_label_values(&[label])
+                    .inc_by(n as u64);
+            }
+        }
+    }
+
     pub(crate) fn notices_dropped(&self, reason: crate::rebuild::DropReason, n: u64) {
         self.notices_dropped
             .with_label_values(&[reason.label()])
@@ -118,7 +141,7 @@ impl RebuildMetrics {
     }
 
     /// A counter's value by family (`batches`, `entries`, `notices`, `dropped`, `replays`,
-    /// `wakeups`).
+    /// `wakeups`, `releases`).
     pub fn count(&self, family: &str, label: &str) -> u64 {
         let v = match family {
             "batches" => &self.replay_batches,
@@ -127,6 +150,7 @@ impl RebuildMetrics {
             "dropped" => &self.notices_dropped,
             "replays" => &self.replays,
             "wakeups" => &self.owner_wakeups,
+            "releases" => &self.owner_releases,
             _ => return 0,
         };
         v.get_metric_with_label_values(&[label])

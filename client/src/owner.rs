@@ -18,6 +18,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use crescent_transport::tcp::{TcpConfig, TcpTransport};
 use crescent_transport::{RemoteSegment, SegmentMemory, Transport};
 use crescent_wire::segments::{MountSegmentRequest, RegisterOwnerRequest, TransportKind};
+use crescent_wire::store::ReleasedReplica;
 use crescent_wire::ErrorCode;
 
 use crate::client::CrescentClient;
@@ -349,16 +350,21 @@ async fn heartbeat_loop(
     let metrics = client.data.metrics.clone();
     let mut interval = initial;
     let mut failing = false;
+    // The highest release sequence applied to the table; acknowledged on the next heartbeat.
+    let mut releases_applied: Option<u64> = None;
     loop {
         // A heartbeat in flight is never abandoned for a wake-up: the failover layer already
         // re-sends it when the leader changes, and cancelling requests mid-flight under load
         // kept an owner of the HA load test from ever completing its replay.
         match client
-            .heartbeat(&register.owner_id, register.incarnation)
+            .heartbeat(&register.owner_id, register.incarnation, releases_applied)
             .await
         {
             Ok(reply) => {
                 interval = Duration::from_millis(reply.interval_ms.clamp(50, 60_000));
+                if let Some(seq) = apply_releases(&table, &reply.released, &metrics.rebuild) {
+                    releases_applied = Some(releases_applied.map_or(seq, |a| a.max(seq)));
+                }
                 let before = state.term.swap(reply.term, Ordering::Relaxed);
                 if before == 0 {
                     // Just registered: crescentd knows our (empty or current) state.
@@ -416,6 +422,26 @@ async fn heartbeat_loop(
             () = wake.notified() => {}
         }
     }
+}
+
+/// Forgets the replicas crescentd released in our segments; returns the highest sequence
+/// applied (`None` when there was nothing), which the next heartbeat acknowledges.
+fn apply_releases(
+    table: &OwnershipTable,
+    released: &[ReleasedReplica],
+    metrics: &crate::metrics::RebuildMetrics,
+) -> Option<u64> {
+    let highest = released.iter().map(|r| r.seq).max()?;
+    let _span = tracing::debug_span!("owner.forget_released", n = released.len()).entered();
+    let report = table.forget_released(released);
+    metrics.owner_releases_applied(&report);
+    tracing::debug!(
+        forgotten = report.forgotten,
+        unmatched = report.unmatched,
+        unknown_version = report.unknown_version,
+        "applied releases from crescentd"
+    );
+    Some(highest)
 }
 
 /// The owner's answer to NOTIFY: notices from writers that committed replicas in our segment.

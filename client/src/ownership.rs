@@ -13,11 +13,11 @@
 //! a replica overlapping one of a newer put is stale, and one of an older put is dropped when a
 //! newer one arrives (its bytes were overwritten).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crescent_wire::rebuild::{NoticeOutcome, ReplayEntry};
-use crescent_wire::store::{DataType, ObjectId};
+use crescent_wire::store::{DataType, ObjectId, ReleasedReplica, RELEASE_WIRE_VERSION};
 use prometheus::IntGauge;
 
 /// One committed replica in one of our segments.
@@ -67,6 +67,26 @@ impl OwnedReplica {
 /// (object, segment) -> replica. One object has at most one replica per segment.
 type Slot = (ObjectId, Arc<str>);
 
+/// One allocation crescentd released: (segment, offset, put id).
+type Allocation = (Arc<str>, u64, u64);
+
+/// How many released allocations are remembered, so a writer's notice for one that arrives
+/// after its release (the notice was retried, the release was quick) is refused instead of
+/// recording a replica crescentd no longer holds.
+const REMEMBERED_RELEASES: usize = 65_536;
+
+/// What [`OwnershipTable::forget_released`] did with one delivery.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ReleaseReport {
+    /// Entries of exactly those allocations, dropped.
+    pub forgotten: usize,
+    /// Releases with no such entry (already forgotten, a newer object at the address, or a
+    /// segment we no longer serve): nothing dropped.
+    pub unmatched: usize,
+    /// Releases of a layout version this owner does not know: skipped.
+    pub unknown_version: usize,
+}
+
 #[derive(Debug, Default)]
 struct Inner {
     entries: HashMap<Slot, OwnedReplica>,
@@ -74,6 +94,9 @@ struct Inner {
     by_address: HashMap<Arc<str>, BTreeMap<u64, Slot>>,
     /// The segments this process serves, with their sizes.
     segments: HashMap<Arc<str>, u64>,
+    /// Recently released allocations (bounded, oldest forgotten first).
+    released: HashSet<Allocation>,
+    released_order: VecDeque<Allocation>,
 }
 
 impl Inner {
@@ -111,6 +134,11 @@ impl Inner {
         if replica.length == 0 || replica.end() > size || replica.put_id == 0 {
             return NoticeOutcome::Rejected;
         }
+        let allocation = (replica.segment_id.clone(), replica.offset, replica.put_id);
+        if self.released.contains(&allocation) {
+            // crescentd already gave this allocation back: recording it would resurrect it.
+            return NoticeOutcome::Stale;
+        }
         let slot: Slot = (replica.id.clone(), replica.segment_id.clone());
         match self.entries.get(&slot) {
             Some(existing) if existing.put_id > replica.put_id => return NoticeOutcome::Stale,
@@ -139,6 +167,41 @@ impl Inner {
             .insert(replica.offset, slot.clone());
         self.entries.insert(slot, replica);
         NoticeOutcome::Recorded
+    }
+
+    /// Drops the entry of exactly `r`'s allocation (same put id at that address), if held,
+    /// and remembers the allocation as released.
+    fn forget_released(&mut self, r: &ReleasedReplica) -> bool {
+        let Some((segment, _)) = self.segments.get_key_value(r.segment_id.as_str()) else {
+            // Not (or no longer) ours: unmounting already forgot everything in it.
+            return false;
+        };
+        let segment = segment.clone();
+        let allocation = (segment.clone(), r.offset, r.put_id);
+        if self.released.insert(allocation.clone()) {
+            self.released_order.push_back(allocation);
+            if self.released_order.len() > REMEMBERED_RELEASES {
+                if let Some(old) = self.released_order.pop_front() {
+                    self.released.remove(&old);
+                }
+            }
+        }
+        let slot = self
+            .by_address
+            .get(&segment)
+            .and_then(|m| m.get(&r.offset))
+            .cloned();
+        let Some(slot) = slot else {
+            return false;
+        };
+        let same = self
+            .entries
+            .get(&slot)
+            .is_some_and(|e| e.put_id == r.put_id && e.offset == r.offset);
+        if same {
+            self.remove_slot(&slot);
+        }
+        same
     }
 
     fn retain(&mut self, mut keep: impl FnMut(&OwnedReplica) -> bool) -> usize {
@@ -219,6 +282,26 @@ impl OwnershipTable {
         same
     }
 
+    /// Forgets the replicas crescentd released in our segments (delivered on heartbeats). An
+    /// entry goes only if it is the same allocation, the same put id at the same address: a
+    /// newer object written there since is kept. Idempotent: a release delivered twice finds
+    /// nothing the second time.
+    pub fn forget_released(&self, released: &[ReleasedReplica]) -> ReleaseReport {
+        let mut inner = self.lock();
+        let mut report = ReleaseReport::default();
+        for r in released {
+            if r.version != RELEASE_WIRE_VERSION {
+                report.unknown_version += 1;
+            } else if inner.forget_released(r) {
+                report.forgotten += 1;
+            } else {
+                report.unmatched += 1;
+            }
+        }
+        self.publish(&inner);
+        report
+    }
+
     /// Forgets every replica of `id` (the object was removed). Returns how many.
     pub fn forget(&self, id: &ObjectId) -> usize {
         let mut inner = self.lock();
@@ -246,6 +329,8 @@ impl OwnershipTable {
         let n = inner.retain(|r| &*r.segment_id != segment_id);
         inner.segments.remove(segment_id);
         inner.by_address.remove(segment_id);
+        inner.released_order.retain(|a| &*a.0 != segment_id);
+        inner.released.retain(|a| &*a.0 != segment_id);
         self.publish(&inner);
         n
     }

@@ -135,3 +135,70 @@ fn snapshot_is_ordered_by_segment_and_offset() {
         t.snapshot()[0]
     );
 }
+
+fn released(seq: u64, seg: &str, offset: u64, put_id: u64) -> ReleasedReplica {
+    ReleasedReplica {
+        version: RELEASE_WIRE_VERSION,
+        seq,
+        segment_id: seg.into(),
+        offset,
+        length: 10,
+        put_id,
+    }
+}
+
+#[test]
+fn a_release_forgets_only_the_same_allocation() {
+    let t = table();
+    t.record(rep(None, "a", 5, "s1", 0));
+    t.record(rep(None, "b", 6, "s1", 64));
+    t.record(rep(None, "a", 5, "s2", 0));
+    // An older put at b's address (b was written over a released slot): b stays.
+    let r = t.forget_released(&[released(1, "s1", 64, 3)]);
+    assert_eq!((r.forgotten, r.unmatched), (0, 1));
+    assert!(t.lookup(&ObjectId::new("b"), "s1").is_some());
+    // a's replica on s1 goes, its replica on s2 (another release) stays.
+    let r = t.forget_released(&[released(2, "s1", 0, 5)]);
+    assert_eq!(r.forgotten, 1);
+    assert!(t.lookup(&ObjectId::new("a"), "s1").is_none());
+    assert!(t.lookup(&ObjectId::new("a"), "s2").is_some());
+    // Delivered again (the acknowledgement was lost): nothing more goes.
+    let r = t.forget_released(&[released(2, "s1", 0, 5)]);
+    assert_eq!((r.forgotten, r.unmatched), (0, 1));
+    assert_eq!(t.len(), 2);
+    assert_eq!(t.gauge.get(), 2);
+}
+
+#[test]
+fn a_newer_object_at_a_released_address_is_kept() {
+    let t = table();
+    t.record(rep(None, "a", 5, "s1", 0));
+    // crescentd released a (put 5) and placed c (put 9) at the same offset; the owner heard
+    // of c before the release arrived.
+    assert_eq!(t.record(rep(None, "c", 9, "s1", 0)), Recorded);
+    let r = t.forget_released(&[released(1, "s1", 0, 5)]);
+    assert_eq!(r.forgotten, 0);
+    assert_eq!(t.lookup(&ObjectId::new("c"), "s1").unwrap().put_id, 9);
+}
+
+#[test]
+fn a_notice_arriving_after_its_release_is_refused() {
+    let t = table();
+    let r = t.forget_released(&[released(1, "s1", 128, 7)]);
+    assert_eq!(r.unmatched, 1);
+    assert_eq!(t.record(rep(None, "late", 7, "s1", 128)), Stale);
+    assert!(t.is_empty());
+    // Another allocation at that address is a different object.
+    assert_eq!(t.record(rep(None, "new", 8, "s1", 128)), Recorded);
+}
+
+#[test]
+fn unknown_versions_and_foreign_segments_drop_nothing() {
+    let t = table();
+    t.record(rep(None, "a", 5, "s1", 0));
+    let mut future = released(1, "s1", 0, 5);
+    future.version = RELEASE_WIRE_VERSION + 1;
+    let r = t.forget_released(&[future, released(2, "elsewhere", 0, 5)]);
+    assert_eq!((r.forgotten, r.unmatched, r.unknown_version), (0, 1, 1));
+    assert_eq!(t.len(), 1);
+}

@@ -344,6 +344,7 @@ async fn every_op_answers_like_its_http_route() {
     let hb = |owner: &str, incarnation| HeartbeatRequest {
         owner_id: owner.into(),
         incarnation,
+        releases_applied: None,
     };
     let r: HeartbeatReply = rpc.call(RpcOp::Heartbeat, &hb("o1", 1)).await.unwrap();
     assert!(r.interval_ms > 0);

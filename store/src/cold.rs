@@ -251,7 +251,7 @@ impl ObjectDirectory {
                         "the last hot replica may go only with a materialized cold backing",
                     ));
                 }
-                let size = e.size;
+                let (size, put_id) = (e.size, e.put_id);
                 let (was_evictable, was_drop_allowed) = shard
                     .cold
                     .get(&slot)
@@ -277,7 +277,7 @@ impl ObjectDirectory {
                     }
                 }
                 // Allocator bytes of evicted replicas are freed only now, after the CAS.
-                self.free_replicas(&table, &removed, size);
+                self.free_replicas(&table, &removed, size, put_id);
                 Ok(())
             })
             .map_err(|e| ColdError::InvalidArgument {
@@ -437,6 +437,8 @@ impl ObjectDirectory {
                     segment: idx,
                 }],
                 slot.size,
+                // Never committed: no owner recorded it, there is nothing to tell.
+                0,
             );
         }
     }

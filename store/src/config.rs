@@ -30,6 +30,9 @@ pub struct StoreConfig {
     pub max_scopes: usize,
     /// Seed of the placement RNG (random placement is reproducible in tests).
     pub seed: u64,
+    /// Bound of each owner's queue of undelivered replica releases, in entries (default
+    /// 65,536; `releases.rs`). On overflow the oldest is dropped and counted.
+    pub release_queue_limit: usize,
 }
 
 impl Default for StoreConfig {
@@ -46,6 +49,7 @@ impl Default for StoreConfig {
             max_replicas: 8,
             max_scopes: 1 << 16,
             seed: 0x6372_6573_6365_6e74,
+            release_queue_limit: crate::releases::DEFAULT_RELEASE_QUEUE_LIMIT,
         }
     }
 }
@@ -79,6 +83,9 @@ impl StoreConfig {
         }
         if self.max_scopes == 0 || self.max_scopes > u32::MAX as usize {
             return bad("max_scopes", "must be in 1..=u32::MAX");
+        }
+        if self.release_queue_limit == 0 {
+            return bad("release_queue_limit", "must be > 0");
         }
         Ok(())
     }

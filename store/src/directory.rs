@@ -23,6 +23,7 @@ use crate::error::StoreError;
 use crate::identity::{ScopeId, ScopeInterner};
 use crate::metrics::StoreMetrics;
 use crate::rebuild::ReplayLedgers;
+use crate::releases::ReleaseQueues;
 use crate::segments::{SegmentTable, SegmentUsage};
 use crate::shard::Shard;
 use crate::time::{Clock, Ticks};
@@ -65,6 +66,8 @@ pub struct ObjectDirectory {
     /// Eviction-triggered offload: eviction drops hot replicas only of entries whose cold
     /// copy allows it and never an entry without one (the server offloads those first).
     pub(crate) cold_first: std::sync::atomic::AtomicBool,
+    /// Releases on remote owners' segments, awaiting delivery on their heartbeats.
+    pub(crate) releases: ReleaseQueues,
 }
 
 impl std::fmt::Debug for ObjectDirectory {
@@ -106,9 +109,10 @@ impl ObjectDirectory {
             ledgers: ReplayLedgers::default(),
             group_guard: RwLock::new(None),
             managed_skips: RwLock::new(None),
-            metrics,
+            metrics: metrics.clone(),
             evict_backoff_until: AtomicU32::new(0),
             cold_first: std::sync::atomic::AtomicBool::new(false),
+            releases: ReleaseQueues::new(config.release_queue_limit, metrics.releases.clone()),
             config,
         })
     }
@@ -154,6 +158,7 @@ impl ObjectDirectory {
         let first = compose_put_id(incarnation, 1).expect("checked range");
         self.incarnation.store(incarnation, Ordering::SeqCst);
         self.next_put_id.fetch_max(first, Ordering::SeqCst);
+        self.releases.begin(first);
         self.term.store(term, Ordering::SeqCst);
         tracing::info!(incarnation, term, "directory incarnation started");
         Ok(())
@@ -210,16 +215,38 @@ impl ObjectDirectory {
         self.segments.read().expect("segment table lock")
     }
 
-    /// Returns replicas' slots to their segments' allocators. A segment that is gone took its
-    /// space with it; a refused free is an invariant break, logged and left allocated (lost
-    /// space, never double use).
-    pub(crate) fn free_replicas(&self, table: &SegmentTable, replicas: &[Replica], size: u64) {
+    /// The replica releases awaiting delivery to owners (the server answers heartbeats from
+    /// it: [`ReleaseQueues::exchange`]).
+    pub fn releases(&self) -> &ReleaseQueues {
+        &self.releases
+    }
+
+    /// Returns the slots of put `put_id`'s replicas to their segments' allocators, and queues
+    /// each for its owner to forget (`releases.rs`; 0 for an allocation no owner ever
+    /// recorded). A segment that is gone took its space with it; a refused free is an
+    /// invariant break, logged and left allocated (lost space, never double use).
+    pub(crate) fn free_replicas(
+        &self,
+        table: &SegmentTable,
+        replicas: &[Replica],
+        size: u64,
+        put_id: u64,
+    ) {
         for r in replicas {
             let Some(seg) = table.get(r.segment) else {
                 continue;
             };
             match seg.allocator().free(r.offset, size) {
-                Ok(()) => self.metrics.bytes_used.sub(slot_len(size) as i64),
+                Ok(()) => {
+                    self.metrics.bytes_used.sub(slot_len(size) as i64);
+                    self.releases.record(
+                        &seg.spec.owner_id,
+                        &seg.spec.segment_id,
+                        r.offset,
+                        size,
+                        put_id,
+                    );
+                }
                 Err(e) => tracing::error!(
                     segment = %seg.spec.segment_id, offset = r.offset, size, error = %e,
                     "refused free"

@@ -200,13 +200,15 @@ impl Entry {
     }
 
     /// Installs the pending put as the complete version; returns the previous complete
-    /// replicas (to free or defer) and the lease that protected them.
-    pub fn complete_pending(&mut self, now: Ticks) -> Option<(Replicas, u64, Ticks)> {
+    /// replicas (to free or defer) with their size and put id, and the lease that protected
+    /// them.
+    pub fn complete_pending(&mut self, now: Ticks) -> Option<(Replicas, u64, u64, Ticks)> {
         let p = self.pending.take()?;
         let old = self.is_complete().then(|| {
             (
                 std::mem::replace(&mut self.replicas, Replicas::none()),
                 self.size,
+                self.put_id,
                 self.lease_until,
             )
         });

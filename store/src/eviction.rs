@@ -233,10 +233,10 @@ impl ObjectDirectory {
                         // allocator bytes are freed.
                         let hot = std::mem::replace(&mut e.replicas, Replicas::none());
                         e.route_rev = e.route_rev.saturating_add(1);
-                        self.free_replicas(&table, hot.as_slice(), e.size);
+                        self.free_replicas(&table, hot.as_slice(), e.size, e.put_id);
                         return true;
                     }
-                    self.free_replicas(&table, e.replicas.as_slice(), e.size);
+                    self.free_replicas(&table, e.replicas.as_slice(), e.size, e.put_id);
                     released.push(*slot);
                     false
                 });

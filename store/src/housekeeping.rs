@@ -48,6 +48,7 @@ impl ObjectDirectory {
                     segment: d.segment,
                 }],
                 d.size,
+                d.put_id,
             );
         }
         due.len() as u64

@@ -44,6 +44,8 @@ pub struct StoreMetrics {
     gate_state: IntGauge,
     gate_owners_expected: IntGauge,
     gate_owners_completed: IntGauge,
+    /// Release delivery to owners (`releases.rs`).
+    pub(crate) releases: crate::releases::ReleaseMetrics,
 }
 
 impl StoreMetrics {
@@ -67,6 +69,7 @@ impl StoreMetrics {
         registry.register(Box::new(m.gate_state.clone()))?;
         registry.register(Box::new(m.gate_owners_expected.clone()))?;
         registry.register(Box::new(m.gate_owners_completed.clone()))?;
+        m.releases.register(registry)?;
         Ok(m)
     }
 
@@ -97,6 +100,7 @@ impl StoreMetrics {
             &["outcome"],
         );
         Self {
+            releases: crate::releases::ReleaseMetrics::unregistered(),
             rebuild_entry_counters: ReplayOutcome::ALL
                 .iter()
                 .map(|o| rebuild_entries.with_label_values(&[o.label()]))

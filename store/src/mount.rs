@@ -33,6 +33,10 @@ impl ObjectDirectory {
             if let Some(seg) = table.get(idx) {
                 self.metrics.bytes_capacity.add(seg.capacity() as i64);
                 self.metrics.segments.inc();
+                if seg.spec.endpoint.is_some() {
+                    // A remote owner process: it is told what is released in its segments.
+                    self.releases.track(&seg.spec.owner_id);
+                }
                 tracing::info!(segment = %seg.spec.segment_id, owner = %seg.spec.owner_id,
                     size = seg.spec.size, "segment mounted");
             }
@@ -158,6 +162,15 @@ impl ObjectDirectory {
         let mut table = self.segments.write().expect("segment table lock");
         for &idx in idxs {
             if let Some(seg) = table.remove(idx) {
+                // The owner forgets an unmounted segment whole; its queued releases are moot.
+                self.releases
+                    .drop_segment(&seg.spec.owner_id, &seg.spec.segment_id);
+                if !table
+                    .iter()
+                    .any(|(_, s)| s.spec.owner_id == seg.spec.owner_id)
+                {
+                    self.releases.untrack(&seg.spec.owner_id);
+                }
                 let a = seg.allocator();
                 self.metrics.bytes_capacity.sub(a.capacity() as i64);
                 self.metrics.bytes_used.sub(a.used_bytes() as i64);

@@ -246,7 +246,7 @@ impl ObjectDirectory {
         let at = p
             .started
             .saturating_add(Clock::span(self.config.release_timeout_ms));
-        shard.defer(p.replicas.as_slice(), p.size, at, false);
+        shard.defer(p.replicas.as_slice(), p.size, p.put_id, at, false);
         self.metrics.put("preempted", 1);
     }
 
@@ -297,7 +297,7 @@ impl ObjectDirectory {
         if revoke {
             let p = shard.entry_mut(slot).pending.take().expect("checked");
             let table = self.table();
-            self.free_replicas(&table, p.replicas.as_slice(), p.size);
+            self.free_replicas(&table, p.replicas.as_slice(), p.size, p.put_id);
             drop(table);
             if !shard.entry(slot).is_complete() {
                 shard.remove(scope, key);
@@ -309,12 +309,14 @@ impl ObjectDirectory {
         // The new content has no cold backing; the old one's reclaim is the server's (planned
         // before this call for a materialized backing).
         shard.cold.remove(&slot);
-        if let Some((old, size, lease_until)) = shard.entry_mut(slot).complete_pending(now) {
+        if let Some((old, size, old_put_id, lease_until)) =
+            shard.entry_mut(slot).complete_pending(now)
+        {
             if lease_until > now {
-                shard.defer(old.as_slice(), size, lease_until, true);
+                shard.defer(old.as_slice(), size, old_put_id, lease_until, true);
             } else {
                 let table = self.table();
-                self.free_replicas(&table, old.as_slice(), size);
+                self.free_replicas(&table, old.as_slice(), size, old_put_id);
             }
         }
         self.metrics.put("completed", 1);
@@ -343,7 +345,7 @@ impl ObjectDirectory {
         for &slot in &stale {
             let p = shard.entry_mut(slot).pending.take().expect("filtered");
             shard.pending.remove(&slot);
-            self.free_replicas(&table, p.replicas.as_slice(), p.size);
+            self.free_replicas(&table, p.replicas.as_slice(), p.size, p.put_id);
             if !shard.entry(slot).is_complete() {
                 shard.remove(p.scope, &p.key);
                 self.metrics.objects.dec();

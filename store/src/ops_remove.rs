@@ -74,14 +74,14 @@ impl ObjectDirectory {
             let at = p
                 .started
                 .saturating_add(Clock::span(self.config.release_timeout_ms));
-            shard.defer(p.replicas.as_slice(), p.size, at, false);
+            shard.defer(p.replicas.as_slice(), p.size, p.put_id, at, false);
         }
         if e.is_complete() {
             if e.leased(now) {
-                shard.defer(e.replicas.as_slice(), e.size, e.lease_until, true);
+                shard.defer(e.replicas.as_slice(), e.size, e.put_id, e.lease_until, true);
             } else {
                 let table = self.table();
-                self.free_replicas(&table, e.replicas.as_slice(), e.size);
+                self.free_replicas(&table, e.replicas.as_slice(), e.size, e.put_id);
             }
         }
     }

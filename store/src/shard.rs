@@ -26,6 +26,8 @@ pub(crate) struct DeferredFree {
     pub segment: SegmentIdx,
     pub offset: u64,
     pub size: u64,
+    /// The put that wrote these slots (its owner is told once they are freed).
+    pub put_id: u64,
     /// Deferred because of a read lease (an unmount must wait for it).
     pub leased: bool,
 }
@@ -113,12 +115,13 @@ impl Shard {
     }
 
     /// Defers the release of `replicas` (each a slot for a `size`-byte value) until `at`.
-    pub fn defer(&mut self, replicas: &[Replica], size: u64, at: Ticks, leased: bool) {
+    pub fn defer(&mut self, replicas: &[Replica], size: u64, put_id: u64, at: Ticks, leased: bool) {
         self.deferred.extend(replicas.iter().map(|r| DeferredFree {
             at,
             segment: r.segment,
             offset: r.offset,
             size,
+            put_id,
             leased,
         }));
     }

@@ -299,6 +299,11 @@ pub struct BatchReply<T> {
 pub struct HeartbeatRequest {
     pub owner_id: String,
     pub incarnation: u64,
+    /// The highest [`ReleasedReplica::seq`] this owner has applied to its ownership table
+    /// (crescentd then stops re-sending those). Absent from owners that predate release
+    /// delivery, which crescentd treats as nothing applied.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub releases_applied: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -307,6 +312,38 @@ pub struct HeartbeatReply {
     pub interval_ms: u64,
     /// The server's leader term (a change means: replay your ownership table).
     pub term: u64,
+    /// Replicas in this owner's segments that crescentd released (removed, evicted, replaced,
+    /// reclaimed), oldest first, for the owner to forget so a later replay cannot bring them
+    /// back. Re-sent until acknowledged (`HeartbeatRequest::releases_applied`); applying one
+    /// twice is harmless. Empty (and omitted) from servers that predate release delivery.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub released: Vec<ReleasedReplica>,
+}
+
+/// The version of [`ReleasedReplica`]'s layout.
+pub const RELEASE_WIRE_VERSION: u32 = 1;
+
+/// One allocation crescentd gave back on an owner's segment: the replica of put `put_id` at
+/// `offset` (`length` bytes). An owner forgets its table entry only if it is that same
+/// allocation (same put id at that address): a newer object written there is never dropped.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReleasedReplica {
+    /// [`RELEASE_WIRE_VERSION`]; an owner skips (and counts) entries of a version it does not
+    /// know rather than misread them.
+    #[serde(default = "release_wire_version")]
+    pub version: u32,
+    /// Delivery order within the owner's queue. Sequences start above every earlier
+    /// crescentd run's (they carry the run's incarnation, like put ids), so an acknowledgement
+    /// from before a restart never covers a release of the new run.
+    pub seq: u64,
+    pub segment_id: String,
+    pub offset: u64,
+    pub length: u64,
+    pub put_id: u64,
+}
+
+fn release_wire_version() -> u32 {
+    RELEASE_WIRE_VERSION
 }
 
 /// The answer of operations that return nothing but success.
@@ -341,4 +378,67 @@ pub mod routes {
     pub const BATCH_REMOVE: &str = "/v1/objects/batch/remove";
     pub const BATCH_RELEASE: &str = "/v1/objects/batch/release";
     pub const HEARTBEAT: &str = "/v1/owners/heartbeat";
+}
+
+#[cfg(test)]
+mod heartbeat_compat_tests {
+    use super::*;
+
+    /// The heartbeat as peers that predate release delivery send it.
+    #[derive(Serialize, Deserialize)]
+    struct OldReply {
+        interval_ms: u64,
+        term: u64,
+    }
+
+    #[derive(Serialize, Deserialize)]
+    struct OldRequest {
+        owner_id: String,
+        incarnation: u64,
+    }
+
+    #[test]
+    fn old_and_new_heartbeats_decode_both_ways() {
+        let old = rmp_serde::to_vec_named(&OldReply {
+            interval_ms: 2500,
+            term: 7,
+        })
+        .unwrap();
+        let reply: HeartbeatReply = rmp_serde::from_slice(&old).unwrap();
+        assert!(reply.released.is_empty());
+        let old = rmp_serde::to_vec_named(&OldRequest {
+            owner_id: "o".into(),
+            incarnation: 3,
+        })
+        .unwrap();
+        let req: HeartbeatRequest = rmp_serde::from_slice(&old).unwrap();
+        assert_eq!(req.releases_applied, None);
+
+        let new = HeartbeatReply {
+            interval_ms: 2500,
+            term: 7,
+            released: vec![ReleasedReplica {
+                version: RELEASE_WIRE_VERSION,
+                seq: 9,
+                segment_id: "o/seg0".into(),
+                offset: 128,
+                length: 10,
+                put_id: 42,
+            }],
+        };
+        let bytes = rmp_serde::to_vec_named(&new).unwrap();
+        assert_eq!(
+            rmp_serde::from_slice::<HeartbeatReply>(&bytes).unwrap(),
+            new
+        );
+        let old: OldReply = rmp_serde::from_slice(&bytes).unwrap();
+        assert_eq!(old.term, 7);
+        let json = serde_json::to_string(&new).unwrap();
+        assert_eq!(serde_json::from_str::<HeartbeatReply>(&json).unwrap(), new);
+        // A release without a version field is read as version 1.
+        let v: ReleasedReplica =
+            serde_json::from_str(r#"{"seq":1,"segment_id":"s","offset":0,"length":1,"put_id":2}"#)
+                .unwrap();
+        assert_eq!(v.version, RELEASE_WIRE_VERSION);
+    }
 }

@@ -114,13 +114,23 @@ pub fn release(state: &NodeState, req: ReleaseRequest) -> Result<ReleaseReply, A
     Ok(ReleaseReply { released })
 }
 
+/// A storage owner's heartbeat. The answer also carries the replicas crescentd released in
+/// the owner's segments since it last acknowledged (docs/rebuild.md, "Releases"), so a later
+/// replay cannot bring removed objects back.
 pub fn heartbeat(state: &NodeState, req: HeartbeatRequest) -> Result<HeartbeatReply, ApiError> {
+    let _span = tracing::debug_span!("owner.heartbeat", owner = %req.owner_id).entered();
     state
         .liveness
         .heartbeat(&req.owner_id, req.incarnation, state.now_ms())?;
+    let released = state.directory.releases().exchange(
+        &req.owner_id,
+        req.releases_applied,
+        crescent_store::releases::MAX_RELEASES_PER_HEARTBEAT,
+    );
     Ok(HeartbeatReply {
         interval_ms: state.store_settings.heartbeat_interval_ms(),
         term: state.runtime.term(),
+        released,
     })
 }
 

@@ -294,7 +294,7 @@ impl ObjectDirectory {
         }
         e.replicas = Replicas::from_vec(kept);
         let gone = Replica { offset, segment };
-        self.free_replicas(&self.table(), &[gone], holder.size);
+        self.free_replicas(&self.table(), &[gone], holder.size, holder.put_id);
         if e.replicas.is_empty() {
             e.flags &= !COMPLETE;
             if e.pending.is_none() {
@@ -389,9 +389,9 @@ impl ObjectDirectory {
                         }
                     }
                     if lease_until > now {
-                        shard.defer(replicas.as_slice(), size, lease_until, true);
+                        shard.defer(replicas.as_slice(), size, put_id, lease_until, true);
                     } else {
-                        self.free_replicas(&table, replicas.as_slice(), size);
+                        self.free_replicas(&table, replicas.as_slice(), size, put_id);
                     }
                 }
             }
