@@ -3,6 +3,8 @@
 //! only storage owner of its data (its own segment, placement local_first), single operations
 //! issued one at a time, batches of 128 keys, ops/s over `n` keys of `size`-byte values.
 
+use std::fmt;
+use std::str::FromStr;
 use std::time::{Duration, Instant};
 
 use rand::RngCore;
@@ -12,6 +14,68 @@ use crate::client::CrescentClient;
 use crate::error::ClientError;
 use crate::owner::{Owner, OwnerConfig};
 
+/// One timed phase of the benchmark (`bench --only`), named as its figure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    Put,
+    Get,
+    PutBatch,
+    GetBatch,
+    Exist,
+}
+
+impl Phase {
+    pub const ALL: [Phase; 5] = [
+        Phase::Put,
+        Phase::Get,
+        Phase::PutBatch,
+        Phase::GetBatch,
+        Phase::Exist,
+    ];
+
+    /// The figure's name (the JSON field and the text label).
+    pub fn name(self) -> &'static str {
+        match self {
+            Phase::Put => "put",
+            Phase::Get => "get",
+            Phase::PutBatch => "put_batch",
+            Phase::GetBatch => "get_batch",
+            Phase::Exist => "exist",
+        }
+    }
+
+    /// The phases `only` selects, each once, in run order; none selected means all.
+    pub fn selected(only: &[Phase]) -> Vec<Phase> {
+        if only.is_empty() {
+            return Phase::ALL.to_vec();
+        }
+        Phase::ALL
+            .into_iter()
+            .filter(|p| only.contains(p))
+            .collect()
+    }
+}
+
+impl FromStr for Phase {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        Phase::ALL
+            .into_iter()
+            .find(|p| p.name() == s)
+            .ok_or_else(|| {
+                let names: Vec<&str> = Phase::ALL.iter().map(|p| p.name()).collect();
+                format!("unknown bench phase {s:?} (phases: {})", names.join(", "))
+            })
+    }
+}
+
+impl fmt::Display for Phase {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// What to run.
 #[derive(Debug, Clone)]
 pub struct BenchConfig {
@@ -20,6 +84,10 @@ pub struct BenchConfig {
     pub batch: usize,
     /// Segment size; `None` sizes it for the run (both key sets plus headroom).
     pub segment_size: Option<u64>,
+    /// The phases timed (always run in the order of [`Phase::ALL`]). A phase that reads keys
+    /// another phase writes (get, exist after put; get_batch after put_batch) gets them written
+    /// untimed first when that phase is not selected.
+    pub phases: Vec<Phase>,
 }
 
 impl Default for BenchConfig {
@@ -29,20 +97,61 @@ impl Default for BenchConfig {
             size: 4096,
             batch: 128,
             segment_size: None,
+            phases: Phase::ALL.to_vec(),
         }
     }
 }
 
-/// The five figures (ops/s), as `bench --json` prints them.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+impl BenchConfig {
+    fn runs(&self, phase: Phase) -> bool {
+        self.phases.contains(&phase)
+    }
+}
+
+/// The five figures (ops/s), as `bench --json` prints them; a phase not run is `None` and
+/// left out of the JSON.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize)]
 pub struct BenchReport {
-    pub put: f64,
-    pub get: f64,
-    pub put_batch: f64,
-    pub get_batch: f64,
-    pub exist: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub put: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub get: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub put_batch: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub get_batch: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exist: Option<f64>,
     pub n: usize,
     pub size: usize,
+}
+
+impl BenchReport {
+    /// The figure of `phase`, if it was run.
+    pub fn figure(&self, phase: Phase) -> Option<f64> {
+        match phase {
+            Phase::Put => self.put,
+            Phase::Get => self.get,
+            Phase::PutBatch => self.put_batch,
+            Phase::GetBatch => self.get_batch,
+            Phase::Exist => self.exist,
+        }
+    }
+
+    /// The one-line text form: `put 123/s get 456/s ...`, phases run only (the compare script
+    /// parses these labels).
+    pub fn text(&self) -> String {
+        let figures: Vec<String> = Phase::ALL
+            .into_iter()
+            .filter_map(|p| self.figure(p).map(|r| format!("{p} {r:.0}/s")))
+            .collect();
+        format!(
+            "crescent n={} size={}: {}",
+            self.n,
+            self.size,
+            figures.join(" ")
+        )
+    }
 }
 
 fn rate(n: usize, elapsed: Duration) -> f64 {
@@ -63,6 +172,11 @@ pub async fn run(
     if config.n == 0 || config.size == 0 || config.batch == 0 {
         return Err(ClientError::InvalidArgument(
             "bench needs n, size and batch of at least 1".into(),
+        ));
+    }
+    if config.phases.is_empty() {
+        return Err(ClientError::InvalidArgument(
+            "bench needs at least one phase".into(),
         ));
     }
     let needed = 2 * config.n as u64 * config.size as u64;
@@ -99,31 +213,96 @@ async fn phases(
     let keys: Vec<String> = (0..n).map(|i| format!("{prefix}k{i}")).collect();
     let batch_keys: Vec<String> = (0..n).map(|i| format!("{prefix}b{i}")).collect();
 
-    let t = Instant::now();
-    for k in &keys {
-        client
-            .put(k, &value)
-            .await
-            .map_err(|e| bench_failure("put", e))?;
-    }
-    let put = rate(n, t.elapsed());
-
-    let t = Instant::now();
-    for k in &keys {
-        let got = client.get(k).await.map_err(|e| bench_failure("get", e))?;
-        if got.len() != config.size {
-            return Err(ClientError::Protocol(format!(
-                "get {k}: {} bytes, expected {}",
-                got.len(),
-                config.size
-            )));
-        }
-    }
-    let get = rate(n, t.elapsed());
-
     let values: Vec<&[u8]> = vec![&value; config.batch];
-    let t = Instant::now();
-    for chunk in batch_keys.chunks(config.batch) {
+    let mut report = BenchReport {
+        n,
+        size: config.size,
+        ..BenchReport::default()
+    };
+    // The keys a selected reader needs but no selected writer puts, written untimed.
+    if !config.runs(Phase::Put) && (config.runs(Phase::Get) || config.runs(Phase::Exist)) {
+        put_batches(client, &keys, &values).await?;
+    }
+    if !config.runs(Phase::PutBatch) && config.runs(Phase::GetBatch) {
+        put_batches(client, &batch_keys, &values).await?;
+    }
+
+    if config.runs(Phase::Put) {
+        let t = Instant::now();
+        for k in &keys {
+            client
+                .put(k, &value)
+                .await
+                .map_err(|e| bench_failure("put", e))?;
+        }
+        report.put = Some(rate(n, t.elapsed()));
+    }
+
+    if config.runs(Phase::Get) {
+        let t = Instant::now();
+        for k in &keys {
+            let got = client.get(k).await.map_err(|e| bench_failure("get", e))?;
+            if got.len() != config.size {
+                return Err(ClientError::Protocol(format!(
+                    "get {k}: {} bytes, expected {}",
+                    got.len(),
+                    config.size
+                )));
+            }
+        }
+        report.get = Some(rate(n, t.elapsed()));
+    }
+
+    if config.runs(Phase::PutBatch) {
+        let t = Instant::now();
+        put_batches(client, &batch_keys, &values).await?;
+        report.put_batch = Some(rate(n, t.elapsed()));
+    }
+
+    if config.runs(Phase::GetBatch) {
+        let t = Instant::now();
+        for chunk in batch_keys.chunks(config.batch) {
+            let items = client
+                .get_batch(chunk)
+                .await
+                .map_err(|e| bench_failure("get_batch", e))?;
+            for r in items {
+                let v = r.map_err(|e| bench_failure("get_batch item", e))?;
+                if v.len() != config.size {
+                    return Err(ClientError::Protocol(format!(
+                        "get_batch: {} bytes, expected {}",
+                        v.len(),
+                        config.size
+                    )));
+                }
+            }
+        }
+        report.get_batch = Some(rate(n, t.elapsed()));
+    }
+
+    if config.runs(Phase::Exist) {
+        let t = Instant::now();
+        for k in &keys {
+            if !client
+                .is_exist(k)
+                .await
+                .map_err(|e| bench_failure("exist", e))?
+            {
+                return Err(ClientError::Protocol(format!("{k} reported absent")));
+            }
+        }
+        report.exist = Some(rate(n, t.elapsed()));
+    }
+    Ok(report)
+}
+
+/// Puts `keys` in batches of `values.len()`, every item required to succeed.
+async fn put_batches(
+    client: &CrescentClient,
+    keys: &[String],
+    values: &[&[u8]],
+) -> Result<(), ClientError> {
+    for chunk in keys.chunks(values.len()) {
         let items = client
             .put_batch(chunk, &values[..chunk.len()])
             .await
@@ -132,46 +311,31 @@ async fn phases(
             r.map_err(|e| bench_failure("put_batch item", e))?;
         }
     }
-    let put_batch = rate(n, t.elapsed());
+    Ok(())
+}
 
-    let t = Instant::now();
-    for chunk in batch_keys.chunks(config.batch) {
-        let items = client
-            .get_batch(chunk)
-            .await
-            .map_err(|e| bench_failure("get_batch", e))?;
-        for r in items {
-            let v = r.map_err(|e| bench_failure("get_batch item", e))?;
-            if v.len() != config.size {
-                return Err(ClientError::Protocol(format!(
-                    "get_batch: {} bytes, expected {}",
-                    v.len(),
-                    config.size
-                )));
-            }
-        }
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_report_shows_only_the_phases_run() {
+        let r = BenchReport {
+            put_batch: Some(1234.4),
+            n: 10,
+            size: 4096,
+            ..BenchReport::default()
+        };
+        let json = serde_json::to_value(r).unwrap();
+        let fields: Vec<&str> = json
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(|k| k.as_str())
+            .collect();
+        assert_eq!(fields.len(), 3, "{json}");
+        assert_eq!(json["put_batch"], 1234.4);
+        assert_eq!(json["n"], 10);
+        assert_eq!(r.text(), "crescent n=10 size=4096: put_batch 1234/s");
     }
-    let get_batch = rate(n, t.elapsed());
-
-    let t = Instant::now();
-    for k in &keys {
-        if !client
-            .is_exist(k)
-            .await
-            .map_err(|e| bench_failure("exist", e))?
-        {
-            return Err(ClientError::Protocol(format!("{k} reported absent")));
-        }
-    }
-    let exist = rate(n, t.elapsed());
-
-    Ok(BenchReport {
-        put,
-        get,
-        put_batch,
-        get_batch,
-        exist,
-        n,
-        size: config.size,
-    })
 }

@@ -130,6 +130,7 @@ pub(crate) fn retry_for(op: RpcOp) -> Retry {
         RpcOp::PutEnd
         | RpcOp::PutRevoke
         | RpcOp::BatchPutEnd
+        | RpcOp::BatchPutEndCompact
         | RpcOp::BatchPutRevoke
         | RpcOp::Remove
         | RpcOp::BatchRemove
@@ -312,6 +313,35 @@ impl CrescentClient {
         B: Serialize,
         T: DeserializeOwned,
     {
+        self.run_pinned(at, op, at.conn.call(op, body)).await
+    }
+
+    /// [`CrescentClient::call_pinned`] for an op of an optional RPC feature: `Ok(None)` (and
+    /// nothing sent) when the leader `at` does not serve `feature`; the caller then sends the
+    /// classic op.
+    pub(crate) async fn call_feature_pinned<B, T>(
+        &self,
+        at: &Current,
+        feature: &'static str,
+        op: RpcOp,
+        body: &B,
+    ) -> Result<Option<T>, ClientError>
+    where
+        B: Serialize,
+        T: DeserializeOwned,
+    {
+        self.run_pinned(at, op, at.conn.call_feature(feature, op, body))
+            .await
+    }
+
+    /// Runs `send` (a request to `at`, not yet polled so nothing is sent before the leader
+    /// check) once, turning a failover-like failure into FAILOVER_INTERRUPTED.
+    async fn run_pinned<T>(
+        &self,
+        at: &Current,
+        op: RpcOp,
+        send: impl std::future::Future<Output = Result<T, ClientError>>,
+    ) -> Result<T, ClientError> {
         let name = op.as_str();
         if !self.locator.is_current(at.epoch) {
             self.locator.metrics().interrupted(name);
@@ -323,7 +353,7 @@ impl CrescentClient {
                 ),
             });
         }
-        let e = match at.conn.call(op, body).await {
+        let e = match send.await {
             Ok(v) => return Ok(v),
             Err(e) => e,
         };

@@ -108,7 +108,9 @@ impl Routes {
             RpcOp::Heartbeat => &self.heartbeat,
             RpcOp::Release => &self.release,
             RpcOp::BatchRelease => &self.batch_release,
-            RpcOp::BatchGetCompact | RpcOp::BatchPutStartCompact => return None,
+            RpcOp::BatchGetCompact | RpcOp::BatchPutStartCompact | RpcOp::BatchPutEndCompact => {
+                return None
+            }
         })
     }
 }

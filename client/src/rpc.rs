@@ -175,6 +175,7 @@ fn spin_for(op: RpcOp) -> Duration {
         | RpcOp::BatchPutStartCompact
         | RpcOp::BatchGetCompact
         | RpcOp::BatchPutEnd
+        | RpcOp::BatchPutEndCompact
         | RpcOp::BatchPutRevoke
         | RpcOp::BatchGet
         | RpcOp::BatchExist

@@ -1,6 +1,6 @@
-//! The compact batch ops (`compact_batch_v1`) against a real crescentd: a new client uses them
-//! when the server lists the feature and the classic batch ops when it does not (a server that
-//! predates them); a bad item fails alone; own-segment replicas are read and written in place
+//! The compact batch ops (`compact_batch_v1`, `compact_put_end_v1`) against a real crescentd: a
+//! new client uses them when the server lists the feature and the classic batch ops when it
+//! does not (a server that predates them, or only the put_end op); a bad item fails alone; own-segment replicas are read and written in place
 //! and their read leases still released.
 
 mod common;
@@ -114,8 +114,34 @@ async fn new_client_uses_the_compact_ops_of_a_server_that_lists_them() {
     batch_round_trip(&server, "new").await;
     assert_eq!(served(&server, "batch_get_compact").await, 2);
     assert_eq!(served(&server, "batch_put_start_compact").await, 3);
+    // Two of the three batch puts end something (the repeat only finds existing keys).
+    assert_eq!(served(&server, "batch_put_end_compact").await, 2);
     assert_eq!(served(&server, "batch_get").await, 0);
     assert_eq!(served(&server, "batch_put_start").await, 0);
+    assert_eq!(served(&server, "batch_put_end").await, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn new_client_ends_puts_classically_on_a_server_without_the_compact_put_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = DirNode::start(
+        dir.path(),
+        Some("[store]\nrpc_compact_put_end = false\n"),
+        &[],
+    );
+    let server = node.s();
+    let info: serde_json::Value = reqwest::get(format!("http://{server}/v1/rpc"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(info["features"], serde_json::json!(["compact_batch_v1"]));
+    batch_round_trip(&server, "mid").await;
+    assert_eq!(served(&server, "batch_put_start_compact").await, 3);
+    assert_eq!(served(&server, "batch_get_compact").await, 2);
+    assert_eq!(served(&server, "batch_put_end").await, 2);
+    assert_eq!(served(&server, "batch_put_end_compact").await, 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -137,6 +163,8 @@ async fn new_client_uses_the_classic_ops_of_a_server_without_the_feature() {
     batch_round_trip(&server, "old").await;
     assert_eq!(served(&server, "batch_get").await, 2);
     assert_eq!(served(&server, "batch_put_start").await, 3);
+    assert_eq!(served(&server, "batch_put_end").await, 2);
     assert_eq!(served(&server, "batch_get_compact").await, 0);
     assert_eq!(served(&server, "batch_put_start_compact").await, 0);
+    assert_eq!(served(&server, "batch_put_end_compact").await, 0);
 }

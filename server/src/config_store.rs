@@ -52,6 +52,10 @@ pub struct StoreSettings {
     /// path (`compact_batch_v1`, docs/api.md). Off makes this server look like one that
     /// predates them (clients use the classic batch ops); for compatibility tests and rollback.
     pub rpc_compact_batch: bool,
+    /// Serve (and advertise) the compact batch put_end (`compact_put_end_v1`); needs
+    /// `rpc_compact_batch`. Off makes this server look like one that has ops 17 and 18 but
+    /// predates op 19 (clients end their puts with the classic batch put_end).
+    pub rpc_compact_put_end: bool,
     /// After a restart or failover, object operations wait for the owners' replays at most
     /// this long before the node serves DEGRADED.
     pub rebuild_degraded_timeout_secs: u64,
@@ -77,6 +81,7 @@ impl Default for StoreSettings {
             rpc_listen: RPC_LISTEN_AUTO.into(),
             rpc_busy_poll_us: 50,
             rpc_compact_batch: true,
+            rpc_compact_put_end: true,
             rebuild_degraded_timeout_secs: 120,
         }
     }

@@ -13,8 +13,9 @@ use crescent_wire::rpc::{
     HANDSHAKE_LEN, HEADER_LEN,
 };
 use crescent_wire::rpc_compact::{
-    CompactGetReply, CompactKeysRequest, CompactPutItem, CompactPutOptions, CompactPutStartReply,
-    CompactPutStartRequest, COMPACT_VERSION, FEATURE_COMPACT_BATCH,
+    CompactAckReply, CompactGetReply, CompactKeysRequest, CompactPutEnd, CompactPutEndRequest,
+    CompactPutItem, CompactPutOptions, CompactPutStartReply, CompactPutStartRequest,
+    COMPACT_VERSION, FEATURE_COMPACT_BATCH, FEATURE_COMPACT_PUT_END,
 };
 use crescent_wire::store::{
     BatchReply, BatchRequest, DataType, GetReply, ItemResult, ObjectId, ObjectRequest, Placement,
@@ -106,7 +107,10 @@ async fn compact_ops_answer_like_the_classic_ones() {
         .start_rpc("127.0.0.1:0".parse().unwrap(), MAX_BODY)
         .unwrap();
     let info = get_json(&app, "/v1/rpc").await;
-    assert_eq!(info["features"], json!([FEATURE_COMPACT_BATCH]));
+    assert_eq!(
+        info["features"],
+        json!([FEATURE_COMPACT_BATCH, FEATURE_COMPACT_PUT_END])
+    );
     let mut rpc = Rpc::connect(addr).await;
 
     // One bad item (an empty key) fails alone.
@@ -267,6 +271,154 @@ async fn turned_off_the_compact_ops_are_unknown_as_on_an_older_server() {
     };
     let mut buf = Vec::new();
     encode_request(&mut buf, RpcOp::BatchGetCompact, 9, &keys).unwrap();
+    rpc.stream.write_all(&buf).await.unwrap();
+    assert!(rpc.closed_by_server().await);
+    crescent_server::Node::stop(&state);
+}
+
+fn end_request(items: &[(&str, u64)]) -> CompactPutEndRequest {
+    CompactPutEndRequest {
+        v: COMPACT_VERSION,
+        tenant: Some("acme".into()),
+        domain: None,
+        items: items
+            .iter()
+            .map(|(k, put_id)| CompactPutEnd(k.to_string(), *put_id))
+            .collect(),
+    }
+}
+
+/// Starts `keys` (100 bytes each) and returns their put ids.
+async fn started(rpc: &mut Rpc, keys: &[&str]) -> Vec<u64> {
+    let reply: CompactPutStartReply = rpc
+        .call(RpcOp::BatchPutStartCompact, &put_request(keys, 100))
+        .await
+        .unwrap();
+    reply
+        .items
+        .iter()
+        .map(|item| match item {
+            ItemResult::Ok(s) => s.0,
+            other => panic!("{other:?}"),
+        })
+        .collect()
+}
+
+#[actix_web::test]
+async fn compact_put_end_answers_like_the_classic_one() {
+    let t = tempfile::tempdir().unwrap();
+    let state = start(&config(t.path()));
+    let app = app!(state);
+    owner_with_segment(&app, "o1", "s1", 1 << 20).await;
+    let addr = state
+        .start_rpc("127.0.0.1:0".parse().unwrap(), MAX_BODY)
+        .unwrap();
+    let mut rpc = Rpc::connect(addr).await;
+    let ids = started(&mut rpc, &["a", "b", "c", "d"]).await;
+
+    // One bad item (a put_id that is not the key's) fails alone, with the classic op's code.
+    let ended: CompactAckReply = rpc
+        .call(
+            RpcOp::BatchPutEndCompact,
+            &end_request(&[("a", ids[0]), ("b", ids[1] + 1000), ("c", ids[2])]),
+        )
+        .await
+        .unwrap();
+    assert_eq!(ended.v, COMPACT_VERSION);
+    assert_eq!(ended.items.len(), 3, "one answer per item");
+    assert!(
+        ended.items[0].is_none() && ended.items[2].is_none(),
+        "{ended:?}"
+    );
+    let compact_error = ended.items[1].clone().expect("the bad item fails");
+    let classic: BatchReply<serde::de::IgnoredAny> = rpc
+        .call(
+            RpcOp::BatchPutEnd,
+            &BatchRequest {
+                items: vec![
+                    PutEndRequest {
+                        id: ObjectId::scoped(Some("acme"), None, "b"),
+                        put_id: ids[1] + 1000,
+                    },
+                    PutEndRequest {
+                        id: ObjectId::scoped(Some("acme"), None, "d"),
+                        put_id: ids[3],
+                    },
+                ],
+            },
+        )
+        .await
+        .unwrap();
+    let ItemResult::Err { code, .. } = &classic.items[0] else {
+        panic!("{:?}", classic.items[0])
+    };
+    assert_eq!(compact_error.0, *code);
+    assert!(matches!(classic.items[1], ItemResult::Ok(_)));
+
+    // The ended puts are complete; the bad one is still open, and ends with its own put_id.
+    let keys = CompactKeysRequest {
+        v: COMPACT_VERSION,
+        tenant: Some("acme".into()),
+        domain: None,
+        keys: vec!["a".into(), "c".into(), "d".into()],
+    };
+    let got: CompactGetReply = rpc.call(RpcOp::BatchGetCompact, &keys).await.unwrap();
+    assert!(
+        got.items.iter().all(|i| matches!(i, ItemResult::Ok(_))),
+        "{got:?}"
+    );
+    let late: CompactAckReply = rpc
+        .call(RpcOp::BatchPutEndCompact, &end_request(&[("b", ids[1])]))
+        .await
+        .unwrap();
+    assert_eq!(late.items, vec![None]);
+
+    // An unknown body version or an oversized batch is refused whole; the connection stays.
+    let mut newer = end_request(&[("a", ids[0])]);
+    newer.v = 2;
+    let e = rpc
+        .call::<_, CompactAckReply>(RpcOp::BatchPutEndCompact, &newer)
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, ErrorCode::InvalidArgument);
+    let huge: Vec<(String, u64)> = (0..1025).map(|i| (format!("k{i}"), 1)).collect();
+    let huge: Vec<(&str, u64)> = huge.iter().map(|(k, p)| (k.as_str(), *p)).collect();
+    let e = rpc
+        .call::<_, CompactAckReply>(RpcOp::BatchPutEndCompact, &end_request(&huge))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, ErrorCode::InvalidArgument);
+    let still: CompactAckReply = rpc
+        .call(RpcOp::BatchPutEndCompact, &end_request(&[]))
+        .await
+        .unwrap();
+    assert!(still.items.is_empty());
+    crescent_server::Node::stop(&state);
+}
+
+#[actix_web::test]
+async fn without_the_put_end_feature_op_19_is_unknown_and_ops_17_18_still_served() {
+    let t = tempfile::tempdir().unwrap();
+    let mut c = config(t.path());
+    c.store.rpc_compact_put_end = false;
+    let state = start(&c);
+    let app = app!(state);
+    owner_with_segment(&app, "o1", "s1", 1 << 20).await;
+    let addr = state
+        .start_rpc("127.0.0.1:0".parse().unwrap(), MAX_BODY)
+        .unwrap();
+    let info = get_json(&app, "/v1/rpc").await;
+    assert_eq!(info["features"], json!([FEATURE_COMPACT_BATCH]));
+    let mut rpc = Rpc::connect(addr).await;
+    let ids = started(&mut rpc, &["a"]).await;
+    let mut buf = Vec::new();
+    encode_request(
+        &mut buf,
+        RpcOp::BatchPutEndCompact,
+        9,
+        &end_request(&[("a", ids[0])]),
+    )
+    .unwrap();
     rpc.stream.write_all(&buf).await.unwrap();
     assert!(rpc.closed_by_server().await);
     crescent_server::Node::stop(&state);

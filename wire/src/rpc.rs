@@ -137,10 +137,14 @@ pub enum RpcOp {
     BatchGetCompact = 17,
     /// Batch put_start with a compact body, negotiated like [`RpcOp::BatchGetCompact`].
     BatchPutStartCompact = 18,
+    /// Batch put_end with a compact body; only sent to servers that list
+    /// [`crate::rpc_compact::FEATURE_COMPACT_PUT_END`] (a server that lists only
+    /// `compact_batch_v1` predates it and closes the connection on it).
+    BatchPutEndCompact = 19,
 }
 
 impl RpcOp {
-    pub const ALL: [RpcOp; 18] = [
+    pub const ALL: [RpcOp; 19] = [
         RpcOp::PutStart,
         RpcOp::PutEnd,
         RpcOp::PutRevoke,
@@ -159,6 +163,7 @@ impl RpcOp {
         RpcOp::BatchRelease,
         RpcOp::BatchGetCompact,
         RpcOp::BatchPutStartCompact,
+        RpcOp::BatchPutEndCompact,
     ];
 
     pub fn from_u8(b: u8) -> Result<RpcOp, RpcError> {
@@ -189,6 +194,7 @@ impl RpcOp {
             RpcOp::BatchRelease => "batch_release",
             RpcOp::BatchGetCompact => "batch_get_compact",
             RpcOp::BatchPutStartCompact => "batch_put_start_compact",
+            RpcOp::BatchPutEndCompact => "batch_put_end_compact",
         }
     }
 }

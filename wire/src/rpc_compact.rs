@@ -18,6 +18,10 @@ use crate::store::{DataType, ItemResult, ObjectId, Placement, ReplicaDesc, Repli
 /// compact batch ops ([`crate::rpc::RpcOp::BatchGetCompact`],
 /// [`crate::rpc::RpcOp::BatchPutStartCompact`]).
 pub const FEATURE_COMPACT_BATCH: &str = "compact_batch_v1";
+/// The feature name of the compact batch put_end ([`crate::rpc::RpcOp::BatchPutEndCompact`]).
+/// A feature of its own because [`FEATURE_COMPACT_BATCH`] already means exactly ops 17 and 18
+/// to servers that predate this op.
+pub const FEATURE_COMPACT_PUT_END: &str = "compact_put_end_v1";
 /// The compact body format this build writes and reads.
 pub const COMPACT_VERSION: u16 = 1;
 
@@ -141,6 +145,34 @@ pub struct CompactPutStartReply {
     pub v: u16,
     pub segments: Vec<CompactSegment>,
     pub items: Vec<ItemResult<CompactPutStarted>>,
+}
+
+/// One item of a compact batch put_end: (key, put_id of its put_start).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CompactPutEnd(pub String, pub u64);
+
+/// A compact batch put_end: one scope for every item.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CompactPutEndRequest {
+    pub v: u16,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub domain: Option<String>,
+    pub items: Vec<CompactPutEnd>,
+}
+
+/// A failed item of a compact acknowledgement: (code, message).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CompactItemError(pub ErrorCode, pub String);
+
+/// The answer of an operation whose items carry no value (the compact batch put_end): one
+/// entry per request item, in order, `nil` for done (one byte instead of the classic
+/// `{"ok": {}}` map) or the item's error.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CompactAckReply {
+    pub v: u16,
+    pub items: Vec<Option<CompactItemError>>,
 }
 
 /// Why a compact body cannot be used.

@@ -156,3 +156,36 @@ fn keys_request_scopes_every_key() {
     };
     assert_eq!(req.id("a"), ObjectId::scoped(Some("t"), Some("d"), "a"));
 }
+
+#[test]
+fn compact_put_end_round_trips_and_acks_done_items_in_one_byte() {
+    let req = CompactPutEndRequest {
+        v: COMPACT_VERSION,
+        tenant: Some("acme".into()),
+        domain: None,
+        items: vec![CompactPutEnd("k0".into(), 7), CompactPutEnd("k1".into(), 8)],
+    };
+    let mut frame = Vec::new();
+    encode_request(&mut frame, RpcOp::BatchPutEndCompact, 1, &req).unwrap();
+    let back: CompactPutEndRequest = decode_body(&frame[HEADER_LEN..]).unwrap();
+    assert_eq!(back, req);
+    assert_eq!(RpcOp::from_u8(19).unwrap(), RpcOp::BatchPutEndCompact);
+
+    let done = CompactAckReply {
+        v: COMPACT_VERSION,
+        items: vec![None; 128],
+    };
+    let bytes = rmp_serde::to_vec_named(&done).unwrap();
+    // {v: 1, items: [nil x 128]}: map header, "v", 1, "items", array16 header, 128 nils.
+    assert_eq!(bytes.len(), 1 + 2 + 1 + 6 + 3 + 128);
+    let failed = CompactAckReply {
+        v: COMPACT_VERSION,
+        items: vec![
+            None,
+            Some(CompactItemError(ErrorCode::NotFound, "gone".into())),
+        ],
+    };
+    let back: CompactAckReply =
+        rmp_serde::from_slice(&rmp_serde::to_vec_named(&failed).unwrap()).unwrap();
+    assert_eq!(back, failed);
+}

@@ -5,6 +5,7 @@
 
 mod get;
 mod put;
+mod put_end;
 
 use crescent_wire::rpc::RpcOp;
 use crescent_wire::store::{

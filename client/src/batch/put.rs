@@ -1,6 +1,6 @@
 //! Batch put: batch put_start, the staging copy of every value, one transport submission of
-//! every replica write, then batch put_end for the written items and put_revoke for the
-//! failed ones.
+//! every replica write, then batch put_end for the written items (`put_end.rs`) and
+//! put_revoke for the failed ones.
 
 use crescent_transport::TransferDescriptor;
 use crescent_wire::rpc::RpcOp;
@@ -359,9 +359,7 @@ impl CrescentClient {
             }
         }
         // Only the leader that started the puts knows them.
-        let (ended, _): (Vec<ItemResult<Ack>>, _) = self
-            .batch_call_to(RpcOp::BatchPutEnd, ends, Some(&leader))
-            .await?;
+        let ended = self.batch_put_ends(ends, &leader).await?;
         for ((pos, reply), end) in ending.into_iter().zip(ended) {
             let (i, ..) = sent[pos];
             results[i] = Some(item(end).map(|_| {

@@ -143,6 +143,10 @@ pub enum Command {
         /// Keys per batch.
         #[arg(long, default_value_t = 128)]
         batch: usize,
+        /// Time only these phases (comma-separated: put, get, put_batch, get_batch, exist);
+        /// the keys a selected read phase needs are written untimed first.
+        #[arg(long, value_delimiter = ',')]
+        only: Vec<crate::bench::Phase>,
     },
 }
 

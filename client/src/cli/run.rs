@@ -7,7 +7,7 @@ use crescent_wire::segments::{MountSegmentRequest, SegmentList};
 use serde_json::json;
 
 use super::{Cli, Command, SegmentsCommand};
-use crate::bench::{self, BenchConfig};
+use crate::bench::{self, BenchConfig, Phase};
 use crate::error::ClientError;
 use crate::owner::{Owner, OwnerConfig};
 use crate::{CrescentClient, PutOptions};
@@ -269,7 +269,12 @@ pub(super) async fn run(cli: Cli) -> Result<u8, ClientError> {
                 println!("unmounted; {dropped} owned replica(s) dropped");
             }
         }
-        Command::Bench { n, size, batch } => {
+        Command::Bench {
+            n,
+            size,
+            batch,
+            only,
+        } => {
             let size = usize::try_from(size)
                 .map_err(|_| ClientError::InvalidArgument("value size too large".into()))?;
             let config = BenchConfig {
@@ -277,15 +282,13 @@ pub(super) async fn run(cli: Cli) -> Result<u8, ClientError> {
                 size,
                 batch,
                 segment_size: None,
+                phases: Phase::selected(&only),
             };
             let r = bench::run(&client, &config).await?;
             if json {
                 print_json(&r);
             } else {
-                println!(
-                    "crescent n={} size={}: put {:.0}/s get {:.0}/s put_batch {:.0}/s get_batch {:.0}/s exist {:.0}/s",
-                    r.n, r.size, r.put, r.get, r.put_batch, r.get_batch, r.exist
-                );
+                println!("{}", r.text());
             }
         }
     }

@@ -1,6 +1,7 @@
 use clap::Parser;
 
 use super::*;
+use crate::bench::Phase;
 
 fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
     Cli::try_parse_from(std::iter::once("crescent").chain(args.iter().copied()))
@@ -121,9 +122,36 @@ fn owner_and_bench_arguments() {
     }
     assert!(parse(&["owner"]).is_err(), "--size is required");
     match parse(&["bench", "--json"]).unwrap().command {
-        Command::Bench { n, size, batch } => assert_eq!((n, size, batch), (20_000, 4096, 128)),
+        Command::Bench {
+            n,
+            size,
+            batch,
+            only,
+        } => {
+            assert_eq!((n, size, batch), (20_000, 4096, 128));
+            assert_eq!(Phase::selected(&only), Phase::ALL.to_vec());
+        }
         other => panic!("{other:?}"),
     }
+    match parse(&[
+        "bench",
+        "--only",
+        "get_batch,put_batch",
+        "--only",
+        "put_batch",
+    ])
+    .unwrap()
+    .command
+    {
+        Command::Bench { only, .. } => assert_eq!(
+            Phase::selected(&only),
+            vec![Phase::PutBatch, Phase::GetBatch],
+            "run order, each once"
+        ),
+        other => panic!("{other:?}"),
+    }
+    assert!(parse(&["bench", "--only", "put,scan"]).is_err());
+    assert!(parse(&["bench", "--only", ""]).is_err());
     match parse(&["bench", "--n", "2000", "--size", "1K"])
         .unwrap()
         .command

@@ -1,15 +1,18 @@
 //! The compact batch ops (`crescent_wire::rpc_compact`): the same operations as the classic
 //! batch get and batch put_start ([`crate::api::ops`]: rebuild gate, cold restore, placement
 //! default and every per-item rule), with the request's shared scope and options spread over
-//! the items and the answer folded into a segment table and positional items.
+//! the items and the answer folded into a segment table and positional items. The compact
+//! batch put_end likewise runs the classic batch put_end (rebuild gate, cold-backed items,
+//! every check and error code) and only shortens its answer.
 
 use crescent_wire::rpc_compact::{
-    check_version, CompactGetItem, CompactGetReply, CompactKeysRequest, CompactPutStartReply,
-    CompactPutStartRequest, CompactPutStarted, CompactReplica, SegmentTableBuilder,
-    COMPACT_VERSION,
+    check_version, CompactAckReply, CompactGetItem, CompactGetReply, CompactItemError,
+    CompactKeysRequest, CompactPutEndRequest, CompactPutStartReply, CompactPutStartRequest,
+    CompactPutStarted, CompactReplica, SegmentTableBuilder, COMPACT_VERSION,
 };
 use crescent_wire::store::{
-    BatchRequest, ItemResult, ObjectId, ObjectRequest, PutStartRequest, ReplicaState, MAX_BATCH,
+    BatchRequest, ItemResult, ObjectId, ObjectRequest, PutEndRequest, PutStartRequest,
+    ReplicaState, MAX_BATCH,
 };
 use crescent_wire::ApiError;
 
@@ -140,6 +143,39 @@ pub(super) fn batch_put_start(
     Ok(CompactPutStartReply {
         v: COMPACT_VERSION,
         segments: segments.finish(),
+        items,
+    })
+}
+
+pub(super) fn batch_put_end(
+    state: &NodeState,
+    req: CompactPutEndRequest,
+) -> Result<CompactAckReply, ApiError> {
+    checked(req.v, req.items.len())?;
+    let CompactPutEndRequest {
+        tenant,
+        domain,
+        items,
+        ..
+    } = req;
+    let items = items
+        .into_iter()
+        .map(|item| PutEndRequest {
+            id: scoped(&tenant, &domain, item.0),
+            put_id: item.1,
+        })
+        .collect();
+    let classic = ops::batch_put_end(state, BatchRequest { items })?;
+    let items = classic
+        .items
+        .into_iter()
+        .map(|item| match item {
+            ItemResult::Ok(_) => None,
+            ItemResult::Err { code, message } => Some(CompactItemError(code, message)),
+        })
+        .collect();
+    Ok(CompactAckReply {
+        v: COMPACT_VERSION,
         items,
     })
 }

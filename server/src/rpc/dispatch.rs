@@ -47,6 +47,9 @@ pub(super) fn handle(
         RpcOp::BatchPutStartCompact => call(body, out, request_id, |r| {
             compact::batch_put_start(state, r)
         }),
+        RpcOp::BatchPutEndCompact => {
+            call(body, out, request_id, |r| compact::batch_put_end(state, r))
+        }
     };
     let code = match result {
         Ok(()) => OK,

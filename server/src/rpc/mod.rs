@@ -30,6 +30,9 @@ pub fn features(settings: &StoreSettings) -> Vec<String> {
     if settings.rpc_compact_batch {
         features.push(crescent_wire::rpc_compact::FEATURE_COMPACT_BATCH.to_string());
     }
+    if settings.rpc_compact_batch && settings.rpc_compact_put_end {
+        features.push(crescent_wire::rpc_compact::FEATURE_COMPACT_PUT_END.to_string());
+    }
     features
 }
 
@@ -39,6 +42,7 @@ pub(crate) fn serves(settings: &StoreSettings, op: crescent_wire::rpc::RpcOp) ->
     use crescent_wire::rpc::RpcOp;
     match op {
         RpcOp::BatchGetCompact | RpcOp::BatchPutStartCompact => settings.rpc_compact_batch,
+        RpcOp::BatchPutEndCompact => settings.rpc_compact_batch && settings.rpc_compact_put_end,
         _ => true,
     }
 }
