@@ -69,7 +69,8 @@ async fn object_operations_use_the_rpc_fast_path() {
     exercise(&client).await;
     let rpc = "crescent_rpc_requests_total";
     assert!(counted(&server, rpc, "op=\"put_start\"").await >= 1);
-    assert!(counted(&server, rpc, "op=\"batch_get\"").await >= 1);
+    // A new client's batch get goes as the compact op (feature compact_batch_v1).
+    assert!(counted(&server, rpc, "op=\"batch_get_compact\"").await >= 1);
     assert_eq!(
         counted(&server, rpc, "code=\"NOT_FOUND\"").await,
         1,
