@@ -8,7 +8,7 @@ use std::sync::{Arc, RwLock, Weak};
 use crescent_transport::tcp::{TcpConfig, TcpTransport};
 use crescent_transport::{RemoteSegment, SegmentMemory, Transport, TransportError};
 use crescent_wire::rebuild::{OwnerNotice, OwnerNoticeReply, ReplayEntry};
-use crescent_wire::segments::TransportKind;
+use crescent_wire::segments::{TransportKind, EMBEDDED_OWNER_ID};
 use crescent_wire::store::{DataType, ObjectId, ReplicaDesc, ReplicaState};
 use futures::future::BoxFuture;
 use tokio::sync::OnceCell;
@@ -160,11 +160,12 @@ impl DataPlane {
                 l.table.record(OwnedReplica::from_entry(&entry(r)));
                 continue;
             }
-            // Embedded and transfer-engine segments run no NOTIFY handler.
+            // Embedded and transfer-engine segments run no NOTIFY handler (the embedded one
+            // is served over TCP too, but crescentd itself holds its directory).
             let Some(endpoint) = r
                 .endpoint
                 .as_deref()
-                .filter(|_| r.transport == TransportKind::Tcp)
+                .filter(|_| r.transport == TransportKind::Tcp && r.owner_id != EMBEDDED_OWNER_ID)
             else {
                 continue;
             };

@@ -17,7 +17,7 @@ use crate::config::StoreSettings;
 use crate::error::ServerError;
 
 /// Owner id of the embedded segment in the registry (one per crescentd data dir).
-pub const EMBEDDED_OWNER_ID: &str = "crescentd-embedded";
+pub use crescent_wire::segments::EMBEDDED_OWNER_ID;
 /// Segment id of the embedded segment.
 pub const EMBEDDED_SEGMENT_ID: &str = "crescentd-embedded-0";
 /// Worker threads of the data-plane runtime.

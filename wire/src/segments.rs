@@ -2,6 +2,10 @@
 
 use serde::{Deserialize, Serialize};
 
+/// Owner id of a standalone crescentd's embedded segment in the registry. The embedded segment
+/// lives inside crescentd, which keeps its own directory: writers send it no owner notices.
+pub const EMBEDDED_OWNER_ID: &str = "crescentd-embedded";
+
 /// How bytes reach a segment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
