@@ -7,9 +7,14 @@
 //! - [`Retry::Idempotent`] requests (reads, heartbeats, replay batches, put_start, mounts) are
 //!   sent again after any such failure;
 //! - [`Retry::NotIdempotent`] ones (remove, put_end, unmount, weight mutations) only when
-//!   crescentd certainly did not run them (NOT_LEADER, no connection made, the rebuild gate
-//!   closed); after a failure that may have followed their execution they fail with
-//!   [`ClientError::Interrupted`] (`FAILOVER_INTERRUPTED`) instead of running twice.
+//!   crescentd certainly did not run them (NOT_LEADER, no connection made, an UNAVAILABLE the
+//!   server marks `not_run`: the rebuild gate's REBUILDING); after a failure that may have
+//!   followed their execution they fail with [`ClientError::Interrupted`]
+//!   (`FAILOVER_INTERRUPTED`) instead of running twice.
+//!
+//! A refusal that proves nothing ran is retried up to the failover deadline for every class;
+//! at the deadline the server's own error is returned (UNAVAILABLE with its `state`, say
+//! REBUILDING), never FAILOVER_INTERRUPTED: nothing was interrupted.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -83,9 +88,11 @@ pub(crate) fn classify(e: &ClientError) -> Failure {
                 reason: RetryReason::NotLeader,
                 hint: api.leader.clone(),
             },
-            ErrorCode::Unavailable if crescent_wire::rebuild::is_rebuilding(api) => {
+            // Refused before running: the server says so (`not_run`), or, from a server that
+            // predates the flag, the gate's REBUILDING message does.
+            ErrorCode::Unavailable if api.not_run || crescent_wire::rebuild::is_rebuilding(api) => {
                 Failure::NotRun {
-                    reason: RetryReason::Unavailable,
+                    reason: RetryReason::NotRun,
                     hint: None,
                 }
             }

@@ -32,8 +32,10 @@ pub enum RetryReason {
     NotLeader,
     /// No connection could be made, or it broke.
     Connect,
-    /// The server answered UNAVAILABLE (rebuild gate, shutting down).
+    /// The server answered UNAVAILABLE (shutting down, ...).
     Unavailable,
+    /// The server refused before running anything (`not_run`: the rebuild gate, REBUILDING).
+    NotRun,
     /// The server answered FENCED (a deposed active).
     Fenced,
     /// No leader known yet.
@@ -48,6 +50,7 @@ impl RetryReason {
             RetryReason::NotLeader => "not_leader",
             RetryReason::Connect => "connect",
             RetryReason::Unavailable => "unavailable",
+            RetryReason::NotRun => "not_run",
             RetryReason::Fenced => "fenced",
             RetryReason::NoLeader => "no_leader",
             RetryReason::LeaderChanged => "leader_changed",

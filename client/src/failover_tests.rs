@@ -23,6 +23,8 @@ enum Answer {
     NotLeader(Option<String>),
     /// UNAVAILABLE with this message.
     Unavailable(&'static str),
+    /// UNAVAILABLE marked `not_run` (refused before running), with this message and state.
+    Refused(&'static str, &'static str),
     /// Read the request, then close the connection without answering.
     Drop,
 }
@@ -110,6 +112,13 @@ async fn serve(
             (Answer::Unavailable(message), _) => (
                 "503 Service Unavailable",
                 format!(r#"{{"code":"UNAVAILABLE","message":"{message}","retryable":true}}"#),
+                String::new(),
+            ),
+            (Answer::Refused(message, state), _) => (
+                "503 Service Unavailable",
+                format!(
+                    r#"{{"code":"UNAVAILABLE","message":"{message}","retryable":true,"not_run":true,"state":"{state}"}}"#
+                ),
                 String::new(),
             ),
             (Answer::Drop, _) => return,
@@ -220,7 +229,57 @@ async fn reads_wait_for_the_rebuild_gate() {
     let c = client(&[s.address()], Duration::from_secs(5)).await;
     assert!(c.is_exist("k").await.unwrap());
     assert_eq!(s.requests().len(), 3);
-    assert_eq!(c.metrics().failover().retries(RetryReason::Unavailable), 2);
+    assert_eq!(c.metrics().failover().retries(RetryReason::NotRun), 2);
+}
+
+#[tokio::test]
+async fn a_non_idempotent_operation_refused_before_running_is_retried_transparently() {
+    // The message does not start with REBUILDING: the server's `not_run` flag alone says
+    // nothing ran, so even a remove is sent again.
+    let s = FakeServer::start(vec![
+        Answer::Refused("object metadata is being rebuilt", "REBUILDING"),
+        Answer::Refused("object metadata is being rebuilt", "REBUILDING"),
+        Answer::Ok("{}"),
+    ])
+    .await;
+    let c = client(&[s.address()], Duration::from_secs(5)).await;
+    c.remove("k").await.unwrap();
+    assert_eq!(s.requests().len(), 3);
+    assert_eq!(c.metrics().failover().retries(RetryReason::NotRun), 2);
+    assert_eq!(c.metrics().failover().interruptions("remove"), 0);
+}
+
+#[tokio::test]
+async fn a_refusal_past_the_deadline_surfaces_as_unavailable_with_its_state() {
+    for answer in [
+        Answer::Refused("object metadata is being rebuilt", "REBUILDING"),
+        // A server that predates the flag: the gate's message still identifies it.
+        Answer::Unavailable("REBUILDING: object metadata is being rebuilt"),
+    ] {
+        let s = FakeServer::start(vec![answer]).await;
+        let c = client(&[s.address()], Duration::from_millis(600)).await;
+        let e = c.remove("k").await.unwrap_err();
+        assert_eq!(e.code_str(), "UNAVAILABLE", "{e}");
+        match &e {
+            ClientError::Api(api) => {
+                assert!(crescent_wire::rebuild::is_rebuilding(api), "{api:?}");
+            }
+            other => panic!("expected the server's error, got {other:?}"),
+        }
+        assert!(e.retryable());
+        assert!(s.requests().len() >= 2, "retried: {:?}", s.requests());
+        assert_eq!(c.metrics().failover().interruptions("remove"), 0);
+    }
+    // The flagged form carries the state itself.
+    let s = FakeServer::start(vec![Answer::Refused("gate closed", "REBUILDING")]).await;
+    let c = client(&[s.address()], Duration::from_millis(300)).await;
+    match c.unmount_segment("seg").await.unwrap_err() {
+        ClientError::Api(api) => {
+            assert!(api.not_run);
+            assert_eq!(api.state.as_deref(), Some("REBUILDING"));
+        }
+        other => panic!("expected UNAVAILABLE, got {other:?}"),
+    }
 }
 
 #[tokio::test]
@@ -317,6 +376,16 @@ fn failures_are_classified() {
     );
     let gate = ClientError::Api(ApiError::new(ErrorCode::Unavailable, "REBUILDING: x"));
     assert!(matches!(classify(&gate), Failure::NotRun { .. }));
+    let flagged = ClientError::Api(
+        ApiError::new(ErrorCode::Unavailable, "refused").refused_before_running(None),
+    );
+    assert_eq!(
+        classify(&flagged),
+        Failure::NotRun {
+            reason: RetryReason::NotRun,
+            hint: None
+        }
+    );
     let closed = ClientError::Api(ApiError::new(ErrorCode::Unavailable, "closed"));
     assert!(matches!(classify(&closed), Failure::MaybeRun { .. }));
     let fenced = ClientError::Api(ApiError::new(ErrorCode::Fenced, "term"));

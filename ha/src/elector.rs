@@ -3,8 +3,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{watch, Mutex};
-use tokio::task::JoinHandle;
+use etcd_client::Client;
+use tokio::sync::{oneshot, watch, Mutex};
 use tracing::{info, instrument, Instrument};
 
 use crate::config::{validate_name, ClusterKeys, ElectorConfig};
@@ -18,7 +18,7 @@ use crate::records::ReplicationMarker;
 use crate::role::Role;
 
 /// Runs this node as a candidate for its cluster's leadership until [`Elector::resign`] (or
-/// drop, which resigns in the background).
+/// drop, which resigns in the background), on a thread of its own.
 ///
 /// - [`Elector::subscribe`]: role changes (candidate, follower, leader, stepped down);
 /// - [`Elector::fence`]: the synchronous "leader right now, under which term" check to make
@@ -35,7 +35,8 @@ pub struct Elector {
     marker_writes: Arc<Mutex<Option<(u64, u64)>>>,
     pause: PauseSwitch,
     shutdown_tx: watch::Sender<bool>,
-    task: Option<JoinHandle<()>>,
+    /// Fires when the election thread has finished (its runtime is gone).
+    done: Option<oneshot::Receiver<()>>,
     metrics: HaMetrics,
 }
 
@@ -49,34 +50,84 @@ impl std::fmt::Debug for Elector {
 }
 
 impl Elector {
-    /// Validates `config`, connects to etcd and starts campaigning in a tokio task. etcd need
-    /// not be reachable yet: the elector retries until it is.
+    /// Validates `config`, connects to etcd and starts campaigning on the elector's own thread.
+    /// etcd need not be reachable yet: the elector retries until it is.
+    ///
+    /// The election loop and the etcd client's connection tasks run on a dedicated OS thread
+    /// with its own single-threaded tokio runtime, never on the caller's runtime: crescentd
+    /// serves on a single-threaded actix runtime, and a promotion's restore or a burst of
+    /// requests there once held the keep-alive back past the local deadline (docs/ha.md,
+    /// "Holding leadership"). The handle itself works from any runtime.
     pub async fn start(config: ElectorConfig, metrics: HaMetrics) -> Result<Self, HaError> {
         config.validate()?;
         let keys = ClusterKeys::new(&config.cluster)?;
-        let client = connect(&config.endpoints).await?;
         let initial = Role::Candidate { blocked: None };
         metrics.set_role(&initial);
         let (role_tx, role_rx) = watch::channel(initial);
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
         let fence = LeaderFence::default();
         let pause = PauseSwitch::default();
-        let markers =
-            ReplicationMarkerStore::new(client.clone(), keys.clone(), config.request_timeout);
         let node_name = config.node_name.clone();
+        let request_timeout = config.request_timeout;
         info!(cluster = %config.cluster, node = %node_name, advertise = %config.advertise,
               ttl = ?config.lease_ttl, "starting HA elector");
-        let task = ElectorTask {
-            config,
-            keys,
-            client,
-            role_tx,
-            fence: fence.clone(),
-            metrics: metrics.clone(),
-            pause: pause.clone(),
-            shutdown: shutdown_rx,
-        };
-        let task = tokio::spawn(task.run());
+        let (ready_tx, ready_rx) = oneshot::channel::<Result<Client, HaError>>();
+        let (done_tx, done_rx) = oneshot::channel::<()>();
+        let task_fence = fence.clone();
+        let task_metrics = metrics.clone();
+        let task_pause = pause.clone();
+        let task_keys = keys.clone();
+        let parent_span = tracing::Span::current();
+        std::thread::Builder::new()
+            .name("crescent-elector".into())
+            .spawn(move || {
+                let runtime = match tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                {
+                    Ok(rt) => rt,
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(HaError::TaskFailed(format!(
+                            "cannot build the election runtime: {e}"
+                        ))));
+                        return;
+                    }
+                };
+                runtime.block_on(
+                    async move {
+                        let client = match connect(&config.endpoints).await {
+                            Ok(c) => c,
+                            Err(e) => {
+                                let _ = ready_tx.send(Err(e));
+                                return;
+                            }
+                        };
+                        if ready_tx.send(Ok(client.clone())).is_err() {
+                            return;
+                        }
+                        let task = ElectorTask {
+                            config,
+                            keys: task_keys,
+                            client,
+                            role_tx,
+                            fence: task_fence,
+                            metrics: task_metrics,
+                            pause: task_pause,
+                            shutdown: shutdown_rx,
+                        };
+                        task.run().await;
+                    }
+                    .instrument(parent_span),
+                );
+                // Dropping the runtime ends the etcd client's connection tasks too.
+                drop(runtime);
+                let _ = done_tx.send(());
+            })
+            .map_err(|e| HaError::TaskFailed(format!("cannot start the election thread: {e}")))?;
+        let client = ready_rx.await.map_err(|_| {
+            HaError::TaskFailed("the election thread stopped while connecting".into())
+        })??;
+        let markers = ReplicationMarkerStore::new(client, keys, request_timeout);
         Ok(Elector {
             node_name,
             role_rx,
@@ -85,7 +136,7 @@ impl Elector {
             marker_writes: Arc::new(Mutex::new(None)),
             pause,
             shutdown_tx,
-            task: Some(task),
+            done: Some(done_rx),
             metrics,
         })
     }
@@ -191,10 +242,10 @@ impl Elector {
     /// the TTL). Returns when the election task has finished.
     pub async fn resign(mut self) -> Result<(), HaError> {
         let _ = self.shutdown_tx.send(true);
-        if let Some(task) = self.task.take() {
-            task.instrument(tracing::info_span!("resign", node = %self.node_name))
+        if let Some(done) = self.done.take() {
+            done.instrument(tracing::info_span!("resign", node = %self.node_name))
                 .await
-                .map_err(|e| HaError::TaskFailed(e.to_string()))?;
+                .map_err(|_| HaError::TaskFailed("the election thread panicked".into()))?;
         }
         Ok(())
     }

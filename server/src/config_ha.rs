@@ -38,6 +38,9 @@ pub struct HaSettings {
     /// Mount the embedded memory segment in HA mode too (default false: objects live on
     /// `crescent owner` processes, whose tables survive a failover).
     pub embedded_segment: bool,
+    /// When the term ends (or a rewind is due), re-execute crescentd in place so it rejoins as
+    /// a standby without a supervisor (default true); false: exit 75/76 for the supervisor.
+    pub restart_in_place: bool,
 }
 
 impl Default for HaSettings {
@@ -51,6 +54,7 @@ impl Default for HaSettings {
             mode: ReplicationMode::Sync,
             sync_timeout_ms: 1000,
             embedded_segment: false,
+            restart_in_place: true,
         }
     }
 }

@@ -161,7 +161,14 @@ impl StoreError {
 
 impl From<&StoreError> for ApiError {
     fn from(e: &StoreError) -> Self {
-        ApiError::new(e.wire_code(), e.to_string())
+        let api = ApiError::new(e.wire_code(), e.to_string());
+        match e {
+            // The rebuild gate refuses before anything runs: a client may send it again.
+            StoreError::Rebuilding { .. } => {
+                api.refused_before_running(Some(crescent_wire::rebuild::REBUILDING_STATE))
+            }
+            _ => api,
+        }
     }
 }
 

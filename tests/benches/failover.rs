@@ -196,6 +196,19 @@ fn main() {
         nodes[active] = restart_standby(dir.path(), names[active], &cluster, false);
     }
 
+    // Deposed actives now restart themselves in place (same pid, no exit): count those from
+    // the logs, which every start of a node appends to.
+    let in_place_restarts: usize = names
+        .iter()
+        .map(|name| {
+            std::fs::read_to_string(dir.path().join(format!("{name}.log")))
+                .map(|log| {
+                    log.matches("restarting in place to rejoin as a standby")
+                        .count()
+                })
+                .unwrap_or(0)
+        })
+        .sum();
     let mut sorted = times.clone();
     sorted.sort_by(f64::total_cmp);
     let median = sorted[sorted.len() / 2];
@@ -211,6 +224,7 @@ fn main() {
                 "secs": times,
                 "acknowledged_checked": acked_all.len(),
                 "unplanned_restarts": unplanned_restarts,
+                "in_place_restarts": in_place_restarts,
             })
         );
     } else {
@@ -224,7 +238,8 @@ fn main() {
         );
         println!(
             "  nodes restarted between rounds because they exited unasked (e.g. deposed): \
-             {unplanned_restarts}"
+             {unplanned_restarts}; restarts in place (deposed or rewinding, no exit): \
+             {in_place_restarts}"
         );
     }
 }

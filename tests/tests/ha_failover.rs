@@ -4,7 +4,8 @@
 //! - kill -9 of the active under 32 concurrent clients issuing journaled commands: the
 //!   standby takes over and holds every command acknowledged before the kill;
 //! - SIGSTOP of the active until the standby takes over, then SIGCONT: the old active never
-//!   acknowledges anything under its old term and exits as deposed.
+//!   acknowledges anything under its old term, restarts itself in place and rejoins as the
+//!   in-sync standby of the new active.
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -13,8 +14,8 @@ use std::time::{Duration, Instant};
 use crescent_tests::binaries::optional_workspace_binary;
 use crescent_tests::crescentd::{log_tail, CrescentdProcess, Outcome, SegmentsClient};
 use crescent_tests::ha_pair::{
-    cluster_name, restart_standby as restart_node, start_node as start_ha_node, wait_active,
-    wait_pair_in_sync, DEPOSED_EXIT_CODE,
+    cluster_name, health, restart_standby as restart_node, start_node as start_ha_node,
+    wait_active, wait_pair_in_sync,
 };
 
 /// These tests drive journaled commands only: HTTP, no RPC fast path.
@@ -150,19 +151,35 @@ async fn a_paused_active_is_deposed_and_acknowledges_nothing_under_its_old_term(
         !matches!(queued.await.unwrap(), Outcome::Acked),
         "the deposed active acknowledged a queued write"
     );
-    let status = tokio::task::spawn_blocking(move || {
-        let status = nodes[active].guard.wait();
-        (status, nodes)
-    })
+    // The deposed active re-executes itself in place (same pid, no supervisor) and rejoins as
+    // the standby of the new active: it catches up (a tail it alone held is rewound, again in
+    // place) until the new active marks it in sync.
+    let rejoined = tokio::time::timeout(
+        Duration::from_secs(30),
+        wait_pair_in_sync(&[&nodes[0], &nodes[1]]),
+    )
     .await
-    .unwrap();
-    let (status, nodes) = status;
-    assert_eq!(
-        status.code(),
-        Some(DEPOSED_EXIT_CODE),
-        "the deposed active exits with the deposed code; log:\n{}",
-        log_tail(&nodes[active].log_path, 30)
+    .unwrap_or_else(|_| {
+        panic!(
+            "the deposed node did not rejoin as an in-sync standby; log:\n{}",
+            log_tail(&nodes[active].log_path, 40)
+        )
+    });
+    assert_eq!(rejoined, standby, "the new active stays active");
+    assert!(
+        nodes[active].guard.try_exit_status().is_none(),
+        "the deposed node exited instead of restarting in place"
     );
+    let log = std::fs::read_to_string(&nodes[active].log_path).unwrap();
+    assert!(
+        log.contains("restarting in place to rejoin as a standby"),
+        "no in-place restart in the log:\n{}",
+        log_tail(&nodes[active].log_path, 40)
+    );
+    let old_health = health(nodes[active].addr)
+        .await
+        .expect("the old active answers");
+    assert_eq!(old_health["role"], "standby", "{old_health}");
     let listed = new.list().await.unwrap();
     let ids: Vec<_> = listed
         .segments

@@ -111,6 +111,14 @@ pub struct ApiError {
     /// For NOT_LEADER: the leader's address, when known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub leader: Option<String>,
+    /// The server refused the request before running any part of it (for example the rebuild
+    /// gate), so sending it again is safe even for a non-idempotent operation. Absent (false)
+    /// from older servers and for every error that may follow an effect.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub not_run: bool,
+    /// The server state behind the refusal, when it has one (`REBUILDING`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<String>,
 }
 
 impl ApiError {
@@ -120,7 +128,16 @@ impl ApiError {
             message: message.into(),
             retryable: code.retryable(),
             leader: None,
+            not_run: false,
+            state: None,
         }
+    }
+
+    /// Marks this error as a refusal made before anything ran, in server state `state`.
+    pub fn refused_before_running(mut self, state: Option<&str>) -> Self {
+        self.not_run = true;
+        self.state = state.map(str::to_string);
+        self
     }
 
     pub fn invalid(message: impl Into<String>) -> Self {
@@ -135,6 +152,27 @@ impl ApiError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn refusal_fields_are_optional_on_the_wire() {
+        let plain = ApiError::new(ErrorCode::Unavailable, "closed");
+        let json = serde_json::to_string(&plain).unwrap();
+        assert!(
+            !json.contains("not_run") && !json.contains("state"),
+            "{json}"
+        );
+        let old: ApiError =
+            serde_json::from_str(r#"{"code":"UNAVAILABLE","message":"x","retryable":true}"#)
+                .unwrap();
+        assert!(!old.not_run && old.state.is_none());
+        let gated = plain.refused_before_running(Some("REBUILDING"));
+        let back: ApiError = serde_json::from_str(&serde_json::to_string(&gated).unwrap()).unwrap();
+        assert_eq!(back, gated);
+        assert!(back.not_run);
+        assert_eq!(back.state.as_deref(), Some("REBUILDING"));
+        let packed = rmp_serde::to_vec_named(&gated).unwrap();
+        assert_eq!(rmp_serde::from_slice::<ApiError>(&packed).unwrap(), gated);
+    }
 
     #[test]
     fn every_code_round_trips_and_maps_to_an_error_status() {

@@ -291,21 +291,27 @@ impl GateStatus {
     }
 }
 
-/// The error of an object operation refused while REBUILDING: UNAVAILABLE (retryable) whose
-/// message starts with the state, so scripts and clients can tell it from other unavailability.
+/// The gate's state name in refusals (`ApiError::state`) and at the start of their message.
+pub const REBUILDING_STATE: &str = "REBUILDING";
+
+/// The error of an object operation refused while REBUILDING: UNAVAILABLE (retryable), marked
+/// as run-nothing with state `REBUILDING`, whose message also starts with the state (for
+/// scripts, and for clients of servers that predate the `state` field).
 pub fn rebuilding_error(status: &GateStatus) -> ApiError {
     ApiError::new(
         ErrorCode::Unavailable,
         format!(
-            "REBUILDING: object metadata is being rebuilt for term {} ({}/{} owners completed)",
+            "{REBUILDING_STATE}: object metadata is being rebuilt for term {} ({}/{} owners completed)",
             status.term, status.owners_completed, status.owners_expected
         ),
     )
+    .refused_before_running(Some(REBUILDING_STATE))
 }
 
 /// Whether an error is the gate's refusal (see [`rebuilding_error`]).
 pub fn is_rebuilding(e: &ApiError) -> bool {
-    e.code == ErrorCode::Unavailable && e.message.starts_with("REBUILDING")
+    e.code == ErrorCode::Unavailable
+        && (e.state.as_deref() == Some(REBUILDING_STATE) || e.message.starts_with(REBUILDING_STATE))
 }
 
 /// A writer's notice to a storage owner: replicas the writer committed in the owner's segments

@@ -37,6 +37,7 @@ impl ElectorTask {
                 Ok(Some(Won {
                     term,
                     lease_id,
+                    renewed_at: granted_at,
                     deadline,
                 }))
             }

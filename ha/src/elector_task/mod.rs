@@ -2,6 +2,7 @@
 //! lease with a local deadline that always expires before etcd's.
 
 mod campaign;
+mod schedule;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -21,6 +22,7 @@ use crate::fence::LeaderFence;
 use crate::metrics::HaMetrics;
 use crate::records::{LeaderRecord, ReplicationMarker};
 use crate::role::{LeaderInfo, Role, StepDownReason};
+use schedule::RenewalSchedule;
 
 /// Fault injection: while set, the elector sends no keep-alive, does not revoke and does not
 /// campaign, as if etcd were unreachable. It can only shorten a leadership, never extend it.
@@ -53,6 +55,8 @@ pub(crate) struct ElectorTask {
 struct Won {
     term: u64,
     lease_id: i64,
+    /// When the lease's last acknowledged renewal (here: its grant) was sent.
+    renewed_at: Instant,
     deadline: Instant,
 }
 
@@ -256,10 +260,17 @@ impl ElectorTask {
     }
 
     /// Holds leadership until the deadline passes, the lease or key is lost, or shutdown.
+    ///
+    /// Renewals are scheduled from the *send time of the last acknowledged renewal* (the grant,
+    /// at first), not from when the previous attempt ended or when office was taken: a
+    /// campaign that took half the margin under load is followed by an immediate renewal, not
+    /// one a full interval later. A failed or slow attempt is retried within a fraction of the
+    /// interval, so several attempts fit between a renewal and the deadline.
     async fn lead(&self, won: Won) -> LeadEnd {
         let Won {
             term,
             lease_id,
+            renewed_at,
             mut deadline,
         } = won;
         let span = info_span!("leadership", term);
@@ -268,9 +279,9 @@ impl ElectorTask {
         self.publish(Role::Leader { term });
 
         let mut shutdown = self.shutdown.clone();
-        let interval = self.config.renew_interval();
+        let schedule = RenewalSchedule::new(&self.config);
         let mut keepalive: Option<(LeaseKeeper, LeaseKeepAliveStream)> = None;
-        let mut next_renewal = Instant::now() + interval;
+        let mut next_attempt = schedule.after_success(renewed_at, Instant::now());
         let reason = async {
             loop {
                 // `biased`: a passed deadline wins over everything, including a renewal that
@@ -279,18 +290,26 @@ impl ElectorTask {
                     biased;
                     _ = sleep_until(deadline) => return Some(StepDownReason::DeadlinePassed),
                     _ = shutdown_requested(&mut shutdown) => return None,
-                    _ = sleep_until(next_renewal) => {}
+                    _ = sleep_until(next_attempt) => {}
                 }
-                next_renewal = Instant::now() + interval;
                 if self.pause.until().is_some() {
+                    next_attempt = schedule.after_failure(Instant::now());
                     continue;
                 }
+                let attempt = tokio::time::timeout(
+                    schedule.attempt_timeout,
+                    self.renew(term, lease_id, &mut keepalive),
+                );
                 let renewal = tokio::select! {
                     biased;
                     _ = sleep_until(deadline) => return Some(StepDownReason::DeadlinePassed),
                     _ = shutdown_requested(&mut shutdown) => return None,
-                    r = self.renew(term, lease_id, &mut keepalive) => r,
+                    r = attempt => r.unwrap_or(Err(HaError::Timeout {
+                        op: "lease renewal",
+                        after: schedule.attempt_timeout,
+                    })),
                 };
+                let now = Instant::now();
                 match renewal {
                     Ok(Renewal::Renewed { sent_at, ttl }) => {
                         let ttl = ttl.min(self.config.lease_ttl);
@@ -299,13 +318,20 @@ impl ElectorTask {
                             deadline = renewed;
                             self.fence.extend(term, deadline.into_std());
                         }
+                        let late = now.saturating_duration_since(sent_at);
+                        if late > schedule.interval {
+                            debug!(round_trip = ?late, "slow lease renewal");
+                        }
+                        next_attempt = schedule.after_success(sent_at, now);
                     }
                     Ok(Renewal::LeaseGone) => return Some(StepDownReason::LeaseLost),
                     Ok(Renewal::KeyLost) => return Some(StepDownReason::KeyLost),
                     Err(e) => {
                         self.metrics.keepalive_failed();
-                        warn!(error = %e, remaining = ?deadline.saturating_duration_since(Instant::now()), "lease renewal failed");
+                        warn!(error = %e, remaining = ?deadline.saturating_duration_since(now), "lease renewal failed; retrying");
+                        // A stream that failed or hung is not trusted again: open a fresh one.
                         keepalive = None;
+                        next_attempt = schedule.after_failure(now);
                     }
                 }
             }
@@ -338,26 +364,51 @@ impl ElectorTask {
         keepalive: &mut Option<(LeaseKeeper, LeaseKeepAliveStream)>,
     ) -> Result<Renewal, HaError> {
         let sent_at = Instant::now();
-        let ttl_secs = match keepalive {
+        // The key check runs beside the keep-alive rather than after it: both are issued after
+        // `sent_at`, which is all the deadline needs, and the renewal costs one round trip.
+        let mut kv = self.client.kv_client();
+        let key_check = kv.get(self.keys.leader.as_str(), None);
+        let (ttl_secs, key) = tokio::join!(self.keep_alive(lease_id, keepalive), key_check);
+        let ttl_secs = match ttl_secs? {
+            Some(ttl) => ttl,
+            None => return Ok(Renewal::LeaseGone),
+        };
+        let resp = key.map_err(HaError::etcd("get leader key"))?;
+        match resp.kvs().first() {
+            Some(kv) if kv.create_revision() as u64 == term && kv.lease() == lease_id => {
+                Ok(Renewal::Renewed {
+                    sent_at,
+                    ttl: Duration::from_secs(ttl_secs as u64),
+                })
+            }
+            _ => Ok(Renewal::KeyLost),
+        }
+    }
+
+    /// One keep-alive round trip; `Ok(None)`: etcd no longer knows the lease.
+    async fn keep_alive(
+        &self,
+        lease_id: i64,
+        keepalive: &mut Option<(LeaseKeeper, LeaseKeepAliveStream)>,
+    ) -> Result<Option<i64>, HaError> {
+        match keepalive {
             None => {
                 // Opening the stream sends the first keep-alive and waits for its answer.
                 let mut lease_client = self.client.lease_client();
                 match lease_client.keep_alive(lease_id).await {
                     Ok(pair) => {
                         *keepalive = Some(pair);
-                        self.config.ttl_secs()
+                        Ok(Some(self.config.ttl_secs()))
                     }
                     Err(etcd_client::Error::LeaseKeepAliveError(msg))
                         if msg.contains("not found") =>
                     {
-                        return Ok(Renewal::LeaseGone)
+                        Ok(None)
                     }
-                    Err(e) => {
-                        return Err(HaError::Etcd {
-                            op: "lease keep-alive",
-                            source: e,
-                        })
-                    }
+                    Err(e) => Err(HaError::Etcd {
+                        op: "lease keep-alive",
+                        source: e,
+                    }),
                 }
             }
             Some((keeper, stream)) => {
@@ -370,32 +421,16 @@ impl ElectorTask {
                     .await
                     .map_err(HaError::etcd("lease keep-alive"))?
                 {
-                    Some(resp) if resp.ttl() > 0 => resp.ttl(),
-                    Some(_) => return Ok(Renewal::LeaseGone),
-                    None => {
-                        return Err(HaError::Etcd {
-                            op: "lease keep-alive",
-                            source: etcd_client::Error::LeaseKeepAliveError(
-                                "keep-alive stream closed".into(),
-                            ),
-                        })
-                    }
+                    Some(resp) if resp.ttl() > 0 => Ok(Some(resp.ttl())),
+                    Some(_) => Ok(None),
+                    None => Err(HaError::Etcd {
+                        op: "lease keep-alive",
+                        source: etcd_client::Error::LeaseKeepAliveError(
+                            "keep-alive stream closed".into(),
+                        ),
+                    }),
                 }
             }
-        };
-        let mut kv = self.client.kv_client();
-        let resp = kv
-            .get(self.keys.leader.as_str(), None)
-            .await
-            .map_err(HaError::etcd("get leader key"))?;
-        match resp.kvs().first() {
-            Some(kv) if kv.create_revision() as u64 == term && kv.lease() == lease_id => {
-                Ok(Renewal::Renewed {
-                    sent_at,
-                    ttl: Duration::from_secs(ttl_secs as u64),
-                })
-            }
-            _ => Ok(Renewal::KeyLost),
         }
     }
 

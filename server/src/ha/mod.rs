@@ -5,12 +5,15 @@
 //! journal at the new term, restores every aggregate from its journal, starts the replication
 //! listener and serves. When its term ends (lease lost, deadline passed, key gone) it stops
 //! writing at once (appends are fenced, waiting replies fail, the standby is told), stops
-//! serving and exits with [`DEPOSED_EXIT_CODE`]: its supervisor restarts it, and it rejoins as a
-//! standby from its journal. Exiting, rather than turning back into a standby in-process,
-//! guarantees that no state of the lost term (actors, caches, pending replies) survives.
+//! serving, closes its journal and re-executes itself ([`restart`]): the fresh process rejoins
+//! as a standby from its journal. Replacing the process, rather than turning back into a
+//! standby in-process, guarantees that no state of the lost term (actors, caches, pending
+//! replies) survives. With `ha.restart_in_place = false`, or if the re-exec fails, it exits
+//! with [`DEPOSED_EXIT_CODE`] instead and its supervisor restarts it.
 
 pub mod active;
 pub mod identity;
+pub mod restart;
 pub mod rewind;
 pub mod standby;
 pub mod sync;
@@ -28,6 +31,9 @@ pub const DEPOSED_EXIT_CODE: i32 = 75;
 
 /// Runs an HA node until it is deposed, or SIGTERM/SIGINT.
 pub async fn run(config: Config) -> Result<(), ServerError> {
+    if let Some((reason, count)) = restart::previous_restart() {
+        tracing::info!(reason, count, "restarted in place; rejoining as a standby");
+    }
     rewind::apply_pending(&config)?;
     let opened = Node::open_journal(&config)?;
     let node = identity::node_name(opened.dir.root())?;
@@ -53,8 +59,12 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
         Ok(standby::Outcome::MustRewind) => {
             resign(elector).await;
             opened.journal.shutdown()?;
-            tracing::warn!("exiting to rewind the journal on restart");
-            std::process::exit(rewind::REWIND_EXIT_CODE);
+            tracing::warn!("restarting to rewind the journal");
+            restart::rejoin_as_standby(
+                restart::RestartReason::Rewind,
+                config.ha.restart_in_place,
+                rewind::REWIND_EXIT_CODE,
+            );
         }
         Err(e) => {
             resign(elector).await;
@@ -138,7 +148,11 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
     Node::stop(&state);
     resign(elector).await;
     if deposed {
-        std::process::exit(DEPOSED_EXIT_CODE);
+        restart::rejoin_as_standby(
+            restart::RestartReason::Deposed,
+            config.ha.restart_in_place,
+            DEPOSED_EXIT_CODE,
+        );
     }
     Ok(())
 }
