@@ -6,9 +6,8 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
 
-use common::cold::{payload, start, write_config, Node};
+use common::cold::{payload, start, write_config};
 use common::crescent;
 use serde_json::Value;
 

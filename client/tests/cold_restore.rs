@@ -6,11 +6,9 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
 
 use common::cold::{payload, start, write_config, Node};
 use crescent_client::{ClientError, CrescentClient};
-use serde_json::Value;
 
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
