@@ -43,6 +43,11 @@ pub struct BenchRestoreArgs {
     /// Restore each round's objects with one batch get instead of one get per object.
     #[arg(long)]
     pub batch: bool,
+    /// Both passes reuse one buffer: the restores `get_into` one registered buffer (each value
+    /// checked off the clock), the plain reads read into one reused `Vec`. Without it both
+    /// passes keep `count` fresh buffers.
+    #[arg(long, conflicts_with = "batch")]
+    pub reuse: bool,
 }
 
 /// One round's two passes.
@@ -58,6 +63,8 @@ pub struct RestoreRound {
 pub struct RestoreBenchReport {
     /// The restore pass was one batch get per round (`--batch`).
     pub batch: bool,
+    /// Both passes reused one buffer (`--reuse`).
+    pub reuse: bool,
     pub object_bytes: u64,
     pub objects_per_round: usize,
     pub restore_gib_s: f64,
@@ -150,6 +157,15 @@ pub async fn bench_restore(
         }
         files.push(round);
     }
+    let reuse_buf = match args.reuse {
+        true => Some(
+            client
+                .register_buffer(vec![0u8; args.size as usize])
+                .await?,
+        ),
+        false => None,
+    };
+    let mut cat_buf: Vec<u8> = Vec::with_capacity(args.size as usize + 4096);
     let local_before = client.local_cold_restore().count("local");
     let fallback_before = client.local_cold_restore().count("fallback");
     let mut rounds = Vec::with_capacity(args.rounds);
@@ -161,6 +177,20 @@ pub async fn bench_restore(
         for pass in 0..2 {
             promotions_settled(client).await?;
             if (pass + r) % 2 == 0 {
+                if let Some(buf) = &reuse_buf {
+                    restore_secs = 0.0;
+                    for i in 0..args.count {
+                        let started = Instant::now();
+                        let n = client.get_into(&key(r, i), buf, 0).await?;
+                        restore_secs += started.elapsed().as_secs_f64();
+                        let mut got = vec![0u8; n];
+                        buf.read(0, &mut got).await?;
+                        if got != value(args.size, r, i) {
+                            return Err(invalid(format!("{} read back other bytes", key(r, i))));
+                        }
+                    }
+                    continue;
+                }
                 let started = Instant::now();
                 if args.batch {
                     let keys: Vec<String> = (0..args.count).map(|i| key(r, i)).collect();
@@ -179,9 +209,19 @@ pub async fn bench_restore(
                 // the allocator reuse one warm buffer, a cost the restores cannot avoid).
                 let started = Instant::now();
                 for f in round_files {
-                    let bytes = std::fs::read(f)
-                        .map_err(|e| invalid(format!("reading {}: {e}", f.display())))?;
-                    cat_values.push(bytes);
+                    let read = |into: &mut Vec<u8>| {
+                        std::fs::File::open(f)
+                            .and_then(|mut file| std::io::Read::read_to_end(&mut file, into))
+                            .map_err(|e| invalid(format!("reading {}: {e}", f.display())))
+                    };
+                    if args.reuse {
+                        cat_buf.clear();
+                        read(&mut cat_buf)?;
+                    } else {
+                        let mut bytes = Vec::new();
+                        read(&mut bytes)?;
+                        cat_values.push(bytes);
+                    }
                 }
                 cat_secs = started.elapsed().as_secs_f64();
             }
@@ -208,6 +248,7 @@ pub async fn bench_restore(
     let cat = median(rounds.iter().map(|r| r.cat_secs).collect());
     Ok(RestoreBenchReport {
         batch: args.batch,
+        reuse: args.reuse,
         object_bytes: args.size,
         objects_per_round: args.count,
         restore_gib_s: per_round_bytes / restore / gib,
