@@ -15,8 +15,8 @@
 //!   without `accept_cold_backing`, and the server restores remotely (and answers with its
 //!   own checksum error if the payload is damaged). No unverified byte is ever returned.
 //!
-//! The read runs on a blocking thread for large payloads, so the client's runtime is not
-//! held by file IO.
+//! Large payloads are read off the async scheduler (`block_in_place`, or the blocking pool
+//! on a current-thread runtime), so the client's other tasks are not held by file IO.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -34,6 +34,7 @@ use tracing::Instrument;
 use crate::client::CrescentClient;
 use crate::error::ClientError;
 use crate::lease::release_of;
+use crate::store::inline_checked;
 
 /// Payloads at least this long are read on a blocking thread.
 const BLOCKING_READ_BYTES: u64 = 256 << 10;
@@ -127,10 +128,18 @@ impl LocalColdRestore {
         read
     }
 
-    /// [`read_blocking`](Self::read_blocking), on a blocking thread for large payloads.
+    /// [`read_blocking`](Self::read_blocking), off the async scheduler for large payloads:
+    /// on a multi-thread runtime in place (`block_in_place` hands this worker's other tasks
+    /// to the other workers, and saves the two thread switches of a blocking-pool hop, which
+    /// cost more than the read on a loaded host), otherwise on the blocking pool.
     pub async fn read(self: &Arc<Self>, backing: &ColdBackingRef) -> Result<Vec<u8>, ColdError> {
         if backing.length < BLOCKING_READ_BYTES {
             return self.read_blocking(backing);
+        }
+        if tokio::runtime::Handle::current().runtime_flavor()
+            == tokio::runtime::RuntimeFlavor::MultiThread
+        {
+            return tokio::task::block_in_place(|| self.read_blocking(backing));
         }
         let me = self.clone();
         let backing = backing.clone();
@@ -145,19 +154,28 @@ impl LocalColdRestore {
     }
 }
 
+/// A get's answer: the server's reply, and for a cold-only object its value, already
+/// verified (read and checked here, or returned inline by the server and checked on arrival).
+/// The value is moved out of the reply, so no caller copies it or checks it again.
+#[derive(Debug)]
+pub(crate) struct GetAnswer {
+    pub reply: GetReply,
+    pub value: Option<Vec<u8>>,
+}
+
 impl CrescentClient {
-    /// A get's reply, with a cold-only object's value already read here when the server named
-    /// its backing (then `inline` holds the verified bytes); otherwise the server's answer
-    /// (replicas, or the value it restored inline).
-    pub(crate) async fn get_reply(&self, id: ObjectId) -> Result<GetReply, ClientError> {
+    /// A get's answer, with a cold-only object's value read here when the server named its
+    /// backing, or the value the server restored inline; either way its length and CRC32C
+    /// were checked exactly once before it is returned.
+    pub(crate) async fn get_reply(&self, id: ObjectId) -> Result<GetAnswer, ClientError> {
         let local = self.cold_restore.enabled();
         let request = GetRequest {
             id: id.clone(),
             accept_cold_backing: local,
         };
-        let reply: GetReply = self.call(RpcOp::Get, &request).await?;
-        let Some(backing) = reply.cold_backing.clone() else {
-            return Ok(reply);
+        let mut reply: GetReply = self.call(RpcOp::Get, &request).await?;
+        let Some(backing) = reply.cold_backing.take() else {
+            return verified_inline(&id.key, reply);
         };
         let read = self
             .cold_restore
@@ -166,17 +184,17 @@ impl CrescentClient {
                 "client.cold_local_restore",
                 length = backing.length
             ))
-            .await;
+            .await
+            .and_then(|value| matches_reply(&backing, &reply).map(|()| value));
         match read {
             Ok(value) => {
                 self.cold_restore
                     .restores
                     .with_label_values(&["local"])
                     .inc();
-                Ok(GetReply {
-                    inline: Some(value),
-                    cold_backing: None,
-                    ..reply
+                Ok(GetAnswer {
+                    reply,
+                    value: Some(value),
                 })
             }
             Err(e) => {
@@ -191,7 +209,8 @@ impl CrescentClient {
                     id,
                     accept_cold_backing: false,
                 };
-                self.call(RpcOp::Get, &remote).await
+                let reply: GetReply = self.call(RpcOp::Get, &remote).await?;
+                verified_inline(&remote.id.key, reply)
             }
         }
     }
@@ -206,6 +225,35 @@ impl CrescentClient {
     pub fn local_cold_restore(&self) -> &LocalColdRestore {
         &self.cold_restore
     }
+}
+
+/// A reply whose inline value (a cold-only object the server restored) is moved out after its
+/// length and CRC32C are checked against the reply's; a reply without one passes unchanged.
+fn verified_inline(key: &str, mut reply: GetReply) -> Result<GetAnswer, ClientError> {
+    let value = match reply.inline.take() {
+        Some(value) => {
+            inline_checked(key, reply.size, reply.checksum, &value)?;
+            Some(value)
+        }
+        None => None,
+    };
+    Ok(GetAnswer { reply, value })
+}
+
+/// The backing a server named must describe the object its reply describes (the reader
+/// verified the file against the backing's length and checksum, so they carry over).
+fn matches_reply(backing: &ColdBackingRef, reply: &GetReply) -> Result<(), ColdError> {
+    let checksum_differs = reply.checksum.is_some_and(|c| c != backing.checksum);
+    if backing.length != reply.size || checksum_differs {
+        return Err(ColdError::InvalidArgument {
+            field: "cold_backing",
+            reason: format!(
+                "names {} bytes (CRC32C {:08x}) for an object of {} bytes ({:?})",
+                backing.length, backing.checksum, reply.size, reply.checksum
+            ),
+        });
+    }
+    Ok(())
 }
 
 #[cfg(test)]

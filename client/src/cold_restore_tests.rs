@@ -104,3 +104,54 @@ fn another_devices_root_a_missing_root_or_a_different_backing_is_refused() {
     ));
     assert_eq!(restore.read_blocking(&b).unwrap(), payload);
 }
+
+fn reply_of(payload: &[u8], inline: Option<Vec<u8>>) -> GetReply {
+    GetReply {
+        size: payload.len() as u64,
+        put_id: 7,
+        data_type: Default::default(),
+        checksum: Some(crc32c::crc32c(payload)),
+        replicas: Vec::new(),
+        lease_until_ms: 0,
+        inline,
+        cold_backing: None,
+    }
+}
+
+#[test]
+fn an_inline_value_is_checked_once_and_moved_out_of_the_reply() {
+    let payload = vec![9u8; 5_000];
+    let answer = verified_inline("k", reply_of(&payload, Some(payload.clone()))).unwrap();
+    assert_eq!(answer.value.as_deref(), Some(&payload[..]));
+    assert!(answer.reply.inline.is_none(), "moved, not copied");
+    assert_eq!(
+        answer.reply.put_id, 7,
+        "the lease is still released from it"
+    );
+    // No inline value: the reply passes unchanged (a hot object).
+    let hot = verified_inline("k", reply_of(&payload, None)).unwrap();
+    assert!(hot.value.is_none());
+}
+
+#[test]
+fn an_inline_value_with_a_flipped_byte_or_a_wrong_length_is_refused() {
+    let payload = vec![9u8; 5_000];
+    let mut flipped = payload.clone();
+    flipped[1234] ^= 1;
+    let e = verified_inline("k", reply_of(&payload, Some(flipped))).unwrap_err();
+    assert!(matches!(e, ClientError::ChecksumMismatch { .. }), "{e}");
+    let e = verified_inline("k", reply_of(&payload, Some(payload[..4_999].to_vec()))).unwrap_err();
+    assert!(matches!(e, ClientError::Protocol(_)), "{e}");
+}
+
+#[test]
+fn a_backing_must_describe_the_object_the_reply_describes() {
+    let payload = vec![3u8; 1_000];
+    let (_dir, b) = device_with(&payload);
+    matches_reply(&b, &reply_of(&payload, None)).unwrap();
+    let other = vec![4u8; 1_000];
+    let e = matches_reply(&b, &reply_of(&other, None)).unwrap_err();
+    assert!(matches!(e, ColdError::InvalidArgument { .. }), "{e}");
+    let longer = vec![3u8; 1_001];
+    assert!(matches_reply(&b, &reply_of(&longer, None)).is_err());
+}

@@ -6,9 +6,8 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
 
-use common::cold::{payload, start, Node};
+use common::cold::{payload, start, write_config};
 use common::crescent;
 use serde_json::Value;
 
@@ -60,7 +59,7 @@ fn offload_evict_restore_round_trip_and_refusals() {
 
     // Cold-only: the get restores (verified) and re-promotes into DRAM in the background.
     assert_eq!(node.get("obj").unwrap(), data);
-    wait_for("the background promotion", &node, || {
+    node.wait_for("the background promotion", || {
         let stat = node.ok(&["stat", "obj"], None);
         stat["replicas"].as_array().unwrap().len() == 1
     });
@@ -255,24 +254,6 @@ fn crash_during_reclaim_releases_usage_once() {
     );
 }
 
-fn write_config(dir: &Path, text: &str) -> String {
-    let path = dir.join("crescentd.toml");
-    std::fs::write(&path, text).unwrap();
-    path.to_str().unwrap().to_string()
-}
-
-fn wait_for(what: &str, node: &Node, mut done: impl FnMut() -> bool) {
-    let started = Instant::now();
-    while !done() {
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "timed out waiting for {what}:\n{}",
-            node.log()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 #[test]
 fn passthrough_materializes_every_completed_put_in_the_background() {
     let dir = tempfile::tempdir().unwrap();
@@ -285,9 +266,7 @@ fn passthrough_materializes_every_completed_put_in_the_background() {
         node.put(&format!("p/{i}"), v);
     }
     let total: u64 = values.iter().map(|v| v.len() as u64).sum();
-    wait_for("passthrough offloads", &node, || {
-        node.usage() == (total, 0, total)
-    });
+    node.wait_for("passthrough offloads", || node.usage() == (total, 0, total));
     for i in 0..values.len() {
         let stat = node.ok(&["stat", &format!("p/{i}")], None);
         assert_eq!(stat["cold"]["state"], "materialized", "{stat}");
@@ -313,7 +292,7 @@ fn evict_triggered_offloads_victims_before_dropping_their_hot_copy() {
     }
     // Above the watermark: victims are materialized, then eviction drops their hot replicas
     // (never the hot replica of an object without a cold copy).
-    wait_for("eviction to cold", &node, || {
+    node.wait_for("eviction to cold", || {
         (0..values.len()).any(|i| {
             let stat = node.ok(&["stat", &format!("e/{i}")], None);
             stat["replicas"].as_array().unwrap().is_empty()
@@ -378,7 +357,7 @@ fn the_health_probe_marks_a_vanished_device_unavailable_and_heals_it() {
     // The device's tmp dir vanishes (what an unmounted share looks like to the probe).
     let tmp = dir.path().join("data/cold/local0/tmp");
     std::fs::remove_dir_all(&tmp).unwrap();
-    wait_for("the device to be unavailable", &node, || {
+    node.wait_for("the device to be unavailable", || {
         node.device()["health"] == "unavailable"
     });
     // No new offload is placed on it, and no last hot replica is evicted to it.
@@ -397,7 +376,7 @@ fn the_health_probe_marks_a_vanished_device_unavailable_and_heals_it() {
     assert_eq!(v["error"]["code"], "CONFLICT", "{v}");
 
     std::fs::create_dir_all(&tmp).unwrap();
-    wait_for("the device to heal", &node, || {
+    node.wait_for("the device to heal", || {
         node.device()["health"] == "healthy"
     });
     node.ok(&["offload", "h2"], None);

@@ -6,11 +6,9 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
 
-use common::cold::{payload, start, Node};
+use common::cold::{payload, start, write_config, Node};
 use crescent_client::{ClientError, CrescentClient};
-use serde_json::Value;
 
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
@@ -18,12 +16,6 @@ fn runtime() -> tokio::runtime::Runtime {
         .enable_all()
         .build()
         .unwrap()
-}
-
-fn write_config(dir: &Path, text: &str) -> String {
-    let path = dir.join("crescentd.toml");
-    std::fs::write(&path, text).unwrap();
-    path.to_str().unwrap().to_string()
 }
 
 /// Puts `data` under `key` and leaves it cold-only; returns its payload file.
@@ -42,35 +34,6 @@ fn flip_byte(path: &Path, at: usize) {
     std::fs::write(path, &bytes).unwrap();
 }
 
-fn replicas(node: &Node, key: &str) -> usize {
-    let stat: Value = node.ok(&["stat", key], None);
-    stat["replicas"].as_array().unwrap().len()
-}
-
-fn wait_for(what: &str, node: &Node, mut done: impl FnMut() -> bool) {
-    let started = Instant::now();
-    while !done() {
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "timed out waiting for {what}:\n{}",
-            node.log()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-/// One sample of a server metric (`name{labels}` as exported), 0 when absent.
-fn metric(node: &Node, series: &str) -> f64 {
-    use std::io::{Read, Write};
-    let mut conn = std::net::TcpStream::connect(node.s()).unwrap();
-    write!(conn, "GET /metrics HTTP/1.0\r\nHost: crescentd\r\n\r\n").unwrap();
-    let mut text = String::new();
-    conn.read_to_string(&mut text).unwrap();
-    text.lines()
-        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
-        .unwrap_or(0.0)
-}
-
 fn checksum_failure(e: &ClientError) -> bool {
     e.code_str() == "INTERNAL" && e.to_string().contains("checksum")
 }
@@ -86,13 +49,11 @@ fn a_local_reader_reads_the_device_directory_and_the_object_is_promoted_later() 
     assert_eq!(rt.block_on(client.get("local")).unwrap(), data);
     let restore = client.local_cold_restore();
     assert_eq!((restore.count("local"), restore.count("fallback")), (1, 0));
-    assert_eq!(metric(&node, "crescent_cold_backing_refs_total"), 1.0);
+    assert_eq!(node.metric("crescent_cold_backing_refs_total"), 1.0);
     // The re-promotion runs in the background; then the object is hot again.
-    wait_for("the background promotion", &node, || {
-        replicas(&node, "local") == 1
-    });
+    node.wait_for("the background promotion", || node.replicas("local") == 1);
     assert_eq!(
-        metric(&node, "crescent_cold_promotions_total{outcome=\"done\"}"),
+        node.metric("crescent_cold_promotions_total{outcome=\"done\"}"),
         1.0
     );
     assert_eq!(rt.block_on(client.get("local")).unwrap(), data);
@@ -111,11 +72,9 @@ fn a_remote_restore_answers_inline_when_local_restore_is_off() {
     assert_eq!(rt.block_on(client.get("remote")).unwrap(), data);
     let restore = client.local_cold_restore();
     assert_eq!((restore.count("local"), restore.count("fallback")), (0, 0));
-    assert_eq!(metric(&node, "crescent_cold_backing_refs_total"), 0.0);
-    assert!(metric(&node, "crescent_cold_restores_total{outcome=\"ok\"}") >= 1.0);
-    wait_for("the background promotion", &node, || {
-        replicas(&node, "remote") == 1
-    });
+    assert_eq!(node.metric("crescent_cold_backing_refs_total"), 0.0);
+    assert!(node.metric("crescent_cold_restores_total{outcome=\"ok\"}") >= 1.0);
+    node.wait_for("the background promotion", || node.replicas("remote") == 1);
     // The CLI flag turns it off too.
     cold_only(dir.path(), &node, "remote2", &data);
     let (_, out, err) = common::crescent(
@@ -124,7 +83,7 @@ fn a_remote_restore_answers_inline_when_local_restore_is_off() {
         None,
     );
     assert_eq!(out, data, "{err}");
-    assert_eq!(metric(&node, "crescent_cold_backing_refs_total"), 0.0);
+    assert_eq!(node.metric("crescent_cold_backing_refs_total"), 0.0);
 }
 
 #[test]
@@ -146,18 +105,15 @@ fn a_flipped_byte_fails_with_a_checksum_error_on_both_paths() {
     assert!(checksum_failure(&e), "{e}");
     // The server read it for the fallback and for the remote get, and its background
     // promotion (offered when it named the backing) read it too, and failed.
-    wait_for("the failed promotion", &node, || {
-        metric(&node, "crescent_cold_promotions_total{outcome=\"failed\"}") == 1.0
+    node.wait_for("the failed promotion", || {
+        node.metric("crescent_cold_promotions_total{outcome=\"failed\"}") == 1.0
     });
     assert_eq!(
-        metric(
-            &node,
-            "crescent_cold_restores_total{outcome=\"checksum_mismatch\"}"
-        ),
+        node.metric("crescent_cold_restores_total{outcome=\"checksum_mismatch\"}"),
         3.0
     );
     // Nothing was promoted from a damaged payload.
-    assert_eq!(replicas(&node, "bad"), 0);
+    assert_eq!(node.replicas("bad"), 0);
 }
 
 #[test]
@@ -214,19 +170,51 @@ fn a_batch_get_restores_its_cold_only_items_grouped_by_device() {
     }
     // Six good backings read once each (the duplicate merged), the damaged one once.
     assert_eq!(
-        metric(&node, "crescent_cold_restores_total{outcome=\"ok\"}"),
+        node.metric("crescent_cold_restores_total{outcome=\"ok\"}"),
         6.0
     );
     assert_eq!(
-        metric(
-            &node,
-            "crescent_cold_restores_total{outcome=\"checksum_mismatch\"}"
-        ),
+        node.metric("crescent_cold_restores_total{outcome=\"checksum_mismatch\"}"),
         1.0
     );
     assert_eq!(
-        metric(&node, "crescent_cold_promotions_total{outcome=\"queued\"}"),
+        node.metric("crescent_cold_promotions_total{outcome=\"queued\"}"),
         0.0
     );
-    assert_eq!(replicas(&node, "b/0"), 0, "promotion is off");
+    assert_eq!(node.replicas("b/0"), 0, "promotion is off");
+}
+
+#[test]
+fn get_into_a_registered_buffer_restores_locally_and_remotely() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = start(dir.path(), &[]);
+    let local = payload(600_000, 11);
+    let remote = payload(70_000, 12);
+    cold_only(dir.path(), &node, "into-local", &local);
+    cold_only(dir.path(), &node, "into-remote", &remote);
+    let rt = runtime();
+    let client = CrescentClient::new(&node.s()).unwrap();
+    rt.block_on(async {
+        let buf = client.register_buffer(vec![0u8; 1 << 20]).await.unwrap();
+        // Local: read and verified in the client, written at the offset.
+        let n = client.get_into("into-local", &buf, 100).await.unwrap();
+        assert_eq!(n, local.len());
+        let mut got = vec![0u8; n];
+        buf.read(100, &mut got).await.unwrap();
+        assert_eq!(got, local);
+        // Remote: the server's inline value, checked on arrival.
+        client.set_local_cold_restore(false);
+        let n = client.get_into("into-remote", &buf, 0).await.unwrap();
+        let mut got = vec![0u8; n];
+        buf.read(0, &mut got).await.unwrap();
+        assert_eq!(got, remote);
+        // A value that does not fit is refused before anything is written.
+        let small = client.register_buffer(vec![0u8; 1_000]).await.unwrap();
+        client.set_local_cold_restore(true);
+        cold_only(dir.path(), &node, "into-big", &local);
+        assert!(client.get_into("into-big", &small, 0).await.is_err());
+    });
+    let restore = client.local_cold_restore();
+    assert_eq!(restore.count("local"), 2);
+    assert_eq!(restore.count("fallback"), 0);
 }

@@ -61,6 +61,12 @@ pub struct ColdSettings {
     /// an offer beyond either is dropped and counted.
     pub promotion_queue_entries: usize,
     pub promotion_queue_bytes: u64,
+    /// A promotion waits until no cold-only object was restored for this long (0: runs at
+    /// once), so a burst of reads is not slowed by the promotions it queued...
+    pub promotion_quiet_ms: u64,
+    /// ...but at most this long after it was queued (a tier read without pause still
+    /// promotes).
+    pub promotion_max_defer_ms: u64,
     /// Reads in flight at once for the cold-only items of one batch get (per device).
     pub restore_parallelism: usize,
 }
@@ -110,6 +116,8 @@ impl Default for ColdSettings {
             promote_on_read: true,
             promotion_queue_entries: 64,
             promotion_queue_bytes: 256 << 20,
+            promotion_quiet_ms: 50,
+            promotion_max_defer_ms: 2_000,
             restore_parallelism: 2,
         }
     }
@@ -180,6 +188,12 @@ impl ColdSettings {
                 "cold.promotion_queue",
                 "promotion_queue_entries and promotion_queue_bytes must be greater than 0 \
                  (turn promotion off with promote_on_read = false)",
+            ));
+        }
+        if self.promotion_quiet_ms > self.promotion_max_defer_ms {
+            return Err(invalid(
+                "cold.promotion_quiet_ms",
+                "must not exceed promotion_max_defer_ms",
             ));
         }
         if !(1..=64).contains(&self.restore_parallelism) {

@@ -41,6 +41,10 @@ pub struct ColdDeviceInfo {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ColdDevicesReply {
     pub devices: Vec<ColdDeviceInfo>,
+    /// Background re-promotions of restored objects queued or running on this node (0 from
+    /// a server that does not report it).
+    #[serde(default)]
+    pub promotions_pending: u64,
 }
 
 /// `offload`, `evict_hot` and `stat` name one object.

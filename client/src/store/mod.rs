@@ -15,6 +15,7 @@ use tracing::Instrument;
 
 use crate::buffer::RegisteredBuffer;
 use crate::client::CrescentClient;
+use crate::cold_restore::GetAnswer;
 use crate::dataplane::{read_order, remote_for, Committed, LocalSegment};
 use crate::error::ClientError;
 use crate::failover::Retry;
@@ -312,8 +313,9 @@ impl CrescentClient {
         }
     }
 
-    async fn get_meta(&self, id: ObjectId) -> Result<GetReply, ClientError> {
-        // A cold-only object may be read from its device right here (`crate::cold_restore`).
+    async fn get_meta(&self, id: ObjectId) -> Result<GetAnswer, ClientError> {
+        // A cold-only object's value comes back already verified, read from its device right
+        // here or restored by the server (`crate::cold_restore`).
         self.get_reply(id).await
     }
 
@@ -330,8 +332,11 @@ impl CrescentClient {
     /// The value of object `id` (any scope; the caller checked the id). The get's read lease
     /// is released once the bytes are copied out.
     pub(crate) async fn get_object(&self, id: ObjectId) -> Result<Vec<u8>, ClientError> {
-        let reply = self.get_meta(id.clone()).await?;
-        let value = self.read_object(&id.key, &reply).await;
+        let GetAnswer { reply, value } = self.get_meta(id.clone()).await?;
+        let value = match value {
+            Some(restored) => Ok(restored),
+            None => self.read_object(&id.key, &reply).await,
+        };
         self.release_lease(release_of(&id, &reply)).await;
         value
     }
@@ -339,11 +344,6 @@ impl CrescentClient {
     /// Copies the object a get answered out of its replicas (local first), checksum verified.
     async fn read_object(&self, key: &str, reply: &GetReply) -> Result<Vec<u8>, ClientError> {
         let size = reply.size as usize;
-        if let Some(value) = &reply.inline {
-            // A cold-only object restored by the server (verified there; checked here too).
-            inline_checked(key, reply.size, reply.checksum, value)?;
-            return Ok(value.clone());
-        }
         let transport = self.data.transport().await?;
         let staging = self.data.staging.take(transport, size)?;
         let local = self.data.local();
@@ -386,8 +386,11 @@ impl CrescentClient {
     ) -> Result<usize, ClientError> {
         let operation = async {
             let id = self.scope.object_id(key)?;
-            let reply = self.get_meta(id.clone()).await?;
-            let read = self.read_object_into(key, &reply, dst, offset).await;
+            let GetAnswer { reply, value } = self.get_meta(id.clone()).await?;
+            let read = match value {
+                Some(restored) => self.restored_into(&restored, dst, offset).await,
+                None => self.read_object_into(key, &reply, dst, offset).await,
+            };
             self.release_lease(release_of(&id, &reply)).await;
             read
         }
@@ -407,11 +410,6 @@ impl CrescentClient {
     ) -> Result<usize, ClientError> {
         let size = reply.size as usize;
         dst.check(offset, size)?;
-        if let Some(value) = &reply.inline {
-            inline_checked(key, reply.size, reply.checksum, value)?;
-            dst.write(offset, value).await?;
-            return Ok(size);
-        }
         let transport = self.data.transport().await?;
         let local = self.data.local();
         let mut last = no_replica(key);
@@ -439,6 +437,18 @@ impl CrescentClient {
             }
         }
         Err(last)
+    }
+
+    /// Writes a restored cold-only value (already verified) into `dst` at `offset`.
+    async fn restored_into(
+        &self,
+        value: &[u8],
+        dst: &RegisteredBuffer,
+        offset: usize,
+    ) -> Result<usize, ClientError> {
+        dst.check(offset, value.len())?;
+        dst.write(offset, value).await?;
+        Ok(value.len())
     }
 
     /// Whether `key` holds a complete object.

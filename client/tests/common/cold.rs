@@ -2,6 +2,7 @@
 //! (put, get, offload, evict --hot, stat, cold ls) on a [`DirNode`].
 
 use std::path::Path;
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
@@ -17,6 +18,13 @@ pub fn start(dir: &Path, env: &[(&str, &str)]) -> Node {
     Node {
         inner: DirNode::start(dir, None, env),
     }
+}
+
+/// Writes `text` as `<dir>/crescentd.toml`; returns its path (for `CRESCENT_CONFIG`).
+pub fn write_config(dir: &Path, text: &str) -> String {
+    let path = dir.join("crescentd.toml");
+    std::fs::write(&path, text).unwrap();
+    path.to_str().unwrap().to_string()
 }
 
 /// A deterministic payload of `n` bytes.
@@ -88,6 +96,37 @@ impl Node {
             d["reserved"].as_u64().unwrap(),
             d["live_materialized_bytes"].as_u64().unwrap(),
         )
+    }
+
+    /// Polls `done` every 50 ms; fails the test (with the node's log) after 30 s.
+    pub fn wait_for(&self, what: &str, mut done: impl FnMut() -> bool) {
+        let started = Instant::now();
+        while !done() {
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "timed out waiting for {what}:\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// How many hot replicas `key` has (`stat`).
+    pub fn replicas(&self, key: &str) -> usize {
+        let stat: Value = self.ok(&["stat", key], None);
+        stat["replicas"].as_array().unwrap().len()
+    }
+
+    /// One sample of a server metric (`name{labels}` as exported), 0 when absent.
+    pub fn metric(&self, series: &str) -> f64 {
+        use std::io::{Read, Write};
+        let mut conn = std::net::TcpStream::connect(self.s()).unwrap();
+        write!(conn, "GET /metrics HTTP/1.0\r\nHost: crescentd\r\n\r\n").unwrap();
+        let mut text = String::new();
+        conn.read_to_string(&mut text).unwrap();
+        text.lines()
+            .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+            .unwrap_or(0.0)
     }
 
     pub fn kill(self) {

@@ -50,8 +50,14 @@ async fn blocking<T: Send + 'static>(
 }
 
 pub async fn devices(state: State) -> Result<Reply<ColdDevicesReply>, HttpError> {
-    let devices = blocking(state, |_, cold| Ok(cold.devices())).await?;
-    Ok(Reply(ColdDevicesReply { devices }))
+    let (devices, promotions_pending) = blocking(state, |_, cold| {
+        Ok((cold.devices(), cold.promotions.depth() as u64))
+    })
+    .await?;
+    Ok(Reply(ColdDevicesReply {
+        devices,
+        promotions_pending,
+    }))
 }
 
 pub async fn offload(

@@ -217,6 +217,8 @@ pub async fn start(
     let promotion_limits = promotion::PromotionLimits {
         max_entries: settings.promotion_queue_entries,
         max_bytes: settings.promotion_queue_bytes,
+        quiet: std::time::Duration::from_millis(settings.promotion_quiet_ms),
+        max_defer: std::time::Duration::from_millis(settings.promotion_max_defer_ms),
     };
     let restore_settings = RestoreSettings {
         local_restore: settings.local_restore,

@@ -9,10 +9,17 @@
 //! One worker thread runs the jobs: it re-reads the payload (verified, through the restore
 //! single flight, usually from the page cache) rather than holding the reader's copy, so the
 //! read path never copies its bytes for the promotion.
+//!
+//! The promotion must not slow the reads it serves (it re-reads, checks and copies the whole
+//! payload: as much CPU as the restore itself). So it is deferred and runs at a lower
+//! priority: a job waits until no restore has been offered for `quiet` (a burst of reads runs
+//! first), but never longer than `max_defer` after it was queued (a tier read without pause
+//! still promotes); the worker thread runs at nice +10, so on a busy host the readers' threads
+//! go first.
 
 use std::collections::{HashSet, VecDeque};
 use std::sync::{Arc, Condvar, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crescent_cold::ids::ColdOpId;
 use crescent_cold::metrics::ColdMetrics;
@@ -70,11 +77,31 @@ pub enum Offered {
 pub struct PromotionLimits {
     pub max_entries: usize,
     pub max_bytes: u64,
+    /// A job waits until no restore was offered for this long (zero: runs at once)...
+    pub quiet: Duration,
+    /// ...but at most this long after it was queued.
+    pub max_defer: Duration,
+}
+
+/// How much longer the job queued at `queued_at` waits, when the last restore was offered at
+/// `last_offer` (`None`: it runs now). Pure: the worker passes the clock in.
+pub fn promotion_wait(
+    now: Instant,
+    last_offer: Instant,
+    queued_at: Instant,
+    limits: &PromotionLimits,
+) -> Option<Duration> {
+    let until_quiet = (last_offer + limits.quiet).saturating_duration_since(now);
+    let until_deadline = (queued_at + limits.max_defer).saturating_duration_since(now);
+    Some(until_quiet.min(until_deadline)).filter(|d| !d.is_zero())
 }
 
 #[derive(Debug, Default)]
 struct Pending {
-    queue: VecDeque<(PromotionKey, PromotionJob)>,
+    /// Jobs in order, each with when it was queued.
+    queue: VecDeque<(PromotionKey, PromotionJob, Instant)>,
+    /// When the last restore offered a job (queued or not).
+    last_offer: Option<Instant>,
     /// Keys queued or running.
     keys: HashSet<PromotionKey>,
     /// Lengths of the objects queued or running.
@@ -104,7 +131,9 @@ impl PromotionQueue {
             return Offered::Dropped;
         };
         let length = job.route.length;
+        let now = Instant::now();
         let mut p = self.pending.lock().expect("promotion queue lock");
+        p.last_offer = Some(now);
         if p.keys.contains(&key) {
             return Offered::Duplicate;
         }
@@ -116,21 +145,42 @@ impl PromotionQueue {
         }
         p.keys.insert(key.clone());
         p.bytes += length;
-        p.queue.push_back((key, job));
+        p.queue.push_back((key, job, now));
         drop(p);
         self.ready.notify_one();
         Offered::Queued
     }
 
-    /// The next job (it stays counted until [`finish`](Self::finish)); `None` after `wait`
-    /// with nothing queued.
+    /// The next job once its deferral is over (it stays counted until
+    /// [`finish`](Self::finish)); `None` after `wait` with nothing ready.
     pub fn take(&self, wait: Duration) -> Option<(PromotionKey, PromotionJob)> {
-        let p = self.pending.lock().expect("promotion queue lock");
-        let (mut p, _) = self
-            .ready
-            .wait_timeout_while(p, wait, |p| p.queue.is_empty())
-            .expect("promotion queue lock");
-        p.queue.pop_front()
+        let give_up = Instant::now() + wait;
+        let mut p = self.pending.lock().expect("promotion queue lock");
+        loop {
+            let now = Instant::now();
+            let left = give_up.saturating_duration_since(now);
+            let pause = match p.queue.front() {
+                None => left,
+                Some((_, _, queued_at)) => {
+                    let last_offer = p.last_offer.unwrap_or(*queued_at);
+                    match promotion_wait(now, last_offer, *queued_at, &self.limits) {
+                        None => {
+                            let (key, job, _) = p.queue.pop_front().expect("front exists");
+                            return Some((key, job));
+                        }
+                        Some(d) => d.min(left),
+                    }
+                }
+            };
+            if pause.is_zero() {
+                return None;
+            }
+            p = self
+                .ready
+                .wait_timeout(p, pause)
+                .expect("promotion queue lock")
+                .0;
+        }
     }
 
     /// Ends a job taken by [`take`](Self::take).
@@ -171,9 +221,33 @@ pub fn spawn(state: Arc<NodeState>) -> std::io::Result<()> {
     }
     std::thread::Builder::new()
         .name("crescent-cold-promote".into())
-        .spawn(move || run(&state))
+        .spawn(move || {
+            lower_thread_priority();
+            run(&state)
+        })
         .map(|_| ())
 }
+
+/// Promotion work yields the CPU to the readers: this thread runs at nice +10 (Linux sets
+/// the nice value per thread). Best effort: a refusal leaves the default priority.
+fn lower_thread_priority() {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: gettid has no preconditions; setpriority only reads its arguments.
+        #[allow(unsafe_code)]
+        let refused = unsafe {
+            let tid = libc::gettid();
+            libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, PROMOTION_NICE)
+        };
+        if refused != 0 {
+            tracing::debug!(error = %std::io::Error::last_os_error(),
+                "the promotion worker keeps the default priority");
+        }
+    }
+}
+
+/// The promotion worker's nice value.
+const PROMOTION_NICE: libc::c_int = 10;
 
 fn run(state: &NodeState) {
     let tier = state.cold.get().expect("cold tier").clone();

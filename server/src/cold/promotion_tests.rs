@@ -33,6 +33,8 @@ fn queue(max_entries: usize, max_bytes: u64) -> PromotionQueue {
     PromotionQueue::new(PromotionLimits {
         max_entries,
         max_bytes,
+        quiet: Duration::ZERO,
+        max_defer: Duration::ZERO,
     })
 }
 
@@ -93,4 +95,52 @@ fn only_cold_only_materialized_routes_are_taken_and_jobs_come_out_in_order() {
         .collect();
     assert_eq!(order, ["x", "y", "z"]);
     assert!(q.take(Duration::from_millis(1)).is_none());
+}
+
+fn deferring(quiet_ms: u64, max_defer_ms: u64) -> PromotionLimits {
+    PromotionLimits {
+        max_entries: 8,
+        max_bytes: 1 << 20,
+        quiet: Duration::from_millis(quiet_ms),
+        max_defer: Duration::from_millis(max_defer_ms),
+    }
+}
+
+#[test]
+fn a_promotion_waits_for_quiet_reads_but_not_past_its_deadline() {
+    let t0 = Instant::now();
+    let ms = Duration::from_millis;
+    let limits = deferring(50, 200);
+    // Queued at t0, last restore at t0 + 30: waits until t0 + 80.
+    assert_eq!(
+        promotion_wait(t0 + ms(40), t0 + ms(30), t0, &limits),
+        Some(ms(40))
+    );
+    // Quiet long enough: runs.
+    assert_eq!(promotion_wait(t0 + ms(80), t0 + ms(30), t0, &limits), None);
+    // Reads never pause: the deadline (queued + 200) still runs it.
+    assert_eq!(
+        promotion_wait(t0 + ms(190), t0 + ms(189), t0, &limits),
+        Some(ms(10))
+    );
+    assert_eq!(
+        promotion_wait(t0 + ms(200), t0 + ms(199), t0, &limits),
+        None
+    );
+    // No deferral configured: at once.
+    assert_eq!(promotion_wait(t0, t0, t0, &deferring(0, 0)), None);
+}
+
+#[test]
+fn the_worker_takes_a_job_only_after_the_reads_went_quiet() {
+    let q = PromotionQueue::new(deferring(60, 5_000));
+    assert_eq!(q.offer(route("a", 1, 10)), Offered::Queued);
+    // Just offered: not ready within a short wait.
+    assert!(q.take(Duration::from_millis(10)).is_none());
+    assert_eq!(q.depth(), 1, "still queued");
+    // After the quiet period it is handed out.
+    let (key, job) = q.take(Duration::from_secs(5)).expect("ready once quiet");
+    assert_eq!(job.id.key, "a");
+    q.finish(&key, 10);
+    assert_eq!(q.depth(), 0);
 }

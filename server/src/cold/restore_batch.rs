@@ -4,6 +4,11 @@
 //! each group is read in one pass in locator order, with at most `parallelism` reads in
 //! flight, each verified before its bytes answer any item. A failed read fails only the items
 //! it answers.
+//!
+//! The restored bytes travel inline in the one batch reply, whose frame a client bounds (64
+//! MiB). So a batch restores at most [`MAX_BATCH_INLINE_BYTES`] (distinct backings, in
+//! order); the items past it answer BUSY ("get it again"), which fails only them, where an
+//! oversized reply would have failed the whole batch.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -16,6 +21,10 @@ use crescent_wire::store::{GetReply, ObjectId};
 use super::restore::{cold_only_route, inline_reply, offer_promotion};
 use super::ColdTier;
 use crate::node::NodeState;
+
+/// Restored bytes one batch reply carries at most (below a client's 64 MiB reply frame, with
+/// room for the other items' descriptors).
+pub const MAX_BATCH_INLINE_BYTES: u64 = 48 << 20;
 
 /// A verified payload, or why there is none.
 type ReadResult = Result<Arc<Vec<u8>>, ColdError>;
@@ -69,6 +78,7 @@ pub fn restore_batch(
             route,
         }));
     }
+    let mut inline_budget = MAX_BATCH_INLINE_BYTES;
     for group in group_by_device(&requests) {
         let _group_span = tracing::debug_span!(
             "cold.restore_group",
@@ -91,11 +101,15 @@ pub fn restore_batch(
             .into_iter()
             .map(|r| r.expect("every read has an asker"))
             .collect();
-        let mut results: Vec<Option<ReadResult>> =
-            read_group(tier, &routes, tier.restore.parallelism)
-                .into_iter()
-                .map(Some)
-                .collect();
+        // The reads that fit in the reply are read; the others answer BUSY.
+        let fitting = fitting_reads(&routes, &mut inline_budget);
+        let mut read = read_group(tier, &routes[..fitting], tier.restore.parallelism).into_iter();
+        let mut results: Vec<Option<ReadResult>> = (0..routes.len())
+            .map(|i| match i < fitting {
+                true => read.next(),
+                false => Some(Err(over_budget())),
+            })
+            .collect();
         for &(request, read) in &group.answers {
             let a = asked[request].take().expect("each request answered once");
             uses[read] -= 1;
@@ -109,6 +123,32 @@ pub fn restore_batch(
         }
     }
     answered
+}
+
+/// How many of `routes`, in order, fit in what is left of the reply's inline budget (taken
+/// from it). The first read of a batch always fits, so one object larger than the budget
+/// still gets its (lone) answer.
+fn fitting_reads(routes: &[ObjectRoute], budget: &mut u64) -> usize {
+    let mut fitting = 0;
+    for route in routes {
+        let first_of_batch = *budget == MAX_BATCH_INLINE_BYTES;
+        if route.length > *budget && !first_of_batch {
+            break;
+        }
+        *budget = budget.saturating_sub(route.length);
+        fitting += 1;
+    }
+    fitting
+}
+
+fn over_budget() -> ColdError {
+    ColdError::Backpressure {
+        queue: "batch restore",
+        reason: format!(
+            "the batch's restored objects exceed {} MiB in one reply: get this item again",
+            MAX_BATCH_INLINE_BYTES >> 20
+        ),
+    }
 }
 
 /// The restore request of a cold-only route (`None` unless its backing is materialized).
@@ -169,4 +209,41 @@ fn read_group(tier: &ColdTier, routes: &[ObjectRoute], parallelism: usize) -> Ve
                 .expect("every read ran")
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn route(length: u64) -> ObjectRoute {
+        ObjectRoute {
+            key: "default//k".into(),
+            version: 1,
+            content_op: 1,
+            length,
+            checksum: 0,
+            replicas: Vec::new(),
+            cold: None,
+        }
+    }
+
+    #[test]
+    fn a_batch_reads_what_fits_in_one_reply_and_a_lone_large_object_still_gets_read() {
+        let mib = 1u64 << 20;
+        let four = vec![route(4 * mib); 16];
+        let mut budget = MAX_BATCH_INLINE_BYTES;
+        assert_eq!(
+            fitting_reads(&four, &mut budget),
+            12,
+            "48 MiB of 4 MiB objects"
+        );
+        assert_eq!(budget, 0);
+        // A later group gets nothing once the budget is spent.
+        assert_eq!(fitting_reads(&four[..2], &mut budget), 0);
+        // One object above the budget is read alone (its own limit is the frame's).
+        let mut budget = MAX_BATCH_INLINE_BYTES;
+        let big = [route(60 * mib), route(1)];
+        assert_eq!(fitting_reads(&big, &mut budget), 1);
+        assert!(matches!(over_budget(), ColdError::Backpressure { .. }));
+    }
 }
