@@ -187,6 +187,9 @@ pub async fn run(
         client,
         OwnerConfig {
             size: segment,
+            // Like a storage node that keeps its memory resident: the timed writes take no
+            // page faults (committing it is part of start-up, not of any phase).
+            resident: true,
             ..OwnerConfig::default()
         },
     )

@@ -143,9 +143,56 @@ impl DataPlane {
     /// After put_end succeeded: records the replicas in our own segment, and queues notices
     /// for the owners of the others (never waits for them).
     pub fn committed(&self, put: Committed<'_>, replicas: &[ReplicaDesc]) {
+        self.committed_all([(put, replicas)]);
+    }
+
+    /// [`Self::committed`] for many puts (a batch): the ownership table is locked once for
+    /// all of our own replicas, and the own segment is looked up once.
+    pub fn committed_all<'a>(
+        &self,
+        puts: impl IntoIterator<Item = (Committed<'a>, &'a [ReplicaDesc])>,
+    ) {
         let local = self.local();
-        let own = local.as_ref().map(|l| &*l.remote.segment_id);
-        let entry = |r: &ReplicaDesc| ReplayEntry {
+        let own = local.as_ref().map(|l| &l.remote.segment_id);
+        let mut owned: Vec<OwnedReplica> = Vec::new();
+        for (put, replicas) in puts {
+            for r in replicas {
+                match own {
+                    Some(own) if **own == *r.segment_id => owned.push(OwnedReplica {
+                        id: put.id.clone(),
+                        put_id: put.put_id,
+                        segment_id: own.clone(),
+                        offset: r.offset,
+                        length: r.length,
+                        checksum: put.checksum,
+                        data_type: put.data_type,
+                    }),
+                    _ => self.notify_owner(&put, r),
+                }
+            }
+        }
+        if let Some(l) = local.as_ref().filter(|_| !owned.is_empty()) {
+            l.table.record_all(owned);
+        }
+    }
+
+    /// Queues a notice of `put`'s replica `r` for the owner of its segment, if that owner
+    /// takes notices.
+    fn notify_owner(&self, put: &Committed<'_>, r: &ReplicaDesc) {
+        // Embedded and transfer-engine segments run no NOTIFY handler (the embedded one is
+        // served over TCP too, but crescentd itself holds its directory).
+        let Some(endpoint) = r
+            .endpoint
+            .as_deref()
+            .filter(|_| r.transport == TransportKind::Tcp && r.owner_id != EMBEDDED_OWNER_ID)
+        else {
+            return;
+        };
+        let target = NoticeTarget {
+            endpoint: Arc::from(endpoint),
+            owner_id: Arc::from(r.owner_id.as_str()),
+        };
+        let entry = ReplayEntry {
             id: put.id.clone(),
             put_id: put.put_id,
             segment_id: r.segment_id.clone(),
@@ -154,27 +201,7 @@ impl DataPlane {
             checksum: put.checksum,
             data_type: put.data_type,
         };
-        for r in replicas {
-            if Some(r.segment_id.as_str()) == own {
-                let l = local.as_ref().expect("own segment is attached");
-                l.table.record(OwnedReplica::from_entry(&entry(r)));
-                continue;
-            }
-            // Embedded and transfer-engine segments run no NOTIFY handler (the embedded one
-            // is served over TCP too, but crescentd itself holds its directory).
-            let Some(endpoint) = r
-                .endpoint
-                .as_deref()
-                .filter(|_| r.transport == TransportKind::Tcp && r.owner_id != EMBEDDED_OWNER_ID)
-            else {
-                continue;
-            };
-            let target = NoticeTarget {
-                endpoint: Arc::from(endpoint),
-                owner_id: Arc::from(r.owner_id.as_str()),
-            };
-            self.notifier.enqueue(target, vec![entry(r)]);
-        }
+        self.notifier.enqueue(target, vec![entry]);
     }
 
     pub fn local(&self) -> Option<LocalSegment> {

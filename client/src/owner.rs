@@ -53,6 +53,10 @@ pub struct OwnerConfig {
     /// How the owner watches crescentd so that it heartbeats at once after a restart or a
     /// leader change (`rebuild::server_watch`).
     pub watch: WatchConfig,
+    /// Commit the whole segment's memory at start (`SegmentMemory::allocate_resident`) rather
+    /// than page by page on first write: no page fault on the write path, at the price of the
+    /// full resident size from the start.
+    pub resident: bool,
 }
 
 impl Default for OwnerConfig {
@@ -66,6 +70,7 @@ impl Default for OwnerConfig {
             initial_heartbeat: Duration::from_secs(1),
             unmount_timeout: Duration::from_secs(15),
             watch: WatchConfig::default(),
+            resident: false,
         }
     }
 }
@@ -153,7 +158,10 @@ impl Owner {
         })?;
         let segment_id = segment_id_for(&owner_id);
         let incarnation = config.incarnation.unwrap_or_else(now_ms);
-        let memory = Arc::new(SegmentMemory::allocate(size)?);
+        let memory = Arc::new(match config.resident {
+            true => SegmentMemory::allocate_resident(size)?,
+            false => SegmentMemory::allocate(size)?,
+        });
         let tcp = TcpConfig {
             listen: Some(config.listen.clone()),
             advertise: config.advertise.clone(),

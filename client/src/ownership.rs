@@ -140,11 +140,11 @@ impl Inner {
             return NoticeOutcome::Stale;
         }
         let slot: Slot = (replica.id.clone(), replica.segment_id.clone());
-        match self.entries.get(&slot) {
+        let held = match self.entries.get(&slot) {
             Some(existing) if existing.put_id > replica.put_id => return NoticeOutcome::Stale,
             Some(existing) if *existing == replica => return NoticeOutcome::Recorded,
-            _ => {}
-        }
+            held => held.is_some(),
+        };
         let overlapping = self.overlapping(&replica.segment_id, replica.offset, replica.end());
         let mut older = Vec::new();
         for other in overlapping {
@@ -160,7 +160,9 @@ impl Inner {
         for other in older {
             self.remove_slot(&other);
         }
-        self.remove_slot(&slot);
+        if held {
+            self.remove_slot(&slot);
+        }
         self.by_address
             .entry(replica.segment_id.clone())
             .or_default()
@@ -256,6 +258,15 @@ impl OwnershipTable {
         let outcome = inner.record(replica);
         self.publish(&inner);
         outcome
+    }
+
+    /// Records many committed replicas under one lock (a batch put's own replicas); the
+    /// outcome of each is as [`Self::record`]'s.
+    pub fn record_all(&self, replicas: Vec<OwnedReplica>) -> Vec<NoticeOutcome> {
+        let mut inner = self.lock();
+        let outcomes = replicas.into_iter().map(|r| inner.record(r)).collect();
+        self.publish(&inner);
+        outcomes
     }
 
     /// Records the replicas another writer committed in our segments; one outcome per entry.

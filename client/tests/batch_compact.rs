@@ -58,6 +58,23 @@ async fn batch_round_trip(server: &str, tag: &str) {
             _ => assert!(!r.as_ref().unwrap().already_existed, "item {i}: {r:?}"),
         }
     }
+    // Every committed item is in the owner's ownership table (recorded for the whole batch
+    // at once) with its put id, offset-disjoint in our own segment; the refused one is not
+    // there under this batch's put id.
+    let owned = owner.ownership().snapshot();
+    for (i, r) in put.iter().enumerate().filter(|(i, _)| *i != 3) {
+        let done = r.as_ref().unwrap();
+        let id = crescent_wire::store::ObjectId::new(keys[i].as_str());
+        let entry = owner
+            .ownership()
+            .lookup(&id, owner.segment_id())
+            .unwrap_or_else(|| panic!("item {i} not recorded"));
+        assert_eq!(entry.put_id, done.put_id, "item {i}");
+        assert_eq!(entry.length, values[i].len() as u64, "item {i}");
+    }
+    assert!(owned
+        .windows(2)
+        .all(|w| w[0].offset + w[0].length <= w[1].offset));
     // Idempotent repeat: the same content again is an already-existing success.
     let again = client.put_batch(&keys[..2], &values[..2]).await.unwrap();
     assert!(again.iter().all(|r| r.as_ref().unwrap().already_existed));

@@ -154,6 +154,34 @@ async fn compact_ops_answer_like_the_classic_ones() {
         .await
         .unwrap();
 
+    // A put_start of an unknown body version, or over the batch limit, is refused whole
+    // (nothing started) and the connection stays open.
+    let over: Vec<String> = (0..1025).map(|i| format!("c{i}")).collect();
+    let over: Vec<&str> = over.iter().map(String::as_str).collect();
+    for refused in [
+        CompactPutStartRequest {
+            v: 99,
+            ..put_request(&["c"], 100)
+        },
+        put_request(&over, 100),
+    ] {
+        let e = rpc
+            .call::<_, CompactPutStartReply>(RpcOp::BatchPutStartCompact, &refused)
+            .await
+            .unwrap_err();
+        assert_eq!(e.code, ErrorCode::InvalidArgument);
+    }
+    let c = ObjectId::scoped(Some("acme"), None, "c");
+    let e = rpc
+        .call::<_, serde::de::IgnoredAny>(RpcOp::Get, &ObjectRequest { id: c })
+        .await
+        .unwrap_err();
+    assert_eq!(
+        e.code,
+        ErrorCode::NotFound,
+        "a refused batch starts nothing"
+    );
+
     // The same content again: already exists, nothing allocated.
     let again: CompactPutStartReply = rpc
         .call(RpcOp::BatchPutStartCompact, &put_request(&["a"], 100))

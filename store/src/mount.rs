@@ -141,9 +141,8 @@ impl ObjectDirectory {
                         // Replicas left the route: another version of it.
                         e.route_rev = e.route_rev.saturating_add(1);
                     }
-                    if e.pending.as_ref().is_some_and(|p| p.replicas.is_empty()) {
-                        e.pending = None;
-                        pending.remove(slot);
+                    if let Some(p) = e.pending.take_if(|p| p.replicas.is_empty()) {
+                        pending.remove(&p.put_id);
                     }
                     let keep = e.is_complete() || e.pending.is_some();
                     if !keep {

@@ -1,5 +1,7 @@
 //! put_start / put_end / put_revoke (and upsert through put_start's `upsert` flag).
 
+use rand::rngs::StdRng;
+
 use crescent_wire::store::{
     PutEndRequest, PutRevokeRequest, PutStartReply, PutStartRequest, ReplicaState,
 };
@@ -10,7 +12,7 @@ use crate::entry::{Entry, GroupId, PendingPut, Replica, Replicas};
 use crate::error::StoreError;
 use crate::identity::{ObjectName, ScopeId};
 use crate::segments::SegmentTable;
-use crate::shard::Shard;
+use crate::shard::{Claim, Shard};
 use crate::time::{Clock, Ticks};
 
 enum Attempt {
@@ -104,7 +106,27 @@ impl ObjectDirectory {
         now_ms: i64,
     ) -> Result<Attempt, StoreError> {
         let now = self.now(now_ms);
-        let mut slot = shard.lookup(scope, key);
+        // A new key (the common case) is looked up and inserted with one search of the key
+        // index; a key already there goes on below.
+        let mut started = None;
+        let claim = shard.insert_if_absent(scope, key, |rng| {
+            let Some((pending, reply)) = self.new_put(rng, scope, key, req, group, now_ms)? else {
+                return Ok(None);
+            };
+            started = Some(reply);
+            Ok::<_, StoreError>(Some(Entry::pending_only(pending, now)))
+        })?;
+        let mut slot = match claim {
+            Claim::Inserted(s) => {
+                let reply = started.expect("an inserted entry has its reply");
+                self.metrics.objects.inc();
+                shard.pending.insert(reply.put_id, s);
+                self.metrics.put("started", 1);
+                return Ok(Attempt::Done(reply));
+            }
+            Claim::Declined => return Ok(Attempt::NoSpace),
+            Claim::Present(s) => Some(s),
+        };
         if let Some(s) = slot {
             let e = shard.entry(s);
             if let Some(p) = &e.pending {
@@ -148,6 +170,37 @@ impl ObjectDirectory {
                 )));
             }
         }
+        let Some((pending, reply)) =
+            self.new_put(&mut shard.rng, scope, key, req, group, now_ms)?
+        else {
+            return Ok(Attempt::NoSpace);
+        };
+        let s = match slot {
+            Some(s) => {
+                shard.entry_mut(s).pending = Some(pending);
+                s
+            }
+            None => {
+                self.metrics.objects.inc();
+                shard.insert(scope, key.into(), Entry::pending_only(pending, now))
+            }
+        };
+        shard.pending.insert(reply.put_id, s);
+        self.metrics.put("started", 1);
+        Ok(Attempt::Done(reply))
+    }
+
+    /// A new put of `key`: its put id and its slots allocated (`None`: no room). The caller
+    /// attaches the pending put to the key's entry.
+    fn new_put(
+        &self,
+        rng: &mut StdRng,
+        scope: ScopeId,
+        key: &[u8],
+        req: &PutStartRequest,
+        group: Option<GroupId>,
+        now_ms: i64,
+    ) -> Result<Option<(Box<PendingPut>, PutStartReply)>, StoreError> {
         let table = self.table();
         if table.is_empty() {
             return Err(StoreError::Unavailable {
@@ -155,9 +208,9 @@ impl ObjectDirectory {
             });
         }
         let put_id = self.next_put_id()?;
-        let placed = self.allocate(&table, shard, req);
+        let placed = self.allocate(&table, rng, req);
         if placed.is_empty() {
-            return Ok(Attempt::NoSpace);
+            return Ok(None);
         }
         let replicas = placed
             .iter()
@@ -176,7 +229,7 @@ impl ObjectDirectory {
             checksum: req.checksum,
             data_type: req.data_type,
             replicas: Replicas::from_vec(placed),
-            started: now,
+            started: self.now(now_ms),
             scope,
             key: key.into(),
             soft_pin_until: match req.soft_pin_secs {
@@ -186,37 +239,22 @@ impl ObjectDirectory {
             hard_pin: req.hard_pin,
             group,
         });
-        let s = match slot {
-            Some(s) => {
-                shard.entry_mut(s).pending = Some(pending);
-                s
-            }
-            None => {
-                self.metrics.objects.inc();
-                shard.insert(scope, key.into(), Entry::pending_only(pending, now))
-            }
-        };
-        shard.pending.insert(s);
-        self.metrics.put("started", 1);
-        Ok(Attempt::Done(PutStartReply {
+        let reply = PutStartReply {
             put_id,
             already_exists: false,
             replicas,
-        }))
+        };
+        Ok(Some((pending, reply)))
     }
 
     /// Allocates up to `req.replicas` slots on distinct segments, in placement order.
     fn allocate(
         &self,
         table: &SegmentTable,
-        shard: &mut Shard,
+        rng: &mut StdRng,
         req: &PutStartRequest,
     ) -> Vec<Replica> {
-        let order = table.placement_order(
-            req.placement,
-            req.preferred_segment.as_deref(),
-            &mut shard.rng,
-        );
+        let order = table.placement_order(req.placement, req.preferred_segment.as_deref(), rng);
         let mut placed = Vec::with_capacity(req.replicas as usize);
         for idx in order {
             if placed.len() == req.replicas as usize {
@@ -242,7 +280,7 @@ impl ObjectDirectory {
         let Some(p) = shard.entry_mut(slot).pending.take() else {
             return;
         };
-        shard.pending.remove(&slot);
+        shard.pending.remove(&p.put_id);
         let at = p
             .started
             .saturating_add(Clock::span(self.config.release_timeout_ms));
@@ -276,7 +314,12 @@ impl ObjectDirectory {
         let scope = self.scopes.lookup(name.scope).ok_or_else(unknown)?;
         let key = name.key.as_bytes();
         let mut shard = self.lock_shard(self.shard_of(scope, key));
-        let slot = shard.lookup(scope, key).ok_or_else(unknown)?;
+        // The put's own entry through the put id index; the key index only when that is not
+        // it (to tell an ended put from an unknown one).
+        let slot = match shard.pending_slot(req.put_id, scope, key) {
+            Some(slot) => slot,
+            None => shard.lookup(scope, key).ok_or_else(unknown)?,
+        };
         let now = self.now(now_ms);
         let e = shard.entry(slot);
         if e.pending.as_ref().map(|p| p.put_id) != Some(req.put_id) {
@@ -293,7 +336,7 @@ impl ObjectDirectory {
                 key: req.id.key.clone(),
             });
         }
-        shard.pending.remove(&slot);
+        shard.pending.remove(&req.put_id);
         if revoke {
             let p = shard.entry_mut(slot).pending.take().expect("checked");
             let table = self.table();
@@ -328,7 +371,7 @@ impl ObjectDirectory {
         let span = Clock::span(self.config.release_timeout_ms);
         let stale: Vec<u32> = shard
             .pending
-            .iter()
+            .values()
             .copied()
             .filter(|&s| {
                 shard
@@ -344,7 +387,7 @@ impl ObjectDirectory {
         let table = self.table();
         for &slot in &stale {
             let p = shard.entry_mut(slot).pending.take().expect("filtered");
-            shard.pending.remove(&slot);
+            shard.pending.remove(&p.put_id);
             self.free_replicas(&table, p.replicas.as_slice(), p.size, p.put_id);
             if !shard.entry(slot).is_complete() {
                 shard.remove(p.scope, &p.key);

@@ -8,7 +8,7 @@
 //! not sized by the entry.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap, HashMap, HashSet};
+use std::collections::{btree_map, BTreeMap, BinaryHeap, HashMap};
 
 use rand::rngs::StdRng;
 
@@ -35,13 +35,25 @@ pub(crate) struct DeferredFree {
 /// (deadline, slot, put id of the version that was leased).
 pub(crate) type LeaseRecord = Reverse<(Ticks, u32, u64)>;
 
+/// What [`Shard::insert_if_absent`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Claim {
+    /// The key is indexed already, at this slot; nothing was built.
+    Present(u32),
+    /// The new entry is at this slot.
+    Inserted(u32),
+    /// The builder declined; nothing was inserted.
+    Declined,
+}
+
 #[derive(Debug)]
 pub(crate) struct Shard {
     pub scopes: HashMap<ScopeId, BTreeMap<Box<[u8]>, u32>>,
     pub slab: Vec<Option<Entry>>,
     free_slots: Vec<u32>,
-    /// Slots whose entry has a put in progress.
-    pub pending: HashSet<u32>,
+    /// The puts in progress: put id -> the slot of its entry. Keyed by put id so that a
+    /// put_end finds its entry without searching the key index.
+    pub pending: HashMap<u64, u32>,
     pub leases: BinaryHeap<LeaseRecord>,
     pub deferred: Vec<DeferredFree>,
     /// Cold backings by slot (out of line: few entries have one).
@@ -55,7 +67,7 @@ impl Shard {
             scopes: HashMap::new(),
             slab: Vec::new(),
             free_slots: Vec::new(),
-            pending: HashSet::new(),
+            pending: HashMap::new(),
             leases: BinaryHeap::new(),
             deferred: Vec::new(),
             cold: HashMap::new(),
@@ -80,18 +92,60 @@ impl Shard {
     }
 
     pub fn insert(&mut self, scope: ScopeId, key: Box<[u8]>, entry: Entry) -> u32 {
-        let slot = match self.free_slots.pop() {
+        let slot = Self::place(&mut self.slab, &mut self.free_slots, entry);
+        self.scopes.entry(scope).or_default().insert(key, slot);
+        slot
+    }
+
+    /// Inserts the entry `make` builds under (`scope`, `key`) unless the key is indexed
+    /// already, with one search of the key index (a lookup, then an insert, searches twice).
+    /// `make` gets the shard's random source (for placement); it may decline (`Ok(None)`) or
+    /// fail, and nothing is inserted then.
+    pub fn insert_if_absent<E>(
+        &mut self,
+        scope: ScopeId,
+        key: &[u8],
+        make: impl FnOnce(&mut StdRng) -> Result<Option<Entry>, E>,
+    ) -> Result<Claim, E> {
+        let Self {
+            scopes,
+            slab,
+            free_slots,
+            rng,
+            ..
+        } = self;
+        let index = scopes.entry(scope).or_default();
+        let claim = match index.entry(Box::from(key)) {
+            btree_map::Entry::Occupied(o) => Ok(Claim::Present(*o.get())),
+            btree_map::Entry::Vacant(v) => match make(rng) {
+                Ok(Some(entry)) => {
+                    let slot = Self::place(slab, free_slots, entry);
+                    v.insert(slot);
+                    Ok(Claim::Inserted(slot))
+                }
+                Ok(None) => Ok(Claim::Declined),
+                Err(e) => Err(e),
+            },
+        };
+        if index.is_empty() {
+            // A scope is indexed only while it holds a key.
+            scopes.remove(&scope);
+        }
+        claim
+    }
+
+    /// Puts `entry` in a free slot of the slab (or a new one).
+    fn place(slab: &mut Vec<Option<Entry>>, free_slots: &mut Vec<u32>, entry: Entry) -> u32 {
+        match free_slots.pop() {
             Some(s) => {
-                self.slab[s as usize] = Some(entry);
+                slab[s as usize] = Some(entry);
                 s
             }
             None => {
-                self.slab.push(Some(entry));
-                (self.slab.len() - 1) as u32
+                slab.push(Some(entry));
+                (slab.len() - 1) as u32
             }
-        };
-        self.scopes.entry(scope).or_default().insert(key, slot);
-        slot
+        }
     }
 
     /// Takes the entry out of the index and slab.
@@ -106,12 +160,22 @@ impl Shard {
 
     /// Frees a slot whose index entry is already gone.
     pub fn release_slot(&mut self, slot: u32) -> Entry {
-        self.pending.remove(&slot);
         self.cold.remove(&slot);
         self.free_slots.push(slot);
-        self.slab[slot as usize]
+        let entry = self.slab[slot as usize]
             .take()
-            .expect("slot holds an entry")
+            .expect("slot holds an entry");
+        if let Some(p) = &entry.pending {
+            self.pending.remove(&p.put_id);
+        }
+        entry
+    }
+
+    /// The slot of put `put_id` if it is in progress on the entry of (`scope`, `key`).
+    pub fn pending_slot(&self, put_id: u64, scope: ScopeId, key: &[u8]) -> Option<u32> {
+        let slot = *self.pending.get(&put_id)?;
+        let p = self.entry(slot).pending.as_ref()?;
+        (p.put_id == put_id && p.scope == scope && *p.key == *key).then_some(slot)
     }
 
     /// Defers the release of `replicas` (each a slot for a `size`-byte value) until `at`.

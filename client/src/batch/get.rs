@@ -257,15 +257,15 @@ impl CrescentClient {
         for ((i, reply, off), choice) in found.into_iter().zip(first) {
             let key = keys[i].as_ref();
             let size = reply.size as usize;
-            let mut value = vec![0u8; size];
-            let checked = |value: &[u8]| match reply.checksum {
-                Some(_) => verify(key, reply.checksum, crc32c::crc32c(value)),
-                None => Ok(()),
+            let checked = |value: Vec<u8>| match reply.checksum {
+                Some(_) => verify(key, reply.checksum, crc32c::crc32c(&value)).map(|()| value),
+                None => Ok(value),
             };
             let mut outcome = match choice {
                 FirstRead::Transfer(d) if statuses[d].is_ok() => {
+                    let mut value = vec![0u8; size];
                     buf.read(off, &mut value).await?;
-                    checked(&value)
+                    checked(value)
                 }
                 FirstRead::Transfer(d) => Err(ClientError::transfer(
                     format!("reading segment {}", descs[d].remote.segment_id),
@@ -273,12 +273,13 @@ impl CrescentClient {
                 )),
                 FirstRead::OwnSegment(offset) => {
                     let (own, memory) = own_memory.as_ref().expect("chosen only with memory");
-                    match memory.read_at(offset, &mut value).await {
-                        Ok(()) => checked(&value),
+                    // Straight into a new vector: no zero-fill before the copy.
+                    match memory.read_to_vec(offset, reply.size).await {
+                        Ok(value) => checked(value),
                         Err(e) => Err(ClientError::transfer(format!("reading segment {own}"), e)),
                     }
                 }
-                FirstRead::Nothing if size == 0 => Ok(()),
+                FirstRead::Nothing if size == 0 => Ok(Vec::new()),
                 FirstRead::Nothing => Err(ClientError::item(
                     crescent_wire::ErrorCode::NotReady,
                     format!("key {key:?} has no readable replica"),
@@ -286,6 +287,7 @@ impl CrescentClient {
             };
             if outcome.is_err() {
                 // Fall back, one replica at a time, to the others (rare).
+                let mut value = vec![0u8; size];
                 let skip = usize::from(!matches!(choice, FirstRead::Nothing));
                 for replica in read_order(&reply.replicas, local.as_ref())
                     .into_iter()
@@ -305,12 +307,12 @@ impl CrescentClient {
                     }
                     buf.read(off, &mut value).await?;
                     if verify(key, reply.checksum, crc32c::crc32c(&value)).is_ok() {
-                        outcome = Ok(());
+                        outcome = Ok(value);
                         break;
                     }
                 }
             }
-            results[i] = Some(outcome.map(|()| value));
+            results[i] = Some(outcome);
         }
         Ok(())
     }

@@ -50,6 +50,32 @@ fn shared_options(req: &PutStartRequest) -> CompactPutOptions {
     }
 }
 
+/// Whether `a` and `b` agree on every option a compact body shares (what [`shared_options`]
+/// takes), compared in place: no copy per item.
+fn same_shared_options(a: &PutStartRequest, b: &PutStartRequest) -> bool {
+    // Destructured in full so that a new request field must be placed here (shared or per
+    // item) before this compiles.
+    let PutStartRequest {
+        id: _,
+        size: _,
+        checksum: _,
+        replicas,
+        placement,
+        preferred_segment,
+        data_type,
+        upsert,
+        soft_pin_secs,
+        hard_pin,
+    } = a;
+    *replicas == b.replicas
+        && *placement == b.placement
+        && *preferred_segment == b.preferred_segment
+        && *data_type == b.data_type
+        && *upsert == b.upsert
+        && *soft_pin_secs == b.soft_pin_secs
+        && *hard_pin == b.hard_pin
+}
+
 /// The classic answers of a compact batch put_start answer for items of `sizes` (a replica's
 /// length is its item's size); a malformed answer fails the batch.
 fn expand_put_reply(
@@ -95,11 +121,10 @@ impl CrescentClient {
         requests: Vec<PutStartRequest>,
     ) -> Result<(Vec<ItemResult<PutStartReply>>, Option<Current>), ClientError> {
         let shareable = requests.first().is_some_and(|first| {
-            let options = shared_options(first);
             requests.iter().all(|r| {
                 r.id.tenant == first.id.tenant
                     && r.id.domain == first.id.domain
-                    && shared_options(r) == options
+                    && same_shared_options(r, first)
             })
         });
         if shareable {
@@ -360,19 +385,20 @@ impl CrescentClient {
         }
         // Only the leader that started the puts knows them.
         let ended = self.batch_put_ends(ends, &leader).await?;
-        for ((pos, reply), end) in ending.into_iter().zip(ended) {
-            let (i, ..) = sent[pos];
+        let mut committed = Vec::with_capacity(ending.len());
+        for ((pos, reply), end) in ending.iter().zip(ended) {
+            let (i, ..) = sent[*pos];
             results[i] = Some(item(end).map(|_| {
-                let (checksum, data_type) = metas[pos];
-                self.data.committed(
+                let (checksum, data_type) = metas[*pos];
+                committed.push((
                     Committed {
-                        id: &ids[pos],
+                        id: &ids[*pos],
                         put_id: reply.put_id,
                         checksum,
                         data_type,
                     },
-                    &reply.replicas,
-                );
+                    reply.replicas.as_slice(),
+                ));
                 PutOutcome {
                     put_id: reply.put_id,
                     already_existed: false,
@@ -380,6 +406,8 @@ impl CrescentClient {
                 }
             }));
         }
+        // Recorded together: one ownership-table lock for the whole batch.
+        self.data.committed_all(committed);
         Ok(results
             .into_iter()
             .map(|r| r.expect("every item gets a result"))

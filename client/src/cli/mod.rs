@@ -110,6 +110,10 @@ pub enum Command {
         /// Owner id (stable across restarts); default `owner-<random>`.
         #[arg(long)]
         id: Option<String>,
+        /// Commit the segment's memory at start instead of page by page on first write (no
+        /// page faults on the write path; the whole size is resident from the start).
+        #[arg(long)]
+        resident: bool,
     },
     /// Cold tier devices.
     Cold {

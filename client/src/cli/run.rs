@@ -231,6 +231,7 @@ pub(super) async fn run(cli: Cli) -> Result<u8, ClientError> {
             listen,
             advertise,
             id,
+            resident,
         } => {
             let owner = Owner::start(
                 &client,
@@ -239,6 +240,7 @@ pub(super) async fn run(cli: Cli) -> Result<u8, ClientError> {
                     size,
                     listen,
                     advertise,
+                    resident,
                     ..OwnerConfig::default()
                 },
             )

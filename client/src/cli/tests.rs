@@ -112,12 +112,21 @@ fn owner_and_bench_arguments() {
             listen,
             advertise,
             id,
+            resident,
         } => {
             assert_eq!(size, 64 << 20);
             assert_eq!(listen, "0.0.0.0:9000");
             assert_eq!(advertise.as_deref(), Some("10.0.0.1:9000"));
             assert_eq!(id.as_deref(), Some("n1"));
+            assert!(!resident, "lazily committed unless asked");
         }
+        other => panic!("{other:?}"),
+    }
+    match parse(&["owner", "--size", "1G", "--resident"])
+        .unwrap()
+        .command
+    {
+        Command::Owner { resident, .. } => assert!(resident),
         other => panic!("{other:?}"),
     }
     assert!(parse(&["owner"]).is_err(), "--size is required");

@@ -19,40 +19,40 @@ use crescent_wire::ApiError;
 use crate::api::ops;
 use crate::node::NodeState;
 
-fn checked(v: u16, items: usize) -> Result<(), ApiError> {
+/// Unpacks the part every compact request shares: checks its format version and item count,
+/// and gives each item the request's one scope. `split` takes an item apart into its key and
+/// the rest; the answer pairs each item's object id with that rest, in request order.
+fn scoped_items<T, R>(
+    v: u16,
+    tenant: Option<String>,
+    domain: Option<String>,
+    items: Vec<T>,
+    split: impl Fn(T) -> (String, R),
+) -> Result<impl Iterator<Item = (ObjectId, R)>, ApiError> {
     check_version(v).map_err(|e| ApiError::invalid(e.to_string()))?;
-    if items > MAX_BATCH {
+    if items.len() > MAX_BATCH {
         return Err(ApiError::invalid(format!(
-            "{items} items; a batch holds at most {MAX_BATCH}"
+            "{} items; a batch holds at most {MAX_BATCH}",
+            items.len()
         )));
     }
-    Ok(())
-}
-
-fn scoped(tenant: &Option<String>, domain: &Option<String>, key: String) -> ObjectId {
-    ObjectId {
-        tenant: tenant.clone(),
-        domain: domain.clone(),
-        key,
-    }
+    Ok(items.into_iter().map(move |item| {
+        let (key, rest) = split(item);
+        let id = ObjectId {
+            tenant: tenant.clone(),
+            domain: domain.clone(),
+            key,
+        };
+        (id, rest)
+    }))
 }
 
 pub(super) fn batch_get(
     state: &NodeState,
     req: CompactKeysRequest,
 ) -> Result<CompactGetReply, ApiError> {
-    checked(req.v, req.keys.len())?;
-    let CompactKeysRequest {
-        tenant,
-        domain,
-        keys,
-        ..
-    } = req;
-    let items = keys
-        .into_iter()
-        .map(|key| ObjectRequest {
-            id: scoped(&tenant, &domain, key),
-        })
+    let items = scoped_items(req.v, req.tenant, req.domain, req.keys, |key| (key, ()))?
+        .map(|(id, ())| ObjectRequest { id })
         .collect();
     let classic = ops::batch_get(state, BatchRequest { items })?;
     let mut segments = SegmentTableBuilder::default();
@@ -90,29 +90,23 @@ pub(super) fn batch_put_start(
     state: &NodeState,
     req: CompactPutStartRequest,
 ) -> Result<CompactPutStartReply, ApiError> {
-    checked(req.v, req.items.len())?;
-    let CompactPutStartRequest {
-        tenant,
-        domain,
-        options: o,
-        items,
-        ..
-    } = req;
-    let items = items
-        .into_iter()
-        .map(|item| PutStartRequest {
-            id: scoped(&tenant, &domain, item.0),
-            size: item.1,
-            replicas: o.replicas,
-            placement: o.placement,
-            preferred_segment: o.preferred_segment.clone(),
-            data_type: o.data_type,
-            checksum: item.2,
-            upsert: o.upsert,
-            soft_pin_secs: o.soft_pin_secs,
-            hard_pin: o.hard_pin,
-        })
-        .collect();
+    let o = req.options;
+    let items = scoped_items(req.v, req.tenant, req.domain, req.items, |item| {
+        (item.0, (item.1, item.2))
+    })?
+    .map(|(id, (size, checksum))| PutStartRequest {
+        id,
+        size,
+        replicas: o.replicas,
+        placement: o.placement,
+        preferred_segment: o.preferred_segment.clone(),
+        data_type: o.data_type,
+        checksum,
+        upsert: o.upsert,
+        soft_pin_secs: o.soft_pin_secs,
+        hard_pin: o.hard_pin,
+    })
+    .collect();
     let classic = ops::batch_put_start(state, BatchRequest { items })?;
     let mut segments = SegmentTableBuilder::default();
     let items = classic
@@ -151,20 +145,11 @@ pub(super) fn batch_put_end(
     state: &NodeState,
     req: CompactPutEndRequest,
 ) -> Result<CompactAckReply, ApiError> {
-    checked(req.v, req.items.len())?;
-    let CompactPutEndRequest {
-        tenant,
-        domain,
-        items,
-        ..
-    } = req;
-    let items = items
-        .into_iter()
-        .map(|item| PutEndRequest {
-            id: scoped(&tenant, &domain, item.0),
-            put_id: item.1,
-        })
-        .collect();
+    let items = scoped_items(req.v, req.tenant, req.domain, req.items, |item| {
+        (item.0, item.1)
+    })?
+    .map(|(id, put_id)| PutEndRequest { id, put_id })
+    .collect();
     let classic = ops::batch_put_end(state, BatchRequest { items })?;
     let items = classic
         .items
