@@ -10,6 +10,16 @@ use std::time::Duration;
 use common::DirNode;
 use crescent_client::{CrescentClient, Owner, OwnerConfig, PutOptions};
 
+/// The server's RPC fast-path description (`GET /v1/rpc`: version, features).
+async fn rpc_info(server: &str) -> serde_json::Value {
+    reqwest::get(format!("http://{server}/v1/rpc"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
 /// `crescent_rpc_requests_total{op, code="OK"}` as the server counts it.
 async fn served(server: &str, op: &str) -> u64 {
     let text = reqwest::get(format!("http://{server}/metrics"))
@@ -147,12 +157,7 @@ async fn new_client_ends_puts_classically_on_a_server_without_the_compact_put_en
         &[],
     );
     let server = node.s();
-    let info: serde_json::Value = reqwest::get(format!("http://{server}/v1/rpc"))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let info = rpc_info(&server).await;
     assert_eq!(info["features"], serde_json::json!(["compact_batch_v1"]));
     batch_round_trip(&server, "mid").await;
     assert_eq!(served(&server, "batch_put_start_compact").await, 3);
@@ -170,12 +175,7 @@ async fn new_client_uses_the_classic_ops_of_a_server_without_the_feature() {
         &[],
     );
     let server = node.s();
-    let info: serde_json::Value = reqwest::get(format!("http://{server}/v1/rpc"))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let info = rpc_info(&server).await;
     assert!(info.get("features").is_none(), "{info}");
     batch_round_trip(&server, "old").await;
     assert_eq!(served(&server, "batch_get").await, 2);

@@ -370,6 +370,11 @@ mod tests {
     fn allocation_is_page_aligned_and_zeroed() {
         let m = SegmentMemory::allocate(3 * page_size() + 5).unwrap();
         assert_eq!(m.as_ptr() as usize % page_size(), 0);
+        assert_all_zero(&m);
+    }
+
+    /// Reads all of `m` (into a buffer that starts non-zero) and checks every byte is zero.
+    fn assert_all_zero(m: &SegmentMemory) {
         let rt = tokio::runtime::Builder::new_current_thread()
             .build()
             .unwrap();
@@ -401,12 +406,7 @@ mod tests {
         let m = SegmentMemory::allocate_resident(len).unwrap();
         assert_eq!(m.as_ptr() as usize % page_size(), 0);
         assert_eq!(resident_pages(&m), 16);
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .build()
-            .unwrap();
-        let mut buf = vec![1u8; m.len()];
-        rt.block_on(m.read_at(0, &mut buf)).unwrap();
-        assert!(buf.iter().all(|&b| b == 0));
+        assert_all_zero(&m);
         assert_eq!(
             SegmentMemory::allocate_resident(0).unwrap_err().code(),
             "INVALID_ARGUMENT"
