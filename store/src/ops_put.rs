@@ -120,9 +120,7 @@ impl ObjectDirectory {
             Claim::Inserted(s) => {
                 let reply = started.expect("an inserted entry has its reply");
                 self.metrics.objects.inc();
-                shard.pending.insert(reply.put_id, s);
-                self.metrics.put("started", 1);
-                return Ok(Attempt::Done(reply));
+                return Ok(self.started(shard, s, reply));
             }
             Claim::Declined => return Ok(Attempt::NoSpace),
             Claim::Present(s) => Some(s),
@@ -185,9 +183,14 @@ impl ObjectDirectory {
                 shard.insert(scope, key.into(), Entry::pending_only(pending, now))
             }
         };
-        shard.pending.insert(reply.put_id, s);
+        Ok(self.started(shard, s, reply))
+    }
+
+    /// Indexes a started put by its id (put_end finds it there) and counts it.
+    fn started(&self, shard: &mut Shard, slot: u32, reply: PutStartReply) -> Attempt {
+        shard.pending.insert(reply.put_id, slot);
         self.metrics.put("started", 1);
-        Ok(Attempt::Done(reply))
+        Attempt::Done(reply)
     }
 
     /// A new put of `key`: its put id and its slots allocated (`None`: no room). The caller
