@@ -19,8 +19,8 @@ impl LocalDirDevice {
         expected_checksum: u32,
         dst: &mut [u8],
     ) -> Result<(), ColdError> {
-        let _span = tracing::debug_span!("cold_read_slice", device = %self.device_id, locator)
-            .entered();
+        let _span =
+            tracing::debug_span!("cold_read_slice", device = %self.device_id, locator).entered();
         let expected_length = dst.len() as u64;
         let path = self.path_of(locator)?;
         let op_id = parse_locator(locator).expect("path_of checked the locator");
@@ -85,7 +85,8 @@ mod tests {
         let receipt = dev.write(op, &payload).unwrap();
         let sum = payload_checksum(&payload);
         let mut dst = vec![0u8; payload.len()];
-        dev.read_into_slice(&receipt.locator, sum, &mut dst).unwrap();
+        dev.read_into_slice(&receipt.locator, sum, &mut dst)
+            .unwrap();
         assert_eq!(dst, payload);
         // A wrong expected length (the slice) or checksum is refused before reading.
         let mut short = vec![0u8; payload.len() - 1];

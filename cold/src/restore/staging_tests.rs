@@ -149,7 +149,11 @@ fn a_promotion_pin_overlapping_expiry_holds_the_slot() {
     assert_eq!(pinned, placed);
     assert_eq!(p.expire(2_000), vec![token]);
     assert_eq!(p.transfer_terminal(token), Ok(Release::Held));
-    assert_eq!(p.used_bytes(), 3 * MIB, "the promotion still copies from it");
+    assert_eq!(
+        p.used_bytes(),
+        3 * MIB,
+        "the promotion still copies from it"
+    );
     assert_eq!(
         p.unpin_promotion(placed.slot),
         Ok(Release::Recycled(placed.slot))
