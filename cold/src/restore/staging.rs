@@ -388,6 +388,15 @@ impl StagingPool {
         Ok(self.recycle_if_free(slot))
     }
 
+    /// Where an allocated slot lies.
+    pub fn placement(&self, slot: SlotId) -> Option<Placement> {
+        self.slots.get(&slot).map(|s| Placement {
+            slot,
+            offset: s.first_unit as u64 * self.config.unit_bytes.max(1),
+            length: s.length,
+        })
+    }
+
     /// Whether a slot is allocated and ready (a reader of the same payload may share it).
     pub fn is_ready(&self, slot: SlotId) -> bool {
         self.slots.get(&slot).is_some_and(|s| s.ready)

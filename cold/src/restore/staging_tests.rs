@@ -27,6 +27,8 @@ fn reserve_takes_contiguous_units_first_fit() {
     let mut p = pool(8 * MIB);
     let a = p.reserve(4 * MIB).unwrap();
     assert_eq!((a.slot, a.offset, a.length), (100, 0, 4 * MIB));
+    assert_eq!(p.placement(a.slot), Some(a));
+    assert_eq!(p.placement(7), None);
     let b = p.reserve(MIB + 1).unwrap();
     assert_eq!((b.slot, b.offset, b.length), (101, 4 * MIB, MIB + 1));
     assert_eq!(p.used_bytes(), 6 * MIB);
