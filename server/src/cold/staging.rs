@@ -476,3 +476,32 @@ pub fn ack_released(
         staging.ack(token, now);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::StagingSettings;
+
+    fn settings(bytes: u64, unit_bytes: u64, ttl_ms: u64) -> StagingSettings {
+        StagingSettings {
+            bytes,
+            unit_bytes,
+            ttl_ms,
+            min_bytes: 0,
+        }
+    }
+
+    #[test]
+    fn settings_are_validated_and_round_the_region_down_to_whole_units() {
+        assert!(
+            settings(0, 0, 0).validate().is_ok(),
+            "off needs nothing else"
+        );
+        assert!(settings(64 << 20, 64 << 10, 5_000).validate().is_ok());
+        assert!(settings(64 << 20, 1024, 5_000).validate().is_err());
+        assert!(settings(32 << 10, 64 << 10, 5_000).validate().is_err());
+        assert!(settings(64 << 20, 64 << 10, 50).validate().is_err());
+        let config = settings((1 << 20) + 100, 64 << 10, 1_000).pool_config();
+        assert_eq!(config.capacity_bytes, 1 << 20);
+        assert_eq!(config.reader_ttl_ms, 1_000);
+    }
+}
