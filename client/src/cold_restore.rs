@@ -27,7 +27,10 @@ use crescent_cold::local_dir::LocalDirDevice;
 use crescent_cold::ColdError;
 use crescent_wire::cold::{ColdBackingRef, COLD_BACKING_REF_VERSION};
 use crescent_wire::rpc::RpcOp;
-use crescent_wire::store::{GetReply, GetRequest, ObjectId};
+use crescent_wire::segments::TransportKind;
+use crescent_wire::store::{
+    GetReply, GetRequest, ObjectId, ReplicaDesc, ReplicaState, STAGED_PAYLOAD_VERSION,
+};
 use prometheus::{IntCounterVec, Opts, Registry};
 use tracing::Instrument;
 
@@ -42,11 +45,16 @@ const BLOCKING_READ_BYTES: u64 = 256 << 10;
 /// Outcomes of local restores (the `outcome` label): read and verified here, or fallen back
 /// to the server's restore.
 pub const LOCAL_RESTORE_OUTCOMES: [&str; 2] = ["local", "fallback"];
+/// Outcomes of staged remote restores (the `outcome` label).
+pub const STAGED_RESTORE_OUTCOMES: [&str; 2] = ["staged", "fallback"];
 
 /// A client's local-restore state: on or off, and the device roots it has checked.
 #[derive(Debug)]
 pub struct LocalColdRestore {
     enabled: AtomicBool,
+    /// Remote restores may answer through the server's staging pool (`GetReply::staged`).
+    staged: AtomicBool,
+    staged_reads: IntCounterVec,
     readers: Mutex<HashMap<(String, PathBuf), Arc<LocalDirDevice>>>,
     restores: IntCounterVec,
 }
@@ -55,6 +63,17 @@ impl LocalColdRestore {
     pub fn new(enabled: bool) -> Self {
         Self {
             enabled: AtomicBool::new(enabled),
+            staged: AtomicBool::new(true),
+            staged_reads: IntCounterVec::new(
+                Opts::new(
+                    "crescent_client_cold_staged_restores_total",
+                    "Cold-only objects the server staged for this client, by outcome (staged: \
+                     read from the staging pool and verified; fallback: refused or unreadable, \
+                     read inline instead).",
+                ),
+                &["outcome"],
+            )
+            .expect("valid metric"),
             readers: Mutex::new(HashMap::new()),
             restores: IntCounterVec::new(
                 Opts::new(
@@ -84,7 +103,26 @@ impl LocalColdRestore {
     pub fn register(&self, registry: &Registry) -> Result<(), ClientError> {
         registry
             .register(Box::new(self.restores.clone()))
+            .and_then(|()| registry.register(Box::new(self.staged_reads.clone())))
             .map_err(|e| ClientError::InvalidArgument(format!("client metrics: {e}")))
+    }
+
+    /// Whether remote restores may answer through the server's staging pool.
+    pub fn staged_enabled(&self) -> bool {
+        self.staged.load(Ordering::Relaxed)
+    }
+
+    pub fn set_staged_enabled(&self, enabled: bool) {
+        self.staged.store(enabled, Ordering::Relaxed);
+    }
+
+    /// Staged restores so far with `outcome` (one of [`STAGED_RESTORE_OUTCOMES`]).
+    pub fn staged_count(&self, outcome: &str) -> u64 {
+        self.staged_reads.with_label_values(&[outcome]).get()
+    }
+
+    pub(crate) fn count_staged(&self, outcome: &str) {
+        self.staged_reads.with_label_values(&[outcome]).inc();
     }
 
     /// The checked reader of the backing's device directory.
@@ -167,11 +205,16 @@ impl CrescentClient {
     /// A get's answer, with a cold-only object's value read here when the server named its
     /// backing, or the value the server restored inline; either way its length and CRC32C
     /// were checked exactly once before it is returned.
-    pub(crate) async fn get_reply(&self, id: ObjectId) -> Result<GetAnswer, ClientError> {
+    pub(crate) async fn get_reply(
+        &self,
+        id: ObjectId,
+        accept_staged: bool,
+    ) -> Result<GetAnswer, ClientError> {
         let local = self.cold_restore.enabled();
         let request = GetRequest {
             id: id.clone(),
             accept_cold_backing: local,
+            accept_staged: accept_staged && self.cold_restore.staged_enabled(),
         };
         let mut reply: GetReply = self.call(RpcOp::Get, &request).await?;
         let Some(backing) = reply.cold_backing.take() else {
@@ -208,6 +251,7 @@ impl CrescentClient {
                 let remote = GetRequest {
                     id,
                     accept_cold_backing: false,
+                    accept_staged: false,
                 };
                 let reply: GetReply = self.call(RpcOp::Get, &remote).await?;
                 verified_inline(&remote.id.key, reply)
@@ -219,6 +263,12 @@ impl CrescentClient {
     /// [`crate::ClientOptions::no_local_cold_restore`]); shared by clones of this client.
     pub fn set_local_cold_restore(&self, enabled: bool) {
         self.cold_restore.set_enabled(enabled);
+    }
+
+    /// Turns remote restores through the server's staging pool on or off (on by default;
+    /// off: a remote restore answers inline); shared by clones of this client.
+    pub fn set_staged_cold_restore(&self, enabled: bool) {
+        self.cold_restore.set_staged_enabled(enabled);
     }
 
     /// The client's local-restore counters.
@@ -239,6 +289,43 @@ fn verified_inline(key: &str, mut reply: GetReply) -> Result<GetAnswer, ClientEr
     };
     Ok(GetAnswer { reply, value })
 }
+
+/// A reply whose payload the server staged, as a reply with one replica to read like any
+/// hot one: the staged bytes, in the server's staging region (the data plane reads them into
+/// the reader's own buffer; the caller checks their CRC32C against the staged checksum before
+/// returning anything). Refused (the caller then asks for the bytes inline) when the staged
+/// payload's layout version is unknown or it does not describe the object the reply does.
+pub(crate) fn staged_as_replica(reply: &GetReply) -> Result<Option<GetReply>, ClientError> {
+    let Some(staged) = &reply.staged else {
+        return Ok(None);
+    };
+    let checksum_differs = reply.checksum.is_some_and(|c| c != staged.checksum);
+    if staged.version != STAGED_PAYLOAD_VERSION || staged.length != reply.size || checksum_differs {
+        return Err(ClientError::Protocol(format!(
+            "staged payload v{} of {} bytes (CRC32C {:08x}) for an object of {} bytes ({:?})",
+            staged.version, staged.length, staged.checksum, reply.size, reply.checksum
+        )));
+    }
+    Ok(Some(GetReply {
+        replicas: vec![ReplicaDesc {
+            segment_id: staged.segment_id.clone(),
+            owner_id: STAGING_OWNER.to_string(),
+            endpoint: Some(staged.endpoint.clone()),
+            transport: TransportKind::Tcp,
+            offset: staged.offset,
+            length: staged.length,
+            state: ReplicaState::Complete,
+        }],
+        checksum: Some(staged.checksum),
+        inline: None,
+        cold_backing: None,
+        staged: None,
+        ..reply.clone()
+    }))
+}
+
+/// Owner id shown for a staged payload read as a replica (never sent anywhere).
+const STAGING_OWNER: &str = "crescentd-staging";
 
 /// The backing a server named must describe the object its reply describes (the reader
 /// verified the file against the backing's length and checksum, so they carry over).

@@ -115,6 +115,7 @@ fn reply_of(payload: &[u8], inline: Option<Vec<u8>>) -> GetReply {
         lease_until_ms: 0,
         inline,
         cold_backing: None,
+        staged: None,
     }
 }
 

@@ -22,6 +22,8 @@ pub(crate) fn release_of(id: &ObjectId, reply: &GetReply) -> Option<ReleaseReque
         id: id.clone(),
         put_id: reply.put_id,
         lease_until_ms: reply.lease_until_ms,
+        // A get answered from the staging pool acks its token with the release.
+        staged_token: reply.staged.as_ref().map(|s| s.token),
     })
 }
 

@@ -112,6 +112,7 @@ mod tests {
             id: ObjectId::new(key),
             put_id: 7,
             lease_until_ms: 1_000,
+            staged_token: None,
         }
     }
 

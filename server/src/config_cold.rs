@@ -69,6 +69,15 @@ pub struct ColdSettings {
     pub promotion_max_defer_ms: u64,
     /// Reads in flight at once for the cold-only items of one batch get (per device).
     pub restore_parallelism: usize,
+    /// Remote restores through the staging pool (seed 003): bytes of the registered staging
+    /// region served by the embedded segment's transfer listener (0: off, every remote
+    /// restore answers inline), its allocation unit, how long a reader may hold a staged
+    /// payload before its token is fenced, and the smallest payload staged (smaller ones
+    /// answer inline: one RPC beats an RPC plus a transfer).
+    pub staging_bytes: u64,
+    pub staging_unit_bytes: u64,
+    pub staging_ttl_ms: u64,
+    pub staging_min_bytes: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -119,6 +128,10 @@ impl Default for ColdSettings {
             promotion_quiet_ms: 50,
             promotion_max_defer_ms: 2_000,
             restore_parallelism: 2,
+            staging_bytes: 64 << 20,
+            staging_unit_bytes: 64 << 10,
+            staging_ttl_ms: 5_000,
+            staging_min_bytes: 256 << 10,
         }
     }
 }
@@ -137,6 +150,16 @@ impl ColdSettings {
             max_attempts: self.max_attempts,
             high_watermark: self.queue_high_watermark,
             low_watermark: self.queue_low_watermark,
+        }
+    }
+
+    /// The remote-restore staging pool's settings.
+    pub fn staging(&self) -> crate::cold::staging::StagingSettings {
+        crate::cold::staging::StagingSettings {
+            bytes: self.staging_bytes,
+            unit_bytes: self.staging_unit_bytes,
+            ttl_ms: self.staging_ttl_ms,
+            min_bytes: self.staging_min_bytes,
         }
     }
 
@@ -199,6 +222,9 @@ impl ColdSettings {
         if !(1..=64).contains(&self.restore_parallelism) {
             return Err(invalid("cold.restore_parallelism", "between 1 and 64"));
         }
+        self.staging()
+            .validate()
+            .map_err(|reason| invalid("cold.staging", reason))?;
         if let Some(root) = &self.root {
             if root.as_os_str().is_empty() {
                 return Err(invalid("cold.root", "must not be empty"));

@@ -35,6 +35,8 @@ pub struct EmbeddedSegment {
     /// The served memory (the cold tier reads offloads from it and writes restores into it).
     memory: Arc<SegmentMemory>,
     transport: Option<Arc<TcpTransport>>,
+    /// The remote-restore staging pool, served by the same listener (`cold::staging`).
+    pub staging: Option<Arc<crate::cold::staging::StagedRestores>>,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<JoinHandle<()>>,
 }
@@ -136,6 +138,7 @@ impl EmbeddedSegment {
             incarnation: 0,
             memory,
             transport: Some(transport),
+            staging: None,
             shutdown: Some(shutdown_tx),
             thread: Some(thread),
         })
@@ -157,6 +160,9 @@ impl EmbeddedSegment {
     }
 
     fn shutdown_now(&mut self) {
+        if let Some(staging) = self.staging.take() {
+            staging.withdraw();
+        }
         if let Some(t) = self.transport.take() {
             let _ = t.withdraw_segment(&self.segment_id);
         }
@@ -193,6 +199,7 @@ pub async fn mount_embedded(state: &Arc<crate::node::NodeState>) -> Result<(), S
         return Ok(());
     }
     let mut segment = EmbeddedSegment::start(settings, state.transport_metrics.clone())?;
+    start_staging(state, &mut segment);
     let recovered = state
         .segments
         .read(INSTANCE_ID, |r: &SegmentRegistry| {
@@ -230,4 +237,44 @@ pub async fn mount_embedded(state: &Arc<crate::node::NodeState>) -> Result<(), S
         size = segment.size, "embedded segment mounted");
     *state.embedded.lock().expect("embedded mutex") = Some(segment);
     Ok(())
+}
+
+/// Serves the cold tier's remote-restore staging region on the embedded segment's listener,
+/// when the tier is on and `[cold] staging_bytes` is not 0. A failure only leaves remote
+/// restores inline (logged).
+fn start_staging(state: &crate::node::NodeState, segment: &mut EmbeddedSegment) {
+    let Some(tier) = state.cold.get() else {
+        return;
+    };
+    let settings = tier.restore.staging;
+    let Some(transport) = segment.transport.clone() else {
+        return;
+    };
+    if !settings.enabled() {
+        return;
+    }
+    // Ids unique to this run: a token from an earlier run is unknown here, never another's.
+    let first_id = (state.now_ms().max(1) as u64) << 16;
+    match crate::cold::staging::StagedRestores::start(
+        settings,
+        transport,
+        segment.endpoint.clone(),
+        &state.metrics.registry,
+        first_id,
+    ) {
+        Ok(staging) => segment.staging = Some(staging),
+        Err(e) => tracing::warn!(error = %e, "remote restores stay inline: no staging region"),
+    }
+}
+
+/// The staging pool of this node's embedded segment, if it serves one.
+pub fn staging_of(
+    state: &crate::node::NodeState,
+) -> Option<Arc<crate::cold::staging::StagedRestores>> {
+    state
+        .embedded
+        .lock()
+        .expect("embedded mutex")
+        .as_ref()
+        .and_then(|e| e.staging.clone())
 }

@@ -405,6 +405,7 @@ async fn released_leases_let_a_remove_through_over_rpc_and_http() {
             id: id(key),
             put_id: got.put_id,
             lease_until_ms: got.lease_until_ms,
+            staged_token: None,
         });
     }
     let leased = RemoveRequest {

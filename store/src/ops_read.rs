@@ -68,6 +68,7 @@ impl ObjectDirectory {
                 .collect(),
             lease_until_ms: self.clock.to_ms(e.lease_until),
             inline: None,
+            staged: None,
             cold_backing: None,
         };
         drop(table);

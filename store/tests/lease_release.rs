@@ -14,6 +14,7 @@ fn release_of(
         id: id.clone(),
         put_id: got.put_id,
         lease_until_ms: got.lease_until_ms,
+        staged_token: None,
     }
 }
 
@@ -76,12 +77,14 @@ fn release_bad_input_and_unknown_keys() {
         id: id(None, None, ""),
         put_id: 1,
         lease_until_ms: T0 + 10_000,
+        staged_token: None,
     };
     assert_eq!(d.release(&bad, T0).unwrap_err().code(), "INVALID_ARGUMENT");
     let unknown = ReleaseRequest {
         id: id(None, None, "nope"),
         put_id: 1,
         lease_until_ms: T0 + 10_000,
+        staged_token: None,
     };
     assert_eq!(d.release(&unknown, T0).unwrap_err().code(), "NOT_FOUND");
     // Other tenants never release each other's leases.
@@ -114,6 +117,7 @@ fn batch_release_answers_per_item() {
         id: id(None, None, "absent"),
         put_id: 1,
         lease_until_ms: T0 + 10_000,
+        staged_token: None,
     });
     let done = d.batch_release(&releases, T0 + 1).unwrap();
     assert_eq!(done.len(), 4);

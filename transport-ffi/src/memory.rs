@@ -285,6 +285,34 @@ impl SegmentMemory {
         Ok(())
     }
 
+    /// Runs `f` on `[offset, offset + length)` with exclusive access, if no transfer (or
+    /// anything else) holds an overlapping range now; `Ok(None)` otherwise, without waiting.
+    /// For a server filling part of a region it serves (a staging slot) straight from a file:
+    /// no bounce buffer, and no transfer can see the range half written.
+    pub fn try_with_write<R>(
+        &self,
+        offset: u64,
+        length: u64,
+        f: impl FnOnce(&mut [u8]) -> R,
+    ) -> Result<Option<R>> {
+        Ok(self
+            .try_lock_write("region", offset, length)?
+            .map(|mut guard| f(guard.as_mut_slice())))
+    }
+
+    /// Runs `f` on `[offset, offset + length)` with shared access, if no writer holds an
+    /// overlapping range now; `Ok(None)` otherwise, without waiting.
+    pub fn try_with_read<R>(
+        &self,
+        offset: u64,
+        length: u64,
+        f: impl FnOnce(&[u8]) -> R,
+    ) -> Result<Option<R>> {
+        Ok(self
+            .try_lock_read("region", offset, length)?
+            .map(|guard| f(guard.as_slice())))
+    }
+
     /// Whether `self` and `other` are the same region.
     pub fn same_region(&self, other: &SegmentMemory) -> bool {
         self.base == other.base
@@ -365,6 +393,26 @@ impl ReadGuard<'_> {
 mod tests {
     use super::*;
     use std::sync::Arc;
+
+    #[test]
+    fn try_with_write_is_exclusive_and_never_waits() {
+        let m = SegmentMemory::allocate(8192).unwrap();
+        let wrote = m
+            .try_with_write(100, 4, |s| s.copy_from_slice(b"abcd"))
+            .unwrap();
+        assert_eq!(wrote, Some(()));
+        let reader = m.try_lock_read("test", 102, 10).unwrap().unwrap();
+        // Overlapping a reader: refused at once; disjoint: allowed.
+        assert_eq!(m.try_with_write(100, 4, |_| ()).unwrap(), None);
+        assert_eq!(m.try_with_write(0, 100, |_| ()).unwrap(), Some(()));
+        assert_eq!(
+            m.try_with_read(100, 4, |s| s.to_vec()).unwrap(),
+            Some(b"abcd".to_vec())
+        );
+        drop(reader);
+        assert_eq!(m.try_with_write(100, 4, |_| ()).unwrap(), Some(()));
+        assert!(m.try_with_write(8190, 4, |_| ()).is_err(), "out of range");
+    }
 
     #[test]
     fn allocation_is_page_aligned_and_zeroed() {

@@ -150,6 +150,7 @@ mod tests {
         let new = GetRequest {
             id: id(),
             accept_cold_backing: true,
+            accept_staged: false,
         };
         let bytes = rmp_serde::to_vec_named(&new).unwrap();
         assert_eq!(rmp_serde::from_slice::<GetRequest>(&bytes).unwrap(), new);
@@ -160,6 +161,7 @@ mod tests {
         let not = GetRequest {
             id: id(),
             accept_cold_backing: false,
+            accept_staged: false,
         };
         assert_eq!(rmp_serde::to_vec_named(&not).unwrap(), old);
     }
@@ -175,6 +177,7 @@ mod tests {
             lease_until_ms: 0,
             inline: None,
             cold_backing: None,
+            staged: None,
         };
         let bytes = rmp_serde::to_vec_named(&reply).unwrap();
         assert_eq!(rmp_serde::from_slice::<GetReply>(&bytes).unwrap(), reply);

@@ -164,6 +164,40 @@ pub struct GetRequest {
     pub id: ObjectId,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub accept_cold_backing: bool,
+    /// The reader can pull a cold-only object's payload from the owner's staging pool over
+    /// the data plane (a remote restore through staging, [`GetReply::staged`]) and will ack
+    /// it with its lease release ([`ReleaseRequest::staged_token`]). Wire v1 addition:
+    /// optional; an older server ignores it and answers inline.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub accept_staged: bool,
+}
+
+/// Version of [`StagedPayload`]'s layout.
+pub const STAGED_PAYLOAD_VERSION: u32 = 1;
+
+/// Where a remote restore staged a cold-only object's verified payload (seed 003 "Local and
+/// remote restore"): `length` bytes at `offset` of segment `segment_id`, served by the
+/// transfer listener at `endpoint` while the token is live. The reader reads them into its
+/// own buffer, checks length and CRC32C before returning anything, and acks the token with
+/// its lease release. After `expires_at_ms` (server clock) the token is fenced: the segment is
+/// no longer served, and the reader asks again without `accept_staged`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StagedPayload {
+    /// [`STAGED_PAYLOAD_VERSION`]; a reader refuses (and asks for inline bytes) a version it
+    /// does not know.
+    pub version: u32,
+    /// The owner's transfer listener, `host:port`.
+    pub endpoint: String,
+    /// The segment that serves this token's staged bytes (one per token).
+    pub segment_id: String,
+    pub offset: u64,
+    pub length: u64,
+    /// CRC32C of the payload (the server verified the bytes against it).
+    pub checksum: u32,
+    /// What the reader acks.
+    pub token: u64,
+    /// The token is fenced after this (ms since the Unix epoch, server clock).
+    pub expires_at_ms: i64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -196,6 +230,11 @@ pub struct GetReply {
     /// without `accept_cold_backing`. Absent otherwise (wire v1 addition: optional field).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cold_backing: Option<crate::cold::ColdBackingRef>,
+    /// Where a cold-only object's verified payload was staged, for a reader that asked
+    /// (`GetRequest::accept_staged`): `replicas` is empty and `inline` absent. Absent
+    /// otherwise (wire v1 addition: optional field).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub staged: Option<StagedPayload>,
 }
 
 /// Ends the caller's hold on the read lease a get gave it (wire v1 addition). The lease of a
@@ -209,6 +248,11 @@ pub struct ReleaseRequest {
     /// The get reply's `lease_until_ms`: a release arriving after it changes nothing (that
     /// lease already ran out, and a later one belongs to other readers).
     pub lease_until_ms: i64,
+    /// The get reply's [`StagedPayload::token`], if it had one: the reader is done with the
+    /// staged bytes (the ack of a remote restore through staging; idempotent, and a late one
+    /// changes nothing). Wire v1 addition: optional; absent for every other get.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub staged_token: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -442,3 +486,7 @@ mod heartbeat_compat_tests {
         assert_eq!(v.version, RELEASE_WIRE_VERSION);
     }
 }
+
+#[cfg(test)]
+#[path = "store_staged_tests.rs"]
+mod staged_tests;

@@ -72,6 +72,7 @@ fn expand_get_reply(
                         // Batch gets never ask for a backing reference: cold-only items
                         // arrive inline (restored by the server, grouped per device).
                         cold_backing: None,
+                        staged: None,
                     })
                 }
                 ItemResult::Err { code, message } => ItemResult::Err { code, message },

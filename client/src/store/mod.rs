@@ -313,10 +313,31 @@ impl CrescentClient {
         }
     }
 
-    async fn get_meta(&self, id: ObjectId) -> Result<GetAnswer, ClientError> {
+    async fn get_meta(&self, id: ObjectId, accept_staged: bool) -> Result<GetAnswer, ClientError> {
         // A cold-only object's value comes back already verified, read from its device right
-        // here or restored by the server (`crate::cold_restore`).
-        self.get_reply(id).await
+        // here or restored by the server (`crate::cold_restore`), or staged by the server for
+        // this client to read like a replica (`GetReply::staged`).
+        self.get_reply(id, accept_staged).await
+    }
+
+    /// After reading (or failing to read) a get's replicas: a staged payload that could not
+    /// be read or verified (token expired, owner restarted, bytes changed) is asked again
+    /// inline (`true`); otherwise the staged read is counted.
+    fn staged_retry<T>(&self, reply: &GetReply, read: &Result<T, ClientError>) -> bool {
+        if reply.staged.is_none() {
+            return false;
+        }
+        match read {
+            Ok(_) => {
+                self.cold_restore.count_staged("staged");
+                false
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "staged cold restore failed; reading inline");
+                self.cold_restore.count_staged("fallback");
+                true
+            }
+        }
     }
 
     /// The value stored under `key`.
@@ -332,13 +353,23 @@ impl CrescentClient {
     /// The value of object `id` (any scope; the caller checked the id). The get's read lease
     /// is released once the bytes are copied out.
     pub(crate) async fn get_object(&self, id: ObjectId) -> Result<Vec<u8>, ClientError> {
-        let GetAnswer { reply, value } = self.get_meta(id.clone()).await?;
-        let value = match value {
-            Some(restored) => Ok(restored),
-            None => self.read_object(&id.key, &reply).await,
-        };
-        self.release_lease(release_of(&id, &reply)).await;
-        value
+        let mut accept_staged = true;
+        loop {
+            let GetAnswer { reply, value } = self.get_meta(id.clone(), accept_staged).await?;
+            let value = match (value, crate::cold_restore::staged_as_replica(&reply)) {
+                (Some(restored), _) => Ok(restored),
+                (None, Ok(Some(staged))) => self.read_object(&id.key, &staged).await,
+                (None, Ok(None)) => self.read_object(&id.key, &reply).await,
+                (None, Err(e)) => Err(e),
+            };
+            // The release also acks a staged payload's token.
+            self.release_lease(release_of(&id, &reply)).await;
+            if accept_staged && self.staged_retry(&reply, &value) {
+                accept_staged = false;
+                continue;
+            }
+            return value;
+        }
     }
 
     /// Copies the object a get answered out of its replicas (local first), checksum verified.
@@ -386,13 +417,26 @@ impl CrescentClient {
     ) -> Result<usize, ClientError> {
         let operation = async {
             let id = self.scope.object_id(key)?;
-            let GetAnswer { reply, value } = self.get_meta(id.clone()).await?;
-            let read = match value {
-                Some(restored) => self.restored_into(&restored, dst, offset).await,
-                None => self.read_object_into(key, &reply, dst, offset).await,
-            };
-            self.release_lease(release_of(&id, &reply)).await;
-            read
+            let mut accept_staged = true;
+            loop {
+                let GetAnswer { reply, value } = self.get_meta(id.clone(), accept_staged).await?;
+                let read = match (value, crate::cold_restore::staged_as_replica(&reply)) {
+                    (Some(restored), _) => self.restored_into(&restored, dst, offset).await,
+                    // Straight into the caller's buffer, checked there before returning.
+                    (None, Ok(Some(staged))) => {
+                        self.read_object_into(key, &staged, dst, offset).await
+                    }
+                    (None, Ok(None)) => self.read_object_into(key, &reply, dst, offset).await,
+                    (None, Err(e)) => Err(e),
+                };
+                // The release also acks a staged payload's token.
+                self.release_lease(release_of(&id, &reply)).await;
+                if accept_staged && self.staged_retry(&reply, &read) {
+                    accept_staged = false;
+                    continue;
+                }
+                return read;
+            }
         }
         .instrument(tracing::debug_span!("client.get_into"));
         self.data

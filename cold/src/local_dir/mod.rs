@@ -10,6 +10,7 @@
 //!   byte: a flipped byte anywhere is a `ChecksumMismatch` (or `CorruptFile` in the header).
 
 pub mod format;
+mod read_slice;
 mod reader;
 #[cfg(test)]
 mod tests;

@@ -2,6 +2,7 @@
 //! batch restores by owner and device. Plain data structures; the server's restore path holds
 //! them behind its own lock and delivers results to the waiters it gets back.
 
+pub mod staging;
 #[cfg(test)]
 mod tests;
 

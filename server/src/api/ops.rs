@@ -71,10 +71,15 @@ pub fn get(state: &NodeState, req: GetRequest) -> Result<GetReply, ApiError> {
     let reply = state.rebuild.read(open, found)?;
     match state.cold.get() {
         // No hot replica: a cold-only object, restored (verified) on read.
-        Some(cold) if reply.replicas.is_empty() => {
-            crate::cold::restore::restore_get(state, cold, &req.id, reply, req.accept_cold_backing)
-                .map_err(from_cold)
-        }
+        Some(cold) if reply.replicas.is_empty() => crate::cold::restore::restore_get(
+            state,
+            cold,
+            &req.id,
+            reply,
+            req.accept_cold_backing,
+            req.accept_staged,
+        )
+        .map_err(from_cold),
         _ => Ok(reply),
     }
 }
@@ -110,6 +115,7 @@ pub fn remove(state: &NodeState, req: RemoveRequest) -> Result<Ack, ApiError> {
 /// Ends the caller's hold on a get's read lease. Not held back by the rebuild gate: a release
 /// only ever shortens a lease, and an object not replayed yet has none to release.
 pub fn release(state: &NodeState, req: ReleaseRequest) -> Result<ReleaseReply, ApiError> {
+    crate::cold::staging::ack_released(state, std::slice::from_ref(&req));
     let released = state.directory.release(&req, state.now_ms())?;
     Ok(ReleaseReply { released })
 }
@@ -276,6 +282,7 @@ pub fn batch_release(
     state: &NodeState,
     req: BatchRequest<ReleaseRequest>,
 ) -> Result<BatchReply<ReleaseReply>, ApiError> {
+    crate::cold::staging::ack_released(state, &req.items);
     let done = state.directory.batch_release(&req.items, state.now_ms())?;
     Ok(map_items(done, |released| ReleaseReply { released }))
 }

@@ -14,6 +14,7 @@ pub mod ops;
 pub mod promotion;
 pub mod restore;
 pub mod restore_batch;
+pub mod staging;
 pub mod weights;
 pub mod worker;
 
@@ -66,6 +67,8 @@ pub struct RestoreSettings {
     pub promote_on_read: bool,
     /// Reads in flight at once for one device's items of a batch get.
     pub parallelism: usize,
+    /// The remote-restore staging pool (`staging.rs`; started with the embedded segment).
+    pub staging: staging::StagingSettings,
 }
 
 impl ColdTier {
@@ -224,6 +227,7 @@ pub async fn start(
         local_restore: settings.local_restore,
         promote_on_read: settings.promote_on_read,
         parallelism: settings.restore_parallelism,
+        staging: settings.staging(),
     };
     let device_id = settings.device_id.clone();
     let reg = registry.clone();

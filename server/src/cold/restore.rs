@@ -17,6 +17,7 @@ use crescent_wire::store::{GetReply, ObjectId};
 
 use super::hot::NodeHot;
 use super::promotion::PromotionJob;
+use super::staging::NotStaged;
 use super::ColdTier;
 use crate::node::NodeState;
 
@@ -105,16 +106,19 @@ impl ColdTier {
 /// Completes a get whose object is cold-only (seed 003 "Read and restore"): answers at once,
 /// and only offers the re-promotion to the background queue (it never delays or fails the
 /// read). A reader that accepts it (`accept_backing`, a reader on this host) gets the
-/// backing's location and reads and verifies the file itself (a local restore); any other
-/// gets the payload read and verified here, inline.
+/// backing's location and reads and verifies the file itself (a local restore); a reader that
+/// accepts staging (`accept_staged`) gets the payload read and verified into the staging pool
+/// and pulls it over the data plane (`super::staging`); any other (or when the pool is
+/// saturated or off, or the payload small) gets the payload read and verified here, inline.
 pub fn restore_get(
     state: &NodeState,
     tier: &ColdTier,
     id: &ObjectId,
     reply: GetReply,
     accept_backing: bool,
+    accept_staged: bool,
 ) -> Result<GetReply, ColdError> {
-    let _span = tracing::debug_span!("cold.restore_get", accept_backing).entered();
+    let _span = tracing::debug_span!("cold.restore_get", accept_backing, accept_staged).entered();
     let Some(route) = cold_only_route(state, id)? else {
         return Ok(reply);
     };
@@ -130,9 +134,48 @@ pub fn restore_get(
             });
         }
     }
+    if accept_staged && route_on_device(tier, &route) {
+        if let Some(staging) = crate::embedded::staging_of(state) {
+            let started = Instant::now();
+            let staged = staging.stage(&tier.io, &route, state.now_ms());
+            if !matches!(staged, Ok(Err(_))) {
+                // Read and verified here (into the pool), or failed: a restore either way.
+                tier.metrics
+                    .restore_finished(started.elapsed(), staged.as_ref().map(|_| ()));
+            }
+            match staged? {
+                Ok(staged) => {
+                    offer_promotion(tier, id, &route);
+                    return Ok(GetReply {
+                        staged: Some(staged),
+                        inline: None,
+                        replicas: Vec::new(),
+                        cold_backing: None,
+                        ..reply
+                    });
+                }
+                // Saturated: explicit backpressure, counted; this reader gets the bytes
+                // inline (below) rather than a BUSY and a second round trip.
+                Err(NotStaged::Busy) => {
+                    tier.metrics
+                        .backpressure
+                        .with_label_values(&["restore_staging"])
+                        .inc();
+                }
+                Err(NotStaged::Small) => {}
+            }
+        }
+    }
     let bytes = tier.read_verified(&route)?;
     offer_promotion(tier, id, &route);
     Ok(inline_reply(reply, bytes))
+}
+
+/// Whether the route's materialized backing is on this tier's device (the one `tier.io`
+/// reads).
+fn route_on_device(tier: &ColdTier, route: &ObjectRoute) -> bool {
+    matches!(&route.cold, Some(ActiveColdBacking::Materialized { device_id, .. })
+        if *device_id == tier.device_id)
 }
 
 /// The route of `id` when it is cold-only.
@@ -156,6 +199,7 @@ pub(crate) fn inline_reply(reply: GetReply, bytes: Arc<Vec<u8>>) -> GetReply {
         inline: Some(Arc::try_unwrap(bytes).unwrap_or_else(|shared| shared.as_ref().clone())),
         replicas: Vec::new(),
         cold_backing: None,
+        staged: None,
         ..reply
     }
 }

@@ -1,0 +1,112 @@
+//! Reading a payload straight into memory the caller already has (a staging slot of a remote
+//! restore), with the same checks as [`LocalDirDevice::read_into`]: no fresh allocation and no
+//! second copy on the owner's side of a remote restore.
+
+use std::io::Read;
+
+use super::{corrupt, parse_locator, LocalDirDevice};
+use crate::error::ColdError;
+use crate::ids::payload_checksum;
+
+impl LocalDirDevice {
+    /// Reads and verifies the payload at `locator` into `dst`, whose length must be the
+    /// expected length: the header must be intact and of this device and operation, and the
+    /// length and CRC32C of the bytes read must equal the expected ones. On error `dst` holds
+    /// unverified bytes: the caller must not expose them (a staging slot is aborted).
+    pub fn read_into_slice(
+        &self,
+        locator: &str,
+        expected_checksum: u32,
+        dst: &mut [u8],
+    ) -> Result<(), ColdError> {
+        let _span =
+            tracing::debug_span!("cold_read_slice", device = %self.device_id, locator).entered();
+        let expected_length = dst.len() as u64;
+        let path = self.path_of(locator)?;
+        let op_id = parse_locator(locator).expect("path_of checked the locator");
+        let (mut file, header) = self.open_checked(locator, &path)?;
+        if header.op_id != op_id {
+            return Err(corrupt(
+                locator,
+                format!("holds operation {}", header.op_id),
+            ));
+        }
+        if header.length != expected_length {
+            return Err(ColdError::LengthMismatch {
+                locator: locator.to_string(),
+                expected: expected_length,
+                actual: header.length,
+            });
+        }
+        if header.checksum != expected_checksum {
+            return Err(ColdError::ChecksumMismatch {
+                locator: locator.to_string(),
+                expected: expected_checksum,
+                actual: header.checksum,
+            });
+        }
+        file.read_exact(dst).map_err(|e| match e.kind() {
+            std::io::ErrorKind::UnexpectedEof => ColdError::LengthMismatch {
+                locator: locator.to_string(),
+                expected: expected_length,
+                actual: 0,
+            },
+            _ => ColdError::io(&path, e),
+        })?;
+        // A file longer than its header claims is damaged too.
+        let mut probe = [0u8; 1];
+        if file.read(&mut probe).map_err(|e| ColdError::io(&path, e))? != 0 {
+            return Err(corrupt(locator, "longer than its header"));
+        }
+        let actual = payload_checksum(dst);
+        if actual != header.checksum {
+            return Err(ColdError::ChecksumMismatch {
+                locator: locator.to_string(),
+                expected: header.checksum,
+                actual,
+            });
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::ids::{payload_checksum, ColdOpId};
+    use crate::local_dir::LocalDirDevice;
+    use crate::ColdError;
+
+    #[test]
+    fn reads_verified_bytes_into_a_slice_and_refuses_damage() {
+        let dir = tempfile::tempdir().unwrap();
+        let dev = LocalDirDevice::open("dev-a", dir.path()).unwrap();
+        let payload: Vec<u8> = (0..100_000u32).map(|i| (i * 7) as u8).collect();
+        let op = ColdOpId(uuid::Uuid::from_u128(42));
+        let receipt = dev.write(op, &payload).unwrap();
+        let sum = payload_checksum(&payload);
+        let mut dst = vec![0u8; payload.len()];
+        dev.read_into_slice(&receipt.locator, sum, &mut dst)
+            .unwrap();
+        assert_eq!(dst, payload);
+        // A wrong expected length (the slice) or checksum is refused before reading.
+        let mut short = vec![0u8; payload.len() - 1];
+        assert!(matches!(
+            dev.read_into_slice(&receipt.locator, sum, &mut short),
+            Err(ColdError::LengthMismatch { .. })
+        ));
+        assert!(matches!(
+            dev.read_into_slice(&receipt.locator, sum ^ 1, &mut dst),
+            Err(ColdError::ChecksumMismatch { .. })
+        ));
+        // One flipped payload byte: checksum error.
+        let path = dev.path_of(&receipt.locator).unwrap();
+        let mut bytes = std::fs::read(&path).unwrap();
+        let last = bytes.len() - 1;
+        bytes[last] ^= 0xff;
+        std::fs::write(&path, &bytes).unwrap();
+        assert!(matches!(
+            dev.read_into_slice(&receipt.locator, sum, &mut dst),
+            Err(ColdError::ChecksumMismatch { .. })
+        ));
+    }
+}
