@@ -162,6 +162,32 @@ impl ColdMetrics {
         }
     }
 
+    /// Sets the device gauges from summaries (the server keeps one per device, so it need
+    /// not lock every device's ledger to publish the sums).
+    pub fn observe_summaries<'a>(
+        &self,
+        devices: impl IntoIterator<Item = &'a crate::device::DeviceSummary>,
+    ) {
+        let (mut capacity, mut used, mut reserved) = (0u64, 0u64, 0u64);
+        let mut by_health = [0i64; 3];
+        for d in devices {
+            capacity += d.capacity;
+            used += d.used;
+            reserved += d.reserved;
+            let i = DeviceHealth::ALL
+                .iter()
+                .position(|h| *h == d.health)
+                .expect("all healths listed");
+            by_health[i] += 1;
+        }
+        self.capacity_bytes.set(capacity as i64);
+        self.used_bytes.set(used as i64);
+        self.reserved_bytes.set(reserved as i64);
+        for (h, n) in DeviceHealth::ALL.iter().zip(by_health) {
+            self.devices.with_label_values(&[h.as_str()]).set(n);
+        }
+    }
+
     pub fn observe_scheduler(&self, scheduler: &crate::scheduler::OffloadScheduler) {
         self.offload_queue_depth.set(scheduler.depth() as i64);
         self.offload_queue_bytes.set(scheduler.held_bytes() as i64);

@@ -14,6 +14,9 @@
 mod command;
 mod decide;
 mod event;
+mod placement;
+#[cfg(test)]
+mod placement_tests;
 mod state;
 #[cfg(test)]
 mod tests;
@@ -36,6 +39,7 @@ pub use event::{
     ReclaimCancelled, ReclaimPlanned, RouteCommitted, TerminalPruned, UsageCommitted,
     UsageReleased,
 };
+pub use placement::{choose_device, DeviceSummary};
 pub use state::{
     ColdOpState, ColdOperation, ColdRoute, DeviceConfig, DeviceHealth, DeviceKind, ReclaimRecord,
     ReclaimState, ReleaseCause, ReleasedFrom, WrittenPayload,
