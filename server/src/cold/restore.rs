@@ -62,7 +62,10 @@ impl ColdTier {
             }
             Ok(Joined::Leader) => {
                 let started = Instant::now();
-                let result = driver::read_cold(&self.io, route).map(Arc::new);
+                let result = self
+                    .readable_io(device_id)
+                    .and_then(|io| driver::read_cold(&io, route))
+                    .map(Arc::new);
                 self.metrics
                     .restore_finished(started.elapsed(), result.as_ref().map(|_| ()));
                 let waiters = self.flights.lock().expect("restore flights").complete(&key);
@@ -87,11 +90,11 @@ impl ColdTier {
                 length,
                 checksum,
                 ..
-            }) if *device_id == self.device_id => Some(ColdBackingRef {
+            }) => Some(ColdBackingRef {
                 version: COLD_BACKING_REF_VERSION,
                 device_id: device_id.clone(),
                 kind: DeviceKind::LocalDir.as_str().to_string(),
-                root: self.io.root().display().to_string(),
+                root: self.local_root(device_id)?.display().to_string(),
                 locator: locator.clone(),
                 length: *length,
                 checksum: *checksum,

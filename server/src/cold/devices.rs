@@ -1,0 +1,180 @@
+//! The device set of a node's cold tier: one [`TierDevice`] per configured device (its
+//! `ColdDevice` ledger and its IO handle), looked up by the device id every backing names,
+//! and placement of new offloads over their summaries.
+//!
+//! Each device has its own ledger lock, so offloads, reclaims and probes of different devices
+//! run side by side; placement reads the per-device summaries (refreshed after every use of a
+//! ledger) and never waits for a ledger held by a long offload.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::AtomicU32;
+use std::sync::{Arc, Mutex};
+
+use crescent_cold::device::{choose_device, DeviceKind, DeviceSummary};
+use crescent_cold::driver::DeviceLedger;
+use crescent_cold::local_dir::LocalDirDevice;
+use crescent_cold::ColdError;
+use crescent_wire::cold::ColdDeviceInfo;
+
+use super::ledger::ActorLedger;
+use super::ColdTier;
+
+/// One device of the tier.
+pub struct TierDevice {
+    pub device_id: String,
+    pub(crate) io: Arc<LocalDirDevice>,
+    pub(crate) ledger: Mutex<ActorLedger>,
+    summary: Mutex<DeviceSummary>,
+    /// Failed health probes in a row (the upkeep thread's count).
+    pub(crate) probe_failures: AtomicU32,
+}
+
+impl TierDevice {
+    pub(crate) fn new(io: Arc<LocalDirDevice>, ledger: ActorLedger) -> Self {
+        let device_id = io.device_id().to_string();
+        let summary = DeviceSummary::of(&device_id, ledger.device());
+        Self {
+            device_id,
+            io,
+            ledger: Mutex::new(ledger),
+            summary: Mutex::new(summary),
+            probe_failures: AtomicU32::new(0),
+        }
+    }
+
+    pub(crate) fn summary(&self) -> DeviceSummary {
+        self.summary.lock().expect("device summary").clone()
+    }
+
+    /// Runs `f` with the device's ledger (the device lock) and its IO handle, then refreshes
+    /// the summary placement and the metrics read.
+    pub(crate) fn with_ledger<T>(&self, f: impl FnOnce(&mut ActorLedger, &LocalDirDevice) -> T) -> T {
+        let mut ledger = self.ledger.lock().expect("cold ledger lock");
+        let r = f(&mut ledger, &self.io);
+        *self.summary.lock().expect("device summary") =
+            DeviceSummary::of(&self.device_id, ledger.device());
+        r
+    }
+
+    /// `crescent cold ls` row of this device.
+    pub(crate) fn info(&self) -> ColdDeviceInfo {
+        self.with_ledger(|l, _| {
+            let d = l.device();
+            ColdDeviceInfo {
+                id: self.device_id.clone(),
+                kind: d
+                    .config()
+                    .map_or(DeviceKind::LocalDir, |c| c.kind)
+                    .as_str()
+                    .to_string(),
+                root: d.config().map(|c| c.root.clone()).unwrap_or_default(),
+                capacity: d.capacity(),
+                used: d.used(),
+                reserved: d.reserved(),
+                health: d.health().as_str().to_string(),
+                schedulable: d.schedulable(),
+                tags: d
+                    .config()
+                    .map(|c| c.tags.iter().cloned().collect())
+                    .unwrap_or_default(),
+                active_operations: d.active_operation_count() as u64,
+                active_reclaims: d.active_reclaim_count() as u64,
+                live_materialized_bytes: d.live_materialized_bytes(),
+            }
+        })
+    }
+}
+
+/// The devices of a tier, by id.
+pub type DeviceSet = BTreeMap<String, TierDevice>;
+
+/// The error of a backing naming a device this node does not have (a device removed from
+/// the config while the journal still routes to it is refused at start, so this is a
+/// route from elsewhere or a race with a config change).
+fn unknown_device(device_id: &str) -> ColdError {
+    ColdError::DeviceNotEligible {
+        device_id: device_id.to_string(),
+        reason: "no such cold device on this node".into(),
+    }
+}
+
+impl ColdTier {
+    /// The device `device_id`.
+    pub(crate) fn device(&self, device_id: &str) -> Result<&TierDevice, ColdError> {
+        self.devices
+            .get(device_id)
+            .ok_or_else(|| unknown_device(device_id))
+    }
+
+    /// Every device, in id order.
+    pub fn device_ids(&self) -> impl Iterator<Item = &str> {
+        self.devices.keys().map(String::as_str)
+    }
+
+    /// Runs `f` with the ledger and IO handle of `device_id` (its lock), then republishes the
+    /// device gauges.
+    pub(crate) fn with_ledger<T>(
+        &self,
+        device_id: &str,
+        f: impl FnOnce(&mut ActorLedger, &LocalDirDevice) -> T,
+    ) -> Result<T, ColdError> {
+        let r = self.device(device_id)?.with_ledger(f);
+        self.observe_devices();
+        Ok(r)
+    }
+
+    /// Sets the device gauges from the per-device summaries.
+    pub(crate) fn observe_devices(&self) {
+        let summaries: Vec<DeviceSummary> = self.devices.values().map(|d| d.summary()).collect();
+        self.metrics.observe_summaries(&summaries);
+    }
+
+    /// The device a new offload of `length` bytes goes to (`choose_device` over the
+    /// summaries: healthy, schedulable, enough free bytes, most free wins).
+    pub(crate) fn place(&self, length: u64) -> Result<String, ColdError> {
+        let summaries: Vec<DeviceSummary> = self.devices.values().map(|d| d.summary()).collect();
+        choose_device(&summaries, length, None)
+    }
+
+    /// The IO handle of `device_id` for a read: refused (UNAVAILABLE, retryable) while the
+    /// device is unavailable, so a read of a device that failed its probes says so rather
+    /// than reporting a missing or damaged file.
+    pub(crate) fn readable_io(&self, device_id: &str) -> Result<Arc<LocalDirDevice>, ColdError> {
+        let device = self.device(device_id)?;
+        let summary = device.summary();
+        if !summary.configured || !summary.health.readable() {
+            return Err(ColdError::DeviceNotEligible {
+                device_id: device_id.to_string(),
+                reason: format!(
+                    "the device is {} and cannot be read",
+                    summary.health.as_str()
+                ),
+            });
+        }
+        Ok(device.io.clone())
+    }
+
+    /// The root a reader on this host may read `device_id` from itself (a local restore),
+    /// while the device is readable.
+    pub(crate) fn local_root(&self, device_id: &str) -> Option<PathBuf> {
+        self.readable_io(device_id)
+            .ok()
+            .map(|io| io.root().to_path_buf())
+    }
+
+    /// `crescent cold ls`: every device with its capacity accounting.
+    pub fn devices(&self) -> Vec<ColdDeviceInfo> {
+        let infos = self.devices.values().map(TierDevice::info).collect();
+        self.observe_devices();
+        infos
+    }
+
+    /// The device of an operation no route names any more (a worker giving up after the
+    /// object went away), found by looking in each device.
+    pub(crate) fn device_of_op(&self, op_id: &crescent_cold::ColdOpId) -> Option<&TierDevice> {
+        self.devices
+            .values()
+            .find(|d| d.with_ledger(|l, _| l.device().operation(op_id).is_some()))
+    }
+}
