@@ -91,5 +91,8 @@ fn bad_device_lists_are_refused_with_the_key() {
     assert_eq!(invalid_key(both), "cold.devices");
     assert!(parse("[[cold.devices]]\nid = \"a\"\nsize = 3\n").is_err());
     // The one-device form keeps its own keys in errors.
-    assert_eq!(invalid_key("[cold]\ncapacity_bytes = 0\n"), "cold.capacity_bytes");
+    assert_eq!(
+        invalid_key("[cold]\ncapacity_bytes = 0\n"),
+        "cold.capacity_bytes"
+    );
 }

@@ -49,7 +49,10 @@ impl TierDevice {
 
     /// Runs `f` with the device's ledger (the device lock) and its IO handle, then refreshes
     /// the summary placement and the metrics read.
-    pub(crate) fn with_ledger<T>(&self, f: impl FnOnce(&mut ActorLedger, &LocalDirDevice) -> T) -> T {
+    pub(crate) fn with_ledger<T>(
+        &self,
+        f: impl FnOnce(&mut ActorLedger, &LocalDirDevice) -> T,
+    ) -> T {
         let mut ledger = self.ledger.lock().expect("cold ledger lock");
         let r = f(&mut ledger, &self.io);
         *self.summary.lock().expect("device summary") =

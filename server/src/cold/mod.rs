@@ -202,7 +202,10 @@ pub async fn start(
         let mut devices = devices::DeviceSet::new();
         for io in opened {
             let ledger = ActorLedger::load(reg.clone(), io.device_id())?;
-            devices.insert(io.device_id().to_string(), devices::TierDevice::new(io, ledger));
+            devices.insert(
+                io.device_id().to_string(),
+                devices::TierDevice::new(io, ledger),
+            );
         }
         let now = me.now_ms();
         let mut installed = 0usize;

@@ -83,82 +83,90 @@ impl ColdTier {
         // (checked again under the chosen device's lock by `check_placement`).
         let route = route_of(state, id)?;
         let device_id = match &route.cold {
-            Some(ActiveColdBacking::Materialized { .. }) => return Ok(OffloadOutcome::Materialized),
+            Some(ActiveColdBacking::Materialized { .. }) => {
+                return Ok(OffloadOutcome::Materialized)
+            }
             Some(c) => c.device_id().to_string(),
             None => self.place(route.length)?,
         };
-        self.with_ledger(&device_id, |ledger, io| -> Result<OffloadOutcome, ColdError> {
-            let route = route_of(state, id)?;
-            let op_id = match &route.cold {
-                Some(ActiveColdBacking::Materialized { .. }) => {
-                    return Ok(OffloadOutcome::Materialized)
-                }
-                Some(c) if c.device_id() != device_id => {
-                    return Err(ColdError::RouteConflict {
-                        key: object_key.clone(),
-                        reason: format!(
-                            "an offload to device {:?} was attached meanwhile",
-                            c.device_id()
-                        ),
-                    })
-                }
-                Some(ActiveColdBacking::PendingOffload { cold_op, .. }) => *cold_op,
-                None => {
-                    if state.directory.has_checksum(id).map_err(store_err)? != Some(true) {
-                        return Err(ColdError::InvalidArgument {
-                            field: "id",
+        self.with_ledger(
+            &device_id,
+            |ledger, io| -> Result<OffloadOutcome, ColdError> {
+                let route = route_of(state, id)?;
+                let op_id = match &route.cold {
+                    Some(ActiveColdBacking::Materialized { .. }) => {
+                        return Ok(OffloadOutcome::Materialized)
+                    }
+                    Some(c) if c.device_id() != device_id => {
+                        return Err(ColdError::RouteConflict {
+                            key: object_key.clone(),
                             reason: format!(
-                                "{:?} was stored without a checksum; a cold copy needs one \
-                                 (restores are verified against it)",
-                                id.key
+                                "an offload to device {:?} was attached meanwhile",
+                                c.device_id()
                             ),
-                        });
+                        })
                     }
-                    ledger.device().check_placement(route.length)?;
-                    let op_id = new_op;
-                    ledger.execute(ColdDeviceCommand::PlanOffload {
-                        op_id,
-                        object_key: object_key.clone(),
-                        content_op: route.content_op,
-                        expected_length: route.length,
-                        expected_checksum: route.checksum,
-                    })?;
-                    let expected = route.expectation();
-                    let next = route.attach_pending(&expected, op_id, COLD_OWNER, &device_id);
-                    let attached = next.and_then(|next| {
-                        state
-                            .directory
-                            .compare_and_set_route(id, &expected, next, state.now_ms())
-                    });
-                    if let Err(e) = attached {
-                        // The route moved on: release the planned operation (nothing written).
-                        ledger.execute(ColdDeviceCommand::Cancel {
+                    Some(ActiveColdBacking::PendingOffload { cold_op, .. }) => *cold_op,
+                    None => {
+                        if state.directory.has_checksum(id).map_err(store_err)? != Some(true) {
+                            return Err(ColdError::InvalidArgument {
+                                field: "id",
+                                reason: format!(
+                                    "{:?} was stored without a checksum; a cold copy needs one \
+                                 (restores are verified against it)",
+                                    id.key
+                                ),
+                            });
+                        }
+                        ledger.device().check_placement(route.length)?;
+                        let op_id = new_op;
+                        ledger.execute(ColdDeviceCommand::PlanOffload {
                             op_id,
-                            cause: crescent_cold::device::ReleaseCause::Cancelled,
+                            object_key: object_key.clone(),
+                            content_op: route.content_op,
+                            expected_length: route.length,
+                            expected_checksum: route.checksum,
                         })?;
-                        return Err(e);
+                        let expected = route.expectation();
+                        let next = route.attach_pending(&expected, op_id, COLD_OWNER, &device_id);
+                        let attached = next.and_then(|next| {
+                            state.directory.compare_and_set_route(
+                                id,
+                                &expected,
+                                next,
+                                state.now_ms(),
+                            )
+                        });
+                        if let Err(e) = attached {
+                            // The route moved on: release the planned operation (nothing written).
+                            ledger.execute(ColdDeviceCommand::Cancel {
+                                op_id,
+                                cause: crescent_cold::device::ReleaseCause::Cancelled,
+                            })?;
+                            return Err(e);
+                        }
+                        op_id
                     }
-                    op_id
+                };
+                let mut routes = DirectoryRoutes {
+                    directory: &state.directory,
+                    now_ms: state.now_ms(),
+                };
+                let r = driver::run_offload(ledger, io, &mut routes, &hot, op_id);
+                if let (Err(e), true) = (&r, give_up) {
+                    self.give_up_pending(state, ledger, io, id, op_id, e);
                 }
-            };
-            let mut routes = DirectoryRoutes {
-                directory: &state.directory,
-                now_ms: state.now_ms(),
-            };
-            let r = driver::run_offload(ledger, io, &mut routes, &hot, op_id);
-            if let (Err(e), true) = (&r, give_up) {
-                self.give_up_pending(state, ledger, io, id, op_id, e);
-            }
-            let outcome = r?;
-            if outcome == OffloadOutcome::Materialized {
-                if let Some(op) = ledger.device().operation(&op_id) {
-                    self.metrics.materialized.inc();
-                    self.metrics.materialized_bytes.inc_by(op.expected_length);
+                let outcome = r?;
+                if outcome == OffloadOutcome::Materialized {
+                    if let Some(op) = ledger.device().operation(&op_id) {
+                        self.metrics.materialized.inc();
+                        self.metrics.materialized_bytes.inc_by(op.expected_length);
+                    }
                 }
-            }
-            mark_evictable(state, ledger);
-            Ok(outcome)
-        })?
+                mark_evictable(state, ledger);
+                Ok(outcome)
+            },
+        )?
     }
 
     /// The worker's last attempt failed: cancel the operation and drop its pending backing.

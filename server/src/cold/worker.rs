@@ -58,12 +58,7 @@ impl OffloadQueue {
 
     /// Queues the current content of `id` (`length` bytes). The device is chosen when the
     /// job runs (health and free space may change while it waits), so the job names none.
-    pub fn enqueue(
-        &self,
-        id: &ObjectId,
-        length: u64,
-        mode: OffloadMode,
-    ) -> Result<(), ColdError> {
+    pub fn enqueue(&self, id: &ObjectId, length: u64, mode: OffloadMode) -> Result<(), ColdError> {
         let job = OffloadJob {
             op_id: ColdOpId::new(uuid::Uuid::new_v4()),
             device_id: String::new(),
@@ -131,10 +126,7 @@ impl super::ColdTier {
         let Ok(size) = state.directory.get_size(id) else {
             return;
         };
-        if let Err(e) = self
-            .queue
-            .enqueue(id, size, OffloadMode::Passthrough)
-        {
+        if let Err(e) = self.queue.enqueue(id, size, OffloadMode::Passthrough) {
             self.metrics
                 .backpressure
                 .with_label_values(&["offload_queue"])
