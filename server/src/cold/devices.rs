@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 
 use crescent_cold::device::{choose_device, DeviceKind, DeviceSummary};
 use crescent_cold::driver::DeviceLedger;
-use crescent_cold::local_dir::LocalDirDevice;
+use crescent_cold::io::ColdIo;
 use crescent_cold::ColdError;
 use crescent_wire::cold::ColdDeviceInfo;
 
@@ -23,7 +23,11 @@ use super::ColdTier;
 /// One device of the tier.
 pub struct TierDevice {
     pub device_id: String,
-    pub(crate) io: Arc<LocalDirDevice>,
+    /// Where the IO runs: this process (`LocalDirDevice`) or the device's storage owner.
+    pub(crate) io: Arc<dyn ColdIo>,
+    /// The device directory on the host that performs its IO (a local restore reads it
+    /// there; the `DEVICE` stamp proves it is this device).
+    pub(crate) root: PathBuf,
     pub(crate) ledger: Mutex<ActorLedger>,
     summary: Mutex<DeviceSummary>,
     /// Failed health probes in a row (the upkeep thread's count).
@@ -31,12 +35,13 @@ pub struct TierDevice {
 }
 
 impl TierDevice {
-    pub(crate) fn new(io: Arc<LocalDirDevice>, ledger: ActorLedger) -> Self {
+    pub(crate) fn new(io: Arc<dyn ColdIo>, root: PathBuf, ledger: ActorLedger) -> Self {
         let device_id = io.device_id().to_string();
         let summary = DeviceSummary::of(&device_id, ledger.device());
         Self {
             device_id,
             io,
+            root,
             ledger: Mutex::new(ledger),
             summary: Mutex::new(summary),
             probe_failures: AtomicU32::new(0),
@@ -49,12 +54,9 @@ impl TierDevice {
 
     /// Runs `f` with the device's ledger (the device lock) and its IO handle, then refreshes
     /// the summary placement and the metrics read.
-    pub(crate) fn with_ledger<T>(
-        &self,
-        f: impl FnOnce(&mut ActorLedger, &LocalDirDevice) -> T,
-    ) -> T {
+    pub(crate) fn with_ledger<T>(&self, f: impl FnOnce(&mut ActorLedger, &dyn ColdIo) -> T) -> T {
         let mut ledger = self.ledger.lock().expect("cold ledger lock");
-        let r = f(&mut ledger, &self.io);
+        let r = f(&mut ledger, &*self.io);
         *self.summary.lock().expect("device summary") =
             DeviceSummary::of(&self.device_id, ledger.device());
         r
@@ -120,7 +122,7 @@ impl ColdTier {
     pub(crate) fn with_ledger<T>(
         &self,
         device_id: &str,
-        f: impl FnOnce(&mut ActorLedger, &LocalDirDevice) -> T,
+        f: impl FnOnce(&mut ActorLedger, &dyn ColdIo) -> T,
     ) -> Result<T, ColdError> {
         let r = self.device(device_id)?.with_ledger(f);
         self.observe_devices();
@@ -143,7 +145,7 @@ impl ColdTier {
     /// The IO handle of `device_id` for a read: refused (UNAVAILABLE, retryable) while the
     /// device is unavailable, so a read of a device that failed its probes says so rather
     /// than reporting a missing or damaged file.
-    pub(crate) fn readable_io(&self, device_id: &str) -> Result<Arc<LocalDirDevice>, ColdError> {
+    pub(crate) fn readable_io(&self, device_id: &str) -> Result<Arc<dyn ColdIo>, ColdError> {
         let device = self.device(device_id)?;
         let summary = device.summary();
         if !summary.configured || !summary.health.readable() {
@@ -161,9 +163,8 @@ impl ColdTier {
     /// The root a reader on this host may read `device_id` from itself (a local restore),
     /// while the device is readable.
     pub(crate) fn local_root(&self, device_id: &str) -> Option<PathBuf> {
-        self.readable_io(device_id)
-            .ok()
-            .map(|io| io.root().to_path_buf())
+        self.readable_io(device_id).ok()?;
+        Some(self.device(device_id).ok()?.root.clone())
     }
 
     /// `crescent cold ls`: every device with its capacity accounting.

@@ -202,9 +202,11 @@ pub async fn start(
         let mut devices = devices::DeviceSet::new();
         for io in opened {
             let ledger = ActorLedger::load(reg.clone(), io.device_id())?;
+            let root = io.root().to_path_buf();
+            let io: Arc<dyn crescent_cold::io::ColdIo> = io;
             devices.insert(
                 io.device_id().to_string(),
-                devices::TierDevice::new(io, ledger),
+                devices::TierDevice::new(io, root, ledger),
             );
         }
         let now = me.now_ms();

@@ -4,7 +4,7 @@
 
 use crescent_cold::device::ColdDeviceCommand;
 use crescent_cold::driver::{self, DeviceLedger, OffloadOutcome, ReclaimOutcome};
-use crescent_cold::local_dir::LocalDirDevice;
+use crescent_cold::io::ColdIo;
 use crescent_cold::route::{ActiveColdBacking, ObjectRoute};
 use crescent_cold::{ColdError, ColdOpId, ReclaimId};
 use crescent_store::{cold_object_key, DirectoryRoutes, StoreError};
@@ -192,7 +192,7 @@ impl ColdTier {
         &self,
         state: &NodeState,
         ledger: &mut dyn DeviceLedger,
-        io: &LocalDirDevice,
+        io: &dyn ColdIo,
         id: &ObjectId,
         op_id: ColdOpId,
         error: &ColdError,
@@ -293,7 +293,7 @@ impl ColdTier {
         &self,
         state: &NodeState,
         ledger: &mut dyn DeviceLedger,
-        io: &LocalDirDevice,
+        io: &dyn ColdIo,
         id: &ObjectId,
         route: &ObjectRoute,
         mutate: &mut dyn FnMut() -> Result<T, StoreError>,

@@ -64,7 +64,7 @@ impl ColdTier {
                 let started = Instant::now();
                 let result = self
                     .readable_io(device_id)
-                    .and_then(|io| driver::read_cold(&io, route))
+                    .and_then(|io| driver::read_cold(&*io, route))
                     .map(Arc::new);
                 self.metrics
                     .restore_finished(started.elapsed(), result.as_ref().map(|_| ()));
