@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicU32;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 
 use crescent_cold::device::{choose_device, DeviceKind, DeviceSummary};
 use crescent_cold::driver::DeviceLedger;
@@ -18,6 +18,7 @@ use crescent_cold::ColdError;
 use crescent_wire::cold::ColdDeviceInfo;
 
 use super::ledger::ActorLedger;
+use super::owner_io::OwnerDeviceIo;
 use super::ColdTier;
 
 /// One device of the tier.
@@ -32,6 +33,8 @@ pub struct TierDevice {
     summary: Mutex<DeviceSummary>,
     /// Failed health probes in a row (the upkeep thread's count).
     pub(crate) probe_failures: AtomicU32,
+    /// The mailbox of a storage owner's device (`None`: crescentd performs the IO).
+    pub(crate) owner_io: Option<Arc<OwnerDeviceIo>>,
 }
 
 impl TierDevice {
@@ -45,6 +48,16 @@ impl TierDevice {
             ledger: Mutex::new(ledger),
             summary: Mutex::new(summary),
             probe_failures: AtomicU32::new(0),
+            owner_io: None,
+        }
+    }
+
+    /// A device whose IO its storage owner performs (`root` is on the owner's host).
+    pub(crate) fn for_owner(io: Arc<OwnerDeviceIo>, root: PathBuf, ledger: ActorLedger) -> Self {
+        let dyn_io: Arc<dyn ColdIo> = io.clone();
+        Self {
+            owner_io: Some(io),
+            ..Self::new(dyn_io, root, ledger)
         }
     }
 
@@ -91,8 +104,9 @@ impl TierDevice {
     }
 }
 
-/// The devices of a tier, by id.
-pub type DeviceSet = BTreeMap<String, TierDevice>;
+/// The devices of a tier, by id. Owner devices join while the node runs (an owner
+/// registers), so the set is behind a lock; each entry is shared with the callers using it.
+pub type DeviceSet = RwLock<BTreeMap<String, Arc<TierDevice>>>;
 
 /// The error of a backing naming a device this node does not have (a device removed from
 /// the config while the journal still routes to it is refused at start, so this is a
@@ -106,15 +120,33 @@ fn unknown_device(device_id: &str) -> ColdError {
 
 impl ColdTier {
     /// The device `device_id`.
-    pub(crate) fn device(&self, device_id: &str) -> Result<&TierDevice, ColdError> {
+    pub(crate) fn device(&self, device_id: &str) -> Result<Arc<TierDevice>, ColdError> {
         self.devices
+            .read()
+            .expect("cold device set")
             .get(device_id)
+            .cloned()
             .ok_or_else(|| unknown_device(device_id))
     }
 
     /// Every device, in id order.
-    pub fn device_ids(&self) -> impl Iterator<Item = &str> {
-        self.devices.keys().map(String::as_str)
+    pub(crate) fn all_devices(&self) -> Vec<Arc<TierDevice>> {
+        self.devices
+            .read()
+            .expect("cold device set")
+            .values()
+            .cloned()
+            .collect()
+    }
+
+    /// Every device id, in order.
+    pub fn device_ids(&self) -> Vec<String> {
+        self.devices
+            .read()
+            .expect("cold device set")
+            .keys()
+            .cloned()
+            .collect()
     }
 
     /// Runs `f` with the ledger and IO handle of `device_id` (its lock), then republishes the
@@ -131,14 +163,16 @@ impl ColdTier {
 
     /// Sets the device gauges from the per-device summaries.
     pub(crate) fn observe_devices(&self) {
-        let summaries: Vec<DeviceSummary> = self.devices.values().map(|d| d.summary()).collect();
+        let summaries: Vec<DeviceSummary> =
+            self.all_devices().iter().map(|d| d.summary()).collect();
         self.metrics.observe_summaries(&summaries);
     }
 
     /// The device a new offload of `length` bytes goes to (`choose_device` over the
     /// summaries: healthy, schedulable, enough free bytes, most free wins).
     pub(crate) fn place(&self, length: u64) -> Result<String, ColdError> {
-        let summaries: Vec<DeviceSummary> = self.devices.values().map(|d| d.summary()).collect();
+        let summaries: Vec<DeviceSummary> =
+            self.all_devices().iter().map(|d| d.summary()).collect();
         choose_device(&summaries, length, None)
     }
 
@@ -169,16 +203,16 @@ impl ColdTier {
 
     /// `crescent cold ls`: every device with its capacity accounting.
     pub fn devices(&self) -> Vec<ColdDeviceInfo> {
-        let infos = self.devices.values().map(TierDevice::info).collect();
+        let infos = self.all_devices().iter().map(|d| d.info()).collect();
         self.observe_devices();
         infos
     }
 
     /// The device of an operation no route names any more (a worker giving up after the
     /// object went away), found by looking in each device.
-    pub(crate) fn device_of_op(&self, op_id: &crescent_cold::ColdOpId) -> Option<&TierDevice> {
-        self.devices
-            .values()
+    pub(crate) fn device_of_op(&self, op_id: &crescent_cold::ColdOpId) -> Option<Arc<TierDevice>> {
+        self.all_devices()
+            .into_iter()
             .find(|d| d.with_ledger(|l, _| l.device().operation(op_id).is_some()))
     }
 }

@@ -44,9 +44,9 @@ pub struct UpkeepSettings {
 impl ColdTier {
     /// One probe of every device (each journals its own health change).
     pub fn probe_devices(&self, state: &NodeState) {
-        for device in self.devices.values() {
+        for device in self.all_devices() {
             let failures = device.probe_failures.load(Ordering::Relaxed);
-            let failures = self.probe_health(state, device, failures);
+            let failures = self.probe_health(state, &device, failures);
             device.probe_failures.store(failures, Ordering::Relaxed);
         }
         self.observe_devices();
@@ -85,7 +85,7 @@ impl ColdTier {
     /// Forgets terminal records released before `now - after_ms`, on every device.
     pub fn prune_terminal(&self, now_ms: i64, after_ms: u64) {
         let released_before_ms = now_ms.saturating_sub(after_ms as i64);
-        for device in self.devices.values() {
+        for device in self.all_devices() {
             device.with_ledger(|ledger, _| {
                 if let Err(e) =
                     ledger.execute(ColdDeviceCommand::PruneTerminal { released_before_ms })

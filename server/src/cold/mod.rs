@@ -12,6 +12,8 @@ pub mod hot;
 pub mod ledger;
 pub mod maintenance;
 pub mod ops;
+pub mod owner_device;
+pub mod owner_io;
 pub mod promotion;
 pub mod restore;
 pub mod restore_batch;
@@ -155,6 +157,17 @@ pub async fn start(
     let fail = |what: &str, e: ColdError| ServerError::Recovery(format!("cold tier: {what}: {e}"));
     let specs = settings.device_specs(data_dir);
     check_journaled_devices_configured(&recovered, &specs)?;
+    // Devices of storage owners come from the journal, not the config: they wait (not
+    // connected, so neither placed nor read) until their owner registers again.
+    let owner_devices: Vec<(String, String, std::path::PathBuf)> = recovered
+        .iter()
+        .filter(|(id, _)| !specs.iter().any(|s| &s.device_id == *id))
+        .filter_map(|(id, d)| {
+            let owner = d.owner()?;
+            let root = d.config()?.root.clone();
+            Some((id.clone(), owner.owner_id.clone(), root.into()))
+        })
+        .collect();
     let mut opened = Vec::with_capacity(specs.len());
     for spec in &specs {
         let io = LocalDirDevice::open(&spec.device_id, &spec.root)
@@ -199,15 +212,22 @@ pub async fn start(
     let reg = registry.clone();
     let me = state.clone();
     let tier = tokio::task::spawn_blocking(move || -> Result<ColdTier, ColdError> {
-        let mut devices = devices::DeviceSet::new();
+        let mut devices = std::collections::BTreeMap::new();
         for io in opened {
             let ledger = ActorLedger::load(reg.clone(), io.device_id())?;
             let root = io.root().to_path_buf();
             let io: Arc<dyn crescent_cold::io::ColdIo> = io;
             devices.insert(
                 io.device_id().to_string(),
-                devices::TierDevice::new(io, root, ledger),
+                Arc::new(devices::TierDevice::new(io, root, ledger)),
             );
+        }
+        for (device_id, owner_id, root) in owner_devices {
+            let ledger = ActorLedger::load(reg.clone(), &device_id)?;
+            let io = Arc::new(owner_io::OwnerDeviceIo::new(&device_id, &owner_id));
+            let device = devices::TierDevice::for_owner(io, root, ledger);
+            owner_device::await_owner(&device);
+            devices.insert(device_id, Arc::new(device));
         }
         let now = me.now_ms();
         let mut installed = 0usize;
@@ -231,41 +251,13 @@ pub async fn start(
                 Err(e) => tracing::warn!(key, error = %e, "cold route not installed"),
             }
         }
-        let hot_source = hot::NodeHot { state: &me };
-        for device in devices.values() {
-            device.with_ledger(|ledger, io| -> Result<(), ColdError> {
-                let mut routes = DirectoryRoutes {
-                    directory: &me.directory,
-                    now_ms: now,
-                };
-                let report =
-                    driver::reconcile(ledger, io, &mut routes, &hot_source, RECONCILE_PAGE)?;
-                for op in &report.missing_payloads {
-                    tracing::error!(device = %device.device_id, op = %op,
-                        "committed cold payload is missing");
-                }
-                // Offloads whose pending route did not survive the restart (the directory
-                // is rebuilt empty) were cancelled above; any still pending are run now.
-                for op_id in &report.to_offload {
-                    let mut routes = DirectoryRoutes {
-                        directory: &me.directory,
-                        now_ms: now,
-                    };
-                    if let Err(e) =
-                        driver::run_offload(ledger, io, &mut routes, &hot_source, *op_id)
-                    {
-                        tracing::warn!(op = %op_id, error = %e, "resumed offload failed");
-                    }
-                }
-                mark_evictable(&me, ledger);
-                tracing::info!(device = %device.device_id, ?report, "cold device reconciled");
-                Ok(())
-            })?;
+        for device in devices.values().filter(|d| d.owner_io.is_none()) {
+            reconcile_device(&me, device)?;
         }
         tracing::info!(devices = devices.len(), installed, "cold tier reconciled");
         Ok(ColdTier {
             registry: reg,
-            devices,
+            devices: std::sync::RwLock::new(devices),
             metrics,
             flights: Mutex::new(SingleFlight::new(MAX_RESTORE_FLIGHTS, MAX_RESTORE_WAITERS)),
             queue: worker::OffloadQueue::new(offload_mode, scheduler),
@@ -295,6 +287,42 @@ pub async fn start(
     Ok(())
 }
 
+/// Reconciles one device (resumes every operation and reclaim from its journaled state,
+/// deletes orphan files), runs the offloads still pending, and marks what may be evicted.
+/// At start for crescentd's own devices; when its owner registers for an owner device.
+pub(crate) fn reconcile_device(
+    me: &NodeState,
+    device: &devices::TierDevice,
+) -> Result<driver::ReconcileReport, ColdError> {
+    let hot_source = hot::NodeHot { state: me };
+    let now = me.now_ms();
+    device.with_ledger(|ledger, io| {
+        let mut routes = DirectoryRoutes {
+            directory: &me.directory,
+            now_ms: now,
+        };
+        let report = driver::reconcile(ledger, io, &mut routes, &hot_source, RECONCILE_PAGE)?;
+        for op in &report.missing_payloads {
+            tracing::error!(device = %device.device_id, op = %op,
+                "committed cold payload is missing");
+        }
+        // Offloads whose pending route did not survive the restart (the directory is rebuilt
+        // empty) were cancelled above; any still pending are run now.
+        for op_id in &report.to_offload {
+            let mut routes = DirectoryRoutes {
+                directory: &me.directory,
+                now_ms: now,
+            };
+            if let Err(e) = driver::run_offload(ledger, io, &mut routes, &hot_source, *op_id) {
+                tracing::warn!(op = %op_id, error = %e, "resumed offload failed");
+            }
+        }
+        mark_evictable(me, ledger);
+        tracing::info!(device = %device.device_id, ?report, "cold device reconciled");
+        Ok(report)
+    })
+}
+
 /// A device the journal knows with live state (cold routes, operations or reclaims not yet
 /// ended) must still be configured: dropping it from the config would make its objects
 /// unreadable and its operations unresumable, so the start is refused and says which.
@@ -303,7 +331,8 @@ fn check_journaled_devices_configured(
     specs: &[crate::config_cold::DeviceSpec],
 ) -> Result<(), ServerError> {
     for (id, device) in recovered {
-        if specs.iter().any(|s| &s.device_id == id) {
+        // A storage owner's device comes back with its owner, not from the config.
+        if specs.iter().any(|s| &s.device_id == id) || device.owner().is_some() {
             continue;
         }
         let objects = device.cold_routes().count();

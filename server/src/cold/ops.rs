@@ -235,11 +235,7 @@ impl ColdTier {
         let route = route_of(state, id)?;
         let device_id = match &route.cold {
             Some(c) => c.device_id().to_string(),
-            None => self
-                .device_ids()
-                .next()
-                .map(str::to_string)
-                .unwrap_or_default(),
+            None => self.device_ids().into_iter().next().unwrap_or_default(),
         };
         self.with_ledger(&device_id, |ledger, _| -> Result<(), ColdError> {
             let route = route_of(state, id)?;
