@@ -47,6 +47,9 @@ pub struct ColdMetrics {
     pub backpressure: IntCounterVec,
     /// Device health probes by outcome (ok, failed).
     pub probes: IntCounterVec,
+    /// IO performed by storage owners for their devices, by work (write, read, delete, scan,
+    /// remove_stale_temps) and outcome (ok, failed, not_connected).
+    pub owner_io: IntCounterVec,
     /// Background re-promotions of restored objects by outcome (`PROMOTION_OUTCOMES`).
     pub promotions: IntCounterVec,
     /// Promotions queued or running.
@@ -75,6 +78,7 @@ impl ColdMetrics {
         registry.register(Box::new(m.reclaims.clone()))?;
         registry.register(Box::new(m.backpressure.clone()))?;
         registry.register(Box::new(m.probes.clone()))?;
+        registry.register(Box::new(m.owner_io.clone()))?;
         registry.register(Box::new(m.promotions.clone()))?;
         registry.register(Box::new(m.promotion_queue_depth.clone()))?;
         registry.register(Box::new(m.backing_refs.clone()))?;
@@ -129,6 +133,11 @@ impl ColdMetrics {
                 "crescent_cold_probes_total",
                 "Device health probes (write, fsync, read back, delete) by outcome (ok, failed).",
                 &["outcome"],
+            ),
+            owner_io: counter_vec(
+                "crescent_cold_owner_io_total",
+                "IO performed by storage owners for their cold devices, by work and outcome (ok, failed, not_connected).",
+                &["work", "outcome"],
             ),
             promotions: counter_vec(
                 "crescent_cold_promotions_total",

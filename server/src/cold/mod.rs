@@ -224,7 +224,11 @@ pub async fn start(
         }
         for (device_id, owner_id, root) in owner_devices {
             let ledger = ActorLedger::load(reg.clone(), &device_id)?;
-            let io = Arc::new(owner_io::OwnerDeviceIo::new(&device_id, &owner_id));
+            let io = Arc::new(owner_io::OwnerDeviceIo::new(
+                &device_id,
+                &owner_id,
+                metrics.owner_io.clone(),
+            ));
             let device = devices::TierDevice::for_owner(io, root, ledger);
             owner_device::await_owner(&device);
             devices.insert(device_id, Arc::new(device));

@@ -135,7 +135,11 @@ impl ColdTier {
                 .map_err(from_runtime)?;
         }
         let ledger = ActorLedger::load(self.registry.clone(), &req.device_id)?;
-        let io = Arc::new(OwnerDeviceIo::new(&req.device_id, &req.owner_id));
+        let io = Arc::new(OwnerDeviceIo::new(
+            &req.device_id,
+            &req.owner_id,
+            self.metrics.owner_io.clone(),
+        ));
         let device = Arc::new(TierDevice::for_owner(io, req.root.clone().into(), ledger));
         set.insert(req.device_id.clone(), device.clone());
         tracing::info!(device = %req.device_id, owner = %req.owner_id, root = %req.root,

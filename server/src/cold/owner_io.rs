@@ -51,6 +51,8 @@ pub struct OwnerDeviceIo {
     mailbox: Mutex<Mailbox>,
     /// Woken when work is queued (polls wait on it) or a result arrives (callers wait).
     changed: Condvar,
+    /// `crescent_cold_owner_io_total{work, outcome}`.
+    counter: prometheus::IntCounterVec,
 }
 
 fn not_connected(device_id: &str, owner_id: &str, why: &str) -> ColdError {
@@ -61,12 +63,13 @@ fn not_connected(device_id: &str, owner_id: &str, why: &str) -> ColdError {
 }
 
 impl OwnerDeviceIo {
-    pub fn new(device_id: &str, owner_id: &str) -> Self {
+    pub fn new(device_id: &str, owner_id: &str, counter: prometheus::IntCounterVec) -> Self {
         Self {
             device_id: device_id.to_string(),
             owner_id: owner_id.to_string(),
             mailbox: Mutex::new(Mailbox::default()),
             changed: Condvar::new(),
+            counter,
         }
     }
 
@@ -150,7 +153,20 @@ impl OwnerDeviceIo {
     /// Sends `work` to the owner and waits for its outcome; fails at once (UNAVAILABLE)
     /// when the owner is not connected, and when it goes silent while we wait.
     fn call(&self, work: OwnerIoWork) -> Result<OwnerIoOutcome, ColdError> {
-        let _span = tracing::debug_span!("cold.owner_io", device = %self.device_id).entered();
+        let name = work_name(&work);
+        let _span =
+            tracing::debug_span!("cold.owner_io", device = %self.device_id, work = name).entered();
+        let result = self.call_inner(work);
+        let outcome = match &result {
+            Ok(OwnerIoOutcome::Failed(_)) => "failed",
+            Ok(_) => "ok",
+            Err(_) => "not_connected",
+        };
+        self.counter.with_label_values(&[name, outcome]).inc();
+        result
+    }
+
+    fn call_inner(&self, work: OwnerIoWork) -> Result<OwnerIoOutcome, ColdError> {
         let started = Instant::now();
         let mut m = self.mailbox.lock().expect("owner mailbox");
         if !Self::connected(&m) {
@@ -202,6 +218,16 @@ impl OwnerDeviceIo {
             kind: std::io::ErrorKind::InvalidData,
             message: format!("the owner answered a {what} with {outcome:?}"),
         }
+    }
+}
+
+fn work_name(work: &OwnerIoWork) -> &'static str {
+    match work {
+        OwnerIoWork::Write { .. } => "write",
+        OwnerIoWork::Read { .. } => "read",
+        OwnerIoWork::Delete { .. } => "delete",
+        OwnerIoWork::Scan => "scan",
+        OwnerIoWork::RemoveStaleTemps => "remove_stale_temps",
     }
 }
 

@@ -12,6 +12,15 @@ use super::OwnerDeviceIo;
 
 const WAIT: Duration = Duration::from_secs(5);
 
+fn owner_io() -> OwnerDeviceIo {
+    let counter = prometheus::IntCounterVec::new(
+        prometheus::Opts::new("owner_io_total", "test"),
+        &["work", "outcome"],
+    )
+    .unwrap();
+    OwnerDeviceIo::new("dev", "node-b", counter)
+}
+
 /// Polls once as the owner and answers every item with `answer`.
 fn serve_once(
     io: &OwnerDeviceIo,
@@ -29,7 +38,7 @@ fn serve_once(
 
 #[test]
 fn a_device_whose_owner_never_registered_is_not_connected() {
-    let io = OwnerDeviceIo::new("dev", "node-b");
+    let io = owner_io();
     let err = io.delete("objects/aa/x.cold").unwrap_err();
     assert_eq!(err.code(), "UNAVAILABLE", "{err}");
     assert!(err.to_string().contains("node-b"), "{err}");
@@ -45,7 +54,7 @@ fn a_device_whose_owner_never_registered_is_not_connected() {
 
 #[test]
 fn a_call_is_answered_through_the_next_poll() {
-    let io = Arc::new(OwnerDeviceIo::new("dev", "node-b"));
+    let io = Arc::new(owner_io());
     io.connect(7);
     assert!(io.probe().is_ok());
     let caller = {
@@ -66,7 +75,7 @@ fn a_call_is_answered_through_the_next_poll() {
 
 #[test]
 fn read_bytes_are_verified_on_arrival() {
-    let io = Arc::new(OwnerDeviceIo::new("dev", "node-b"));
+    let io = Arc::new(owner_io());
     io.connect(1);
     let good = b"payload".to_vec();
     let crc = payload_checksum(&good);
@@ -93,7 +102,7 @@ fn read_bytes_are_verified_on_arrival() {
 
 #[test]
 fn an_owner_error_keeps_its_code() {
-    let io = Arc::new(OwnerDeviceIo::new("dev", "node-b"));
+    let io = Arc::new(owner_io());
     io.connect(1);
     let reader = {
         let io = io.clone();
@@ -115,7 +124,7 @@ fn an_owner_error_keeps_its_code() {
 
 #[test]
 fn a_new_incarnation_fails_the_waiting_calls_and_the_old_one_is_refused() {
-    let io = Arc::new(OwnerDeviceIo::new("dev", "node-b"));
+    let io = Arc::new(owner_io());
     io.connect(1);
     let caller = {
         let io = io.clone();
@@ -141,7 +150,7 @@ fn a_new_incarnation_fails_the_waiting_calls_and_the_old_one_is_refused() {
 
 #[test]
 fn a_failed_owner_probe_fails_the_device_probe() {
-    let io = OwnerDeviceIo::new("dev", "node-b");
+    let io = owner_io();
     io.connect(1);
     io.poll(1, Some("disk full".into()), Vec::new(), Duration::ZERO)
         .unwrap();
