@@ -109,12 +109,37 @@ fn an_owner_device_offloads_restores_and_reclaims_through_its_owner() {
     assert_eq!(usage(&node), (data.len() as u64, 0, data.len() as u64));
 
     node.ok(&["evict", "k", "--hot"], None);
-    // Local restore (this host sees the owner's directory) and remote (through the owner).
-    assert_eq!(node.get("k").unwrap(), data);
+    // Local restore: this host sees the owner's directory, so the reader is named the backing
+    // and reads it itself (checked by the client's own counters: no fallback).
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let client = crescent_client::CrescentClient::new(&node.s()).unwrap();
+    assert_eq!(rt.block_on(client.get("k")).unwrap(), data);
+    let restore = client.local_cold_restore();
+    assert_eq!((restore.count("local"), restore.count("fallback")), (1, 0));
+    assert_eq!(node.metric("crescent_cold_backing_refs_total"), 1.0);
+    drop(client);
+    // Remote: once cold-only again, crescentd asks the owner to read and verify (and checks
+    // again on arrival).
+    node.wait_for("the promotion", || node.replicas("k") == 1);
+    node.wait_for("evict --hot after the read leases", || {
+        node.cli(&["evict", "k", "--hot"], None).0 == 0
+    });
+    let reads = |node: &Node| {
+        node.metric("crescent_cold_owner_io_total{work=\"read\",outcome=\"ok\"}")
+    };
+    let before = reads(&node);
     let (code, out, err) =
         common::crescent(&node.s(), &["--no-local-cold-restore", "get", "k"], None);
     assert_eq!(code, 0, "{err}");
     assert_eq!(out, data, "remote restore through the owner");
+    assert!(reads(&node) > before, "the owner read it");
+    assert_eq!(
+        node.metric("crescent_cold_owner_io_total{work=\"write\",outcome=\"ok\"}"),
+        1.0
+    );
 
     // Delete: the owner deletes the payload, usage is released once.
     node.wait_for("the promotion", || node.replicas("k") == 1);
