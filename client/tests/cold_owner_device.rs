@@ -128,7 +128,7 @@ fn an_owner_device_offloads_restores_and_reclaims_through_its_owner() {
         node.cli(&["evict", "k", "--hot"], None).0 == 0
     });
     let reads = |node: &Node| {
-        node.metric("crescent_cold_owner_io_total{work=\"read\",outcome=\"ok\"}")
+        node.metric("crescent_cold_owner_io_total{outcome=\"ok\",work=\"read\"}")
     };
     let before = reads(&node);
     let (code, out, err) =
@@ -137,7 +137,7 @@ fn an_owner_device_offloads_restores_and_reclaims_through_its_owner() {
     assert_eq!(out, data, "remote restore through the owner");
     assert!(reads(&node) > before, "the owner read it");
     assert_eq!(
-        node.metric("crescent_cold_owner_io_total{work=\"write\",outcome=\"ok\"}"),
+        node.metric("crescent_cold_owner_io_total{outcome=\"ok\",work=\"write\"}"),
         1.0
     );
 
