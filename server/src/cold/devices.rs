@@ -181,14 +181,15 @@ impl ColdTier {
     /// than reporting a missing or damaged file.
     pub(crate) fn readable_io(&self, device_id: &str) -> Result<Arc<dyn ColdIo>, ColdError> {
         let device = self.device(device_id)?;
-        let summary = device.summary();
-        if !summary.configured || !summary.health.readable() {
+        // On every restore: read the two facts under the summary lock, no clone.
+        let (configured, health) = {
+            let summary = device.summary.lock().expect("device summary");
+            (summary.configured, summary.health)
+        };
+        if !configured || !health.readable() {
             return Err(ColdError::DeviceNotEligible {
                 device_id: device_id.to_string(),
-                reason: format!(
-                    "the device is {} and cannot be read",
-                    summary.health.as_str()
-                ),
+                reason: format!("the device is {} and cannot be read", health.as_str()),
             });
         }
         Ok(device.io.clone())
