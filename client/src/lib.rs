@@ -18,6 +18,7 @@ pub mod cli;
 pub mod client;
 pub mod client_options;
 pub mod cold;
+pub mod cold_device;
 pub mod cold_restore;
 mod dataplane;
 pub mod error;

@@ -57,6 +57,9 @@ pub struct OwnerConfig {
     /// than page by page on first write: no page fault on the write path, at the price of the
     /// full resident size from the start.
     pub resident: bool,
+    /// Cold devices this owner serves (`--cold-device`): crescentd drives them, this
+    /// process performs their IO.
+    pub cold_devices: Vec<crate::cold_device::OwnerColdDeviceConfig>,
 }
 
 impl Default for OwnerConfig {
@@ -71,6 +74,7 @@ impl Default for OwnerConfig {
             unmount_timeout: Duration::from_secs(15),
             watch: WatchConfig::default(),
             resident: false,
+            cold_devices: Vec::new(),
         }
     }
 }
@@ -111,6 +115,8 @@ pub struct Owner {
     heartbeat: Option<tokio::task::JoinHandle<()>>,
     state: Arc<HeartbeatState>,
     unmount_timeout: Duration,
+    /// The cold devices served (their IO loops stop when this is dropped).
+    cold_devices: Vec<crate::cold_device::OwnerColdDevice>,
 }
 
 fn now_ms() -> u64 {
@@ -223,6 +229,19 @@ impl Owner {
             let mut heartbeat = AbortOnDrop(heartbeat);
             let _ = (&mut heartbeat.0).await;
         });
+        let mut cold_devices = Vec::with_capacity(config.cold_devices.len());
+        for device in config.cold_devices {
+            cold_devices.push(
+                crate::cold_device::OwnerColdDevice::start(
+                    client,
+                    &owner_id,
+                    incarnation,
+                    &endpoint,
+                    device,
+                )
+                .await?,
+            );
+        }
         tracing::info!(%owner_id, %segment_id, %endpoint, size, incarnation, "storage owner started");
         Ok(Owner {
             client: client.clone(),
@@ -236,6 +255,7 @@ impl Owner {
             heartbeat: Some(heartbeat),
             state,
             unmount_timeout: config.unmount_timeout,
+            cold_devices,
         })
     }
 
@@ -258,6 +278,11 @@ impl Owner {
 
     pub fn size(&self) -> u64 {
         self.size
+    }
+
+    /// The ids of the cold devices this owner serves.
+    pub fn cold_device_ids(&self) -> Vec<&str> {
+        self.cold_devices.iter().map(|d| d.device_id()).collect()
     }
 
     /// The committed replicas in this owner's segment.
@@ -297,6 +322,7 @@ impl Owner {
             h.abort();
         }
         self.state.abort_replay();
+        self.cold_devices.clear();
         self.client.data.detach(&self.segment_id);
         let deadline = tokio::time::Instant::now() + self.unmount_timeout;
         loop {

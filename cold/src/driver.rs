@@ -16,7 +16,7 @@ use crate::device::{
 };
 use crate::error::ColdError;
 use crate::ids::{ColdOpId, ReclaimId};
-use crate::local_dir::{locator_for, LocalDirDevice};
+use crate::local_dir::locator_for;
 use crate::route::{
     check_cleanup, check_materialize, ActiveColdBacking, MaterializeCheck, ObjectRoute,
     RouteExpectation,
@@ -41,10 +41,7 @@ pub trait RouteAuthority {
     ) -> Result<(), ColdError>;
 }
 
-/// Reads the current content from a hot replica of `route`.
-pub trait HotSource {
-    fn read_hot(&self, route: &ObjectRoute) -> Result<Vec<u8>, ColdError>;
-}
+pub use crate::io::{ColdIo, HotSource};
 
 /// How an offload ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -111,7 +108,7 @@ fn pending_for(route: Option<&ObjectRoute>, device_id: &str, op_id: ColdOpId) ->
 /// Runs (or resumes) the offload of `op_id` to its end.
 pub fn run_offload(
     ledger: &mut dyn DeviceLedger,
-    io: &LocalDirDevice,
+    io: &dyn ColdIo,
     routes: &mut dyn RouteAuthority,
     hot: &dyn HotSource,
     op_id: ColdOpId,
@@ -146,8 +143,7 @@ pub fn run_offload(
                     continue;
                 }
                 let route = route.expect("pending_for found a route");
-                let payload = hot.read_hot(&route)?;
-                let receipt = io.write(op_id, &payload)?;
+                let receipt = io.write_offload(op_id, &route, hot)?;
                 ledger.execute(ColdDeviceCommand::RecordPayloadWritten {
                     op_id,
                     locator: receipt.locator,
@@ -219,7 +215,7 @@ pub fn run_offload(
 /// reconciliation when none is in flight): the exact lookup is what proves obsolescence.
 pub fn run_reclaim(
     ledger: &mut dyn DeviceLedger,
-    io: &LocalDirDevice,
+    io: &dyn ColdIo,
     routes: &dyn RouteAuthority,
     reclaim_id: ReclaimId,
 ) -> Result<ReclaimOutcome, ColdError> {
@@ -313,7 +309,7 @@ pub fn evict_hot(
 }
 
 /// Reads the materialized backing of `route` and verifies it (the local restore).
-pub fn read_cold(io: &LocalDirDevice, route: &ObjectRoute) -> Result<Vec<u8>, ColdError> {
+pub fn read_cold(io: &dyn ColdIo, route: &ObjectRoute) -> Result<Vec<u8>, ColdError> {
     match &route.cold {
         Some(ActiveColdBacking::Materialized {
             locator,
@@ -349,7 +345,7 @@ pub struct ReconcileReport {
 /// offload worker starts on the device and with no overwrite/delete CAS in flight.
 pub fn reconcile(
     ledger: &mut dyn DeviceLedger,
-    io: &LocalDirDevice,
+    io: &dyn ColdIo,
     routes: &mut dyn RouteAuthority,
     hot: &dyn HotSource,
     page: usize,

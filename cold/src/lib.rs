@@ -4,6 +4,7 @@
 //!   operation and reclaim state machines and the journaled cold routes.
 //! - [`route`]: the pure route model (hot replicas beside at most one active cold backing,
 //!   CAS on version + content + cold identity, the last-hot eviction rule).
+//! - [`io`]: the IO seam of a device ([`io::ColdIo`]): local, or performed by a storage owner.
 //! - [`local_dir`]: `local_dir` device IO (idempotent, checksummed, crash-safe files).
 //! - [`scheduler`]: the offload queue (bounded, rate-limited, retrying, watermarks).
 //! - [`restore`]: single-flight restores and batch grouping by device.
@@ -14,6 +15,7 @@ pub mod device;
 pub mod driver;
 pub mod error;
 pub mod ids;
+pub mod io;
 pub mod local_dir;
 pub mod metrics;
 pub mod restore;

@@ -47,6 +47,9 @@ pub struct ColdMetrics {
     pub backpressure: IntCounterVec,
     /// Device health probes by outcome (ok, failed).
     pub probes: IntCounterVec,
+    /// IO performed by storage owners for their devices, by work (write, read, delete, scan,
+    /// remove_stale_temps) and outcome (ok, failed, not_connected).
+    pub owner_io: IntCounterVec,
     /// Background re-promotions of restored objects by outcome (`PROMOTION_OUTCOMES`).
     pub promotions: IntCounterVec,
     /// Promotions queued or running.
@@ -75,6 +78,7 @@ impl ColdMetrics {
         registry.register(Box::new(m.reclaims.clone()))?;
         registry.register(Box::new(m.backpressure.clone()))?;
         registry.register(Box::new(m.probes.clone()))?;
+        registry.register(Box::new(m.owner_io.clone()))?;
         registry.register(Box::new(m.promotions.clone()))?;
         registry.register(Box::new(m.promotion_queue_depth.clone()))?;
         registry.register(Box::new(m.backing_refs.clone()))?;
@@ -130,6 +134,11 @@ impl ColdMetrics {
                 "Device health probes (write, fsync, read back, delete) by outcome (ok, failed).",
                 &["outcome"],
             ),
+            owner_io: counter_vec(
+                "crescent_cold_owner_io_total",
+                "IO performed by storage owners for their cold devices, by work and outcome (ok, failed, not_connected).",
+                &["work", "outcome"],
+            ),
             promotions: counter_vec(
                 "crescent_cold_promotions_total",
                 "Background re-promotions of restored objects (queued, duplicate, dropped, done, failed, stale).",
@@ -151,6 +160,32 @@ impl ColdMetrics {
             let i = DeviceHealth::ALL
                 .iter()
                 .position(|h| *h == d.health())
+                .expect("all healths listed");
+            by_health[i] += 1;
+        }
+        self.capacity_bytes.set(capacity as i64);
+        self.used_bytes.set(used as i64);
+        self.reserved_bytes.set(reserved as i64);
+        for (h, n) in DeviceHealth::ALL.iter().zip(by_health) {
+            self.devices.with_label_values(&[h.as_str()]).set(n);
+        }
+    }
+
+    /// Sets the device gauges from summaries (the server keeps one per device, so it need
+    /// not lock every device's ledger to publish the sums).
+    pub fn observe_summaries<'a>(
+        &self,
+        devices: impl IntoIterator<Item = &'a crate::device::DeviceSummary>,
+    ) {
+        let (mut capacity, mut used, mut reserved) = (0u64, 0u64, 0u64);
+        let mut by_health = [0i64; 3];
+        for d in devices {
+            capacity += d.capacity;
+            used += d.used;
+            reserved += d.reserved;
+            let i = DeviceHealth::ALL
+                .iter()
+                .position(|h| *h == d.health)
                 .expect("all healths listed");
             by_health[i] += 1;
         }

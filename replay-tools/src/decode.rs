@@ -151,6 +151,7 @@ fn weight_revision_json(event: &WeightRevisionEvent) -> Result<Value, EventDecod
 fn cold_device_json(event: &ColdDeviceEvent) -> Result<Value, EventDecodeError> {
     match event {
         ColdDeviceEvent::DeviceConfigured(e) => to_json(e),
+        ColdDeviceEvent::DeviceOwnerAssigned(e) => to_json(e),
         ColdDeviceEvent::DeviceHealthChanged(e) => to_json(e),
         ColdDeviceEvent::DeviceSchedulableChanged(e) => to_json(e),
         ColdDeviceEvent::OperationPlanned(e) => to_json(e),

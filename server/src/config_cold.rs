@@ -78,6 +78,55 @@ pub struct ColdSettings {
     pub staging_unit_bytes: u64,
     pub staging_ttl_ms: u64,
     pub staging_min_bytes: u64,
+    /// Several devices (`[[cold.devices]]`); when given, they replace the one device of the
+    /// fields above (`device_id`, `root`, `capacity_bytes`, `tags`, `schedulable`, which must
+    /// then stay unset).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub devices: Vec<ColdDeviceSettings>,
+}
+
+/// One `[[cold.devices]]` entry.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ColdDeviceSettings {
+    /// Stable device id (journaled: never rename a device in use).
+    pub id: String,
+    /// `local_dir` (a directory on SSD or an NFS mount), the only kind today.
+    #[serde(default = "default_kind")]
+    pub kind: String,
+    /// Its directory; default `<data_dir>/cold/<id>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub root: Option<PathBuf>,
+    #[serde(default = "default_capacity")]
+    pub capacity_bytes: u64,
+    #[serde(default)]
+    pub tags: Vec<String>,
+    #[serde(default = "default_true")]
+    pub schedulable: bool,
+}
+
+fn default_kind() -> String {
+    "local_dir".into()
+}
+
+fn default_capacity() -> u64 {
+    ColdSettings::default().capacity_bytes
+}
+
+fn default_true() -> bool {
+    true
+}
+
+/// A configured device, resolved against the data dir.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeviceSpec {
+    pub device_id: String,
+    pub root: PathBuf,
+    /// Whether the root was given (HA needs an explicit, shared root).
+    pub explicit_root: bool,
+    pub capacity_bytes: u64,
+    pub tags: Vec<String>,
+    pub schedulable: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -132,6 +181,7 @@ impl Default for ColdSettings {
             staging_unit_bytes: 64 << 10,
             staging_ttl_ms: 5_000,
             staging_min_bytes: 256 << 10,
+            devices: Vec::new(),
         }
     }
 }
@@ -171,32 +221,103 @@ impl ColdSettings {
         }
     }
 
-    /// The device directory.
+    /// The device directory of the one-device form.
     pub fn root_under(&self, data_dir: &Path) -> PathBuf {
         self.root
             .clone()
             .unwrap_or_else(|| data_dir.join("cold").join(&self.device_id))
     }
 
+    /// Every configured device, in id order: the `[[cold.devices]]` entries, or else the one
+    /// device of `[cold]` (so existing configs and journals stay as they were).
+    pub fn device_specs(&self, data_dir: &Path) -> Vec<DeviceSpec> {
+        let mut specs: Vec<DeviceSpec> = if self.devices.is_empty() {
+            vec![DeviceSpec {
+                device_id: self.device_id.clone(),
+                root: self.root_under(data_dir),
+                explicit_root: self.root.is_some(),
+                capacity_bytes: self.capacity_bytes,
+                tags: self.tags.clone(),
+                schedulable: self.schedulable,
+            }]
+        } else {
+            self.devices
+                .iter()
+                .map(|d| DeviceSpec {
+                    device_id: d.id.clone(),
+                    root: d
+                        .root
+                        .clone()
+                        .unwrap_or_else(|| data_dir.join("cold").join(&d.id)),
+                    explicit_root: d.root.is_some(),
+                    capacity_bytes: d.capacity_bytes,
+                    tags: d.tags.clone(),
+                    schedulable: d.schedulable,
+                })
+                .collect()
+        };
+        specs.sort_by(|a, b| a.device_id.cmp(&b.device_id));
+        specs
+    }
+
+    fn validate_devices(&self) -> Result<(), ConfigError> {
+        if self.devices.is_empty() {
+            return validate_device(
+                "cold",
+                &self.device_id,
+                "local_dir",
+                self.root.as_deref(),
+                self.capacity_bytes,
+                &self.tags,
+            );
+        }
+        let one = ColdSettings::default();
+        if self.device_id != one.device_id
+            || self.root.is_some()
+            || self.capacity_bytes != one.capacity_bytes
+            || self.tags != one.tags
+            || self.schedulable != one.schedulable
+        {
+            return Err(invalid(
+                "cold.devices",
+                "set either the one device of [cold] (device_id, root, capacity_bytes, tags, \
+                 schedulable) or [[cold.devices]], not both",
+            ));
+        }
+        let mut ids = std::collections::BTreeSet::new();
+        let mut roots = std::collections::BTreeSet::new();
+        for d in &self.devices {
+            validate_device(
+                "cold.devices",
+                &d.id,
+                &d.kind,
+                d.root.as_deref(),
+                d.capacity_bytes,
+                &d.tags,
+            )?;
+            if !ids.insert(d.id.as_str()) {
+                return Err(invalid(
+                    "cold.devices.id",
+                    format!("device id {:?} appears twice", d.id),
+                ));
+            }
+            if let Some(root) = &d.root {
+                if !roots.insert(root.clone()) {
+                    return Err(invalid(
+                        "cold.devices.root",
+                        format!("root {} is given to two devices", root.display()),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
     pub fn validate(&self) -> Result<(), ConfigError> {
         if !self.enabled {
             return Ok(());
         }
-        crescent_cold::device::check_device_id(&self.device_id)
-            .map_err(|e| invalid("cold.device_id", e.to_string()))?;
-        if self.capacity_bytes == 0 {
-            return Err(invalid("cold.capacity_bytes", "must be greater than 0"));
-        }
-        if self.tags.len() > crescent_cold::device::MAX_TAGS {
-            return Err(invalid("cold.tags", "too many tags"));
-        }
-        if self
-            .tags
-            .iter()
-            .any(|t| t.is_empty() || t.chars().any(char::is_control))
-        {
-            return Err(invalid("cold.tags", "tags must be non-empty text"));
-        }
+        self.validate_devices()?;
         self.scheduler()
             .validate()
             .map_err(|e| invalid("cold.queue", e.to_string()))?;
@@ -225,11 +346,58 @@ impl ColdSettings {
         self.staging()
             .validate()
             .map_err(|reason| invalid("cold.staging", reason))?;
-        if let Some(root) = &self.root {
-            if root.as_os_str().is_empty() {
-                return Err(invalid("cold.root", "must not be empty"));
-            }
-        }
         Ok(())
     }
 }
+
+/// The checks of one device's settings (`section` names the config path in errors).
+fn validate_device(
+    section: &'static str,
+    id: &str,
+    kind: &str,
+    root: Option<&Path>,
+    capacity_bytes: u64,
+    tags: &[String],
+) -> Result<(), ConfigError> {
+    let field = |name: &'static str| -> &'static str {
+        match (section, name) {
+            ("cold", "id") => "cold.device_id",
+            ("cold", "kind") => "cold.kind",
+            ("cold", "root") => "cold.root",
+            ("cold", "capacity_bytes") => "cold.capacity_bytes",
+            ("cold", _) => "cold.tags",
+            (_, "id") => "cold.devices.id",
+            (_, "kind") => "cold.devices.kind",
+            (_, "root") => "cold.devices.root",
+            (_, "capacity_bytes") => "cold.devices.capacity_bytes",
+            _ => "cold.devices.tags",
+        }
+    };
+    crescent_cold::device::check_device_id(id).map_err(|e| invalid(field("id"), e.to_string()))?;
+    if kind != crescent_cold::device::DeviceKind::LocalDir.as_str() {
+        return Err(invalid(
+            field("kind"),
+            format!("unknown device kind {kind:?} (local_dir is the only kind)"),
+        ));
+    }
+    if capacity_bytes == 0 {
+        return Err(invalid(field("capacity_bytes"), "must be greater than 0"));
+    }
+    if tags.len() > crescent_cold::device::MAX_TAGS {
+        return Err(invalid(field("tags"), "too many tags"));
+    }
+    if tags
+        .iter()
+        .any(|t| t.is_empty() || t.chars().any(char::is_control))
+    {
+        return Err(invalid(field("tags"), "tags must be non-empty text"));
+    }
+    if root.is_some_and(|r| r.as_os_str().is_empty()) {
+        return Err(invalid(field("root"), "must not be empty"));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+#[path = "config_cold_tests.rs"]
+mod tests;

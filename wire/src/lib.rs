@@ -4,6 +4,7 @@
 //! This crate is serde-only so that clients do not pull in the server's stack.
 
 pub mod cold;
+pub mod cold_owner;
 pub mod error;
 pub mod rebuild;
 pub mod rpc;

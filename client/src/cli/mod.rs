@@ -114,6 +114,10 @@ pub enum Command {
         /// page faults on the write path; the whole size is resident from the start).
         #[arg(long)]
         resident: bool,
+        /// A cold device this owner serves: `ID=DIR[,capacity=SIZE][,tags=a+b]` (repeatable).
+        /// crescentd places and drives it; this process performs its IO.
+        #[arg(long = "cold-device", value_parser = crate::cold_device::OwnerColdDeviceConfig::parse)]
+        cold_device: Vec<crate::cold_device::OwnerColdDeviceConfig>,
     },
     /// Cold tier devices.
     Cold {

@@ -232,6 +232,7 @@ pub(super) async fn run(cli: Cli) -> Result<u8, ClientError> {
             advertise,
             id,
             resident,
+            cold_device,
         } => {
             let owner = Owner::start(
                 &client,
@@ -241,6 +242,7 @@ pub(super) async fn run(cli: Cli) -> Result<u8, ClientError> {
                     listen,
                     advertise,
                     resident,
+                    cold_devices: cold_device,
                     ..OwnerConfig::default()
                 },
             )
@@ -249,7 +251,8 @@ pub(super) async fn run(cli: Cli) -> Result<u8, ClientError> {
                 print_json(
                     &json!({"owner_id": owner.owner_id(), "segment_id": owner.segment_id(),
                     "endpoint": owner.endpoint(), "size": owner.size(),
-                    "incarnation": owner.incarnation()}),
+                    "incarnation": owner.incarnation(),
+                    "cold_devices": owner.cold_device_ids()}),
                 );
             } else {
                 println!(

@@ -113,7 +113,9 @@ fn owner_and_bench_arguments() {
             advertise,
             id,
             resident,
+            cold_device,
         } => {
+            assert!(cold_device.is_empty());
             assert_eq!(size, 64 << 20);
             assert_eq!(listen, "0.0.0.0:9000");
             assert_eq!(advertise.as_deref(), Some("10.0.0.1:9000"));
@@ -129,6 +131,26 @@ fn owner_and_bench_arguments() {
         Command::Owner { resident, .. } => assert!(resident),
         other => panic!("{other:?}"),
     }
+    match parse(&[
+        "owner",
+        "--size",
+        "1G",
+        "--cold-device",
+        "a=/x,capacity=1G",
+        "--cold-device",
+        "b=/y",
+    ])
+    .unwrap()
+    .command
+    {
+        Command::Owner { cold_device, .. } => {
+            let ids: Vec<_> = cold_device.iter().map(|d| d.device_id.as_str()).collect();
+            assert_eq!(ids, ["a", "b"]);
+            assert_eq!(cold_device[0].capacity, 1 << 30);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(parse(&["owner", "--size", "1G", "--cold-device", "nodir"]).is_err());
     assert!(parse(&["owner"]).is_err(), "--size is required");
     match parse(&["bench", "--json"]).unwrap().command {
         Command::Bench {

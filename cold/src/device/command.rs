@@ -34,6 +34,13 @@ pub enum ColdDeviceCommand {
         health: DeviceHealth,
         reason: String,
     },
+    /// The device's IO is performed by this storage owner (registered by the owner). A
+    /// device keeps its owner: another owner id is refused (CONFLICT); the same owner with
+    /// a new endpoint (a restart) is recorded; the same again is a no-op.
+    AssignOwner {
+        owner_id: String,
+        endpoint: String,
+    },
     SetSchedulable {
         schedulable: bool,
     },
@@ -152,6 +159,10 @@ impl ColdDeviceCommand {
                 if reason.len() > MAX_TEXT_BYTES {
                     return Err(invalid("reason", format!("at most {MAX_TEXT_BYTES} bytes")));
                 }
+            }
+            ColdDeviceCommand::AssignOwner { owner_id, endpoint } => {
+                check_text("owner_id", owner_id, MAX_ID_BYTES)?;
+                check_text("endpoint", endpoint, MAX_TEXT_BYTES)?;
             }
             ColdDeviceCommand::PlanOffload {
                 object_key,

@@ -80,6 +80,24 @@ impl ColdDevice {
                     },
                 )])
             }
+            C::AssignOwner { owner_id, endpoint } => {
+                self.check_configured()?;
+                match &self.owner {
+                    Some(o) if o.owner_id != *owner_id => Err(conflict(
+                        "device",
+                        self.device_id().unwrap_or_default(),
+                        format!("its IO is performed by owner {:?}", o.owner_id),
+                    )),
+                    Some(o) if o.endpoint == *endpoint => Ok(vec![]),
+                    _ => Ok(vec![ColdDeviceEvent::DeviceOwnerAssigned(
+                        DeviceOwnerAssigned {
+                            owner_id: owner_id.clone(),
+                            endpoint: endpoint.clone(),
+                            at_ms,
+                        },
+                    )]),
+                }
+            }
             C::SetSchedulable { schedulable } => {
                 self.check_configured()?;
                 if *schedulable == self.schedulable {

@@ -24,6 +24,16 @@ pub struct DeviceConfigured {
     pub at_ms: i64,
 }
 
+/// The device's IO is performed by a storage owner (`crescent owner --cold-device`), not by
+/// crescentd: who it is and where it listens. Journaled so the device survives a restart or
+/// failover of crescentd as an owner device (unavailable until its owner polls again).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeviceOwnerAssigned {
+    pub owner_id: String,
+    pub endpoint: String,
+    pub at_ms: i64,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DeviceHealthChanged {
     pub health: DeviceHealth,
@@ -144,6 +154,7 @@ pub enum ColdDeviceEvent {
     BackendDeleted(BackendDeleted),
     UsageReleased(UsageReleased),
     TerminalPruned(TerminalPruned),
+    DeviceOwnerAssigned(DeviceOwnerAssigned),
 }
 
 const DEVICE_CONFIGURED: &str = "cold_device_configured";
@@ -160,6 +171,7 @@ const RECLAIM_CANCELLED: &str = "cold_reclaim_cancelled";
 const BACKEND_DELETED: &str = "cold_backend_deleted";
 const USAGE_RELEASED: &str = "cold_usage_released";
 const TERMINAL_PRUNED: &str = "cold_terminal_pruned";
+const DEVICE_OWNER_ASSIGNED: &str = "cold_device_owner_assigned";
 
 const SCHEMA: &[(&str, u16)] = &[
     (DEVICE_CONFIGURED, 1),
@@ -176,6 +188,7 @@ const SCHEMA: &[(&str, u16)] = &[
     (BACKEND_DELETED, 1),
     (USAGE_RELEASED, 1),
     (TERMINAL_PRUNED, 1),
+    (DEVICE_OWNER_ASSIGNED, 1),
 ];
 
 impl DomainEvent for ColdDeviceEvent {
@@ -195,6 +208,7 @@ impl DomainEvent for ColdDeviceEvent {
             ColdDeviceEvent::BackendDeleted(_) => BACKEND_DELETED,
             ColdDeviceEvent::UsageReleased(_) => USAGE_RELEASED,
             ColdDeviceEvent::TerminalPruned(_) => TERMINAL_PRUNED,
+            ColdDeviceEvent::DeviceOwnerAssigned(_) => DEVICE_OWNER_ASSIGNED,
         }
     }
 
@@ -218,6 +232,7 @@ impl DomainEvent for ColdDeviceEvent {
             ColdDeviceEvent::BackendDeleted(e) => to_msgpack(e),
             ColdDeviceEvent::UsageReleased(e) => to_msgpack(e),
             ColdDeviceEvent::TerminalPruned(e) => to_msgpack(e),
+            ColdDeviceEvent::DeviceOwnerAssigned(e) => to_msgpack(e),
         }
     }
 
@@ -239,6 +254,7 @@ impl DomainEvent for ColdDeviceEvent {
             BACKEND_DELETED => Self::BackendDeleted(from_msgpack(k, v, b)?),
             USAGE_RELEASED => Self::UsageReleased(from_msgpack(k, v, b)?),
             TERMINAL_PRUNED => Self::TerminalPruned(from_msgpack(k, v, b)?),
+            DEVICE_OWNER_ASSIGNED => Self::DeviceOwnerAssigned(from_msgpack(k, v, b)?),
             _ => {
                 return Err(DecodeError::UnknownKind {
                     aggregate: super::STREAM_KIND,

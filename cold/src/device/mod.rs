@@ -14,6 +14,11 @@
 mod command;
 mod decide;
 mod event;
+#[cfg(test)]
+mod owner_tests;
+mod placement;
+#[cfg(test)]
+mod placement_tests;
 mod state;
 #[cfg(test)]
 mod tests;
@@ -32,10 +37,11 @@ pub use command::{
 };
 pub use event::{
     BackendDeleted, CapacityReserved, ColdDeviceEvent, DeviceConfigured, DeviceHealthChanged,
-    DeviceSchedulableChanged, OperationCancelled, OperationPlanned, PayloadWritten,
-    ReclaimCancelled, ReclaimPlanned, RouteCommitted, TerminalPruned, UsageCommitted,
-    UsageReleased,
+    DeviceOwnerAssigned, DeviceSchedulableChanged, OperationCancelled, OperationPlanned,
+    PayloadWritten, ReclaimCancelled, ReclaimPlanned, RouteCommitted, TerminalPruned,
+    UsageCommitted, UsageReleased,
 };
+pub use placement::{choose_device, DeviceSummary};
 pub use state::{
     ColdOpState, ColdOperation, ColdRoute, DeviceConfig, DeviceHealth, DeviceKind, ReclaimRecord,
     ReclaimState, ReleaseCause, ReleasedFrom, WrittenPayload,
@@ -59,6 +65,16 @@ pub struct ColdDevice {
     active_reclaims: BTreeSet<ReclaimId>,
     /// Object key -> the operation whose materialized locator is its authoritative cold route.
     cold_routes: BTreeMap<String, ColdOpId>,
+    /// The storage owner that performs the device's IO (`None`: crescentd itself).
+    #[serde(default)]
+    owner: Option<DeviceOwner>,
+}
+
+/// The storage owner of an owner device.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeviceOwner {
+    pub owner_id: String,
+    pub endpoint: String,
 }
 
 impl Default for ColdDevice {
@@ -75,6 +91,7 @@ impl Default for ColdDevice {
             active_ops: BTreeSet::new(),
             active_reclaims: BTreeSet::new(),
             cold_routes: BTreeMap::new(),
+            owner: None,
         }
     }
 }
@@ -82,6 +99,11 @@ impl Default for ColdDevice {
 impl ColdDevice {
     pub fn config(&self) -> Option<&DeviceConfig> {
         self.config.as_ref()
+    }
+
+    /// The storage owner that performs the device's IO, if it is not crescentd.
+    pub fn owner(&self) -> Option<&DeviceOwner> {
+        self.owner.as_ref()
     }
 
     pub fn device_id(&self) -> Option<&str> {
@@ -269,6 +291,12 @@ impl Aggregate for ColdDevice {
                 });
             }
             ColdDeviceEvent::DeviceHealthChanged(e) => self.health = e.health,
+            ColdDeviceEvent::DeviceOwnerAssigned(e) => {
+                self.owner = Some(DeviceOwner {
+                    owner_id: e.owner_id,
+                    endpoint: e.endpoint,
+                })
+            }
             ColdDeviceEvent::DeviceSchedulableChanged(e) => self.schedulable = e.schedulable,
             ColdDeviceEvent::OperationPlanned(e) => {
                 self.active_ops.insert(e.op_id);

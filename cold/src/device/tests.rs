@@ -78,7 +78,7 @@ fn fp(n: u8) -> PayloadFingerprint {
     PayloadFingerprint([n; 32])
 }
 
-fn configured(capacity: u64) -> ColdDeviceEvent {
+pub(super) fn configured(capacity: u64) -> ColdDeviceEvent {
     ColdDeviceEvent::DeviceConfigured(DeviceConfigured {
         device_id: "dev1".into(),
         kind: DeviceKind::LocalDir,
@@ -1187,6 +1187,11 @@ fn active_pages_are_bounded_and_skip_terminal_records() {
 fn every_event() -> Vec<ColdDeviceEvent> {
     vec![
         configured(1 << 20),
+        ColdDeviceEvent::DeviceOwnerAssigned(DeviceOwnerAssigned {
+            owner_id: "node-b".into(),
+            endpoint: "10.0.0.2:7000".into(),
+            at_ms: 1,
+        }),
         ColdDeviceEvent::DeviceHealthChanged(DeviceHealthChanged {
             health: DeviceHealth::Unavailable,
             reason: "io".into(),

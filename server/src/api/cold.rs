@@ -6,6 +6,10 @@ use std::sync::Arc;
 
 use actix_web::web;
 use crescent_wire::cold::{routes, ColdDevicesReply, ColdObjectRequest, ObjectStat};
+use crescent_wire::cold_owner::{
+    routes as owner_routes, OwnerDevicePollReply, OwnerDevicePollRequest, RegisterOwnerDeviceReply,
+    RegisterOwnerDeviceRequest,
+};
 use crescent_wire::{ApiError, ErrorCode};
 
 use super::error::{from_blocking, HttpError};
@@ -24,7 +28,12 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.route(rel(routes::COLD_DEVICES), web::get().to(devices))
         .route(rel(routes::OFFLOAD), web::post().to(offload))
         .route(rel(routes::EVICT_HOT), web::post().to(evict_hot))
-        .route(rel(routes::STAT), web::post().to(stat));
+        .route(rel(routes::STAT), web::post().to(stat))
+        .route(
+            rel(owner_routes::REGISTER),
+            web::post().to(register_owner_device),
+        )
+        .route(rel(owner_routes::POLL), web::post().to(poll_owner_device));
 }
 
 fn tier(state: &State) -> Result<Arc<ColdTier>, HttpError> {
@@ -84,5 +93,30 @@ pub async fn stat(
 ) -> Result<Reply<ObjectStat>, HttpError> {
     Ok(Reply(
         blocking(state, move |node, cold| cold.stat(node, &req.id)).await?,
+    ))
+}
+
+/// A storage owner registers its cold device (`crescent owner --cold-device`).
+pub async fn register_owner_device(
+    state: State,
+    Wire(req): Wire<RegisterOwnerDeviceRequest>,
+) -> Result<Reply<RegisterOwnerDeviceReply>, HttpError> {
+    let cold = tier(&state)?;
+    let node = state.into_inner();
+    Ok(Reply(
+        web::block(move || cold.register_owner_device(&node, &req))
+            .await
+            .map_err(from_blocking)??,
+    ))
+}
+
+/// A storage owner's long poll for its device's IO work (answers at once when work is
+/// queued, else after a short wait).
+pub async fn poll_owner_device(
+    state: State,
+    Wire(req): Wire<OwnerDevicePollRequest>,
+) -> Result<Reply<OwnerDevicePollReply>, HttpError> {
+    Ok(Reply(
+        blocking(state, move |_, cold| cold.poll_owner_device(req)).await?,
     ))
 }

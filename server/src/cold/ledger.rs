@@ -63,6 +63,7 @@ pub fn command_name(cmd: &ColdDeviceCommand) -> &'static str {
     match cmd {
         ColdDeviceCommand::Configure { .. } => "configure",
         ColdDeviceCommand::SetHealth { .. } => "set_health",
+        ColdDeviceCommand::AssignOwner { .. } => "assign_owner",
         ColdDeviceCommand::SetSchedulable { .. } => "set_schedulable",
         ColdDeviceCommand::PlanOffload { .. } => "plan_offload",
         ColdDeviceCommand::Reserve { .. } => "reserve",

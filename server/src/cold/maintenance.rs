@@ -6,12 +6,14 @@
 //! refuses it, so the worker retries with backoff), and one that is `unavailable` is not
 //! readable, so no last hot replica is evicted to it.
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
 use crescent_cold::device::{ColdDeviceCommand, DeviceHealth};
 use crescent_cold::driver::DeviceLedger;
 
+use super::devices::TierDevice;
 use super::{mark_evictable, ColdTier};
 use crate::node::NodeState;
 
@@ -40,17 +42,27 @@ pub struct UpkeepSettings {
 }
 
 impl ColdTier {
-    /// One probe of the device; journals a health change. Returns the failures in a row.
-    pub fn probe_health(&self, state: &NodeState, failures: u32) -> u32 {
-        let _span = tracing::debug_span!("cold.probe").entered();
-        let result = self.io.probe();
+    /// One probe of every device (each journals its own health change).
+    pub fn probe_devices(&self, state: &NodeState) {
+        for device in self.all_devices() {
+            let failures = device.probe_failures.load(Ordering::Relaxed);
+            let failures = self.probe_health(state, &device, failures);
+            device.probe_failures.store(failures, Ordering::Relaxed);
+        }
+        self.observe_devices();
+    }
+
+    /// One probe of `device`; journals a health change. Returns the failures in a row.
+    fn probe_health(&self, state: &NodeState, device: &TierDevice, failures: u32) -> u32 {
+        let _span = tracing::debug_span!("cold.probe", device = %device.device_id).entered();
+        let result = device.io.probe();
         let failures = if result.is_ok() { 0 } else { failures + 1 };
         let health = health_after_probe(result.is_ok(), failures);
         self.metrics
             .probes
             .with_label_values(&[if result.is_ok() { "ok" } else { "failed" }])
             .inc();
-        self.with_ledger(|ledger| {
+        device.with_ledger(|ledger, _| {
             if ledger.device().health() == health {
                 return;
             }
@@ -58,10 +70,11 @@ impl ColdTier {
                 Ok(()) => "probe succeeded".to_string(),
                 Err(e) => format!("probe failed {failures} time(s) in a row: {e}"),
             };
-            tracing::warn!(device = %self.device_id, health = health.as_str(), %reason,
+            tracing::warn!(device = %device.device_id, health = health.as_str(), %reason,
                 "cold device health changed");
             if let Err(e) = ledger.execute(ColdDeviceCommand::SetHealth { health, reason }) {
-                tracing::warn!(device = %self.device_id, error = %e, "health change not journaled");
+                tracing::warn!(device = %device.device_id, error = %e,
+                    "health change not journaled");
                 return;
             }
             mark_evictable(state, ledger);
@@ -69,15 +82,19 @@ impl ColdTier {
         failures
     }
 
-    /// Forgets terminal records released before `now - after_ms`.
+    /// Forgets terminal records released before `now - after_ms`, on every device.
     pub fn prune_terminal(&self, now_ms: i64, after_ms: u64) {
         let released_before_ms = now_ms.saturating_sub(after_ms as i64);
-        self.with_ledger(|ledger| {
-            if let Err(e) = ledger.execute(ColdDeviceCommand::PruneTerminal { released_before_ms })
-            {
-                tracing::warn!(device = %self.device_id, error = %e, "terminal records not pruned");
-            }
-        });
+        for device in self.all_devices() {
+            device.with_ledger(|ledger, _| {
+                if let Err(e) =
+                    ledger.execute(ColdDeviceCommand::PruneTerminal { released_before_ms })
+                {
+                    tracing::warn!(device = %device.device_id, error = %e,
+                        "terminal records not pruned");
+                }
+            });
+        }
     }
 }
 
@@ -97,10 +114,9 @@ pub fn spawn(state: Arc<NodeState>, settings: UpkeepSettings) -> std::io::Result
     std::thread::Builder::new()
         .name("crescent-cold-upkeep".into())
         .spawn(move || {
-            let mut failures = 0;
             while !tier.queue.wait_stopped(tick) {
                 if settings.probe_interval_ms > 0 {
-                    failures = tier.probe_health(&state, failures);
+                    tier.probe_devices(&state);
                 }
                 if settings.prune_after_ms > 0 {
                     tier.prune_terminal(state.now_ms(), settings.prune_after_ms);

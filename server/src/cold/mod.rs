@@ -7,10 +7,13 @@
 //! reconciliation never interleave and the ledger's copy of the device stays exact.
 
 pub mod dataplane;
+pub mod devices;
 pub mod hot;
 pub mod ledger;
 pub mod maintenance;
 pub mod ops;
+pub mod owner_device;
+pub mod owner_io;
 pub mod promotion;
 pub mod restore;
 pub mod restore_batch;
@@ -28,7 +31,6 @@ use crescent_cold::metrics::ColdMetrics;
 use crescent_cold::restore::{RestoreKey, SingleFlight};
 use crescent_cold::{ColdDevice, ColdError};
 use crescent_store::{parse_cold_object_key, DirectoryRoutes};
-use crescent_wire::cold::ColdDeviceInfo;
 
 use crate::config_cold::ColdSettings;
 use crate::error::ServerError;
@@ -44,12 +46,11 @@ const MAX_RESTORE_WAITERS: usize = 4096;
 /// Operations reconciliation reads per page.
 const RECONCILE_PAGE: usize = 256;
 
-/// The cold tier of a node: its devices (one today: the `[cold]` device).
+/// The cold tier of a node: its devices (`[cold]` or `[[cold.devices]]`), each with its own
+/// `ColdDevice` actor, ledger and IO handle.
 pub struct ColdTier {
     pub registry: AggregateRegistry<ColdDevice>,
-    pub device_id: String,
-    pub(crate) io: Arc<LocalDirDevice>,
-    pub(crate) ledger: Mutex<ActorLedger>,
+    pub(crate) devices: devices::DeviceSet,
     pub metrics: ColdMetrics,
     pub(crate) flights: Mutex<SingleFlight<RestoreKey, RestoreWaiter>>,
     pub queue: worker::OffloadQueue,
@@ -69,44 +70,6 @@ pub struct RestoreSettings {
     pub parallelism: usize,
     /// The remote-restore staging pool (`staging.rs`; started with the embedded segment).
     pub staging: staging::StagingSettings,
-}
-
-impl ColdTier {
-    /// Runs `f` with the device's ledger (the device lock).
-    pub(crate) fn with_ledger<T>(&self, f: impl FnOnce(&mut ActorLedger) -> T) -> T {
-        let mut ledger = self.ledger.lock().expect("cold ledger lock");
-        let r = f(&mut ledger);
-        self.metrics.observe_devices([ledger.device()]);
-        r
-    }
-
-    /// `crescent cold ls`: every device with its capacity accounting.
-    pub fn devices(&self) -> Vec<ColdDeviceInfo> {
-        self.with_ledger(|l| {
-            let d = l.device();
-            vec![ColdDeviceInfo {
-                id: self.device_id.clone(),
-                kind: d
-                    .config()
-                    .map_or(DeviceKind::LocalDir, |c| c.kind)
-                    .as_str()
-                    .to_string(),
-                root: d.config().map(|c| c.root.clone()).unwrap_or_default(),
-                capacity: d.capacity(),
-                used: d.used(),
-                reserved: d.reserved(),
-                health: d.health().as_str().to_string(),
-                schedulable: d.schedulable(),
-                tags: d
-                    .config()
-                    .map(|c| c.tags.iter().cloned().collect())
-                    .unwrap_or_default(),
-                active_operations: d.active_operation_count() as u64,
-                active_reclaims: d.active_reclaim_count() as u64,
-                live_materialized_bytes: d.live_materialized_bytes(),
-            }]
-        })
-    }
 }
 
 /// Starts the cold tier of a standalone node from its configuration and recovered state.
@@ -135,24 +98,27 @@ pub async fn start_active(
     if !settings.enabled {
         return Ok(());
     }
-    let Some(root) = settings.root.as_deref() else {
+    let specs = settings.device_specs(&config.data_dir);
+    if specs.iter().any(|d| !d.explicit_root) {
         tracing::info!(
-            "cold tier off in HA mode: set [cold] root to a directory every node mounts at \
-             the same path"
+            "cold tier off in HA mode: give every cold device a root ([cold] root or \
+             [[cold.devices]] root) on a directory every node mounts at the same path"
         );
         return Ok(());
-    };
-    let journaled = state
-        .cold_recovered
-        .lock()
-        .expect("cold recovered mutex")
-        .as_ref()
-        .is_some_and(|(devices, _)| {
-            devices
-                .get(&settings.device_id)
-                .is_some_and(|d| d.config().is_some())
-        });
-    check_shared_root(&settings.device_id, root, journaled)?;
+    }
+    for spec in &specs {
+        let journaled = state
+            .cold_recovered
+            .lock()
+            .expect("cold recovered mutex")
+            .as_ref()
+            .is_some_and(|(devices, _)| {
+                devices
+                    .get(&spec.device_id)
+                    .is_some_and(|d| d.config().is_some())
+            });
+        check_shared_root(&spec.device_id, &spec.root, journaled)?;
+    }
     start_node(state, config).await
 }
 
@@ -192,26 +158,44 @@ pub async fn start(
         return Ok(());
     }
     let fail = |what: &str, e: ColdError| ServerError::Recovery(format!("cold tier: {what}: {e}"));
-    let root = settings.root_under(data_dir);
-    let io =
-        Arc::new(LocalDirDevice::open(&settings.device_id, &root).map_err(|e| fail("open", e))?);
+    let specs = settings.device_specs(data_dir);
+    check_journaled_devices_configured(&recovered, &specs)?;
+    // Devices of storage owners come from the journal, not the config: they wait (not
+    // connected, so neither placed nor read) until their owner registers again.
+    let owner_devices: Vec<(String, String, std::path::PathBuf)> = recovered
+        .iter()
+        .filter(|(id, _)| !specs.iter().any(|s| &s.device_id == *id))
+        .filter_map(|(id, d)| {
+            let owner = d.owner()?;
+            let root = d.config()?.root.clone();
+            Some((id.clone(), owner.owner_id.clone(), root.into()))
+        })
+        .collect();
+    let mut opened = Vec::with_capacity(specs.len());
+    for spec in &specs {
+        let io = LocalDirDevice::open(&spec.device_id, &spec.root)
+            .map_err(|e| fail(&format!("open device {:?}", spec.device_id), e))?;
+        opened.push(Arc::new(io));
+    }
     let registry = AggregateRegistry::<ColdDevice>::builder(state.runtime.clone())
         .recovered(recovered, recovered_seq)
         .build();
-    registry
-        .execute(
-            &settings.device_id,
-            ColdDeviceCommand::Configure {
-                device_id: settings.device_id.clone(),
-                kind: DeviceKind::LocalDir,
-                root: root.display().to_string(),
-                capacity: settings.capacity_bytes,
-                tags: settings.tags.clone(),
-                schedulable: settings.schedulable,
-            },
-        )
-        .await
-        .map_err(|e| fail("configure", from_runtime(e)))?;
+    for spec in &specs {
+        registry
+            .execute(
+                &spec.device_id,
+                ColdDeviceCommand::Configure {
+                    device_id: spec.device_id.clone(),
+                    kind: DeviceKind::LocalDir,
+                    root: spec.root.display().to_string(),
+                    capacity: spec.capacity_bytes,
+                    tags: spec.tags.clone(),
+                    schedulable: spec.schedulable,
+                },
+            )
+            .await
+            .map_err(|e| fail(&format!("configure {:?}", spec.device_id), from_runtime(e)))?;
+    }
     let metrics = ColdMetrics::register(&state.metrics.registry)
         .map_err(|e| ServerError::Recovery(format!("cold metrics: {e}")))?;
     let scheduler = crescent_cold::scheduler::OffloadScheduler::new(settings.scheduler())
@@ -229,14 +213,41 @@ pub async fn start(
         parallelism: settings.restore_parallelism,
         staging: settings.staging(),
     };
-    let device_id = settings.device_id.clone();
     let reg = registry.clone();
     let me = state.clone();
     let tier = tokio::task::spawn_blocking(move || -> Result<ColdTier, ColdError> {
-        let mut ledger = ActorLedger::load(reg.clone(), &device_id)?;
+        let mut devices = std::collections::BTreeMap::new();
+        for io in opened {
+            let ledger = ActorLedger::load(reg.clone(), io.device_id())?;
+            let root = io.root().to_path_buf();
+            let io: Arc<dyn crescent_cold::io::ColdIo> = io;
+            devices.insert(
+                io.device_id().to_string(),
+                Arc::new(devices::TierDevice::new(io, root, ledger)),
+            );
+        }
+        for (device_id, owner_id, root) in owner_devices {
+            let ledger = ActorLedger::load(reg.clone(), &device_id)?;
+            let io = Arc::new(owner_io::OwnerDeviceIo::new(
+                &device_id,
+                &owner_id,
+                metrics.owner_io.clone(),
+            ));
+            let device = devices::TierDevice::for_owner(io, root, ledger);
+            owner_device::await_owner(&device);
+            devices.insert(device_id, Arc::new(device));
+        }
         let now = me.now_ms();
         let mut installed = 0usize;
-        for (key, route) in driver::rebuild_cold_routes([ledger.device()]) {
+        // Per object, the journaled route with the highest content operation of any device.
+        let journaled_routes = {
+            let ledgers: Vec<_> = devices
+                .values()
+                .map(|d| d.ledger.lock().expect("cold ledger lock"))
+                .collect();
+            driver::rebuild_cold_routes(ledgers.iter().map(|l| l.device()))
+        };
+        for (key, route) in journaled_routes {
             let Ok(id) = parse_cold_object_key(&key) else {
                 tracing::warn!(key, "journaled cold route with an unparsable object key");
                 continue;
@@ -248,34 +259,13 @@ pub async fn start(
                 Err(e) => tracing::warn!(key, error = %e, "cold route not installed"),
             }
         }
-        let hot_source = hot::NodeHot { state: &me };
-        let mut routes = DirectoryRoutes {
-            directory: &me.directory,
-            now_ms: now,
-        };
-        let report = driver::reconcile(&mut ledger, &io, &mut routes, &hot_source, RECONCILE_PAGE)?;
-        for op in &report.missing_payloads {
-            tracing::error!(device = %device_id, op = %op, "committed cold payload is missing");
+        for device in devices.values().filter(|d| d.owner_io.is_none()) {
+            reconcile_device(&me, device)?;
         }
-        // Offloads whose pending route did not survive the restart (the directory is rebuilt
-        // empty) were cancelled above; any still pending are run now.
-        for op_id in &report.to_offload {
-            let mut routes = DirectoryRoutes {
-                directory: &me.directory,
-                now_ms: now,
-            };
-            if let Err(e) = driver::run_offload(&mut ledger, &io, &mut routes, &hot_source, *op_id)
-            {
-                tracing::warn!(op = %op_id, error = %e, "resumed offload failed");
-            }
-        }
-        mark_evictable(&me, &ledger);
-        tracing::info!(device = %device_id, installed, ?report, "cold device reconciled");
+        tracing::info!(devices = devices.len(), installed, "cold tier reconciled");
         Ok(ColdTier {
             registry: reg,
-            device_id,
-            io,
-            ledger: Mutex::new(ledger),
+            devices: std::sync::RwLock::new(devices),
             metrics,
             flights: Mutex::new(SingleFlight::new(MAX_RESTORE_FLIGHTS, MAX_RESTORE_WAITERS)),
             queue: worker::OffloadQueue::new(offload_mode, scheduler),
@@ -286,8 +276,7 @@ pub async fn start(
     .await
     .map_err(|e| ServerError::Recovery(format!("cold tier start: {e}")))?
     .map_err(|e| fail("reconcile", e))?;
-    tier.metrics
-        .observe_devices([tier.ledger.lock().expect("ledger").device()]);
+    tier.observe_devices();
     if state.cold.set(Arc::new(tier)).is_err() {
         return Err(ServerError::Recovery(
             "the cold tier was started twice".into(),
@@ -303,6 +292,68 @@ pub async fn start(
         .map_err(|e| ServerError::Recovery(format!("cannot start the cold promotion: {e}")))?;
     maintenance::spawn(state.clone(), settings.upkeep())
         .map_err(|e| ServerError::Recovery(format!("cannot start the cold upkeep: {e}")))?;
+    Ok(())
+}
+
+/// Reconciles one device (resumes every operation and reclaim from its journaled state,
+/// deletes orphan files), runs the offloads still pending, and marks what may be evicted.
+/// At start for crescentd's own devices; when its owner registers for an owner device.
+pub(crate) fn reconcile_device(
+    me: &NodeState,
+    device: &devices::TierDevice,
+) -> Result<driver::ReconcileReport, ColdError> {
+    let hot_source = hot::NodeHot { state: me };
+    let now = me.now_ms();
+    device.with_ledger(|ledger, io| {
+        let mut routes = DirectoryRoutes {
+            directory: &me.directory,
+            now_ms: now,
+        };
+        let report = driver::reconcile(ledger, io, &mut routes, &hot_source, RECONCILE_PAGE)?;
+        for op in &report.missing_payloads {
+            tracing::error!(device = %device.device_id, op = %op,
+                "committed cold payload is missing");
+        }
+        // Offloads whose pending route did not survive the restart (the directory is rebuilt
+        // empty) were cancelled above; any still pending are run now.
+        for op_id in &report.to_offload {
+            let mut routes = DirectoryRoutes {
+                directory: &me.directory,
+                now_ms: now,
+            };
+            if let Err(e) = driver::run_offload(ledger, io, &mut routes, &hot_source, *op_id) {
+                tracing::warn!(op = %op_id, error = %e, "resumed offload failed");
+            }
+        }
+        mark_evictable(me, ledger);
+        tracing::info!(device = %device.device_id, ?report, "cold device reconciled");
+        Ok(report)
+    })
+}
+
+/// A device the journal knows with live state (cold routes, operations or reclaims not yet
+/// ended) must still be configured: dropping it from the config would make its objects
+/// unreadable and its operations unresumable, so the start is refused and says which.
+fn check_journaled_devices_configured(
+    recovered: &std::collections::BTreeMap<String, ColdDevice>,
+    specs: &[crate::config_cold::DeviceSpec],
+) -> Result<(), ServerError> {
+    for (id, device) in recovered {
+        // A storage owner's device comes back with its owner, not from the config.
+        if specs.iter().any(|s| &s.device_id == id) || device.owner().is_some() {
+            continue;
+        }
+        let objects = device.cold_routes().count();
+        let unfinished = device.active_operation_count() + device.active_reclaim_count();
+        if objects + unfinished > 0 {
+            return Err(ServerError::Recovery(format!(
+                "cold tier: device {id:?} is in the journal with {} cold object(s) and {} \
+                 unfinished operation(s) but is not configured; configure it again (same id \
+                 and root) so its objects stay readable",
+                objects, unfinished
+            )));
+        }
+    }
     Ok(())
 }
 

@@ -4,6 +4,7 @@
 
 use crescent_cold::device::ColdDeviceCommand;
 use crescent_cold::driver::{self, DeviceLedger, OffloadOutcome, ReclaimOutcome};
+use crescent_cold::io::ColdIo;
 use crescent_cold::route::{ActiveColdBacking, ObjectRoute};
 use crescent_cold::{ColdError, ColdOpId, ReclaimId};
 use crescent_store::{cold_object_key, DirectoryRoutes, StoreError};
@@ -37,11 +38,13 @@ impl ColdTier {
     pub fn stat(&self, state: &NodeState, id: &ObjectId) -> Result<ObjectStat, ColdError> {
         let route = route_of(state, id)?;
         let op_state = route.cold.as_ref().and_then(|c| {
-            self.with_ledger(|l| {
+            self.with_ledger(c.device_id(), |l, _| {
                 l.device()
                     .operation(&c.cold_op())
                     .map(|op| op.state.as_str().to_string())
             })
+            .ok()
+            .flatten()
         });
         Ok(stat_of(&route, op_state))
     }
@@ -76,74 +79,111 @@ impl ColdTier {
     ) -> Result<OffloadOutcome, ColdError> {
         let object_key = cold_object_key(id);
         let hot = NodeHot { state };
-        self.with_ledger(|ledger| -> Result<OffloadOutcome, ColdError> {
-            let route = route_of(state, id)?;
-            let op_id = match &route.cold {
-                Some(ActiveColdBacking::Materialized { .. }) => {
-                    return Ok(OffloadOutcome::Materialized)
-                }
-                Some(ActiveColdBacking::PendingOffload { cold_op, .. }) => *cold_op,
-                None => {
-                    if state.directory.has_checksum(id).map_err(store_err)? != Some(true) {
-                        return Err(ColdError::InvalidArgument {
-                            field: "id",
+        // A backing already names its device; a new offload is placed over the summaries
+        // (checked again under the chosen device's lock by `check_placement`).
+        let route = route_of(state, id)?;
+        let device_id = match &route.cold {
+            Some(ActiveColdBacking::Materialized { .. }) => {
+                return Ok(OffloadOutcome::Materialized)
+            }
+            Some(c) => c.device_id().to_string(),
+            None => self.place(route.length)?,
+        };
+        self.with_ledger(
+            &device_id,
+            |ledger, io| -> Result<OffloadOutcome, ColdError> {
+                let route = route_of(state, id)?;
+                let op_id = match &route.cold {
+                    Some(ActiveColdBacking::Materialized { .. }) => {
+                        return Ok(OffloadOutcome::Materialized)
+                    }
+                    Some(c) if c.device_id() != device_id => {
+                        return Err(ColdError::RouteConflict {
+                            key: object_key.clone(),
                             reason: format!(
-                                "{:?} was stored without a checksum; a cold copy needs one \
-                                 (restores are verified against it)",
-                                id.key
+                                "an offload to device {:?} was attached meanwhile",
+                                c.device_id()
                             ),
-                        });
+                        })
                     }
-                    ledger.device().check_placement(route.length)?;
-                    let op_id = new_op;
-                    ledger.execute(ColdDeviceCommand::PlanOffload {
-                        op_id,
-                        object_key: object_key.clone(),
-                        content_op: route.content_op,
-                        expected_length: route.length,
-                        expected_checksum: route.checksum,
-                    })?;
-                    let expected = route.expectation();
-                    let next = route.attach_pending(&expected, op_id, COLD_OWNER, &self.device_id);
-                    let attached = next.and_then(|next| {
-                        state
-                            .directory
-                            .compare_and_set_route(id, &expected, next, state.now_ms())
-                    });
-                    if let Err(e) = attached {
-                        // The route moved on: release the planned operation (nothing written).
-                        ledger.execute(ColdDeviceCommand::Cancel {
+                    Some(ActiveColdBacking::PendingOffload { cold_op, .. }) => *cold_op,
+                    None => {
+                        if state.directory.has_checksum(id).map_err(store_err)? != Some(true) {
+                            return Err(ColdError::InvalidArgument {
+                                field: "id",
+                                reason: format!(
+                                    "{:?} was stored without a checksum; a cold copy needs one \
+                                 (restores are verified against it)",
+                                    id.key
+                                ),
+                            });
+                        }
+                        ledger.device().check_placement(route.length)?;
+                        let op_id = new_op;
+                        ledger.execute(ColdDeviceCommand::PlanOffload {
                             op_id,
-                            cause: crescent_cold::device::ReleaseCause::Cancelled,
+                            object_key: object_key.clone(),
+                            content_op: route.content_op,
+                            expected_length: route.length,
+                            expected_checksum: route.checksum,
                         })?;
-                        return Err(e);
+                        let expected = route.expectation();
+                        let next = route.attach_pending(&expected, op_id, COLD_OWNER, &device_id);
+                        let attached = next.and_then(|next| {
+                            state.directory.compare_and_set_route(
+                                id,
+                                &expected,
+                                next,
+                                state.now_ms(),
+                            )
+                        });
+                        if let Err(e) = attached {
+                            // The route moved on: release the planned operation (nothing written).
+                            ledger.execute(ColdDeviceCommand::Cancel {
+                                op_id,
+                                cause: crescent_cold::device::ReleaseCause::Cancelled,
+                            })?;
+                            return Err(e);
+                        }
+                        op_id
                     }
-                    op_id
+                };
+                let mut routes = DirectoryRoutes {
+                    directory: &state.directory,
+                    now_ms: state.now_ms(),
+                };
+                let r = driver::run_offload(ledger, io, &mut routes, &hot, op_id);
+                if let (Err(e), true) = (&r, give_up) {
+                    self.give_up_pending(state, ledger, io, id, op_id, e);
                 }
-            };
-            let mut routes = DirectoryRoutes {
-                directory: &state.directory,
-                now_ms: state.now_ms(),
-            };
-            let r = driver::run_offload(ledger, &self.io, &mut routes, &hot, op_id);
-            if let (Err(e), true) = (&r, give_up) {
-                self.give_up_pending(state, ledger, id, op_id, e);
-            }
-            let outcome = r?;
-            if outcome == OffloadOutcome::Materialized {
-                if let Some(op) = ledger.device().operation(&op_id) {
-                    self.metrics.materialized.inc();
-                    self.metrics.materialized_bytes.inc_by(op.expected_length);
+                let outcome = r?;
+                if outcome == OffloadOutcome::Materialized {
+                    if let Some(op) = ledger.device().operation(&op_id) {
+                        self.metrics.materialized.inc();
+                        self.metrics.materialized_bytes.inc_by(op.expected_length);
+                    }
                 }
-            }
-            mark_evictable(state, ledger);
-            Ok(outcome)
-        })
+                mark_evictable(state, ledger);
+                Ok(outcome)
+            },
+        )?
     }
 
     /// The worker's last attempt failed: cancel the operation and drop its pending backing.
     pub(crate) fn give_up(&self, state: &NodeState, id: &ObjectId, op_id: ColdOpId, e: &ColdError) {
-        self.with_ledger(|ledger| self.give_up_pending(state, ledger, id, op_id, e));
+        let pending_on = state.directory.route(id).ok().flatten().and_then(|r| {
+            r.cold
+                .filter(|c| c.cold_op() == op_id)
+                .map(|c| c.device_id().to_string())
+        });
+        let device = match pending_on {
+            Some(device_id) => self.device(&device_id).ok(),
+            None => self.device_of_op(&op_id),
+        };
+        if let Some(device) = device {
+            device.with_ledger(|ledger, io| self.give_up_pending(state, ledger, io, id, op_id, e));
+            self.observe_devices();
+        }
     }
 
     /// An offload that failed before its payload was recorded: cancel it and drop the pending
@@ -152,6 +192,7 @@ impl ColdTier {
         &self,
         state: &NodeState,
         ledger: &mut dyn DeviceLedger,
+        io: &dyn ColdIo,
         id: &ObjectId,
         op_id: ColdOpId,
         error: &ColdError,
@@ -176,9 +217,7 @@ impl ColdTier {
                     .compare_and_set_route(id, &expected, next, state.now_ms());
             }
         }
-        let _ = self
-            .io
-            .delete(&crescent_cold::local_dir::locator_for(op_id));
+        let _ = io.delete(&crescent_cold::local_dir::locator_for(op_id));
         let _ = ledger.execute(ColdDeviceCommand::Cancel {
             op_id,
             cause: crescent_cold::device::ReleaseCause::Cancelled,
@@ -191,7 +230,14 @@ impl ColdTier {
     pub fn evict_hot(&self, state: &NodeState, id: &ObjectId) -> Result<ObjectStat, ColdError> {
         let _span = tracing::info_span!("cold.evict_hot", key = %id.key).entered();
         let object_key = cold_object_key(id);
-        self.with_ledger(|ledger| -> Result<(), ColdError> {
+        // The last-hot rule reads the backing's device; without a backing any device's
+        // ledger gives the same answer (only non-last replicas may go).
+        let route = route_of(state, id)?;
+        let device_id = match &route.cold {
+            Some(c) => c.device_id().to_string(),
+            None => self.device_ids().into_iter().next().unwrap_or_default(),
+        };
+        self.with_ledger(&device_id, |ledger, _| -> Result<(), ColdError> {
             let route = route_of(state, id)?;
             let mut routes = DirectoryRoutes {
                 directory: &state.directory,
@@ -201,7 +247,7 @@ impl ColdTier {
                 driver::evict_hot(ledger, &mut routes, &object_key, replica)?;
             }
             Ok(())
-        })?;
+        })??;
         self.stat(state, id)
     }
 
@@ -227,8 +273,14 @@ impl ColdTier {
                     other => return Ok(other),
                 }
             };
-            return self
-                .with_ledger(|ledger| self.reclaim_around(state, ledger, id, &route, &mut mutate));
+            let device_id = route
+                .cold
+                .as_ref()
+                .map(|c| c.device_id().to_string())
+                .unwrap_or_default();
+            return self.with_ledger(&device_id, |ledger, io| {
+                self.reclaim_around(state, ledger, io, id, &route, &mut mutate)
+            })?;
         }
         Ok(mutate())
     }
@@ -237,6 +289,7 @@ impl ColdTier {
         &self,
         state: &NodeState,
         ledger: &mut dyn DeviceLedger,
+        io: &dyn ColdIo,
         id: &ObjectId,
         route: &ObjectRoute,
         mutate: &mut dyn FnMut() -> Result<T, StoreError>,
@@ -259,7 +312,7 @@ impl ColdTier {
         };
         // After a failed mutation the route still references the locator: the reclaim's
         // exact lookup sees it and cancels (restoring the journaled route).
-        match driver::run_reclaim(ledger, &self.io, &routes, reclaim_id) {
+        match driver::run_reclaim(ledger, io, &routes, reclaim_id) {
             Ok(ReclaimOutcome::Released) => {
                 self.metrics.reclaims.with_label_values(&["released"]).inc()
             }

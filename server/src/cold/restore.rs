@@ -9,6 +9,7 @@ use std::time::Instant;
 
 use crescent_cold::device::DeviceKind;
 use crescent_cold::driver;
+use crescent_cold::io::ColdIo;
 use crescent_cold::restore::{Joined, RestoreKey};
 use crescent_cold::route::{ActiveColdBacking, ObjectRoute};
 use crescent_cold::ColdError;
@@ -63,7 +64,10 @@ impl ColdTier {
             }
             Ok(Joined::Leader) => {
                 let started = Instant::now();
-                let result = driver::read_cold(&self.io, route).map(Arc::new);
+                let result = self
+                    .readable_io(device_id)
+                    .and_then(|io| driver::read_cold(&*io, route))
+                    .map(Arc::new);
                 self.metrics
                     .restore_finished(started.elapsed(), result.as_ref().map(|_| ()));
                 let waiters = self.flights.lock().expect("restore flights").complete(&key);
@@ -88,11 +92,11 @@ impl ColdTier {
                 length,
                 checksum,
                 ..
-            }) if *device_id == self.device_id => Some(ColdBackingRef {
+            }) => Some(ColdBackingRef {
                 version: COLD_BACKING_REF_VERSION,
                 device_id: device_id.clone(),
                 kind: DeviceKind::LocalDir.as_str().to_string(),
-                root: self.io.root().display().to_string(),
+                root: self.local_root(device_id)?.display().to_string(),
                 locator: locator.clone(),
                 length: *length,
                 checksum: *checksum,
@@ -134,10 +138,10 @@ pub fn restore_get(
             });
         }
     }
-    if accept_staged && route_on_device(tier, &route) {
+    if let (true, Some(io)) = (accept_staged, staging_io(tier, &route)) {
         if let Some(staging) = crate::embedded::staging_of(state) {
             let started = Instant::now();
-            let staged = staging.stage(&tier.io, &route, state.now_ms());
+            let staged = staging.stage(&*io, &route, state.now_ms());
             if !matches!(staged, Ok(Err(_))) {
                 // Read and verified here (into the pool), or failed: a restore either way.
                 tier.metrics
@@ -171,11 +175,14 @@ pub fn restore_get(
     Ok(inline_reply(reply, bytes))
 }
 
-/// Whether the route's materialized backing is on this tier's device (the one `tier.io`
-/// reads).
-fn route_on_device(tier: &ColdTier, route: &ObjectRoute) -> bool {
-    matches!(&route.cold, Some(ActiveColdBacking::Materialized { device_id, .. })
-        if *device_id == tier.device_id)
+/// The IO of the readable device holding the route's materialized backing: what the
+/// staging pool reads through. `None` (no such device, or not readable): the inline path
+/// below reports why.
+fn staging_io(tier: &ColdTier, route: &ObjectRoute) -> Option<Arc<dyn ColdIo>> {
+    match &route.cold {
+        Some(ActiveColdBacking::Materialized { device_id, .. }) => tier.readable_io(device_id).ok(),
+        _ => None,
+    }
 }
 
 /// The route of `id` when it is cold-only.

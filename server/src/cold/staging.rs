@@ -20,7 +20,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use crescent_cold::local_dir::LocalDirDevice;
+use crescent_cold::io::ColdIo;
 use crescent_cold::restore::staging::{
     AckOutcome, Release, SlotId, StagingConfig, StagingPool, StagingRefusal, StagingToken,
 };
@@ -250,7 +250,7 @@ impl StagedRestores {
     /// failed (a damaged payload: never staged, never returned).
     pub fn stage(
         &self,
-        io: &LocalDirDevice,
+        io: &dyn ColdIo,
         route: &ObjectRoute,
         now_ms: i64,
     ) -> Result<Result<StagedPayload, NotStaged>, ColdError> {
@@ -312,7 +312,7 @@ impl StagedRestores {
         let filled = self
             .region
             .try_with_write(placed.offset, placed.length, |slot| {
-                io.read_into_slice(locator, *checksum, slot)
+                io.read_into(locator, *checksum, slot)
             })
             .map_err(|e| ColdError::Backpressure {
                 queue: "restore staging",

@@ -56,17 +56,12 @@ impl OffloadQueue {
             && self.scheduler.lock().expect("scheduler").is_pressured()
     }
 
-    /// Queues the current content of `id` (`length` bytes).
-    pub fn enqueue(
-        &self,
-        device_id: &str,
-        id: &ObjectId,
-        length: u64,
-        mode: OffloadMode,
-    ) -> Result<(), ColdError> {
+    /// Queues the current content of `id` (`length` bytes). The device is chosen when the
+    /// job runs (health and free space may change while it waits), so the job names none.
+    pub fn enqueue(&self, id: &ObjectId, length: u64, mode: OffloadMode) -> Result<(), ColdError> {
         let job = OffloadJob {
             op_id: ColdOpId::new(uuid::Uuid::new_v4()),
-            device_id: device_id.to_string(),
+            device_id: String::new(),
             object_key: cold_object_key(id),
             length,
             mode,
@@ -131,10 +126,7 @@ impl super::ColdTier {
         let Ok(size) = state.directory.get_size(id) else {
             return;
         };
-        if let Err(e) = self
-            .queue
-            .enqueue(&self.device_id, id, size, OffloadMode::Passthrough)
-        {
+        if let Err(e) = self.queue.enqueue(id, size, OffloadMode::Passthrough) {
             self.metrics
                 .backpressure
                 .with_label_values(&["offload_queue"])
@@ -173,9 +165,7 @@ fn run(state: &NodeState) {
                 .directory
                 .offload_candidates(EVICT_TRIGGERED_BATCH, now)
             {
-                if let Err(e) =
-                    queue.enqueue(&tier.device_id, &id, size, OffloadMode::EvictTriggered)
-                {
+                if let Err(e) = queue.enqueue(&id, size, OffloadMode::EvictTriggered) {
                     tier.metrics
                         .backpressure
                         .with_label_values(&["offload_queue"])

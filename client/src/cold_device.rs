@@ -1,0 +1,441 @@
+//! A cold device on a storage owner (`crescent owner --cold-device ID=DIR[,capacity=SIZE]`):
+//! the owner opens the directory (stamped for the device id), registers it with crescentd,
+//! then long-polls crescentd for the device's IO work and performs it here: writes (the
+//! object's current content, read through this client, which reads the replica its own
+//! segment holds first, checked against the route's length and CRC32C), verified reads,
+//! deletes and scans. crescentd drives every state transition; see
+//! `server/src/cold/owner_io.rs` for why the owner polls.
+//!
+//! The poll goes through the client's failover layer, so after a crescentd restart or
+//! failover the owner simply finds the (new) leader, registers again when told it is unknown,
+//! and its device's pending operations resume there.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crescent_cold::local_dir::LocalDirDevice;
+use crescent_cold::{payload_checksum, ColdError, ColdOpId};
+use crescent_wire::cold_owner::{
+    routes, OwnerDevicePollReply, OwnerDevicePollRequest, OwnerIoError, OwnerIoOutcome,
+    OwnerIoResult, OwnerIoWork, RegisterOwnerDeviceReply, RegisterOwnerDeviceRequest,
+    ScannedPayloadInfo, OWNER_DEVICE_WIRE_VERSION,
+};
+use crescent_wire::ErrorCode;
+use tracing::Instrument;
+
+use crate::client::CrescentClient;
+use crate::error::ClientError;
+use crate::failover::Retry;
+
+/// How often the owner probes its device (write, sync, read back, delete).
+const PROBE_EVERY: Duration = Duration::from_secs(2);
+/// Pause after a failed poll before the next.
+const POLL_RETRY: Duration = Duration::from_millis(500);
+/// Fault injection for crash tests: `CRESCENT_OWNER_COLD_KILL_AT=after_write` makes the owner
+/// SIGKILL itself after a payload write and before reporting it. Unset in production.
+pub const OWNER_KILL_AT_ENV: &str = "CRESCENT_OWNER_COLD_KILL_AT";
+
+/// One `--cold-device` of an owner.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OwnerColdDeviceConfig {
+    pub device_id: String,
+    pub root: PathBuf,
+    pub capacity: u64,
+    pub tags: Vec<String>,
+    pub schedulable: bool,
+}
+
+impl OwnerColdDeviceConfig {
+    /// Parses `ID=DIR[,capacity=SIZE][,tags=a+b][,schedulable=false]` (SIZE with K/M/G
+    /// suffixes, powers of 1024; default capacity 64 GiB).
+    pub fn parse(arg: &str) -> Result<Self, String> {
+        let mut parts = arg.split(',');
+        let head = parts.next().unwrap_or_default();
+        let (id, dir) = head
+            .split_once('=')
+            .ok_or_else(|| format!("{arg:?}: expected ID=DIR[,capacity=SIZE]"))?;
+        crescent_cold::device::check_device_id(id).map_err(|e| format!("{arg:?}: {e}"))?;
+        if dir.is_empty() {
+            return Err(format!("{arg:?}: the directory is empty"));
+        }
+        let mut config = Self {
+            device_id: id.to_string(),
+            root: PathBuf::from(dir),
+            capacity: 64 << 30,
+            tags: Vec::new(),
+            schedulable: true,
+        };
+        for part in parts {
+            let (k, v) = part
+                .split_once('=')
+                .ok_or_else(|| format!("{arg:?}: {part:?} is not KEY=VALUE"))?;
+            match k {
+                "capacity" => {
+                    config.capacity = crate::cli::parse_size(v)?;
+                    if config.capacity == 0 {
+                        return Err(format!("{arg:?}: capacity must be positive"));
+                    }
+                }
+                "tags" => config.tags = v.split('+').map(str::to_string).collect(),
+                "schedulable" => {
+                    config.schedulable = v
+                        .parse()
+                        .map_err(|_| format!("{arg:?}: schedulable is true or false"))?
+                }
+                _ => return Err(format!("{arg:?}: unknown option {k:?}")),
+            }
+        }
+        Ok(config)
+    }
+}
+
+impl CrescentClient {
+    /// Registers a storage owner's cold device with crescentd.
+    pub async fn register_owner_device(
+        &self,
+        req: &RegisterOwnerDeviceRequest,
+    ) -> Result<RegisterOwnerDeviceReply, ClientError> {
+        self.post_route(
+            "register_owner_device",
+            Retry::Idempotent,
+            routes::REGISTER,
+            req,
+        )
+        .await
+    }
+
+    /// One long poll for an owner device's IO work (carrying the previous work's results).
+    pub async fn poll_owner_device(
+        &self,
+        req: &OwnerDevicePollRequest,
+    ) -> Result<OwnerDevicePollReply, ClientError> {
+        self.post_route("poll_owner_device", Retry::NotIdempotent, routes::POLL, req)
+            .await
+    }
+}
+
+/// A running owner device; dropping it stops serving (crescentd then sees the device's
+/// owner silent and makes the device unavailable).
+#[derive(Debug)]
+pub struct OwnerColdDevice {
+    device_id: String,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl OwnerColdDevice {
+    /// Opens (stamps) the directory, registers the device and starts serving its IO.
+    pub async fn start(
+        client: &CrescentClient,
+        owner_id: &str,
+        incarnation: u64,
+        endpoint: &str,
+        config: OwnerColdDeviceConfig,
+    ) -> Result<Self, ClientError> {
+        let io = LocalDirDevice::open(&config.device_id, &config.root)
+            .map_err(|e| ClientError::InvalidArgument(format!("cold device: {e}")))?;
+        let root = std::fs::canonicalize(&config.root)
+            .unwrap_or_else(|_| config.root.clone())
+            .display()
+            .to_string();
+        let register = RegisterOwnerDeviceRequest {
+            version: OWNER_DEVICE_WIRE_VERSION,
+            owner_id: owner_id.to_string(),
+            incarnation,
+            endpoint: endpoint.to_string(),
+            device_id: config.device_id.clone(),
+            root,
+            capacity: config.capacity,
+            tags: config.tags.clone(),
+            schedulable: config.schedulable,
+        };
+        client.register_owner_device(&register).await?;
+        tracing::info!(device = %config.device_id, root = %register.root, "owner cold device registered");
+        let task = tokio::spawn(serve(client.clone(), Arc::new(io), register));
+        Ok(Self {
+            device_id: config.device_id,
+            task,
+        })
+    }
+
+    pub fn device_id(&self) -> &str {
+        &self.device_id
+    }
+}
+
+impl Drop for OwnerColdDevice {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Polls for work, performs it, and reports it on the next poll; registers again when
+/// crescentd does not know this incarnation (it restarted or failed over and has not seen us).
+async fn serve(
+    client: CrescentClient,
+    io: Arc<LocalDirDevice>,
+    register: RegisterOwnerDeviceRequest,
+) {
+    let kill_after_write = std::env::var(OWNER_KILL_AT_ENV).is_ok_and(|v| v == "after_write");
+    let mut results: Vec<OwnerIoResult> = Vec::new();
+    let mut probe_error: Option<String> = None;
+    let mut probed: Option<Instant> = None;
+    loop {
+        if probed.is_none_or(|t| t.elapsed() >= PROBE_EVERY) {
+            let dev = io.clone();
+            probe_error = match tokio::task::spawn_blocking(move || dev.probe()).await {
+                Ok(Ok(())) => None,
+                Ok(Err(e)) => Some(e.to_string()),
+                Err(e) => Some(format!("probe task failed: {e}")),
+            };
+            probed = Some(Instant::now());
+        }
+        let req = OwnerDevicePollRequest {
+            version: OWNER_DEVICE_WIRE_VERSION,
+            owner_id: register.owner_id.clone(),
+            incarnation: register.incarnation,
+            device_id: register.device_id.clone(),
+            probe_error: probe_error.clone(),
+            results: std::mem::take(&mut results),
+        };
+        match client.poll_owner_device(&req).await {
+            Ok(reply) => {
+                for item in reply.items {
+                    let outcome = perform(&client, &io, item.work, kill_after_write).await;
+                    results.push(OwnerIoResult {
+                        id: item.id,
+                        outcome,
+                    });
+                }
+            }
+            Err(e) if e.code() == Some(ErrorCode::NotFound) => {
+                tracing::warn!(error = %e, "crescentd does not know this cold device; registering again");
+                if let Err(e) = client.register_owner_device(&register).await {
+                    tracing::warn!(error = %e, "cold device registration failed");
+                    tokio::time::sleep(POLL_RETRY).await;
+                }
+            }
+            Err(e) => {
+                // The results may not have arrived: send them again (an answer nobody waits
+                // for is dropped by crescentd).
+                results = req.results;
+                tracing::debug!(error = %e, "cold device poll failed");
+                tokio::time::sleep(POLL_RETRY).await;
+            }
+        }
+    }
+}
+
+/// Performs one piece of work on the device.
+async fn perform(
+    client: &CrescentClient,
+    io: &Arc<LocalDirDevice>,
+    work: OwnerIoWork,
+    kill_after_write: bool,
+) -> OwnerIoOutcome {
+    let span = tracing::debug_span!("owner.cold_io");
+    let result = async move {
+        match work {
+            OwnerIoWork::Write {
+                op_id,
+                object,
+                length,
+                checksum,
+            } => {
+                write(
+                    client,
+                    io,
+                    &op_id,
+                    object,
+                    length,
+                    checksum,
+                    kill_after_write,
+                )
+                .await
+            }
+            other => {
+                let io = io.clone();
+                match tokio::task::spawn_blocking(move || blocking_io(&io, other)).await {
+                    Ok(r) => r,
+                    Err(e) => Err(ColdError::InvalidArgument {
+                        field: "work",
+                        reason: format!("the IO task failed: {e}"),
+                    }),
+                }
+            }
+        }
+    }
+    .instrument(span)
+    .await;
+    result.unwrap_or_else(|e| OwnerIoOutcome::Failed(error_to_wire(&e)))
+}
+
+async fn write(
+    client: &CrescentClient,
+    io: &Arc<LocalDirDevice>,
+    op_id: &str,
+    object: crescent_wire::store::ObjectId,
+    length: u64,
+    checksum: u32,
+    kill_after_write: bool,
+) -> Result<OwnerIoOutcome, ColdError> {
+    let op = uuid::Uuid::parse_str(op_id)
+        .map(ColdOpId::new)
+        .map_err(|e| ColdError::InvalidArgument {
+            field: "op_id",
+            reason: e.to_string(),
+        })?;
+    let payload = client
+        .get_object(object.clone())
+        .await
+        .map_err(|e| ColdError::Io {
+            path: object.key.clone(),
+            kind: std::io::ErrorKind::Other,
+            message: format!("reading the hot replica: {e}"),
+        })?;
+    if payload.len() as u64 != length || payload_checksum(&payload) != checksum {
+        return Err(ColdError::Conflict {
+            what: "object",
+            id: object.key,
+            reason: "its content changed since the offload was planned".into(),
+        });
+    }
+    let dev = io.clone();
+    let receipt = tokio::task::spawn_blocking(move || dev.write(op, &payload))
+        .await
+        .map_err(|e| ColdError::InvalidArgument {
+            field: "work",
+            reason: format!("the write task failed: {e}"),
+        })??;
+    if kill_after_write {
+        tracing::error!("cold fault injection: SIGKILL after the payload write");
+        // SAFETY: raise(2) has no memory-safety preconditions.
+        #[allow(unsafe_code)]
+        unsafe {
+            libc::raise(libc::SIGKILL);
+        }
+    }
+    Ok(OwnerIoOutcome::Written {
+        locator: receipt.locator,
+        length: receipt.length,
+        checksum: receipt.checksum,
+        fingerprint: receipt.fingerprint.0.to_vec(),
+        already_present: receipt.already_present,
+    })
+}
+
+fn blocking_io(io: &LocalDirDevice, work: OwnerIoWork) -> Result<OwnerIoOutcome, ColdError> {
+    Ok(match work {
+        OwnerIoWork::Read {
+            locator,
+            length,
+            checksum,
+        } => OwnerIoOutcome::Read {
+            bytes: io.read(&locator, length, checksum)?,
+        },
+        OwnerIoWork::Delete { locator } => OwnerIoOutcome::Deleted {
+            existed: io.delete(&locator)?,
+        },
+        OwnerIoWork::Scan => {
+            let scan = io.scan()?;
+            OwnerIoOutcome::Scanned {
+                payloads: scan
+                    .payloads
+                    .into_iter()
+                    .map(|p| ScannedPayloadInfo {
+                        op_id: p.op_id.0.simple().to_string(),
+                        locator: p.locator,
+                        file_len: p.file_len,
+                    })
+                    .collect(),
+                stale_temps: scan.stale_temps.len() as u64,
+                unknown: scan.unknown.len() as u64,
+            }
+        }
+        OwnerIoWork::RemoveStaleTemps => OwnerIoOutcome::TempsRemoved {
+            count: io.remove_stale_temps()? as u64,
+        },
+        OwnerIoWork::Write { .. } => unreachable!("writes are performed by `write`"),
+    })
+}
+
+/// The report of a failed piece of IO (crescentd maps `kind` back to the same error).
+pub fn error_to_wire(e: &ColdError) -> OwnerIoError {
+    let (kind, locator, expected, actual) = match e {
+        ColdError::ChecksumMismatch {
+            locator,
+            expected,
+            actual,
+        } => (
+            "checksum_mismatch",
+            locator.clone(),
+            *expected as u64,
+            *actual as u64,
+        ),
+        ColdError::LengthMismatch {
+            locator,
+            expected,
+            actual,
+        } => ("length_mismatch", locator.clone(), *expected, *actual),
+        ColdError::CorruptFile { locator, .. } => ("corrupt_file", locator.clone(), 0, 0),
+        ColdError::PayloadMissing { locator } => ("payload_missing", locator.clone(), 0, 0),
+        ColdError::Conflict { id, .. } => ("conflict", id.clone(), 0, 0),
+        ColdError::InvalidArgument { .. } => ("invalid_argument", String::new(), 0, 0),
+        _ => ("io", String::new(), 0, 0),
+    };
+    OwnerIoError {
+        kind: kind.to_string(),
+        message: e.to_string(),
+        locator,
+        expected,
+        actual,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cold_device_arguments() {
+        let c = OwnerColdDeviceConfig::parse("ob=/mnt/ssd,capacity=16M,tags=ssd+fast").unwrap();
+        assert_eq!(c.device_id, "ob");
+        assert_eq!(c.root, PathBuf::from("/mnt/ssd"));
+        assert_eq!(c.capacity, 16 << 20);
+        assert_eq!(c.tags, vec!["ssd".to_string(), "fast".to_string()]);
+        assert!(c.schedulable);
+        let d = OwnerColdDeviceConfig::parse("x=/d,schedulable=false").unwrap();
+        assert_eq!((d.capacity, d.schedulable), (64 << 30, false));
+        for bad in [
+            "noequals",
+            "=/d",
+            "x=",
+            "x=/d,capacity=0",
+            "x=/d,color=red",
+            "x=/d,cap",
+        ] {
+            assert!(OwnerColdDeviceConfig::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn errors_keep_their_kind_on_the_wire() {
+        let e = ColdError::ChecksumMismatch {
+            locator: "l".into(),
+            expected: 1,
+            actual: 2,
+        };
+        let w = error_to_wire(&e);
+        assert_eq!(
+            (w.kind.as_str(), w.expected, w.actual),
+            ("checksum_mismatch", 1, 2)
+        );
+        let w = error_to_wire(&ColdError::PayloadMissing {
+            locator: "l".into(),
+        });
+        assert_eq!(
+            (w.kind.as_str(), w.locator.as_str()),
+            ("payload_missing", "l")
+        );
+    }
+}

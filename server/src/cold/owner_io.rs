@@ -1,0 +1,425 @@
+//! [`OwnerDeviceIo`]: the [`ColdIo`] of a device on a storage owner. crescentd's driver calls
+//! it exactly as it calls a local directory; each call becomes a work item in the device's
+//! mailbox, which the owner takes with its next long poll (`POST
+//! /v1/cold/owner_devices/poll`), performs on its host and answers on the poll after.
+//!
+//! Why the owner polls rather than crescentd calling the owner: the owner stays a plain
+//! client (no new listener, no address crescentd must reach), a poll after a failover simply
+//! goes to the new leader through the client's failover layer, and an owner that is gone is
+//! seen as silence (health), never as a hung connection held by the driver. Every item is
+//! idempotent (a write is keyed by the cold operation id and lands at its deterministic
+//! locator), so an item lost with a crashed owner or an abandoned wait is simply asked again.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::{Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use crescent_cold::io::{ColdIo, HotSource};
+use crescent_cold::local_dir::{DeviceScan, ScannedPayload, WriteReceipt};
+use crescent_cold::route::ObjectRoute;
+use crescent_cold::{payload_checksum, ColdError, ColdOpId, PayloadFingerprint};
+use crescent_store::parse_cold_object_key;
+use crescent_wire::cold_owner::{OwnerIoError, OwnerIoItem, OwnerIoOutcome, OwnerIoWork};
+
+/// How long a poll waits for work before answering empty.
+pub const POLL_WAIT: Duration = Duration::from_millis(2_000);
+/// An owner that has not polled for this long is gone: its device is not connected.
+pub const OWNER_SILENCE: Duration = Duration::from_millis(6_000);
+/// Longest the driver waits for one item's result (a large write or read included).
+const ITEM_TIMEOUT: Duration = Duration::from_secs(120);
+/// Items handed out per poll.
+const ITEMS_PER_POLL: usize = 16;
+
+/// The device's mailbox and what is known of its owner.
+#[derive(Debug, Default)]
+struct Mailbox {
+    /// The connected owner incarnation (`None` until it registers).
+    incarnation: Option<u64>,
+    last_poll: Option<Instant>,
+    probe_error: Option<String>,
+    next_id: u64,
+    queued: VecDeque<OwnerIoItem>,
+    /// Items handed out or queued whose caller waits: id -> outcome once answered.
+    waiting: BTreeMap<u64, Option<OwnerIoOutcome>>,
+}
+
+/// The IO of one owner device.
+#[derive(Debug)]
+pub struct OwnerDeviceIo {
+    device_id: String,
+    owner_id: String,
+    mailbox: Mutex<Mailbox>,
+    /// Woken when work is queued (polls wait on it) or a result arrives (callers wait).
+    changed: Condvar,
+    /// `crescent_cold_owner_io_total{work, outcome}`.
+    counter: prometheus::IntCounterVec,
+}
+
+fn not_connected(device_id: &str, owner_id: &str, why: &str) -> ColdError {
+    ColdError::DeviceNotEligible {
+        device_id: device_id.to_string(),
+        reason: format!("its owner {owner_id:?} {why}"),
+    }
+}
+
+impl OwnerDeviceIo {
+    pub fn new(device_id: &str, owner_id: &str, counter: prometheus::IntCounterVec) -> Self {
+        Self {
+            device_id: device_id.to_string(),
+            owner_id: owner_id.to_string(),
+            mailbox: Mutex::new(Mailbox::default()),
+            changed: Condvar::new(),
+            counter,
+        }
+    }
+
+    pub fn owner_id(&self) -> &str {
+        &self.owner_id
+    }
+
+    /// The owner (re)registered with `incarnation`. A new incarnation fails every item the
+    /// previous one had taken or was offered (its process is gone; the callers retry).
+    pub fn connect(&self, incarnation: u64) {
+        let mut m = self.mailbox.lock().expect("owner mailbox");
+        if m.incarnation != Some(incarnation) {
+            m.queued.clear();
+            for outcome in m.waiting.values_mut().filter(|o| o.is_none()) {
+                *outcome = Some(OwnerIoOutcome::Failed(OwnerIoError {
+                    kind: "io".into(),
+                    message: "the owner restarted before answering".into(),
+                    locator: String::new(),
+                    expected: 0,
+                    actual: 0,
+                }));
+            }
+            m.incarnation = Some(incarnation);
+        }
+        m.last_poll = Some(Instant::now());
+        drop(m);
+        self.changed.notify_all();
+    }
+
+    fn connected(m: &Mailbox) -> bool {
+        m.incarnation.is_some() && m.last_poll.is_some_and(|t| t.elapsed() < OWNER_SILENCE)
+    }
+
+    /// One poll of `incarnation`: records its results and probe, then waits up to `wait` for
+    /// work. `NotFound` when this incarnation is not the registered one (register first).
+    pub fn poll(
+        &self,
+        incarnation: u64,
+        probe_error: Option<String>,
+        results: Vec<(u64, OwnerIoOutcome)>,
+        wait: Duration,
+    ) -> Result<Vec<OwnerIoItem>, ColdError> {
+        let deadline = Instant::now() + wait;
+        let mut m = self.mailbox.lock().expect("owner mailbox");
+        if m.incarnation != Some(incarnation) {
+            return Err(ColdError::NotFound {
+                what: "owner device registration of incarnation",
+                id: incarnation.to_string(),
+            });
+        }
+        m.last_poll = Some(Instant::now());
+        m.probe_error = probe_error;
+        let answered = !results.is_empty();
+        for (id, outcome) in results {
+            // An answer nobody waits for any more (timed out, superseded) is dropped.
+            if let Some(slot) = m.waiting.get_mut(&id) {
+                *slot = Some(outcome);
+            }
+        }
+        if answered {
+            self.changed.notify_all();
+        }
+        loop {
+            if !m.queued.is_empty() {
+                let n = m.queued.len().min(ITEMS_PER_POLL);
+                return Ok(m.queued.drain(..n).collect());
+            }
+            let now = Instant::now();
+            if now >= deadline || m.incarnation != Some(incarnation) {
+                return Ok(Vec::new());
+            }
+            m = self
+                .changed
+                .wait_timeout(m, deadline - now)
+                .expect("owner mailbox")
+                .0;
+            m.last_poll = Some(Instant::now());
+        }
+    }
+
+    /// Sends `work` to the owner and waits for its outcome; fails at once (UNAVAILABLE)
+    /// when the owner is not connected, and when it goes silent while we wait.
+    fn call(&self, work: OwnerIoWork) -> Result<OwnerIoOutcome, ColdError> {
+        let name = work_name(&work);
+        let _span =
+            tracing::debug_span!("cold.owner_io", device = %self.device_id, work = name).entered();
+        let result = self.call_inner(work);
+        let outcome = match &result {
+            Ok(OwnerIoOutcome::Failed(_)) => "failed",
+            Ok(_) => "ok",
+            Err(_) => "not_connected",
+        };
+        self.counter.with_label_values(&[name, outcome]).inc();
+        result
+    }
+
+    fn call_inner(&self, work: OwnerIoWork) -> Result<OwnerIoOutcome, ColdError> {
+        let started = Instant::now();
+        let mut m = self.mailbox.lock().expect("owner mailbox");
+        if !Self::connected(&m) {
+            return Err(not_connected(
+                &self.device_id,
+                &self.owner_id,
+                "is not connected",
+            ));
+        }
+        m.next_id += 1;
+        let id = m.next_id;
+        m.queued.push_back(OwnerIoItem { id, work });
+        m.waiting.insert(id, None);
+        self.changed.notify_all();
+        let outcome = loop {
+            if let Some(Some(_)) = m.waiting.get(&id) {
+                break m.waiting.remove(&id).flatten();
+            }
+            if !Self::connected(&m) {
+                break None;
+            }
+            if started.elapsed() >= ITEM_TIMEOUT {
+                break None;
+            }
+            m = self
+                .changed
+                .wait_timeout(m, Duration::from_millis(250))
+                .expect("owner mailbox")
+                .0;
+        };
+        m.waiting.remove(&id);
+        m.queued.retain(|item| item.id != id);
+        outcome.ok_or_else(|| {
+            not_connected(
+                &self.device_id,
+                &self.owner_id,
+                "did not answer (gone silent or too slow)",
+            )
+        })
+    }
+
+    fn failed(&self, e: OwnerIoError) -> ColdError {
+        error_from_wire(&self.device_id, e)
+    }
+
+    fn unexpected(&self, what: &str, outcome: &OwnerIoOutcome) -> ColdError {
+        ColdError::Io {
+            path: self.device_id.clone(),
+            kind: std::io::ErrorKind::InvalidData,
+            message: format!("the owner answered a {what} with {outcome:?}"),
+        }
+    }
+}
+
+fn work_name(work: &OwnerIoWork) -> &'static str {
+    match work {
+        OwnerIoWork::Write { .. } => "write",
+        OwnerIoWork::Read { .. } => "read",
+        OwnerIoWork::Delete { .. } => "delete",
+        OwnerIoWork::Scan => "scan",
+        OwnerIoWork::RemoveStaleTemps => "remove_stale_temps",
+    }
+}
+
+/// A cold error from the owner's report, with the code the local path would give.
+pub fn error_from_wire(device_id: &str, e: OwnerIoError) -> ColdError {
+    match e.kind.as_str() {
+        "checksum_mismatch" => ColdError::ChecksumMismatch {
+            locator: e.locator,
+            expected: e.expected as u32,
+            actual: e.actual as u32,
+        },
+        "length_mismatch" => ColdError::LengthMismatch {
+            locator: e.locator,
+            expected: e.expected,
+            actual: e.actual,
+        },
+        "corrupt_file" => ColdError::CorruptFile {
+            locator: e.locator,
+            reason: e.message,
+        },
+        "payload_missing" => ColdError::PayloadMissing { locator: e.locator },
+        "conflict" => ColdError::Conflict {
+            what: "owner device payload",
+            id: e.locator,
+            reason: e.message,
+        },
+        "invalid_argument" => ColdError::InvalidArgument {
+            field: "owner device work",
+            reason: e.message,
+        },
+        _ => ColdError::Io {
+            path: format!("{device_id}:{}", e.locator),
+            kind: std::io::ErrorKind::Other,
+            message: e.message,
+        },
+    }
+}
+
+impl ColdIo for OwnerDeviceIo {
+    fn device_id(&self) -> &str {
+        &self.device_id
+    }
+
+    fn write_offload(
+        &self,
+        op_id: ColdOpId,
+        route: &ObjectRoute,
+        _hot: &dyn HotSource,
+    ) -> Result<WriteReceipt, ColdError> {
+        let object = parse_cold_object_key(&route.key).map_err(|e| ColdError::InvalidArgument {
+            field: "object_key",
+            reason: e.to_string(),
+        })?;
+        let work = OwnerIoWork::Write {
+            op_id: op_id.0.simple().to_string(),
+            object,
+            length: route.length,
+            checksum: route.checksum,
+        };
+        match self.call(work)? {
+            OwnerIoOutcome::Written {
+                locator,
+                length,
+                checksum,
+                fingerprint,
+                already_present,
+            } => {
+                let fingerprint: [u8; 32] =
+                    fingerprint
+                        .as_slice()
+                        .try_into()
+                        .map_err(|_| ColdError::Io {
+                            path: locator.clone(),
+                            kind: std::io::ErrorKind::InvalidData,
+                            message: "the owner reported a fingerprint that is not 32 bytes".into(),
+                        })?;
+                Ok(WriteReceipt {
+                    locator,
+                    length,
+                    checksum,
+                    fingerprint: PayloadFingerprint(fingerprint),
+                    already_present,
+                })
+            }
+            OwnerIoOutcome::Failed(e) => Err(self.failed(e)),
+            other => Err(self.unexpected("write", &other)),
+        }
+    }
+
+    fn read(
+        &self,
+        locator: &str,
+        expected_length: u64,
+        expected_checksum: u32,
+    ) -> Result<Vec<u8>, ColdError> {
+        let work = OwnerIoWork::Read {
+            locator: locator.to_string(),
+            length: expected_length,
+            checksum: expected_checksum,
+        };
+        match self.call(work)? {
+            // The owner verified it; checked again here so that no wrong byte crosses to a
+            // reader even if the owner's answer was damaged on the way.
+            OwnerIoOutcome::Read { bytes } => {
+                if bytes.len() as u64 != expected_length {
+                    return Err(ColdError::LengthMismatch {
+                        locator: locator.to_string(),
+                        expected: expected_length,
+                        actual: bytes.len() as u64,
+                    });
+                }
+                let actual = payload_checksum(&bytes);
+                if actual != expected_checksum {
+                    return Err(ColdError::ChecksumMismatch {
+                        locator: locator.to_string(),
+                        expected: expected_checksum,
+                        actual,
+                    });
+                }
+                Ok(bytes)
+            }
+            OwnerIoOutcome::Failed(e) => Err(self.failed(e)),
+            other => Err(self.unexpected("read", &other)),
+        }
+    }
+
+    fn delete(&self, locator: &str) -> Result<bool, ColdError> {
+        match self.call(OwnerIoWork::Delete {
+            locator: locator.to_string(),
+        })? {
+            OwnerIoOutcome::Deleted { existed } => Ok(existed),
+            OwnerIoOutcome::Failed(e) => Err(self.failed(e)),
+            other => Err(self.unexpected("delete", &other)),
+        }
+    }
+
+    fn scan(&self) -> Result<DeviceScan, ColdError> {
+        match self.call(OwnerIoWork::Scan)? {
+            OwnerIoOutcome::Scanned { payloads, .. } => {
+                let mut scan = DeviceScan::default();
+                for p in payloads {
+                    let op_id =
+                        uuid::Uuid::parse_str(&p.op_id)
+                            .map(ColdOpId::new)
+                            .map_err(|e| ColdError::Io {
+                                path: p.locator.clone(),
+                                kind: std::io::ErrorKind::InvalidData,
+                                message: format!("the owner reported a bad op id: {e}"),
+                            })?;
+                    scan.payloads.push(ScannedPayload {
+                        op_id,
+                        locator: p.locator,
+                        file_len: p.file_len,
+                    });
+                }
+                Ok(scan)
+            }
+            OwnerIoOutcome::Failed(e) => Err(self.failed(e)),
+            other => Err(self.unexpected("scan", &other)),
+        }
+    }
+
+    fn remove_stale_temps(&self) -> Result<usize, ColdError> {
+        match self.call(OwnerIoWork::RemoveStaleTemps)? {
+            OwnerIoOutcome::TempsRemoved { count } => Ok(count as usize),
+            OwnerIoOutcome::Failed(e) => Err(self.failed(e)),
+            other => Err(self.unexpected("temp cleanup", &other)),
+        }
+    }
+
+    /// The owner probes its device itself (reported with each poll); here the device is
+    /// usable when its owner is connected and its last probe succeeded.
+    fn probe(&self) -> Result<(), ColdError> {
+        let m = self.mailbox.lock().expect("owner mailbox");
+        if !Self::connected(&m) {
+            return Err(not_connected(
+                &self.device_id,
+                &self.owner_id,
+                "is not connected",
+            ));
+        }
+        match &m.probe_error {
+            None => Ok(()),
+            Some(e) => Err(ColdError::Io {
+                path: self.device_id.clone(),
+                kind: std::io::ErrorKind::Other,
+                message: format!("the owner's probe failed: {e}"),
+            }),
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "owner_io_tests.rs"]
+mod tests;

@@ -1,0 +1,161 @@
+//! The owner device mailbox: calls wait for the owner's poll, results are correlated by id,
+//! a silent or restarted owner fails the callers, and read bytes are verified on arrival.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crescent_cold::io::ColdIo;
+use crescent_cold::{payload_checksum, ColdError};
+use crescent_wire::cold_owner::{OwnerIoOutcome, OwnerIoWork};
+
+use super::OwnerDeviceIo;
+
+const WAIT: Duration = Duration::from_secs(5);
+
+fn owner_io() -> OwnerDeviceIo {
+    let counter = prometheus::IntCounterVec::new(
+        prometheus::Opts::new("owner_io_total", "test"),
+        &["work", "outcome"],
+    )
+    .unwrap();
+    OwnerDeviceIo::new("dev", "node-b", counter)
+}
+
+/// Polls once as the owner and answers every item with `answer`.
+fn serve_once(
+    io: &OwnerDeviceIo,
+    incarnation: u64,
+    answer: impl Fn(&OwnerIoWork) -> OwnerIoOutcome,
+) {
+    let items = io.poll(incarnation, None, Vec::new(), WAIT).unwrap();
+    assert!(!items.is_empty(), "the call's item is handed out");
+    let results = items.iter().map(|i| (i.id, answer(&i.work))).collect();
+    assert!(io
+        .poll(incarnation, None, results, Duration::ZERO)
+        .unwrap()
+        .is_empty());
+}
+
+#[test]
+fn a_device_whose_owner_never_registered_is_not_connected() {
+    let io = owner_io();
+    let err = io.delete("objects/aa/x.cold").unwrap_err();
+    assert_eq!(err.code(), "UNAVAILABLE", "{err}");
+    assert!(err.to_string().contains("node-b"), "{err}");
+    assert!(io.probe().is_err());
+    // A poll before registering is told to register.
+    assert_eq!(
+        io.poll(1, None, Vec::new(), Duration::ZERO)
+            .unwrap_err()
+            .code(),
+        "NOT_FOUND"
+    );
+}
+
+#[test]
+fn a_call_is_answered_through_the_next_poll() {
+    let io = Arc::new(owner_io());
+    io.connect(7);
+    assert!(io.probe().is_ok());
+    let caller = {
+        let io = io.clone();
+        std::thread::spawn(move || io.delete("objects/aa/x.cold"))
+    };
+    serve_once(&io, 7, |work| {
+        assert_eq!(
+            work,
+            &OwnerIoWork::Delete {
+                locator: "objects/aa/x.cold".into()
+            }
+        );
+        OwnerIoOutcome::Deleted { existed: true }
+    });
+    assert_eq!(caller.join().unwrap(), Ok(true));
+}
+
+#[test]
+fn read_bytes_are_verified_on_arrival() {
+    let io = Arc::new(owner_io());
+    io.connect(1);
+    let good = b"payload".to_vec();
+    let crc = payload_checksum(&good);
+    let reader = {
+        let io = io.clone();
+        std::thread::spawn(move || io.read("l", 7, crc))
+    };
+    serve_once(&io, 1, |_| OwnerIoOutcome::Read {
+        bytes: b"payloaD".to_vec(),
+    });
+    assert!(matches!(
+        reader.join().unwrap(),
+        Err(ColdError::ChecksumMismatch { .. })
+    ));
+    let reader = {
+        let io = io.clone();
+        std::thread::spawn(move || io.read("l", 7, crc))
+    };
+    serve_once(&io, 1, |_| OwnerIoOutcome::Read {
+        bytes: good.clone(),
+    });
+    assert_eq!(reader.join().unwrap().unwrap(), good);
+}
+
+#[test]
+fn an_owner_error_keeps_its_code() {
+    let io = Arc::new(owner_io());
+    io.connect(1);
+    let reader = {
+        let io = io.clone();
+        std::thread::spawn(move || io.read("l", 7, 1))
+    };
+    serve_once(&io, 1, |_| {
+        OwnerIoOutcome::Failed(crescent_wire::cold_owner::OwnerIoError {
+            kind: "checksum_mismatch".into(),
+            message: "m".into(),
+            locator: "l".into(),
+            expected: 1,
+            actual: 2,
+        })
+    });
+    let err = reader.join().unwrap().unwrap_err();
+    assert_eq!(err.code(), "INTERNAL");
+    assert!(err.to_string().contains("checksum"), "{err}");
+}
+
+#[test]
+fn a_new_incarnation_fails_the_waiting_calls_and_the_old_one_is_refused() {
+    let io = Arc::new(owner_io());
+    io.connect(1);
+    let caller = {
+        let io = io.clone();
+        std::thread::spawn(move || io.delete("l"))
+    };
+    // The first incarnation takes the item and dies without answering.
+    let items = io.poll(1, None, Vec::new(), WAIT).unwrap();
+    assert_eq!(items.len(), 1);
+    io.connect(2);
+    let err = caller.join().unwrap().unwrap_err();
+    assert_eq!(err.code(), "UNAVAILABLE", "{err}");
+    assert_eq!(
+        io.poll(1, None, Vec::new(), Duration::ZERO)
+            .unwrap_err()
+            .code(),
+        "NOT_FOUND"
+    );
+    assert!(io
+        .poll(2, None, Vec::new(), Duration::ZERO)
+        .unwrap()
+        .is_empty());
+}
+
+#[test]
+fn a_failed_owner_probe_fails_the_device_probe() {
+    let io = owner_io();
+    io.connect(1);
+    io.poll(1, Some("disk full".into()), Vec::new(), Duration::ZERO)
+        .unwrap();
+    let err = io.probe().unwrap_err();
+    assert!(err.to_string().contains("disk full"), "{err}");
+    io.poll(1, None, Vec::new(), Duration::ZERO).unwrap();
+    assert!(io.probe().is_ok());
+}

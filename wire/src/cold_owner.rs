@@ -1,0 +1,230 @@
+//! Cold devices on storage owners (wire version 1): the owner registers its device with
+//! crescentd, then long-polls crescentd for its device's IO work and reports each result on
+//! its next poll. crescentd drives the cold state machines; the owner only performs the IO
+//! (write keyed by cold operation id, verified read, delete, scan), so an owner stays a plain
+//! client and a poll simply goes to the new leader after a failover. Fields are only ever
+//! appended as optional; every message carries `version`.
+
+use serde::{Deserialize, Serialize};
+
+use crate::store::ObjectId;
+
+pub const OWNER_DEVICE_WIRE_VERSION: u32 = 1;
+
+pub mod routes {
+    pub const REGISTER: &str = "/v1/cold/owner_devices/register";
+    pub const POLL: &str = "/v1/cold/owner_devices/poll";
+}
+
+/// An owner's device, registered (again) at every owner start. The device id is stable and
+/// keeps its owner and root for life (CONFLICT otherwise).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RegisterOwnerDeviceRequest {
+    pub version: u32,
+    pub owner_id: String,
+    /// The owner process's incarnation (grows across restarts): a new one fails the IO the
+    /// previous incarnation had taken but not answered.
+    pub incarnation: u64,
+    /// The owner's advertised transfer endpoint (journaled as the device owner's address).
+    pub endpoint: String,
+    pub device_id: String,
+    /// The device directory on the owner's host.
+    pub root: String,
+    pub capacity: u64,
+    #[serde(default)]
+    pub tags: Vec<String>,
+    pub schedulable: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RegisterOwnerDeviceReply {
+    pub version: u32,
+    pub device_id: String,
+    /// How long a poll may wait for work (the owner polls at least this often; a device
+    /// whose owner stops polling becomes unavailable).
+    pub poll_wait_ms: u64,
+}
+
+/// One poll: the results of the work taken by the previous poll, and a wait for new work.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OwnerDevicePollRequest {
+    pub version: u32,
+    pub owner_id: String,
+    pub incarnation: u64,
+    pub device_id: String,
+    /// The owner's own probe of the device (write, sync, read back, delete) failed: why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe_error: Option<String>,
+    #[serde(default)]
+    pub results: Vec<OwnerIoResult>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OwnerDevicePollReply {
+    pub version: u32,
+    pub items: Vec<OwnerIoItem>,
+}
+
+/// One piece of IO for the owner to perform; `id` correlates its result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OwnerIoItem {
+    pub id: u64,
+    pub work: OwnerIoWork,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OwnerIoWork {
+    /// Write the current content of `object` (read from the replica the owner's host holds,
+    /// checked against `length` and `checksum`) as the payload of cold operation `op_id`.
+    Write {
+        op_id: String,
+        object: ObjectId,
+        length: u64,
+        checksum: u32,
+    },
+    /// Read and verify the payload at `locator`.
+    Read {
+        locator: String,
+        length: u64,
+        checksum: u32,
+    },
+    Delete {
+        locator: String,
+    },
+    Scan,
+    RemoveStaleTemps,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OwnerIoResult {
+    pub id: u64,
+    pub outcome: OwnerIoOutcome,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OwnerIoOutcome {
+    Written {
+        locator: String,
+        length: u64,
+        checksum: u32,
+        /// SHA-256 of the payload (32 bytes).
+        #[serde(with = "serde_bytes")]
+        fingerprint: Vec<u8>,
+        already_present: bool,
+    },
+    Read {
+        #[serde(with = "serde_bytes")]
+        bytes: Vec<u8>,
+    },
+    Deleted {
+        existed: bool,
+    },
+    Scanned {
+        payloads: Vec<ScannedPayloadInfo>,
+        stale_temps: u64,
+        unknown: u64,
+    },
+    TempsRemoved {
+        count: u64,
+    },
+    Failed(OwnerIoError),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScannedPayloadInfo {
+    pub op_id: String,
+    pub locator: String,
+    pub file_len: u64,
+}
+
+/// A failed piece of IO. `kind` is the cold error's kind (`checksum_mismatch`,
+/// `length_mismatch`, `corrupt_file`, `payload_missing`, `conflict`, `invalid_argument`,
+/// `io`), so crescentd answers the reader with the same code the local path would.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OwnerIoError {
+    pub kind: String,
+    pub message: String,
+    #[serde(default)]
+    pub locator: String,
+    #[serde(default)]
+    pub expected: u64,
+    #[serde(default)]
+    pub actual: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn poll_messages_round_trip_in_msgpack_and_json() {
+        let reply = OwnerDevicePollReply {
+            version: OWNER_DEVICE_WIRE_VERSION,
+            items: vec![
+                OwnerIoItem {
+                    id: 1,
+                    work: OwnerIoWork::Write {
+                        op_id: "00000000000000000000000000000001".into(),
+                        object: ObjectId {
+                            tenant: Some("t".into()),
+                            domain: None,
+                            key: "k".into(),
+                        },
+                        length: 3,
+                        checksum: 9,
+                    },
+                },
+                OwnerIoItem {
+                    id: 2,
+                    work: OwnerIoWork::Scan,
+                },
+            ],
+        };
+        let bytes = rmp_serde::to_vec_named(&reply).unwrap();
+        assert_eq!(
+            rmp_serde::from_slice::<OwnerDevicePollReply>(&bytes).unwrap(),
+            reply
+        );
+        let req = OwnerDevicePollRequest {
+            version: OWNER_DEVICE_WIRE_VERSION,
+            owner_id: "o".into(),
+            incarnation: 7,
+            device_id: "d".into(),
+            probe_error: None,
+            results: vec![
+                OwnerIoResult {
+                    id: 1,
+                    outcome: OwnerIoOutcome::Read {
+                        bytes: vec![1, 2, 3],
+                    },
+                },
+                OwnerIoResult {
+                    id: 2,
+                    outcome: OwnerIoOutcome::Failed(OwnerIoError {
+                        kind: "checksum_mismatch".into(),
+                        message: "m".into(),
+                        locator: "l".into(),
+                        expected: 1,
+                        actual: 2,
+                    }),
+                },
+            ],
+        };
+        let bytes = rmp_serde::to_vec_named(&req).unwrap();
+        assert_eq!(
+            rmp_serde::from_slice::<OwnerDevicePollRequest>(&bytes).unwrap(),
+            req
+        );
+        let json = serde_json::to_string(&req).unwrap();
+        assert_eq!(
+            serde_json::from_str::<OwnerDevicePollRequest>(&json).unwrap(),
+            req
+        );
+        // A poll without results or probe (the optional fields) decodes.
+        let bare = r#"{"version":1,"owner_id":"o","incarnation":1,"device_id":"d"}"#;
+        let bare: OwnerDevicePollRequest = serde_json::from_str(bare).unwrap();
+        assert!(bare.results.is_empty() && bare.probe_error.is_none());
+    }
+}
