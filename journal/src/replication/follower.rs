@@ -17,6 +17,7 @@ use std::time::Duration;
 use super::protocol::{
     read_message, refusal, write_message, Message, ProtocolError, RewindPoint, PROTOCOL_VERSION,
 };
+use super::round_timing::{self, Stage};
 use crate::codec::{check_frame, decode_body_ref, FramePrefix, FRAME_PREFIX_LEN};
 use crate::error::JournalError;
 use crate::journal::Journal;
@@ -286,6 +287,7 @@ impl DurableHookGuard {
             };
             match write_message(&mut *out, &Message::Ack { durable_seq }) {
                 Ok(()) => {
+                    round_timing::mark(Stage::AckSent, durable_seq);
                     acked.fetch_max(durable_seq, Ordering::AcqRel);
                 }
                 // The session is broken: end it (the receive loop sees the shutdown).
@@ -327,6 +329,7 @@ fn ack_loop(
         if stale || last_sent.elapsed() >= Duration::from_millis(200) {
             let mut out = out.lock().unwrap_or_else(|p| p.into_inner());
             write_message(&mut *out, &Message::Ack { durable_seq: d })?;
+            round_timing::mark(Stage::AckSent, d);
             acked.fetch_max(d, Ordering::AcqRel);
             last_sent = std::time::Instant::now();
         }
@@ -340,13 +343,17 @@ fn ack_loop(
 
 fn receive_loop(shared: &Shared, stream: &mut TcpStream) -> Result<(), FollowError> {
     while !shared.stop.load(Ordering::Acquire) {
-        match read_message(stream)? {
+        let message = read_message(stream)?;
+        let received = round_timing::now();
+        match message {
             Message::Records {
                 term,
                 commit_seq,
                 frames,
             } => {
                 let last = append_frames(shared, &frames)?;
+                round_timing::mark_at(Stage::Received, last, received);
+                round_timing::mark(Stage::Queued, last);
                 let mut st = shared.status.lock().expect("status mutex");
                 st.term = term;
                 st.leader_commit_seq = commit_seq;
