@@ -324,10 +324,18 @@ fn ack_loop(
         let reached = durable
             .wait_for_timeout(seen + 1, Duration::from_millis(100))
             .map_err(|e| ProtocolError::Malformed(format!("journal: {e}")))?;
+        if reached.is_some() {
+            // The writer's hook acks this advance right after waking this thread: racing it
+            // for the socket only sends the same ack twice (and, winning, delays it). Let it
+            // go first; advances meanwhile are covered by the same check.
+            std::thread::sleep(HOOK_GRACE);
+        }
         let d = reached.unwrap_or(seen);
         let stale = acked.load(Ordering::Acquire) < d;
         if stale || last_sent.elapsed() >= Duration::from_millis(200) {
             let mut out = out.lock().unwrap_or_else(|p| p.into_inner());
+            // Whatever is durable by now (at least `d`).
+            let d = durable.get().max(d);
             write_message(&mut *out, &Message::Ack { durable_seq: d })?;
             round_timing::mark(Stage::AckSent, d);
             acked.fetch_max(d, Ordering::AcqRel);
@@ -341,9 +349,19 @@ fn ack_loop(
     Ok(())
 }
 
+/// Bytes read from the active's socket at once.
+const RECEIVE_BUFFER: usize = 64 << 10;
+
+/// How long the ack thread leaves a new durable seq to the writer's hook before it checks
+/// that it was acked (the hook acks within microseconds; the ack thread only covers an
+/// advance the hook could not ack, so a wait here costs nothing in the common case).
+const HOOK_GRACE: Duration = Duration::from_millis(2);
+
 fn receive_loop(shared: &Shared, stream: &mut TcpStream) -> Result<(), FollowError> {
+    // Buffered: a message's length and body come in one read when both have arrived.
+    let mut input = std::io::BufReader::with_capacity(RECEIVE_BUFFER, &*stream);
     while !shared.stop.load(Ordering::Acquire) {
-        let message = read_message(stream)?;
+        let message = read_message(&mut input)?;
         let received = round_timing::now();
         match message {
             Message::Records {

@@ -274,7 +274,7 @@ fn run_session(
     shared.tracker.on_ack(from_seq - 1);
 
     let acks = {
-        let mut reader = stream.try_clone()?;
+        let mut reader = std::io::BufReader::with_capacity(4096, stream.try_clone()?);
         let shared = shared.clone();
         let stop = stop.clone();
         std::thread::Builder::new()
