@@ -320,16 +320,29 @@ fn ack_loop(
     let durable = journal.durable();
     let mut seen = 0;
     let mut last_sent = std::time::Instant::now();
+    let mut busy = false;
     while !done.load(Ordering::Acquire) {
-        let reached = durable
-            .wait_for_timeout(seen + 1, Duration::from_millis(100))
-            .map_err(|e| ProtocolError::Malformed(format!("journal: {e}")))?;
-        if reached.is_some() {
-            // The writer's hook acks this advance right after waking this thread: racing it
-            // for the socket only sends the same ack twice (and, winning, delays it). Let it
-            // go first; advances meanwhile are covered by the same check.
+        // While records flow, poll every HOOK_GRACE instead of parking on the watermark: a
+        // parked waiter costs the writer a wake-up (a syscall) between its sync and the hook's
+        // ack on every batch. Idle, park until the next advance.
+        let reached = if busy {
             std::thread::sleep(HOOK_GRACE);
-        }
+            durable
+                .fault()
+                .map_or(Ok(()), |f| Err(ProtocolError::Malformed(format!("journal: {f}"))))?;
+            Some(durable.get()).filter(|&d| d > seen)
+        } else {
+            let reached = durable
+                .wait_for_timeout(seen + 1, Duration::from_millis(100))
+                .map_err(|e| ProtocolError::Malformed(format!("journal: {e}")))?;
+            if reached.is_some() {
+                // The writer's hook acks this advance right after waking this thread: racing
+                // it for the socket only sends the same ack twice (and, winning, delays it).
+                std::thread::sleep(HOOK_GRACE);
+            }
+            reached
+        };
+        busy = reached.is_some();
         let d = reached.unwrap_or(seen);
         let stale = acked.load(Ordering::Acquire) < d;
         if stale || last_sent.elapsed() >= Duration::from_millis(200) {
