@@ -180,9 +180,9 @@ fn append(shared: &Shared, backend: &mut dyn JournalBackend, batch: EncodedBatch
     let following = cfg!(feature = "round-timing")
         && shared
             .durable_hook
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .is_some();
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some();
     if following {
         round_timing::mark(Stage::StandbyWriting, last_seq);
     }

@@ -327,9 +327,9 @@ fn ack_loop(
         // ack on every batch. Idle, park until the next advance.
         let reached = if busy {
             std::thread::sleep(HOOK_GRACE);
-            durable
-                .fault()
-                .map_or(Ok(()), |f| Err(ProtocolError::Malformed(format!("journal: {f}"))))?;
+            durable.fault().map_or(Ok(()), |f| {
+                Err(ProtocolError::Malformed(format!("journal: {f}")))
+            })?;
             Some(durable.get()).filter(|&d| d > seen)
         } else {
             let reached = durable

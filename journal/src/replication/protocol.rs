@@ -229,7 +229,11 @@ mod tests {
             write_message(&mut generic, &message).unwrap();
             let mut hand = vec![7u8]; // appends after what is there
             encode_records_into(&mut hand, term, commit_seq, &frames);
-            assert_eq!(&hand[1..], &generic[..], "term {term} commit {commit_seq} len {len}");
+            assert_eq!(
+                &hand[1..],
+                &generic[..],
+                "term {term} commit {commit_seq} len {len}"
+            );
             assert_eq!(read_message(&mut &hand[1..]).unwrap(), message);
         }
     }

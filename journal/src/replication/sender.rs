@@ -213,7 +213,10 @@ mod tests {
         );
         drop(held);
         sender.close();
-        assert_eq!(sender.try_send_direct(2, 3, 8, 8, b"d"), DirectSend::Deferred);
+        assert_eq!(
+            sender.try_send_direct(2, 3, 8, 8, b"d"),
+            DirectSend::Deferred
+        );
     }
 
     #[test]

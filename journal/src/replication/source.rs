@@ -17,8 +17,8 @@ use std::time::{Duration, Instant};
 
 use super::commit::CommitTracker;
 use super::protocol::{
-    digest_from, encode_records_into, read_message, refusal, write_message, Message,
-    ProtocolError, RewindPoint, PROTOCOL_VERSION,
+    digest_from, encode_records_into, read_message, refusal, write_message, Message, ProtocolError,
+    RewindPoint, PROTOCOL_VERSION,
 };
 use super::round_timing::{self, Stage};
 use super::sender::{DirectSend, RecordSender};
@@ -420,10 +420,20 @@ fn stream_records(
             match tap_sender.try_send_direct(term, commit_seq, first, last, frames) {
                 DirectSend::Sent { bytes } => {
                     round_timing::mark(Stage::Sent, last);
-                    count_sent(&mut status.lock().expect("status mutex"), first - 1, last, bytes);
+                    count_sent(
+                        &mut status.lock().expect("status mutex"),
+                        first - 1,
+                        last,
+                        bytes,
+                    );
                 }
                 DirectSend::Partial { bytes } => {
-                    count_sent(&mut status.lock().expect("status mutex"), first - 1, last, bytes);
+                    count_sent(
+                        &mut status.lock().expect("status mutex"),
+                        first - 1,
+                        last,
+                        bytes,
+                    );
                     // If the queue is full, the session thread flushes on its next round
                     // (within a heartbeat interval) anyway.
                     let _ = tx.try_send(TapWork::Flush);
