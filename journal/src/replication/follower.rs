@@ -25,7 +25,8 @@ use crate::record::RecordRef;
 
 /// Where the active's replication endpoint is now (`None`: no known active).
 pub type LeaderAddress = Arc<dyn Fn() -> Option<SocketAddr> + Send + Sync>;
-/// Called with the new durable seq after each appended batch.
+/// Called with the newest durable seq as it advances (while records flow, at most every
+/// 2 ms: several batches may be reported at once).
 pub type OnDurable = Arc<dyn Fn(u64) + Send + Sync>;
 
 #[derive(Debug, Clone)]
