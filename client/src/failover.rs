@@ -433,12 +433,30 @@ impl CrescentClient {
         B: Serialize,
         T: DeserializeOwned,
     {
+        self.post_route_at(op, retry, route, body)
+            .await
+            .map(|(v, _)| v)
+    }
+
+    /// [`CrescentClient::post_route`], also returning the leader that answered: the first half
+    /// of a two-phase operation whose second half must reach that same leader
+    /// ([`CrescentClient::call_pinned`]), not whichever is current by then.
+    pub(crate) async fn post_route_at<B, T>(
+        &self,
+        op: &'static str,
+        retry: Retry,
+        route: &str,
+        body: &B,
+    ) -> Result<(T, Current), ClientError>
+    where
+        B: Serialize,
+        T: DeserializeOwned,
+    {
         self.with_leader(op, retry, |conn| async move {
             let url = conn.http.url(route)?;
             conn.http.post(&url, body).await
         })
         .await
-        .map(|(v, _)| v)
     }
 
     /// GETs the leader's `route` (an absolute path); reads are idempotent.

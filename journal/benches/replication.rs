@@ -182,6 +182,9 @@ fn main() {
             "  {name:>10} journal: {records:>6.1} records/batch, {sync_ms:.3} ms/sync (means)"
         );
     }
+    if let Some(breakdown) = crescent_journal::replication::round_timing::take_report() {
+        print!("{breakdown}");
+    }
     assert_eq!(
         tracker.mode(),
         crescent_journal::replication::CommitMode::Sync,

@@ -220,3 +220,100 @@ fn incompatible_standbys_are_refused() {
     b.stop();
     a.source.stop();
 }
+
+/// A standby that stops reading must never stall the active: the journal writer's tap sends
+/// only what the socket takes without waiting (docs/ha.md, "The sync commit path") and leaves
+/// the rest to the session thread. Once the standby reads again it gets every record once, in
+/// order, in whole messages.
+#[test]
+fn a_standby_that_stops_reading_never_stalls_the_active_and_then_gets_every_record_in_order() {
+    use crescent_journal::codec::decode_frame;
+    use crescent_journal::replication::protocol::{read_message, write_message};
+    use crescent_journal::replication::{Message, PROTOCOL_VERSION};
+
+    let dir = tempfile::tempdir().unwrap();
+    let journal = journal(dir.path());
+    let tracker = CommitTracker::start(journal.durable());
+    let source = ReplicationSource::start(
+        journal.clone(),
+        "127.0.0.1:0".parse().unwrap(),
+        tracker.clone(),
+        Arc::new(|| Some(3)),
+        any_capabilities(),
+        SourceConfig {
+            node: "a".into(),
+            heartbeat: Duration::from_millis(50),
+            // The silent standby sends no acks either: keep the session alive meanwhile.
+            io_timeout: Duration::from_secs(60),
+            ..SourceConfig::default()
+        },
+    )
+    .unwrap();
+    let mut standby = std::net::TcpStream::connect(source.local_addr()).unwrap();
+    write_message(
+        &mut standby,
+        &Message::Hello {
+            version: PROTOCOL_VERSION,
+            node: "slow".into(),
+            last_seq: 0,
+            last_term: 0,
+            last_digest: crescent_journal::GENESIS_DIGEST.to_vec(),
+            capabilities: Vec::new(),
+        },
+    )
+    .unwrap();
+    assert!(matches!(
+        read_message(&mut standby).unwrap(),
+        Message::Welcome { from_seq: 1, .. }
+    ));
+    wait_until("the session is up", || source.status().connected);
+
+    // 32 MiB of records, far more than the socket buffers hold, committed locally while the
+    // standby reads nothing (commit is in Local mode: it does not wait for acks).
+    let count = 128u64;
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    let appender = {
+        let journal = journal.clone();
+        std::thread::spawn(move || {
+            for i in 0..count {
+                let mut r = records(1, "big").remove(0);
+                r.event.payload = vec![(i % 251) as u8; 256 << 10];
+                journal.append_blocking(3, vec![r]).unwrap();
+            }
+            done_tx.send(()).unwrap();
+        })
+    };
+    done_rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("the active's writer stalled behind a standby that does not read");
+    appender.join().unwrap();
+    assert_eq!(journal.durable().get(), count);
+    assert_eq!(
+        tracker.acked(),
+        0,
+        "the silent standby acknowledged nothing"
+    );
+
+    let mut next = 1;
+    standby
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    while next <= count {
+        match read_message(&mut standby).unwrap() {
+            Message::Records { term, frames, .. } => {
+                assert_eq!(term, 3);
+                let mut at = 0;
+                while at < frames.len() {
+                    let (record, len) = decode_frame(&frames[at..]).unwrap().expect("a frame");
+                    assert_eq!(record.seq, next, "every record once, in order");
+                    assert_eq!(record.event.payload.len(), 256 << 10);
+                    next += 1;
+                    at += len;
+                }
+            }
+            Message::Heartbeat { .. } => {}
+            other => panic!("unexpected message {other:?}"),
+        }
+    }
+    source.stop();
+}

@@ -209,10 +209,13 @@ impl CrescentClient {
     }
 
     /// Writes `value` to the replicas a put_start already allocated (for a put that was started
-    /// by another route, e.g. a managed weight object), then ends it; a failed transfer
-    /// revokes the put.
+    /// by another route, e.g. a managed weight object), then ends it at `leader`, the leader
+    /// that answered the put_start; a failed transfer revokes the put there. (Not whichever
+    /// leader is current by then: after a failover between the two, the new leader never saw
+    /// the put, and the put fails with FAILOVER_INTERRUPTED instead.)
     pub(crate) async fn write_started(
         &self,
+        leader: &crate::leader::Current,
         id: ObjectId,
         started: &PutStartReply,
         value: &[u8],
@@ -223,8 +226,6 @@ impl CrescentClient {
             id,
             put_id: started.put_id,
         };
-        // The leader that answered the put_start (just now, through another route).
-        let leader = self.locator.current();
         let local = self.data.local();
         let transport = self.data.transport().await?;
         let staging = self.data.staging.take(transport, value.len())?;
@@ -242,14 +243,8 @@ impl CrescentClient {
             self.write_all(&descs).await
         }
         .await;
-        let Some(leader) = leader else {
-            return Err(ClientError::Interrupted {
-                op: "put_end",
-                detail: "no leader known after put_start".into(),
-            });
-        };
         self.finish_put(
-            &leader,
+            leader,
             &end,
             transferred,
             checksum,

@@ -94,6 +94,18 @@ impl WeightStore {
             .await
     }
 
+    /// [`WeightStore::post`], also returning the leader that answered (a put_start whose
+    /// put_end must go to the same leader).
+    async fn post_at<B: Serialize, T: DeserializeOwned>(
+        &self,
+        route: &'static str,
+        body: &B,
+    ) -> Result<(T, crate::leader::Current), ClientError> {
+        self.client
+            .post_route_at(route, Retry::NotIdempotent, route, body)
+            .await
+    }
+
     /// A weight read: retried across a failover.
     async fn read<B: Serialize, T: DeserializeOwned>(
         &self,

@@ -68,7 +68,8 @@ impl WeightWriter {
             kind,
             checksum: Some(checksum),
         };
-        let started: PutStartReply = self.store.post(routes::PUT_OBJECT, &req).await?;
+        let (started, leader): (PutStartReply, _) =
+            self.store.post_at(routes::PUT_OBJECT, &req).await?;
         if started.already_exists {
             return Ok(());
         }
@@ -78,7 +79,14 @@ impl WeightWriter {
         };
         self.store
             .client
-            .write_started(object_id(key), &started, value, Some(checksum), data_type)
+            .write_started(
+                &leader,
+                object_id(key),
+                &started,
+                value,
+                Some(checksum),
+                data_type,
+            )
             .await
     }
 

@@ -8,6 +8,7 @@ use super::{Shared, TruncateRequest};
 use crate::backend::JournalBackend;
 use crate::codec::EncodedBatch;
 use crate::error::JournalError;
+use crate::replication::round_timing::{self, Stage};
 
 /// How many emptied batches to keep for reuse.
 const SPARE_BATCHES: usize = 2;
@@ -171,6 +172,20 @@ fn append(shared: &Shared, backend: &mut dyn JournalBackend, batch: EncodedBatch
     let last_seq = batch.last_seq().expect("non-empty batch");
     let _span = tracing::debug_span!("journal_batch", records = batch.len(), last_seq).entered();
     let tap = shared.tap.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    let replicating = tap.is_some();
+    if replicating {
+        round_timing::mark(Stage::Tapped, last_seq);
+    }
+    // A standby's journal (only looked up when timing rounds).
+    let following = cfg!(feature = "round-timing")
+        && shared
+            .durable_hook
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some();
+    if following {
+        round_timing::mark(Stage::StandbyWriting, last_seq);
+    }
     if let Some(tap) = tap {
         tap(
             batch.first_seq().unwrap_or(last_seq),
@@ -190,6 +205,12 @@ fn append(shared: &Shared, backend: &mut dyn JournalBackend, batch: EncodedBatch
             m.bytes.inc_by(batch.bytes.len() as u64);
             m.durable_seq.set(last_seq as i64);
             shared.durable.advance(last_seq);
+            if replicating {
+                round_timing::mark(Stage::ActiveDurable, last_seq);
+            }
+            if following {
+                round_timing::mark(Stage::StandbyDurable, last_seq);
+            }
             // Told once the watermark says so too: whoever the hook tells (a standby's active)
             // may rely on this journal's durable seq being there already.
             let hook = shared

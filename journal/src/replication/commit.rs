@@ -10,6 +10,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use super::round_timing::{self, Stage};
 use crate::watermark::Watermark;
 
 /// How commit follows durable.
@@ -165,8 +166,12 @@ impl CommitTracker {
         } else {
             st.held_since = None;
         }
+        let sync = st.mode == CommitMode::Sync;
         drop(st);
         inner.commit.advance(target);
+        if sync {
+            round_timing::mark(Stage::Committed, target);
+        }
     }
 }
 

@@ -17,6 +17,7 @@ use std::time::Duration;
 use super::protocol::{
     read_message, refusal, write_message, Message, ProtocolError, RewindPoint, PROTOCOL_VERSION,
 };
+use super::round_timing::{self, Stage};
 use crate::codec::{check_frame, decode_body_ref, FramePrefix, FRAME_PREFIX_LEN};
 use crate::error::JournalError;
 use crate::journal::Journal;
@@ -24,7 +25,8 @@ use crate::record::RecordRef;
 
 /// Where the active's replication endpoint is now (`None`: no known active).
 pub type LeaderAddress = Arc<dyn Fn() -> Option<SocketAddr> + Send + Sync>;
-/// Called with the new durable seq after each appended batch.
+/// Called with the newest durable seq as it advances (while records flow, at most every
+/// 2 ms: several batches may be reported at once).
 pub type OnDurable = Arc<dyn Fn(u64) + Send + Sync>;
 
 #[derive(Debug, Clone)]
@@ -286,6 +288,7 @@ impl DurableHookGuard {
             };
             match write_message(&mut *out, &Message::Ack { durable_seq }) {
                 Ok(()) => {
+                    round_timing::mark(Stage::AckSent, durable_seq);
                     acked.fetch_max(durable_seq, Ordering::AcqRel);
                 }
                 // The session is broken: end it (the receive loop sees the shutdown).
@@ -318,15 +321,37 @@ fn ack_loop(
     let durable = journal.durable();
     let mut seen = 0;
     let mut last_sent = std::time::Instant::now();
+    let mut busy = false;
     while !done.load(Ordering::Acquire) {
-        let reached = durable
-            .wait_for_timeout(seen + 1, Duration::from_millis(100))
-            .map_err(|e| ProtocolError::Malformed(format!("journal: {e}")))?;
+        // While records flow, poll every HOOK_GRACE instead of parking on the watermark: a
+        // parked waiter costs the writer a wake-up (a syscall) between its sync and the hook's
+        // ack on every batch. Idle, park until the next advance.
+        let reached = if busy {
+            std::thread::sleep(HOOK_GRACE);
+            durable.fault().map_or(Ok(()), |f| {
+                Err(ProtocolError::Malformed(format!("journal: {f}")))
+            })?;
+            Some(durable.get()).filter(|&d| d > seen)
+        } else {
+            let reached = durable
+                .wait_for_timeout(seen + 1, Duration::from_millis(100))
+                .map_err(|e| ProtocolError::Malformed(format!("journal: {e}")))?;
+            if reached.is_some() {
+                // The writer's hook acks this advance right after waking this thread: racing
+                // it for the socket only sends the same ack twice (and, winning, delays it).
+                std::thread::sleep(HOOK_GRACE);
+            }
+            reached
+        };
+        busy = reached.is_some();
         let d = reached.unwrap_or(seen);
         let stale = acked.load(Ordering::Acquire) < d;
         if stale || last_sent.elapsed() >= Duration::from_millis(200) {
             let mut out = out.lock().unwrap_or_else(|p| p.into_inner());
+            // Whatever is durable by now (at least `d`).
+            let d = durable.get().max(d);
             write_message(&mut *out, &Message::Ack { durable_seq: d })?;
+            round_timing::mark(Stage::AckSent, d);
             acked.fetch_max(d, Ordering::AcqRel);
             last_sent = std::time::Instant::now();
         }
@@ -338,15 +363,29 @@ fn ack_loop(
     Ok(())
 }
 
+/// Bytes read from the active's socket at once.
+const RECEIVE_BUFFER: usize = 64 << 10;
+
+/// How long the ack thread leaves a new durable seq to the writer's hook before it checks
+/// that it was acked (the hook acks within microseconds; the ack thread only covers an
+/// advance the hook could not ack, so a wait here costs nothing in the common case).
+const HOOK_GRACE: Duration = Duration::from_millis(2);
+
 fn receive_loop(shared: &Shared, stream: &mut TcpStream) -> Result<(), FollowError> {
+    // Buffered: a message's length and body come in one read when both have arrived.
+    let mut input = std::io::BufReader::with_capacity(RECEIVE_BUFFER, &*stream);
     while !shared.stop.load(Ordering::Acquire) {
-        match read_message(stream)? {
+        let message = read_message(&mut input)?;
+        let received = round_timing::now();
+        match message {
             Message::Records {
                 term,
                 commit_seq,
                 frames,
             } => {
                 let last = append_frames(shared, &frames)?;
+                round_timing::mark_at(Stage::Received, last, received);
+                round_timing::mark(Stage::Queued, last);
                 let mut st = shared.status.lock().expect("status mutex");
                 st.term = term;
                 st.leader_commit_seq = commit_seq;

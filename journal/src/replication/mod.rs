@@ -6,6 +6,8 @@
 pub mod commit;
 pub mod follower;
 pub mod protocol;
+pub mod round_timing;
+mod sender;
 pub mod source;
 pub mod window;
 

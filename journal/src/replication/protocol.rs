@@ -115,6 +115,29 @@ pub fn write_message(w: &mut impl Write, msg: &Message) -> Result<(), ProtocolEr
     Ok(())
 }
 
+/// Appends one whole Records message (length prefix and body) to `out`, byte for byte what
+/// [`write_message`] writes for it, without building a [`Message`] (no copy of `frames` into
+/// an owned buffer, no allocation when `out` has room): the journal writer's tap sends these.
+pub fn encode_records_into(out: &mut Vec<u8>, term: u64, commit_seq: u64, frames: &[u8]) {
+    // Infallible: writing to a Vec cannot fail.
+    fn ok<T, E: std::fmt::Debug>(r: Result<T, E>) {
+        r.expect("encoding into a Vec");
+    }
+    let start = out.len();
+    out.extend_from_slice(&[0; 4]);
+    ok(rmp::encode::write_map_len(out, 4));
+    ok(rmp::encode::write_str(out, "type"));
+    ok(rmp::encode::write_str(out, "records"));
+    ok(rmp::encode::write_str(out, "term"));
+    ok(rmp::encode::write_uint(out, term));
+    ok(rmp::encode::write_str(out, "commit_seq"));
+    ok(rmp::encode::write_uint(out, commit_seq));
+    ok(rmp::encode::write_str(out, "frames"));
+    ok(rmp::encode::write_bin(out, frames));
+    let len = (out.len() - start - 4) as u32;
+    out[start..start + 4].copy_from_slice(&len.to_le_bytes());
+}
+
 /// Reads one message (blocking; honours the stream's read timeout).
 pub fn read_message(r: &mut impl Read) -> Result<Message, ProtocolError> {
     let mut len = [0u8; 4];
@@ -185,6 +208,34 @@ mod tests {
             assert_eq!(&read_message(&mut r).unwrap(), m);
         }
         assert!(matches!(read_message(&mut r), Err(ProtocolError::Io(_))));
+    }
+
+    #[test]
+    fn hand_encoded_records_match_the_generic_encoding() {
+        for (term, commit_seq, len) in [
+            (0, 0, 0),
+            (1, 127, 1),
+            (9, 128, 255),
+            (300, 70_000, 256),
+            (u64::MAX, 1 << 40, 70_000),
+        ] {
+            let frames: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
+            let message = Message::Records {
+                term,
+                commit_seq,
+                frames: frames.clone(),
+            };
+            let mut generic = Vec::new();
+            write_message(&mut generic, &message).unwrap();
+            let mut hand = vec![7u8]; // appends after what is there
+            encode_records_into(&mut hand, term, commit_seq, &frames);
+            assert_eq!(
+                &hand[1..],
+                &generic[..],
+                "term {term} commit {commit_seq} len {len}"
+            );
+            assert_eq!(read_message(&mut &hand[1..]).unwrap(), message);
+        }
     }
 
     #[test]

@@ -8,6 +8,7 @@
 //! [`CommitTracker`]. Every message carries the term the node leads under; the session ends
 //! (telling the standby `NOT_LEADER`) as soon as that term is no longer current.
 
+use std::io::Write;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -16,9 +17,11 @@ use std::time::{Duration, Instant};
 
 use super::commit::CommitTracker;
 use super::protocol::{
-    digest_from, read_message, refusal, write_message, Message, ProtocolError, RewindPoint,
-    PROTOCOL_VERSION,
+    digest_from, encode_records_into, read_message, refusal, write_message, Message, ProtocolError,
+    RewindPoint, PROTOCOL_VERSION,
 };
+use super::round_timing::{self, Stage};
+use super::sender::{DirectSend, RecordSender};
 use super::window::SendWindow;
 use crate::codec::encode_ref_into;
 use crate::error::JournalError;
@@ -74,7 +77,8 @@ struct Shared {
     term: TermSource,
     capabilities: CapabilityCheck,
     config: SourceConfig,
-    status: Mutex<SourceStatus>,
+    /// Shared with the journal writer's tap, which counts what it sends itself.
+    status: Arc<Mutex<SourceStatus>>,
     stop: AtomicBool,
     /// The stop flag of the running session.
     session: Mutex<Option<Arc<AtomicBool>>>,
@@ -105,7 +109,7 @@ impl ReplicationSource {
             term,
             capabilities,
             config,
-            status: Mutex::new(SourceStatus::default()),
+            status: Arc::new(Mutex::new(SourceStatus::default())),
             stop: AtomicBool::new(false),
             session: Mutex::new(None),
         });
@@ -270,7 +274,7 @@ fn run_session(
     shared.tracker.on_ack(from_seq - 1);
 
     let acks = {
-        let mut reader = stream.try_clone()?;
+        let mut reader = std::io::BufReader::with_capacity(4096, stream.try_clone()?);
         let shared = shared.clone();
         let stop = stop.clone();
         std::thread::Builder::new()
@@ -279,6 +283,7 @@ fn run_session(
                 while !stop.load(Ordering::Acquire) {
                     match read_message(&mut reader) {
                         Ok(Message::Ack { durable_seq }) => {
+                            round_timing::mark(Stage::AckReceived, durable_seq);
                             shared.tracker.on_ack(durable_seq);
                             let mut st = shared.status.lock().expect("status mutex");
                             st.acked_seq = st.acked_seq.max(durable_seq);
@@ -297,7 +302,7 @@ fn run_session(
                 stop.store(true, Ordering::Release);
             })?
     };
-    let result = stream_records(shared, &mut stream, stop, term, from_seq);
+    let result = stream_records(shared, stream.try_clone()?, stop, term, from_seq);
     stop.store(true, Ordering::Release);
     let _ = stream.shutdown(std::net::Shutdown::Both);
     let _ = acks.join();
@@ -367,11 +372,19 @@ fn check_position(
     ))
 }
 
-/// One batch seen by the journal's replication tap.
+/// One batch seen by the journal's replication tap that the tap did not send itself.
 struct Tapped {
     first: u64,
     last: u64,
     frames: Vec<u8>,
+}
+
+/// What the tap leaves to the session thread.
+enum TapWork {
+    /// A batch to send.
+    Send(Tapped),
+    /// Finish the message the tap could only partly write.
+    Flush,
 }
 
 /// Batches the tap may hold before it drops (the session then reads the gap back from disk).
@@ -379,89 +392,128 @@ const TAP_DEPTH: usize = 256;
 
 fn stream_records(
     shared: &Shared,
-    stream: &mut TcpStream,
+    stream: TcpStream,
     stop: &AtomicBool,
     term: u64,
     from_seq: u64,
 ) -> Result<(), ProtocolError> {
     // Live records come from the writer's tap, before the active's own sync, so both sides
-    // sync in parallel; anything older (or dropped by a full tap) is read back from disk once
-    // durable. The tap is this session's until it ends.
-    // A later session installs its own tap; this one only goes quiet (clearing the journal's
-    // tap here could remove the newer session's).
-    let (tx, rx) = std::sync::mpsc::sync_channel::<Tapped>(TAP_DEPTH);
+    // sync in parallel. The tap sends each batch itself when the socket takes it without
+    // waiting (sender.rs) and queues it for this thread otherwise; anything older (or dropped
+    // by a full queue) is read back from disk once durable. The tap is this session's until
+    // it ends. A later session installs its own tap; this one only goes quiet (clearing the
+    // journal's tap here could remove the newer session's).
+    let sender = Arc::new(RecordSender::new(stream, from_seq - 1));
+    let (tx, rx) = std::sync::mpsc::sync_channel::<TapWork>(TAP_DEPTH);
     let live = Arc::new(AtomicBool::new(true));
     let tap_live = live.clone();
+    let tap_sender = sender.clone();
+    let status = shared.status.clone();
+    let tracker = shared.tracker.clone();
     shared
         .journal
         .set_replication_tap(Some(Arc::new(move |first, last, frames: &[u8]| {
-            if tap_live.load(Ordering::Acquire) {
-                let _ = tx.try_send(Tapped {
-                    first,
-                    last,
-                    frames: frames.to_vec(),
-                });
+            if !tap_live.load(Ordering::Acquire) {
+                return;
+            }
+            let commit_seq = tracker.commit().get();
+            match tap_sender.try_send_direct(term, commit_seq, first, last, frames) {
+                DirectSend::Sent { bytes } => {
+                    round_timing::mark(Stage::Sent, last);
+                    count_sent(
+                        &mut status.lock().expect("status mutex"),
+                        first - 1,
+                        last,
+                        bytes,
+                    );
+                }
+                DirectSend::Partial { bytes } => {
+                    count_sent(
+                        &mut status.lock().expect("status mutex"),
+                        first - 1,
+                        last,
+                        bytes,
+                    );
+                    // If the queue is full, the session thread flushes on its next round
+                    // (within a heartbeat interval) anyway.
+                    let _ = tx.try_send(TapWork::Flush);
+                }
+                DirectSend::Deferred => {
+                    let _ = tx.try_send(TapWork::Send(Tapped {
+                        first,
+                        last,
+                        frames: frames.to_vec(),
+                    }));
+                }
             }
         })));
-    let result = stream_loop(shared, stream, stop, term, from_seq, &rx);
+    let result = stream_loop(shared, &sender, stop, term, &rx);
     live.store(false, Ordering::Release);
+    sender.close();
     result
 }
 
 fn stream_loop(
     shared: &Shared,
-    stream: &mut TcpStream,
+    sender: &RecordSender,
     stop: &AtomicBool,
     term: u64,
-    from_seq: u64,
-    tapped: &std::sync::mpsc::Receiver<Tapped>,
+    tapped: &std::sync::mpsc::Receiver<TapWork>,
 ) -> Result<(), ProtocolError> {
     let durable = shared.journal.durable();
-    let mut sent = from_seq - 1;
     let mut last_heartbeat = Instant::now();
     while !stop.load(Ordering::Acquire) && !shared.stop.load(Ordering::Acquire) {
         if (shared.term)() != Some(term) {
             let msg = format!("term {term} is over on this node");
-            return refuse(shared, stream, refusal::NOT_LEADER, msg, None);
+            let mut out = sender.lock();
+            out.flush_pending()?;
+            return refuse(shared, out.stream_mut()?, refusal::NOT_LEADER, msg, None);
         }
-        match tapped.recv_timeout(shared.config.heartbeat) {
-            Ok(batch) => {
-                if batch.last <= sent {
-                    continue;
+        let work = tapped.recv_timeout(shared.config.heartbeat);
+        let mut out = sender.lock();
+        out.flush_pending()?;
+        match work {
+            Ok(TapWork::Flush) => {}
+            Ok(TapWork::Send(batch)) => {
+                let sent = out.sent;
+                if batch.last > sent {
+                    if batch.first > sent + 1 {
+                        // Records before this batch were written before the tap saw them (or
+                        // it dropped them): they are durable, or about to be.
+                        let upto = batch.first - 1;
+                        durable
+                            .wait_for_blocking(upto)
+                            .map_err(|e| ProtocolError::Malformed(format!("journal: {e}")))?;
+                        out.sent = send_from_disk(shared, out.stream_mut()?, term, sent, upto)?;
+                    }
+                    let sent = out.sent;
+                    let skip = frames_before(&batch.frames, batch.first, sent + 1)?;
+                    send_frames(
+                        shared,
+                        out.stream_mut()?,
+                        term,
+                        &batch.frames[skip..],
+                        sent,
+                        batch.last,
+                    )?;
+                    round_timing::mark(Stage::Sent, batch.last);
+                    out.sent = batch.last;
                 }
-                if batch.first > sent + 1 {
-                    // Records before this batch were written before the tap saw them (or it
-                    // dropped them): they are durable, or about to be.
-                    let upto = batch.first - 1;
-                    durable
-                        .wait_for_blocking(upto)
-                        .map_err(|e| ProtocolError::Malformed(format!("journal: {e}")))?;
-                    sent = send_from_disk(shared, stream, term, sent, upto)?;
-                }
-                let skip = frames_before(&batch.frames, batch.first, sent + 1)?;
-                send_frames(
-                    shared,
-                    stream,
-                    term,
-                    batch.frames[skip..].to_vec(),
-                    sent,
-                    batch.last,
-                )?;
-                sent = batch.last;
             }
             Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
                 // Idle: catch up whatever is durable but unsent (a dropped tap batch), then
                 // heartbeat.
                 let d = durable.get();
-                if d > sent {
-                    sent = send_from_disk(shared, stream, term, sent, d)?;
+                if d > out.sent {
+                    let sent = out.sent;
+                    out.sent = send_from_disk(shared, out.stream_mut()?, term, sent, d)?;
                 }
             }
             Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return Ok(()),
         }
         if last_heartbeat.elapsed() >= shared.config.heartbeat {
             write_message(
-                stream,
+                out.stream_mut()?,
                 &Message::Heartbeat {
                     term,
                     commit_seq: shared.tracker.commit().get(),
@@ -472,6 +524,13 @@ fn stream_loop(
         }
     }
     Ok(())
+}
+
+/// Counts a message of frames `sent + 1 ..= last`, `bytes` long, as sent.
+fn count_sent(st: &mut SourceStatus, sent: u64, last: u64, bytes: u64) {
+    st.sent_bytes += bytes;
+    st.window.sent(last, last.saturating_sub(sent), bytes);
+    st.sent_seq = st.sent_seq.max(last);
 }
 
 /// Byte offset in `frames` (whose first frame is seq `first`) of the frame of seq `want`.
@@ -491,23 +550,15 @@ fn send_frames(
     shared: &Shared,
     stream: &mut TcpStream,
     term: u64,
-    frames: Vec<u8>,
+    frames: &[u8],
     sent: u64,
     last: u64,
 ) -> Result<(), ProtocolError> {
-    let bytes = frames.len() as u64;
-    write_message(
-        stream,
-        &Message::Records {
-            term,
-            commit_seq: shared.tracker.commit().get(),
-            frames,
-        },
-    )?;
+    let mut message = Vec::with_capacity(frames.len() + 64);
+    encode_records_into(&mut message, term, shared.tracker.commit().get(), frames);
+    stream.write_all(&message)?;
     let mut st = shared.status.lock().expect("status mutex");
-    st.sent_bytes += bytes;
-    st.window.sent(last, last.saturating_sub(sent), bytes);
-    st.sent_seq = last.max(sent);
+    count_sent(&mut st, sent, last, frames.len() as u64);
     Ok(())
 }
 
@@ -545,7 +596,7 @@ fn send_from_disk(
                 sent + 1
             )));
         }
-        send_frames(shared, stream, term, frames, sent, last)?;
+        send_frames(shared, stream, term, &frames, sent, last)?;
         sent = last;
     }
     Ok(sent)
