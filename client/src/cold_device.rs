@@ -32,9 +32,51 @@ use crate::failover::Retry;
 const PROBE_EVERY: Duration = Duration::from_secs(2);
 /// Pause after a failed poll before the next.
 const POLL_RETRY: Duration = Duration::from_millis(500);
-/// Fault injection for crash tests: `CRESCENT_OWNER_COLD_KILL_AT=after_write` makes the owner
-/// SIGKILL itself after a payload write and before reporting it. Unset in production.
+/// Fault injection for crash tests: `CRESCENT_OWNER_COLD_KILL_AT=after_write` (or
+/// `after_delete`) makes the owner SIGKILL itself after a payload write (a payload delete)
+/// and before reporting it. Unset in production.
 pub const OWNER_KILL_AT_ENV: &str = "CRESCENT_OWNER_COLD_KILL_AT";
+
+/// Where the owner kills itself (crash-window tests; see [`OWNER_KILL_AT_ENV`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum OwnerKillPoint {
+    AfterWrite,
+    AfterDelete,
+}
+
+impl OwnerKillPoint {
+    fn parse(value: &str) -> Option<Self> {
+        match value {
+            "after_write" => Some(Self::AfterWrite),
+            "after_delete" => Some(Self::AfterDelete),
+            _ => None,
+        }
+    }
+
+    fn from_env() -> Option<Self> {
+        let value = std::env::var(OWNER_KILL_AT_ENV).ok()?;
+        let point = Self::parse(&value);
+        match point {
+            Some(p) => tracing::warn!(point = ?p, "owner cold fault injection armed"),
+            None => {
+                tracing::warn!(%value, "{OWNER_KILL_AT_ENV} ignored: not after_write or after_delete")
+            }
+        }
+        point
+    }
+
+    /// SIGKILLs this process when `self` is armed at `reached`.
+    fn fire_at(armed: Option<Self>, reached: Self) {
+        if armed == Some(reached) {
+            tracing::error!(point = ?reached, "owner cold fault injection: SIGKILL");
+            // SAFETY: raise(2) has no memory-safety preconditions.
+            #[allow(unsafe_code)]
+            unsafe {
+                libc::raise(libc::SIGKILL);
+            }
+        }
+    }
+}
 
 /// One `--cold-device` of an owner.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -176,7 +218,7 @@ async fn serve(
     io: Arc<LocalDirDevice>,
     register: RegisterOwnerDeviceRequest,
 ) {
-    let kill_after_write = std::env::var(OWNER_KILL_AT_ENV).is_ok_and(|v| v == "after_write");
+    let kill_at = OwnerKillPoint::from_env();
     let mut results: Vec<OwnerIoResult> = Vec::new();
     let mut probe_error: Option<String> = None;
     let mut probed: Option<Instant> = None;
@@ -201,7 +243,7 @@ async fn serve(
         match client.poll_owner_device(&req).await {
             Ok(reply) => {
                 for item in reply.items {
-                    let outcome = perform(&client, &io, item.work, kill_after_write).await;
+                    let outcome = perform(&client, &io, item.work, kill_at).await;
                     results.push(OwnerIoResult {
                         id: item.id,
                         outcome,
@@ -231,7 +273,7 @@ async fn perform(
     client: &CrescentClient,
     io: &Arc<LocalDirDevice>,
     work: OwnerIoWork,
-    kill_after_write: bool,
+    kill_at: Option<OwnerKillPoint>,
 ) -> OwnerIoOutcome {
     let span = tracing::debug_span!("owner.cold_io");
     let result = async move {
@@ -242,21 +284,21 @@ async fn perform(
                 length,
                 checksum,
             } => {
-                write(
-                    client,
-                    io,
-                    &op_id,
-                    object,
-                    length,
-                    checksum,
-                    kill_after_write,
-                )
-                .await
+                let written = write(client, io, &op_id, object, length, checksum).await;
+                if written.is_ok() {
+                    OwnerKillPoint::fire_at(kill_at, OwnerKillPoint::AfterWrite);
+                }
+                written
             }
             other => {
                 let io = io.clone();
                 match tokio::task::spawn_blocking(move || blocking_io(&io, other)).await {
-                    Ok(r) => r,
+                    Ok(r) => {
+                        if matches!(r, Ok(OwnerIoOutcome::Deleted { .. })) {
+                            OwnerKillPoint::fire_at(kill_at, OwnerKillPoint::AfterDelete);
+                        }
+                        r
+                    }
                     Err(e) => Err(ColdError::InvalidArgument {
                         field: "work",
                         reason: format!("the IO task failed: {e}"),
@@ -277,7 +319,6 @@ async fn write(
     object: crescent_wire::store::ObjectId,
     length: u64,
     checksum: u32,
-    kill_after_write: bool,
 ) -> Result<OwnerIoOutcome, ColdError> {
     let op = uuid::Uuid::parse_str(op_id)
         .map(ColdOpId::new)
@@ -307,14 +348,6 @@ async fn write(
             field: "work",
             reason: format!("the write task failed: {e}"),
         })??;
-    if kill_after_write {
-        tracing::error!("cold fault injection: SIGKILL after the payload write");
-        // SAFETY: raise(2) has no memory-safety preconditions.
-        #[allow(unsafe_code)]
-        unsafe {
-            libc::raise(libc::SIGKILL);
-        }
-    }
     Ok(OwnerIoOutcome::Written {
         locator: receipt.locator,
         length: receipt.length,
@@ -415,6 +448,21 @@ mod tests {
             "x=/d,cap",
         ] {
             assert!(OwnerColdDeviceConfig::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn owner_kill_points() {
+        assert_eq!(
+            OwnerKillPoint::parse("after_write"),
+            Some(OwnerKillPoint::AfterWrite)
+        );
+        assert_eq!(
+            OwnerKillPoint::parse("after_delete"),
+            Some(OwnerKillPoint::AfterDelete)
+        );
+        for bad in ["", "after_read", "before_write", "after_write "] {
+            assert_eq!(OwnerKillPoint::parse(bad), None, "{bad:?}");
         }
     }
 

@@ -5,13 +5,14 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::cold::{payload, Node};
-use common::{crescent_bin, DirNode, Proc};
-use serde_json::Value;
+use common::cold_owner::{
+    device_dir, evict_hot, owner_device, payload_files, start_device_owner, usage, wait_healthy,
+};
+use common::DirNode;
 
 /// crescentd's own device takes no offload, so placement picks the owner's.
 const CONFIG: &str = "[cold]\nschedulable = false\nhealth_probe_interval_ms = 200\n";
@@ -22,82 +23,6 @@ fn start_node(dir: &Path) -> Node {
     }
 }
 
-/// `crescent owner` with a cold device `ob` at `<dir>/owner-cold`; returns once registered.
-fn start_owner(node: &Node, dir: &Path, env: &[(&str, &str)]) -> Proc {
-    use std::io::{BufRead, BufReader};
-    let device = format!("ob={},capacity=16M", device_dir(dir).display());
-    let mut cmd = Command::new(crescent_bin());
-    cmd.args(["--server", &node.s(), "--json", "owner", "--size", "32M"])
-        .args(["--id", "node-b", "--cold-device", &device])
-        .env_remove("CRESCENT_OWNER_COLD_KILL_AT")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit());
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let mut proc = Proc(cmd.spawn().expect("spawning crescent owner"));
-    let mut lines = BufReader::new(proc.0.stdout.take().unwrap()).lines();
-    let ready: Value = serde_json::from_str(&lines.next().expect("ready line").unwrap()).unwrap();
-    assert_eq!(ready["cold_devices"], serde_json::json!(["ob"]), "{ready}");
-    std::thread::spawn(move || for _ in lines {});
-    proc
-}
-
-fn device_dir(dir: &Path) -> PathBuf {
-    dir.join("owner-cold")
-}
-
-fn owner_device(node: &Node) -> Value {
-    let list = node.ok(&["cold", "ls"], None);
-    list.as_array()
-        .unwrap()
-        .iter()
-        .find(|d| d["id"] == "ob")
-        .cloned()
-        .unwrap_or(Value::Null)
-}
-
-fn wait_healthy(node: &Node) {
-    node.wait_for("the owner device to be healthy", || {
-        owner_device(node)["health"] == "healthy"
-    });
-}
-
-fn payload_files(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let objects = device_dir(dir).join("objects");
-    for shard in std::fs::read_dir(objects).into_iter().flatten().flatten() {
-        for f in std::fs::read_dir(shard.path())
-            .into_iter()
-            .flatten()
-            .flatten()
-        {
-            out.push(f.path());
-        }
-    }
-    out
-}
-
-/// `evict k --hot`, retried while a read lease (the owner's read of the object for its write,
-/// whose release is deferred and batched, or a get's) still holds the replica (BUSY).
-fn evict_hot(node: &Node) {
-    node.wait_for("evict --hot after the read leases", || {
-        let (code, v) = node.cli(&["evict", "k", "--hot"], None);
-        assert!(code == 0 || v["error"]["code"] == "BUSY", "{v}");
-        code == 0
-    });
-}
-
-fn usage(node: &Node) -> (u64, u64, u64) {
-    let d = owner_device(node);
-    (
-        d["used"].as_u64().unwrap(),
-        d["reserved"].as_u64().unwrap(),
-        d["live_materialized_bytes"].as_u64().unwrap(),
-    )
-}
-
 #[test]
 fn an_owner_device_offloads_restores_and_reclaims_through_its_owner() {
     let dir = tempfile::tempdir().unwrap();
@@ -105,7 +30,7 @@ fn an_owner_device_offloads_restores_and_reclaims_through_its_owner() {
     // Put before the owner exists, so the hot replica is in crescentd's own segment.
     let data = payload(300_000, 5);
     node.put("k", &data);
-    let _owner = start_owner(&node, dir.path(), &[]);
+    let _owner = start_device_owner(&node, dir.path(), &[]);
     wait_healthy(&node);
     let d = owner_device(&node);
     assert_eq!(d["capacity"].as_u64(), Some(16 << 20));
@@ -118,7 +43,7 @@ fn an_owner_device_offloads_restores_and_reclaims_through_its_owner() {
     assert!(file.exists(), "the owner wrote {}", file.display());
     assert_eq!(usage(&node), (data.len() as u64, 0, data.len() as u64));
 
-    evict_hot(&node);
+    evict_hot(&node, "k");
     // Local restore: this host sees the owner's directory, so the reader is named the backing
     // and reads it itself (checked by the client's own counters: no fallback).
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -134,7 +59,7 @@ fn an_owner_device_offloads_restores_and_reclaims_through_its_owner() {
     // Remote: once cold-only again, crescentd asks the owner to read and verify (and checks
     // again on arrival).
     node.wait_for("the promotion", || node.replicas("k") == 1);
-    evict_hot(&node);
+    evict_hot(&node, "k");
     let reads =
         |node: &Node| node.metric("crescent_cold_owner_io_total{outcome=\"ok\",work=\"read\"}");
     let before = reads(&node);
@@ -161,7 +86,7 @@ fn an_owner_killed_after_its_payload_write_is_reconciled_when_it_returns() {
     let node = start_node(dir.path());
     let data = payload(200_000, 8);
     node.put("k", &data);
-    let mut owner = start_owner(
+    let mut owner = start_device_owner(
         &node,
         dir.path(),
         &[("CRESCENT_OWNER_COLD_KILL_AT", "after_write")],
@@ -199,7 +124,7 @@ fn an_owner_killed_after_its_payload_write_is_reconciled_when_it_returns() {
     assert_eq!(usage(&node), (0, 0, 0));
 
     // It returns: reconciliation deletes the orphan; offloads work again.
-    let _owner = start_owner(&node, dir.path(), &[]);
+    let _owner = start_device_owner(&node, dir.path(), &[]);
     wait_healthy(&node);
     node.wait_for("the orphan to be deleted", || {
         payload_files(dir.path()).is_empty()
@@ -208,7 +133,7 @@ fn an_owner_killed_after_its_payload_write_is_reconciled_when_it_returns() {
     let stat = node.ok(&["offload", "k"], None);
     assert_eq!(stat["cold"]["device_id"], "ob", "{stat}");
     assert_eq!(usage(&node), (data.len() as u64, 0, data.len() as u64));
-    evict_hot(&node);
+    evict_hot(&node, "k");
     assert_eq!(node.get("k").unwrap(), data);
 
     // crescentd SIGKILLed and restarted: the owner device comes back from the journal,

@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod cold;
+pub mod cold_owner;
 
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
