@@ -34,6 +34,14 @@ fn an_owner_device_offloads_restores_and_reclaims_through_its_owner() {
     wait_healthy(&node);
     let d = owner_device(&node);
     assert_eq!(d["capacity"].as_u64(), Some(16 << 20));
+    assert_eq!(d["owner_id"], "node-b", "{d}");
+    let list = node.ok(&["cold", "ls"], None);
+    let own = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["id"] == "local0");
+    assert!(own.is_some_and(|d| d.get("owner_id").is_none()), "{list}");
     assert!(device_dir(dir.path()).join("DEVICE").exists());
 
     let stat = node.ok(&["offload", "k"], None);

@@ -36,6 +36,10 @@ pub struct ColdDeviceInfo {
     /// operation settled).
     #[serde(default)]
     pub live_materialized_bytes: u64,
+    /// The storage owner performing the device's IO (`crescent owner --cold-device`); none for
+    /// crescentd's own devices (and from a server that does not report it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner_id: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -164,6 +168,44 @@ mod tests {
             accept_staged: false,
         };
         assert_eq!(rmp_serde::to_vec_named(&not).unwrap(), old);
+    }
+
+    #[test]
+    fn a_device_row_names_its_owner_optionally() {
+        let mut row = ColdDeviceInfo {
+            id: "ob".into(),
+            kind: "local_dir".into(),
+            root: "/mnt/cold".into(),
+            capacity: 100,
+            used: 10,
+            reserved: 0,
+            health: "healthy".into(),
+            schedulable: true,
+            tags: Vec::new(),
+            active_operations: 1,
+            active_reclaims: 0,
+            live_materialized_bytes: 10,
+            owner_id: None,
+        };
+        // Without an owner the encoding is the one older clients know (no owner field).
+        let json = serde_json::to_value(&row).unwrap();
+        assert!(json.get("owner_id").is_none(), "{json}");
+        let mut older = json.clone();
+        older
+            .as_object_mut()
+            .unwrap()
+            .remove("live_materialized_bytes");
+        let read: ColdDeviceInfo = serde_json::from_value(older).unwrap();
+        assert_eq!((read.owner_id, read.live_materialized_bytes), (None, 0));
+        row.owner_id = Some("node-b".into());
+        let bytes = rmp_serde::to_vec_named(&row).unwrap();
+        assert_eq!(
+            rmp_serde::from_slice::<ColdDeviceInfo>(&bytes).unwrap(),
+            row
+        );
+        let json = serde_json::to_value(&row).unwrap();
+        assert_eq!(json["owner_id"], "node-b");
+        assert_eq!(serde_json::from_value::<ColdDeviceInfo>(json).unwrap(), row);
     }
 
     #[test]

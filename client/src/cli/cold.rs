@@ -26,14 +26,18 @@ fn print_devices(devices: &[ColdDeviceInfo]) {
     );
     for d in devices {
         println!(
-            "{:<16} {:<10} {:>14} {:>14} {:>14}  {}{}",
+            "{:<16} {:<10} {:>14} {:>14} {:>14}  {}{}{}",
             d.id,
             d.kind,
             d.capacity,
             d.used,
             d.reserved,
             d.health,
-            if d.schedulable { "" } else { " (draining)" }
+            if d.schedulable { "" } else { " (draining)" },
+            d.owner_id
+                .as_ref()
+                .map(|o| format!(" (on owner {o})"))
+                .unwrap_or_default()
         );
     }
 }

@@ -99,6 +99,7 @@ impl TierDevice {
                 active_operations: d.active_operation_count() as u64,
                 active_reclaims: d.active_reclaim_count() as u64,
                 live_materialized_bytes: d.live_materialized_bytes(),
+                owner_id: d.owner().map(|o| o.owner_id.clone()),
             }
         })
     }
