@@ -38,6 +38,8 @@ pub struct RebuildMetrics {
     pub(crate) owner_wakeups: IntCounterVec,
     /// Releases crescentd delivered to this owner, by what the table did with them.
     pub(crate) owner_releases: IntCounterVec,
+    /// Replicas checked against their bytes before a replay, by verdict.
+    owner_replay_checks: IntCounterVec,
 }
 
 impl RebuildMetrics {
@@ -87,6 +89,13 @@ impl RebuildMetrics {
                  was dropped; unmatched: no entry of that allocation; unknown_version).",
                 &["outcome"],
             ),
+            owner_replay_checks: counter(
+                "crescent_client_owner_replay_checks_total",
+                "Replicas an owner checked against their checksum before replaying its table \
+                 (intact; overwritten: dropped, the address holds other bytes; unverifiable: \
+                 no checksum or being written, replayed unchecked).",
+                &["outcome"],
+            ),
         }
     }
 
@@ -98,6 +107,7 @@ impl RebuildMetrics {
         registry.register(Box::new(self.notify_queue_depth.clone()))?;
         registry.register(Box::new(self.owner_wakeups.clone()))?;
         registry.register(Box::new(self.owner_releases.clone()))?;
+        registry.register(Box::new(self.owner_replay_checks.clone()))?;
         registry.register(Box::new(self.replays.clone()))
     }
 
@@ -118,6 +128,20 @@ impl RebuildMetrics {
             crescent_wire::rebuild::NoticeOutcome::Rejected => "rejected",
         };
         self.notices.with_label_values(&[label]).inc();
+    }
+
+    pub(crate) fn owner_replay_checked(&self, check: &crate::rebuild::OverwriteCheck) {
+        for (label, n) in [
+            ("intact", check.intact),
+            ("overwritten", check.overwritten),
+            ("unverifiable", check.unverifiable),
+        ] {
+            if n > 0 {
+                self.owner_replay_checks
+                    .with_label_values(&[label])
+                    .inc_by(n);
+            }
+        }
     }
 
     pub(crate) fn owner_releases_applied(&self, report: &crate::ownership::ReleaseReport) {

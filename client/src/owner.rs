@@ -26,7 +26,7 @@ use crate::dataplane::LocalSegment;
 use crate::error::ClientError;
 use crate::ownership::OwnershipTable;
 use crate::rebuild::server_watch::run_server_watch;
-use crate::rebuild::{replay_table, ReplayConfig, ReplayReport, WatchConfig};
+use crate::rebuild::{forget_overwritten, replay_table, ReplayConfig, ReplayReport, WatchConfig};
 use crescent_transport::tcp::NotifyHandler;
 use crescent_wire::rebuild::{check_version, OwnerNotice, OwnerNoticeReply, REBUILD_WIRE_VERSION};
 
@@ -218,6 +218,7 @@ impl Owner {
             register,
             mount,
             table.clone(),
+            memory.clone(),
             state.clone(),
             config.initial_heartbeat,
             wake,
@@ -377,6 +378,7 @@ async fn heartbeat_loop(
     register: RegisterOwnerRequest,
     mount: MountSegmentRequest,
     table: Arc<OwnershipTable>,
+    memory: Arc<SegmentMemory>,
     state: Arc<HeartbeatState>,
     initial: Duration,
     wake: Arc<tokio::sync::Notify>,
@@ -412,7 +414,18 @@ async fn heartbeat_loop(
                     );
                     state.abort_replay();
                 }
-                maybe_replay(&client, &register.owner_id, &table, &state, reply.term);
+                let ours = OwnSegment {
+                    segment_id: &mount.segment_id,
+                    memory: &memory,
+                };
+                maybe_replay(
+                    &client,
+                    &register.owner_id,
+                    &table,
+                    ours,
+                    &state,
+                    reply.term,
+                );
                 state.ok.fetch_add(1, Ordering::Relaxed);
                 metrics.heartbeats.with_label_values(&["ok"]).inc();
                 if failing {
@@ -502,11 +515,19 @@ pub(crate) fn notice_handler(owner_id: &str, table: Arc<OwnershipTable>) -> Noti
     })
 }
 
-/// Starts a replay of the table for `term` unless it is done or running.
+/// The segment this owner serves, whose bytes the replay checks first.
+struct OwnSegment<'a> {
+    segment_id: &'a str,
+    memory: &'a Arc<SegmentMemory>,
+}
+
+/// Starts a replay of the table for `term` unless it is done or running. Replicas whose
+/// bytes no longer match their checksum are dropped first (`rebuild::forget_overwritten`).
 fn maybe_replay(
     client: &CrescentClient,
     owner_id: &str,
     table: &Arc<OwnershipTable>,
+    ours: OwnSegment<'_>,
     state: &Arc<HeartbeatState>,
     term: u64,
 ) {
@@ -527,8 +548,21 @@ fn maybe_replay(
         table.clone(),
         state.clone(),
     );
+    let (segment_id, memory) = (ours.segment_id.to_string(), ours.memory.clone());
     *running = Some(tokio::spawn(async move {
         let metrics = client.data.metrics.rebuild.clone();
+        // Reading every replica's bytes takes a while on a large table: off the runtime.
+        let checked = {
+            let table = table.clone();
+            tokio::task::spawn_blocking(move || forget_overwritten(&table, &segment_id, &memory))
+                .await
+        };
+        match checked {
+            Ok(check) => metrics.owner_replay_checked(&check),
+            Err(e) => {
+                tracing::warn!(error = %e, "overwrite check did not finish; replaying unchecked")
+            }
+        }
         let still_current = {
             let st = st.clone();
             move |t: u64| st.term.load(Ordering::Relaxed) == t
