@@ -217,8 +217,10 @@ impl Owner {
             client.clone(),
             register,
             mount,
-            table.clone(),
-            memory.clone(),
+            ServedSegment {
+                table: table.clone(),
+                memory: memory.clone(),
+            },
             state.clone(),
             config.initial_heartbeat,
             wake,
@@ -377,12 +379,12 @@ async fn heartbeat_loop(
     client: CrescentClient,
     register: RegisterOwnerRequest,
     mount: MountSegmentRequest,
-    table: Arc<OwnershipTable>,
-    memory: Arc<SegmentMemory>,
+    served: ServedSegment,
     state: Arc<HeartbeatState>,
     initial: Duration,
     wake: Arc<tokio::sync::Notify>,
 ) {
+    let ServedSegment { table, memory } = served;
     let metrics = client.data.metrics.clone();
     let mut interval = initial;
     let mut failing = false;
@@ -513,6 +515,12 @@ pub(crate) fn notice_handler(owner_id: &str, table: Arc<OwnershipTable>) -> Noti
         };
         rmp_serde::to_vec_named(&reply).map_err(|e| e.to_string())
     })
+}
+
+/// The table of the segment this owner serves, and its memory.
+struct ServedSegment {
+    table: Arc<OwnershipTable>,
+    memory: Arc<SegmentMemory>,
 }
 
 /// The segment this owner serves, whose bytes the replay checks first.
