@@ -46,7 +46,7 @@ pub trait ColdIo: Send + Sync {
     /// length). On error `dst` may hold unverified bytes: the caller must not expose them.
     /// The default reads through [`ColdIo::read`] and copies; an IO that can read in place
     /// (a local directory) does so.
-    fn read_into(
+    fn read_into_slice(
         &self,
         locator: &str,
         expected_checksum: u32,
@@ -94,13 +94,13 @@ impl ColdIo for LocalDirDevice {
         LocalDirDevice::read(self, locator, expected_length, expected_checksum)
     }
 
-    fn read_into(
+    fn read_into_slice(
         &self,
         locator: &str,
         expected_checksum: u32,
         dst: &mut [u8],
     ) -> Result<(), ColdError> {
-        self.read_into_slice(locator, expected_checksum, dst)
+        LocalDirDevice::read_into_slice(self, locator, expected_checksum, dst)
     }
 
     fn delete(&self, locator: &str) -> Result<bool, ColdError> {

@@ -290,29 +290,8 @@ impl LocalDirDevice {
     ) -> Result<(), ColdError> {
         let _span = tracing::debug_span!("cold_read", device = %self.device_id, locator).entered();
         buf.clear();
-        let path = self.path_of(locator)?;
-        let op_id = parse_locator(locator).expect("path_of checked the locator");
-        let (mut file, header) = self.open_checked(locator, &path)?;
-        if header.op_id != op_id {
-            return Err(corrupt(
-                locator,
-                format!("holds operation {}", header.op_id),
-            ));
-        }
-        if header.length != expected_length {
-            return Err(ColdError::LengthMismatch {
-                locator: locator.to_string(),
-                expected: expected_length,
-                actual: header.length,
-            });
-        }
-        if header.checksum != expected_checksum {
-            return Err(ColdError::ChecksumMismatch {
-                locator: locator.to_string(),
-                expected: expected_checksum,
-                actual: header.checksum,
-            });
-        }
+        let (mut file, header, path) =
+            self.open_expected(locator, expected_length, expected_checksum)?;
         let result = read_payload(&mut file, &path, locator, &header, buf);
         if result.is_err() {
             buf.clear();
@@ -392,6 +371,41 @@ impl LocalDirDevice {
             }
         }
         Ok(temps.len())
+    }
+
+    /// Opens the payload at `locator` for a read: its header must be intact, of this device
+    /// and of the locator's operation, and record the expected length and checksum (the bytes
+    /// themselves are checked by the caller as it reads them).
+    fn open_expected(
+        &self,
+        locator: &str,
+        expected_length: u64,
+        expected_checksum: u32,
+    ) -> Result<(File, FileHeader, PathBuf), ColdError> {
+        let path = self.path_of(locator)?;
+        let op_id = parse_locator(locator).expect("path_of checked the locator");
+        let (file, header) = self.open_checked(locator, &path)?;
+        if header.op_id != op_id {
+            return Err(corrupt(
+                locator,
+                format!("holds operation {}", header.op_id),
+            ));
+        }
+        if header.length != expected_length {
+            return Err(ColdError::LengthMismatch {
+                locator: locator.to_string(),
+                expected: expected_length,
+                actual: header.length,
+            });
+        }
+        if header.checksum != expected_checksum {
+            return Err(ColdError::ChecksumMismatch {
+                locator: locator.to_string(),
+                expected: expected_checksum,
+                actual: header.checksum,
+            });
+        }
+        Ok((file, header, path))
     }
 
     fn open_checked(&self, locator: &str, path: &Path) -> Result<(File, FileHeader), ColdError> {

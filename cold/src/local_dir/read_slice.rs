@@ -4,7 +4,7 @@
 
 use std::io::Read;
 
-use super::{corrupt, parse_locator, LocalDirDevice};
+use super::{corrupt, LocalDirDevice};
 use crate::error::ColdError;
 use crate::ids::payload_checksum;
 
@@ -22,29 +22,8 @@ impl LocalDirDevice {
         let _span =
             tracing::debug_span!("cold_read_slice", device = %self.device_id, locator).entered();
         let expected_length = dst.len() as u64;
-        let path = self.path_of(locator)?;
-        let op_id = parse_locator(locator).expect("path_of checked the locator");
-        let (mut file, header) = self.open_checked(locator, &path)?;
-        if header.op_id != op_id {
-            return Err(corrupt(
-                locator,
-                format!("holds operation {}", header.op_id),
-            ));
-        }
-        if header.length != expected_length {
-            return Err(ColdError::LengthMismatch {
-                locator: locator.to_string(),
-                expected: expected_length,
-                actual: header.length,
-            });
-        }
-        if header.checksum != expected_checksum {
-            return Err(ColdError::ChecksumMismatch {
-                locator: locator.to_string(),
-                expected: expected_checksum,
-                actual: header.checksum,
-            });
-        }
+        let (mut file, header, path) =
+            self.open_expected(locator, expected_length, expected_checksum)?;
         file.read_exact(dst).map_err(|e| match e.kind() {
             std::io::ErrorKind::UnexpectedEof => ColdError::LengthMismatch {
                 locator: locator.to_string(),

@@ -37,6 +37,31 @@ fn check_version(version: u32) -> Result<(), ColdError> {
 
 /// A journaled owner device waits for its owner: it is not healthy until the owner
 /// registered and the device reconciled (so placement leaves it alone meanwhile).
+/// The IO of `device` when it is a device of storage owner `owner_id` (refused otherwise:
+/// one of crescentd's own devices, or another owner's).
+fn owner_io_of<'d>(
+    device: &'d TierDevice,
+    device_id: &str,
+    owner_id: &str,
+) -> Result<&'d Arc<OwnerDeviceIo>, ColdError> {
+    let conflict = |reason: String| ColdError::Conflict {
+        what: "device",
+        id: device_id.to_string(),
+        reason,
+    };
+    let io = device
+        .owner_io
+        .as_ref()
+        .ok_or_else(|| conflict("it is one of crescentd's own devices".into()))?;
+    if io.owner_id() != owner_id {
+        return Err(conflict(format!(
+            "its IO is performed by owner {:?}",
+            io.owner_id()
+        )));
+    }
+    Ok(io)
+}
+
 pub(crate) fn await_owner(device: &TierDevice) {
     device.with_ledger(|ledger, _| {
         if ledger.device().health() == DeviceHealth::Healthy {
@@ -79,20 +104,7 @@ impl ColdTier {
         assign.validate()?;
         let device = match self.device(&req.device_id) {
             Ok(device) => {
-                let Some(io) = &device.owner_io else {
-                    return Err(ColdError::Conflict {
-                        what: "device",
-                        id: req.device_id.clone(),
-                        reason: "it is one of crescentd's own devices".into(),
-                    });
-                };
-                if io.owner_id() != req.owner_id {
-                    return Err(ColdError::Conflict {
-                        what: "device",
-                        id: req.device_id.clone(),
-                        reason: format!("its IO is performed by owner {:?}", io.owner_id()),
-                    });
-                }
+                owner_io_of(&device, &req.device_id, &req.owner_id)?;
                 device.with_ledger(|ledger, _| -> Result<(), ColdError> {
                     ledger.execute(configure)?;
                     ledger.execute(assign)
@@ -160,20 +172,7 @@ impl ColdTier {
                 what: "owner cold device",
                 id: req.device_id.clone(),
             })?;
-        let Some(io) = device.owner_io.clone() else {
-            return Err(ColdError::Conflict {
-                what: "device",
-                id: req.device_id.clone(),
-                reason: "it is one of crescentd's own devices".into(),
-            });
-        };
-        if io.owner_id() != req.owner_id {
-            return Err(ColdError::Conflict {
-                what: "device",
-                id: req.device_id.clone(),
-                reason: format!("its IO is performed by owner {:?}", io.owner_id()),
-            });
-        }
+        let io = owner_io_of(&device, &req.device_id, &req.owner_id)?.clone();
         let results = req.results.into_iter().map(|r| (r.id, r.outcome)).collect();
         let items = io.poll(req.incarnation, req.probe_error, results, POLL_WAIT)?;
         Ok(OwnerDevicePollReply {

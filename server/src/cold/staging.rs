@@ -312,7 +312,7 @@ impl StagedRestores {
         let filled = self
             .region
             .try_with_write(placed.offset, placed.length, |slot| {
-                io.read_into(locator, *checksum, slot)
+                io.read_into_slice(locator, *checksum, slot)
             })
             .map_err(|e| ColdError::Backpressure {
                 queue: "restore staging",
