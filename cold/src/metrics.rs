@@ -151,24 +151,11 @@ impl ColdMetrics {
 
     /// Sets the device gauges from the current device states.
     pub fn observe_devices<'a>(&self, devices: impl IntoIterator<Item = &'a ColdDevice>) {
-        let (mut capacity, mut used, mut reserved) = (0u64, 0u64, 0u64);
-        let mut by_health = [0i64; 3];
-        for d in devices {
-            capacity += d.capacity();
-            used += d.used();
-            reserved += d.reserved();
-            let i = DeviceHealth::ALL
-                .iter()
-                .position(|h| *h == d.health())
-                .expect("all healths listed");
-            by_health[i] += 1;
-        }
-        self.capacity_bytes.set(capacity as i64);
-        self.used_bytes.set(used as i64);
-        self.reserved_bytes.set(reserved as i64);
-        for (h, n) in DeviceHealth::ALL.iter().zip(by_health) {
-            self.devices.with_label_values(&[h.as_str()]).set(n);
-        }
+        let summaries: Vec<crate::device::DeviceSummary> = devices
+            .into_iter()
+            .map(|d| crate::device::DeviceSummary::of(d.config().map_or("", |c| &c.device_id), d))
+            .collect();
+        self.observe_summaries(&summaries);
     }
 
     /// Sets the device gauges from summaries (the server keeps one per device, so it need

@@ -473,7 +473,12 @@ fn read_payload(
             actual: read as u64,
         });
     }
-    let actual = payload_checksum(buf);
+    verify_payload(locator, header, buf)
+}
+
+/// The CRC32C of payload bytes read must equal the one their header records.
+fn verify_payload(locator: &str, header: &FileHeader, bytes: &[u8]) -> Result<(), ColdError> {
+    let actual = payload_checksum(bytes);
     if actual != header.checksum {
         return Err(ColdError::ChecksumMismatch {
             locator: locator.to_string(),

@@ -4,9 +4,8 @@
 
 use std::io::Read;
 
-use super::{corrupt, LocalDirDevice};
+use super::{corrupt, verify_payload, LocalDirDevice};
 use crate::error::ColdError;
-use crate::ids::payload_checksum;
 
 impl LocalDirDevice {
     /// Reads and verifies the payload at `locator` into `dst`, whose length must be the
@@ -37,15 +36,7 @@ impl LocalDirDevice {
         if file.read(&mut probe).map_err(|e| ColdError::io(&path, e))? != 0 {
             return Err(corrupt(locator, "longer than its header"));
         }
-        let actual = payload_checksum(dst);
-        if actual != header.checksum {
-            return Err(ColdError::ChecksumMismatch {
-                locator: locator.to_string(),
-                expected: header.checksum,
-                actual,
-            });
-        }
-        Ok(())
+        verify_payload(locator, &header, dst)
     }
 }
 
