@@ -5,28 +5,10 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use common::cold::{payload, start, write_config, Node};
+use common::cold::{cold_only, payload, runtime, start, write_config};
 use crescent_client::{ClientError, CrescentClient};
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
-/// Puts `data` under `key` and leaves it cold-only; returns its payload file.
-fn cold_only(dir: &Path, node: &Node, key: &str, data: &[u8]) -> PathBuf {
-    node.put(key, data);
-    node.ok(&["offload", key], None);
-    let stat = node.ok(&["evict", key, "--hot"], None);
-    assert!(stat["replicas"].as_array().unwrap().is_empty(), "{stat}");
-    let locator = stat["cold"]["locator"].as_str().expect("locator");
-    dir.join("data/cold/local0").join(locator)
-}
 
 fn flip_byte(path: &Path, at: usize) {
     let mut bytes = std::fs::read(path).unwrap();

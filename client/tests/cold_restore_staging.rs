@@ -7,11 +7,10 @@
 mod common;
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::cold::{payload, start, write_config, Node};
+use common::cold::{cold_only, payload, runtime, start, write_config, Node};
 use common::DirNode;
 use crescent_client::CrescentClient;
 use crescent_transport::tcp::{TcpConfig, TcpTransport};
@@ -19,24 +18,6 @@ use crescent_transport::{
     RemoteSegment, SegmentMemory, TransferDescriptor, TransferOp, Transport, TransportMetrics,
 };
 use serde_json::{json, Value};
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
-/// Puts `data` under `key` and leaves it cold-only; returns its payload file.
-fn cold_only(dir: &Path, node: &Node, key: &str, data: &[u8]) -> PathBuf {
-    node.put(key, data);
-    node.ok(&["offload", key], None);
-    let stat = node.ok(&["evict", key, "--hot"], None);
-    assert!(stat["replicas"].as_array().unwrap().is_empty(), "{stat}");
-    let locator = stat["cold"]["locator"].as_str().expect("locator");
-    dir.join("data/cold/local0").join(locator)
-}
 
 /// A bare HTTP call (a reader that holds what it got: no read, no ack).
 fn post(rt: &tokio::runtime::Runtime, server: &str, path: &str, body: Value) -> Value {

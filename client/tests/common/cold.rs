@@ -1,7 +1,7 @@
 //! The cold-tier end-to-end tests' view of a crescentd: the `crescent --json` calls they make
 //! (put, get, offload, evict --hot, stat, cold ls) on a [`DirNode`].
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -138,4 +138,24 @@ impl Node {
     pub fn wait_killed(self) {
         self.inner.wait_killed();
     }
+}
+
+/// A small multi-threaded runtime for the tests' in-process clients.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// Puts `data` under `key` and leaves it cold-only on the default device; returns its payload
+/// file.
+pub fn cold_only(dir: &Path, node: &Node, key: &str, data: &[u8]) -> PathBuf {
+    node.put(key, data);
+    node.ok(&["offload", key], None);
+    let stat = node.ok(&["evict", key, "--hot"], None);
+    assert!(stat["replicas"].as_array().unwrap().is_empty(), "{stat}");
+    let locator = stat["cold"]["locator"].as_str().expect("locator");
+    dir.join("data/cold/local0").join(locator)
 }
