@@ -136,7 +136,7 @@ impl ColdMetrics {
             ),
             owner_io: counter_vec(
                 "crescent_cold_owner_io_total",
-                "IO performed by storage owners for their cold devices, by work and outcome (ok, failed, not_connected).",
+                "IO performed by storage owners for their cold devices, by work and outcome (ok, failed, not_connected, redelivered).",
                 &["work", "outcome"],
             ),
             promotions: counter_vec(

@@ -41,6 +41,54 @@ struct Mailbox {
     queued: VecDeque<OwnerIoItem>,
     /// Items handed out or queued whose caller waits: id -> outcome once answered.
     waiting: BTreeMap<u64, Option<OwnerIoOutcome>>,
+    /// Items handed to the current incarnation's last poll. The owner answers everything it
+    /// took on its next poll (the wire contract), so one still unanswered then was lost with
+    /// that poll's reply and is offered again (items are idempotent).
+    handed_out: BTreeMap<u64, OwnerIoItem>,
+}
+
+impl Mailbox {
+    /// What a waiting poll of `incarnation` answers now, or `None` to keep waiting.
+    ///
+    /// The incarnation is checked before anything is handed out: a poll of an incarnation
+    /// superseded while it waited (the owner was restarted; that request's connection is most
+    /// likely dead) must not take the new incarnation's work, or the item is lost and its
+    /// caller waits out ITEM_TIMEOUT holding the device's ledger.
+    fn answer_poll(&mut self, incarnation: u64, deadline_passed: bool) -> Option<Vec<OwnerIoItem>> {
+        if self.incarnation != Some(incarnation) {
+            return Some(Vec::new());
+        }
+        if !self.queued.is_empty() {
+            let n = self.queued.len().min(ITEMS_PER_POLL);
+            let items: Vec<OwnerIoItem> = self.queued.drain(..n).collect();
+            for item in &items {
+                self.handed_out.insert(item.id, item.clone());
+            }
+            return Some(items);
+        }
+        deadline_passed.then(Vec::new)
+    }
+
+    /// Records the results a poll of the current incarnation carries; the items its previous
+    /// poll took and did not answer are queued again, first. Returns their work names.
+    fn record_results(&mut self, results: Vec<(u64, OwnerIoOutcome)>) -> Vec<&'static str> {
+        for (id, outcome) in results {
+            self.handed_out.remove(&id);
+            // An answer nobody waits for any more (timed out, superseded) is dropped.
+            if let Some(slot) = self.waiting.get_mut(&id) {
+                *slot = Some(outcome);
+            }
+        }
+        let lost = std::mem::take(&mut self.handed_out);
+        let mut redelivered = Vec::new();
+        for item in lost.into_values().rev() {
+            if self.waiting.get(&item.id).is_some_and(|o| o.is_none()) {
+                redelivered.push(work_name(&item.work));
+                self.queued.push_front(item);
+            }
+        }
+        redelivered
+    }
 }
 
 /// The IO of one owner device.
@@ -83,6 +131,7 @@ impl OwnerDeviceIo {
         let mut m = self.mailbox.lock().expect("owner mailbox");
         if m.incarnation != Some(incarnation) {
             m.queued.clear();
+            m.handed_out.clear();
             for outcome in m.waiting.values_mut().filter(|o| o.is_none()) {
                 *outcome = Some(OwnerIoOutcome::Failed(OwnerIoError {
                     kind: "io".into(),
@@ -123,30 +172,24 @@ impl OwnerDeviceIo {
         m.last_poll = Some(Instant::now());
         m.probe_error = probe_error;
         let answered = !results.is_empty();
-        for (id, outcome) in results {
-            // An answer nobody waits for any more (timed out, superseded) is dropped.
-            if let Some(slot) = m.waiting.get_mut(&id) {
-                *slot = Some(outcome);
-            }
+        for work in m.record_results(results) {
+            self.counter.with_label_values(&[work, "redelivered"]).inc();
         }
         if answered {
             self.changed.notify_all();
         }
         loop {
-            if !m.queued.is_empty() {
-                let n = m.queued.len().min(ITEMS_PER_POLL);
-                return Ok(m.queued.drain(..n).collect());
-            }
-            let now = Instant::now();
-            if now >= deadline || m.incarnation != Some(incarnation) {
-                return Ok(Vec::new());
+            if let Some(items) = m.answer_poll(incarnation, Instant::now() >= deadline) {
+                return Ok(items);
             }
             m = self
                 .changed
-                .wait_timeout(m, deadline - now)
+                .wait_timeout(m, deadline.saturating_duration_since(Instant::now()))
                 .expect("owner mailbox")
                 .0;
-            m.last_poll = Some(Instant::now());
+            if m.incarnation == Some(incarnation) {
+                m.last_poll = Some(Instant::now());
+            }
         }
     }
 
@@ -198,6 +241,7 @@ impl OwnerDeviceIo {
                 .0;
         };
         m.waiting.remove(&id);
+        m.handed_out.remove(&id);
         m.queued.retain(|item| item.id != id);
         outcome.ok_or_else(|| {
             not_connected(

@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use crescent_cold::io::ColdIo;
 use crescent_cold::{payload_checksum, ColdError};
-use crescent_wire::cold_owner::{OwnerIoOutcome, OwnerIoWork};
+use crescent_wire::cold_owner::{OwnerIoItem, OwnerIoOutcome, OwnerIoWork};
 
-use super::OwnerDeviceIo;
+use super::{Mailbox, OwnerDeviceIo};
 
 const WAIT: Duration = Duration::from_secs(5);
 
@@ -146,6 +146,58 @@ fn a_new_incarnation_fails_the_waiting_calls_and_the_old_one_is_refused() {
         .poll(2, None, Vec::new(), Duration::ZERO)
         .unwrap()
         .is_empty());
+}
+
+/// The CI failure of session 7: a poll of the previous incarnation, still waiting when the
+/// owner restarted, was woken by the new incarnation's first item and took it (its HTTP
+/// reply went to a dead connection), so the reconciliation waiting for that item held the
+/// device's ledger (and `cold ls` with it) for the whole item timeout.
+#[test]
+fn a_superseded_poll_takes_no_work_of_the_new_incarnation() {
+    let mut m = Mailbox {
+        incarnation: Some(2),
+        ..Mailbox::default()
+    };
+    m.queued.push_back(OwnerIoItem {
+        id: 1,
+        work: OwnerIoWork::Scan,
+    });
+    assert_eq!(m.answer_poll(1, false), Some(Vec::new()));
+    assert_eq!(m.queued.len(), 1, "the item stays for incarnation 2");
+    let items = m.answer_poll(2, false).expect("incarnation 2 takes it");
+    assert_eq!(items.len(), 1);
+    // Nothing queued: the current incarnation keeps waiting until its deadline.
+    assert_eq!(m.answer_poll(2, false), None);
+    assert_eq!(m.answer_poll(2, true), Some(Vec::new()));
+}
+
+/// The owner answers every item it took on its next poll; an item that poll does not answer
+/// was lost with the previous reply (a dropped connection) and is offered again, first.
+#[test]
+fn an_item_whose_poll_reply_was_lost_is_offered_again() {
+    let io = Arc::new(owner_io());
+    io.connect(3);
+    let caller = {
+        let io = io.clone();
+        std::thread::spawn(move || io.delete("objects/aa/x.cold"))
+    };
+    let lost = io.poll(3, None, Vec::new(), WAIT).unwrap();
+    assert_eq!(lost.len(), 1);
+    // The next poll carries no result for it: the reply never reached the owner.
+    let again = io.poll(3, None, Vec::new(), WAIT).unwrap();
+    assert_eq!(again, lost, "the lost item is offered again");
+    let results = vec![(again[0].id, OwnerIoOutcome::Deleted { existed: true })];
+    assert!(io
+        .poll(3, None, results, Duration::ZERO)
+        .unwrap()
+        .is_empty());
+    assert_eq!(caller.join().unwrap(), Ok(true));
+    assert_eq!(
+        io.counter
+            .with_label_values(&["delete", "redelivered"])
+            .get(),
+        1
+    );
 }
 
 #[test]
