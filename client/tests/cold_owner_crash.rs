@@ -170,6 +170,7 @@ fn wait_converged(node: &Node, label: &str, live_objects: u64) {
     node.wait_for(&format!("{label}: reconciliation to converge"), || {
         let d = owner_device(node);
         d["health"] == "healthy"
+            && d["busy"].is_null()
             && d["active_operations"] == live_objects
             && d["active_reclaims"] == 0
             && d["reserved"] == 0

@@ -158,3 +158,53 @@ fn an_owner_killed_after_its_payload_write_is_reconciled_when_it_returns() {
     assert_eq!(code, 0, "{err}");
     assert_eq!(out, data);
 }
+
+/// `cold ls` never waits for a device: while an offload holds the owner device's ledger,
+/// waiting for an owner that stopped answering (SIGSTOP), the row is answered at once,
+/// marked busy; once the owner runs again the device serves offloads as before.
+#[test]
+fn cold_ls_answers_while_an_offload_waits_for_a_stopped_owner() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = start_node(dir.path());
+    let data = payload(100_000, 2);
+    node.put("k", &data);
+    let owner = start_device_owner(&node, dir.path(), &[]);
+    wait_healthy(&node);
+    let pid = owner.0.id() as libc::pid_t;
+    // SAFETY: kill(2) on our own child process.
+    #[allow(unsafe_code)]
+    unsafe {
+        assert_eq!(libc::kill(pid, libc::SIGSTOP), 0);
+    }
+    let server = node.s();
+    let offload =
+        std::thread::spawn(move || common::crescent(&server, &["--json", "offload", "k"], None));
+    let mut busy_row = None;
+    while !offload.is_finished() {
+        let row = owner_device(&node);
+        if row["busy"] == true {
+            busy_row = Some(row);
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let row = busy_row.expect("cold ls answered while the offload held the device");
+    assert_eq!(row["owner_id"], "node-b", "{row}");
+    assert_eq!(row["capacity"].as_u64(), Some(16 << 20), "{row}");
+    // The stopped owner never answers: the offload fails once it counts as silent.
+    let (code, _, err) = offload.join().unwrap();
+    assert_ne!(code, 0, "{err}");
+    #[allow(unsafe_code)]
+    unsafe {
+        assert_eq!(libc::kill(pid, libc::SIGCONT), 0);
+    }
+    wait_healthy(&node);
+    node.wait_for("the device to settle", || {
+        owner_device(&node)["busy"].is_null()
+    });
+    let stat = node.ok(&["offload", "k"], None);
+    assert_eq!(stat["cold"]["device_id"], "ob", "{stat}");
+    evict_hot(&node, "k");
+    assert_eq!(node.get("k").unwrap(), data);
+    drop(owner);
+}

@@ -40,6 +40,11 @@ pub struct ColdDeviceInfo {
     /// crescentd's own devices (and from a server that does not report it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner_id: Option<String>,
+    /// The device is in the middle of a long operation (a reconciliation, an offload's
+    /// write): the row is from its last completed use, with `used`, `reserved` and `health`
+    /// as of then too. `cold ls` answers at once rather than waiting for the device.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub busy: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -186,10 +191,12 @@ mod tests {
             active_reclaims: 0,
             live_materialized_bytes: 10,
             owner_id: None,
+            busy: false,
         };
         // Without an owner the encoding is the one older clients know (no owner field).
         let json = serde_json::to_value(&row).unwrap();
         assert!(json.get("owner_id").is_none(), "{json}");
+        assert!(json.get("busy").is_none(), "{json}");
         let mut older = json.clone();
         older
             .as_object_mut()

@@ -26,7 +26,7 @@ fn print_devices(devices: &[ColdDeviceInfo]) {
     );
     for d in devices {
         println!(
-            "{:<16} {:<10} {:>14} {:>14} {:>14}  {}{}{}",
+            "{:<16} {:<10} {:>14} {:>14} {:>14}  {}{}{}{}",
             d.id,
             d.kind,
             d.capacity,
@@ -37,7 +37,12 @@ fn print_devices(devices: &[ColdDeviceInfo]) {
             d.owner_id
                 .as_ref()
                 .map(|o| format!(" (on owner {o})"))
-                .unwrap_or_default()
+                .unwrap_or_default(),
+            if d.busy {
+                " (busy: figures of its last completed operation)"
+            } else {
+                ""
+            }
         );
     }
 }

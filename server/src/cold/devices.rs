@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::sync::atomic::AtomicU32;
 use std::sync::{Arc, Mutex, RwLock};
 
-use crescent_cold::device::{choose_device, DeviceKind, DeviceSummary};
+use crescent_cold::device::{choose_device, ColdDevice, DeviceKind, DeviceSummary};
 use crescent_cold::driver::DeviceLedger;
 use crescent_cold::io::ColdIo;
 use crescent_cold::ColdError;
@@ -31,6 +31,8 @@ pub struct TierDevice {
     pub(crate) root: PathBuf,
     pub(crate) ledger: Mutex<ActorLedger>,
     summary: Mutex<DeviceSummary>,
+    /// The last `cold ls` row read under the ledger (answered while the ledger is busy).
+    last_info: Mutex<Option<ColdDeviceInfo>>,
     /// Failed health probes in a row (the upkeep thread's count).
     pub(crate) probe_failures: AtomicU32,
     /// The mailbox of a storage owner's device (`None`: crescentd performs the IO).
@@ -47,6 +49,7 @@ impl TierDevice {
             root,
             ledger: Mutex::new(ledger),
             summary: Mutex::new(summary),
+            last_info: Mutex::new(None),
             probe_failures: AtomicU32::new(0),
             owner_io: None,
         }
@@ -75,33 +78,70 @@ impl TierDevice {
         r
     }
 
-    /// `crescent cold ls` row of this device.
+    /// `crescent cold ls` row of this device. Never waits for the ledger: while a long
+    /// operation holds it (a reconciliation through a storage owner may take minutes), the
+    /// row of the last completed `info` is answered, with the summary's figures and `busy`.
     pub(crate) fn info(&self) -> ColdDeviceInfo {
-        self.with_ledger(|l, _| {
-            let d = l.device();
-            ColdDeviceInfo {
-                id: self.device_id.clone(),
-                kind: d
-                    .config()
-                    .map_or(DeviceKind::LocalDir, |c| c.kind)
-                    .as_str()
-                    .to_string(),
-                root: d.config().map(|c| c.root.clone()).unwrap_or_default(),
-                capacity: d.capacity(),
-                used: d.used(),
-                reserved: d.reserved(),
-                health: d.health().as_str().to_string(),
-                schedulable: d.schedulable(),
-                tags: d
-                    .config()
-                    .map(|c| c.tags.iter().cloned().collect())
-                    .unwrap_or_default(),
-                active_operations: d.active_operation_count() as u64,
-                active_reclaims: d.active_reclaim_count() as u64,
-                live_materialized_bytes: d.live_materialized_bytes(),
-                owner_id: d.owner().map(|o| o.owner_id.clone()),
-            }
-        })
+        let fresh = match self.ledger.try_lock() {
+            Ok(ledger) => Some(self.info_of(ledger.device())),
+            Err(std::sync::TryLockError::WouldBlock) => None,
+            Err(std::sync::TryLockError::Poisoned(e)) => panic!("cold ledger lock: {e}"),
+        };
+        let mut last = self.last_info.lock().expect("device info");
+        if let Some(info) = fresh {
+            *last = Some(info.clone());
+            return info;
+        }
+        let summary = self.summary();
+        let mut row = last.clone().unwrap_or_else(|| ColdDeviceInfo {
+            id: self.device_id.clone(),
+            kind: DeviceKind::LocalDir.as_str().to_string(),
+            root: String::new(),
+            capacity: 0,
+            used: 0,
+            reserved: 0,
+            health: String::new(),
+            schedulable: false,
+            tags: Vec::new(),
+            active_operations: 0,
+            active_reclaims: 0,
+            live_materialized_bytes: 0,
+            owner_id: self.owner_io.as_ref().map(|io| io.owner_id().to_string()),
+            busy: true,
+        });
+        row.capacity = summary.capacity;
+        row.used = summary.used;
+        row.reserved = summary.reserved;
+        row.health = summary.health.as_str().to_string();
+        row.schedulable = summary.schedulable;
+        row.busy = true;
+        row
+    }
+
+    fn info_of(&self, d: &ColdDevice) -> ColdDeviceInfo {
+        ColdDeviceInfo {
+            id: self.device_id.clone(),
+            kind: d
+                .config()
+                .map_or(DeviceKind::LocalDir, |c| c.kind)
+                .as_str()
+                .to_string(),
+            root: d.config().map(|c| c.root.clone()).unwrap_or_default(),
+            capacity: d.capacity(),
+            used: d.used(),
+            reserved: d.reserved(),
+            health: d.health().as_str().to_string(),
+            schedulable: d.schedulable(),
+            tags: d
+                .config()
+                .map(|c| c.tags.iter().cloned().collect())
+                .unwrap_or_default(),
+            active_operations: d.active_operation_count() as u64,
+            active_reclaims: d.active_reclaim_count() as u64,
+            live_materialized_bytes: d.live_materialized_bytes(),
+            owner_id: d.owner().map(|o| o.owner_id.clone()),
+            busy: false,
+        }
     }
 }
 
