@@ -35,7 +35,7 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Whole-request deadline (as for HTTP).
 const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 /// Largest answer accepted (a batch get of `MAX_BATCH` keys with replicas is well below).
-const MAX_REPLY_BYTES: usize = 64 << 20;
+const MAX_REPLY_BYTES: usize = crescent_wire::rpc::MAX_REPLY_FRAME_BYTES;
 /// Idle connections kept per client.
 const MAX_IDLE: usize = 64;
 /// Buffers that grew past this (one huge batch) are not kept.

@@ -115,6 +115,9 @@ impl Shard {
             ..
         } = self;
         let index = scopes.entry(scope).or_default();
+        // The key is boxed before the search, also when it turns out to be present (a repeated
+        // put): a new key (the common case) needs the box anyway, and one search is worth
+        // more than saving that allocation on the repeat path.
         let claim = match index.entry(Box::from(key)) {
             btree_map::Entry::Occupied(o) => Ok(Claim::Present(*o.get())),
             btree_map::Entry::Vacant(v) => match make(rng) {

@@ -66,6 +66,9 @@ pub const HANDSHAKE_OK: u16 = 0;
 pub const HANDSHAKE_UNSUPPORTED_VERSION: u16 = 1;
 /// Bytes before a frame's body: length (4), op or status (1), request id (8).
 pub const HEADER_LEN: usize = 13;
+/// The largest reply frame a client accepts (part of the protocol: a server never sends a
+/// bigger one, it answers the items that do not fit BUSY instead).
+pub const MAX_REPLY_FRAME_BYTES: usize = 64 << 20;
 /// The part of the header that `length` counts (op or status, and request id).
 const LENGTH_COUNTED: usize = HEADER_LEN - 4;
 

@@ -5,8 +5,8 @@
 //! flight, each verified before its bytes answer any item. A failed read fails only the items
 //! it answers.
 //!
-//! The restored bytes travel inline in the one batch reply, whose frame a client bounds (64
-//! MiB). So a batch restores at most [`MAX_BATCH_INLINE_BYTES`] (distinct backings, in
+//! The restored bytes travel inline in the one batch reply, whose frame a client bounds
+//! (`MAX_REPLY_FRAME_BYTES`, 64 MiB). So a batch restores at most [`MAX_BATCH_INLINE_BYTES`] (distinct backings, in
 //! order); the items past it answer BUSY ("get it again"), which fails only them, where an
 //! oversized reply would have failed the whole batch.
 
@@ -22,9 +22,9 @@ use super::restore::{cold_only_route, inline_reply, offer_promotion};
 use super::ColdTier;
 use crate::node::NodeState;
 
-/// Restored bytes one batch reply carries at most (below a client's 64 MiB reply frame, with
-/// room for the other items' descriptors).
-pub const MAX_BATCH_INLINE_BYTES: u64 = 48 << 20;
+/// Restored bytes one batch reply carries at most: three quarters of the reply frame a client
+/// accepts, the rest left for the other items' descriptors.
+pub const MAX_BATCH_INLINE_BYTES: u64 = (crescent_wire::rpc::MAX_REPLY_FRAME_BYTES as u64 / 4) * 3;
 
 /// A verified payload, or why there is none.
 type ReadResult = Result<Arc<Vec<u8>>, ColdError>;
