@@ -5,13 +5,9 @@
 
 mod common;
 
-use std::net::SocketAddr;
-
+use common::rpc::{Rpc, MAX_BODY};
 use common::*;
-use crescent_wire::rpc::{
-    check_server_hello, client_hello, decode_body, encode_request, FrameHeader, RpcOp, RpcStatus,
-    HANDSHAKE_LEN, HEADER_LEN,
-};
+use crescent_wire::rpc::{encode_request, RpcOp};
 use crescent_wire::rpc_compact::{
     CompactAckReply, CompactGetReply, CompactKeysRequest, CompactPutEnd, CompactPutEndRequest,
     CompactPutItem, CompactPutOptions, CompactPutStartReply, CompactPutStartRequest,
@@ -21,60 +17,9 @@ use crescent_wire::store::{
     BatchReply, BatchRequest, DataType, GetReply, ItemResult, ObjectId, ObjectRequest, Placement,
     PutEndRequest,
 };
-use crescent_wire::{ApiError, ErrorCode};
-use serde::de::DeserializeOwned;
-use serde::Serialize;
+use crescent_wire::ErrorCode;
 use serde_json::json;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
-
-const MAX_BODY: usize = 1 << 20;
-
-struct Rpc {
-    stream: TcpStream,
-    next_id: u64,
-}
-
-impl Rpc {
-    async fn connect(addr: SocketAddr) -> Rpc {
-        let mut stream = TcpStream::connect(addr).await.unwrap();
-        stream.write_all(&client_hello()).await.unwrap();
-        let mut hello = [0u8; HANDSHAKE_LEN];
-        stream.read_exact(&mut hello).await.unwrap();
-        check_server_hello(&hello).unwrap();
-        Rpc { stream, next_id: 1 }
-    }
-
-    async fn call<B: Serialize, T: DeserializeOwned>(
-        &mut self,
-        op: RpcOp,
-        body: &B,
-    ) -> Result<T, ApiError> {
-        let id = self.next_id;
-        self.next_id += 1;
-        let mut buf = Vec::new();
-        encode_request(&mut buf, op, id, body).unwrap();
-        self.stream.write_all(&buf).await.unwrap();
-        let mut h = [0u8; HEADER_LEN];
-        self.stream.read_exact(&mut h).await.unwrap();
-        let h = FrameHeader::parse(&h, MAX_BODY).unwrap();
-        let mut body = vec![0u8; h.body_len];
-        self.stream.read_exact(&mut body).await.unwrap();
-        assert_eq!(h.request_id, id);
-        match RpcStatus::from_u8(h.tag).unwrap() {
-            RpcStatus::Ok => Ok(decode_body(&body).unwrap()),
-            RpcStatus::Error => Err(decode_body(&body).unwrap()),
-        }
-    }
-
-    async fn closed_by_server(&mut self) -> bool {
-        let mut b = [0u8; 1];
-        matches!(
-            tokio::time::timeout(std::time::Duration::from_secs(1), self.stream.read(&mut b)).await,
-            Ok(Ok(0)) | Ok(Err(_))
-        )
-    }
-}
+use tokio::io::AsyncWriteExt;
 
 fn put_request(keys: &[&str], size: u64) -> CompactPutStartRequest {
     CompactPutStartRequest {

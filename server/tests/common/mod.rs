@@ -142,3 +142,4 @@ pub fn refused(answer: (u16, Value), status: u16, code: &str) {
     assert_eq!(answer.0, status, "{}", answer.1);
     assert_eq!(answer.1["code"], code, "{}", answer.1);
 }
+pub mod rpc;
