@@ -383,9 +383,11 @@ fn receive_loop(shared: &Shared, stream: &mut TcpStream) -> Result<(), FollowErr
                 commit_seq,
                 frames,
             } => {
-                let last = append_frames(shared, &frames)?;
-                round_timing::mark_at(Stage::Received, last, received);
-                round_timing::mark(Stage::Queued, last);
+                // Nothing more buffered: this thread writes and syncs the message itself
+                // (unless the journal's writer is still busy). More already here: queue it, so
+                // the writer takes the messages that arrived during its sync as one batch.
+                let write_now = input.buffer().is_empty();
+                let last = append_frames(shared, &frames, write_now, received)?;
                 let mut st = shared.status.lock().expect("status mutex");
                 st.term = term;
                 st.leader_commit_seq = commit_seq;
@@ -418,9 +420,17 @@ fn receive_loop(shared: &Shared, stream: &mut TcpStream) -> Result<(), FollowErr
     Ok(())
 }
 
-/// Queues the frames of one Records message for the journal; returns the last seq queued
-/// (durability is acknowledged by the ack thread).
-fn append_frames(shared: &Shared, frames: &[u8]) -> Result<u64, FollowError> {
+/// Appends the frames of one Records message to the journal (every frame's CRC here, then
+/// the seq order, term and chain digest in the journal, all before anything is written):
+/// written and synced on this thread when `write_now` and the journal's writer is idle,
+/// queued for the writer otherwise. Returns the last seq. Durability is acknowledged by the
+/// durable hook (or the ack thread), never here.
+fn append_frames(
+    shared: &Shared,
+    frames: &[u8],
+    write_now: bool,
+    received: Option<std::time::Instant>,
+) -> Result<u64, FollowError> {
     let mut records: Vec<RecordRef<'_>> = Vec::new();
     let mut at = 0;
     while at < frames.len() {
@@ -437,9 +447,15 @@ fn append_frames(shared: &Shared, frames: &[u8]) -> Result<u64, FollowError> {
         );
         at += len;
     }
-    if records.is_empty() {
+    let Some(last) = records.last().map(|r| r.seq) else {
         return Ok(shared.journal.last_seq());
-    }
-    let ticket = shared.journal.submit_replicated(&records)?;
+    };
+    round_timing::mark_at(Stage::Received, last, received);
+    round_timing::mark(Stage::Queued, last);
+    let ticket = if write_now {
+        shared.journal.append_replicated(&records)?
+    } else {
+        shared.journal.submit_replicated(&records)?
+    };
     Ok(ticket.last_seq)
 }
