@@ -18,14 +18,27 @@ const SPARE_BATCHES: usize = 2;
 const MIN_GATHER: Duration = Duration::from_micros(50);
 const MAX_GATHER: Duration = Duration::from_millis(2);
 
-/// What the writer learned from the previous batch, to size the next one.
+/// What the writer learned from the previous batches, to size the next one.
 #[derive(Debug, Clone, Copy, Default)]
 struct LastBatch {
+    /// The records a batch is gathered towards: the largest recent batch, less one per batch
+    /// since. Following the last batch alone, a round of appenders once split in two (some
+    /// woke too late for the window) stayed split for good: each part became the next
+    /// target. Decaying by one, it heals at the next round that arrives within the window,
+    /// and a real drop in appenders costs a few shortened windows.
     records: u64,
     sync: Duration,
 }
 
 impl LastBatch {
+    /// After a batch of `records` that took `sync`.
+    fn next(self, records: u64, sync: Duration) -> Self {
+        Self {
+            records: records.max(self.records.saturating_sub(1)),
+            sync,
+        }
+    }
+
     /// (records to wait for, how long at most) before taking a smaller batch.
     fn gather(&self) -> Option<(u64, Duration)> {
         (self.records > 1).then(|| (self.records, (self.sync / 2).clamp(MIN_GATHER, MAX_GATHER)))
@@ -82,10 +95,7 @@ pub(super) fn run(shared: Arc<Shared>) {
                 let records = batch.len() as u64;
                 let started = Instant::now();
                 token.with_backend(|backend| append(&shared, backend, batch));
-                last = LastBatch {
-                    records,
-                    sync: started.elapsed(),
-                };
+                last = last.next(records, started.elapsed());
             }
             Work::Truncate((keep_from, reply), token) => {
                 let fatal = shared.lock().fatal.clone();
@@ -264,7 +274,26 @@ pub(super) fn append(shared: &Shared, backend: &mut dyn JournalBackend, batch: E
 
 #[cfg(test)]
 mod tests {
-    use super::holds_back;
+    use super::*;
+
+    #[test]
+    fn the_gather_target_is_the_largest_recent_batch_decaying_by_one() {
+        let ms = Duration::from_millis(1);
+        let mut last = LastBatch::default();
+        assert_eq!(last.gather(), None, "nothing learned yet");
+        last = last.next(16, ms);
+        assert_eq!(last.gather(), Some((16, ms / 2)));
+        last = last.next(10, ms);
+        assert_eq!(last.gather(), Some((15, ms / 2)), "a split round does not stick");
+        last = last.next(16, 4 * ms);
+        assert_eq!(last.gather(), Some((16, MAX_GATHER)));
+        for _ in 0..20 {
+            last = last.next(1, Duration::from_micros(10));
+        }
+        assert_eq!(last.gather(), None, "one appender again: no waiting");
+        last = last.next(3, Duration::from_micros(10));
+        assert_eq!(last.gather(), Some((3, MIN_GATHER)));
+    }
 
     #[test]
     fn local_records_are_held_back_until_the_target_and_replicated_ones_never() {
