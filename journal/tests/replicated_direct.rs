@@ -150,7 +150,11 @@ fn an_idle_writer_leaves_the_batch_to_the_caller_which_returns_it_durable_and_ac
     std::thread::sleep(Duration::from_millis(20));
     let ticket = journal.append_replicated(&refs(&all[..8])).unwrap();
     assert_eq!((ticket.first_seq, ticket.last_seq), (1, 8));
-    assert_eq!(journal.durable().get(), 8, "durable on return: written here");
+    assert_eq!(
+        journal.durable().get(),
+        8,
+        "durable on return: written here"
+    );
     let me = std::thread::current().id();
     assert_eq!(*seen.threads.lock().unwrap(), vec![me]);
     assert_eq!(*calls.lock().unwrap(), vec![(8, me)], "the hook ran here");
@@ -194,7 +198,11 @@ fn a_record_that_fails_a_check_is_refused_before_anything_is_written() {
         journal.append_replicated(&[lower.as_ref()]),
         Err(JournalError::Fenced { .. })
     ));
-    assert_eq!(seen.appends.load(Ordering::Acquire), appends, "nothing written");
+    assert_eq!(
+        seen.appends.load(Ordering::Acquire),
+        appends,
+        "nothing written"
+    );
     assert_eq!(journal.durable().get(), 5);
     assert_eq!(journal.last_seq(), 5);
     assert_eq!(calls.lock().unwrap().len(), 1, "nothing more acknowledged");

@@ -120,7 +120,13 @@ pub(super) fn run(shared: Arc<Shared>) {
     }
     // The backend (files, locks, sled handles) closes here, on the writer thread, once no
     // other thread holds the write token (`next_work` exits only then).
-    drop(shared.backend.lock().unwrap_or_else(|p| p.into_inner()).take());
+    drop(
+        shared
+            .backend
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take(),
+    );
 }
 
 /// Waits for the next thing to do. With `gather` = (n, max wait), a batch smaller than n is
@@ -284,7 +290,11 @@ mod tests {
         last = last.next(16, ms);
         assert_eq!(last.gather(), Some((16, ms / 2)));
         last = last.next(10, ms);
-        assert_eq!(last.gather(), Some((15, ms / 2)), "a split round does not stick");
+        assert_eq!(
+            last.gather(),
+            Some((15, ms / 2)),
+            "a split round does not stick"
+        );
         last = last.next(16, 4 * ms);
         assert_eq!(last.gather(), Some((16, MAX_GATHER)));
         for _ in 0..20 {
