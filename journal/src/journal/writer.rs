@@ -131,12 +131,15 @@ pub(super) fn run(shared: Arc<Shared>) {
 
 /// Waits for the next thing to do. With `gather` = (n, max wait), a batch smaller than n is
 /// held back until n records are queued or the wait runs out (see
-/// [`crate::JournalOptions::adaptive_gather`]). The wait runs from the moment the first of
-/// those records was queued: an active in sync mode finishes its own sync well before its
-/// appenders are acknowledged (the standby's ack comes later), so a window counted from the
-/// end of the sync was mostly over before the next round's first record arrived, and split
-/// the round into two batches (two replication round trips).
+/// [`crate::JournalOptions::adaptive_gather`]). The wait runs from the later of now (the
+/// writer is free) and the moment the first of those records was queued: an active in sync
+/// mode finishes its own sync well before its appenders are acknowledged (the standby's ack
+/// comes later), so a window counted from the end of the sync alone was mostly over before
+/// the next round's first record arrived, and split the round into two batches (two
+/// replication round trips); counted from the first record alone, records queued during the
+/// sync would leave no window at all for the appenders the sync is about to acknowledge.
 fn next_work(shared: &Shared, gather: Option<(u64, Duration)>) -> Work<'_> {
+    let free_since = Instant::now();
     let mut st = shared.lock();
     loop {
         if st.writing {
@@ -147,7 +150,7 @@ fn next_work(shared: &Shared, gather: Option<(u64, Duration)>) -> Work<'_> {
             continue;
         }
         if let (Some((target, wait)), Some(first_queued)) = (gather, st.first_queued_at) {
-            let until = first_queued + wait;
+            let until = first_queued.max(free_since) + wait;
             let now = Instant::now();
             if holds_back(st.queued_records, target, st.replicated_queued)
                 && now < until
