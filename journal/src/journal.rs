@@ -6,7 +6,9 @@
 //! `writer.rs`) takes whole batches off the front of that queue (group commit: everything that
 //! arrived while the previous batch was syncing goes into the next one, up to
 //! `max_batch_bytes`), hands each to [`JournalBackend::append`] (one durable sync) and then
-//! advances the durable [`Watermark`] that tickets wait on. With
+//! advances the durable [`Watermark`] that tickets wait on. A standby's follower may write its
+//! own replicated batch instead when the writer is idle ([`Journal::append_replicated`]); one
+//! write token (`direct.rs`) keeps the backend to one thread at a time, in queue order. With
 //! [`JournalOptions::adaptive_gather`] the writer holds a smaller batch back briefly until as
 //! many records are queued as the previous batch had (measured: bigger batches under many
 //! appenders, no added latency for one appender).
@@ -47,10 +49,12 @@ pub struct JournalOptions {
     pub max_batch_bytes: usize,
     /// Where to count; `None` counts into an unregistered [`JournalMetrics`].
     pub metrics: Option<JournalMetrics>,
-    /// After a batch of N records, let the writer wait (at most half the last sync time, and
-    /// never more than 2 ms) until N records are queued again before taking the next batch, so
-    /// the appenders it just acknowledged share one sync instead of trickling into several
-    /// (default true). A single appender never waits: its batches hold one record.
+    /// Let the writer wait (at most half the last sync time, 50 us to 2 ms, counted from the
+    /// later of the writer being free and the first record being queued) until as many
+    /// records are queued as the largest recent batch held (less one per batch since) before
+    /// taking the next batch, so the appenders it just acknowledged share one sync instead of
+    /// trickling into several (default true). A single appender never waits: its batches hold
+    /// one record. Replicated records are never held back.
     pub adaptive_gather: bool,
 }
 

@@ -1,9 +1,11 @@
 //! The standby's side: follows the active's journal into its own.
 //!
 //! One thread connects to wherever [`LeaderAddress`] points, says Hello with this journal's
-//! head, and then appends each Records message through [`Journal::submit_replicated`] (which
-//! checks every CRC, the seq order, the term and the chain digest), acknowledges once durable
-//! (from the journal's writer thread, through [`Journal::set_durable_hook`]), and tells
+//! head, and then appends each Records message through [`Journal::append_replicated`] (which
+//! checks every CRC, the seq order, the term and the chain digest before anything is written,
+//! and writes and syncs on this thread when the journal's writer thread is idle),
+//! acknowledges once durable (from whichever thread synced, through
+//! [`Journal::set_durable_hook`]), and tells
 //! `on_durable` so the node can apply the records through its replay code. A refused
 //! or broken connection is retried with backoff; a diverged journal is reported in the status
 //! and never overwritten.
@@ -244,9 +246,10 @@ fn follow_once(shared: &Shared, addr: SocketAddr) -> Result<(), FollowError> {
         }
     }
     // Records are appended as they arrive (the standby's journal writes each message as its
-    // own batch: the active already gathered it) and acknowledged once durable. The journal's
-    // writer acks each advance itself, right after its sync (no thread wake-up on the active's
-    // commit path); the ack thread covers an advance the writer could not ack (the socket was
+    // own batch: the active already gathered it) and acknowledged once durable. Whoever synced
+    // (this thread, or the journal's writer) acks each advance itself, right after the sync
+    // (no thread wake-up on the active's commit path); the ack thread covers an advance the
+    // hook could not ack (the socket was
     // busy), keeps the active's view fresh when idle, and hands durable seqs to `on_durable`.
     let out = Arc::new(Mutex::new(stream.try_clone().map_err(ProtocolError::from)?));
     let acked = Arc::new(AtomicU64::new(0));
@@ -273,8 +276,9 @@ fn follow_once(shared: &Shared, addr: SocketAddr) -> Result<(), FollowError> {
     }
 }
 
-/// The journal's durable hook for one session: acks from the writer thread. Removed when the
-/// session ends, so no later session's socket ever sees an ack of this one's.
+/// The journal's durable hook for one session: acks from the thread that synced (the
+/// follower or the journal's writer). Removed when the session ends, so no later session's
+/// socket ever sees an ack of this one's.
 struct DurableHookGuard {
     journal: Journal,
 }
