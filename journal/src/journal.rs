@@ -6,7 +6,9 @@
 //! `writer.rs`) takes whole batches off the front of that queue (group commit: everything that
 //! arrived while the previous batch was syncing goes into the next one, up to
 //! `max_batch_bytes`), hands each to [`JournalBackend::append`] (one durable sync) and then
-//! advances the durable [`Watermark`] that tickets wait on. With
+//! advances the durable [`Watermark`] that tickets wait on. A standby's follower may write its
+//! own replicated batch instead when the writer is idle ([`Journal::append_replicated`]); one
+//! write token (`direct.rs`) keeps the backend to one thread at a time, in queue order. With
 //! [`JournalOptions::adaptive_gather`] the writer holds a smaller batch back briefly until as
 //! many records are queued as the previous batch had (measured: bigger batches under many
 //! appenders, no added latency for one appender).
@@ -19,6 +21,7 @@
 //! watermark. Prefix truncation is executed by the writer thread between batches, so it never
 //! races an append.
 
+mod direct;
 mod writer;
 
 use std::collections::VecDeque;
@@ -46,10 +49,12 @@ pub struct JournalOptions {
     pub max_batch_bytes: usize,
     /// Where to count; `None` counts into an unregistered [`JournalMetrics`].
     pub metrics: Option<JournalMetrics>,
-    /// After a batch of N records, let the writer wait (at most half the last sync time, and
-    /// never more than 2 ms) until N records are queued again before taking the next batch, so
-    /// the appenders it just acknowledged share one sync instead of trickling into several
-    /// (default true). A single appender never waits: its batches hold one record.
+    /// Let the writer wait (at most half the last sync time, 50 us to 2 ms, counted from the
+    /// later of the writer being free and the first record being queued) until as many
+    /// records are queued as the largest recent batch held (less one per batch since) before
+    /// taking the next batch, so the appenders it just acknowledged share one sync instead of
+    /// trickling into several (default true). A single appender never waits: its batches hold
+    /// one record. Replicated records are never held back.
     pub adaptive_gather: bool,
 }
 
@@ -183,6 +188,10 @@ pub(crate) struct Shared {
     tap: Mutex<Option<ReplicationTap>>,
     /// Told each new durable seq by the writer (see [`Journal::set_durable_hook`]).
     durable_hook: Mutex<Option<DurableHook>>,
+    /// The backend, used only by the holder of the write token (`State::writing`): the
+    /// writer thread, or a standby's follower writing its own batch (`direct.rs`). The writer
+    /// thread takes it out and closes it when it exits.
+    backend: Mutex<Option<Box<dyn JournalBackend>>>,
 }
 
 /// Called by the writer with (first seq, last seq, frame bytes) of each batch just before it
@@ -216,6 +225,15 @@ pub(crate) struct State {
     /// holds those back to gather more: they arrive in the batches the active already
     /// gathered, and the active's commit waits for this journal's sync (docs/ha.md).
     replicated_queued: bool,
+    /// When the oldest record in `queue` was queued (`None`: nothing queued). The writer's
+    /// gather window runs from here, not from when the writer last looked: under sync
+    /// replication the next round's appenders only arrive once the standby acknowledged, well
+    /// after the writer finished its own sync (docs/ha.md, "The sync commit path").
+    first_queued_at: Option<std::time::Instant>,
+    /// The write token: someone is writing to the backend (a batch or a truncation). Batches
+    /// are taken off `queue` only by the thread that sets it, and written before it is
+    /// cleared, so they reach the backend in queue order whichever thread writes them.
+    writing: bool,
     closing: bool,
     fatal: Option<String>,
     /// Consulted (with the submission's term) before every local append.
@@ -279,6 +297,8 @@ impl Journal {
                 queued_records: 0,
                 gather_target: 0,
                 replicated_queued: false,
+                first_queued_at: None,
+                writing: false,
                 closing: false,
                 fatal: None,
                 guard: None,
@@ -296,12 +316,13 @@ impl Journal {
             journal_metrics,
             tap: Mutex::new(None),
             durable_hook: Mutex::new(None),
+            backend: Mutex::new(Some(backend)),
         });
         let writer = {
             let shared = shared.clone();
             std::thread::Builder::new()
                 .name(format!("journal-writer-{backend_name}"))
-                .spawn(move || writer::run(shared, backend))
+                .spawn(move || writer::run(shared))
                 .map_err(|e| JournalError::Fatal(format!("cannot start journal writer: {e}")))?
         };
         Ok(Journal {
@@ -373,7 +394,7 @@ impl Journal {
             }
         }
         drop(records);
-        Ok(Self::commit_queued(shared, st, seq, term, digest))
+        Ok(Self::commit_queued(shared, st, seq, term, digest, true))
     }
 
     /// Appends records written elsewhere (a standby following its active): each keeps its seq,
@@ -383,7 +404,34 @@ impl Journal {
     /// `Gap`, `Fenced` or `Diverged`, and the whole submission changes nothing. Raises the
     /// fencing floor to the records' term.
     pub fn submit_replicated(&self, records: &[RecordRef<'_>]) -> Result<AppendTicket> {
+        let (ticket, _st) = Self::queue_replicated(self.shared(), records, true)?;
+        Ok(ticket)
+    }
+
+    /// [`Journal::submit_replicated`], and then, unless the writer thread is busy (writing,
+    /// or with a truncation to do), the calling thread writes and syncs the queued batch
+    /// itself, calls the durable hook from here, and returns with the records durable. This
+    /// is how a standby's follower appends: handing the batch to an idle writer thread cost
+    /// a thread wake-up (about 45 us, median) on the active's commit path in every sync round
+    /// (docs/ha.md, "The sync commit path"). When the writer is busy, the records are queued
+    /// for it as with `submit_replicated`, so batches that arrive during a sync still share
+    /// the next one. Every check happens first either way: nothing that fails them is written.
+    pub fn append_replicated(&self, records: &[RecordRef<'_>]) -> Result<AppendTicket> {
         let shared = self.shared();
+        let (ticket, st) = Self::queue_replicated(shared, records, false)?;
+        if !records.is_empty() {
+            direct::write_queued(shared, st);
+        }
+        Ok(ticket)
+    }
+
+    /// Checks and queues replicated records; returns the ticket with the state still locked.
+    /// Wakes a waiting writer thread only if `wake`.
+    fn queue_replicated<'s>(
+        shared: &'s Shared,
+        records: &[RecordRef<'_>],
+        wake: bool,
+    ) -> Result<(AppendTicket, MutexGuard<'s, State>)> {
         let mut st = shared.lock();
         if let Some(reason) = &st.fatal {
             return Err(JournalError::Fatal(reason.clone()));
@@ -393,14 +441,15 @@ impl Journal {
         }
         if records.is_empty() {
             let d = shared.durable.get();
-            return Ok(AppendTicket {
+            let ticket = AppendTicket {
                 first_seq: d + 1,
                 last_seq: d,
                 durable: shared.durable.clone(),
-            });
+            };
+            return Ok((ticket, st));
         }
-        let st = &mut *st;
-        let (mut seq, mut term, mut digest) = (st.last_seq, st.last_term, st.last_digest);
+        let state = &mut *st;
+        let (mut seq, mut term, mut digest) = (state.last_seq, state.last_term, state.last_digest);
         for r in records {
             if r.seq != seq + 1 {
                 return Err(JournalError::Gap {
@@ -429,7 +478,7 @@ impl Journal {
             }
             (seq, term, digest) = (r.seq, r.term, *r.digest);
         }
-        let batch = Self::open_batch(shared, st);
+        let batch = Self::open_batch(shared, state);
         let mark = batch.len();
         for r in records {
             let size = batch.push_ref(r);
@@ -441,8 +490,9 @@ impl Journal {
                 });
             }
         }
-        st.replicated_queued = true;
-        Ok(Self::commit_queued(shared, st, seq, term, digest))
+        state.replicated_queued = true;
+        let ticket = Self::commit_queued(shared, state, seq, term, digest, wake);
+        Ok((ticket, st))
     }
 
     /// The batch submissions go into (a fresh one when the last is full).
@@ -458,14 +508,15 @@ impl Journal {
         st.queue.back_mut().expect("a batch was just ensured")
     }
 
-    /// Moves the head to the records just queued (through `seq`) and wakes the writer if it
-    /// waits for them.
+    /// Moves the head to the records just queued (through `seq`) and, if `wake`, wakes the
+    /// writer if it waits for them.
     fn commit_queued(
         shared: &Shared,
         st: &mut State,
         seq: u64,
         term: u64,
         digest: Digest,
+        wake: bool,
     ) -> AppendTicket {
         let first_seq = st.last_seq + 1;
         let count = seq - st.last_seq;
@@ -474,7 +525,23 @@ impl Journal {
         st.floor_term = st.floor_term.max(term);
         st.last_digest = digest;
         shared.metrics.appends.inc_by(count);
+        if st.queued_records == 0 {
+            st.first_queued_at = Some(std::time::Instant::now());
+        }
         st.queued_records += count;
+        if wake {
+            Self::wake_writer(shared, st);
+        }
+        AppendTicket {
+            first_seq,
+            last_seq: seq,
+            durable: shared.durable.clone(),
+        }
+    }
+
+    /// Wakes the writer thread if it waits for what is queued now (idle, or gathering and the
+    /// batch is complete).
+    fn wake_writer(shared: &Shared, st: &mut State) {
         let wake = st.writer_idle
             || (st.gather_target > 0
                 && (st.replicated_queued || st.queued_records >= st.gather_target));
@@ -482,11 +549,6 @@ impl Journal {
             st.writer_idle = false;
             st.gather_target = 0;
             shared.work.notify_one();
-        }
-        AppendTicket {
-            first_seq,
-            last_seq: seq,
-            durable: shared.durable.clone(),
         }
     }
 

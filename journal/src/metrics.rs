@@ -13,6 +13,7 @@ use prometheus::{
 pub struct JournalMetrics {
     appends: IntCounterVec,
     batches: IntCounterVec,
+    direct_batches: IntCounterVec,
     batch_records: HistogramVec,
     sync_seconds: HistogramVec,
     fenced: IntCounterVec,
@@ -26,6 +27,7 @@ impl JournalMetrics {
         let m = Self::unregistered();
         registry.register(Box::new(m.appends.clone()))?;
         registry.register(Box::new(m.batches.clone()))?;
+        registry.register(Box::new(m.direct_batches.clone()))?;
         registry.register(Box::new(m.batch_records.clone()))?;
         registry.register(Box::new(m.sync_seconds.clone()))?;
         registry.register(Box::new(m.fenced.clone()))?;
@@ -58,6 +60,11 @@ impl JournalMetrics {
             batches: counter(
                 "crescent_journal_batches_total",
                 "Group-commit batches made durable.",
+            ),
+            direct_batches: counter(
+                "crescent_journal_direct_batches_total",
+                "Batches written and synced by the thread that submitted them (a standby's \
+                 follower, when the writer thread was idle) instead of the writer thread.",
             ),
             batch_records: histogram(
                 "crescent_journal_batch_records",
@@ -93,6 +100,7 @@ impl JournalMetrics {
         BackendMetrics {
             appends: self.appends.with_label_values(l),
             batches: self.batches.with_label_values(l),
+            direct_batches: self.direct_batches.with_label_values(l),
             batch_records: self.batch_records.with_label_values(l),
             sync_seconds: self.sync_seconds.with_label_values(l),
             fenced: self.fenced.with_label_values(l),
@@ -107,6 +115,7 @@ impl JournalMetrics {
 pub(crate) struct BackendMetrics {
     pub appends: IntCounter,
     pub batches: IntCounter,
+    pub direct_batches: IntCounter,
     pub batch_records: Histogram,
     pub sync_seconds: Histogram,
     pub fenced: IntCounter,

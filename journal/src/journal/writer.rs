@@ -4,7 +4,8 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::{Shared, TruncateRequest};
+use super::direct::WriteToken;
+use super::{Shared, State, TruncateRequest};
 use crate::backend::JournalBackend;
 use crate::codec::EncodedBatch;
 use crate::error::JournalError;
@@ -17,23 +18,37 @@ const SPARE_BATCHES: usize = 2;
 const MIN_GATHER: Duration = Duration::from_micros(50);
 const MAX_GATHER: Duration = Duration::from_millis(2);
 
-/// What the writer learned from the previous batch, to size the next one.
+/// What the writer learned from the previous batches, to size the next one.
 #[derive(Debug, Clone, Copy, Default)]
 struct LastBatch {
+    /// The records a batch is gathered towards: the largest recent batch, less one per batch
+    /// since. Following the last batch alone, a round of appenders once split in two (some
+    /// woke too late for the window) stayed split for good: each part became the next
+    /// target. Decaying by one, it heals at the next round that arrives within the window,
+    /// and a real drop in appenders costs a few shortened windows.
     records: u64,
     sync: Duration,
 }
 
 impl LastBatch {
+    /// After a batch of `records` that took `sync`.
+    fn next(self, records: u64, sync: Duration) -> Self {
+        Self {
+            records: records.max(self.records.saturating_sub(1)),
+            sync,
+        }
+    }
+
     /// (records to wait for, how long at most) before taking a smaller batch.
     fn gather(&self) -> Option<(u64, Duration)> {
         (self.records > 1).then(|| (self.records, (self.sync / 2).clamp(MIN_GATHER, MAX_GATHER)))
     }
 }
 
-enum Work {
-    Append(EncodedBatch),
-    Truncate(TruncateRequest),
+/// What the writer does next; backend work comes with the write token.
+enum Work<'a> {
+    Append(EncodedBatch, WriteToken<'a>),
+    Truncate(TruncateRequest, WriteToken<'a>),
     Exit,
 }
 
@@ -49,13 +64,15 @@ impl Drop for PanicGuard<'_> {
 }
 
 /// Marks the journal failed: nothing queued or later is ever acknowledged.
-fn poison(shared: &Shared, reason: String) {
+pub(super) fn poison(shared: &Shared, reason: String) {
     let mut st = shared.lock();
     if st.fatal.is_none() {
         st.fatal = Some(reason.clone());
     }
     st.queue.clear();
     st.queued_records = 0;
+    st.first_queued_at = None;
+    st.replicated_queued = false;
     for (_, reply) in st.truncations.drain(..) {
         let _ = reply.send(Err(JournalError::Fatal(reason.clone())));
     }
@@ -63,7 +80,7 @@ fn poison(shared: &Shared, reason: String) {
     shared.durable.fail(reason);
 }
 
-pub(super) fn run(shared: Arc<Shared>, mut backend: Box<dyn JournalBackend>) {
+pub(super) fn run(shared: Arc<Shared>) {
     let _span = tracing::info_span!("journal_writer", backend = shared.backend_name).entered();
     let _guard = PanicGuard(&shared);
     let mut last = LastBatch::default();
@@ -74,21 +91,19 @@ pub(super) fn run(shared: Arc<Shared>, mut backend: Box<dyn JournalBackend>) {
             None
         };
         match next_work(&shared, gather) {
-            Work::Append(batch) => {
+            Work::Append(batch, token) => {
                 let records = batch.len() as u64;
                 let started = Instant::now();
-                append(&shared, backend.as_mut(), batch);
-                last = LastBatch {
-                    records,
-                    sync: started.elapsed(),
-                };
+                token.with_backend(|backend| append(&shared, backend, batch));
+                last = last.next(records, started.elapsed());
             }
-            Work::Truncate((keep_from, reply)) => {
+            Work::Truncate((keep_from, reply), token) => {
                 let fatal = shared.lock().fatal.clone();
                 let result = match fatal {
                     Some(reason) => Err(JournalError::Fatal(reason)),
-                    None => backend.truncate_prefix(keep_from),
+                    None => token.with_backend(|backend| backend.truncate_prefix(keep_from)),
                 };
+                drop(token);
                 match &result {
                     Ok(()) => {
                         shared.first_seq.fetch_max(keep_from, Ordering::AcqRel);
@@ -103,18 +118,39 @@ pub(super) fn run(shared: Arc<Shared>, mut backend: Box<dyn JournalBackend>) {
             Work::Exit => break,
         }
     }
-    // The backend (files, locks, sled handles) closes here, on the writer thread.
-    drop(backend);
+    // The backend (files, locks, sled handles) closes here, on the writer thread, once no
+    // other thread holds the write token (`next_work` exits only then).
+    drop(
+        shared
+            .backend
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take(),
+    );
 }
 
 /// Waits for the next thing to do. With `gather` = (n, max wait), a batch smaller than n is
 /// held back until n records are queued or the wait runs out (see
-/// [`crate::JournalOptions::adaptive_gather`]).
-fn next_work(shared: &Shared, gather: Option<(u64, Duration)>) -> Work {
+/// [`crate::JournalOptions::adaptive_gather`]). The wait runs from the later of now (the
+/// writer is free) and the moment the first of those records was queued: an active in sync
+/// mode finishes its own sync well before its appenders are acknowledged (the standby's ack
+/// comes later), so a window counted from the end of the sync alone was mostly over before
+/// the next round's first record arrived, and split the round into two batches (two
+/// replication round trips); counted from the first record alone, records queued during the
+/// sync would leave no window at all for the appenders the sync is about to acknowledge.
+fn next_work(shared: &Shared, gather: Option<(u64, Duration)>) -> Work<'_> {
+    let free_since = Instant::now();
     let mut st = shared.lock();
-    let gather_until = gather.map(|(target, wait)| (target, Instant::now() + wait));
     loop {
-        if let Some((target, until)) = gather_until {
+        if st.writing {
+            // A follower writes its own batch (direct.rs); its release wakes this thread.
+            st.writer_idle = true;
+            st = shared.work.wait(st).unwrap_or_else(|p| p.into_inner());
+            st.writer_idle = false;
+            continue;
+        }
+        if let (Some((target, wait)), Some(first_queued)) = (gather, st.first_queued_at) {
+            let until = first_queued.max(free_since) + wait;
             let now = Instant::now();
             if holds_back(st.queued_records, target, st.replicated_queued)
                 && now < until
@@ -131,18 +167,11 @@ fn next_work(shared: &Shared, gather: Option<(u64, Duration)>) -> Work {
                 continue;
             }
         }
-        while let Some(batch) = st.queue.pop_front() {
-            st.queued_records -= batch.len() as u64;
-            if st.queue.is_empty() {
-                st.replicated_queued = false;
-            }
-            if !batch.is_empty() {
-                return Work::Append(batch);
-            }
-            recycle(&mut st.spare, batch);
+        if let Some(batch) = pop_batch(&mut st) {
+            return Work::Append(batch, WriteToken::take(shared, &mut st));
         }
         if let Some(req) = st.truncations.pop_front() {
-            return Work::Truncate(req);
+            return Work::Truncate(req, WriteToken::take(shared, &mut st));
         }
         if st.closing {
             return Work::Exit;
@@ -151,6 +180,22 @@ fn next_work(shared: &Shared, gather: Option<(u64, Duration)>) -> Work {
         st = shared.work.wait(st).unwrap_or_else(|p| p.into_inner());
         st.writer_idle = false;
     }
+}
+
+/// Takes the first non-empty batch off the queue (for the write token's holder).
+pub(super) fn pop_batch(st: &mut State) -> Option<EncodedBatch> {
+    while let Some(batch) = st.queue.pop_front() {
+        st.queued_records -= batch.len() as u64;
+        if st.queue.is_empty() {
+            st.replicated_queued = false;
+            st.first_queued_at = None;
+        }
+        if !batch.is_empty() {
+            return Some(batch);
+        }
+        recycle(&mut st.spare, batch);
+    }
+    None
 }
 
 /// Whether the writer, gathering towards `target` records, keeps waiting with `queued`
@@ -168,7 +213,7 @@ fn recycle(spare: &mut Vec<EncodedBatch>, mut batch: EncodedBatch) {
     }
 }
 
-fn append(shared: &Shared, backend: &mut dyn JournalBackend, batch: EncodedBatch) {
+pub(super) fn append(shared: &Shared, backend: &mut dyn JournalBackend, batch: EncodedBatch) {
     let last_seq = batch.last_seq().expect("non-empty batch");
     let _span = tracing::debug_span!("journal_batch", records = batch.len(), last_seq).entered();
     let tap = shared.tap.lock().unwrap_or_else(|p| p.into_inner()).clone();
@@ -238,7 +283,30 @@ fn append(shared: &Shared, backend: &mut dyn JournalBackend, batch: EncodedBatch
 
 #[cfg(test)]
 mod tests {
-    use super::holds_back;
+    use super::*;
+
+    #[test]
+    fn the_gather_target_is_the_largest_recent_batch_decaying_by_one() {
+        let ms = Duration::from_millis(1);
+        let mut last = LastBatch::default();
+        assert_eq!(last.gather(), None, "nothing learned yet");
+        last = last.next(16, ms);
+        assert_eq!(last.gather(), Some((16, ms / 2)));
+        last = last.next(10, ms);
+        assert_eq!(
+            last.gather(),
+            Some((15, ms / 2)),
+            "a split round does not stick"
+        );
+        last = last.next(16, 4 * ms);
+        assert_eq!(last.gather(), Some((16, MAX_GATHER)));
+        for _ in 0..20 {
+            last = last.next(1, Duration::from_micros(10));
+        }
+        assert_eq!(last.gather(), None, "one appender again: no waiting");
+        last = last.next(3, Duration::from_micros(10));
+        assert_eq!(last.gather(), Some((3, MIN_GATHER)));
+    }
 
     #[test]
     fn local_records_are_held_back_until_the_target_and_replicated_ones_never() {

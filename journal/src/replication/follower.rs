@@ -1,9 +1,11 @@
 //! The standby's side: follows the active's journal into its own.
 //!
 //! One thread connects to wherever [`LeaderAddress`] points, says Hello with this journal's
-//! head, and then appends each Records message through [`Journal::submit_replicated`] (which
-//! checks every CRC, the seq order, the term and the chain digest), acknowledges once durable
-//! (from the journal's writer thread, through [`Journal::set_durable_hook`]), and tells
+//! head, and then appends each Records message through [`Journal::append_replicated`] (which
+//! checks every CRC, the seq order, the term and the chain digest before anything is written,
+//! and writes and syncs on this thread when the journal's writer thread is idle),
+//! acknowledges once durable (from whichever thread synced, through
+//! [`Journal::set_durable_hook`]), and tells
 //! `on_durable` so the node can apply the records through its replay code. A refused
 //! or broken connection is retried with backoff; a diverged journal is reported in the status
 //! and never overwritten.
@@ -244,9 +246,10 @@ fn follow_once(shared: &Shared, addr: SocketAddr) -> Result<(), FollowError> {
         }
     }
     // Records are appended as they arrive (the standby's journal writes each message as its
-    // own batch: the active already gathered it) and acknowledged once durable. The journal's
-    // writer acks each advance itself, right after its sync (no thread wake-up on the active's
-    // commit path); the ack thread covers an advance the writer could not ack (the socket was
+    // own batch: the active already gathered it) and acknowledged once durable. Whoever synced
+    // (this thread, or the journal's writer) acks each advance itself, right after the sync
+    // (no thread wake-up on the active's commit path); the ack thread covers an advance the
+    // hook could not ack (the socket was
     // busy), keeps the active's view fresh when idle, and hands durable seqs to `on_durable`.
     let out = Arc::new(Mutex::new(stream.try_clone().map_err(ProtocolError::from)?));
     let acked = Arc::new(AtomicU64::new(0));
@@ -273,8 +276,9 @@ fn follow_once(shared: &Shared, addr: SocketAddr) -> Result<(), FollowError> {
     }
 }
 
-/// The journal's durable hook for one session: acks from the writer thread. Removed when the
-/// session ends, so no later session's socket ever sees an ack of this one's.
+/// The journal's durable hook for one session: acks from the thread that synced (the
+/// follower or the journal's writer). Removed when the session ends, so no later session's
+/// socket ever sees an ack of this one's.
 struct DurableHookGuard {
     journal: Journal,
 }
@@ -383,9 +387,11 @@ fn receive_loop(shared: &Shared, stream: &mut TcpStream) -> Result<(), FollowErr
                 commit_seq,
                 frames,
             } => {
-                let last = append_frames(shared, &frames)?;
-                round_timing::mark_at(Stage::Received, last, received);
-                round_timing::mark(Stage::Queued, last);
+                // Nothing more buffered: this thread writes and syncs the message itself
+                // (unless the journal's writer is still busy). More already here: queue it, so
+                // the writer takes the messages that arrived during its sync as one batch.
+                let write_now = input.buffer().is_empty();
+                let last = append_frames(shared, &frames, write_now, received)?;
                 let mut st = shared.status.lock().expect("status mutex");
                 st.term = term;
                 st.leader_commit_seq = commit_seq;
@@ -418,9 +424,17 @@ fn receive_loop(shared: &Shared, stream: &mut TcpStream) -> Result<(), FollowErr
     Ok(())
 }
 
-/// Queues the frames of one Records message for the journal; returns the last seq queued
-/// (durability is acknowledged by the ack thread).
-fn append_frames(shared: &Shared, frames: &[u8]) -> Result<u64, FollowError> {
+/// Appends the frames of one Records message to the journal (every frame's CRC here, then
+/// the seq order, term and chain digest in the journal, all before anything is written):
+/// written and synced on this thread when `write_now` and the journal's writer is idle,
+/// queued for the writer otherwise. Returns the last seq. Durability is acknowledged by the
+/// durable hook (or the ack thread), never here.
+fn append_frames(
+    shared: &Shared,
+    frames: &[u8],
+    write_now: bool,
+    received: Option<std::time::Instant>,
+) -> Result<u64, FollowError> {
     let mut records: Vec<RecordRef<'_>> = Vec::new();
     let mut at = 0;
     while at < frames.len() {
@@ -437,9 +451,15 @@ fn append_frames(shared: &Shared, frames: &[u8]) -> Result<u64, FollowError> {
         );
         at += len;
     }
-    if records.is_empty() {
+    let Some(last) = records.last().map(|r| r.seq) else {
         return Ok(shared.journal.last_seq());
-    }
-    let ticket = shared.journal.submit_replicated(&records)?;
+    };
+    round_timing::mark_at(Stage::Received, last, received);
+    round_timing::mark(Stage::Queued, last);
+    let ticket = if write_now {
+        shared.journal.append_replicated(&records)?
+    } else {
+        shared.journal.submit_replicated(&records)?
+    };
     Ok(ticket.last_seq)
 }
