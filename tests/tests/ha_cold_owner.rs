@@ -508,4 +508,40 @@ async fn cold_work_cut_by_a_failover_converges_on_the_new_active() {
     assert_ne!(code, 0, "{} was deleted: {err}", c0.key);
     check_usage(node, &dir, &objects);
     check_objects(&s.client, node, &objects).await;
+
+    // No failover: the owner stalls (SIGSTOP) past its silence limit during a delete, then
+    // runs on under the same incarnation (so it never registers again). The reclaim whose
+    // payload delete went unanswered is resumed once the owner polls again.
+    let c1 = objects.remove(0);
+    let owner_pid = s.owner.guard.pid() as libc::pid_t;
+    #[allow(unsafe_code)]
+    unsafe {
+        assert_eq!(libc::kill(owner_pid, libc::SIGSTOP), 0);
+    }
+    let addr = node.addr.to_string();
+    let key = c1.key.clone();
+    let rm = std::thread::spawn(move || crescent(&["--server", &addr], &["--json", "rm", &key]));
+    let started = Instant::now();
+    while !rm.is_finished() {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "rm did not return"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    #[allow(unsafe_code)]
+    unsafe {
+        assert_eq!(libc::kill(owner_pid, libc::SIGCONT), 0);
+    }
+    let (code, out, err) = rm.join().unwrap();
+    assert_eq!(code, 0, "{} {err}", String::from_utf8_lossy(&out));
+    assert!(
+        started.elapsed() >= Duration::from_secs(5),
+        "the delete waited for the stalled owner"
+    );
+    wait_converged(node, "owner stall", 1);
+    let (code, _, err) = crescent(&["--server", &node.addr.to_string()], &["get", &c1.key]);
+    assert_ne!(code, 0, "{} was deleted: {err}", c1.key);
+    check_usage(node, &dir, &objects);
+    check_objects(&s.client, node, &objects).await;
 }
