@@ -259,13 +259,7 @@ struct Setup {
 async fn setup() -> Setup {
     let shared = tempfile::tempdir().unwrap();
     let pair = HaPair::start_with(false, &node_config(shared.path())).await;
-    let etcd_globals = vec![
-        "--etcd".to_string(),
-        pair.etcd.clone(),
-        "--cluster".to_string(),
-        pair.cluster.clone(),
-    ];
-    let globals: Vec<&str> = etcd_globals.iter().map(String::as_str).collect();
+    let globals = ["--etcd", &pair.etcd, "--cluster", &pair.cluster];
     let device = format!(
         "{DEVICE}={},capacity=64M",
         owner_dir(pair.dir.path()).display()
