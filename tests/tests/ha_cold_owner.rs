@@ -514,7 +514,10 @@ async fn cold_work_cut_by_a_failover_converges_on_the_new_active() {
     }
     let addr = node.addr.to_string();
     let key = c1.key.clone();
-    let rm = std::thread::spawn(move || crescent(&["--server", &addr], &["--json", "rm", &key]));
+    // --force: a read lease of the checks above may still be held (its release is deferred).
+    let rm = std::thread::spawn(move || {
+        crescent(&["--server", &addr], &["--json", "rm", "--force", &key])
+    });
     let started = Instant::now();
     while !rm.is_finished() {
         assert!(
