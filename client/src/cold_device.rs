@@ -240,10 +240,21 @@ async fn serve(
             probe_error: probe_error.clone(),
             results: std::mem::take(&mut results),
         };
+        let polled = Instant::now();
         match client.poll_owner_device(&req).await {
             Ok(reply) => {
+                tracing::debug!(
+                    items = reply.items.len(),
+                    took_ms = polled.elapsed().as_millis() as u64,
+                    "cold device poll answered"
+                );
                 for item in reply.items {
+                    let started = Instant::now();
                     let outcome = perform(&client, &io, item.work, kill_at).await;
+                    tracing::debug!(
+                        took_ms = started.elapsed().as_millis() as u64,
+                        "cold device work performed"
+                    );
                     results.push(OwnerIoResult {
                         id: item.id,
                         outcome,

@@ -27,6 +27,8 @@ enum Answer {
     Refused(&'static str, &'static str),
     /// Read the request, then close the connection without answering.
     Drop,
+    /// NOT_FOUND (an answer, never retried).
+    NotFound,
 }
 
 /// A fake crescentd: answers `/v1/rpc` with 404 (HTTP only) and every other request with the
@@ -119,6 +121,11 @@ async fn serve(
                 format!(
                     r#"{{"code":"UNAVAILABLE","message":"{message}","retryable":true,"not_run":true,"state":"{state}"}}"#
                 ),
+                String::new(),
+            ),
+            (Answer::NotFound, _) => (
+                "404 Not Found",
+                r#"{"code":"NOT_FOUND","message":"unknown","retryable":false}"#.to_string(),
                 String::new(),
             ),
             (Answer::Drop, _) => return,
@@ -485,4 +492,49 @@ async fn an_idempotent_request_stuck_on_a_frozen_leader_moves_to_the_new_one() {
     );
     switch.await.unwrap();
     hold.abort();
+}
+
+/// A storage owner's cold device registers again when the leader answers its poll NOT_FOUND
+/// (a new active after a failover, or a restarted crescentd, that never saw it register),
+/// then polls on (tests/tests/ha_cold_owner.rs runs it across a real failover).
+#[tokio::test]
+async fn an_owner_device_registers_again_when_its_poll_is_not_found() {
+    use crescent_wire::cold_owner::routes;
+    const REGISTERED: &str = r#"{"version":1,"device_id":"ob","poll_wait_ms":2000}"#;
+    const NO_WORK: &str = r#"{"version":1,"items":[]}"#;
+    let server = FakeServer::start(vec![
+        Answer::Ok(REGISTERED),
+        Answer::NotFound,
+        Answer::Ok(REGISTERED),
+        Answer::Ok(NO_WORK),
+    ])
+    .await;
+    let c = client(&[server.address()], Duration::from_secs(5)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let config =
+        crate::cold_device::OwnerColdDeviceConfig::parse(&format!("ob={}", dir.path().display()))
+            .unwrap();
+    let device = crate::cold_device::OwnerColdDevice::start(&c, "node-b", 7, "", config)
+        .await
+        .unwrap();
+    let started = std::time::Instant::now();
+    while server.requests().len() < 5 {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "{:?}",
+            server.requests()
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(
+        server.requests()[..5],
+        [
+            routes::REGISTER,
+            routes::POLL,
+            routes::REGISTER,
+            routes::POLL,
+            routes::POLL
+        ]
+    );
+    drop(device);
 }

@@ -129,12 +129,25 @@ impl OwnerProcess {
     /// Like [`OwnerProcess::start`], with `globals` saying where crescentd is (e.g.
     /// `--etcd URL --cluster NAME` to follow an HA pair's leader).
     pub fn start_with(globals: &[&str], owner_id: &str, size: u64) -> OwnerProcess {
+        Self::start_with_args(globals, owner_id, size, &[])
+    }
+
+    /// Like [`OwnerProcess::start_with`], with more `owner` arguments (e.g. `--cold-device
+    /// ID=DIR`: the ready line is printed once the device is registered).
+    pub fn start_with_args(
+        globals: &[&str],
+        owner_id: &str,
+        size: u64,
+        owner_args: &[&str],
+    ) -> OwnerProcess {
         let bin = ensure_workspace_binary("crescent-client", "crescent");
         let mut cmd = Command::new(bin);
         cmd.args(globals)
             .args(["--json", "owner", "--size"])
             .arg(size.to_string())
             .args(["--id", owner_id])
+            .args(owner_args)
+            .env_remove("CRESCENT_OWNER_COLD_KILL_AT")
             .env_remove("CRESCENT_TENANT")
             .env_remove("CRESCENT_DOMAIN")
             .env_remove("CRESCENT_SERVER")

@@ -32,7 +32,9 @@ pub async fn put_end(
     state: State,
     Wire(req): Wire<PutEndRequest>,
 ) -> Result<Reply<Ack>, HttpError> {
-    Ok(Reply(ops::put_end(&state, req)?))
+    Ok(Reply(
+        off_worker_if_owner_io(state, move |s| ops::put_end(s, req)).await?,
+    ))
 }
 
 pub async fn put_revoke(
@@ -43,7 +45,9 @@ pub async fn put_revoke(
 }
 
 pub async fn get(state: State, Wire(req): Wire<GetRequest>) -> Result<Reply<GetReply>, HttpError> {
-    Ok(Reply(ops::get(&state, req)?))
+    Ok(Reply(
+        off_worker_if_owner_io(state, move |s| ops::get(s, req)).await?,
+    ))
 }
 
 pub async fn exist(
@@ -61,7 +65,29 @@ pub async fn size(
 }
 
 pub async fn remove(state: State, Wire(req): Wire<RemoveRequest>) -> Result<Reply<Ack>, HttpError> {
-    Ok(Reply(ops::remove(&state, req)?))
+    Ok(Reply(
+        off_worker_if_owner_io(state, move |s| ops::remove(s, req)).await?,
+    ))
+}
+
+/// Runs `op` on the blocking pool when the node has a cold device on a storage owner, inline
+/// otherwise. A get of a cold-only object (remote restore), a remove or an overwrite (the
+/// reclaim's payload delete) may wait for a storage owner's answer, which arrives with the
+/// owner's next HTTP poll: run on an HTTP worker, the wait could hold the very worker that
+/// poll's connection is served by, so nothing is answered until the owner counts as silent
+/// (6 s) and the operation fails (a reclaim is then left active). Found by the HA test
+/// `tests/tests/ha_cold_owner.rs` (HTTP only; the RPC fast path runs on its own threads).
+pub(crate) async fn off_worker_if_owner_io<T: Send + 'static>(
+    state: State,
+    op: impl FnOnce(&NodeState) -> Result<T, crescent_wire::ApiError> + Send + 'static,
+) -> Result<T, HttpError> {
+    if !state.cold.get().is_some_and(|c| c.has_owner_devices()) {
+        return Ok(op(&state)?);
+    }
+    let node = state.into_inner();
+    Ok(web::block(move || op(&node))
+        .await
+        .map_err(from_blocking)??)
 }
 
 pub async fn release(

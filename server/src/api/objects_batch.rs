@@ -22,7 +22,9 @@ pub async fn put_end(
     state: State,
     Wire(req): Wire<BatchRequest<PutEndRequest>>,
 ) -> Result<Reply<BatchReply<Ack>>, HttpError> {
-    Ok(Reply(ops::batch_put_end(&state, req)?))
+    Ok(Reply(
+        super::objects::off_worker_if_owner_io(state, move |s| ops::batch_put_end(s, req)).await?,
+    ))
 }
 
 pub async fn put_revoke(
@@ -36,7 +38,9 @@ pub async fn get(
     state: State,
     Wire(req): Wire<BatchRequest<ObjectRequest>>,
 ) -> Result<Reply<BatchReply<GetReply>>, HttpError> {
-    Ok(Reply(ops::batch_get(&state, req)?))
+    Ok(Reply(
+        super::objects::off_worker_if_owner_io(state, move |s| ops::batch_get(s, req)).await?,
+    ))
 }
 
 pub async fn exist(
@@ -50,7 +54,9 @@ pub async fn remove(
     state: State,
     Wire(req): Wire<BatchRequest<RemoveRequest>>,
 ) -> Result<Reply<BatchReply<Ack>>, HttpError> {
-    Ok(Reply(ops::batch_remove(&state, req)?))
+    Ok(Reply(
+        super::objects::off_worker_if_owner_io(state, move |s| ops::batch_remove(s, req)).await?,
+    ))
 }
 
 pub async fn release(

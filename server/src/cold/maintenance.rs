@@ -79,6 +79,26 @@ impl ColdTier {
             }
             mark_evictable(state, ledger);
         });
+        let missed = result.is_ok()
+            && device
+                .owner_io
+                .as_ref()
+                .is_some_and(|io| io.take_missed_work());
+        if missed {
+            // The owner was silent and polls again under the same incarnation (a stall, not a
+            // restart: a restart registers, which reconciles). Work that failed meanwhile
+            // (a reclaim whose payload delete was not answered, an offload) is resumed now
+            // rather than at the owner's next registration, which may never come. Runs on
+            // the upkeep thread (other devices' probes wait): rare, and bounded by the
+            // owner's answers.
+            // Visible as the reconciliation's owner IO (`crescent_cold_owner_io_total{work=
+            // "scan"}`) and its log line.
+            tracing::info!(device = %device.device_id, "owner returned: reconciling its device");
+            if let Err(e) = super::reconcile_device(state, device) {
+                tracing::warn!(device = %device.device_id, error = %e,
+                    "owner cold device not reconciled after its owner returned");
+            }
+        }
         failures
     }
 

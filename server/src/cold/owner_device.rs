@@ -77,6 +77,18 @@ pub(crate) fn await_owner(device: &TierDevice) {
 }
 
 impl ColdTier {
+    /// Some device's IO is performed by a storage owner. Such IO waits for the owner's next
+    /// HTTP poll, so an HTTP route that may perform it (a remote restore, a reclaim's payload
+    /// delete) must not run on an HTTP worker: it could block the very worker the poll
+    /// needs, until the owner counts as silent (`api::objects::off_worker_if_owner_io`).
+    pub fn has_owner_devices(&self) -> bool {
+        self.devices
+            .read()
+            .expect("cold device set")
+            .values()
+            .any(|d| d.owner_io.is_some())
+    }
+
     /// An owner registers its device (idempotent; every owner start does it). Synchronous
     /// (waits for the device actor): run on a blocking thread.
     pub fn register_owner_device(

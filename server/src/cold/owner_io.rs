@@ -11,6 +11,7 @@
 //! locator), so an item lost with a crashed owner or an abandoned wait is simply asked again.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -101,6 +102,10 @@ pub struct OwnerDeviceIo {
     changed: Condvar,
     /// `crescent_cold_owner_io_total{work, outcome}`.
     counter: prometheus::IntCounterVec,
+    /// Work that changes the device (a write, a delete, ...) went unanswered because the
+    /// owner was not connected or went silent; the owner's return must resume it
+    /// ([`OwnerDeviceIo::take_missed_work`]).
+    missed_work: AtomicBool,
 }
 
 fn not_connected(device_id: &str, owner_id: &str, why: &str) -> ColdError {
@@ -118,7 +123,16 @@ impl OwnerDeviceIo {
             mailbox: Mutex::new(Mailbox::default()),
             changed: Condvar::new(),
             counter,
+            missed_work: AtomicBool::new(false),
         }
+    }
+
+    /// Whether work that changes the device went unanswered (not connected, silent) since
+    /// the last call; clears the flag. The upkeep probe reconciles the device when this is
+    /// set and the owner polls again under the same incarnation (a stall, which no
+    /// registration follows); a registration reconciles anyway, and clears it.
+    pub fn take_missed_work(&self) -> bool {
+        self.missed_work.swap(false, Ordering::AcqRel)
     }
 
     pub fn owner_id(&self) -> &str {
@@ -130,6 +144,8 @@ impl OwnerDeviceIo {
     pub fn connect(&self, incarnation: u64) {
         let mut m = self.mailbox.lock().expect("owner mailbox");
         if m.incarnation != Some(incarnation) {
+            // The registration's reconciliation resumes whatever was missed.
+            self.missed_work.store(false, Ordering::Release);
             m.queued.clear();
             m.handed_out.clear();
             for outcome in m.waiting.values_mut().filter(|o| o.is_none()) {
@@ -203,7 +219,12 @@ impl OwnerDeviceIo {
         let outcome = match &result {
             Ok(OwnerIoOutcome::Failed(_)) => "failed",
             Ok(_) => "ok",
-            Err(_) => "not_connected",
+            Err(_) => {
+                if name != "read" {
+                    self.missed_work.store(true, Ordering::Release);
+                }
+                "not_connected"
+            }
         };
         self.counter.with_label_values(&[name, outcome]).inc();
         result

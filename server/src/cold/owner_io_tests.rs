@@ -211,3 +211,27 @@ fn a_failed_owner_probe_fails_the_device_probe() {
     io.poll(1, None, Vec::new(), Duration::ZERO).unwrap();
     assert!(io.probe().is_ok());
 }
+
+#[test]
+fn unanswered_device_changes_are_flagged_for_the_owners_return() {
+    let io = Arc::new(owner_io());
+    // A read that fails changes nothing on the device: nothing to resume.
+    assert!(io.read("objects/aa/x.cold", 1, 0).is_err());
+    assert!(!io.take_missed_work());
+    // A delete the owner could not be asked for must be resumed once it is back.
+    assert!(io.delete("objects/aa/x.cold").is_err());
+    assert!(io.take_missed_work());
+    assert!(!io.take_missed_work(), "taking clears it");
+    // A registration reconciles the device, which resumes it: the flag is cleared.
+    assert!(io.delete("objects/aa/x.cold").is_err());
+    io.connect(3);
+    assert!(!io.take_missed_work());
+    // An answered call sets nothing.
+    let caller = {
+        let io = io.clone();
+        std::thread::spawn(move || io.delete("objects/aa/x.cold"))
+    };
+    serve_once(&io, 3, |_| OwnerIoOutcome::Deleted { existed: false });
+    assert_eq!(caller.join().unwrap(), Ok(false));
+    assert!(!io.take_missed_work());
+}
