@@ -51,6 +51,16 @@ pub enum ColdError {
     #[error("refusing to evict the hot replica of {key}: {reason}")]
     EvictionRefused { key: String, reason: String },
 
+    /// The payload is larger than the path that would carry it allows (a remote restore from
+    /// a storage owner without a staging region goes through crescentd's request body
+    /// limit). Retrying fails the same way until the configuration changes.
+    #[error("{what}: a payload of {length} bytes exceeds the limit of {limit} bytes")]
+    TooLargeToCarry {
+        what: String,
+        length: u64,
+        limit: u64,
+    },
+
     /// A bounded queue or table is full; the caller should retry later.
     #[error("{queue} is saturated: {reason}")]
     Backpressure { queue: &'static str, reason: String },
@@ -115,6 +125,7 @@ impl ColdError {
             | ColdError::RouteConflict { .. }
             | ColdError::EvictionRefused { .. } => "CONFLICT",
             ColdError::InsufficientCapacity { .. } | ColdError::Backpressure { .. } => "BUSY",
+            ColdError::TooLargeToCarry { .. } => "POLICY_UNSATISFIABLE",
             ColdError::DeviceNotEligible { .. } | ColdError::Io { .. } => "UNAVAILABLE",
             ColdError::ChecksumMismatch { .. }
             | ColdError::LengthMismatch { .. }
@@ -134,7 +145,8 @@ impl ColdError {
             | ColdError::NotFound { .. }
             | ColdError::Conflict { .. }
             | ColdError::InvalidTransition { .. }
-            | ColdError::EvictionRefused { .. } => ErrorClass::User,
+            | ColdError::EvictionRefused { .. }
+            | ColdError::TooLargeToCarry { .. } => ErrorClass::User,
             ColdError::InsufficientCapacity { .. }
             | ColdError::DeviceNotEligible { .. }
             | ColdError::RouteConflict { .. }

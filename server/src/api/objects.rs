@@ -42,8 +42,15 @@ pub async fn put_revoke(
     Ok(Reply(ops::put_revoke(&state, req)?))
 }
 
+/// On the blocking pool: a cold-only object's restore reads its device, or waits for the
+/// device's storage owner, whose poll needs a free HTTP worker to answer (run on a worker,
+/// a few concurrent restores could starve the owner's poll until it timed out).
 pub async fn get(state: State, Wire(req): Wire<GetRequest>) -> Result<Reply<GetReply>, HttpError> {
-    Ok(Reply(ops::get(&state, req)?))
+    let node = state.get_ref().clone();
+    let reply = web::block(move || ops::get(&node, req))
+        .await
+        .map_err(from_blocking)??;
+    Ok(Reply(reply))
 }
 
 pub async fn exist(
