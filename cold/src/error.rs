@@ -165,3 +165,21 @@ impl WireCoded for ColdError {
         self.code()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_payload_too_large_to_carry_is_a_user_error_naming_its_size() {
+        let e = ColdError::TooLargeToCarry {
+            what: "inline read of l from owner device d".into(),
+            length: 41_943_040,
+            limit: 16_711_680,
+        };
+        assert_eq!(e.code(), "POLICY_UNSATISFIABLE");
+        assert_eq!(e.class(), ErrorClass::User);
+        assert!(e.to_string().contains("41943040 bytes"), "{e}");
+        assert!(e.to_string().contains("16711680 bytes"), "{e}");
+    }
+}

@@ -181,6 +181,138 @@ impl OwnerDeviceIo {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crescent_wire::cold_owner::OwnerIoError;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    fn owner_io() -> Arc<OwnerDeviceIo> {
+        let counter = prometheus::IntCounterVec::new(
+            prometheus::Opts::new("owner_io_total", "test"),
+            &["work", "outcome"],
+        )
+        .unwrap();
+        Arc::new(OwnerDeviceIo::new("dev", "node-b", counter))
+    }
+
+    fn staged_outcome(token: u64) -> OwnerIoOutcome {
+        OwnerIoOutcome::Staged {
+            segment_id: "o/staging0".into(),
+            offset: 65536,
+            length: 40 << 20,
+            checksum: 9,
+            token,
+            expires_at_ms: 5_000,
+        }
+    }
+
+    /// Stages through the mailbox, the owner answering the `Stage` item with `answer`.
+    fn stage_answered(
+        io: &Arc<OwnerDeviceIo>,
+        answer: OwnerIoOutcome,
+    ) -> Result<StagedPayload, ColdError> {
+        let caller = {
+            let io = io.clone();
+            std::thread::spawn(move || io.stage("objects/aa/x.cold", 40 << 20, 9, 1_000))
+        };
+        let items = io
+            .poll(1, None, Vec::new(), Duration::from_secs(5))
+            .unwrap();
+        assert_eq!(
+            items[0].work,
+            OwnerIoWork::Stage {
+                locator: "objects/aa/x.cold".into(),
+                length: 40 << 20,
+                checksum: 9
+            }
+        );
+        io.poll(1, None, vec![(items[0].id, answer)], Duration::ZERO)
+            .unwrap();
+        caller.join().unwrap()
+    }
+
+    #[test]
+    fn a_stage_answers_a_staged_payload_naming_the_owner_and_its_ack_is_forwarded() {
+        let io = owner_io();
+        io.connect(1);
+        io.staging().set("10.0.0.2:7000", Some(&region(64 << 20)));
+        let staged = stage_answered(&io, staged_outcome((1 << 63) + 5)).unwrap();
+        assert_eq!(
+            staged,
+            StagedPayload {
+                version: STAGED_PAYLOAD_VERSION,
+                endpoint: "10.0.0.2:7000".into(),
+                segment_id: "o/staging0".into(),
+                offset: 65536,
+                length: 40 << 20,
+                checksum: 9,
+                token: (1 << 63) + 5,
+                expires_at_ms: 5_000,
+            }
+        );
+        assert!(io.staging().take((1 << 63) + 5));
+        io.release_staged(vec![(1 << 63) + 5]);
+        let items = io.poll(1, None, Vec::new(), Duration::ZERO).unwrap();
+        assert_eq!(
+            items[0].work,
+            OwnerIoWork::ReleaseStaged {
+                tokens: vec![(1 << 63) + 5]
+            }
+        );
+    }
+
+    #[test]
+    fn a_busy_owner_is_backpressure_and_a_mismatched_slot_is_refused_and_released() {
+        let io = owner_io();
+        io.connect(1);
+        io.staging().set("e", Some(&region(64 << 20)));
+        let busy = OwnerIoOutcome::Failed(OwnerIoError {
+            kind: "busy".into(),
+            message: "40 of 48 MiB in use".into(),
+            locator: String::new(),
+            expected: 0,
+            actual: 0,
+        });
+        assert_eq!(stage_answered(&io, busy).unwrap_err().code(), "BUSY");
+        let mut other = staged_outcome((1 << 63) + 6);
+        if let OwnerIoOutcome::Staged { checksum, .. } = &mut other {
+            *checksum = 10;
+        }
+        let err = stage_answered(&io, other).unwrap_err();
+        assert_eq!(err.code(), "UNAVAILABLE", "{err}");
+        assert!(!io.staging().take((1 << 63) + 6), "not handed to a reader");
+        let items = io.poll(1, None, Vec::new(), Duration::ZERO).unwrap();
+        assert_eq!(
+            items[0].work,
+            OwnerIoWork::ReleaseStaged {
+                tokens: vec![(1 << 63) + 6]
+            },
+            "the owner's slot is released at once"
+        );
+    }
+
+    #[test]
+    fn an_inline_read_beyond_the_body_limit_is_refused_naming_the_size() {
+        let io = owner_io();
+        let err = io
+            .read("objects/aa/x.cold", MAX_OWNER_INLINE_READ + 1, 0)
+            .unwrap_err();
+        assert_eq!(err.code(), "POLICY_UNSATISFIABLE", "{err}");
+        assert!(
+            err.to_string()
+                .contains(&format!("{} bytes", MAX_OWNER_INLINE_READ + 1)),
+            "{err}"
+        );
+        // Within it: the usual path (here: not connected).
+        assert_eq!(
+            io.read("objects/aa/x.cold", 10, 0).unwrap_err().code(),
+            "UNAVAILABLE"
+        );
+        // Without a region the owner is never asked to stage.
+        assert_eq!(
+            io.stage("l", 10, 0, 0).unwrap_err().code(),
+            "INVALID_ARGUMENT"
+        );
+    }
 
     fn region(capacity_bytes: u64) -> OwnerStagingRegion {
         OwnerStagingRegion {
