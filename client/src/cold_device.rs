@@ -18,8 +18,9 @@ use crescent_cold::local_dir::LocalDirDevice;
 use crescent_cold::{payload_checksum, ColdError, ColdOpId};
 use crescent_wire::cold_owner::{
     routes, OwnerDevicePollReply, OwnerDevicePollRequest, OwnerIoError, OwnerIoOutcome,
-    OwnerIoResult, OwnerIoWork, RegisterOwnerDeviceReply, RegisterOwnerDeviceRequest,
-    ScannedPayloadInfo, OWNER_DEVICE_WIRE_VERSION,
+    OwnerIoResult, OwnerIoWork, OwnerStagingRegion, RegisterOwnerDeviceReply,
+    RegisterOwnerDeviceRequest, ScannedPayloadInfo, OWNER_DEVICE_WIRE_VERSION,
+    OWNER_STAGING_VERSION,
 };
 use crescent_wire::ErrorCode;
 use tracing::Instrument;
@@ -27,6 +28,7 @@ use tracing::Instrument;
 use crate::client::CrescentClient;
 use crate::error::ClientError;
 use crate::failover::Retry;
+use crate::owner_staging::OwnerStaging;
 
 /// How often the owner probes its device (write, sync, read back, delete).
 const PROBE_EVERY: Duration = Duration::from_secs(2);
@@ -174,6 +176,20 @@ impl OwnerColdDevice {
         endpoint: &str,
         config: OwnerColdDeviceConfig,
     ) -> Result<Self, ClientError> {
+        Self::start_with_staging(client, owner_id, incarnation, endpoint, config, None).await
+    }
+
+    /// [`OwnerColdDevice::start`], announcing the owner's staging region (served at
+    /// `endpoint`): remote restores of this device's objects are then staged here and read
+    /// from this owner, not carried through crescentd.
+    pub async fn start_with_staging(
+        client: &CrescentClient,
+        owner_id: &str,
+        incarnation: u64,
+        endpoint: &str,
+        config: OwnerColdDeviceConfig,
+        staging: Option<Arc<OwnerStaging>>,
+    ) -> Result<Self, ClientError> {
         let io = LocalDirDevice::open(&config.device_id, &config.root)
             .map_err(|e| ClientError::InvalidArgument(format!("cold device: {e}")))?;
         let root = std::fs::canonicalize(&config.root)
@@ -190,10 +206,15 @@ impl OwnerColdDevice {
             capacity: config.capacity,
             tags: config.tags.clone(),
             schedulable: config.schedulable,
+            staging: staging.as_ref().map(|s| OwnerStagingRegion {
+                version: OWNER_STAGING_VERSION,
+                segment_id: s.segment_id().to_string(),
+                capacity_bytes: s.capacity_bytes(),
+            }),
         };
         client.register_owner_device(&register).await?;
         tracing::info!(device = %config.device_id, root = %register.root, "owner cold device registered");
-        let task = tokio::spawn(serve(client.clone(), Arc::new(io), register));
+        let task = tokio::spawn(serve(client.clone(), Arc::new(io), register, staging));
         Ok(Self {
             device_id: config.device_id,
             task,
@@ -217,6 +238,7 @@ async fn serve(
     client: CrescentClient,
     io: Arc<LocalDirDevice>,
     register: RegisterOwnerDeviceRequest,
+    staging: Option<Arc<OwnerStaging>>,
 ) {
     let kill_at = OwnerKillPoint::from_env();
     let mut results: Vec<OwnerIoResult> = Vec::new();
@@ -231,6 +253,10 @@ async fn serve(
                 Err(e) => Some(format!("probe task failed: {e}")),
             };
             probed = Some(Instant::now());
+        }
+        if let Some(staging) = &staging {
+            // Fences the tokens of readers that never acked (at least once per poll wait).
+            staging.expire(now_ms());
         }
         let req = OwnerDevicePollRequest {
             version: OWNER_DEVICE_WIRE_VERSION,
@@ -250,7 +276,10 @@ async fn serve(
                 );
                 for item in reply.items {
                     let started = Instant::now();
-                    let outcome = perform(&client, &io, item.work, kill_at).await;
+                    let outcome = match perform_staging(staging.as_ref(), &io, &item.work).await {
+                        Some(outcome) => outcome,
+                        None => perform(&client, &io, item.work, kill_at).await,
+                    };
                     tracing::debug!(
                         took_ms = started.elapsed().as_millis() as u64,
                         "cold device work performed"
@@ -400,7 +429,63 @@ fn blocking_io(io: &LocalDirDevice, work: OwnerIoWork) -> Result<OwnerIoOutcome,
             count: io.remove_stale_temps()? as u64,
         },
         OwnerIoWork::Write { .. } => unreachable!("writes are performed by `write`"),
+        // Sent only to an owner that registered a staging region (`perform_staging`).
+        OwnerIoWork::Stage { .. } | OwnerIoWork::ReleaseStaged { .. } => {
+            return Err(ColdError::InvalidArgument {
+                field: "work",
+                reason: "this owner has no staging region".into(),
+            })
+        }
     })
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(1, |d| d.as_millis() as u64)
+}
+
+/// Performs the staging work (`Stage`, `ReleaseStaged`) when this owner has a staging region;
+/// `None` for any other work (and without a region: `perform` refuses it).
+async fn perform_staging(
+    staging: Option<&Arc<OwnerStaging>>,
+    io: &Arc<LocalDirDevice>,
+    work: &OwnerIoWork,
+) -> Option<OwnerIoOutcome> {
+    let staging = staging?.clone();
+    match work {
+        OwnerIoWork::Stage {
+            locator,
+            length,
+            checksum,
+        } => {
+            let (io, locator, length, checksum) = (io.clone(), locator.clone(), *length, *checksum);
+            let staged = tokio::task::spawn_blocking(move || {
+                staging
+                    .stage(&io, &locator, length, checksum, now_ms())
+                    .map(|slot| OwnerIoOutcome::Staged {
+                        segment_id: staging.segment_id().to_string(),
+                        offset: slot.offset,
+                        length: slot.length,
+                        checksum,
+                        token: slot.token,
+                        expires_at_ms: slot.expires_at_ms as i64,
+                    })
+            })
+            .await
+            .unwrap_or_else(|e| {
+                Err(ColdError::InvalidArgument {
+                    field: "work",
+                    reason: format!("the staging task failed: {e}"),
+                })
+            });
+            Some(staged.unwrap_or_else(|e| OwnerIoOutcome::Failed(error_to_wire(&e))))
+        }
+        OwnerIoWork::ReleaseStaged { tokens } => Some(OwnerIoOutcome::StagedReleased {
+            released: staging.release(tokens, now_ms()),
+        }),
+        _ => None,
+    }
 }
 
 /// The report of a failed piece of IO (crescentd maps `kind` back to the same error).
@@ -425,6 +510,7 @@ pub fn error_to_wire(e: &ColdError) -> OwnerIoError {
         ColdError::PayloadMissing { locator } => ("payload_missing", locator.clone(), 0, 0),
         ColdError::Conflict { id, .. } => ("conflict", id.clone(), 0, 0),
         ColdError::InvalidArgument { .. } => ("invalid_argument", String::new(), 0, 0),
+        ColdError::Backpressure { .. } => ("busy", String::new(), 0, 0),
         _ => ("io", String::new(), 0, 0),
     };
     OwnerIoError {

@@ -30,6 +30,7 @@ mod lease;
 pub mod metrics;
 pub mod options;
 pub mod owner;
+pub mod owner_staging;
 pub mod ownership;
 pub mod rebuild;
 mod rpc;

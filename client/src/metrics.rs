@@ -23,6 +23,8 @@ pub struct ClientMetrics {
     pub(crate) transport: TransportMetrics,
     pub(crate) rebuild: RebuildMetrics,
     pub(crate) failover: FailoverMetrics,
+    /// The owner's remote-restore staging region (`crate::owner_staging`).
+    pub(crate) owner_staging: crate::owner_staging::OwnerStagingMetrics,
 }
 
 /// Metrics of the rebuild roles: the owner's replay and the writer's owner notices.
@@ -230,6 +232,7 @@ impl ClientMetrics {
             transport: TransportMetrics::unregistered(),
             rebuild: RebuildMetrics::unregistered(),
             failover: FailoverMetrics::unregistered(),
+            owner_staging: crate::owner_staging::OwnerStagingMetrics::unregistered(),
         }
     }
 
@@ -245,6 +248,7 @@ impl ClientMetrics {
         registry.register(Box::new(m.reregistrations.clone()))?;
         m.rebuild.register(registry)?;
         m.failover.register(registry)?;
+        m.owner_staging.register(registry)?;
         Ok(m)
     }
 

@@ -60,6 +60,12 @@ pub struct OwnerConfig {
     /// Cold devices this owner serves (`--cold-device`): crescentd drives them, this
     /// process performs their IO.
     pub cold_devices: Vec<crate::cold_device::OwnerColdDeviceConfig>,
+    /// Bytes of the remote-restore staging region served beside the segment when this owner
+    /// has cold devices (`--cold-staging-bytes`; 0: none, remote restores of this owner's
+    /// objects then carry the payload through crescentd, bounded by its body limit).
+    pub cold_staging_bytes: u64,
+    /// How long a remote reader may hold a staged payload before its token is fenced.
+    pub cold_staging_ttl_ms: u64,
 }
 
 impl Default for OwnerConfig {
@@ -75,6 +81,8 @@ impl Default for OwnerConfig {
             watch: WatchConfig::default(),
             resident: false,
             cold_devices: Vec::new(),
+            cold_staging_bytes: crate::owner_staging::DEFAULT_OWNER_STAGING_BYTES,
+            cold_staging_ttl_ms: crate::owner_staging::DEFAULT_OWNER_STAGING_TTL_MS,
         }
     }
 }
@@ -117,6 +125,8 @@ pub struct Owner {
     unmount_timeout: Duration,
     /// The cold devices served (their IO loops stop when this is dropped).
     cold_devices: Vec<crate::cold_device::OwnerColdDevice>,
+    /// The remote-restore staging region of the cold devices (served on `transport`).
+    cold_staging: Option<Arc<crate::owner_staging::OwnerStaging>>,
 }
 
 fn now_ms() -> u64 {
@@ -139,6 +149,32 @@ pub fn check_owner_id(id: &str) -> Result<(), ClientError> {
         )));
     }
     Ok(())
+}
+
+/// Allocates the cold devices' staging region and serves it on the owner's listener.
+fn start_cold_staging(
+    client: &CrescentClient,
+    transport: &TcpTransport,
+    owner_id: &str,
+    bytes: u64,
+    ttl_ms: u64,
+) -> Result<Arc<crate::owner_staging::OwnerStaging>, ClientError> {
+    use crate::owner_staging::{first_owner_staging_id, staging_segment_id_for, OwnerStaging};
+    let staging = OwnerStaging::new(
+        staging_segment_id_for(owner_id),
+        bytes,
+        ttl_ms,
+        client.data.metrics.owner_staging.clone(),
+        first_owner_staging_id(now_ms()),
+    )
+    .map_err(|e| ClientError::InvalidArgument(format!("cold staging region: {e}")))?;
+    transport.serve_segment(staging.segment_id(), staging.region())?;
+    tracing::info!(
+        segment = staging.segment_id(),
+        bytes = staging.capacity_bytes(),
+        "owner remote-restore staging region served"
+    );
+    Ok(Arc::new(staging))
 }
 
 /// The id of an owner's segment.
@@ -232,15 +268,26 @@ impl Owner {
             let mut heartbeat = AbortOnDrop(heartbeat);
             let _ = (&mut heartbeat.0).await;
         });
+        let cold_staging = match config.cold_devices.is_empty() || config.cold_staging_bytes == 0 {
+            true => None,
+            false => Some(start_cold_staging(
+                client,
+                &transport,
+                &owner_id,
+                config.cold_staging_bytes,
+                config.cold_staging_ttl_ms,
+            )?),
+        };
         let mut cold_devices = Vec::with_capacity(config.cold_devices.len());
         for device in config.cold_devices {
             cold_devices.push(
-                crate::cold_device::OwnerColdDevice::start(
+                crate::cold_device::OwnerColdDevice::start_with_staging(
                     client,
                     &owner_id,
                     incarnation,
                     &endpoint,
                     device,
+                    cold_staging.clone(),
                 )
                 .await?,
             );
@@ -259,7 +306,13 @@ impl Owner {
             state,
             unmount_timeout: config.unmount_timeout,
             cold_devices,
+            cold_staging,
         })
+    }
+
+    /// The remote-restore staging region of this owner's cold devices, if any.
+    pub fn cold_staging(&self) -> Option<&Arc<crate::owner_staging::OwnerStaging>> {
+        self.cold_staging.as_ref()
     }
 
     pub fn owner_id(&self) -> &str {
@@ -344,6 +397,9 @@ impl Owner {
             }
         }
         self.transport.set_notify_handler(None);
+        if let Some(staging) = self.cold_staging.take() {
+            let _ = self.transport.withdraw_segment(staging.segment_id());
+        }
         self.transport.withdraw_segment(&self.segment_id)?;
         let dropped = self.table.forget_segment(&self.segment_id);
         tracing::info!(owner_id = %self.owner_id, dropped, "storage owner stopped");

@@ -64,12 +64,15 @@ fn an_owner_device_offloads_restores_and_reclaims_through_its_owner() {
     assert_eq!((restore.count("local"), restore.count("fallback")), (1, 0));
     assert_eq!(node.metric("crescent_cold_backing_refs_total"), 1.0);
     drop(client);
-    // Remote: once cold-only again, crescentd asks the owner to read and verify (and checks
-    // again on arrival).
+    // Remote: once cold-only again, crescentd asks the owner to read and verify: into the
+    // owner's staging region, which the reader reads from (`cold_owner_restore.rs`), or
+    // inline (checked again on arrival).
     node.wait_for("the promotion", || node.replicas("k") == 1);
     evict_hot(&node, "k");
-    let reads =
-        |node: &Node| node.metric("crescent_cold_owner_io_total{outcome=\"ok\",work=\"read\"}");
+    let reads = |node: &Node| {
+        node.metric("crescent_cold_owner_io_total{outcome=\"ok\",work=\"read\"}")
+            + node.metric("crescent_cold_owner_io_total{outcome=\"ok\",work=\"stage\"}")
+    };
     let before = reads(&node);
     let (code, out, err) =
         common::crescent(&node.s(), &["--no-local-cold-restore", "get", "k"], None);

@@ -51,6 +51,16 @@ pub enum ColdError {
     #[error("refusing to evict the hot replica of {key}: {reason}")]
     EvictionRefused { key: String, reason: String },
 
+    /// The payload is larger than the path that would carry it allows (a remote restore from
+    /// a storage owner without a staging region goes through crescentd's request body
+    /// limit). Retrying fails the same way until the configuration changes.
+    #[error("{what}: a payload of {length} bytes exceeds the limit of {limit} bytes")]
+    TooLargeToCarry {
+        what: String,
+        length: u64,
+        limit: u64,
+    },
+
     /// A bounded queue or table is full; the caller should retry later.
     #[error("{queue} is saturated: {reason}")]
     Backpressure { queue: &'static str, reason: String },
@@ -115,6 +125,7 @@ impl ColdError {
             | ColdError::RouteConflict { .. }
             | ColdError::EvictionRefused { .. } => "CONFLICT",
             ColdError::InsufficientCapacity { .. } | ColdError::Backpressure { .. } => "BUSY",
+            ColdError::TooLargeToCarry { .. } => "POLICY_UNSATISFIABLE",
             ColdError::DeviceNotEligible { .. } | ColdError::Io { .. } => "UNAVAILABLE",
             ColdError::ChecksumMismatch { .. }
             | ColdError::LengthMismatch { .. }
@@ -134,7 +145,8 @@ impl ColdError {
             | ColdError::NotFound { .. }
             | ColdError::Conflict { .. }
             | ColdError::InvalidTransition { .. }
-            | ColdError::EvictionRefused { .. } => ErrorClass::User,
+            | ColdError::EvictionRefused { .. }
+            | ColdError::TooLargeToCarry { .. } => ErrorClass::User,
             ColdError::InsufficientCapacity { .. }
             | ColdError::DeviceNotEligible { .. }
             | ColdError::RouteConflict { .. }
@@ -151,5 +163,23 @@ impl ColdError {
 impl WireCoded for ColdError {
     fn wire_code(&self) -> &'static str {
         self.code()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_payload_too_large_to_carry_is_a_user_error_naming_its_size() {
+        let e = ColdError::TooLargeToCarry {
+            what: "inline read of l from owner device d".into(),
+            length: 41_943_040,
+            limit: 16_711_680,
+        };
+        assert_eq!(e.code(), "POLICY_UNSATISFIABLE");
+        assert_eq!(e.class(), ErrorClass::User);
+        assert!(e.to_string().contains("41943040 bytes"), "{e}");
+        assert!(e.to_string().contains("16711680 bytes"), "{e}");
     }
 }

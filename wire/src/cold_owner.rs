@@ -34,7 +34,25 @@ pub struct RegisterOwnerDeviceRequest {
     #[serde(default)]
     pub tags: Vec<String>,
     pub schedulable: bool,
+    /// The owner's remote-restore staging region (optional; absent from an older owner or
+    /// one started with `--cold-staging-bytes 0`). Its presence is what tells crescentd that
+    /// this owner performs [`OwnerIoWork::Stage`] and [`OwnerIoWork::ReleaseStaged`]; an
+    /// owner without it only ever gets the version-1 work kinds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub staging: Option<OwnerStagingRegion>,
 }
+
+/// An owner's staging region: a segment its transfer listener serves (at the registration's
+/// `endpoint`), whose slots hold verified payloads for remote readers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OwnerStagingRegion {
+    pub version: u32,
+    pub segment_id: String,
+    pub capacity_bytes: u64,
+}
+
+/// Version of [`OwnerStagingRegion`] and of the staging work kinds.
+pub const OWNER_STAGING_VERSION: u32 = 1;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RegisterOwnerDeviceReply {
@@ -94,6 +112,21 @@ pub enum OwnerIoWork {
     },
     Scan,
     RemoveStaleTemps,
+    /// Read and verify the payload at `locator` into a slot of the owner's staging region
+    /// for one remote reader (sent only to an owner that registered a staging region).
+    /// Answered [`OwnerIoOutcome::Staged`], or `Failed` with kind `busy` when the region is
+    /// saturated (explicit backpressure) or the payload's own error kind.
+    Stage {
+        locator: String,
+        length: u64,
+        checksum: u32,
+    },
+    /// Remote readers are done with these staged tokens (acked through crescentd): their
+    /// reader and transfer pins are released. Idempotent; late and unknown tokens change
+    /// nothing. Answered [`OwnerIoOutcome::StagedReleased`].
+    ReleaseStaged {
+        tokens: Vec<u64>,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -130,6 +163,20 @@ pub enum OwnerIoOutcome {
         count: u64,
     },
     Failed(OwnerIoError),
+    /// The verified payload lies at `offset` of the owner's staging segment `segment_id`;
+    /// `token` is the reader's claim, valid until `expires_at_ms` (the owner's clock).
+    Staged {
+        segment_id: String,
+        offset: u64,
+        length: u64,
+        checksum: u32,
+        token: u64,
+        expires_at_ms: i64,
+    },
+    /// How many of the tokens released a live reader pin now.
+    StagedReleased {
+        released: u64,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -141,7 +188,7 @@ pub struct ScannedPayloadInfo {
 
 /// A failed piece of IO. `kind` is the cold error's kind (`checksum_mismatch`,
 /// `length_mismatch`, `corrupt_file`, `payload_missing`, `conflict`, `invalid_argument`,
-/// `io`), so crescentd answers the reader with the same code the local path would.
+/// `busy` (a saturated staging region), `io`), so crescentd answers the reader with the same code the local path would.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OwnerIoError {
     pub kind: String,
@@ -226,5 +273,101 @@ mod tests {
         let bare = r#"{"version":1,"owner_id":"o","incarnation":1,"device_id":"d"}"#;
         let bare: OwnerDevicePollRequest = serde_json::from_str(bare).unwrap();
         assert!(bare.results.is_empty() && bare.probe_error.is_none());
+    }
+
+    fn registration(staging: Option<OwnerStagingRegion>) -> RegisterOwnerDeviceRequest {
+        RegisterOwnerDeviceRequest {
+            version: OWNER_DEVICE_WIRE_VERSION,
+            owner_id: "o".into(),
+            incarnation: 3,
+            endpoint: "127.0.0.1:1".into(),
+            device_id: "d".into(),
+            root: "/r".into(),
+            capacity: 10,
+            tags: vec![],
+            schedulable: true,
+            staging,
+        }
+    }
+
+    #[test]
+    fn staging_work_and_registration_round_trip_and_stay_compatible() {
+        let with = registration(Some(OwnerStagingRegion {
+            version: OWNER_STAGING_VERSION,
+            segment_id: "o/staging0".into(),
+            capacity_bytes: 64 << 20,
+        }));
+        let bytes = rmp_serde::to_vec_named(&with).unwrap();
+        assert_eq!(
+            rmp_serde::from_slice::<RegisterOwnerDeviceRequest>(&bytes).unwrap(),
+            with
+        );
+        // An older owner's registration (no staging field) decodes as "no staging region",
+        // and a registration without one does not carry the field at all.
+        let without = registration(None);
+        let json = serde_json::to_string(&without).unwrap();
+        assert!(!json.contains("staging"), "{json}");
+        assert_eq!(
+            serde_json::from_str::<RegisterOwnerDeviceRequest>(&json).unwrap(),
+            without
+        );
+        let reply = OwnerDevicePollReply {
+            version: OWNER_DEVICE_WIRE_VERSION,
+            items: vec![
+                OwnerIoItem {
+                    id: 4,
+                    work: OwnerIoWork::Stage {
+                        locator: "ab/cd.cold".into(),
+                        length: 40 << 20,
+                        checksum: 0xdead_beef,
+                    },
+                },
+                OwnerIoItem {
+                    id: 5,
+                    work: OwnerIoWork::ReleaseStaged {
+                        tokens: vec![1 << 63, (1 << 63) + 1],
+                    },
+                },
+            ],
+        };
+        let bytes = rmp_serde::to_vec_named(&reply).unwrap();
+        assert_eq!(
+            rmp_serde::from_slice::<OwnerDevicePollReply>(&bytes).unwrap(),
+            reply
+        );
+        let req = OwnerDevicePollRequest {
+            version: OWNER_DEVICE_WIRE_VERSION,
+            owner_id: "o".into(),
+            incarnation: 3,
+            device_id: "d".into(),
+            probe_error: None,
+            results: vec![
+                OwnerIoResult {
+                    id: 4,
+                    outcome: OwnerIoOutcome::Staged {
+                        segment_id: "o/staging0".into(),
+                        offset: 65536,
+                        length: 40 << 20,
+                        checksum: 0xdead_beef,
+                        token: 1 << 63,
+                        expires_at_ms: 1_700_000_000_000,
+                    },
+                },
+                OwnerIoResult {
+                    id: 5,
+                    outcome: OwnerIoOutcome::StagedReleased { released: 1 },
+                },
+            ],
+        };
+        let json = serde_json::to_string(&req).unwrap();
+        assert_eq!(
+            serde_json::from_str::<OwnerDevicePollRequest>(&json).unwrap(),
+            req
+        );
+        let bytes = rmp_serde::to_vec_named(&req).unwrap();
+        assert_eq!(
+            rmp_serde::from_slice::<OwnerDevicePollRequest>(&bytes).unwrap(),
+            req
+        );
     }
 }

@@ -48,6 +48,10 @@ pub struct BenchRestoreArgs {
     /// passes keep `count` fresh buffers.
     #[arg(long, conflicts_with = "batch")]
     pub reuse: bool,
+    /// The cold device the objects must land on (e.g. a storage owner's device; placement
+    /// chooses, so make the other devices unschedulable). Default: the first listed.
+    #[arg(long)]
+    pub device: Option<String>,
 }
 
 /// One round's two passes.
@@ -125,10 +129,17 @@ pub async fn bench_restore(
         return Err(invalid("size, count and rounds must be greater than 0"));
     }
     let devices = client.cold_devices().await?;
-    let device = devices
-        .devices
-        .first()
-        .ok_or_else(|| invalid("the server has no cold device"))?;
+    let device = match &args.device {
+        Some(id) => devices
+            .devices
+            .iter()
+            .find(|d| &d.id == id)
+            .ok_or_else(|| invalid(format!("the server has no cold device {id:?}")))?,
+        None => devices
+            .devices
+            .first()
+            .ok_or_else(|| invalid("the server has no cold device"))?,
+    };
     let root = PathBuf::from(&device.root);
     if !root.join("DEVICE").exists() {
         return Err(invalid(format!(
@@ -148,6 +159,15 @@ pub async fn bench_restore(
         for i in 0..args.count {
             client.put(&key(r, i), &value(args.size, r, i)).await?;
             let stat = client.offload(&key(r, i)).await?;
+            let placed = stat.cold.as_ref().map(|c| c.device_id.as_str());
+            if placed != Some(device.id.as_str()) {
+                return Err(invalid(format!(
+                    "{} was offloaded to {placed:?}, not {:?}: make the other devices \
+                     unschedulable",
+                    key(r, i),
+                    device.id
+                )));
+            }
             let locator = stat
                 .cold
                 .and_then(|c| c.locator)

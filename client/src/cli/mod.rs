@@ -118,6 +118,13 @@ pub enum Command {
         /// crescentd places and drives it; this process performs its IO.
         #[arg(long = "cold-device", value_parser = crate::cold_device::OwnerColdDeviceConfig::parse)]
         cold_device: Vec<crate::cold_device::OwnerColdDeviceConfig>,
+        /// Bytes of the staging region remote restores of this owner's cold devices are
+        /// read from (K, M, G suffixes; 0: none, the payload then goes through crescentd).
+        #[arg(long, value_parser = parse_size, default_value = "128M")]
+        cold_staging_bytes: u64,
+        /// How long a remote reader may hold a staged payload (ms) before it is fenced.
+        #[arg(long, default_value_t = crate::owner_staging::DEFAULT_OWNER_STAGING_TTL_MS)]
+        cold_staging_ttl_ms: u64,
     },
     /// Cold tier devices.
     Cold {

@@ -233,6 +233,8 @@ pub(super) async fn run(cli: Cli) -> Result<u8, ClientError> {
             id,
             resident,
             cold_device,
+            cold_staging_bytes,
+            cold_staging_ttl_ms,
         } => {
             let owner = Owner::start(
                 &client,
@@ -243,6 +245,8 @@ pub(super) async fn run(cli: Cli) -> Result<u8, ClientError> {
                     advertise,
                     resident,
                     cold_devices: cold_device,
+                    cold_staging_bytes,
+                    cold_staging_ttl_ms,
                     ..OwnerConfig::default()
                 },
             )

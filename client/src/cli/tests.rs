@@ -114,8 +114,14 @@ fn owner_and_bench_arguments() {
             id,
             resident,
             cold_device,
+            cold_staging_bytes,
+            cold_staging_ttl_ms,
         } => {
             assert!(cold_device.is_empty());
+            assert_eq!(
+                (cold_staging_bytes, cold_staging_ttl_ms),
+                (128 << 20, 5_000)
+            );
             assert_eq!(size, 64 << 20);
             assert_eq!(listen, "0.0.0.0:9000");
             assert_eq!(advertise.as_deref(), Some("10.0.0.1:9000"));

@@ -44,6 +44,8 @@ pub async fn put_revoke(
     Ok(Reply(ops::put_revoke(&state, req)?))
 }
 
+/// A cold-only object's restore may wait for the device's storage owner, whose poll needs a
+/// free HTTP worker to answer: see [`off_worker_if_owner_io`].
 pub async fn get(state: State, Wire(req): Wire<GetRequest>) -> Result<Reply<GetReply>, HttpError> {
     Ok(Reply(
         off_worker_if_owner_io(state, move |s| ops::get(s, req)).await?,

@@ -14,6 +14,7 @@ pub mod maintenance;
 pub mod ops;
 pub mod owner_device;
 pub mod owner_io;
+pub mod owner_staged;
 pub mod promotion;
 pub mod restore;
 pub mod restore_batch;

@@ -127,6 +127,7 @@ impl ColdTier {
         };
         let io = device.owner_io.clone().expect("an owner device");
         io.connect(req.incarnation);
+        io.staging().set(&req.endpoint, req.staging.as_ref());
         self.observe_devices();
         // Reconcile with the owner's help once it polls (it does right after this reply).
         let me = state.clone();

@@ -106,6 +106,8 @@ pub struct OwnerDeviceIo {
     /// owner was not connected or went silent; the owner's return must resume it
     /// ([`OwnerDeviceIo::take_missed_work`]).
     missed_work: AtomicBool,
+    /// The owner's staging region, if it registered one (`super::owner_staged`).
+    pub(super) staging: super::owner_staged::OwnerStagingLink,
 }
 
 fn not_connected(device_id: &str, owner_id: &str, why: &str) -> ColdError {
@@ -124,6 +126,7 @@ impl OwnerDeviceIo {
             changed: Condvar::new(),
             counter,
             missed_work: AtomicBool::new(false),
+            staging: Default::default(),
         }
     }
 
@@ -133,6 +136,35 @@ impl OwnerDeviceIo {
     /// registration follows); a registration reconciles anyway, and clears it.
     pub fn take_missed_work(&self) -> bool {
         self.missed_work.swap(false, Ordering::AcqRel)
+    }
+
+    /// What crescentd knows of the owner's staging region (set at each registration).
+    pub fn staging(&self) -> &super::owner_staged::OwnerStagingLink {
+        &self.staging
+    }
+
+    /// Sends `work` and waits for its outcome (the staging work of `super::owner_staged`).
+    pub(super) fn call_work(&self, work: OwnerIoWork) -> Result<OwnerIoOutcome, ColdError> {
+        self.call(work)
+    }
+
+    /// Queues `work` without waiting for its outcome (nobody waits: its answer is dropped,
+    /// and it is not offered again if lost). Dropped at once when the owner is not connected.
+    pub(super) fn post_work(&self, work: OwnerIoWork) {
+        let name = work_name(&work);
+        let mut m = self.mailbox.lock().expect("owner mailbox");
+        if !Self::connected(&m) {
+            self.counter
+                .with_label_values(&[name, "not_connected"])
+                .inc();
+            return;
+        }
+        m.next_id += 1;
+        let id = m.next_id;
+        m.queued.push_back(OwnerIoItem { id, work });
+        drop(m);
+        self.changed.notify_all();
+        self.counter.with_label_values(&[name, "posted"]).inc();
     }
 
     pub fn owner_id(&self) -> &str {
@@ -220,7 +252,8 @@ impl OwnerDeviceIo {
             Ok(OwnerIoOutcome::Failed(_)) => "failed",
             Ok(_) => "ok",
             Err(_) => {
-                if name != "read" {
+                // Reads and the staging of a read change nothing on the device.
+                if !matches!(name, "read" | "stage" | "release_staged") {
                     self.missed_work.store(true, Ordering::Release);
                 }
                 "not_connected"
@@ -293,6 +326,8 @@ fn work_name(work: &OwnerIoWork) -> &'static str {
         OwnerIoWork::Delete { .. } => "delete",
         OwnerIoWork::Scan => "scan",
         OwnerIoWork::RemoveStaleTemps => "remove_stale_temps",
+        OwnerIoWork::Stage { .. } => "stage",
+        OwnerIoWork::ReleaseStaged { .. } => "release_staged",
     }
 }
 
@@ -321,6 +356,10 @@ pub fn error_from_wire(device_id: &str, e: OwnerIoError) -> ColdError {
         },
         "invalid_argument" => ColdError::InvalidArgument {
             field: "owner device work",
+            reason: e.message,
+        },
+        "busy" => ColdError::Backpressure {
+            queue: "owner restore staging",
             reason: e.message,
         },
         _ => ColdError::Io {
@@ -388,6 +427,21 @@ impl ColdIo for OwnerDeviceIo {
         expected_length: u64,
         expected_checksum: u32,
     ) -> Result<Vec<u8>, ColdError> {
+        let limit = super::owner_staged::MAX_OWNER_INLINE_READ;
+        if expected_length > limit {
+            // It would not fit the owner's poll body: refused here, named, rather than the
+            // poll failing at crescentd's body limit and the read timing out.
+            return Err(ColdError::TooLargeToCarry {
+                what: format!(
+                    "inline read of {locator} from owner device {} (larger payloads are \
+                     restored through the owner's staging region, by a reader that accepts \
+                     a staged payload)",
+                    self.device_id
+                ),
+                length: expected_length,
+                limit,
+            });
+        }
         let work = OwnerIoWork::Read {
             locator: locator.to_string(),
             length: expected_length,

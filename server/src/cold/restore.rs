@@ -138,6 +138,18 @@ pub fn restore_get(
             });
         }
     }
+    if accept_staged {
+        if let Some(staged) = stage_on_owner(state, tier, &route)? {
+            offer_promotion(tier, id, &route);
+            return Ok(GetReply {
+                staged: Some(staged),
+                inline: None,
+                replicas: Vec::new(),
+                cold_backing: None,
+                ..reply
+            });
+        }
+    }
     if let (true, Some(io)) = (accept_staged, staging_io(tier, &route)) {
         if let Some(staging) = crate::embedded::staging_of(state) {
             let started = Instant::now();
@@ -173,6 +185,63 @@ pub fn restore_get(
     let bytes = tier.read_verified(&route)?;
     offer_promotion(tier, id, &route);
     Ok(inline_reply(reply, bytes))
+}
+
+/// A remote restore of a backing on a storage owner's device through the OWNER's staging
+/// region (`super::owner_staged`): the owner reads and verifies the payload into its region
+/// and the reader pulls it from the owner. `None`: not an owner device, no region on the
+/// owner (or too small for it), or a payload below `staging_min_bytes`; the caller goes on
+/// (inline). A saturated owner region is BUSY for a payload too large to carry inline (the
+/// reader retries), otherwise counted and answered inline.
+fn stage_on_owner(
+    state: &NodeState,
+    tier: &ColdTier,
+    route: &ObjectRoute,
+) -> Result<Option<crescent_wire::store::StagedPayload>, ColdError> {
+    let Some(ActiveColdBacking::Materialized {
+        device_id,
+        locator,
+        length,
+        checksum,
+        ..
+    }) = &route.cold
+    else {
+        return Ok(None);
+    };
+    let Ok(device) = tier.device(device_id) else {
+        return Ok(None);
+    };
+    let Some(owner) = device.owner_io.clone() else {
+        return Ok(None);
+    };
+    if *length < tier.restore.staging.min_bytes || !owner.staging().can_stage(*length) {
+        return Ok(None);
+    }
+    // Refused (UNAVAILABLE) when the device is not readable, as the inline path would.
+    tier.readable_io(device_id)?;
+    let _span = tracing::debug_span!("cold.stage_on_owner", length).entered();
+    let started = Instant::now();
+    let staged = owner.stage(locator, *length, *checksum, state.now_ms());
+    match staged {
+        Ok(staged) => {
+            tier.metrics.restore_finished(started.elapsed(), Ok(()));
+            Ok(Some(staged))
+        }
+        Err(ColdError::Backpressure { queue, reason }) => {
+            tier.metrics
+                .backpressure
+                .with_label_values(&["owner_restore_staging"])
+                .inc();
+            if *length <= super::owner_staged::MAX_OWNER_INLINE_READ {
+                return Ok(None);
+            }
+            Err(ColdError::Backpressure { queue, reason })
+        }
+        Err(e) => {
+            tier.metrics.restore_finished(started.elapsed(), Err(&e));
+            Err(e)
+        }
+    }
 }
 
 /// The IO of the readable device holding the route's materialized backing: what the

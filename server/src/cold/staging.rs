@@ -468,12 +468,57 @@ pub fn ack_released(
     if releases.iter().all(|r| r.staged_token.is_none()) {
         return;
     }
+    // Tokens of a storage owner's staging region are forwarded to that owner; they never
+    // collide with crescentd's own (the owner's have the top bit set).
+    let tokens = releases.iter().filter_map(|r| r.staged_token);
+    let (owner_tokens, own_tokens): (Vec<u64>, Vec<u64>) =
+        tokens.partition(|t| *t >= OWNER_TOKEN_BIT);
+    if !owner_tokens.is_empty() {
+        if let Some(tier) = state.cold.get() {
+            forward_owner_acks(tier, owner_tokens);
+        }
+    }
+    if own_tokens.is_empty() {
+        return;
+    }
     let Some(staging) = crate::embedded::staging_of(state) else {
         return;
     };
     let now = state.now_ms();
-    for token in releases.iter().filter_map(|r| r.staged_token) {
+    for token in own_tokens {
         staging.ack(token, now);
+    }
+}
+
+/// The bit every token of an owner's staging region carries (`crescent_client::owner_staging`
+/// seeds its pool with it); crescentd's own pool counts from `now_ms << 16`, below it.
+pub const OWNER_TOKEN_BIT: u64 = 1 << 63;
+
+/// Forwards readers' acks to the owners that issued the tokens (one `ReleaseStaged` per
+/// owner device); a token no device remembers is counted unknown and dropped (the owner's
+/// expiry frees its slot).
+fn forward_owner_acks(tier: &super::ColdTier, tokens: Vec<u64>) {
+    let devices: Vec<_> = tier
+        .all_devices()
+        .into_iter()
+        .filter_map(|d| d.owner_io.clone())
+        .collect();
+    let mut unknown = 0u64;
+    let mut by_device: Vec<Vec<u64>> = vec![Vec::new(); devices.len()];
+    for token in tokens {
+        match devices.iter().position(|io| io.staging().take(token)) {
+            Some(i) => by_device[i].push(token),
+            None => unknown += 1,
+        }
+    }
+    for (io, tokens) in devices.iter().zip(by_device) {
+        io.release_staged(tokens);
+    }
+    if unknown > 0 {
+        tracing::debug!(
+            unknown,
+            "acks of owner staged tokens no owner device remembers"
+        );
     }
 }
 
