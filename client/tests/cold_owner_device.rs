@@ -205,7 +205,20 @@ fn cold_ls_answers_while_an_offload_waits_for_a_stopped_owner() {
     node.wait_for("the device to settle", || {
         owner_device(&node)["busy"].is_null()
     });
-    let stat = node.ok(&["offload", "k"], None);
+    // The row may still say healthy from before the stall (the probe counts failures before
+    // it marks a device down), while the resumed owner has not polled again yet: until it
+    // does, an offload is refused as not connected, and then it goes through.
+    let mut stat = serde_json::Value::Null;
+    node.wait_for("an offload once the owner polls again", || {
+        let (code, v) = node.cli(&["offload", "k"], None);
+        if code == 0 {
+            stat = v;
+            return true;
+        }
+        let message = v["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains("not connected"), "{v}");
+        false
+    });
     assert_eq!(stat["cold"]["device_id"], "ob", "{stat}");
     evict_hot(&node, "k");
     assert_eq!(node.get("k").unwrap(), data);
