@@ -56,6 +56,50 @@ fn free_port() -> u16 {
         .port()
 }
 
+/// Waits until the crescentd just spawned (`proc`, logging to `log` from byte `log_from` on)
+/// listens on `addr`: its own log says it bound the address, and the address answers. A
+/// connect alone could reach another process that took the port between `free_port` and the
+/// bind (an owner's transfer listener, another test's RPC listener), while ours failed to
+/// bind. `false` when the child exited (port taken, crash): the caller tries another port.
+fn wait_listening(proc: &mut Proc, addr: SocketAddr, log: &Path, log_from: u64) -> bool {
+    use std::io::{Read, Seek, SeekFrom};
+    let bound = format!("listening on: {addr}");
+    let started = Instant::now();
+    loop {
+        if let Ok(Some(_)) = proc.0.try_wait() {
+            return false;
+        }
+        let mut ours = String::new();
+        if let Ok(mut f) = std::fs::File::open(log) {
+            let _ = f.seek(SeekFrom::Start(log_from));
+            let _ = f.read_to_string(&mut ours);
+        }
+        if ours.contains(&bound)
+            && TcpStream::connect_timeout(&addr, Duration::from_millis(100)).is_ok()
+        {
+            return true;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "crescentd did not start:\n{}",
+            std::fs::read_to_string(log).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Keeps actix's "listening on" line in crescentd's log (what [`wait_listening`] waits for)
+/// when the tests run with a `RUST_LOG` of their own.
+fn keep_bind_line(cmd: &mut Command) {
+    if let Ok(filter) = std::env::var("RUST_LOG") {
+        cmd.env("RUST_LOG", format!("{filter},actix_server=info"));
+    }
+}
+
+fn log_len(log: &Path) -> u64 {
+    std::fs::metadata(log).map(|m| m.len()).unwrap_or(0)
+}
+
 /// A child process killed (SIGKILL) when dropped.
 #[derive(Debug)]
 pub struct Proc(pub Child);
@@ -122,12 +166,16 @@ impl Server {
         let args: Vec<String> = extra.iter().map(|a| a.to_string()).collect();
         for _ in 0..5 {
             let addr: SocketAddr = fixed.unwrap_or_else(|| ([127, 0, 0, 1], free_port()).into());
+            let log_path = dir.path().join("crescentd.log");
+            let log_from = log_len(&log_path);
             let log = std::fs::OpenOptions::new()
                 .create(true)
                 .append(true)
-                .open(dir.path().join("crescentd.log"))
+                .open(&log_path)
                 .unwrap();
-            let child = Command::new(&bin)
+            let mut cmd = Command::new(&bin);
+            keep_bind_line(&mut cmd);
+            let child = cmd
                 .arg("--data-dir")
                 .arg(dir.path().join("data"))
                 .arg("--listen")
@@ -140,27 +188,15 @@ impl Server {
                 .spawn()
                 .expect("spawning crescentd");
             let mut proc = Proc(child);
-            let started = Instant::now();
-            loop {
-                if let Ok(Some(_)) = proc.0.try_wait() {
-                    break; // port taken or crash: try again, then report
-                }
-                if TcpStream::connect_timeout(&addr, Duration::from_millis(100)).is_ok() {
-                    return Server {
-                        addr,
-                        proc,
-                        dir,
-                        args,
-                    };
-                }
-                assert!(
-                    started.elapsed() < Duration::from_secs(60),
-                    "crescentd did not start:\n{}",
-                    self_log(dir.path())
-                );
-                std::thread::sleep(Duration::from_millis(10));
+            if wait_listening(&mut proc, addr, &log_path, log_from) {
+                return Server {
+                    addr,
+                    proc,
+                    dir,
+                    args,
+                };
             }
-            drop(proc);
+            drop(proc); // port taken or crash: try again, then report
         }
         panic!("crescentd would not start:\n{}", self_log(dir.path()));
     }
@@ -239,6 +275,7 @@ impl DirNode {
         let log = dir.join("crescentd.log");
         for _ in 0..5 {
             let addr: SocketAddr = fixed.unwrap_or_else(|| ([127, 0, 0, 1], free_port()).into());
+            let log_from = log_len(&log);
             let file = std::fs::OpenOptions::new()
                 .create(true)
                 .append(true)
@@ -258,26 +295,15 @@ impl DirNode {
                 .stdin(Stdio::null())
                 .stdout(Stdio::from(file.try_clone().unwrap()))
                 .stderr(Stdio::from(file));
+            keep_bind_line(&mut cmd);
             for (k, v) in env {
                 cmd.env(k, v);
             }
             let mut proc = Proc(cmd.spawn().expect("spawning crescentd"));
-            let started = Instant::now();
-            loop {
-                if let Ok(Some(_)) = proc.0.try_wait() {
-                    break; // port taken or crash: try again, then report
-                }
-                if TcpStream::connect_timeout(&addr, Duration::from_millis(100)).is_ok() {
-                    return DirNode { addr, proc, log };
-                }
-                assert!(
-                    started.elapsed() < Duration::from_secs(60),
-                    "crescentd did not start:\n{}",
-                    std::fs::read_to_string(&log).unwrap_or_default()
-                );
-                std::thread::sleep(Duration::from_millis(10));
+            if wait_listening(&mut proc, addr, &log, log_from) {
+                return DirNode { addr, proc, log };
             }
-            drop(proc);
+            drop(proc); // port taken or crash: try again, then report
         }
         panic!(
             "crescentd would not start:\n{}",
