@@ -16,7 +16,6 @@
 //! that starts after its token was fenced reads whatever the slot holds then, which the
 //! reader's checksum check refuses.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use crescent_cold::local_dir::LocalDirDevice;
@@ -135,8 +134,7 @@ pub struct StagedSlot {
 
 struct Inner {
     pool: StagingPool,
-    /// The range of each live token, and fenced tokens whose range a transfer may still read.
-    token_range: HashMap<StagingToken, (u64, u64)>,
+    /// Fenced tokens whose range a transfer may still read.
     fenced: Vec<StagingToken>,
 }
 
@@ -193,7 +191,6 @@ impl OwnerStaging {
         Ok(Self {
             inner: Mutex::new(Inner {
                 pool: StagingPool::new(config, first_id),
-                token_range: HashMap::new(),
                 fenced: Vec::new(),
             }),
             region: Arc::new(region),
@@ -313,9 +310,6 @@ impl OwnerStaging {
             .pool
             .release_owner(placed.slot)
             .expect("the owner holds a slot it reserved");
-        inner
-            .token_range
-            .insert(token, (placed.offset, placed.length));
         self.metrics.stages.with_label_values(&["staged"]).inc();
         self.observe(&inner);
         Ok(StagedSlot {
@@ -333,16 +327,12 @@ impl OwnerStaging {
         let mut released = 0;
         for &token in tokens {
             let outcome = inner.pool.ack(token);
-            let label = match outcome {
-                AckOutcome::Released => "released",
-                AckOutcome::AlreadyAcked => "repeat",
-                AckOutcome::Fenced => "fenced",
-                AckOutcome::Unknown => "unknown",
-            };
-            self.metrics.acks.with_label_values(&[label]).inc();
+            self.metrics
+                .acks
+                .with_label_values(&[outcome.label()])
+                .inc();
             if outcome == AckOutcome::Released {
                 released += 1;
-                inner.token_range.remove(&token);
                 let _ = inner.pool.transfer_terminal(token);
             }
         }
@@ -368,24 +358,10 @@ impl OwnerStaging {
             );
             inner.fenced.extend(fenced);
         }
-        let mut still = Vec::new();
-        for token in std::mem::take(&mut inner.fenced) {
-            let Some(&(offset, length)) = inner.token_range.get(&token) else {
-                continue;
-            };
-            // Terminal when no transfer reads the range now: one that starts later reads
-            // whatever the slot then holds, and its reader's checksum check refuses it.
-            let idle = self
-                .region
-                .try_with_write(offset, length, |_| ())
-                .is_ok_and(|r| r.is_some());
-            if !idle {
-                still.push(token);
-                continue;
-            }
-            inner.token_range.remove(&token);
-            let _ = inner.pool.transfer_terminal(token);
-        }
+        let fenced = std::mem::take(&mut inner.fenced);
+        let (still, _released) = inner
+            .pool
+            .settle_fenced(fenced, |p| self.region.range_idle(p.offset, p.length));
         inner.fenced = still;
     }
 

@@ -300,6 +300,13 @@ impl SegmentMemory {
             .map(|mut guard| f(guard.as_mut_slice())))
     }
 
+    /// Whether nothing (no transfer) holds any part of `[offset, offset + length)` now; false
+    /// also for a range outside the region. Never waits.
+    pub fn range_idle(&self, offset: u64, length: u64) -> bool {
+        self.try_with_write(offset, length, |_| ())
+            .is_ok_and(|r| r.is_some())
+    }
+
     /// Runs `f` on `[offset, offset + length)` with shared access, if no writer holds an
     /// overlapping range now; `Ok(None)` otherwise, without waiting.
     pub fn try_with_read<R>(

@@ -97,6 +97,18 @@ pub enum AckOutcome {
     Unknown,
 }
 
+impl AckOutcome {
+    /// The metric label of the outcome.
+    pub fn label(self) -> &'static str {
+        match self {
+            AckOutcome::Released => "released",
+            AckOutcome::AlreadyAcked => "repeat",
+            AckOutcome::Fenced => "fenced",
+            AckOutcome::Unknown => "unknown",
+        }
+    }
+}
+
 /// Whether a release let the slot go back to the free units.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Release {
@@ -395,6 +407,38 @@ impl StagingPool {
             offset: s.first_unit as u64 * self.config.unit_bytes.max(1),
             length: s.length,
         })
+    }
+
+    /// Where the slot a live token reads lies (a token keeps its slot allocated).
+    pub fn token_placement(&self, token: StagingToken) -> Option<Placement> {
+        self.tokens.get(&token).and_then(|t| self.placement(t.slot))
+    }
+
+    /// Settles fenced tokens (as [`expire`](Self::expire) returned them): the transfer pin of
+    /// each whose range `idle` reports no transfer reading is released
+    /// ([`transfer_terminal`](Self::transfer_terminal)). A transfer that starts later reads
+    /// whatever the slot then holds, and its reader's checksum check refuses it. Returns the
+    /// tokens still read (to settle again later) and the releases made.
+    pub fn settle_fenced(
+        &mut self,
+        fenced: Vec<StagingToken>,
+        mut idle: impl FnMut(Placement) -> bool,
+    ) -> (Vec<StagingToken>, Vec<Release>) {
+        let mut still = Vec::new();
+        let mut released = Vec::new();
+        for token in fenced {
+            let Some(placement) = self.token_placement(token) else {
+                continue;
+            };
+            if !idle(placement) {
+                still.push(token);
+                continue;
+            }
+            if let Ok(r) = self.transfer_terminal(token) {
+                released.push(r);
+            }
+        }
+        (still, released)
     }
 
     /// Whether a slot is allocated and ready (a reader of the same payload may share it).

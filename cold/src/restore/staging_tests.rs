@@ -225,3 +225,41 @@ fn ids_count_up_from_the_seed_and_are_never_reused() {
     // A token of another run of the owner is unknown here.
     assert_eq!(p.ack(3), AckOutcome::Unknown);
 }
+
+#[test]
+fn fenced_tokens_settle_only_once_no_transfer_reads_their_range() {
+    let mut p = pool(8 * MIB);
+    let (placed, token) = staged(&mut p, 2 * MIB, 0);
+    assert_eq!(p.token_placement(token), Some(placed));
+    let fenced = p.expire(5_000);
+    assert_eq!(fenced, vec![token]);
+    // A transfer still reads the range: nothing is released, the token is kept.
+    let mut asked = Vec::new();
+    let (still, released) = p.settle_fenced(fenced, |pl| {
+        asked.push(pl);
+        false
+    });
+    assert_eq!(asked, vec![placed]);
+    assert_eq!((still.clone(), released), (vec![token], Vec::new()));
+    assert_eq!(p.slots(), 1);
+    // Idle now: the transfer pin goes, the token retires and the slot is recycled.
+    let (still, released) = p.settle_fenced(still, |_| true);
+    assert!(still.is_empty());
+    assert_eq!(released, vec![Release::Recycled(placed.slot)]);
+    assert_eq!(p.token_placement(token), None);
+    assert_eq!((p.slots(), p.used_bytes()), (0, 0));
+}
+
+#[test]
+fn ack_outcomes_have_their_metric_labels() {
+    let labels: Vec<&str> = [
+        AckOutcome::Released,
+        AckOutcome::AlreadyAcked,
+        AckOutcome::Fenced,
+        AckOutcome::Unknown,
+    ]
+    .into_iter()
+    .map(AckOutcome::label)
+    .collect();
+    assert_eq!(labels, ["released", "repeat", "fenced", "unknown"]);
+}

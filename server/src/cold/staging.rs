@@ -151,8 +151,7 @@ struct Inner {
     /// Ready slots by payload, so concurrent readers of one backing share one read.
     by_key: HashMap<RestoreKey, SlotId>,
     key_of: HashMap<SlotId, RestoreKey>,
-    /// Slot of each live token, and fenced tokens whose range a transfer may still read.
-    token_slot: HashMap<StagingToken, (u64, u64)>,
+    /// Fenced tokens whose range a transfer may still read.
     fenced: Vec<StagingToken>,
 }
 
@@ -219,7 +218,6 @@ impl StagedRestores {
                 pool: StagingPool::new(config, first_id),
                 by_key: HashMap::new(),
                 key_of: HashMap::new(),
-                token_slot: HashMap::new(),
                 fenced: Vec::new(),
             }),
             region,
@@ -364,9 +362,6 @@ impl StagedRestores {
             .pool
             .placement(slot)
             .expect("an allocated slot has a placement");
-        inner
-            .token_slot
-            .insert(token, (placed.offset, placed.length));
         StagedPayload {
             version: STAGED_PAYLOAD_VERSION,
             endpoint: self.endpoint.clone(),
@@ -385,15 +380,11 @@ impl StagedRestores {
     pub fn ack(&self, token: StagingToken, now_ms: i64) -> AckOutcome {
         let mut inner = self.lock();
         let outcome = inner.pool.ack(token);
-        let label = match outcome {
-            AckOutcome::Released => "released",
-            AckOutcome::AlreadyAcked => "repeat",
-            AckOutcome::Fenced => "fenced",
-            AckOutcome::Unknown => "unknown",
-        };
-        self.metrics.acks.with_label_values(&[label]).inc();
+        self.metrics
+            .acks
+            .with_label_values(&[outcome.label()])
+            .inc();
         if outcome == AckOutcome::Released {
-            inner.token_slot.remove(&token);
             if let Ok(released) = inner.pool.transfer_terminal(token) {
                 self.forget_if_recycled(&mut inner, released);
             }
@@ -418,27 +409,14 @@ impl StagedRestores {
             tracing::debug!(tokens = fenced.len(), "staged payloads expired unacked");
             inner.fenced.extend(fenced);
         }
-        let mut still = Vec::new();
-        for token in std::mem::take(&mut inner.fenced) {
-            let Some(&(offset, length)) = inner.token_slot.get(&token) else {
-                continue;
-            };
-            // Terminal when no transfer reads the range now: one that starts later reads
-            // whatever the slot then holds, and its reader's checksum check refuses it.
-            let idle = self
-                .region
-                .try_with_write(offset, length, |_| ())
-                .is_ok_and(|r| r.is_some());
-            if !idle {
-                still.push(token);
-                continue;
-            }
-            inner.token_slot.remove(&token);
-            if let Ok(released) = inner.pool.transfer_terminal(token) {
-                self.forget_if_recycled(inner, released);
-            }
-        }
+        let fenced = std::mem::take(&mut inner.fenced);
+        let (still, released) = inner
+            .pool
+            .settle_fenced(fenced, |p| self.region.range_idle(p.offset, p.length));
         inner.fenced = still;
+        for r in released {
+            self.forget_if_recycled(inner, r);
+        }
     }
 
     fn forget_if_recycled(&self, inner: &mut Inner, released: Release) {
