@@ -10,16 +10,11 @@ mod common;
 
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::cold::{payload, runtime, Node};
+use common::cold::{payload, read_staged, runtime, Node};
 use common::cold_owner::{device_dir, evict_hot, owner_device, DEVICE, OWNER_ID};
 use common::{crescent_bin, DirNode, Proc};
-use crescent_transport::tcp::{TcpConfig, TcpTransport};
-use crescent_transport::{
-    RemoteSegment, SegmentMemory, TransferDescriptor, TransferOp, Transport, TransportMetrics,
-};
 use serde_json::{json, Value};
 
 /// crescentd's own device takes no offload (placement picks the owner's); no promotion, so
@@ -105,32 +100,6 @@ fn release(rt: &tokio::runtime::Runtime, server: &str, key: &str, got: &Value) -
         json!({"id": {"key": key}, "put_id": got["put_id"], "lease_until_ms":
             got["lease_until_ms"], "staged_token": got["staged"]["token"]}),
     )
-}
-
-/// Reads a staged payload's bytes from wherever it names, as a (late) reader would.
-fn read_staged(rt: &tokio::runtime::Runtime, staged: &Value) -> Result<Vec<u8>, String> {
-    let length = staged["length"].as_u64().unwrap();
-    rt.block_on(async {
-        let transport = TcpTransport::start(TcpConfig::default(), TransportMetrics::unregistered())
-            .await
-            .unwrap();
-        let memory = Arc::new(SegmentMemory::allocate(length as usize).unwrap());
-        let local = transport.register(memory.clone()).unwrap();
-        let desc = [TransferDescriptor {
-            op: TransferOp::Read,
-            remote: RemoteSegment::new(
-                staged["endpoint"].as_str().unwrap(),
-                staged["segment_id"].as_str().unwrap(),
-            ),
-            remote_offset: staged["offset"].as_u64().unwrap(),
-            local,
-            local_offset: 0,
-            length,
-        }];
-        let done = transport.submit(&desc).await.map_err(|e| e.to_string())?;
-        done.into_result().map_err(|e| e.to_string())?;
-        Ok(memory.read_to_vec(0, length).await.unwrap())
-    })
 }
 
 fn owner_io(node: &Node, work: &str, outcome: &str) -> f64 {

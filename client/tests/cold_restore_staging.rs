@@ -7,16 +7,11 @@
 mod common;
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Duration;
 
-use common::cold::{cold_only, payload, runtime, start, write_config, Node};
+use common::cold::{cold_only, payload, read_staged, runtime, start, write_config, Node};
 use common::DirNode;
 use crescent_client::CrescentClient;
-use crescent_transport::tcp::{TcpConfig, TcpTransport};
-use crescent_transport::{
-    RemoteSegment, SegmentMemory, TransferDescriptor, TransferOp, Transport, TransportMetrics,
-};
 use serde_json::{json, Value};
 
 /// A bare HTTP call (a reader that holds what it got: no read, no ack).
@@ -42,32 +37,6 @@ fn staged_get(rt: &tokio::runtime::Runtime, server: &str, key: &str) -> Value {
     );
     assert!(reply["staged"].is_object(), "{reply}");
     reply
-}
-
-/// Reads a staged payload's bytes over the data plane, as a (late) reader would.
-fn read_staged(rt: &tokio::runtime::Runtime, staged: &Value) -> Result<Vec<u8>, String> {
-    let length = staged["length"].as_u64().unwrap();
-    rt.block_on(async {
-        let transport = TcpTransport::start(TcpConfig::default(), TransportMetrics::unregistered())
-            .await
-            .unwrap();
-        let memory = Arc::new(SegmentMemory::allocate(length as usize).unwrap());
-        let local = transport.register(memory.clone()).unwrap();
-        let desc = [TransferDescriptor {
-            op: TransferOp::Read,
-            remote: RemoteSegment::new(
-                staged["endpoint"].as_str().unwrap(),
-                staged["segment_id"].as_str().unwrap(),
-            ),
-            remote_offset: staged["offset"].as_u64().unwrap(),
-            local,
-            local_offset: 0,
-            length,
-        }];
-        let done = transport.submit(&desc).await.map_err(|e| e.to_string())?;
-        done.into_result().map_err(|e| e.to_string())?;
-        Ok(memory.read_to_vec(0, length).await.unwrap())
-    })
 }
 
 fn settle_and_wait_drained(rt: &tokio::runtime::Runtime, client: &CrescentClient, node: &Node) {

@@ -2,8 +2,13 @@
 //! (put, get, offload, evict --hot, stat, cold ls) on a [`DirNode`].
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crescent_transport::tcp::{TcpConfig, TcpTransport};
+use crescent_transport::{
+    RemoteSegment, SegmentMemory, TransferDescriptor, TransferOp, Transport, TransportMetrics,
+};
 use serde_json::Value;
 
 use super::{crescent, DirNode};
@@ -158,4 +163,31 @@ pub fn cold_only(dir: &Path, node: &Node, key: &str, data: &[u8]) -> PathBuf {
     assert!(stat["replicas"].as_array().unwrap().is_empty(), "{stat}");
     let locator = stat["cold"]["locator"].as_str().expect("locator");
     dir.join("data/cold/local0").join(locator)
+}
+
+/// Reads a staged payload's bytes from wherever its answer names (crescentd's staging pool or
+/// a storage owner's region) over the data plane, as a (late) reader would.
+pub fn read_staged(rt: &tokio::runtime::Runtime, staged: &Value) -> Result<Vec<u8>, String> {
+    let length = staged["length"].as_u64().unwrap();
+    rt.block_on(async {
+        let transport = TcpTransport::start(TcpConfig::default(), TransportMetrics::unregistered())
+            .await
+            .unwrap();
+        let memory = Arc::new(SegmentMemory::allocate(length as usize).unwrap());
+        let local = transport.register(memory.clone()).unwrap();
+        let desc = [TransferDescriptor {
+            op: TransferOp::Read,
+            remote: RemoteSegment::new(
+                staged["endpoint"].as_str().unwrap(),
+                staged["segment_id"].as_str().unwrap(),
+            ),
+            remote_offset: staged["offset"].as_u64().unwrap(),
+            local,
+            local_offset: 0,
+            length,
+        }];
+        let done = transport.submit(&desc).await.map_err(|e| e.to_string())?;
+        done.into_result().map_err(|e| e.to_string())?;
+        Ok(memory.read_to_vec(0, length).await.unwrap())
+    })
 }
