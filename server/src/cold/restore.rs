@@ -141,13 +141,7 @@ pub fn restore_get(
     if accept_staged {
         if let Some(staged) = stage_on_owner(state, tier, &route)? {
             offer_promotion(tier, id, &route);
-            return Ok(GetReply {
-                staged: Some(staged),
-                inline: None,
-                replicas: Vec::new(),
-                cold_backing: None,
-                ..reply
-            });
+            return Ok(staged_reply(reply, staged));
         }
     }
     if let (true, Some(io)) = (accept_staged, staging_io(tier, &route)) {
@@ -162,13 +156,7 @@ pub fn restore_get(
             match staged? {
                 Ok(staged) => {
                     offer_promotion(tier, id, &route);
-                    return Ok(GetReply {
-                        staged: Some(staged),
-                        inline: None,
-                        replicas: Vec::new(),
-                        cold_backing: None,
-                        ..reply
-                    });
+                    return Ok(staged_reply(reply, staged));
                 }
                 // Saturated: explicit backpressure, counted; this reader gets the bytes
                 // inline (below) rather than a BUSY and a second round trip.
@@ -276,6 +264,17 @@ pub(crate) fn inline_reply(reply: GetReply, bytes: Arc<Vec<u8>>) -> GetReply {
         replicas: Vec::new(),
         cold_backing: None,
         staged: None,
+        ..reply
+    }
+}
+
+/// The reply naming a staged payload (crescentd's pool or the device owner's region).
+fn staged_reply(reply: GetReply, staged: crescent_wire::store::StagedPayload) -> GetReply {
+    GetReply {
+        staged: Some(staged),
+        inline: None,
+        replicas: Vec::new(),
+        cold_backing: None,
         ..reply
     }
 }
