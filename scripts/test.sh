@@ -10,21 +10,7 @@ cd "$(dirname "$0")/.."
 log() { echo "[test.sh] $*" >&2; }
 
 # --- packages ------------------------------------------------------------------------------
-need_pkgs=()
-command -v protoc >/dev/null 2>&1 || need_pkgs+=(protobuf-compiler)
-# etcd-client's build script compiles etcd's protos, which import protobuf's well-known types.
-[ -f /usr/include/google/protobuf/descriptor.proto ] || need_pkgs+=(libprotobuf-dev)
-command -v etcd >/dev/null 2>&1 || need_pkgs+=(etcd-server)
-command -v redis-server >/dev/null 2>&1 || need_pkgs+=(redis-server)
-command -v cc >/dev/null 2>&1 || need_pkgs+=(gcc)
-if ((${#need_pkgs[@]})); then
-  log "installing ${need_pkgs[*]}"
-  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need_pkgs[@]}" >/dev/null
-  # Debian starts these as system services on install; the tests run their own on loopback.
-  $SUDO systemctl stop etcd redis-server >/dev/null 2>&1 || true
-fi
+scripts/deps.sh
 
 # --- services on loopback -----------------------------------------------------------------
 work=$(mktemp -d /tmp/crescent-test.XXXXXX)
