@@ -9,12 +9,11 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::cold::{payload, read_staged, runtime, Node};
-use common::cold_owner::{device_dir, evict_hot, owner_device, DEVICE, OWNER_ID};
-use common::{crescent_bin, DirNode, Proc};
+use common::cold_owner::{cold_on_owner, owner_device, owner_io, start_owner_with, OWNER_ID};
+use common::{DirNode, Proc};
 use serde_json::{json, Value};
 
 /// crescentd's own device takes no offload (placement picks the owner's); no promotion, so
@@ -33,38 +32,13 @@ fn start_node(dir: &Path) -> Node {
 /// `crescent owner` with the device `ob` (128 MiB) and `extra` owner options (staging size
 /// and ttl); returns once registered.
 fn start_owner(node: &Node, dir: &Path, extra: &[&str]) -> Proc {
-    use std::io::{BufRead, BufReader};
-    let device = format!("{DEVICE}={},capacity=128M", device_dir(dir).display());
-    let mut cmd = Command::new(crescent_bin());
-    cmd.args(["--server", &node.s(), "--json", "owner", "--size", "96M"])
-        .args(["--id", OWNER_ID, "--cold-device", &device])
-        .args(extra)
-        .env_remove("CRESCENT_OWNER_COLD_KILL_AT")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit());
-    let mut proc = Proc(cmd.spawn().expect("spawning crescent owner"));
-    let mut lines = BufReader::new(proc.0.stdout.take().unwrap()).lines();
-    let ready: Value = serde_json::from_str(&lines.next().expect("ready line").unwrap()).unwrap();
-    assert_eq!(ready["cold_devices"], json!([DEVICE]), "{ready}");
-    std::thread::spawn(move || for _ in lines {});
-    proc
+    start_owner_with(node, dir, ("96M", "128M"), extra, &[])
 }
 
 fn wait_healthy(node: &Node) {
     node.wait_for("the owner device to be healthy", || {
         owner_device(node)["health"] == "healthy"
     });
-}
-
-/// Puts `data` under `key`, offloads it to the owner's device and evicts the hot replica;
-/// returns the payload file in the owner's directory.
-fn cold_on_owner(node: &Node, dir: &Path, key: &str, data: &[u8]) -> std::path::PathBuf {
-    node.put(key, data);
-    let stat = node.ok(&["offload", key], None);
-    assert_eq!(stat["cold"]["device_id"], DEVICE, "{stat}");
-    evict_hot(node, key);
-    device_dir(dir).join(stat["cold"]["locator"].as_str().unwrap())
 }
 
 fn post(rt: &tokio::runtime::Runtime, server: &str, path: &str, body: Value) -> Value {
@@ -100,12 +74,6 @@ fn release(rt: &tokio::runtime::Runtime, server: &str, key: &str, got: &Value) -
         json!({"id": {"key": key}, "put_id": got["put_id"], "lease_until_ms":
             got["lease_until_ms"], "staged_token": got["staged"]["token"]}),
     )
-}
-
-fn owner_io(node: &Node, work: &str, outcome: &str) -> f64 {
-    node.metric(&format!(
-        "crescent_cold_owner_io_total{{outcome=\"{outcome}\",work=\"{work}\"}}"
-    ))
 }
 
 fn remote_get(node: &Node, key: &str) -> (i32, Vec<u8>, String) {

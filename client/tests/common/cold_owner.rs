@@ -18,11 +18,26 @@ pub const OWNER_ID: &str = "node-b";
 /// `crescent owner` (id [`OWNER_ID`], a 32 MiB segment) with the cold device [`DEVICE`] at
 /// [`device_dir`]; returns once registered. Fault injection is cleared unless `env` sets it.
 pub fn start_device_owner(node: &Node, dir: &Path, env: &[(&str, &str)]) -> Proc {
+    start_owner_with(node, dir, ("32M", "16M"), &[], env)
+}
+
+/// `crescent owner` with a segment of `sizes.0` and the device [`DEVICE`] of capacity
+/// `sizes.1`, `args` added to its options (e.g. the staging size and ttl); returns once
+/// registered.
+pub fn start_owner_with(
+    node: &Node,
+    dir: &Path,
+    sizes: (&str, &str),
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> Proc {
     use std::io::{BufRead, BufReader};
-    let device = format!("{DEVICE}={},capacity=16M", device_dir(dir).display());
+    let (segment, capacity) = sizes;
+    let device = format!("{DEVICE}={},capacity={capacity}", device_dir(dir).display());
     let mut cmd = Command::new(crescent_bin());
-    cmd.args(["--server", &node.s(), "--json", "owner", "--size", "32M"])
+    cmd.args(["--server", &node.s(), "--json", "owner", "--size", segment])
         .args(["--id", OWNER_ID, "--cold-device", &device])
+        .args(args)
         .env_remove("CRESCENT_OWNER_COLD_KILL_AT")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -40,6 +55,23 @@ pub fn start_device_owner(node: &Node, dir: &Path, env: &[(&str, &str)]) -> Proc
     );
     std::thread::spawn(move || for _ in lines {});
     proc
+}
+
+/// Puts `data` under `key`, offloads it to the owner's device and evicts the hot replica;
+/// returns the payload file in the owner's directory.
+pub fn cold_on_owner(node: &Node, dir: &Path, key: &str, data: &[u8]) -> PathBuf {
+    node.put(key, data);
+    let stat = node.ok(&["offload", key], None);
+    assert_eq!(stat["cold"]["device_id"], DEVICE, "{stat}");
+    evict_hot(node, key);
+    device_dir(dir).join(stat["cold"]["locator"].as_str().unwrap())
+}
+
+/// crescentd's count of owner IO items of `work` with `outcome`.
+pub fn owner_io(node: &Node, work: &str, outcome: &str) -> f64 {
+    node.metric(&format!(
+        "crescent_cold_owner_io_total{{outcome=\"{outcome}\",work=\"{work}\"}}"
+    ))
 }
 
 /// The owner device's directory under the test's `dir`.

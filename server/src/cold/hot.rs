@@ -96,6 +96,21 @@ impl NodeHot<'_> {
         }
     }
 
+    /// Reads `length` bytes at `offset` of the segment `segment_id` served at `endpoint` over
+    /// the data plane (a storage owner's staging region, for a promotion).
+    pub fn read_remote(
+        &self,
+        endpoint: &str,
+        segment_id: &str,
+        offset: u64,
+        length: u64,
+    ) -> Result<Vec<u8>, ColdError> {
+        let remote = RemoteSegment::new(endpoint, segment_id);
+        DATA_PLANE
+            .get(&self.state.transport_metrics)?
+            .read(&remote, offset, length)
+    }
+
     /// Writes `bytes` at `offset` of `segment_id` (a restore's promotion).
     pub fn write(&self, segment_id: &str, offset: u64, bytes: &[u8]) -> Result<(), ColdError> {
         let replica = HotReplica {

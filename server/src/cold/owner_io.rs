@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use crescent_cold::io::{ColdIo, HotSource};
 use crescent_cold::local_dir::{DeviceScan, ScannedPayload, WriteReceipt};
 use crescent_cold::route::ObjectRoute;
-use crescent_cold::{payload_checksum, ColdError, ColdOpId, PayloadFingerprint};
+use crescent_cold::{ColdError, ColdOpId, PayloadFingerprint};
 use crescent_store::parse_cold_object_key;
 use crescent_wire::cold_owner::{OwnerIoError, OwnerIoItem, OwnerIoOutcome, OwnerIoWork};
 
@@ -451,21 +451,12 @@ impl ColdIo for OwnerDeviceIo {
             // The owner verified it; checked again here so that no wrong byte crosses to a
             // reader even if the owner's answer was damaged on the way.
             OwnerIoOutcome::Read { bytes } => {
-                if bytes.len() as u64 != expected_length {
-                    return Err(ColdError::LengthMismatch {
-                        locator: locator.to_string(),
-                        expected: expected_length,
-                        actual: bytes.len() as u64,
-                    });
-                }
-                let actual = payload_checksum(&bytes);
-                if actual != expected_checksum {
-                    return Err(ColdError::ChecksumMismatch {
-                        locator: locator.to_string(),
-                        expected: expected_checksum,
-                        actual,
-                    });
-                }
+                super::owner_staged::check_arrived(
+                    locator,
+                    &bytes,
+                    expected_length,
+                    expected_checksum,
+                )?;
                 Ok(bytes)
             }
             OwnerIoOutcome::Failed(e) => Err(self.failed(e)),

@@ -13,14 +13,17 @@
 //! the size, never failed obscurely at the body limit.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use crescent_cold::io::ColdIo;
-use crescent_cold::ColdError;
+use crescent_cold::route::{ActiveColdBacking, ObjectRoute};
+use crescent_cold::{payload_checksum, ColdError};
 use crescent_wire::cold_owner::{OwnerIoOutcome, OwnerIoWork, OwnerStagingRegion};
 use crescent_wire::store::{StagedPayload, STAGED_PAYLOAD_VERSION};
 
+use super::hot::NodeHot;
 use super::owner_io::{error_from_wire, OwnerDeviceIo};
+use super::ColdTier;
 
 /// Largest payload an owner may carry inline in its poll body: crescentd's default
 /// `http.max_body_bytes` (16 MiB) less room for the poll's other fields and the msgpack
@@ -101,6 +104,51 @@ impl OwnerStagingLink {
     }
 }
 
+/// A materialized backing its device's storage owner can stage, with that owner's IO.
+pub(crate) struct OwnerBacking<'r> {
+    pub owner: Arc<OwnerDeviceIo>,
+    pub locator: &'r str,
+    pub length: u64,
+    pub checksum: u32,
+}
+
+impl ColdTier {
+    /// The backing of `route` when its device's owner can stage it into its region (for a
+    /// remote reader, or the background promotion). `None` when the backing is not
+    /// materialized, not on a storage owner's device, smaller than `staging_min_bytes` (one
+    /// poll round trip carries it for less than a stage, a transfer and a release) or larger
+    /// than the owner's region. UNAVAILABLE when the device is not readable, as the inline
+    /// read would be.
+    pub(crate) fn owner_stageable<'r>(
+        &self,
+        route: &'r ObjectRoute,
+    ) -> Result<Option<OwnerBacking<'r>>, ColdError> {
+        let Some(ActiveColdBacking::Materialized {
+            device_id,
+            locator,
+            length,
+            checksum,
+            ..
+        }) = &route.cold
+        else {
+            return Ok(None);
+        };
+        let Some(owner) = self.device(device_id).ok().and_then(|d| d.owner_io.clone()) else {
+            return Ok(None);
+        };
+        if *length < self.restore.staging.min_bytes || !owner.staging().can_stage(*length) {
+            return Ok(None);
+        }
+        self.readable_io(device_id)?;
+        Ok(Some(OwnerBacking {
+            owner,
+            locator,
+            length: *length,
+            checksum: *checksum,
+        }))
+    }
+}
+
 impl OwnerDeviceIo {
     /// Asks the owner to read and verify the payload at `locator` into its staging region for
     /// one reader. `Backpressure` (BUSY) when the owner's region is saturated; the payload's
@@ -169,6 +217,35 @@ impl OwnerDeviceIo {
         }
     }
 
+    /// The verified payload at `locator`, read for crescentd itself (the background
+    /// promotion) through the owner's staging region: the owner stages it, crescentd pulls
+    /// the slot over its data plane and releases the token at once (no reader holds it), then
+    /// checks length and CRC32C. No byte rides the owner's poll, so the inline limit does not
+    /// apply. `Backpressure` when the owner's region is saturated.
+    pub(crate) fn read_staged(
+        &self,
+        hot: &NodeHot<'_>,
+        locator: &str,
+        length: u64,
+        checksum: u32,
+        now_ms: i64,
+    ) -> Result<Vec<u8>, ColdError> {
+        let _span = tracing::debug_span!("cold.read_owner_staged", length).entered();
+        let staged = self.stage(locator, length, checksum, now_ms)?;
+        // Released here, not by a reader's ack: crescentd need not remember it.
+        self.staging.take(staged.token);
+        let pulled = hot.read_remote(
+            &staged.endpoint,
+            &staged.segment_id,
+            staged.offset,
+            staged.length,
+        );
+        self.release_staged(vec![staged.token]);
+        let bytes = pulled?;
+        check_arrived(locator, &bytes, length, checksum)?;
+        Ok(bytes)
+    }
+
     /// Forwards readers' acks of staged tokens to the owner (no wait: the owner releases the
     /// pins on its next poll; a release lost with the owner is covered by its expiry).
     pub fn release_staged(&self, tokens: Vec<u64>) {
@@ -176,6 +253,33 @@ impl OwnerDeviceIo {
             self.post_work(OwnerIoWork::ReleaseStaged { tokens });
         }
     }
+}
+
+/// Checks a payload that arrived from an owner (in its poll, or pulled from its staging
+/// region) against the route's length and CRC32C: the owner verified it before sending, this
+/// keeps a byte damaged on the way from ever reaching a reader or a hot slot.
+pub(crate) fn check_arrived(
+    locator: &str,
+    bytes: &[u8],
+    expected_length: u64,
+    expected_checksum: u32,
+) -> Result<(), ColdError> {
+    if bytes.len() as u64 != expected_length {
+        return Err(ColdError::LengthMismatch {
+            locator: locator.to_string(),
+            expected: expected_length,
+            actual: bytes.len() as u64,
+        });
+    }
+    let actual = payload_checksum(bytes);
+    if actual != expected_checksum {
+        return Err(ColdError::ChecksumMismatch {
+            locator: locator.to_string(),
+            expected: expected_checksum,
+            actual,
+        });
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -27,6 +27,9 @@ use crescent_cold::route::{ActiveColdBacking, ObjectRoute};
 use crescent_cold::ColdError;
 use crescent_wire::store::ObjectId;
 
+use super::hot::NodeHot;
+use super::owner_staged::MAX_OWNER_INLINE_READ;
+use super::ColdTier;
 use crate::node::NodeState;
 
 /// How often an idle worker looks at the stop flag.
@@ -287,9 +290,42 @@ fn promote_job(state: &NodeState, job: &PromotionJob) -> Result<bool, ColdError>
     if current.as_ref() != Some(&job.route) {
         return Ok(false);
     }
-    let bytes = tier.read_verified(&job.route)?;
+    let bytes = promotion_payload(state, tier, &job.route)?;
     super::restore::promote(state, &job.id, &job.route, &bytes)?;
     Ok(true)
+}
+
+/// The verified payload to promote. A backing on a storage owner's device whose owner has a
+/// staging region large enough is pulled from that region over the data plane, as a remote
+/// reader would (`OwnerDeviceIo::read_staged`): no payload rides the owner's poll, so objects
+/// above the inline limit are promoted too. Payloads below `staging_min_bytes` (one poll
+/// round trip is cheaper than a stage, a transfer and a release), backings on an owner
+/// without a region and on crescentd's own devices are re-read through the restore single
+/// flight as before; so is a payload that fits the poll when the owner's region is saturated
+/// (its readers go first).
+fn promotion_payload(
+    state: &NodeState,
+    tier: &ColdTier,
+    route: &ObjectRoute,
+) -> Result<Arc<Vec<u8>>, ColdError> {
+    let Some(backing) = tier.owner_stageable(route)? else {
+        return tier.read_verified(route);
+    };
+    let hot = NodeHot { state };
+    let (length, checksum) = (backing.length, backing.checksum);
+    match backing
+        .owner
+        .read_staged(&hot, backing.locator, length, checksum, state.now_ms())
+    {
+        Err(ColdError::Backpressure { .. }) if length <= MAX_OWNER_INLINE_READ => {
+            tier.metrics
+                .backpressure
+                .with_label_values(&["owner_promotion_staging"])
+                .inc();
+            tier.read_verified(route)
+        }
+        read => read.map(Arc::new),
+    }
 }
 
 #[cfg(test)]

@@ -186,30 +186,15 @@ fn stage_on_owner(
     tier: &ColdTier,
     route: &ObjectRoute,
 ) -> Result<Option<crescent_wire::store::StagedPayload>, ColdError> {
-    let Some(ActiveColdBacking::Materialized {
-        device_id,
-        locator,
-        length,
-        checksum,
-        ..
-    }) = &route.cold
-    else {
+    let Some(backing) = tier.owner_stageable(route)? else {
         return Ok(None);
     };
-    let Ok(device) = tier.device(device_id) else {
-        return Ok(None);
-    };
-    let Some(owner) = device.owner_io.clone() else {
-        return Ok(None);
-    };
-    if *length < tier.restore.staging.min_bytes || !owner.staging().can_stage(*length) {
-        return Ok(None);
-    }
-    // Refused (UNAVAILABLE) when the device is not readable, as the inline path would.
-    tier.readable_io(device_id)?;
+    let length = backing.length;
     let _span = tracing::debug_span!("cold.stage_on_owner", length).entered();
     let started = Instant::now();
-    let staged = owner.stage(locator, *length, *checksum, state.now_ms());
+    let staged = backing
+        .owner
+        .stage(backing.locator, length, backing.checksum, state.now_ms());
     match staged {
         Ok(staged) => {
             tier.metrics.restore_finished(started.elapsed(), Ok(()));
@@ -220,7 +205,7 @@ fn stage_on_owner(
                 .backpressure
                 .with_label_values(&["owner_restore_staging"])
                 .inc();
-            if *length <= super::owner_staged::MAX_OWNER_INLINE_READ {
+            if length <= super::owner_staged::MAX_OWNER_INLINE_READ {
                 return Ok(None);
             }
             Err(ColdError::Backpressure { queue, reason })
