@@ -13,6 +13,8 @@
 //! - [`crash_journal`]: how the crash child and its parent open the journal under test.
 //! - [`crescentd`]: starting a `crescentd` on a data dir and talking to its HTTP API.
 //! - [`etcd`]: a throwaway etcd for benchmarks run without scripts/test.sh.
+//! - [`ha_cold_owner`]: a storage owner's cold device under an HA pair, for the cold-tier
+//!   failover tests.
 //! - [`ha_pair`]: an HA pair of crescentd processes on a real etcd, for the failover tests.
 //! - [`store_e2e`]: deterministic object contents and sizes, `crescent owner` processes and
 //!   Prometheus counters for the store end-to-end test.
@@ -25,6 +27,7 @@ pub mod crash_journal;
 pub mod crash_payload;
 pub mod crescentd;
 pub mod etcd;
+pub mod ha_cold_owner;
 pub mod ha_pair;
 pub mod process;
 pub mod segment_model;
