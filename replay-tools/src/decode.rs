@@ -43,85 +43,60 @@ pub const DECODABLE_KINDS: &[&str] = &[
 /// `{"kind": ..., "version": <current version>, "data": {...fields...}}`.
 pub fn decode_event(rec: &Record) -> Result<Value, EventDecodeError> {
     match rec.stream.kind.as_str() {
-        SEGMENT_REGISTRY => {
-            let event = SegmentRegistryEvent::decode(
-                &rec.event.kind,
-                rec.event.version,
-                &rec.event.payload,
-            )?;
-            let data = match &event {
-                SegmentRegistryEvent::OwnerRegistered(e) => to_json(e),
-                SegmentRegistryEvent::SegmentMounted(e) => to_json(e),
-                SegmentRegistryEvent::SegmentUnmounted(e) => to_json(e),
-                SegmentRegistryEvent::OwnerRemoved(e) => to_json(e),
-            }?;
-            Ok(serde_json::json!({
-                "kind": event.kind(),
-                "version": event.version(),
-                "data": data,
-            }))
-        }
-        NODE_INCARNATION => {
-            let event =
-                IncarnationEvent::decode(&rec.event.kind, rec.event.version, &rec.event.payload)?;
-            let IncarnationEvent::Begun(data) = &event;
-            Ok(serde_json::json!({
-                "kind": event.kind(),
-                "version": event.version(),
-                "data": to_json(data)?,
-            }))
-        }
-        WEIGHT_REVISION => {
-            let event = WeightRevisionEvent::decode(
-                &rec.event.kind,
-                rec.event.version,
-                &rec.event.payload,
-            )?;
-            let data = weight_revision_json(&event)?;
-            Ok(serde_json::json!({
-                "kind": event.kind(),
-                "version": event.version(),
-                "data": data,
-            }))
-        }
-        LINEAGE_CLAIM => {
-            let event =
-                LineageClaimEvent::decode(&rec.event.kind, rec.event.version, &rec.event.payload)?;
-            let data = match &event {
-                LineageClaimEvent::ClaimStarted(e) => to_json(e),
-                LineageClaimEvent::ClaimAdvanced(e) => to_json(e),
-                LineageClaimEvent::ClaimFailed(e) => to_json(e),
-            }?;
-            Ok(serde_json::json!({
-                "kind": event.kind(),
-                "version": event.version(),
-                "data": data,
-            }))
-        }
-        WEIGHT_UNITS => {
-            let event =
-                WeightUnitsEvent::decode(&rec.event.kind, rec.event.version, &rec.event.payload)?;
-            let data = match &event {
-                WeightUnitsEvent::UnitsRecorded(e) => to_json(e),
-                WeightUnitsEvent::UnitsForgotten(e) => to_json(e),
-            }?;
-            Ok(serde_json::json!({
-                "kind": event.kind(),
-                "version": event.version(),
-                "data": data,
-            }))
-        }
-        COLD_DEVICE => {
-            let event =
-                ColdDeviceEvent::decode(&rec.event.kind, rec.event.version, &rec.event.payload)?;
-            let data = cold_device_json(&event)?;
-            Ok(serde_json::json!({
-                "kind": event.kind(),
-                "version": event.version(),
-                "data": data,
-            }))
-        }
+        SEGMENT_REGISTRY => render(rec, segment_registry_json),
+        NODE_INCARNATION => render(rec, incarnation_json),
+        WEIGHT_REVISION => render(rec, weight_revision_json),
+        LINEAGE_CLAIM => render(rec, lineage_claim_json),
+        WEIGHT_UNITS => render(rec, weight_units_json),
+        COLD_DEVICE => render(rec, cold_device_json),
         other => Err(EventDecodeError::UnknownStream(other.to_string())),
+    }
+}
+
+/// Decodes the record's event as `E` (upcasting older versions) and renders it with its
+/// kind, current version and `data` (the variant's fields as JSON): the one shape every
+/// aggregate kind shares.
+fn render<E: DomainEvent>(
+    rec: &Record,
+    data: impl FnOnce(&E) -> Result<Value, EventDecodeError>,
+) -> Result<Value, EventDecodeError> {
+    let event = E::decode(&rec.event.kind, rec.event.version, &rec.event.payload)?;
+    Ok(serde_json::json!({
+        "kind": event.kind(),
+        "version": event.version(),
+        "data": data(&event)?,
+    }))
+}
+
+fn incarnation_json(event: &IncarnationEvent) -> Result<Value, EventDecodeError> {
+    let IncarnationEvent::Begun(e) = event;
+    to_json(e)
+}
+
+fn segment_registry_json(event: &SegmentRegistryEvent) -> Result<Value, EventDecodeError> {
+    use SegmentRegistryEvent as E;
+    match event {
+        E::OwnerRegistered(e) => to_json(e),
+        E::SegmentMounted(e) => to_json(e),
+        E::SegmentUnmounted(e) => to_json(e),
+        E::OwnerRemoved(e) => to_json(e),
+    }
+}
+
+fn lineage_claim_json(event: &LineageClaimEvent) -> Result<Value, EventDecodeError> {
+    use LineageClaimEvent as E;
+    match event {
+        E::ClaimStarted(e) => to_json(e),
+        E::ClaimAdvanced(e) => to_json(e),
+        E::ClaimFailed(e) => to_json(e),
+    }
+}
+
+fn weight_units_json(event: &WeightUnitsEvent) -> Result<Value, EventDecodeError> {
+    use WeightUnitsEvent as E;
+    match event {
+        E::UnitsRecorded(e) => to_json(e),
+        E::UnitsForgotten(e) => to_json(e),
     }
 }
 
@@ -149,22 +124,23 @@ fn weight_revision_json(event: &WeightRevisionEvent) -> Result<Value, EventDecod
 }
 
 fn cold_device_json(event: &ColdDeviceEvent) -> Result<Value, EventDecodeError> {
+    use ColdDeviceEvent as E;
     match event {
-        ColdDeviceEvent::DeviceConfigured(e) => to_json(e),
-        ColdDeviceEvent::DeviceOwnerAssigned(e) => to_json(e),
-        ColdDeviceEvent::DeviceHealthChanged(e) => to_json(e),
-        ColdDeviceEvent::DeviceSchedulableChanged(e) => to_json(e),
-        ColdDeviceEvent::OperationPlanned(e) => to_json(e),
-        ColdDeviceEvent::CapacityReserved(e) => to_json(e),
-        ColdDeviceEvent::PayloadWritten(e) => to_json(e),
-        ColdDeviceEvent::RouteCommitted(e) => to_json(e),
-        ColdDeviceEvent::UsageCommitted(e) => to_json(e),
-        ColdDeviceEvent::OperationCancelled(e) => to_json(e),
-        ColdDeviceEvent::ReclaimPlanned(e) => to_json(e),
-        ColdDeviceEvent::ReclaimCancelled(e) => to_json(e),
-        ColdDeviceEvent::BackendDeleted(e) => to_json(e),
-        ColdDeviceEvent::UsageReleased(e) => to_json(e),
-        ColdDeviceEvent::TerminalPruned(e) => to_json(e),
+        E::DeviceConfigured(e) => to_json(e),
+        E::DeviceOwnerAssigned(e) => to_json(e),
+        E::DeviceHealthChanged(e) => to_json(e),
+        E::DeviceSchedulableChanged(e) => to_json(e),
+        E::OperationPlanned(e) => to_json(e),
+        E::CapacityReserved(e) => to_json(e),
+        E::PayloadWritten(e) => to_json(e),
+        E::RouteCommitted(e) => to_json(e),
+        E::UsageCommitted(e) => to_json(e),
+        E::OperationCancelled(e) => to_json(e),
+        E::ReclaimPlanned(e) => to_json(e),
+        E::ReclaimCancelled(e) => to_json(e),
+        E::BackendDeleted(e) => to_json(e),
+        E::UsageReleased(e) => to_json(e),
+        E::TerminalPruned(e) => to_json(e),
     }
 }
 
