@@ -17,13 +17,23 @@ use crescent_client::CrescentClient;
 use crescent_tests::crescentd::{log_tail, CrescentdProcess};
 use crescent_tests::ha_cold_owner::{
     check_objects, check_usage, crescent, owner_row, payload_files, put_objects, settle,
-    setup_with, start_owner, wait_converged, Object, OWNER_ID,
+    setup_with, start_owner, wait_converged, Object, Setup, OWNER_ID,
 };
 use crescent_tests::ha_pair::{wait_active, wait_gate};
 
 /// Both nodes: object operations wait at most 2 s for the owners' replay after a failover
 /// (then the gate opens DEGRADED), so the objects can be read while the owner is down.
 const GATE_TIMEOUT: &str = "\n[store]\nrebuild_degraded_timeout_secs = 2\n";
+
+/// SIGKILLs the active while the owner is down, waits for the other node to take over and
+/// checks it there ([`check_owner_down`]); returns the new active's index.
+async fn fail_over(s: &mut Setup, active: usize, objects: &[Object]) -> usize {
+    s.pair.node_mut(active).guard.sigkill();
+    let survivor = 1 - active;
+    wait_active(s.pair.node(survivor), Duration::from_secs(30)).await;
+    check_owner_down(&s.client, s.pair.node(survivor), objects).await;
+    survivor
+}
 
 /// While the owner is down: the device is listed on `node` with its owner but is not
 /// healthy, and every cold-only object either reads back byte-identical (a local restore
@@ -65,36 +75,21 @@ async fn cold_only_objects_survive_a_failover_while_their_owner_is_down() {
 
     // 1. The owner stopped across the failover, then resumed.
     s.owner.guard.signal(libc::SIGSTOP);
-    s.pair.node_mut(active).guard.sigkill();
-    let survivor = 1 - active;
-    wait_active(s.pair.node(survivor), Duration::from_secs(30)).await;
-    check_owner_down(&s.client, s.pair.node(survivor), &objects).await;
+    let survivor = fail_over(&mut s, active, &objects).await;
     s.owner.guard.signal(libc::SIGCONT);
-    let node = s.pair.node(survivor);
     // The gate opens SERVING when the owner's replay completes, or stays DEGRADED when the
     // new active expired the silent owner meanwhile (its replay after re-registering still
     // brings the hot replicas back): either serves, so the checks below do not depend on it.
-    wait_converged(node, "owner resumed", 4);
-    check_usage(node, &dir, &objects);
-    assert_eq!(
-        payload_files(&dir),
-        files_before,
-        "no payload lost or added"
-    );
-    check_objects(&s.client, node, &objects).await;
+    check_returned(&s, survivor, "owner resumed", &files_before, &objects).await;
 
     // 2. The owner killed before the failover, restarted after it.
     s.pair.restart_as_standby(active);
     let active = survivor;
     settle(&s, s.pair.node(active)).await;
     s.owner.guard.sigkill();
-    s.pair.node_mut(active).guard.sigkill();
-    let survivor = 1 - active;
-    wait_active(s.pair.node(survivor), Duration::from_secs(30)).await;
-    check_owner_down(&s.client, s.pair.node(survivor), &objects).await;
+    let survivor = fail_over(&mut s, active, &objects).await;
     s.owner = start_owner(&s.pair);
     let node = s.pair.node(survivor);
-    wait_converged(node, "owner restarted", 4);
     // The owner's memory died with it: the hot-only object is gone, and the materialized
     // object whose hot replica was there is now cold-only.
     let lost: Vec<String> = objects
@@ -106,16 +101,28 @@ async fn cold_only_objects_survive_a_failover_while_their_owner_is_down() {
     for o in &mut objects {
         o.cold_only = true;
     }
-    check_usage(node, &dir, &objects);
-    assert_eq!(
-        payload_files(&dir),
-        files_before,
-        "no payload lost or added"
-    );
-    check_objects(&s.client, node, &objects).await;
+    check_returned(&s, survivor, "owner restarted", &files_before, &objects).await;
     for key in &lost {
         let (code, out, err) = crescent(&["--server", &node.addr.to_string()], &["get", key]);
         assert_ne!(code, 0, "{key}: its only replica died with the owner");
         assert!(out.is_empty(), "{key}: {err}");
     }
+}
+
+/// Once the owner is back: the device on node `i` converges (the materialized objects' 4
+/// operations live), its usage is the live lengths, the owner's payload files are those of
+/// before the failover, and every object reads back byte-identical both ways.
+async fn check_returned(
+    s: &Setup,
+    i: usize,
+    label: &str,
+    files_before: &[std::path::PathBuf],
+    objects: &[Object],
+) {
+    let node = s.pair.node(i);
+    let dir = s.pair.dir.path();
+    wait_converged(node, label, 4);
+    check_usage(node, dir, objects);
+    assert_eq!(payload_files(dir), files_before, "{label}: payload files");
+    check_objects(&s.client, node, objects).await;
 }
