@@ -393,7 +393,7 @@ impl CrescentClient {
         let size = reply.size as usize;
         let transport = self.data.transport().await?;
         if size >= DIRECT_READ_MIN_BYTES && transport.kind() == TransportKind::Tcp {
-            return self.read_object_direct(key, reply, &transport).await;
+            return self.read_object_direct(key, reply, transport).await;
         }
         let staging = self.data.staging.take(transport, size)?;
         let local = self.data.local();
