@@ -56,19 +56,13 @@ impl RegisteredBuffer {
         )))
     }
 
-    /// CRC32C of a range, read in chunks (no allocation proportional to the range).
+    /// CRC32C of a range, computed in place under a shared range lock (no copy, no
+    /// allocation; waits for a transfer still landing in the range).
     pub(crate) async fn crc32c(&self, offset: usize, len: usize) -> Result<u32, ClientError> {
-        let mut chunk = [0u8; 16 * 1024];
-        let mut crc = 0u32;
-        let mut at = offset;
-        let end = offset + len;
-        while at < end {
-            let n = (end - at).min(chunk.len());
-            self.read(at, &mut chunk[..n]).await?;
-            crc = crc32c::crc32c_append(crc, &chunk[..n]);
-            at += n;
-        }
-        Ok(crc)
+        Ok(self
+            .memory
+            .with_read(offset as u64, len as u64, crc32c::crc32c)
+            .await?)
     }
 }
 

@@ -278,6 +278,38 @@ impl SegmentMemory {
         Ok(guard.as_slice().to_vec())
     }
 
+    /// Runs `f` on `[offset, offset + length)` with shared access, waiting for overlapping
+    /// writers (transfers landing there) to finish first. For a reader that only inspects the
+    /// bytes (a checksum): no copy out of the region.
+    pub async fn with_read<R>(
+        &self,
+        offset: u64,
+        length: u64,
+        f: impl FnOnce(&[u8]) -> R,
+    ) -> Result<R> {
+        let guard = self.lock_read("region", offset, length).await?;
+        Ok(f(guard.as_slice()))
+    }
+
+    /// Gives back the buffer a region was made from with [`Self::from_boxed_slice`], bytes
+    /// and all (no copy); any other region comes back as `Err(self)`. Taking `self` by value
+    /// means nothing (no transfer, no lock) can still hold the region.
+    pub fn into_boxed_slice(self) -> std::result::Result<Box<[u8]>, Self> {
+        if !matches!(self.backing, Backing::Boxed) {
+            return Err(self);
+        }
+        let this = std::mem::ManuallyDrop::new(self);
+        let slice = std::ptr::slice_from_raw_parts_mut(this.base.as_ptr(), this.len);
+        // SAFETY: `base`/`len` came from `Box::<[u8]>::into_raw` in `from_boxed_slice`; `this`
+        // is never dropped, so the box is rebuilt exactly once, here. The range locks hold no
+        // guard (they borrow `self`, which we own by value) and own no memory besides their
+        // own table, which is dropped below.
+        let boxed = unsafe { Box::from_raw(slice) };
+        // SAFETY: read out of the never-dropped `this` once, so it is dropped exactly once.
+        drop(unsafe { std::ptr::read(&this.locks) });
+        Ok(boxed)
+    }
+
     /// Copies `src` into the region starting at `offset`.
     pub async fn write_at(&self, offset: u64, src: &[u8]) -> Result<()> {
         let mut guard = self.lock_write("region", offset, src.len() as u64).await?;
@@ -476,6 +508,27 @@ mod tests {
         assert_eq!(m.read_to_vec(100, 0).await.unwrap(), Vec::<u8>::new());
         let err = m.read_to_vec(95, 6).await.unwrap_err();
         assert!(matches!(err, TransportError::OutOfRange { size: 100, .. }));
+    }
+
+    #[tokio::test]
+    async fn a_boxed_region_gives_its_buffer_back_and_others_refuse() {
+        let m = SegmentMemory::from_boxed_slice(vec![0u8; 64].into_boxed_slice()).unwrap();
+        m.write_at(3, &[9, 8, 7]).await.unwrap();
+        let crc = m.with_read(3, 3, crc_of).await.unwrap();
+        assert_eq!(crc, crc_of(&[9, 8, 7]));
+        assert!(m.with_read(62, 3, crc_of).await.is_err(), "out of range");
+        let back = m.into_boxed_slice().unwrap();
+        assert_eq!(back.len(), 64);
+        assert_eq!(&back[2..7], &[0, 9, 8, 7, 0]);
+        let mapped = SegmentMemory::allocate(4096).unwrap();
+        assert_eq!(mapped.into_boxed_slice().unwrap_err().len(), 4096);
+    }
+
+    /// A stand-in for a checksum: something computed from the bytes in place.
+    fn crc_of(bytes: &[u8]) -> u64 {
+        bytes
+            .iter()
+            .fold(7u64, |h, &b| h.wrapping_mul(31).wrapping_add(b as u64))
     }
 
     #[test]

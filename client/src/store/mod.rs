@@ -2,7 +2,9 @@
 //! on a transfer failure), get (a complete replica, local first, checksum verified), and the
 //! metadata calls. The zero-copy forms work on [`RegisteredBuffer`]s.
 
-use crescent_transport::{TransferDescriptor, TransferOp, Transport};
+use std::sync::Arc;
+
+use crescent_transport::{SegmentMemory, TransferDescriptor, TransferOp, Transport, TransportKind};
 use crescent_wire::rpc::RpcOp;
 use crescent_wire::store::{
     Ack, ExistReply, GetReply, ListEntry, ListReply, ListRequest, ObjectId, ObjectRequest,
@@ -21,6 +23,7 @@ use crate::error::ClientError;
 use crate::failover::Retry;
 use crate::lease::release_of;
 use crate::options::PutOptions;
+use destination::{Destination, IntoBuffer, IntoValue};
 
 /// What a put did.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -94,6 +97,10 @@ pub(crate) async fn read_replica(
     done.into_result()
         .map_err(|e| ClientError::transfer(format!("reading segment {}", replica.segment_id), e))
 }
+
+/// Smallest value a `get` over TCP reads straight into the `Vec` it returns: below it, the
+/// copy out of a pooled staging buffer costs less than registering a fresh buffer.
+const DIRECT_READ_MIN_BYTES: usize = 64 << 10;
 
 fn no_replica(key: &str) -> ClientError {
     ClientError::item(
@@ -348,29 +355,46 @@ impl CrescentClient {
     /// The value of object `id` (any scope; the caller checked the id). The get's read lease
     /// is released once the bytes are copied out.
     pub(crate) async fn get_object(&self, id: ObjectId) -> Result<Vec<u8>, ClientError> {
+        self.get_with(&id, &IntoValue).await
+    }
+
+    /// One get of `id`, its value delivered by `dest`: already restored and verified (a
+    /// cold-only object, `crate::cold_restore`), or read from the reply's replicas (a staged
+    /// payload is read like one). The lease release that follows also acks a staged
+    /// payload's token; a staged payload that could not be read or verified (token expired,
+    /// crescentd restarted, bytes changed) is asked again without staging (inline).
+    async fn get_with<D: Destination>(
+        &self,
+        id: &ObjectId,
+        dest: &D,
+    ) -> Result<D::Output, ClientError> {
         let mut accept_staged = true;
         loop {
             let GetAnswer { reply, value } = self.get_meta(id.clone(), accept_staged).await?;
-            let value = match (value, crate::cold_restore::staged_as_replica(&reply)) {
-                (Some(restored), _) => Ok(restored),
-                (None, Ok(Some(staged))) => self.read_object(&id.key, &staged).await,
-                (None, Ok(None)) => self.read_object(&id.key, &reply).await,
+            let result = match (value, crate::cold_restore::staged_as_replica(&reply)) {
+                (Some(restored), _) => dest.restored(self, restored).await,
+                (None, Ok(Some(staged))) => dest.read(self, &id.key, &staged).await,
+                (None, Ok(None)) => dest.read(self, &id.key, &reply).await,
                 (None, Err(e)) => Err(e),
             };
-            // The release also acks a staged payload's token.
-            self.release_lease(release_of(&id, &reply)).await;
-            if accept_staged && self.staged_retry(&reply, &value) {
+            self.release_lease(release_of(id, &reply)).await;
+            if accept_staged && self.staged_retry(&reply, &result) {
                 accept_staged = false;
                 continue;
             }
-            return value;
+            return result;
         }
     }
 
     /// Copies the object a get answered out of its replicas (local first), checksum verified.
+    /// A large value over TCP lands straight in the `Vec` returned (registered for the one
+    /// read); a small one goes through a pooled staging buffer, then a copy.
     async fn read_object(&self, key: &str, reply: &GetReply) -> Result<Vec<u8>, ClientError> {
         let size = reply.size as usize;
         let transport = self.data.transport().await?;
+        if size >= DIRECT_READ_MIN_BYTES && transport.kind() == TransportKind::Tcp {
+            return self.read_object_direct(key, reply, transport).await;
+        }
         let staging = self.data.staging.take(transport, size)?;
         let local = self.data.local();
         let mut last = no_replica(key);
@@ -402,6 +426,33 @@ impl CrescentClient {
         Err(last)
     }
 
+    /// [`Self::read_object`] into a fresh buffer registered for this read only: the bytes
+    /// arrive in the value returned, checked there (no staging buffer, no copy out of it).
+    async fn read_object_direct(
+        &self,
+        key: &str,
+        reply: &GetReply,
+        transport: &Arc<dyn Transport>,
+    ) -> Result<Vec<u8>, ClientError> {
+        let size = reply.size as usize;
+        let memory = Arc::new(SegmentMemory::from_boxed_slice(
+            vec![0u8; size].into_boxed_slice(),
+        )?);
+        let handle = transport.register(memory.clone())?;
+        let dst = RegisteredBuffer { handle, memory };
+        let read = self.read_object_into(key, reply, &dst, 0).await;
+        // Unregistered whatever happened: the transfer is over (`submit` completed).
+        let _ = transport.unregister(handle);
+        read?;
+        match Arc::try_unwrap(dst.memory).map(SegmentMemory::into_boxed_slice) {
+            Ok(Ok(value)) => Ok(value.into_vec()),
+            // Still shared or not a boxed buffer (neither happens once the read is over):
+            // copy it out rather than fail a read that succeeded.
+            Ok(Err(memory)) => Ok(memory.read_to_vec(0, size as u64).await?),
+            Err(memory) => Ok(memory.read_to_vec(0, size as u64).await?),
+        }
+    }
+
     /// Reads the value of `key` straight into `dst` at `offset` (zero copy); returns its size.
     /// The object must fit in `[offset, dst.len())`.
     pub async fn get_into(
@@ -412,26 +463,7 @@ impl CrescentClient {
     ) -> Result<usize, ClientError> {
         let operation = async {
             let id = self.scope.object_id(key)?;
-            let mut accept_staged = true;
-            loop {
-                let GetAnswer { reply, value } = self.get_meta(id.clone(), accept_staged).await?;
-                let read = match (value, crate::cold_restore::staged_as_replica(&reply)) {
-                    (Some(restored), _) => self.restored_into(&restored, dst, offset).await,
-                    // Straight into the caller's buffer, checked there before returning.
-                    (None, Ok(Some(staged))) => {
-                        self.read_object_into(key, &staged, dst, offset).await
-                    }
-                    (None, Ok(None)) => self.read_object_into(key, &reply, dst, offset).await,
-                    (None, Err(e)) => Err(e),
-                };
-                // The release also acks a staged payload's token.
-                self.release_lease(release_of(&id, &reply)).await;
-                if accept_staged && self.staged_retry(&reply, &read) {
-                    accept_staged = false;
-                    continue;
-                }
-                return read;
-            }
+            self.get_with(&id, &IntoBuffer { dst, offset }).await
         }
         .instrument(tracing::debug_span!("client.get_into"));
         self.data
@@ -646,5 +678,6 @@ pub(crate) fn verify(key: &str, stored: Option<u32>, actual: u32) -> Result<(), 
     }
 }
 
+mod destination;
 #[cfg(test)]
 mod tests;

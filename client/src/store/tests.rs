@@ -22,20 +22,24 @@ fn replica(seg: &str, endpoint: &str, offset: u64, length: u64) -> ReplicaDesc {
     }
 }
 
+/// A transport with a transfer listener on loopback, and its endpoint.
+async fn listener() -> (TcpTransport, String) {
+    let config = TcpConfig {
+        listen: Some("127.0.0.1:0".into()),
+        ..TcpConfig::default()
+    };
+    let served = TcpTransport::start(config, TransportMetrics::unregistered())
+        .await
+        .unwrap();
+    let endpoint = served.local_endpoint().unwrap();
+    (served, endpoint)
+}
+
 /// The put and get transfer paths against a real transfer listener (no control plane):
 /// write descriptors to two replicas, read each back, record ownership of the local one.
 #[tokio::test]
 async fn replica_writes_and_reads_move_the_exact_bytes() {
-    let served = TcpTransport::start(
-        TcpConfig {
-            listen: Some("127.0.0.1:0".into()),
-            ..TcpConfig::default()
-        },
-        TransportMetrics::unregistered(),
-    )
-    .await
-    .unwrap();
-    let endpoint = served.local_endpoint().unwrap();
+    let (served, endpoint) = listener().await;
     served
         .serve_segment("s1", Arc::new(SegmentMemory::allocate(1 << 20).unwrap()))
         .unwrap();
@@ -138,4 +142,40 @@ fn checksums_verify_only_when_stored() {
     assert!(verify("k", Some(5), 5).is_ok());
     let e = verify("k", Some(5), 6).unwrap_err();
     assert_eq!(e.code_str(), "CHECKSUM_MISMATCH");
+}
+
+/// A get of a large value reads it straight into the `Vec` it returns (no staging buffer is
+/// taken) and still checks its CRC32C there; a small one goes through the staging pool.
+#[tokio::test]
+async fn a_large_get_lands_in_its_value_checked_and_a_small_one_is_staged() {
+    let (served, endpoint) = listener().await;
+    let memory = Arc::new(SegmentMemory::allocate(1 << 20).unwrap());
+    let large: Vec<u8> = (0..300_000u32).map(|i| (i * 13 % 251) as u8).collect();
+    memory.write_at(4096, &large).await.unwrap();
+    served.serve_segment("s1", memory).unwrap();
+    let client = CrescentClient::new("127.0.0.1:1").unwrap();
+    let reply = |length: u64, checksum: u32| GetReply {
+        size: length,
+        put_id: 1,
+        data_type: Default::default(),
+        checksum: Some(checksum),
+        replicas: vec![replica("s1", &endpoint, 4096, length)],
+        lease_until_ms: 0,
+        inline: None,
+        cold_backing: None,
+        staged: None,
+    };
+    let good = reply(large.len() as u64, crc32c::crc32c(&large));
+    assert_eq!(client.read_object("k", &good).await.unwrap(), large);
+    assert_eq!(client.data.staging.idle(), 0, "no staging buffer taken");
+    let damaged = reply(large.len() as u64, crc32c::crc32c(&large) ^ 1);
+    let e = client.read_object("k", &damaged).await.unwrap_err();
+    assert_eq!(e.code_str(), "CHECKSUM_MISMATCH", "{e}");
+    let small = &large[..4096];
+    let got = client
+        .read_object("k", &reply(4096, crc32c::crc32c(small)))
+        .await
+        .unwrap();
+    assert_eq!(got, small);
+    assert_eq!(client.data.staging.idle(), 1, "staged, then pooled");
 }

@@ -478,7 +478,11 @@ fn read_payload(
 
 /// The CRC32C of payload bytes read must equal the one their header records.
 fn verify_payload(locator: &str, header: &FileHeader, bytes: &[u8]) -> Result<(), ColdError> {
-    let actual = payload_checksum(bytes);
+    checksum_matches(locator, header, payload_checksum(bytes))
+}
+
+/// The CRC32C computed over payload bytes read must equal the one their header records.
+fn checksum_matches(locator: &str, header: &FileHeader, actual: u32) -> Result<(), ColdError> {
     if actual != header.checksum {
         return Err(ColdError::ChecksumMismatch {
             locator: locator.to_string(),
