@@ -156,3 +156,61 @@ fn a_backing_must_describe_the_object_the_reply_describes() {
     let longer = vec![3u8; 1_001];
     assert!(matches_reply(&b, &reply_of(&longer, None)).is_err());
 }
+
+/// The async read on both runtime flavors, above [`BLOCKING_READ_BYTES`] (the blocking-pool
+/// hop on a current-thread runtime, its buffer allocated by the caller or on the pool;
+/// `block_in_place` on a multi-thread one) and below it:
+/// the verified value in a buffer of exactly its length, and a flipped byte still refused.
+#[test]
+fn the_async_read_returns_a_verified_value_of_exact_capacity_on_both_runtimes() {
+    let large: Vec<u8> = (0..(BLOCKING_READ_BYTES as u32 + 4321))
+        .map(|i| (i * 13) as u8)
+        .collect();
+    let small = large[..5_000].to_vec();
+    for flavor in ["current_thread", "multi_thread"] {
+        let rt = match flavor {
+            "current_thread" => tokio::runtime::Builder::new_current_thread().build(),
+            _ => tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .build(),
+        }
+        .unwrap();
+        for (payload, value_use) in [
+            (&large, ValueUse::Kept),
+            (&large, ValueUse::CopiedOut),
+            (&small, ValueUse::Kept),
+        ] {
+            let (_dir, b) = device_with(payload);
+            let restore = Arc::new(LocalColdRestore::new(true));
+            let value = rt.block_on(restore.read(&b, value_use)).unwrap();
+            assert_eq!(&value, payload, "{flavor}");
+            assert_eq!(value.capacity(), payload.len(), "{flavor}: never regrown");
+            let path = std::path::Path::new(&b.root).join(&b.locator);
+            let mut file = std::fs::read(&path).unwrap();
+            file[96 + payload.len() / 2] ^= 0x01;
+            std::fs::write(&path, &file).unwrap();
+            let e = rt.block_on(restore.read(&b, value_use)).unwrap_err();
+            assert!(
+                matches!(e, ColdError::ChecksumMismatch { .. }),
+                "{flavor}: {e}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_length_that_cannot_be_allocated_is_refused_before_any_io() {
+    let payload = vec![1u8; 100];
+    let (_dir, b) = device_with(&payload);
+    let huge = ColdBackingRef {
+        length: u64::MAX,
+        ..b.clone()
+    };
+    let restore = LocalColdRestore::new(true);
+    let e = restore.read_blocking(&huge).unwrap_err();
+    assert!(matches!(e, ColdError::InvalidArgument { .. }), "{e}");
+    assert!(
+        restore.readers.lock().unwrap().is_empty(),
+        "the device directory was not opened"
+    );
+}

@@ -15,7 +15,7 @@ use tracing::Instrument;
 
 use crate::buffer::RegisteredBuffer;
 use crate::client::CrescentClient;
-use crate::cold_restore::GetAnswer;
+use crate::cold_restore::{GetAnswer, ValueUse};
 use crate::dataplane::{read_order, remote_for, Committed, LocalSegment};
 use crate::error::ClientError;
 use crate::failover::Retry;
@@ -308,11 +308,16 @@ impl CrescentClient {
         }
     }
 
-    async fn get_meta(&self, id: ObjectId, accept_staged: bool) -> Result<GetAnswer, ClientError> {
+    async fn get_meta(
+        &self,
+        id: ObjectId,
+        accept_staged: bool,
+        value_use: ValueUse,
+    ) -> Result<GetAnswer, ClientError> {
         // A cold-only object's value comes back already verified, read from its device right
         // here or restored by the server (`crate::cold_restore`), or staged by the server for
         // this client to read like a replica (`GetReply::staged`).
-        self.get_reply(id, accept_staged).await
+        self.get_reply(id, accept_staged, value_use).await
     }
 
     /// After reading (or failing to read) a get's replicas: a staged payload that could not
@@ -350,7 +355,9 @@ impl CrescentClient {
     pub(crate) async fn get_object(&self, id: ObjectId) -> Result<Vec<u8>, ClientError> {
         let mut accept_staged = true;
         loop {
-            let GetAnswer { reply, value } = self.get_meta(id.clone(), accept_staged).await?;
+            let GetAnswer { reply, value } = self
+                .get_meta(id.clone(), accept_staged, ValueUse::Kept)
+                .await?;
             let value = match (value, crate::cold_restore::staged_as_replica(&reply)) {
                 (Some(restored), _) => Ok(restored),
                 (None, Ok(Some(staged))) => self.read_object(&id.key, &staged).await,
@@ -414,7 +421,9 @@ impl CrescentClient {
             let id = self.scope.object_id(key)?;
             let mut accept_staged = true;
             loop {
-                let GetAnswer { reply, value } = self.get_meta(id.clone(), accept_staged).await?;
+                let GetAnswer { reply, value } = self
+                    .get_meta(id.clone(), accept_staged, ValueUse::CopiedOut)
+                    .await?;
                 let read = match (value, crate::cold_restore::staged_as_replica(&reply)) {
                     (Some(restored), _) => self.restored_into(&restored, dst, offset).await,
                     // Straight into the caller's buffer, checked there before returning.
