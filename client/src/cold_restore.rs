@@ -16,7 +16,8 @@
 //!   own checksum error if the payload is damaged). No unverified byte is ever returned.
 //!
 //! Large payloads are read off the async scheduler (`block_in_place`, or the blocking pool
-//! on a current-thread runtime), so the client's other tasks are not held by file IO.
+//! on a current-thread runtime), so the client's other tasks are not held by file IO; the
+//! value's buffer is allocated on the caller's thread either way (warm memory, see `read`).
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -148,18 +149,21 @@ impl LocalColdRestore {
 
     /// Reads and verifies the backing's payload from its device directory (blocking IO).
     pub fn read_blocking(&self, backing: &ColdBackingRef) -> Result<Vec<u8>, ColdError> {
-        if backing.version != COLD_BACKING_REF_VERSION || backing.kind != "local_dir" {
-            return Err(ColdError::InvalidArgument {
-                field: "cold_backing",
-                reason: format!(
-                    "version {} of kind {:?} is not read here",
-                    backing.version, backing.kind
-                ),
-            });
-        }
+        let mut value = value_buffer(backing)?;
+        self.read_blocking_into(backing, &mut value)?;
+        Ok(value)
+    }
+
+    /// [`read_blocking`](Self::read_blocking) into `value`, a buffer from [`value_buffer`]
+    /// (left empty on error, so no unverified byte is visible).
+    fn read_blocking_into(
+        &self,
+        backing: &ColdBackingRef,
+        value: &mut Vec<u8>,
+    ) -> Result<(), ColdError> {
         let read = self
             .reader(backing)
-            .and_then(|r| r.read(&backing.locator, backing.length, backing.checksum));
+            .and_then(|r| r.read_into(&backing.locator, backing.length, backing.checksum, value));
         if read.is_err() {
             self.forget(backing);
         }
@@ -170,7 +174,20 @@ impl LocalColdRestore {
     /// on a multi-thread runtime in place (`block_in_place` hands this worker's other tasks
     /// to the other workers, and saves the two thread switches of a blocking-pool hop, which
     /// cost more than the read on a loaded host), otherwise on the blocking pool.
-    pub async fn read(self: &Arc<Self>, backing: &ColdBackingRef) -> Result<Vec<u8>, ColdError> {
+    ///
+    /// Where the value's buffer is allocated matters with glibc, which keeps freed memory
+    /// warm per arena and gives each thread its own: a value handed to the caller
+    /// ([`ValueUse::Kept`]) is allocated here, on the caller's thread, and only filled on the
+    /// pool, because a buffer from the pool thread's arena is unmapped or `MADV_DONTNEED`ed
+    /// once the caller frees a batch of them, so every large get faulted in fresh pages (1024
+    /// per 4 MiB); a value copied out and dropped at once ([`ValueUse::CopiedOut`]) is
+    /// allocated on the pool thread, whose arena nothing else uses, so one warm buffer serves
+    /// every such get (docs/cold-tier.md, "fresh buffers").
+    pub async fn read(
+        self: &Arc<Self>,
+        backing: &ColdBackingRef,
+        value_use: ValueUse,
+    ) -> Result<Vec<u8>, ColdError> {
         if backing.length < BLOCKING_READ_BYTES {
             return self.read_blocking(backing);
         }
@@ -179,17 +196,59 @@ impl LocalColdRestore {
         {
             return tokio::task::block_in_place(|| self.read_blocking(backing));
         }
+        let here = match value_use {
+            ValueUse::Kept => Some(value_buffer(backing)?),
+            ValueUse::CopiedOut => None,
+        };
         let me = self.clone();
         let backing = backing.clone();
-        tokio::task::spawn_blocking(move || me.read_blocking(&backing))
-            .await
-            .unwrap_or_else(|e| {
-                Err(ColdError::Backpressure {
-                    queue: "local restore",
-                    reason: format!("the read task ended: {e}"),
-                })
+        tokio::task::spawn_blocking(move || match here {
+            Some(mut value) => me.read_blocking_into(&backing, &mut value).map(|()| value),
+            None => me.read_blocking(&backing),
+        })
+        .await
+        .unwrap_or_else(|e| {
+            Err(ColdError::Backpressure {
+                queue: "local restore",
+                reason: format!("the read task ended: {e}"),
             })
+        })
     }
+}
+
+/// What a get does with a locally restored value (it decides where [`LocalColdRestore::read`]
+/// allocates it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ValueUse {
+    /// Handed to the caller (`get`).
+    Kept,
+    /// Copied into the caller's registered buffer and dropped (`get_into`).
+    CopiedOut,
+}
+
+/// The empty buffer a backing's value is read into, with room for exactly its length (the
+/// reader fills it without growing it). Refuses, before any IO, a backing this client does not
+/// read (unknown version or kind) and a length it cannot allocate (the get then falls back to
+/// the server's restore instead of aborting the process).
+fn value_buffer(backing: &ColdBackingRef) -> Result<Vec<u8>, ColdError> {
+    if backing.version != COLD_BACKING_REF_VERSION || backing.kind != "local_dir" {
+        return Err(ColdError::InvalidArgument {
+            field: "cold_backing",
+            reason: format!(
+                "version {} of kind {:?} is not read here",
+                backing.version, backing.kind
+            ),
+        });
+    }
+    let mut value = Vec::new();
+    usize::try_from(backing.length)
+        .map_err(|_| ())
+        .and_then(|len| value.try_reserve_exact(len).map_err(|_| ()))
+        .map_err(|()| ColdError::InvalidArgument {
+            field: "cold_backing",
+            reason: format!("a value of {} bytes cannot be allocated", backing.length),
+        })?;
+    Ok(value)
 }
 
 /// A get's answer: the server's reply, and for a cold-only object its value, already
@@ -209,6 +268,7 @@ impl CrescentClient {
         &self,
         id: ObjectId,
         accept_staged: bool,
+        value_use: ValueUse,
     ) -> Result<GetAnswer, ClientError> {
         let local = self.cold_restore.enabled();
         let request = GetRequest {
@@ -222,7 +282,7 @@ impl CrescentClient {
         };
         let read = self
             .cold_restore
-            .read(&backing)
+            .read(&backing, value_use)
             .instrument(tracing::debug_span!(
                 "client.cold_local_restore",
                 length = backing.length

@@ -16,6 +16,22 @@ fn backing(root: &std::path::Path, device: &str, locator: &str, payload: &[u8]) 
     }
 }
 
+/// Flips one bit of payload byte `at` in the backing's file.
+fn flip_payload_byte(b: &ColdBackingRef, at: usize) {
+    let path = std::path::Path::new(&b.root).join(&b.locator);
+    let mut file = std::fs::read(&path).unwrap();
+    file[96 + at] ^= 0x10;
+    std::fs::write(&path, &file).unwrap();
+}
+
+/// The error reading `b` fails with; no checked reader of its root is kept afterwards.
+fn refused_with_no_reader_kept(b: &ColdBackingRef) -> ColdError {
+    let restore = LocalColdRestore::new(true);
+    let e = restore.read_blocking(b).unwrap_err();
+    assert!(restore.readers.lock().unwrap().is_empty(), "{e}");
+    e
+}
+
 fn device_with(payload: &[u8]) -> (tempfile::TempDir, ColdBackingRef) {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("dev");
@@ -43,17 +59,9 @@ fn a_verified_payload_is_read_from_the_device_directory() {
 fn a_flipped_byte_is_a_checksum_error_and_no_bytes_come_back() {
     let payload = vec![5u8; 10_000];
     let (_dir, b) = device_with(&payload);
-    let path = std::path::Path::new(&b.root).join(&b.locator);
-    let mut file = std::fs::read(&path).unwrap();
-    file[96 + 4321] ^= 0x10;
-    std::fs::write(&path, &file).unwrap();
-    let restore = LocalColdRestore::new(true);
-    let e = restore.read_blocking(&b).unwrap_err();
+    flip_payload_byte(&b, 4321);
+    let e = refused_with_no_reader_kept(&b);
     assert!(matches!(e, ColdError::ChecksumMismatch { .. }), "{e}");
-    assert!(
-        restore.readers.lock().unwrap().is_empty(),
-        "forgotten after a failure"
-    );
 }
 
 #[test]
@@ -155,4 +163,55 @@ fn a_backing_must_describe_the_object_the_reply_describes() {
     assert!(matches!(e, ColdError::InvalidArgument { .. }), "{e}");
     let longer = vec![3u8; 1_001];
     assert!(matches_reply(&b, &reply_of(&longer, None)).is_err());
+}
+
+/// The async read on both runtime flavors, above [`BLOCKING_READ_BYTES`] (the blocking-pool
+/// hop on a current-thread runtime, its buffer allocated by the caller or on the pool;
+/// `block_in_place` on a multi-thread one) and below it:
+/// the verified value in a buffer of exactly its length, and a flipped byte still refused.
+#[test]
+fn the_async_read_returns_a_verified_value_of_exact_capacity_on_both_runtimes() {
+    let large: Vec<u8> = (0..(BLOCKING_READ_BYTES as u32 + 4321))
+        .map(|i| (i * 13) as u8)
+        .collect();
+    let small = large[..5_000].to_vec();
+    for flavor in ["current_thread", "multi_thread"] {
+        let rt = match flavor {
+            "current_thread" => tokio::runtime::Builder::new_current_thread().build(),
+            _ => tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .build(),
+        }
+        .unwrap();
+        for (payload, value_use) in [
+            (&large, ValueUse::Kept),
+            (&large, ValueUse::CopiedOut),
+            (&small, ValueUse::Kept),
+        ] {
+            let (_dir, b) = device_with(payload);
+            let restore = Arc::new(LocalColdRestore::new(true));
+            let value = rt.block_on(restore.read(&b, value_use)).unwrap();
+            assert_eq!(&value, payload, "{flavor}");
+            assert_eq!(value.capacity(), payload.len(), "{flavor}: never regrown");
+            flip_payload_byte(&b, payload.len() / 2);
+            let e = rt.block_on(restore.read(&b, value_use)).unwrap_err();
+            assert!(
+                matches!(e, ColdError::ChecksumMismatch { .. }),
+                "{flavor}: {e}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_length_that_cannot_be_allocated_is_refused_before_any_io() {
+    let payload = vec![1u8; 100];
+    let (_dir, b) = device_with(&payload);
+    let huge = ColdBackingRef {
+        length: u64::MAX,
+        ..b.clone()
+    };
+    // The device directory is not even opened.
+    let e = refused_with_no_reader_kept(&huge);
+    assert!(matches!(e, ColdError::InvalidArgument { .. }), "{e}");
 }

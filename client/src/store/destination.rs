@@ -8,12 +8,16 @@ use crescent_wire::store::GetReply;
 
 use crate::buffer::RegisteredBuffer;
 use crate::client::CrescentClient;
+use crate::cold_restore::ValueUse;
 use crate::error::ClientError;
 
 /// Where a get puts the value it delivers (`get`: a `Vec`; `get_into`: a registered buffer).
 pub(super) trait Destination: Sync {
     /// What the get returns.
     type Output: Send;
+
+    /// What the get does with a locally restored value (where the local restore allocates it).
+    const VALUE_USE: ValueUse;
 
     /// Delivers a cold-only value restored and verified already.
     fn restored(
@@ -36,6 +40,7 @@ pub(super) struct IntoValue;
 
 impl Destination for IntoValue {
     type Output = Vec<u8>;
+    const VALUE_USE: ValueUse = ValueUse::Kept;
 
     async fn restored(&self, _: &CrescentClient, value: Vec<u8>) -> Result<Vec<u8>, ClientError> {
         Ok(value)
@@ -59,6 +64,7 @@ pub(super) struct IntoBuffer<'a> {
 
 impl Destination for IntoBuffer<'_> {
     type Output = usize;
+    const VALUE_USE: ValueUse = ValueUse::CopiedOut;
 
     async fn restored(
         &self,

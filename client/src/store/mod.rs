@@ -17,7 +17,7 @@ use tracing::Instrument;
 
 use crate::buffer::RegisteredBuffer;
 use crate::client::CrescentClient;
-use crate::cold_restore::GetAnswer;
+use crate::cold_restore::{GetAnswer, ValueUse};
 use crate::dataplane::{read_order, remote_for, Committed, LocalSegment};
 use crate::error::ClientError;
 use crate::failover::Retry;
@@ -315,11 +315,16 @@ impl CrescentClient {
         }
     }
 
-    async fn get_meta(&self, id: ObjectId, accept_staged: bool) -> Result<GetAnswer, ClientError> {
+    async fn get_meta(
+        &self,
+        id: ObjectId,
+        accept_staged: bool,
+        value_use: ValueUse,
+    ) -> Result<GetAnswer, ClientError> {
         // A cold-only object's value comes back already verified, read from its device right
         // here or restored by the server (`crate::cold_restore`), or staged by the server for
         // this client to read like a replica (`GetReply::staged`).
-        self.get_reply(id, accept_staged).await
+        self.get_reply(id, accept_staged, value_use).await
     }
 
     /// After reading (or failing to read) a get's replicas: a staged payload that could not
@@ -370,7 +375,9 @@ impl CrescentClient {
     ) -> Result<D::Output, ClientError> {
         let mut accept_staged = true;
         loop {
-            let GetAnswer { reply, value } = self.get_meta(id.clone(), accept_staged).await?;
+            let GetAnswer { reply, value } = self
+                .get_meta(id.clone(), accept_staged, D::VALUE_USE)
+                .await?;
             let result = match (value, crate::cold_restore::staged_as_replica(&reply)) {
                 (Some(restored), _) => dest.restored(self, restored).await,
                 (None, Ok(Some(staged))) => dest.read(self, &id.key, &staged).await,
