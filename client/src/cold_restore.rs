@@ -26,7 +26,7 @@ use std::sync::{Arc, Mutex};
 
 use crescent_cold::local_dir::LocalDirDevice;
 use crescent_cold::ColdError;
-use crescent_wire::cold::{ColdBackingRef, COLD_BACKING_REF_VERSION};
+use crescent_wire::cold::ColdBackingRef;
 use crescent_wire::rpc::RpcOp;
 use crescent_wire::segments::TransportKind;
 use crescent_wire::store::{
@@ -36,12 +36,10 @@ use prometheus::{IntCounterVec, Opts, Registry};
 use tracing::Instrument;
 
 use crate::client::CrescentClient;
+use crate::cold_restore_target::{RestoreTarget, Restored};
 use crate::error::ClientError;
 use crate::lease::release_of;
 use crate::store::inline_checked;
-
-/// Payloads at least this long are read on a blocking thread.
-const BLOCKING_READ_BYTES: u64 = 256 << 10;
 
 /// Outcomes of local restores (the `outcome` label): read and verified here, or fallen back
 /// to the server's restore.
@@ -127,7 +125,10 @@ impl LocalColdRestore {
     }
 
     /// The checked reader of the backing's device directory.
-    fn reader(&self, backing: &ColdBackingRef) -> Result<Arc<LocalDirDevice>, ColdError> {
+    pub(crate) fn reader(
+        &self,
+        backing: &ColdBackingRef,
+    ) -> Result<Arc<LocalDirDevice>, ColdError> {
         let key = (backing.device_id.clone(), PathBuf::from(&backing.root));
         if let Some(r) = self.readers.lock().expect("cold readers").get(&key) {
             return Ok(r.clone());
@@ -140,115 +141,12 @@ impl LocalColdRestore {
         Ok(reader)
     }
 
-    fn forget(&self, backing: &ColdBackingRef) {
+    pub(crate) fn forget(&self, backing: &ColdBackingRef) {
         self.readers
             .lock()
             .expect("cold readers")
             .remove(&(backing.device_id.clone(), PathBuf::from(&backing.root)));
     }
-
-    /// Reads and verifies the backing's payload from its device directory (blocking IO).
-    pub fn read_blocking(&self, backing: &ColdBackingRef) -> Result<Vec<u8>, ColdError> {
-        let mut value = value_buffer(backing)?;
-        self.read_blocking_into(backing, &mut value)?;
-        Ok(value)
-    }
-
-    /// [`read_blocking`](Self::read_blocking) into `value`, a buffer from [`value_buffer`]
-    /// (left empty on error, so no unverified byte is visible).
-    fn read_blocking_into(
-        &self,
-        backing: &ColdBackingRef,
-        value: &mut Vec<u8>,
-    ) -> Result<(), ColdError> {
-        let read = self
-            .reader(backing)
-            .and_then(|r| r.read_into(&backing.locator, backing.length, backing.checksum, value));
-        if read.is_err() {
-            self.forget(backing);
-        }
-        read
-    }
-
-    /// [`read_blocking`](Self::read_blocking), off the async scheduler for large payloads:
-    /// on a multi-thread runtime in place (`block_in_place` hands this worker's other tasks
-    /// to the other workers, and saves the two thread switches of a blocking-pool hop, which
-    /// cost more than the read on a loaded host), otherwise on the blocking pool.
-    ///
-    /// Where the value's buffer is allocated matters with glibc, which keeps freed memory
-    /// warm per arena and gives each thread its own: a value handed to the caller
-    /// ([`ValueUse::Kept`]) is allocated here, on the caller's thread, and only filled on the
-    /// pool, because a buffer from the pool thread's arena is unmapped or `MADV_DONTNEED`ed
-    /// once the caller frees a batch of them, so every large get faulted in fresh pages (1024
-    /// per 4 MiB); a value copied out and dropped at once ([`ValueUse::CopiedOut`]) is
-    /// allocated on the pool thread, whose arena nothing else uses, so one warm buffer serves
-    /// every such get (docs/cold-tier.md, "fresh buffers").
-    pub async fn read(
-        self: &Arc<Self>,
-        backing: &ColdBackingRef,
-        value_use: ValueUse,
-    ) -> Result<Vec<u8>, ColdError> {
-        if backing.length < BLOCKING_READ_BYTES {
-            return self.read_blocking(backing);
-        }
-        if tokio::runtime::Handle::current().runtime_flavor()
-            == tokio::runtime::RuntimeFlavor::MultiThread
-        {
-            return tokio::task::block_in_place(|| self.read_blocking(backing));
-        }
-        let here = match value_use {
-            ValueUse::Kept => Some(value_buffer(backing)?),
-            ValueUse::CopiedOut => None,
-        };
-        let me = self.clone();
-        let backing = backing.clone();
-        tokio::task::spawn_blocking(move || match here {
-            Some(mut value) => me.read_blocking_into(&backing, &mut value).map(|()| value),
-            None => me.read_blocking(&backing),
-        })
-        .await
-        .unwrap_or_else(|e| {
-            Err(ColdError::Backpressure {
-                queue: "local restore",
-                reason: format!("the read task ended: {e}"),
-            })
-        })
-    }
-}
-
-/// What a get does with a locally restored value (it decides where [`LocalColdRestore::read`]
-/// allocates it).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ValueUse {
-    /// Handed to the caller (`get`).
-    Kept,
-    /// Copied into the caller's registered buffer and dropped (`get_into`).
-    CopiedOut,
-}
-
-/// The empty buffer a backing's value is read into, with room for exactly its length (the
-/// reader fills it without growing it). Refuses, before any IO, a backing this client does not
-/// read (unknown version or kind) and a length it cannot allocate (the get then falls back to
-/// the server's restore instead of aborting the process).
-fn value_buffer(backing: &ColdBackingRef) -> Result<Vec<u8>, ColdError> {
-    if backing.version != COLD_BACKING_REF_VERSION || backing.kind != "local_dir" {
-        return Err(ColdError::InvalidArgument {
-            field: "cold_backing",
-            reason: format!(
-                "version {} of kind {:?} is not read here",
-                backing.version, backing.kind
-            ),
-        });
-    }
-    let mut value = Vec::new();
-    usize::try_from(backing.length)
-        .map_err(|_| ())
-        .and_then(|len| value.try_reserve_exact(len).map_err(|_| ()))
-        .map_err(|()| ColdError::InvalidArgument {
-            field: "cold_backing",
-            reason: format!("a value of {} bytes cannot be allocated", backing.length),
-        })?;
-    Ok(value)
 }
 
 /// A get's answer: the server's reply, and for a cold-only object its value, already
@@ -257,7 +155,7 @@ fn value_buffer(backing: &ColdBackingRef) -> Result<Vec<u8>, ColdError> {
 #[derive(Debug)]
 pub(crate) struct GetAnswer {
     pub reply: GetReply,
-    pub value: Option<Vec<u8>>,
+    pub value: Option<Restored>,
 }
 
 impl CrescentClient {
@@ -268,7 +166,7 @@ impl CrescentClient {
         &self,
         id: ObjectId,
         accept_staged: bool,
-        value_use: ValueUse,
+        target: &RestoreTarget,
     ) -> Result<GetAnswer, ClientError> {
         let local = self.cold_restore.enabled();
         let request = GetRequest {
@@ -280,15 +178,19 @@ impl CrescentClient {
         let Some(backing) = reply.cold_backing.take() else {
             return verified_inline(&id.key, reply);
         };
-        let read = self
-            .cold_restore
-            .read(&backing, value_use)
-            .instrument(tracing::debug_span!(
-                "client.cold_local_restore",
-                length = backing.length
-            ))
-            .await
-            .and_then(|value| matches_reply(&backing, &reply).map(|()| value));
+        // Checked before the read: a target region is written only with this object's bytes.
+        let read = match matches_reply(&backing, &reply) {
+            Ok(()) => {
+                self.cold_restore
+                    .read(&backing, target)
+                    .instrument(tracing::debug_span!(
+                        "client.cold_local_restore",
+                        length = backing.length
+                    ))
+                    .await
+            }
+            Err(e) => Err(e),
+        };
         match read {
             Ok(value) => {
                 self.cold_restore
@@ -343,7 +245,7 @@ fn verified_inline(key: &str, mut reply: GetReply) -> Result<GetAnswer, ClientEr
     let value = match reply.inline.take() {
         Some(value) => {
             inline_checked(key, reply.size, reply.checksum, &value)?;
-            Some(value)
+            Some(Restored::Value(value))
         }
         None => None,
     };

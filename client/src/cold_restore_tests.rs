@@ -2,6 +2,9 @@
 //! and a failed read forgets the checked root.
 
 use super::*;
+use crate::cold_restore_target::BLOCKING_READ_BYTES;
+use crescent_transport::SegmentMemory;
+use crescent_wire::cold::COLD_BACKING_REF_VERSION;
 
 fn backing(root: &std::path::Path, device: &str, locator: &str, payload: &[u8]) -> ColdBackingRef {
     ColdBackingRef {
@@ -131,7 +134,7 @@ fn reply_of(payload: &[u8], inline: Option<Vec<u8>>) -> GetReply {
 fn an_inline_value_is_checked_once_and_moved_out_of_the_reply() {
     let payload = vec![9u8; 5_000];
     let answer = verified_inline("k", reply_of(&payload, Some(payload.clone()))).unwrap();
-    assert_eq!(answer.value.as_deref(), Some(&payload[..]));
+    assert!(matches!(&answer.value, Some(Restored::Value(v)) if v == &payload));
     assert!(answer.reply.inline.is_none(), "moved, not copied");
     assert_eq!(
         answer.reply.put_id, 7,
@@ -166,11 +169,12 @@ fn a_backing_must_describe_the_object_the_reply_describes() {
 }
 
 /// The async read on both runtime flavors, above [`BLOCKING_READ_BYTES`] (the blocking-pool
-/// hop on a current-thread runtime, its buffer allocated by the caller or on the pool;
-/// `block_in_place` on a multi-thread one) and below it:
-/// the verified value in a buffer of exactly its length, and a flipped byte still refused.
+/// hop on a current-thread runtime, `block_in_place` on a multi-thread one) and below it:
+/// a new value of exactly its length, or the bytes straight in a region's range with the
+/// bytes around it untouched; a flipped byte refused either way, and a region range zeroed
+/// then (no unverified byte stays visible); a range outside the region gets a new value.
 #[test]
-fn the_async_read_returns_a_verified_value_of_exact_capacity_on_both_runtimes() {
+fn the_async_read_lands_verified_bytes_in_a_value_or_a_region_on_both_runtimes() {
     let large: Vec<u8> = (0..(BLOCKING_READ_BYTES as u32 + 4321))
         .map(|i| (i * 13) as u8)
         .collect();
@@ -183,21 +187,60 @@ fn the_async_read_returns_a_verified_value_of_exact_capacity_on_both_runtimes() 
                 .build(),
         }
         .unwrap();
-        for (payload, value_use) in [
-            (&large, ValueUse::Kept),
-            (&large, ValueUse::CopiedOut),
-            (&small, ValueUse::Kept),
-        ] {
+        for payload in [&large, &small] {
             let (_dir, b) = device_with(payload);
             let restore = Arc::new(LocalColdRestore::new(true));
-            let value = rt.block_on(restore.read(&b, value_use)).unwrap();
+            let value = rt.block_on(restore.read(&b, &RestoreTarget::NewValue));
+            let Ok(Restored::Value(value)) = value else {
+                panic!("{flavor}: {value:?}");
+            };
             assert_eq!(&value, payload, "{flavor}");
             assert_eq!(value.capacity(), payload.len(), "{flavor}: never regrown");
-            flip_payload_byte(&b, payload.len() / 2);
-            let e = rt.block_on(restore.read(&b, value_use)).unwrap_err();
+
+            let memory = Arc::new(
+                SegmentMemory::from_boxed_slice(vec![0xEEu8; payload.len() + 100].into()).unwrap(),
+            );
+            let region = RestoreTarget::Region {
+                memory: memory.clone(),
+                offset: 40,
+            };
+            let read = rt.block_on(restore.read(&b, &region));
             assert!(
-                matches!(e, ColdError::ChecksumMismatch { .. }),
-                "{flavor}: {e}"
+                matches!(read, Ok(Restored::InPlace(n)) if n == payload.len()),
+                "{read:?}"
+            );
+            let landed = rt
+                .block_on(memory.read_to_vec(0, memory.len() as u64))
+                .unwrap();
+            assert_eq!(&landed[40..40 + payload.len()], &payload[..], "{flavor}");
+            assert!(landed[..40]
+                .iter()
+                .chain(&landed[40 + payload.len()..])
+                .all(|&x| x == 0xEE));
+            let outside = RestoreTarget::Region {
+                memory: memory.clone(),
+                offset: 101,
+            };
+            let read = rt.block_on(restore.read(&b, &outside));
+            assert!(
+                matches!(&read, Ok(Restored::Value(v)) if v == payload),
+                "{read:?}"
+            );
+
+            flip_payload_byte(&b, payload.len() / 2);
+            for target in [&RestoreTarget::NewValue, &region] {
+                let e = rt.block_on(restore.read(&b, target)).unwrap_err();
+                assert!(
+                    matches!(e, ColdError::ChecksumMismatch { .. }),
+                    "{flavor}: {e}"
+                );
+            }
+            let zeroed = rt
+                .block_on(memory.read_to_vec(40, payload.len() as u64))
+                .unwrap();
+            assert!(
+                zeroed.iter().all(|&x| x == 0),
+                "{flavor}: unverified bytes left visible"
             );
         }
     }

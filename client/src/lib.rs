@@ -20,6 +20,7 @@ pub mod client_options;
 pub mod cold;
 pub mod cold_device;
 pub mod cold_restore;
+pub mod cold_restore_target;
 mod dataplane;
 pub mod error;
 pub mod failover;

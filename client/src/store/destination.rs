@@ -8,7 +8,7 @@ use crescent_wire::store::GetReply;
 
 use crate::buffer::RegisteredBuffer;
 use crate::client::CrescentClient;
-use crate::cold_restore::ValueUse;
+use crate::cold_restore_target::{RestoreTarget, Restored};
 use crate::error::ClientError;
 
 /// Where a get puts the value it delivers (`get`: a `Vec`; `get_into`: a registered buffer).
@@ -16,14 +16,14 @@ pub(super) trait Destination: Sync {
     /// What the get returns.
     type Output: Send;
 
-    /// What the get does with a locally restored value (where the local restore allocates it).
-    const VALUE_USE: ValueUse;
+    /// Where a local restore of a cold-only object puts the value.
+    fn restore_target(&self) -> RestoreTarget;
 
     /// Delivers a cold-only value restored and verified already.
     fn restored(
         &self,
         client: &CrescentClient,
-        value: Vec<u8>,
+        value: Restored,
     ) -> impl Future<Output = Result<Self::Output, ClientError>> + Send;
 
     /// Reads the value from the replicas `reply` names, checked as it is read.
@@ -40,10 +40,19 @@ pub(super) struct IntoValue;
 
 impl Destination for IntoValue {
     type Output = Vec<u8>;
-    const VALUE_USE: ValueUse = ValueUse::Kept;
 
-    async fn restored(&self, _: &CrescentClient, value: Vec<u8>) -> Result<Vec<u8>, ClientError> {
-        Ok(value)
+    fn restore_target(&self) -> RestoreTarget {
+        RestoreTarget::NewValue
+    }
+
+    async fn restored(&self, _: &CrescentClient, value: Restored) -> Result<Vec<u8>, ClientError> {
+        match value {
+            Restored::Value(value) => Ok(value),
+            // Never asked for (`restore_target` names no region).
+            Restored::InPlace(_) => Err(ClientError::Protocol(
+                "a value restored in place has no bytes to return".into(),
+            )),
+        }
     }
 
     async fn read(
@@ -64,14 +73,24 @@ pub(super) struct IntoBuffer<'a> {
 
 impl Destination for IntoBuffer<'_> {
     type Output = usize;
-    const VALUE_USE: ValueUse = ValueUse::CopiedOut;
+
+    /// Straight into the caller's buffer: no value buffer, no copy.
+    fn restore_target(&self) -> RestoreTarget {
+        RestoreTarget::Region {
+            memory: self.dst.memory.clone(),
+            offset: self.offset as u64,
+        }
+    }
 
     async fn restored(
         &self,
         client: &CrescentClient,
-        value: Vec<u8>,
+        value: Restored,
     ) -> Result<usize, ClientError> {
-        client.restored_into(&value, self.dst, self.offset).await
+        match value {
+            Restored::InPlace(length) => Ok(length),
+            Restored::Value(value) => client.restored_into(&value, self.dst, self.offset).await,
+        }
     }
 
     async fn read(

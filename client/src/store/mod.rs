@@ -17,7 +17,8 @@ use tracing::Instrument;
 
 use crate::buffer::RegisteredBuffer;
 use crate::client::CrescentClient;
-use crate::cold_restore::{GetAnswer, ValueUse};
+use crate::cold_restore::GetAnswer;
+use crate::cold_restore_target::RestoreTarget;
 use crate::dataplane::{read_order, remote_for, Committed, LocalSegment};
 use crate::error::ClientError;
 use crate::failover::Retry;
@@ -319,12 +320,12 @@ impl CrescentClient {
         &self,
         id: ObjectId,
         accept_staged: bool,
-        value_use: ValueUse,
+        target: RestoreTarget,
     ) -> Result<GetAnswer, ClientError> {
         // A cold-only object's value comes back already verified, read from its device right
         // here or restored by the server (`crate::cold_restore`), or staged by the server for
         // this client to read like a replica (`GetReply::staged`).
-        self.get_reply(id, accept_staged, value_use).await
+        self.get_reply(id, accept_staged, &target).await
     }
 
     /// After reading (or failing to read) a get's replicas: a staged payload that could not
@@ -376,7 +377,7 @@ impl CrescentClient {
         let mut accept_staged = true;
         loop {
             let GetAnswer { reply, value } = self
-                .get_meta(id.clone(), accept_staged, D::VALUE_USE)
+                .get_meta(id.clone(), accept_staged, dest.restore_target())
                 .await?;
             let result = match (value, crate::cold_restore::staged_as_replica(&reply)) {
                 (Some(restored), _) => dest.restored(self, restored).await,
