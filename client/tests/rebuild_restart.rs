@@ -16,6 +16,11 @@ use crescent_wire::rebuild::GateState;
 use rand::{Rng, RngCore, SeedableRng};
 
 fn owner_process(server: &Server) -> (Proc, String) {
+    owner_process_with(server, &[])
+}
+
+/// `crescent owner` with `args` added (e.g. `--id`); returns once it is serving its segment.
+fn owner_process_with(server: &Server, args: &[&str]) -> (Proc, String) {
     let child = Command::new(crescent_bin())
         .args([
             "--server",
@@ -25,6 +30,7 @@ fn owner_process(server: &Server) -> (Proc, String) {
             "--size",
             "64M",
         ])
+        .args(args)
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
@@ -168,6 +174,39 @@ async fn an_owner_that_never_returns_opens_the_gate_degraded_at_the_timeout() {
     // b's objects are gone with b; a's are still served
     assert!(client.get(&on_b[0].0).await.is_err());
     assert_eq!(client.get(&on_a[1].0).await.unwrap(), on_a[1].1);
+}
+
+/// An owner whose process died while crescentd was down, and that comes back as a new process
+/// (same owner id, higher incarnation) before its old registration could expire: the new
+/// process has nothing to replay, so the gate stops waiting for the old one at once and opens
+/// DEGRADED (the old process's objects are gone), long before the degraded timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_owner_restarted_during_the_rebuild_stops_the_gate_waiting_for_its_old_process() {
+    let cfg_dir = tempfile::tempdir().unwrap();
+    let cfg = config(cfg_dir.path(), 120);
+    let server = Server::start_with(&["--config", &cfg]);
+    let (_a, seg_a) = owner_process(&server);
+    let (b, seg_b) = owner_process_with(&server, &["--id", "owner-b"]);
+    let writer = CrescentClient::new(&server.server()).unwrap();
+    let on_a = put_objects(&writer, &seg_a, "a", 20).await;
+    let on_b = put_objects(&writer, &seg_b, "b", 20).await;
+    drop(b); // SIGKILL: its memory and its table are gone
+
+    let server = server.kill_and_restart();
+    let client = CrescentClient::new(&server.server()).unwrap();
+    let (_b2, _) = owner_process_with(&server, &["--id", "owner-b"]);
+    let back = Instant::now();
+    wait_gate(&client, GateState::Degraded, Duration::from_secs(5)).await;
+    let status = client.rebuild_status().await.unwrap();
+    assert_eq!(status.owners_lost, 1, "{status:?}");
+    assert!(back.elapsed() < Duration::from_secs(5));
+    for (key, value) in &on_a {
+        assert_eq!(&client.get(key).await.unwrap(), value, "{key}");
+    }
+    assert!(
+        client.get(&on_b[0].0).await.is_err(),
+        "b's objects are gone with b"
+    );
 }
 
 /// An owner in this process: its server watch sees crescentd go away and come back, so it

@@ -53,12 +53,27 @@ pub async fn register_owner(
     state: State,
     Wire(req): Wire<RegisterOwnerRequest>,
 ) -> Result<Reply<CommandReply>, HttpError> {
+    let owner_id = req.owner_id.clone();
     let cmd = SegmentRegistryCommand::RegisterOwner {
         owner_id: req.owner_id,
         endpoint: req.endpoint,
         incarnation: req.incarnation,
     };
-    Ok(Reply(execute(&state, cmd).await?))
+    let done = state.mirror.execute(cmd).await?;
+    // A higher incarnation unmounted the old process's segments: that process, and the memory
+    // a rebuild was waiting for it to replay, are gone. The gate stops waiting for it, as when
+    // an owner expires (it can then open at best DEGRADED); otherwise the new process, which
+    // has nothing to replay, would hold it REBUILDING until the degraded timeout, because its
+    // heartbeats keep the owner id from ever expiring.
+    let restarted = done.events.iter().any(|e| {
+        matches!(e, SegmentRegistryEvent::SegmentUnmounted(u)
+            if u.reason == registry::UnmountReason::OwnerRestarted)
+    });
+    if restarted {
+        tracing::info!(owner = %owner_id, "owner restarted; a rebuild stops waiting for its old process");
+        state.rebuild.owner_lost(&owner_id, state.now_ms());
+    }
+    Ok(Reply(command_reply(done)))
 }
 
 pub async fn mount(
