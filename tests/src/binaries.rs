@@ -6,7 +6,7 @@
 //! process); `CRESCENT_BIN_DIR` points at prebuilt binaries instead and disables building.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::sync::{Mutex, OnceLock};
 
 /// The directory holding the workspace binaries of the profile this test was built with.
@@ -94,4 +94,18 @@ fn build_binary(package: &str, bin: &str, bin_dir: &Path) {
         out.status,
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// `crescent GLOBALS` (the CLI, built if needed) with no input and none of the caller's
+/// `CRESCENT_*` settings, so only `globals` and the test's own arguments choose its target.
+pub fn crescent_command(globals: &[&str]) -> Command {
+    let mut cmd = Command::new(ensure_workspace_binary("crescent-client", "crescent"));
+    cmd.args(globals)
+        .env_remove("CRESCENT_SERVER")
+        .env_remove("CRESCENT_ETCD")
+        .env_remove("CRESCENT_CLUSTER")
+        .env_remove("CRESCENT_TENANT")
+        .env_remove("CRESCENT_DOMAIN")
+        .stdin(Stdio::null());
+    cmd
 }

@@ -7,13 +7,12 @@
 //! against the live objects and the owner's payload files, and every object byte-identical.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crescent_client::{ClientOptions, CrescentClient};
 use serde_json::Value;
 
-use crate::binaries::ensure_workspace_binary;
+use crate::binaries::crescent_command;
 use crate::crescentd::{log_tail, CrescentdProcess};
 use crate::ha_pair::{wait_active, wait_gate, wait_notices_settled, HaPair};
 use crate::store_e2e::OwnerProcess;
@@ -39,16 +38,8 @@ pub fn owner_dir(dir: &Path) -> PathBuf {
 
 /// `crescent GLOBALS ARGS`: (exit code, stdout, stderr).
 pub fn crescent(globals: &[&str], args: &[&str]) -> (i32, Vec<u8>, String) {
-    let bin = ensure_workspace_binary("crescent-client", "crescent");
-    let out = Command::new(bin)
-        .args(globals)
+    let out = crescent_command(globals)
         .args(args)
-        .env_remove("CRESCENT_SERVER")
-        .env_remove("CRESCENT_ETCD")
-        .env_remove("CRESCENT_CLUSTER")
-        .env_remove("CRESCENT_TENANT")
-        .env_remove("CRESCENT_DOMAIN")
-        .stdin(Stdio::null())
         .output()
         .expect("running crescent");
     (

@@ -20,13 +20,12 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crescent_client::{ClientOptions, CrescentClient, LeaderSource, Owner, OwnerConfig};
-use crescent_tests::binaries::ensure_workspace_binary;
+use crescent_tests::binaries::crescent_command;
 use crescent_tests::crescentd::log_tail;
 use crescent_tests::env_count;
 use crescent_tests::ha_pair::{health, wait_active, wait_gate, wait_notices_settled, HaPair};
@@ -49,18 +48,10 @@ struct Written {
 
 /// Runs `crescent GLOBALS get KEY -o FILE` and returns the bytes it wrote.
 fn cli_get(globals: &[&str], key: &str, dir: &Path) -> Vec<u8> {
-    let bin = ensure_workspace_binary("crescent-client", "crescent");
     let out_file = dir.join(format!("cli-{}", key.replace('/', "_")));
-    let out = Command::new(bin)
-        .args(globals)
+    let out = crescent_command(globals)
         .args(["get", key, "-o"])
         .arg(&out_file)
-        .env_remove("CRESCENT_SERVER")
-        .env_remove("CRESCENT_ETCD")
-        .env_remove("CRESCENT_CLUSTER")
-        .env_remove("CRESCENT_TENANT")
-        .env_remove("CRESCENT_DOMAIN")
-        .stdin(Stdio::null())
         .output()
         .expect("running crescent get");
     assert!(
