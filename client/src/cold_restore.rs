@@ -124,11 +124,22 @@ impl LocalColdRestore {
         self.staged_reads.with_label_values(&[outcome]).inc();
     }
 
-    /// The checked reader of the backing's device directory.
-    pub(crate) fn reader(
+    /// Runs `read` with the checked reader of the backing's device directory; on any failure
+    /// the check is dropped, so a remounted or replaced directory is checked again.
+    pub(crate) fn with_reader<R>(
         &self,
         backing: &ColdBackingRef,
-    ) -> Result<Arc<LocalDirDevice>, ColdError> {
+        read: impl FnOnce(&LocalDirDevice) -> Result<R, ColdError>,
+    ) -> Result<R, ColdError> {
+        let result = self.reader(backing).and_then(|r| read(&r));
+        if result.is_err() {
+            self.forget(backing);
+        }
+        result
+    }
+
+    /// The checked reader of the backing's device directory.
+    fn reader(&self, backing: &ColdBackingRef) -> Result<Arc<LocalDirDevice>, ColdError> {
         let key = (backing.device_id.clone(), PathBuf::from(&backing.root));
         if let Some(r) = self.readers.lock().expect("cold readers").get(&key) {
             return Ok(r.clone());
@@ -141,7 +152,7 @@ impl LocalColdRestore {
         Ok(reader)
     }
 
-    pub(crate) fn forget(&self, backing: &ColdBackingRef) {
+    fn forget(&self, backing: &ColdBackingRef) {
         self.readers
             .lock()
             .expect("cold readers")

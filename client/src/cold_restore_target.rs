@@ -82,13 +82,9 @@ impl LocalColdRestore {
         backing: &ColdBackingRef,
         value: &mut Vec<u8>,
     ) -> Result<(), ColdError> {
-        let read = self
-            .reader(backing)
-            .and_then(|r| r.read_into(&backing.locator, backing.length, backing.checksum, value));
-        if read.is_err() {
-            self.forget(backing);
-        }
-        read
+        self.with_reader(backing, |r| {
+            r.read_into(&backing.locator, backing.length, backing.checksum, value)
+        })
     }
 
     /// Reads and verifies the backing's payload straight into `[offset, offset + length)` of
@@ -101,28 +97,19 @@ impl LocalColdRestore {
         memory: &SegmentMemory,
         offset: u64,
     ) -> Result<Option<usize>, ColdError> {
-        let reader = match self.reader(backing) {
-            Ok(reader) => reader,
-            Err(e) => {
-                self.forget(backing);
-                return Err(e);
+        self.with_reader(backing, |reader| {
+            let locked = memory.try_with_write(offset, backing.length, |dst| {
+                let read = reader.read_into_slice(&backing.locator, backing.checksum, dst);
+                if read.is_err() {
+                    dst.fill(0);
+                }
+                read
+            });
+            match locked {
+                Ok(Some(read)) => read.map(|()| Some(backing.length as usize)),
+                Ok(None) | Err(_) => Ok(None),
             }
-        };
-        let locked = memory.try_with_write(offset, backing.length, |dst| {
-            let read = reader.read_into_slice(&backing.locator, backing.checksum, dst);
-            if read.is_err() {
-                dst.fill(0);
-            }
-            read
-        });
-        match locked {
-            Ok(Some(Ok(()))) => Ok(Some(backing.length as usize)),
-            Ok(Some(Err(e))) => {
-                self.forget(backing);
-                Err(e)
-            }
-            Ok(None) | Err(_) => Ok(None),
-        }
+        })
     }
 }
 
