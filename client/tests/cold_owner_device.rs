@@ -173,6 +173,10 @@ fn cold_ls_answers_while_an_offload_waits_for_a_stopped_owner() {
     node.put("k", &data);
     let owner = start_device_owner(&node, dir.path(), &[]);
     wait_healthy(&node);
+    // A committed offload: the busy row shows its bytes in every figure, one ledger state.
+    let before = payload(50_000, 3);
+    node.put("before", &before);
+    node.ok(&["offload", "before"], None);
     let pid = owner.0.id() as libc::pid_t;
     // SAFETY: kill(2) on our own child process.
     #[allow(unsafe_code)]
@@ -194,6 +198,9 @@ fn cold_ls_answers_while_an_offload_waits_for_a_stopped_owner() {
     let row = busy_row.expect("cold ls answered while the offload held the device");
     assert_eq!(row["owner_id"], "node-b", "{row}");
     assert_eq!(row["capacity"].as_u64(), Some(16 << 20), "{row}");
+    let len = before.len() as u64;
+    let figures = ["used", "reserved", "live_materialized_bytes"].map(|f| row[f].as_u64());
+    assert_eq!(figures, [Some(len), Some(0), Some(len)], "{row}");
     // The stopped owner never answers: the offload fails once it counts as silent.
     let (code, _, err) = offload.join().unwrap();
     assert_ne!(code, 0, "{err}");
@@ -205,9 +212,11 @@ fn cold_ls_answers_while_an_offload_waits_for_a_stopped_owner() {
     node.wait_for("the device to settle", || {
         owner_device(&node)["busy"].is_null()
     });
-    // The row may still say healthy from before the stall (the probe counts failures before
-    // it marks a device down), while the resumed owner has not polled again yet: until it
-    // does, an offload is refused as not connected, and then it goes through.
+    // The row may still say healthy from before the stall: the probe, which waited for the
+    // ledger the offload held, counts its failures only now, and may mark the device
+    // degraded or unavailable before the resumed owner polls again. Until the owner is back
+    // and probed healthy, an offload is refused as a clean UNAVAILABLE (not connected, or
+    // not eligible for its health); then it goes through.
     let mut stat = serde_json::Value::Null;
     node.wait_for("an offload once the owner polls again", || {
         let (code, v) = node.cli(&["offload", "k"], None);
@@ -215,8 +224,12 @@ fn cold_ls_answers_while_an_offload_waits_for_a_stopped_owner() {
             stat = v;
             return true;
         }
+        assert_eq!(v["error"]["code"], "UNAVAILABLE", "{v}");
         let message = v["error"]["message"].as_str().unwrap_or_default();
-        assert!(message.contains("not connected"), "{v}");
+        assert!(
+            message.contains("not connected") || message.contains("health is"),
+            "{v}"
+        );
         false
     });
     assert_eq!(stat["cold"]["device_id"], "ob", "{stat}");

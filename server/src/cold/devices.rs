@@ -31,8 +31,10 @@ pub struct TierDevice {
     pub(crate) root: PathBuf,
     pub(crate) ledger: Mutex<ActorLedger>,
     summary: Mutex<DeviceSummary>,
-    /// The last `cold ls` row read under the ledger (answered while the ledger is busy).
-    last_info: Mutex<Option<ColdDeviceInfo>>,
+    /// The `cold ls` row as of the last use of the ledger (answered while the ledger is
+    /// busy). Refreshed together with `summary`, so its figures are one consistent state:
+    /// `used` never comes from a later state than `live_materialized_bytes`.
+    last_info: Mutex<ColdDeviceInfo>,
     /// Failed health probes in a row (the upkeep thread's count).
     pub(crate) probe_failures: AtomicU32,
     /// The mailbox of a storage owner's device (`None`: crescentd performs the IO).
@@ -43,13 +45,14 @@ impl TierDevice {
     pub(crate) fn new(io: Arc<dyn ColdIo>, root: PathBuf, ledger: ActorLedger) -> Self {
         let device_id = io.device_id().to_string();
         let summary = DeviceSummary::of(&device_id, ledger.device());
+        let info = info_of(&device_id, ledger.device());
         Self {
             device_id,
             io,
             root,
             ledger: Mutex::new(ledger),
             summary: Mutex::new(summary),
-            last_info: Mutex::new(None),
+            last_info: Mutex::new(info),
             probe_failures: AtomicU32::new(0),
             owner_io: None,
         }
@@ -69,79 +72,63 @@ impl TierDevice {
     }
 
     /// Runs `f` with the device's ledger (the device lock) and its IO handle, then refreshes
-    /// the summary placement and the metrics read.
+    /// the summary placement and the metrics read, and the `cold ls` row.
     pub(crate) fn with_ledger<T>(&self, f: impl FnOnce(&mut ActorLedger, &dyn ColdIo) -> T) -> T {
         let mut ledger = self.ledger.lock().expect("cold ledger lock");
         let r = f(&mut ledger, &*self.io);
-        *self.summary.lock().expect("device summary") =
-            DeviceSummary::of(&self.device_id, ledger.device());
+        self.refresh(ledger.device());
         r
     }
 
     /// `crescent cold ls` row of this device. Never waits for the ledger: while a long
     /// operation holds it (a reconciliation through a storage owner may take minutes), the
-    /// row of the last completed `info` is answered, with the summary's figures and `busy`.
+    /// row as of the ledger's last use is answered, marked `busy`. Every figure of a row
+    /// comes from one state of the ledger (a row mixing a newer `used` with an older
+    /// `live_materialized_bytes` would show a leak that is not there).
     pub(crate) fn info(&self) -> ColdDeviceInfo {
-        let fresh = match self.ledger.try_lock() {
-            Ok(ledger) => Some(self.info_of(ledger.device())),
-            Err(std::sync::TryLockError::WouldBlock) => None,
+        match self.ledger.try_lock() {
+            Ok(ledger) => {
+                self.refresh(ledger.device());
+                self.last_info.lock().expect("device info").clone()
+            }
+            Err(std::sync::TryLockError::WouldBlock) => ColdDeviceInfo {
+                busy: true,
+                ..self.last_info.lock().expect("device info").clone()
+            },
             Err(std::sync::TryLockError::Poisoned(e)) => panic!("cold ledger lock: {e}"),
-        };
-        let mut last = self.last_info.lock().expect("device info");
-        if let Some(info) = fresh {
-            *last = Some(info.clone());
-            return info;
         }
-        let summary = self.summary();
-        let mut row = last.clone().unwrap_or_else(|| ColdDeviceInfo {
-            id: self.device_id.clone(),
-            kind: DeviceKind::LocalDir.as_str().to_string(),
-            root: String::new(),
-            capacity: 0,
-            used: 0,
-            reserved: 0,
-            health: String::new(),
-            schedulable: false,
-            tags: Vec::new(),
-            active_operations: 0,
-            active_reclaims: 0,
-            live_materialized_bytes: 0,
-            owner_id: self.owner_io.as_ref().map(|io| io.owner_id().to_string()),
-            busy: true,
-        });
-        row.capacity = summary.capacity;
-        row.used = summary.used;
-        row.reserved = summary.reserved;
-        row.health = summary.health.as_str().to_string();
-        row.schedulable = summary.schedulable;
-        row.busy = true;
-        row
     }
 
-    fn info_of(&self, d: &ColdDevice) -> ColdDeviceInfo {
-        ColdDeviceInfo {
-            id: self.device_id.clone(),
-            kind: d
-                .config()
-                .map_or(DeviceKind::LocalDir, |c| c.kind)
-                .as_str()
-                .to_string(),
-            root: d.config().map(|c| c.root.clone()).unwrap_or_default(),
-            capacity: d.capacity(),
-            used: d.used(),
-            reserved: d.reserved(),
-            health: d.health().as_str().to_string(),
-            schedulable: d.schedulable(),
-            tags: d
-                .config()
-                .map(|c| c.tags.iter().cloned().collect())
-                .unwrap_or_default(),
-            active_operations: d.active_operation_count() as u64,
-            active_reclaims: d.active_reclaim_count() as u64,
-            live_materialized_bytes: d.live_materialized_bytes(),
-            owner_id: d.owner().map(|o| o.owner_id.clone()),
-            busy: false,
-        }
+    fn refresh(&self, device: &ColdDevice) {
+        *self.summary.lock().expect("device summary") = DeviceSummary::of(&self.device_id, device);
+        *self.last_info.lock().expect("device info") = info_of(&self.device_id, device);
+    }
+}
+
+/// The `cold ls` row of `d`, known as `device_id`.
+fn info_of(device_id: &str, d: &ColdDevice) -> ColdDeviceInfo {
+    ColdDeviceInfo {
+        id: device_id.to_string(),
+        kind: d
+            .config()
+            .map_or(DeviceKind::LocalDir, |c| c.kind)
+            .as_str()
+            .to_string(),
+        root: d.config().map(|c| c.root.clone()).unwrap_or_default(),
+        capacity: d.capacity(),
+        used: d.used(),
+        reserved: d.reserved(),
+        health: d.health().as_str().to_string(),
+        schedulable: d.schedulable(),
+        tags: d
+            .config()
+            .map(|c| c.tags.iter().cloned().collect())
+            .unwrap_or_default(),
+        active_operations: d.active_operation_count() as u64,
+        active_reclaims: d.active_reclaim_count() as u64,
+        live_materialized_bytes: d.live_materialized_bytes(),
+        owner_id: d.owner().map(|o| o.owner_id.clone()),
+        busy: false,
     }
 }
 
