@@ -258,10 +258,9 @@ pub fn plan_obsolete_backing(
     route: &ObjectRoute,
     reclaim_id: ReclaimId,
 ) -> Result<Option<ReclaimId>, ColdError> {
-    match &route.cold {
-        Some(ActiveColdBacking::Materialized {
-            cold_op, device_id, ..
-        }) if ledger.device().device_id() == Some(device_id.as_str()) => {
+    match route.materialized() {
+        Some(m) if ledger.device().device_id() == Some(m.device_id) => {
+            let cold_op = &m.cold_op;
             let state = op_state(ledger, cold_op)?;
             if state == ColdOpState::PayloadWritten {
                 // The CAS materialized it but the ledger has not caught up: record that first.
@@ -310,14 +309,8 @@ pub fn evict_hot(
 
 /// Reads the materialized backing of `route` and verifies it (the local restore).
 pub fn read_cold(io: &dyn ColdIo, route: &ObjectRoute) -> Result<Vec<u8>, ColdError> {
-    match &route.cold {
-        Some(ActiveColdBacking::Materialized {
-            locator,
-            length,
-            checksum,
-            device_id,
-            ..
-        }) if device_id == io.device_id() => io.read(locator, *length, *checksum),
+    match route.materialized() {
+        Some(m) if m.device_id == io.device_id() => io.read(m.locator, m.length, m.checksum),
         _ => Err(ColdError::NotFound {
             what: "materialized cold backing of",
             id: route.key.clone(),

@@ -3,8 +3,11 @@
 //! on the expected fenced route version, content operation and cold identity; the functions
 //! here decide, the route authority (the store's ObjectDirectory) applies.
 
+mod materialized;
 #[cfg(test)]
 mod tests;
+
+pub use materialized::Materialized;
 
 use serde::{Deserialize, Serialize};
 

@@ -286,3 +286,30 @@ fn check_materialize_classifies_the_route() {
         MaterializeCheck::Obsolete
     );
 }
+
+#[test]
+fn only_a_materialized_backing_is_read_and_its_restore_key_names_the_route_version() {
+    assert_eq!(hot_route().materialized(), None);
+    assert_eq!(pending_route().materialized(), None);
+    let err = pending_route().require_materialized().unwrap_err();
+    assert_eq!(err.code(), "NOT_FOUND", "{err}");
+    let r = materialized_route();
+    let m = r.require_materialized().unwrap();
+    assert_eq!(
+        m,
+        Materialized {
+            cold_op: op(1),
+            owner: "owner",
+            device_id: "dev1",
+            locator: "objects/00/x.cold",
+            length: 100,
+            checksum: 0xabc,
+            route_version: 3,
+        }
+    );
+    let key = m.restore_key();
+    assert_eq!(
+        (key.cold_op, key.route_version, key.locator.as_str()),
+        (op(1), 3, "objects/00/x.cold")
+    );
+}

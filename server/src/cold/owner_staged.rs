@@ -16,7 +16,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use crescent_cold::io::ColdIo;
-use crescent_cold::route::{ActiveColdBacking, ObjectRoute};
+use crescent_cold::route::ObjectRoute;
 use crescent_cold::{payload_checksum, ColdError};
 use crescent_wire::cold_owner::{OwnerIoOutcome, OwnerIoWork, OwnerStagingRegion};
 use crescent_wire::store::{StagedPayload, STAGED_PAYLOAD_VERSION};
@@ -123,28 +123,25 @@ impl ColdTier {
         &self,
         route: &'r ObjectRoute,
     ) -> Result<Option<OwnerBacking<'r>>, ColdError> {
-        let Some(ActiveColdBacking::Materialized {
-            device_id,
-            locator,
-            length,
-            checksum,
-            ..
-        }) = &route.cold
+        let Some(m) = route.materialized() else {
+            return Ok(None);
+        };
+        let Some(owner) = self
+            .device(m.device_id)
+            .ok()
+            .and_then(|d| d.owner_io.clone())
         else {
             return Ok(None);
         };
-        let Some(owner) = self.device(device_id).ok().and_then(|d| d.owner_io.clone()) else {
-            return Ok(None);
-        };
-        if *length < self.restore.staging.min_bytes || !owner.staging().can_stage(*length) {
+        if m.length < self.restore.staging.min_bytes || !owner.staging().can_stage(m.length) {
             return Ok(None);
         }
-        self.readable_io(device_id)?;
+        self.readable_io(m.device_id)?;
         Ok(Some(OwnerBacking {
             owner,
-            locator,
-            length: *length,
-            checksum: *checksum,
+            locator: m.locator,
+            length: m.length,
+            checksum: m.checksum,
         }))
     }
 }

@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use crescent_cold::ids::ColdOpId;
 use crescent_cold::metrics::ColdMetrics;
-use crescent_cold::route::{ActiveColdBacking, ObjectRoute};
+use crescent_cold::route::ObjectRoute;
 use crescent_cold::ColdError;
 use crescent_wire::store::ObjectId;
 
@@ -53,16 +53,15 @@ pub struct PromotionJob {
 impl PromotionJob {
     /// `None` unless the route is cold-only with a materialized backing.
     pub fn key(&self) -> Option<PromotionKey> {
-        match &self.route.cold {
-            Some(ActiveColdBacking::Materialized { cold_op, .. }) if self.route.is_cold_only() => {
-                Some(PromotionKey {
-                    object: self.id.clone(),
-                    cold_op: *cold_op,
-                    route_version: self.route.version,
-                })
-            }
-            _ => None,
-        }
+        let m = self
+            .route
+            .materialized()
+            .filter(|_| self.route.is_cold_only())?;
+        Some(PromotionKey {
+            object: self.id.clone(),
+            cold_op: m.cold_op,
+            route_version: m.route_version,
+        })
     }
 }
 

@@ -1,6 +1,7 @@
 //! The promotion queue: bounds, single flight, order.
 
 use super::*;
+use crescent_cold::route::ActiveColdBacking;
 
 fn route(key: &str, version: u64, length: u64) -> PromotionJob {
     PromotionJob {

@@ -10,8 +10,8 @@ use std::time::Instant;
 use crescent_cold::device::DeviceKind;
 use crescent_cold::driver;
 use crescent_cold::io::ColdIo;
-use crescent_cold::restore::{Joined, RestoreKey};
-use crescent_cold::route::{ActiveColdBacking, ObjectRoute};
+use crescent_cold::restore::Joined;
+use crescent_cold::route::ObjectRoute;
 use crescent_cold::ColdError;
 use crescent_wire::cold::{ColdBackingRef, COLD_BACKING_REF_VERSION};
 use crescent_wire::store::{GetReply, ObjectId};
@@ -25,24 +25,8 @@ use crate::node::NodeState;
 impl ColdTier {
     /// The verified payload of a materialized backing, read once however many ask at once.
     pub fn read_verified(&self, route: &ObjectRoute) -> Result<Arc<Vec<u8>>, ColdError> {
-        let Some(ActiveColdBacking::Materialized {
-            cold_op,
-            device_id,
-            locator,
-            ..
-        }) = &route.cold
-        else {
-            return Err(ColdError::NotFound {
-                what: "materialized cold backing of",
-                id: route.key.clone(),
-            });
-        };
-        let key = RestoreKey {
-            device_id: device_id.clone(),
-            cold_op: *cold_op,
-            locator: locator.clone(),
-            route_version: route.version,
-        };
+        let backing = route.require_materialized()?;
+        let key = backing.restore_key();
         let (tx, rx) = mpsc::channel();
         let joined = self.flights.lock().expect("restore flights").join(&key, tx);
         match joined {
@@ -65,7 +49,7 @@ impl ColdTier {
             Ok(Joined::Leader) => {
                 let started = Instant::now();
                 let result = self
-                    .readable_io(device_id)
+                    .readable_io(backing.device_id)
                     .and_then(|io| driver::read_cold(&*io, route))
                     .map(Arc::new);
                 self.metrics
@@ -85,25 +69,17 @@ impl ColdTier {
     /// Where a reader on this host finds the materialized backing of `route` (a local
     /// restore), when it is on this tier's device.
     pub fn backing_ref(&self, route: &ObjectRoute) -> Option<ColdBackingRef> {
-        match &route.cold {
-            Some(ActiveColdBacking::Materialized {
-                device_id,
-                locator,
-                length,
-                checksum,
-                ..
-            }) => Some(ColdBackingRef {
-                version: COLD_BACKING_REF_VERSION,
-                device_id: device_id.clone(),
-                kind: DeviceKind::LocalDir.as_str().to_string(),
-                root: self.local_root(device_id)?.display().to_string(),
-                locator: locator.clone(),
-                length: *length,
-                checksum: *checksum,
-                route_version: route.version,
-            }),
-            _ => None,
-        }
+        let m = route.materialized()?;
+        Some(ColdBackingRef {
+            version: COLD_BACKING_REF_VERSION,
+            device_id: m.device_id.to_string(),
+            kind: DeviceKind::LocalDir.as_str().to_string(),
+            root: self.local_root(m.device_id)?.display().to_string(),
+            locator: m.locator.to_string(),
+            length: m.length,
+            checksum: m.checksum,
+            route_version: m.route_version,
+        })
     }
 }
 
@@ -221,10 +197,7 @@ fn stage_on_owner(
 /// staging pool reads through. `None` (no such device, or not readable): the inline path
 /// below reports why.
 fn staging_io(tier: &ColdTier, route: &ObjectRoute) -> Option<Arc<dyn ColdIo>> {
-    match &route.cold {
-        Some(ActiveColdBacking::Materialized { device_id, .. }) => tier.readable_io(device_id).ok(),
-        _ => None,
-    }
+    tier.readable_io(route.materialized()?.device_id).ok()
 }
 
 /// The route of `id` when it is cold-only.

@@ -13,8 +13,8 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use crescent_cold::restore::{group_by_device, RestoreKey, RestoreRequest};
-use crescent_cold::route::{ActiveColdBacking, ObjectRoute};
+use crescent_cold::restore::{group_by_device, RestoreRequest};
+use crescent_cold::route::ObjectRoute;
 use crescent_cold::ColdError;
 use crescent_wire::store::{GetReply, ObjectId};
 
@@ -153,29 +153,14 @@ fn over_budget() -> ColdError {
 
 /// The restore request of a cold-only route (`None` unless its backing is materialized).
 fn restore_request(route: &ObjectRoute) -> Option<RestoreRequest> {
-    match &route.cold {
-        Some(ActiveColdBacking::Materialized {
-            cold_op,
-            owner,
-            device_id,
-            locator,
-            length,
-            checksum,
-            ..
-        }) => Some(RestoreRequest {
-            object_key: route.key.clone(),
-            owner: owner.clone(),
-            key: RestoreKey {
-                device_id: device_id.clone(),
-                cold_op: *cold_op,
-                locator: locator.clone(),
-                route_version: route.version,
-            },
-            length: *length,
-            checksum: *checksum,
-        }),
-        _ => None,
-    }
+    let m = route.materialized()?;
+    Some(RestoreRequest {
+        object_key: route.key.clone(),
+        owner: m.owner.to_string(),
+        key: m.restore_key(),
+        length: m.length,
+        checksum: m.checksum,
+    })
 }
 
 /// Reads the routes' backings (verified, single-flighted with concurrent gets), at most

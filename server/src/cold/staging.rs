@@ -25,7 +25,7 @@ use crescent_cold::restore::staging::{
     AckOutcome, Release, SlotId, StagingConfig, StagingPool, StagingRefusal, StagingToken,
 };
 use crescent_cold::restore::RestoreKey;
-use crescent_cold::route::{ActiveColdBacking, ObjectRoute};
+use crescent_cold::route::ObjectRoute;
 use crescent_cold::ColdError;
 use crescent_transport::tcp::TcpTransport;
 use crescent_transport::{SegmentMemory, Transport};
@@ -252,42 +252,25 @@ impl StagedRestores {
         route: &ObjectRoute,
         now_ms: i64,
     ) -> Result<Result<StagedPayload, NotStaged>, ColdError> {
-        let Some(ActiveColdBacking::Materialized {
-            cold_op,
-            device_id,
-            locator,
-            length,
-            checksum,
-            ..
-        }) = &route.cold
-        else {
-            return Err(ColdError::NotFound {
-                what: "materialized cold backing of",
-                id: route.key.clone(),
-            });
-        };
+        let backing = route.require_materialized()?;
+        let (length, checksum, locator) = (backing.length, backing.checksum, backing.locator);
         let now = now_ms.max(0) as u64;
-        if *length < self.settings.min_bytes {
+        if length < self.settings.min_bytes {
             self.metrics.stages.with_label_values(&["small"]).inc();
             return Ok(Err(NotStaged::Small));
         }
-        let key = RestoreKey {
-            device_id: device_id.clone(),
-            cold_op: *cold_op,
-            locator: locator.clone(),
-            route_version: route.version,
-        };
+        let key = backing.restore_key();
         let placed = {
             let mut inner = self.lock();
             self.sweep(&mut inner, now);
             if let Some(&slot) = inner.by_key.get(&key) {
                 if inner.pool.is_ready(slot) {
-                    let staged = self.admit(&mut inner, slot, *checksum, now);
+                    let staged = self.admit(&mut inner, slot, checksum, now);
                     self.metrics.stages.with_label_values(&["shared"]).inc();
                     return Ok(Ok(staged));
                 }
             }
-            match inner.pool.reserve(*length) {
+            match inner.pool.reserve(length) {
                 Ok(placed) => placed,
                 Err(refusal) => {
                     let outcome = match refusal {
@@ -310,7 +293,7 @@ impl StagedRestores {
         let filled = self
             .region
             .try_with_write(placed.offset, placed.length, |slot| {
-                io.read_into_slice(locator, *checksum, slot)
+                io.read_into_slice(locator, checksum, slot)
             })
             .map_err(|e| ColdError::Backpressure {
                 queue: "restore staging",
@@ -340,7 +323,7 @@ impl StagedRestores {
             .pool
             .publish(placed.slot)
             .expect("a slot reserved above is filling");
-        let staged = self.admit(&mut inner, placed.slot, *checksum, now);
+        let staged = self.admit(&mut inner, placed.slot, checksum, now);
         let released = inner
             .pool
             .release_owner(placed.slot)
