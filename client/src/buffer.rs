@@ -61,7 +61,7 @@ impl RegisteredBuffer {
     pub(crate) async fn crc32c(&self, offset: usize, len: usize) -> Result<u32, ClientError> {
         Ok(self
             .memory
-            .with_read(offset as u64, len as u64, crc32c::crc32c)
+            .with_read(offset as u64, len as u64, crescent_checksum::crc32c)
             .await?)
     }
 }
@@ -244,7 +244,7 @@ mod tests {
         b.write(1000, &data).await.unwrap();
         assert_eq!(
             b.crc32c(1000, data.len()).await.unwrap(),
-            crc32c::crc32c(&data)
+            crescent_checksum::crc32c(&data)
         );
         assert!(b.check(0, 40_000).is_ok());
         assert!(b.check(1, 40_000).is_err());

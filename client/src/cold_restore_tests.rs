@@ -14,7 +14,7 @@ fn backing(root: &std::path::Path, device: &str, locator: &str, payload: &[u8]) 
         root: root.display().to_string(),
         locator: locator.into(),
         length: payload.len() as u64,
-        checksum: crc32c::crc32c(payload),
+        checksum: crescent_checksum::crc32c(payload),
         route_version: 1,
     }
 }
@@ -121,7 +121,7 @@ fn reply_of(payload: &[u8], inline: Option<Vec<u8>>) -> GetReply {
         size: payload.len() as u64,
         put_id: 7,
         data_type: Default::default(),
-        checksum: Some(crc32c::crc32c(payload)),
+        checksum: Some(crescent_checksum::crc32c(payload)),
         replicas: Vec::new(),
         lease_until_ms: 0,
         inline,

@@ -244,7 +244,7 @@ fn an_expired_owner_slot_refuses_a_late_read() {
     // A late read of a's token gets b's bytes: the checksum check refuses them.
     let late = read_staged(&rt, &staged_a).unwrap();
     assert_ne!(
-        crc32c::crc32c(&late),
+        crescent_checksum::crc32c(&late),
         staged_a["checksum"].as_u64().unwrap() as u32
     );
     // The late ack is forwarded and changes nothing; the release itself works.
@@ -276,7 +276,7 @@ fn an_owner_restarted_while_a_slot_is_held_never_serves_garbage() {
     match read_staged(&rt, &held["staged"]) {
         Err(_) => {}
         Ok(bytes) => assert_ne!(
-            crc32c::crc32c(&bytes),
+            crescent_checksum::crc32c(&bytes),
             held["staged"]["checksum"].as_u64().unwrap() as u32
         ),
     }

@@ -159,7 +159,7 @@ fn an_expired_token_is_fenced_and_its_late_read_and_late_ack_change_nothing() {
     // A late read of a's token gets b's bytes: its checksum check refuses them.
     let late = read_staged(&rt, &staged_a).unwrap();
     assert_ne!(
-        crc32c::crc32c(&late),
+        crescent_checksum::crc32c(&late),
         staged_a["checksum"].as_u64().unwrap() as u32
     );
     // A late ack (with the lease release) changes nothing and fails nothing.

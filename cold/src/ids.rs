@@ -78,8 +78,8 @@ impl fmt::Debug for PayloadFingerprint {
 
 /// The read checksum of cold payloads: CRC32C (Castagnoli), the same function the object
 /// store uses for hot payloads, so a put's checksum can be carried into `PendingOffload` and
-/// checked against the bytes read back. Hardware-accelerated (SSE 4.2 / ARMv8 CRC), so
+/// checked against the bytes read back. Hardware-accelerated (`crescent_checksum`), so
 /// verifying costs little next to the read itself.
 pub fn payload_checksum(payload: &[u8]) -> u32 {
-    crc32c::crc32c(payload)
+    crescent_checksum::crc32c(payload)
 }

@@ -248,7 +248,7 @@ pub fn encode_ref_into(out: &mut Vec<u8>, r: &RecordRef<'_>) {
     // Writing msgpack into a Vec cannot fail: every field type is serializable and a Vec grows.
     rmp_serde::encode::write(out, &body).expect("msgpack encoding into a Vec cannot fail");
     let body_len = out.len() - start - FRAME_PREFIX_LEN;
-    let crc = crc32c::crc32c(&out[start + FRAME_PREFIX_LEN..]);
+    let crc = crescent_checksum::crc32c(&out[start + FRAME_PREFIX_LEN..]);
     out[start..start + 4].copy_from_slice(&(body_len as u32).to_le_bytes());
     out[start + 4..start + 8].copy_from_slice(&crc.to_le_bytes());
 }
@@ -297,7 +297,7 @@ pub fn check_frame(buf: &[u8]) -> Result<FramePrefix, FrameError> {
         });
     }
     let stored = u32::from_le_bytes(buf[4..8].try_into().expect("4 bytes"));
-    let computed = crc32c::crc32c(&buf[FRAME_PREFIX_LEN..total]);
+    let computed = crescent_checksum::crc32c(&buf[FRAME_PREFIX_LEN..total]);
     if stored != computed {
         return Err(FrameError::CrcMismatch { stored, computed });
     }

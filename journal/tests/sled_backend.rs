@@ -103,7 +103,7 @@ fn a_newer_frame_version_is_unsupported() {
     with_db(&path, |db| {
         let body = rmp_serde::to_vec(&(9u8, 3u64)).unwrap();
         let mut frame = (body.len() as u32).to_le_bytes().to_vec();
-        frame.extend_from_slice(&crc32c::crc32c(&body).to_le_bytes());
+        frame.extend_from_slice(&crescent_checksum::crc32c(&body).to_le_bytes());
         frame.extend_from_slice(&body);
         assert!(frame.len() > FRAME_PREFIX_LEN);
         db.insert(3u64.to_be_bytes(), frame).unwrap();

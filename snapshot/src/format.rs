@@ -119,7 +119,7 @@ pub fn encode(position: &Position, created_ms: i64, sections: &[Section]) -> Res
     out.extend_from_slice(&position.digest);
     out.extend_from_slice(&created_ms.to_le_bytes());
     out.extend_from_slice(&(sections.len() as u32).to_le_bytes());
-    let header_crc = crc32c::crc32c(&out);
+    let header_crc = crescent_checksum::crc32c(&out);
     out.extend_from_slice(&header_crc.to_le_bytes());
     for s in sections {
         out.extend_from_slice(&(s.name.len() as u16).to_le_bytes());
@@ -134,7 +134,7 @@ pub fn encode(position: &Position, created_ms: i64, sections: &[Section]) -> Res
     let trailer_offset = out.len() as u64;
     out.extend_from_slice(&TRAILER_MAGIC);
     out.extend_from_slice(&trailer_offset.to_le_bytes());
-    let file_crc = crc32c::crc32c(&out);
+    let file_crc = crescent_checksum::crc32c(&out);
     out.extend_from_slice(&file_crc.to_le_bytes());
     Ok(out)
 }
@@ -214,7 +214,7 @@ pub fn decode(file: &Path, bytes: &[u8]) -> Result<(SnapshotHeader, Vec<Section>
     let created_ms = cur.u64().expect("length checked") as i64;
     let section_count = cur.u32().expect("length checked");
     let stored_header_crc = cur.u32().expect("length checked");
-    let header_crc = crc32c::crc32c(&bytes[..HEADER_LEN - 4]);
+    let header_crc = crescent_checksum::crc32c(&bytes[..HEADER_LEN - 4]);
     if header_crc != stored_header_crc {
         return Err(corrupt(
             "header",
@@ -309,7 +309,7 @@ pub fn decode(file: &Path, bytes: &[u8]) -> Result<(SnapshotHeader, Vec<Section>
             ),
         ));
     }
-    let file_crc = crc32c::crc32c(&bytes[..bytes.len() - 4]);
+    let file_crc = crescent_checksum::crc32c(&bytes[..bytes.len() - 4]);
     if file_crc != stored_file_crc {
         return Err(corrupt(
             "trailer",

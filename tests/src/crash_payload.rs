@@ -176,7 +176,7 @@ impl AckLine {
             event_kind: record.event.kind.clone(),
             version: record.event.version,
             payload_len: record.event.payload.len(),
-            payload_crc: crc32c::crc32c(&record.event.payload),
+            payload_crc: crescent_checksum::crc32c(&record.event.payload),
         }
     }
 
@@ -218,7 +218,7 @@ impl AckLine {
             event_kind: record.event.kind.clone(),
             version: record.event.version,
             payload_len: record.event.payload.len(),
-            payload_crc: crc32c::crc32c(&record.event.payload),
+            payload_crc: crescent_checksum::crc32c(&record.event.payload),
         };
         if &got != self {
             return Err(format!(

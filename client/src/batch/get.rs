@@ -259,7 +259,9 @@ impl CrescentClient {
             let key = keys[i].as_ref();
             let size = reply.size as usize;
             let checked = |value: Vec<u8>| match reply.checksum {
-                Some(_) => verify(key, reply.checksum, crc32c::crc32c(&value)).map(|()| value),
+                Some(_) => {
+                    verify(key, reply.checksum, crescent_checksum::crc32c(&value)).map(|()| value)
+                }
                 None => Ok(value),
             };
             let mut outcome = match choice {
@@ -307,7 +309,7 @@ impl CrescentClient {
                         continue;
                     }
                     buf.read(off, &mut value).await?;
-                    if verify(key, reply.checksum, crc32c::crc32c(&value)).is_ok() {
+                    if verify(key, reply.checksum, crescent_checksum::crc32c(&value)).is_ok() {
                         outcome = Ok(value);
                         break;
                     }

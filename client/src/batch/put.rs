@@ -262,7 +262,7 @@ impl CrescentClient {
         let mut offset = 0;
         for (i, id) in object_ids(self, keys).into_iter().enumerate() {
             let value = values[i].as_ref();
-            let checksum = opts.checksum.then(|| crc32c::crc32c(value));
+            let checksum = opts.checksum.then(|| crescent_checksum::crc32c(value));
             match id.and_then(|id| opts.request(id, value.len() as u64, checksum, own)) {
                 Ok(req) => {
                     // Copied into staging later, and only if a replica is not our own.

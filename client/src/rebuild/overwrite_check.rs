@@ -40,7 +40,7 @@ pub fn check_replica(memory: &SegmentMemory, replica: &OwnedReplica) -> ReplicaB
         return ReplicaBytes::Unverifiable;
     };
     match memory.try_with_read(replica.offset, replica.length, |bytes| {
-        crc32c::crc32c(bytes) == expected
+        crescent_checksum::crc32c(bytes) == expected
     }) {
         Ok(Some(true)) => ReplicaBytes::Intact,
         Ok(Some(false)) => ReplicaBytes::Overwritten,

@@ -28,7 +28,7 @@ fn replica(key: &str, put_id: u64, segment: &str, offset: u64, value: &[u8]) -> 
         segment_id: Arc::from(segment),
         offset,
         length: value.len() as u64,
-        checksum: Some(crc32c::crc32c(value)),
+        checksum: Some(crescent_checksum::crc32c(value)),
         data_type: DataType::default(),
     }
 }

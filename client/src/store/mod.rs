@@ -128,7 +128,7 @@ impl CrescentClient {
             let transport = self.data.transport().await?;
             let staging = self.data.staging.take(transport, value.len())?;
             staging.buffer().write(0, value).await?;
-            let checksum = opts.checksum.then(|| crc32c::crc32c(value));
+            let checksum = opts.checksum.then(|| crescent_checksum::crc32c(value));
             self.put_source(id, staging.buffer(), 0, value.len(), checksum, opts)
                 .await
         }
@@ -423,7 +423,7 @@ impl CrescentClient {
             let mut value = vec![0u8; size];
             staging.buffer().read(0, &mut value).await?;
             let checked = match reply.checksum {
-                Some(_) => verify(key, reply.checksum, crc32c::crc32c(&value)),
+                Some(_) => verify(key, reply.checksum, crescent_checksum::crc32c(&value)),
                 None => Ok(()),
             };
             match checked {
@@ -669,7 +669,7 @@ pub(crate) fn inline_checked(
         )));
     }
     match checksum {
-        Some(_) => verify(key, checksum, crc32c::crc32c(value)),
+        Some(_) => verify(key, checksum, crescent_checksum::crc32c(value)),
         None => Ok(()),
     }
 }

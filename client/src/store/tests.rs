@@ -80,7 +80,10 @@ async fn replica_writes_and_reads_move_the_exact_bytes() {
         let mut back = vec![0u8; 70_000];
         dst.read(5, &mut back).await.unwrap();
         assert_eq!(back, value, "replica {}", r.segment_id);
-        assert_eq!(dst.crc32c(5, 70_000).await.unwrap(), crc32c::crc32c(&value));
+        assert_eq!(
+            dst.crc32c(5, 70_000).await.unwrap(),
+            crescent_checksum::crc32c(&value)
+        );
     }
 
     // The commit records the replica in our own segment (s2) and notifies s1's owner, whose
@@ -165,15 +168,15 @@ async fn a_large_get_lands_in_its_value_checked_and_a_small_one_is_staged() {
         cold_backing: None,
         staged: None,
     };
-    let good = reply(large.len() as u64, crc32c::crc32c(&large));
+    let good = reply(large.len() as u64, crescent_checksum::crc32c(&large));
     assert_eq!(client.read_object("k", &good).await.unwrap(), large);
     assert_eq!(client.data.staging.idle(), 0, "no staging buffer taken");
-    let damaged = reply(large.len() as u64, crc32c::crc32c(&large) ^ 1);
+    let damaged = reply(large.len() as u64, crescent_checksum::crc32c(&large) ^ 1);
     let e = client.read_object("k", &damaged).await.unwrap_err();
     assert_eq!(e.code_str(), "CHECKSUM_MISMATCH", "{e}");
     let small = &large[..4096];
     let got = client
-        .read_object("k", &reply(4096, crc32c::crc32c(small)))
+        .read_object("k", &reply(4096, crescent_checksum::crc32c(small)))
         .await
         .unwrap();
     assert_eq!(got, small);

@@ -89,7 +89,7 @@ async fn read_leased(
             )));
         }
         if reply.checksum.is_some() {
-            verify(key, reply.checksum, crc32c::crc32c(value))?;
+            verify(key, reply.checksum, crescent_checksum::crc32c(value))?;
         }
         let mut out = Vec::with_capacity(total as usize);
         for r in ranges {
@@ -157,7 +157,7 @@ async fn read_leased(
         // only (the transport's framing), a whole one against the checksum.
         let checksum_verified = whole && reply.checksum.is_some();
         if checksum_verified {
-            if let Err(e) = verify(key, reply.checksum, crc32c::crc32c(&value)) {
+            if let Err(e) = verify(key, reply.checksum, crescent_checksum::crc32c(&value)) {
                 last = e;
                 continue;
             }

@@ -60,7 +60,7 @@ impl WeightWriter {
         value: &[u8],
         kind: w::WeightObjectKind,
     ) -> Result<(), ClientError> {
-        let checksum = crc32c::crc32c(value);
+        let checksum = crescent_checksum::crc32c(value);
         let req = w::WeightObjectRequest {
             id: self.id.clone(),
             key: key.to_string(),

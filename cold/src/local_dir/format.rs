@@ -55,7 +55,7 @@ impl FileHeader {
         b[32..48].copy_from_slice(self.op_id.0.as_bytes());
         b[48..80].copy_from_slice(&self.fingerprint.0);
         b[80..88].copy_from_slice(&self.device_tag);
-        let crc = crc32c::crc32c(&b[..92]);
+        let crc = crescent_checksum::crc32c(&b[..92]);
         b[92..96].copy_from_slice(&crc.to_le_bytes());
         b
     }
@@ -66,7 +66,7 @@ impl FileHeader {
             return Err("bad magic".into());
         }
         let crc = u32::from_le_bytes(b[92..96].try_into().expect("4 bytes"));
-        if crc32c::crc32c(&b[..92]) != crc {
+        if crescent_checksum::crc32c(&b[..92]) != crc {
             return Err("header checksum mismatch".into());
         }
         let version = u16::from_le_bytes([b[8], b[9]]);

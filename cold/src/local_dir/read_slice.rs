@@ -25,7 +25,7 @@ impl LocalDirDevice {
             self.open_expected(locator, expected_length, expected_checksum)?;
         // Read and checksum chunk by chunk: each chunk is checked while it is still in the
         // cache the read just filled, instead of a second pass over the whole payload.
-        let mut crc = 0u32;
+        let mut crc = crescent_checksum::Crc32c::new();
         for chunk in dst.chunks_mut(CHECK_CHUNK_BYTES) {
             file.read_exact(chunk).map_err(|e| match e.kind() {
                 std::io::ErrorKind::UnexpectedEof => ColdError::LengthMismatch {
@@ -35,14 +35,14 @@ impl LocalDirDevice {
                 },
                 _ => ColdError::io(&path, e),
             })?;
-            crc = crc32c::crc32c_append(crc, chunk);
+            crc.update(chunk);
         }
         // A file longer than its header claims is damaged too.
         let mut probe = [0u8; 1];
         if file.read(&mut probe).map_err(|e| ColdError::io(&path, e))? != 0 {
             return Err(corrupt(locator, "longer than its header"));
         }
-        checksum_matches(locator, &header, crc)
+        checksum_matches(locator, &header, crc.finish())
     }
 }
 

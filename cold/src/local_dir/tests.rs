@@ -259,7 +259,7 @@ fn header_round_trips_and_rejects_other_versions() {
     let mut b = h.encode();
     assert_eq!(FileHeader::decode(&b).unwrap(), h);
     b[8] = 2;
-    let crc = crc32c::crc32c(&b[..92]);
+    let crc = crescent_checksum::crc32c(&b[..92]);
     b[92..96].copy_from_slice(&crc.to_le_bytes());
     assert_eq!(
         FileHeader::decode(&b).unwrap_err(),

@@ -26,7 +26,7 @@ fn record(seq: u64, payload: Vec<u8>) -> Record {
 fn frame_with_body(body: &[u8]) -> Vec<u8> {
     let mut out = Vec::new();
     out.extend_from_slice(&(body.len() as u32).to_le_bytes());
-    out.extend_from_slice(&crc32c::crc32c(body).to_le_bytes());
+    out.extend_from_slice(&crescent_checksum::crc32c(body).to_le_bytes());
     out.extend_from_slice(body);
     out
 }
@@ -50,7 +50,7 @@ fn prefix_holds_length_and_crc_of_body() {
     let len = u32::from_le_bytes(bytes[0..4].try_into().unwrap()) as usize;
     assert_eq!(len, bytes.len() - FRAME_PREFIX_LEN);
     let crc = u32::from_le_bytes(bytes[4..8].try_into().unwrap());
-    assert_eq!(crc, crc32c::crc32c(&bytes[8..]));
+    assert_eq!(crc, crescent_checksum::crc32c(&bytes[8..]));
     // compact array form: fixarray of 10 elements, then version 1
     assert_eq!(bytes[8], 0x9a);
     assert_eq!(bytes[9], FRAME_FORMAT_VERSION);

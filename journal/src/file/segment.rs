@@ -96,7 +96,7 @@ impl SegmentHeader {
         b[12..20].copy_from_slice(&self.first_seq.to_le_bytes());
         b[20..52].copy_from_slice(&self.prev_digest);
         b[52..60].copy_from_slice(&self.prev_term.to_le_bytes());
-        let crc = crc32c::crc32c(&b[0..60]);
+        let crc = crescent_checksum::crc32c(&b[0..60]);
         b[60..64].copy_from_slice(&crc.to_le_bytes());
         b
     }
@@ -118,7 +118,7 @@ impl SegmentHeader {
             return Err(HeaderError::UnsupportedVersion(version));
         }
         let stored = u32::from_le_bytes(b[60..64].try_into().expect("4 bytes"));
-        if stored != crc32c::crc32c(&b[0..60]) {
+        if stored != crescent_checksum::crc32c(&b[0..60]) {
             return Err(HeaderError::Garbage("header CRC mismatch".into()));
         }
         if version == 0 {
