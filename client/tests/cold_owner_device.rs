@@ -215,8 +215,11 @@ fn cold_ls_answers_while_an_offload_waits_for_a_stopped_owner() {
     // The row may still say healthy from before the stall: the probe, which waited for the
     // ledger the offload held, counts its failures only now, and may mark the device
     // degraded or unavailable before the resumed owner polls again. Until the owner is back
-    // and probed healthy, an offload is refused as a clean UNAVAILABLE (not connected, or
-    // not eligible for its health); then it goes through.
+    // and probed healthy, an offload is refused UNAVAILABLE (not connected, or not eligible
+    // for its health); then it goes through. The client cannot tell that UNAVAILABLE from a
+    // server's own (an offload is not idempotent, and one cut by "not connected" has
+    // journaled its planned operation), so it may report it as FAILOVER_INTERRUPTED with
+    // the server's error inside, never retrying it.
     let mut stat = serde_json::Value::Null;
     node.wait_for("an offload once the owner polls again", || {
         let (code, v) = node.cli(&["offload", "k"], None);
@@ -224,7 +227,11 @@ fn cold_ls_answers_while_an_offload_waits_for_a_stopped_owner() {
             stat = v;
             return true;
         }
-        assert_eq!(v["error"]["code"], "UNAVAILABLE", "{v}");
+        let refused = ["UNAVAILABLE", "FAILOVER_INTERRUPTED"];
+        assert!(
+            refused.contains(&v["error"]["code"].as_str().unwrap_or_default()),
+            "{v}"
+        );
         let message = v["error"]["message"].as_str().unwrap_or_default();
         assert!(
             message.contains("not connected") || message.contains("health is"),
