@@ -7,7 +7,8 @@
 #   bench/cold-restore.sh [REPS]     (default 3)
 #
 # CRESCENT_BIN_DIR=DIR runs the crescentd and crescent found there instead of building the
-# release binaries first (to compare two builds: run it once per directory, alternating).
+# release binaries first (bench/crescentd.sh; to compare two builds, run it once per
+# directory, alternating).
 # Modes: 4 MiB local restore with fresh buffers (the default) and `--reuse` (both passes into
 # one reused buffer, as `cat` reads), the same two remote (`--no-local-cold-restore`: staged
 # by crescentd, pulled over loopback TCP), 4 KiB per-object gets and one batch get per round.
@@ -16,21 +17,7 @@ REPS=${1:-3}
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 
-bin="${CRESCENT_BIN_DIR:-}"
-if [ -z "$bin" ]; then
-  cargo build --release --bin crescentd --bin crescent >&2
-  bin="${CARGO_TARGET_DIR:-$root/target}/release"
-fi
-work=$(mktemp -d /tmp/crescent-cold-bench.XXXXXX)
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-# The log stays outside the data dir: crescentd refuses to start on a non-empty one.
-"$bin/crescentd" --data-dir "$work/data" --listen "127.0.0.1:$port" --log warn >"$work/crescentd.log" 2>&1 &
-server=$!
-trap 'kill $server 2>/dev/null; wait $server 2>/dev/null; rm -rf "$work"' EXIT
-for _ in $(seq 100); do
-  curl -sf "127.0.0.1:$port/healthz" >/dev/null 2>&1 && break
-  sleep 0.1
-done
+. "$root/bench/crescentd.sh"
 
 run() { # label, then the CLI's arguments
   local label=$1

@@ -5,7 +5,7 @@
 #   bench/compare-mooncake.sh [N] [VALUE_BYTES]     (defaults 20000 4096)
 #
 # CRESCENT_BIN_DIR=DIR runs the crescentd and crescent found there instead of building the
-# release binaries first (to compare binaries built earlier, e.g. while others compile).
+# release binaries first (bench/crescentd.sh).
 #
 # Topology for both: one client process that is also the only storage owner of its data, a
 # master/crescentd in another process, single operations synchronous, batches of 128, TCP.
@@ -16,20 +16,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 anchors="$root/../shared/anchors"
 cd "$root"
 
-bin="${CRESCENT_BIN_DIR:-}"
-if [ -z "$bin" ]; then
-  cargo build --release --bin crescentd --bin crescent >&2
-  bin="${CARGO_TARGET_DIR:-$root/target}/release"
-fi
-work=$(mktemp -d /tmp/crescent-bench.XXXXXX)
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-"$bin/crescentd" --data-dir "$work/data" --listen "127.0.0.1:$port" --log warn >"$work/crescentd.log" 2>&1 &
-server=$!
-trap 'kill $server 2>/dev/null; wait $server 2>/dev/null; rm -rf "$work"' EXIT
-for _ in $(seq 100); do
-  curl -sf "127.0.0.1:$port/healthz" >/dev/null 2>&1 && break
-  sleep 0.1
-done
+. "$root/bench/crescentd.sh"
 
 # Alternate the two so drifting machine load hits both alike; keep the better of two runs each.
 run_crescent() { "$bin/crescent" --server "127.0.0.1:$port" bench --n "$N" --size "$SIZE" --json; }

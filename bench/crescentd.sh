@@ -1,0 +1,22 @@
+# Sourced by the bench scripts: the release binaries, and one crescentd on its embedded
+# default device in a fresh directory, stopped (and the directory removed) when the script
+# exits. Expects `root` (the repository). Sets `bin`, `work`, `port` and `server`.
+#
+# CRESCENT_BIN_DIR=DIR runs the crescentd and crescent found there instead of building the
+# release binaries first (to compare builds, e.g. ones made earlier while others compile).
+
+bin="${CRESCENT_BIN_DIR:-}"
+if [ -z "$bin" ]; then
+  cargo build --release --bin crescentd --bin crescent >&2
+  bin="${CARGO_TARGET_DIR:-$root/target}/release"
+fi
+work=$(mktemp -d /tmp/crescent-bench.XXXXXX)
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+# The log stays outside the data dir: crescentd refuses to start on a non-empty one.
+"$bin/crescentd" --data-dir "$work/data" --listen "127.0.0.1:$port" --log warn >"$work/crescentd.log" 2>&1 &
+server=$!
+trap 'kill $server 2>/dev/null; wait $server 2>/dev/null; rm -rf "$work"' EXIT
+for _ in $(seq 100); do
+  curl -sf "127.0.0.1:$port/healthz" >/dev/null 2>&1 && break
+  sleep 0.1
+done
