@@ -80,6 +80,12 @@ impl TierDevice {
         r
     }
 
+    /// Reads the device's ledger state (its lock) without changing it: nothing derived from
+    /// the ledger moved, so the summary and the `cold ls` row are not rebuilt.
+    pub(crate) fn read_ledger<T>(&self, f: impl FnOnce(&ColdDevice) -> T) -> T {
+        f(self.ledger.lock().expect("cold ledger lock").device())
+    }
+
     /// `crescent cold ls` row of this device. Never waits for the ledger: while a long
     /// operation holds it (a reconciliation through a storage owner may take minutes), the
     /// row as of the ledger's last use is answered, marked `busy`. Every figure of a row
@@ -242,6 +248,6 @@ impl ColdTier {
     pub(crate) fn device_of_op(&self, op_id: &crescent_cold::ColdOpId) -> Option<Arc<TierDevice>> {
         self.all_devices()
             .into_iter()
-            .find(|d| d.with_ledger(|l, _| l.device().operation(op_id).is_some()))
+            .find(|d| d.read_ledger(|device| device.operation(op_id).is_some()))
     }
 }

@@ -38,13 +38,11 @@ impl ColdTier {
     pub fn stat(&self, state: &NodeState, id: &ObjectId) -> Result<ObjectStat, ColdError> {
         let route = route_of(state, id)?;
         let op_state = route.cold.as_ref().and_then(|c| {
-            self.with_ledger(c.device_id(), |l, _| {
-                l.device()
+            self.device(c.device_id()).ok()?.read_ledger(|device| {
+                device
                     .operation(&c.cold_op())
                     .map(|op| op.state.as_str().to_string())
             })
-            .ok()
-            .flatten()
         });
         Ok(stat_of(&route, op_state))
     }
