@@ -4,6 +4,7 @@ pub mod aggregate;
 pub mod event_codec;
 pub mod event_payload;
 pub mod incarnation;
+pub mod removed_puts;
 pub mod runtime;
 pub mod segment_registry;
 pub mod world;

@@ -54,6 +54,27 @@ impl CrescentClient {
             .await
     }
 
+    /// Revokes token `token_id` (admin); true when it was not revoked before. Idempotent.
+    pub async fn revoke_token(
+        &self,
+        token_id: &str,
+        expires_secs: Option<u64>,
+    ) -> Result<bool, ClientError> {
+        let req = crescent_wire::auth::RevokeTokenRequest {
+            token_id: token_id.to_string(),
+            expires_secs,
+        };
+        let reply: crescent_wire::auth::RevokeTokenReply = self
+            .post_route(
+                "revoke_token",
+                Retry::Idempotent,
+                crescent_wire::auth::routes::REVOKE,
+                &req,
+            )
+            .await?;
+        Ok(reply.newly_revoked)
+    }
+
     /// Lists owners and mounted segments.
     pub async fn list_segments(&self) -> Result<SegmentList, ClientError> {
         self.get_from("list_segments", |r| &r.segments).await

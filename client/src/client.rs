@@ -11,7 +11,6 @@ use crate::client_options::ClientOptions;
 use crate::dataplane::DataPlane;
 use crate::error::ClientError;
 use crate::failover::FailoverConfig;
-use crate::http::http_client;
 use crate::leader::LeaderLocator;
 use crate::metrics::ClientMetrics;
 use crate::options::Scope;
@@ -90,7 +89,7 @@ impl CrescentClient {
         options.validate()?;
         let locator = LeaderLocator::new(
             options.servers.clone(),
-            http_client()?,
+            crate::http::http_client_with(options.token.as_ref())?,
             metrics.failover.clone(),
         )?;
         Ok(Self {

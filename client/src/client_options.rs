@@ -22,6 +22,31 @@ pub struct ClientOptions {
     /// Never read a cold-only object's backing file directly, even on its device's host:
     /// every restore goes through the server (see `crate::cold_restore`).
     pub no_local_cold_restore: bool,
+    /// The credential sent with every request (`Authorization: Bearer`), when crescentd has
+    /// `[auth]` on (docs/security.md).
+    pub token: Option<BearerToken>,
+}
+
+/// A bearer token. Its `Debug` never shows it, so options can be logged.
+#[derive(Clone, PartialEq, Eq)]
+pub struct BearerToken(String);
+
+impl BearerToken {
+    /// A token as `crescent token issue` prints it (surrounding whitespace dropped).
+    pub fn new(token: impl Into<String>) -> Self {
+        Self(token.into().trim().to_string())
+    }
+
+    /// The `Authorization` header value.
+    pub fn header_value(&self) -> String {
+        format!("{}{}", crescent_wire::auth::AUTHORIZATION_SCHEME, self.0)
+    }
+}
+
+impl std::fmt::Debug for BearerToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("BearerToken(<redacted>)")
+    }
 }
 
 /// Splits a comma-separated list (`A,B`), dropping empty items and surrounding spaces.
@@ -54,6 +79,12 @@ impl ClientOptions {
     /// The same options with overall failover deadline `timeout`.
     pub fn with_failover_timeout(mut self, timeout: Duration) -> Self {
         self.failover.timeout = timeout;
+        self
+    }
+
+    /// The same options sending `token` with every request.
+    pub fn with_token(mut self, token: BearerToken) -> Self {
+        self.token = Some(token);
         self
     }
 
@@ -106,6 +137,13 @@ mod tests {
         assert_eq!(split_list(" a:1, b:2 ,,"), vec!["a:1", "b:2"]);
         assert!(split_list("").is_empty());
         assert_eq!(ClientOptions::servers("a:1,b:2").servers.len(), 2);
+    }
+
+    #[test]
+    fn a_token_is_never_printed() {
+        let o = ClientOptions::servers("a:1").with_token(BearerToken::new(" s3cr3t\n"));
+        assert!(!format!("{o:?}").contains("s3cr3t"));
+        assert_eq!(o.token.unwrap().header_value(), "Bearer s3cr3t");
     }
 
     #[test]

@@ -17,7 +17,9 @@ use crate::buffer::StagingPool;
 use crate::error::ClientError;
 use crate::metrics::ClientMetrics;
 use crate::ownership::{OwnedReplica, OwnershipTable};
-use crate::rebuild::{NoticeSender, NoticeTarget, Notifier, NotifyConfig, SendFailure};
+use crate::rebuild::{
+    NoticeSender, NoticeTarget, Notifier, NotifyConfig, SendFailure, TaggedEntries,
+};
 
 /// This process's own segment (set while an [`crate::Owner`] runs).
 #[derive(Debug, Clone)]
@@ -36,8 +38,8 @@ pub(crate) struct DataPlane {
     pub staging: StagingPool,
     local: RwLock<Option<LocalSegment>>,
     pub metrics: ClientMetrics,
-    /// Notices of replicas this process committed in other owners' segments.
-    pub notifier: Arc<Notifier>,
+    /// Has other owners record the replicas this process writes into their segments.
+    pub notifier: Notifier,
 }
 
 /// What a committed put was, for the ownership table and owner notices.
@@ -84,10 +86,6 @@ impl NoticeSender for TransportNoticeSender {
             Ok(reply)
         })
     }
-
-    fn alive(&self) -> bool {
-        self.data.strong_count() > 0
-    }
 }
 
 impl std::fmt::Debug for DataPlane {
@@ -109,11 +107,7 @@ impl DataPlane {
                 transport: OnceCell::new(),
                 staging: StagingPool::default(),
                 local: RwLock::new(None),
-                notifier: Arc::new(Notifier::new(
-                    NotifyConfig::default(),
-                    sender,
-                    metrics.rebuild.clone(),
-                )),
+                notifier: Notifier::new(NotifyConfig::default(), sender, metrics.rebuild.clone()),
                 metrics,
             }
         })
@@ -140,68 +134,84 @@ impl DataPlane {
             .await)
     }
 
-    /// After put_end succeeded: records the replicas in our own segment, and queues notices
-    /// for the owners of the others (never waits for them).
+    /// Before put_end: every owner of another process that holds one of these puts'
+    /// replicas records it in its ownership table, and answers (docs/rebuild.md, "Owners
+    /// record before the ack"). Returns, per put (by position), why it could not be recorded:
+    /// such a put must be revoked, not ended. Replicas in our own segment are recorded after
+    /// put_end ([`Self::committed_all`]): they live and die with this process.
+    pub async fn record_at_owners<'a>(
+        &self,
+        puts: impl IntoIterator<Item = (Committed<'a>, &'a [ReplicaDesc])>,
+    ) -> std::collections::HashMap<usize, ClientError> {
+        let own = self.own_segment_id();
+        let mut entries = TaggedEntries::new();
+        for (tag, (put, replicas)) in puts.into_iter().enumerate() {
+            for r in replicas {
+                if own.as_deref() == Some(r.segment_id.as_str()) {
+                    continue;
+                }
+                if let Some(target) = notice_target(r) {
+                    entries
+                        .entry(target)
+                        .or_default()
+                        .push((tag, entry_of(&put, r)));
+                }
+            }
+        }
+        if entries.is_empty() {
+            return Default::default();
+        }
+        self.notifier
+            .record(entries)
+            .await
+            .into_iter()
+            .map(|(tag, why)| {
+                let e = ClientError::Api(crescent_wire::ApiError::new(
+                    crescent_wire::ErrorCode::DurabilityFailed,
+                    format!(
+                        "storage owner {} ({}) did not record the put, so it was not \
+                         acknowledged: {}",
+                        why.owner_id, why.endpoint, why.detail
+                    ),
+                ));
+                (tag, e)
+            })
+            .collect()
+    }
+
+    /// After put_end succeeded: records the replica in our own segment, if it holds one.
     pub fn committed(&self, put: Committed<'_>, replicas: &[ReplicaDesc]) {
         self.committed_all([(put, replicas)]);
     }
 
     /// [`Self::committed`] for many puts (a batch): the ownership table is locked once for
-    /// all of our own replicas, and the own segment is looked up once.
+    /// all of our own replicas, and the own segment is looked up once. (Replicas in other
+    /// owners' segments were recorded by them before put_end: [`Self::record_at_owners`].)
     pub fn committed_all<'a>(
         &self,
         puts: impl IntoIterator<Item = (Committed<'a>, &'a [ReplicaDesc])>,
     ) {
-        let local = self.local();
-        let own = local.as_ref().map(|l| &l.remote.segment_id);
-        let mut owned: Vec<OwnedReplica> = Vec::new();
-        for (put, replicas) in puts {
-            for r in replicas {
-                match own {
-                    Some(own) if **own == *r.segment_id => owned.push(OwnedReplica {
-                        id: put.id.clone(),
-                        put_id: put.put_id,
-                        segment_id: own.clone(),
-                        offset: r.offset,
-                        length: r.length,
-                        checksum: put.checksum,
-                        data_type: put.data_type,
-                    }),
-                    _ => self.notify_owner(&put, r),
-                }
-            }
-        }
-        if let Some(l) = local.as_ref().filter(|_| !owned.is_empty()) {
-            l.table.record_all(owned);
-        }
-    }
-
-    /// Queues a notice of `put`'s replica `r` for the owner of its segment, if that owner
-    /// takes notices.
-    fn notify_owner(&self, put: &Committed<'_>, r: &ReplicaDesc) {
-        // Embedded and transfer-engine segments run no NOTIFY handler (the embedded one is
-        // served over TCP too, but crescentd itself holds its directory).
-        let Some(endpoint) = r
-            .endpoint
-            .as_deref()
-            .filter(|_| r.transport == TransportKind::Tcp && r.owner_id != EMBEDDED_OWNER_ID)
-        else {
+        let Some(local) = self.local() else {
             return;
         };
-        let target = NoticeTarget {
-            endpoint: Arc::from(endpoint),
-            owner_id: Arc::from(r.owner_id.as_str()),
-        };
-        let entry = ReplayEntry {
-            id: put.id.clone(),
-            put_id: put.put_id,
-            segment_id: r.segment_id.clone(),
-            offset: r.offset,
-            length: r.length,
-            checksum: put.checksum,
-            data_type: put.data_type,
-        };
-        self.notifier.enqueue(target, vec![entry]);
+        let own = &local.remote.segment_id;
+        let mut owned: Vec<OwnedReplica> = Vec::new();
+        for (put, replicas) in puts {
+            for r in replicas.iter().filter(|r| **own == *r.segment_id) {
+                owned.push(OwnedReplica {
+                    id: put.id.clone(),
+                    put_id: put.put_id,
+                    segment_id: own.clone(),
+                    offset: r.offset,
+                    length: r.length,
+                    checksum: put.checksum,
+                    data_type: put.data_type,
+                });
+            }
+        }
+        if !owned.is_empty() {
+            local.table.record_all(owned);
+        }
     }
 
     pub fn local(&self) -> Option<LocalSegment> {
@@ -256,6 +266,32 @@ pub(crate) fn remote_for(
         ))
     })?;
     Ok(RemoteSegment::new(endpoint, replica.segment_id.as_str()))
+}
+
+/// The owner to notify of replica `r`, if its segment's owner takes notices. Embedded and
+/// transfer-engine segments run no NOTIFY handler (the embedded one is served over TCP too,
+/// but crescentd itself holds its directory, and it dies with crescentd).
+fn notice_target(r: &ReplicaDesc) -> Option<NoticeTarget> {
+    let endpoint = r
+        .endpoint
+        .as_deref()
+        .filter(|_| r.transport == TransportKind::Tcp && r.owner_id != EMBEDDED_OWNER_ID)?;
+    Some(NoticeTarget {
+        endpoint: Arc::from(endpoint),
+        owner_id: Arc::from(r.owner_id.as_str()),
+    })
+}
+
+fn entry_of(put: &Committed<'_>, r: &ReplicaDesc) -> ReplayEntry {
+    ReplayEntry {
+        id: put.id.clone(),
+        put_id: put.put_id,
+        segment_id: r.segment_id.clone(),
+        offset: r.offset,
+        length: r.length,
+        checksum: put.checksum,
+        data_type: put.data_type,
+    }
 }
 
 /// The complete replicas of a get, in the order to try them: our own segment first, then the

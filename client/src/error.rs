@@ -1,6 +1,8 @@
 //! The client's one error type, with the stable code every failure reports (the wire API's
 //! codes, plus a few that only a client can produce) and the CLI's exit status for it.
 
+use std::error::Error as _;
+
 use crescent_transport::TransportError;
 use crescent_wire::{ApiError, ErrorCode};
 
@@ -18,7 +20,7 @@ pub enum ClientError {
     #[error("{0}")]
     Api(ApiError),
     /// crescentd could not be reached or the connection broke.
-    #[error("cannot reach crescentd at {server}: {source}")]
+    #[error("cannot reach crescentd at {server}: {}", connect_cause(source))]
     Connect {
         server: String,
         #[source]
@@ -77,6 +79,26 @@ pub enum ClientError {
     /// unreachable).
     #[error("leader discovery through etcd: {0}")]
     Discovery(#[source] crescent_ha::HaError),
+}
+
+/// What went wrong under a failed HTTP request, in words a user acts on: "connection
+/// refused" rather than reqwest's "error sending request for url".
+fn connect_cause(e: &reqwest::Error) -> String {
+    let mut innermost: &dyn std::error::Error = e;
+    let mut next = e.source();
+    while let Some(inner) = next {
+        if let Some(io) = inner.downcast_ref::<std::io::Error>() {
+            if io.kind() == std::io::ErrorKind::ConnectionRefused {
+                return "connection refused".into();
+            }
+        }
+        innermost = inner;
+        next = inner.source();
+    }
+    if e.is_timeout() {
+        return "timed out".into();
+    }
+    innermost.to_string()
 }
 
 impl ClientError {
@@ -171,6 +193,7 @@ impl ClientError {
             "CHECKSUM_MISMATCH" => 6,
             "IO_ERROR" => 7,
             "QUOTA_EXCEEDED" | "DURABILITY_FAILED" | "POLICY_UNSATISFIABLE" => 8,
+            "UNAUTHENTICATED" | "PERMISSION_DENIED" => 10,
             _ => 9,
         }
     }
@@ -199,6 +222,9 @@ mod tests {
             4
         );
         assert_eq!(ClientError::InvalidArgument("x".into()).exit_code(), 2);
+        for refused in [ErrorCode::Unauthenticated, ErrorCode::PermissionDenied] {
+            assert_eq!(ClientError::item(refused, "k".into()).exit_code(), 10);
+        }
         assert_eq!(
             ClientError::item(ErrorCode::Conflict, "k".into()).exit_code(),
             5

@@ -12,6 +12,11 @@
 //!   followed their execution they fail with [`ClientError::Interrupted`]
 //!   (`FAILOVER_INTERRUPTED`) instead of running twice.
 //!
+//! With a single static server and no etcd, a connection that cannot be made before the
+//! client was ever answered fails at once (a wrong address, or nothing running: waiting cannot
+//! help); the wait is for sources that can change, and for a server that answered before and
+//! is restarting.
+//!
 //! A refusal that proves nothing ran is retried up to the failover deadline for every class;
 //! at the deadline the server's own error is returned (UNAVAILABLE with its `state`, say
 //! REBUILDING), never FAILOVER_INTERRUPTED: nothing was interrupted.
@@ -209,7 +214,10 @@ impl CrescentClient {
                 Retry::NotIdempotent => Some(attempt.await),
             };
             let e = match outcome {
-                Some(Ok(v)) => return Ok((v, current)),
+                Some(Ok(v)) => {
+                    locator.mark_reached();
+                    return Ok((v, current));
+                }
                 Some(Err(e)) => e,
                 None => {
                     locator.metrics().retried(RetryReason::LeaderChanged);
@@ -223,6 +231,13 @@ impl CrescentClient {
             };
             let (reason, hint) = match classify(&e) {
                 Failure::Final => return Err(e),
+                // One static server that never answered and nothing listening: no other leader
+                // can appear, so the refusal is the answer (a NOT_LEADER hint or a REBUILDING
+                // gate still waits; so does a server that answered before: a restart).
+                Failure::NotRun {
+                    reason: RetryReason::Connect,
+                    ..
+                } if !locator.can_move() => return Err(e),
                 Failure::MaybeRun { .. } if retry == Retry::NotIdempotent => {
                     locator.after_failure(&current, None);
                     locator.metrics().interrupted(op);

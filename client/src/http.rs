@@ -146,8 +146,24 @@ pub(crate) fn base_url(server: &str) -> Result<String, ClientError> {
 
 /// The pooled keep-alive HTTP/1.1 client every server connection of one `CrescentClient`
 /// shares (reqwest pools per host, so switching leaders keeps the pool of each).
+#[cfg(test)]
 pub(crate) fn http_client() -> Result<reqwest::Client, ClientError> {
+    http_client_with(None)
+}
+
+/// [`http_client`] sending `token` (marked sensitive, so it is never logged) on every request.
+pub(crate) fn http_client_with(
+    token: Option<&crate::client_options::BearerToken>,
+) -> Result<reqwest::Client, ClientError> {
+    let mut headers = reqwest::header::HeaderMap::new();
+    if let Some(token) = token {
+        let mut value = reqwest::header::HeaderValue::from_str(&token.header_value())
+            .map_err(|_| ClientError::InvalidArgument("the token is not a valid header".into()))?;
+        value.set_sensitive(true);
+        headers.insert(reqwest::header::AUTHORIZATION, value);
+    }
     reqwest::Client::builder()
+        .default_headers(headers)
         .timeout(Duration::from_secs(30))
         .connect_timeout(Duration::from_secs(5))
         .pool_idle_timeout(Duration::from_secs(90))

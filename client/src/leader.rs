@@ -54,6 +54,9 @@ pub(crate) struct LeaderLocator {
     known_term: AtomicU64,
     etcd: OnceLock<EtcdFollower>,
     metrics: FailoverMetrics,
+    /// Some request has been answered: a refused connection from now on is a restart to
+    /// ride out, not a wrong address.
+    reached: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for LeaderLocator {
@@ -97,6 +100,7 @@ impl LeaderLocator {
             known_term: AtomicU64::new(0),
             etcd: OnceLock::new(),
             metrics,
+            reached: std::sync::atomic::AtomicBool::new(false),
         }))
     }
 
@@ -229,6 +233,22 @@ impl LeaderLocator {
         }
         self.metrics.observe_term(leader.term);
         self.switch_to(None, &leader.address, LeaderSource::Etcd);
+    }
+
+    /// Whether waiting out the failover deadline after a refused connection can help: etcd
+    /// is followed, the static list names another server, or the one server answered before
+    /// (it is restarting). A client that never reached its one static server has a wrong
+    /// address or a server that is not running, and is told so at once.
+    pub fn can_move(&self) -> bool {
+        self.etcd.get().is_some()
+            || self.candidates.len() >= 2
+            || self.reached.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// A request was answered (by any server).
+    pub fn mark_reached(&self) {
+        self.reached
+            .store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// After a request to `failed` failed in a way that suggests another leader: moves to the

@@ -43,7 +43,7 @@ pub mod weights;
 
 pub use buffer::RegisteredBuffer;
 pub use client::CrescentClient;
-pub use client_options::ClientOptions;
+pub use client_options::{BearerToken, ClientOptions};
 pub use error::{ClientError, ErrorClass};
 pub use failover::{FailoverConfig, Retry};
 pub use failover_metrics::{FailoverMetrics, LeaderSource, RetryReason};

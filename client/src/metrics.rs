@@ -33,8 +33,7 @@ pub struct RebuildMetrics {
     replay_batches: IntCounterVec,
     replay_entries: IntCounterVec,
     notices: IntCounterVec,
-    notices_dropped: IntCounterVec,
-    pub(crate) notify_queue_depth: IntGauge,
+    notices_failed: IntCounterVec,
     pub(crate) replays: IntCounterVec,
     /// Owner heartbeats sent early because crescentd came back or the leader changed.
     pub(crate) owner_wakeups: IntCounterVec,
@@ -65,16 +64,12 @@ impl RebuildMetrics {
                 "Owner notices settled, by the owner's answer (recorded, stale, rejected).",
                 &["outcome"],
             ),
-            notices_dropped: counter(
-                "crescent_client_owner_notices_dropped_total",
-                "Owner notices dropped unacknowledged (overflow, expired, refused).",
+            notices_failed: counter(
+                "crescent_client_owner_notices_failed_total",
+                "Owner notice entries not delivered, so their puts failed DURABILITY_FAILED \
+                 (unreachable: no answer after the retries; refused: the owner takes no notices).",
                 &["reason"],
             ),
-            notify_queue_depth: IntGauge::new(
-                "crescent_client_owner_notice_queue",
-                "Owner notices waiting for an acknowledgement.",
-            )
-            .expect("valid metric definition"),
             replays: counter(
                 "crescent_client_rebuild_replays_total",
                 "Whole owner replays by outcome (completed, superseded, failed).",
@@ -105,8 +100,7 @@ impl RebuildMetrics {
         registry.register(Box::new(self.replay_batches.clone()))?;
         registry.register(Box::new(self.replay_entries.clone()))?;
         registry.register(Box::new(self.notices.clone()))?;
-        registry.register(Box::new(self.notices_dropped.clone()))?;
-        registry.register(Box::new(self.notify_queue_depth.clone()))?;
+        registry.register(Box::new(self.notices_failed.clone()))?;
         registry.register(Box::new(self.owner_wakeups.clone()))?;
         registry.register(Box::new(self.owner_releases.clone()))?;
         registry.register(Box::new(self.owner_replay_checks.clone()))?;
@@ -160,20 +154,18 @@ impl RebuildMetrics {
         }
     }
 
-    pub(crate) fn notices_dropped(&self, reason: crate::rebuild::DropReason, n: u64) {
-        self.notices_dropped
-            .with_label_values(&[reason.label()])
-            .inc_by(n);
+    pub(crate) fn notices_failed(&self, reason: &'static str, n: u64) {
+        self.notices_failed.with_label_values(&[reason]).inc_by(n);
     }
 
-    /// A counter's value by family (`batches`, `entries`, `notices`, `dropped`, `replays`,
+    /// A counter's value by family (`batches`, `entries`, `notices`, `failed`, `replays`,
     /// `wakeups`, `releases`).
     pub fn count(&self, family: &str, label: &str) -> u64 {
         let v = match family {
             "batches" => &self.replay_batches,
             "entries" => &self.replay_entries,
             "notices" => &self.notices,
-            "dropped" => &self.notices_dropped,
+            "failed" => &self.notices_failed,
             "replays" => &self.replays,
             "wakeups" => &self.owner_wakeups,
             "releases" => &self.owner_releases,
@@ -181,10 +173,6 @@ impl RebuildMetrics {
         };
         v.get_metric_with_label_values(&[label])
             .map_or(0, |c| c.get())
-    }
-
-    pub fn queue_depth(&self) -> i64 {
-        self.notify_queue_depth.get()
     }
 }
 

@@ -59,8 +59,11 @@ impl OwnedReplica {
         }
     }
 
+    /// End of the address range the replica holds: an empty value still holds its slot's
+    /// first byte, so it fences and is fenced by other replicas at its address like any other
+    /// (docs/api.md "Empty values").
     fn end(&self) -> u64 {
-        self.offset.saturating_add(self.length)
+        self.offset.saturating_add(self.length.max(1))
     }
 }
 
@@ -131,7 +134,7 @@ impl Inner {
         let Some(&size) = self.segments.get(&replica.segment_id) else {
             return NoticeOutcome::Rejected;
         };
-        if replica.length == 0 || replica.end() > size || replica.put_id == 0 {
+        if replica.end() > size || replica.put_id == 0 {
             return NoticeOutcome::Rejected;
         }
         let allocation = (replica.segment_id.clone(), replica.offset, replica.put_id);

@@ -54,6 +54,25 @@ fn a_newer_put_at_a_reused_address_drops_the_older_replica() {
 }
 
 #[test]
+fn an_empty_value_holds_its_address_like_any_replica() {
+    let t = table();
+    let empty = |key: &str, put_id: u64, offset: u64| OwnedReplica {
+        length: 0,
+        ..rep(None, key, put_id, "s1", offset)
+    };
+    assert_eq!(t.record(empty("e", 5, 64)), Recorded);
+    assert_eq!(t.lookup(&ObjectId::new("e"), "s1").unwrap().length, 0);
+    // An older put at its address is stale; a newer one (the slot was reused) replaces it.
+    assert_eq!(t.record(rep(None, "old", 4, "s1", 64)), Stale);
+    assert_eq!(t.record(rep(None, "new", 6, "s1", 64)), Recorded);
+    assert!(t.lookup(&ObjectId::new("e"), "s1").is_none());
+    // And an empty value of a newer put drops an older replica at its address.
+    assert_eq!(t.record(empty("e2", 7, 64)), Recorded);
+    assert!(t.lookup(&ObjectId::new("new"), "s1").is_none());
+    assert_eq!(t.len(), 1);
+}
+
+#[test]
 fn replicas_outside_served_segments_are_rejected() {
     let t = table();
     assert_eq!(t.record(rep(None, "a", 1, "elsewhere", 0)), Rejected);

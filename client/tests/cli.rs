@@ -94,9 +94,75 @@ fn put_get_exist_rm_ls() {
 
 #[test]
 fn unreachable_server_is_exit_3() {
+    // One static server and nothing listening: no failover wait (the bound is loose on
+    // purpose; the wait it replaces is the 15 s failover deadline).
+    let started = std::time::Instant::now();
     let (code, _, err) = crescent("127.0.0.1:1", &["exist", "k"], None);
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(5),
+        "{err}"
+    );
     assert_eq!(code, 3, "{err}");
     assert!(err.contains("UNAVAILABLE"), "{err}");
+    assert!(err.contains("connection refused"), "{err}");
+    assert!(err.contains("127.0.0.1:1"), "{err}");
+}
+
+#[test]
+fn warnings_have_no_colour_codes_when_stderr_is_not_a_terminal() {
+    // Two dead servers: the client follows the list until the deadline, then warns.
+    let (code, _, err) = crescent(
+        "127.0.0.1:1,127.0.0.1:2",
+        &["--failover-timeout-ms", "300", "exist", "k"],
+        None,
+    );
+    assert_eq!(code, 3, "{err}");
+    assert!(err.contains("WARN"), "a warning was printed: {err}");
+    assert!(
+        !err.contains('\x1b'),
+        "ANSI escape in piped stderr: {err:?}"
+    );
+}
+
+/// Runs `crescent --server S ARGS` with stdout on `stdout`; returns the exit code and stderr.
+fn crescent_to(server: &str, args: &[&str], stdout: std::process::Stdio) -> (i32, String) {
+    let out = std::process::Command::new(common::crescent_bin())
+        .arg("--server")
+        .arg(server)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(stdout)
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .expect("spawning crescent");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn full_or_closed_stdout_is_an_io_error_not_a_panic() {
+    let server = Server::start();
+    let s = server.server();
+    let (code, _, err) = crescent(&s, &["put", "k", "-"], Some(b"value"));
+    assert_eq!(code, 0, "{err}");
+    for args in [&["health"][..], &["--json", "ls"], &["get", "k"]] {
+        let full = std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .unwrap();
+        let (code, err) = crescent_to(&s, args, full.into());
+        assert_eq!(code, 7, "{args:?}: {err}");
+        assert!(err.contains("IO_ERROR"), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        // A pipe whose reader is gone (`crescent ls | head` after head exits): EPIPE.
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let (code, err) = crescent_to(&s, args, writer.into());
+        assert_eq!(code, 7, "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
 }
 
 #[test]
@@ -113,4 +179,37 @@ fn bench_json_has_the_five_figures() {
             .unwrap_or_else(|| panic!("{field} in {text}"));
         assert!(f > 0.0, "{field} = {f}");
     }
+}
+
+#[test]
+fn an_empty_value_round_trips_through_the_cli() {
+    let server = Server::start();
+    let s = server.server();
+    // `echo -n | crescent put k -`
+    let (code, out, err) = crescent(&s, &["--json", "put", "empty", "-"], Some(b""));
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(json(&out)["size"], 0);
+    let (code, out, err) = crescent(&s, &["get", "empty"], None);
+    assert_eq!((code, out.len()), (0, 0), "{err}");
+    let dir = tempfile::tempdir().unwrap();
+    let outfile = dir.path().join("out.bin");
+    std::fs::write(&outfile, b"stale").unwrap();
+    let (code, _, err) = crescent(&s, &["get", "empty", "-o", outfile.to_str().unwrap()], None);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(std::fs::read(&outfile).unwrap(), b"");
+    let (code, _, err) = crescent(&s, &["exist", "empty"], None);
+    assert_eq!(code, 0, "{err}");
+    let (code, out, _) = crescent(&s, &["--json", "ls", "empty"], None);
+    assert_eq!(code, 0);
+    assert_eq!(json(&out)["count"], 1);
+    // The same empty content again is an idempotent success; other content a conflict.
+    let (code, _, err) = crescent(&s, &["put", "empty", "-"], Some(b""));
+    assert_eq!(code, 0, "{err}");
+    let (code, out, _) = crescent(&s, &["--json", "put", "empty", "-"], Some(b"x"));
+    assert_ne!(code, 0);
+    assert_eq!(json(&out)["error"]["code"], "CONFLICT");
+    let (code, _, err) = crescent(&s, &["rm", "empty"], None);
+    assert_eq!(code, 0, "{err}");
+    let (code, _, _) = crescent(&s, &["exist", "empty"], None);
+    assert_eq!(code, 1);
 }

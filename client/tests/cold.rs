@@ -73,6 +73,30 @@ fn offload_evict_restore_round_trip_and_refusals() {
     assert_ne!(code, 0, "evict without --hot is refused");
 }
 
+#[test]
+fn an_empty_value_offloads_restores_and_survives_a_restart_cold_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = start(dir.path(), &[]);
+    node.put("empty", b"");
+    let stat = node.ok(&["offload", "empty"], None);
+    assert_eq!(stat["cold"]["state"], "materialized", "{stat}");
+    let evicted = node.ok(&["evict", "empty", "--hot"], None);
+    assert!(
+        evicted["replicas"].as_array().unwrap().is_empty(),
+        "{evicted}"
+    );
+    assert!(cold_file(dir.path(), &evicted).exists());
+    assert_eq!(node.get("empty").unwrap(), b"");
+    node.kill();
+    let node = start(dir.path(), &[]);
+    let stat = node.ok(&["stat", "empty"], None);
+    assert_eq!(stat["cold"]["state"], "materialized", "{stat}");
+    assert_eq!(node.get("empty").unwrap(), b"");
+    node.ok(&["rm", "empty"], None);
+    let (code, _) = node.cli(&["stat", "empty"], None);
+    assert_ne!(code, 0);
+}
+
 fn cold_file(dir: &Path, stat: &Value) -> PathBuf {
     let locator = stat["cold"]["locator"].as_str().expect("locator");
     dir.join("data/cold/local0").join(locator)

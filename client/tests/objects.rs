@@ -11,7 +11,8 @@ use common::{crescent_bin, Proc, Server};
 use crescent_client::{CrescentClient, Owner, OwnerConfig, Placement, PutOptions};
 use rand::{Rng, RngCore, SeedableRng};
 
-const SIZES: [usize; 8] = [1, 7, 4095, 4096, 65_537, 1 << 20, (3 << 20) + 5, 4 << 20];
+/// 0: an empty value is an object like any other (docs/api.md "Empty values").
+const SIZES: [usize; 9] = [0, 1, 7, 4095, 4096, 65_537, 1 << 20, (3 << 20) + 5, 4 << 20];
 
 fn value(rng: &mut impl RngCore, len: usize) -> Vec<u8> {
     let mut v = vec![0u8; len];
@@ -66,6 +67,8 @@ async fn round_trips(client: &CrescentClient, opts: &PutOptions, tag: &str) {
         .map(|i| {
             let len = if i % 10 == 0 {
                 1 << 20
+            } else if i % 10 == 5 {
+                0
             } else {
                 rng.gen_range(1..20_000)
             };
@@ -238,6 +241,13 @@ async fn zero_copy_put_from_and_get_into() {
         .await
         .unwrap_err();
     assert_eq!(e.code_str(), "INVALID_ARGUMENT");
+    // An empty value: sent from and read into a registered buffer, nothing moves.
+    client
+        .put_from("zc-empty", &src, 1000, 0, &PutOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(client.get_into("zc-empty", &dst, 4 << 20).await.unwrap(), 0);
+    assert_eq!(client.get_size("zc-empty").await.unwrap(), 0);
     client.unregister_buffer(&dst).await.unwrap();
 }
 

@@ -263,3 +263,152 @@ fn upsert_put_first_replaces_the_generation() {
     assert_eq!(code, 0, "{err}");
     assert!(std::fs::read(out_dir.join("model.safetensors")).unwrap() == new);
 }
+
+/// A small safetensors file whose middle tensor holds 0 bytes (shape [0, 64]).
+fn safetensors_with_an_empty_tensor() -> Vec<u8> {
+    let a: Vec<u8> = (0..256u32).map(|i| i as u8).collect();
+    let b: Vec<u8> = (0..512u32).map(|i| (i * 7) as u8).collect();
+    let header = serde_json::json!({
+        "a.weight": {"dtype": "F32", "shape": [1, 64], "data_offsets": [0, 256]},
+        "empty.weight": {"dtype": "F32", "shape": [0, 64], "data_offsets": [256, 256]},
+        "b.weight": {"dtype": "F32", "shape": [2, 64], "data_offsets": [256, 768]},
+    });
+    let mut text = header.to_string();
+    while !text.len().is_multiple_of(8) {
+        text.push(' ');
+    }
+    let mut file = (text.len() as u64).to_le_bytes().to_vec();
+    file.extend_from_slice(text.as_bytes());
+    file.extend_from_slice(&a);
+    file.extend_from_slice(&b);
+    file
+}
+
+/// A published revision's objects are its own: every plain write or remove of one (CLI, the
+/// Rust client over the RPC fast path, batch forms, HTTP) is refused with CONFLICT naming its
+/// group, remove_prefix skips them, and the revision still reads back byte-identical. Its
+/// 0-byte tensor is a 0-byte payload object like any other.
+#[test]
+fn plain_writes_of_a_managed_revision_are_refused() {
+    let server = Server::start();
+    let s = server.server();
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("model");
+    std::fs::create_dir_all(&model).unwrap();
+    let bytes = safetensors_with_an_empty_tensor();
+    std::fs::write(model.join("model.safetensors"), &bytes).unwrap();
+    let id = [
+        "--namespace",
+        "llm",
+        "--resource",
+        "guarded",
+        "--revision",
+        "main",
+        "--generation",
+        "1",
+    ];
+    let weights = |cmd: &str, tail: &[&str]| {
+        let mut args = vec!["--json", "weights", cmd];
+        args.extend_from_slice(&id);
+        args.extend_from_slice(tail);
+        crescent(&s, &args, None)
+    };
+    let (code, out, err) = weights("put", &["--policy", "hot", model.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}\n{}", server.log());
+    assert_eq!(json(&out)["availability"], "READY");
+
+    let in_weights = |args: &[&str], stdin: Option<&[u8]>| {
+        let mut full = vec!["--json", "--domain", "_weights"];
+        full.extend_from_slice(args);
+        let (code, out, err) = crescent(&s, &full, stdin);
+        (code, json(&out), err)
+    };
+    let (code, listed, err) = in_weights(&["ls", "weights/"], None);
+    assert_eq!(code, 0, "{err}");
+    let keys: Vec<(String, u64)> = listed["keys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| {
+            (
+                k["key"].as_str().unwrap().to_string(),
+                k["size"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    // Three tensors and the manifest; the empty tensor is a 0-byte object.
+    assert_eq!(keys.len(), 4, "{listed}");
+    assert!(keys.iter().any(|(_, size)| *size == 0), "{listed}");
+    let key = keys[0].0.clone();
+
+    let managed = |v: &serde_json::Value| {
+        assert_eq!(v["error"]["code"], "CONFLICT", "{v}");
+        let message = v["error"]["message"].as_str().unwrap();
+        assert!(message.contains("MANAGED_OBJECT"), "{message}");
+        assert!(message.contains("wgrp-"), "{message}");
+    };
+    for args in [
+        vec!["put", key.as_str(), "-"],
+        vec!["put", "--upsert", key.as_str(), "-"],
+        vec!["rm", key.as_str()],
+        vec!["rm", "--force", key.as_str()],
+    ] {
+        let (code, v, _) = in_weights(&args, Some(b"plain"));
+        assert_ne!(code, 0, "{args:?}");
+        managed(&v);
+    }
+
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let client = crescent_client::CrescentClient::new(&s)
+            .unwrap()
+            .with_scope(None, Some("_weights"))
+            .unwrap();
+        let e = client
+            .put_with(&key, b"x", &crescent_client::PutOptions::upsert())
+            .await
+            .unwrap_err();
+        assert_eq!(e.code_str(), "CONFLICT", "{e}");
+        assert!(e.to_string().contains("MANAGED_OBJECT"), "{e}");
+        let items = client
+            .put_batch(std::slice::from_ref(&key), &[b"x".as_slice()])
+            .await
+            .unwrap();
+        let e = items[0].as_ref().unwrap_err();
+        assert_eq!(e.code_str(), "CONFLICT", "{e}");
+        let removed = client
+            .remove_batch(std::slice::from_ref(&key))
+            .await
+            .unwrap();
+        assert_eq!(removed[0].as_ref().unwrap_err().code_str(), "CONFLICT");
+        let r = client.remove_prefix("weights/").await.unwrap();
+        assert_eq!((r.removed, r.skipped), (0, 4));
+        // Plain HTTP.
+        let http = reqwest::Client::new();
+        let reply = http
+            .post(format!("http://{s}/v1/objects/put_start"))
+            .json(&serde_json::json!({
+                "id": {"domain": "_weights", "key": key}, "size": 1, "upsert": true
+            }))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(reply.status().as_u16(), 409);
+        let body: serde_json::Value = reply.json().await.unwrap();
+        managed(&serde_json::json!({ "error": body }));
+    });
+
+    // Nothing changed: the revision is READY and reads back byte-identical.
+    let (code, out, _) = weights("meta", &[]);
+    assert_eq!(code, 0);
+    assert_eq!(json(&out)["availability"], "READY");
+    let out_dir = dir.path().join("out");
+    let (code, _, err) = weights("get", &["-o", out_dir.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(std::fs::read(out_dir.join("model.safetensors")).unwrap() == bytes);
+    let (code, _, err) = weights("rm", &[]);
+    assert_eq!(code, 0, "{err}");
+}

@@ -1,14 +1,16 @@
 //! Every aggregate kind of this build, registered in one [`World`].
 //!
-//! The aggregates live in their own crates (segment registry in `crescent-actors`, weight
+//! The aggregates live in their own crates (segment registry in `crescent-actors`, token revocations in `crescent-auth`, weight
 //! revisions and lineage claims in `crescent-weights`, cold devices in `crescent-cold`), which
 //! depend on the actors crate, so the list of all of them lives here, above them: crescentd's
 //! recovery, snapshotter and standby replay, the replication handshake (which event versions
 //! a node writes) and crescent-replay all take their world from [`standard_world`].
 
 use crescent_actors::incarnation::NodeIncarnation;
+use crescent_actors::removed_puts::RemovedPuts;
 use crescent_actors::segment_registry::SegmentRegistry;
 use crescent_actors::World;
+use crescent_auth::RevocationList;
 use crescent_cold::ColdDevice;
 use crescent_weights::{LineageClaim, WeightRevision, WeightUnits};
 
@@ -22,6 +24,9 @@ pub fn standard_world() -> World {
         .register::<NodeIncarnation>()
         .expect("aggregate kinds are distinct");
     world
+        .register::<RemovedPuts>()
+        .expect("aggregate kinds are distinct");
+    world
         .register::<WeightRevision>()
         .expect("aggregate kinds are distinct");
     world
@@ -32,6 +37,9 @@ pub fn standard_world() -> World {
         .expect("aggregate kinds are distinct");
     world
         .register::<ColdDevice>()
+        .expect("aggregate kinds are distinct");
+    world
+        .register::<RevocationList>()
         .expect("aggregate kinds are distinct");
     world
 }
@@ -48,11 +56,13 @@ mod tests {
             "weight_revision",
             "lineage_claim",
             "weight_units",
+            "removed_puts",
         ] {
             assert!(kinds.contains(&kind), "{kinds:?}");
         }
         assert!(kinds.contains(&"segment_registry"), "{kinds:?}");
         assert!(kinds.contains(&"cold_device"), "{kinds:?}");
+        assert!(kinds.contains(&"token_revocation"), "{kinds:?}");
         let mut sorted = kinds.clone();
         sorted.dedup();
         assert_eq!(sorted, kinds);

@@ -36,6 +36,21 @@ pub struct ElectorConfig {
     /// Bound on each etcd request made outside the leader's renewal loop (whose requests are
     /// bounded by the local lease deadline instead).
     pub request_timeout: Duration,
+    /// A local reason not to campaign, consulted before every campaign (none: never held).
+    pub campaign_hold: Option<CampaignHold>,
+}
+
+/// A local check run before every campaign: `Some(reason)` keeps the node from campaigning
+/// (it stays a candidate, follows any leader, and checks again at the next re-read of the
+/// keys). crescentd holds while its journal lacks a record it quarantined (docs/ha.md,
+/// "A quarantined journal tail").
+#[derive(Clone)]
+pub struct CampaignHold(pub std::sync::Arc<dyn Fn() -> Option<String> + Send + Sync>);
+
+impl std::fmt::Debug for CampaignHold {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CampaignHold(..)")
+    }
 }
 
 impl ElectorConfig {
@@ -55,7 +70,16 @@ impl ElectorConfig {
             retry_interval: Duration::from_millis(250),
             recheck_interval: Duration::from_secs(2),
             request_timeout: Duration::from_secs(2),
+            campaign_hold: None,
         }
+    }
+
+    pub fn with_campaign_hold(
+        mut self,
+        hold: impl Fn() -> Option<String> + Send + Sync + 'static,
+    ) -> Self {
+        self.campaign_hold = Some(CampaignHold(std::sync::Arc::new(hold)));
+        self
     }
 
     pub fn with_lease_ttl(mut self, ttl: Duration) -> Self {

@@ -32,6 +32,9 @@ pub enum CampaignBlock {
     },
     /// The marker in etcd cannot be read by this build; campaigning blind could lose data.
     UnreadableMarker(String),
+    /// The node itself holds back (its [`crate::CampaignHold`]), e.g. its journal lacks a
+    /// record it quarantined that a peer may hold.
+    LocalHold(String),
 }
 
 /// Applies the rule to the marker read from etcd (`None`: no marker key).
@@ -84,6 +87,7 @@ impl std::fmt::Display for CampaignBlock {
                 "leader {leader} (term {term}) has no in-sync standby; only it may take over"
             ),
             CampaignBlock::UnreadableMarker(e) => write!(f, "replication marker unreadable: {e}"),
+            CampaignBlock::LocalHold(reason) => write!(f, "held back by this node: {reason}"),
         }
     }
 }

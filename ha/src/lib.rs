@@ -28,8 +28,8 @@ mod records;
 mod role;
 
 pub use config::{
-    validate_lease_ttl, ClusterKeys, ElectorConfig, DEFAULT_LEASE_TTL, MAX_LEASE_TTL, MAX_NAME_LEN,
-    MIN_LEASE_TTL,
+    validate_lease_ttl, CampaignHold, ClusterKeys, ElectorConfig, DEFAULT_LEASE_TTL, MAX_LEASE_TTL,
+    MAX_NAME_LEN, MIN_LEASE_TTL,
 };
 pub use elector::Elector;
 pub use eligibility::{campaign_eligibility, CampaignBlock, Eligible};

@@ -186,3 +186,34 @@ async fn a_node_not_named_in_sync_waits_and_an_unreadable_marker_blocks_everyone
     wait_role(&mut d_rx, Duration::from_secs(10), "leader", is_leader).await;
     d.resign().await.unwrap();
 }
+
+/// A node's own campaign hold (crescentd: its journal lacks a record it quarantined) keeps it
+/// from campaigning even as the last leader of a fresh cluster; it campaigns once the hold
+/// lifts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_local_hold_blocks_the_campaign_until_it_lifts() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let cluster = cluster();
+    let held = Arc::new(AtomicBool::new(true));
+    let hold = held.clone();
+    let config = config(&cluster, "a", 2).with_campaign_hold(move || {
+        hold.load(Ordering::SeqCst)
+            .then(|| "quarantined record at seq 7".to_string())
+    });
+    let a = crescent_ha::Elector::start(config, metrics())
+        .await
+        .unwrap();
+    let mut rx = a.subscribe();
+    let (role, _) = wait_role(&mut rx, Duration::from_secs(5), "held", |r| {
+        matches!(r, Role::Candidate { blocked: Some(_) })
+    })
+    .await;
+    assert!(
+        matches!(role, Role::Candidate { blocked: Some(CampaignBlock::LocalHold(ref r)) } if r.contains("seq 7")),
+        "{role:?}"
+    );
+    held.store(false, Ordering::SeqCst);
+    wait_role(&mut rx, Duration::from_secs(10), "leader", is_leader).await;
+    a.resign().await.unwrap();
+}

@@ -130,11 +130,15 @@ fn main() {
     .expect("source");
     let (standby, standby_metrics) = open(dirs[2].path());
     let addr = source.local_addr();
+    let follower_config = FollowerConfig::default();
+    // Only the standby the HA layer names counts toward commit (docs/ha.md, "Which acks
+    // count"); here it is named at once.
+    tracker.name_standby(Some(&follower_config.node));
     let follower = Follower::start(
         standby.clone(),
         Arc::new(move || Some(addr)),
         Arc::new(|_| {}),
-        FollowerConfig::default(),
+        follower_config,
     )
     .expect("follower");
     tracker.require_standby();

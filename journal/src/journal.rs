@@ -260,16 +260,7 @@ impl Journal {
         let _span = tracing::info_span!("journal_open", backend = backend_name).entered();
         let recovered = backend.recover(opts.recovery_mode)?;
         if let Some(t) = &recovered.truncated {
-            tracing::warn!(
-                backend = backend_name,
-                last_good_seq = t.last_good_seq,
-                dropped_bytes = t.dropped_bytes,
-                reason = %t.reason,
-                "journal recovery truncated a damaged tail: the records after seq {} were never \
-                 acknowledged and were dropped ({} bytes)",
-                t.last_good_seq,
-                t.dropped_bytes
-            );
+            crate::recovery::log_truncation(backend_name, t);
         }
         tracing::info!(
             backend = backend_name,

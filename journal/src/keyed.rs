@@ -148,6 +148,7 @@ where
                 last_good_seq,
                 dropped_bytes,
                 reason,
+                quarantine: None,
             })
         }
     };

@@ -19,6 +19,7 @@ pub struct JournalMetrics {
     fenced: IntCounterVec,
     bytes: IntCounterVec,
     durable_seq: IntGaugeVec,
+    quarantined: IntGaugeVec,
 }
 
 impl JournalMetrics {
@@ -33,6 +34,7 @@ impl JournalMetrics {
         registry.register(Box::new(m.fenced.clone()))?;
         registry.register(Box::new(m.bytes.clone()))?;
         registry.register(Box::new(m.durable_seq.clone()))?;
+        registry.register(Box::new(m.quarantined.clone()))?;
         Ok(m)
     }
 
@@ -92,6 +94,27 @@ impl JournalMetrics {
                 L,
             )
             .expect("valid metric definition"),
+            quarantined: IntGaugeVec::new(
+                Opts::new(
+                    "crescent_journal_quarantined_frames",
+                    "Damaged journal tails held in the quarantine directory until an operator \
+                     clears them, by kind (damaged: a complete frame that failed its check; \
+                     incomplete: a write that did not finish).",
+                ),
+                &["kind"],
+            )
+            .expect("valid metric definition"),
+        }
+    }
+
+    /// Sets the quarantine gauge from a listing of the quarantine directory.
+    pub fn set_quarantined(&self, entries: &[crate::quarantine::QuarantineEntry]) {
+        use crate::quarantine::DamageKind;
+        for kind in [DamageKind::Damaged, DamageKind::Incomplete] {
+            let n = entries.iter().filter(|e| e.kind == kind).count();
+            self.quarantined
+                .with_label_values(&[kind.as_str()])
+                .set(n as i64);
         }
     }
 

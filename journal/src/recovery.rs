@@ -9,7 +9,9 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RecoveryMode {
-    /// Truncate the damaged tail (a write that was never acknowledged) and log what was dropped.
+    /// Cut the damaged tail and report it. The file backend first copies the cut bytes into
+    /// the journal's quarantine directory (fsynced), so nothing that may have been acknowledged
+    /// is destroyed (docs/journal-format.md, "Quarantine").
     #[default]
     TolerateTailCorruption,
     /// Refuse to open if the tail is damaged in any way.
@@ -40,4 +42,56 @@ pub struct TruncationReport {
     pub dropped_bytes: u64,
     /// Why the tail was judged damaged (torn frame, CRC mismatch, ...).
     pub reason: String,
+    /// Where the cut bytes were copied (file backend), and whether they were a complete frame
+    /// that failed its check or an incomplete write.
+    #[serde(default)]
+    pub quarantine: Option<crate::quarantine::QuarantineEntry>,
+}
+
+/// Logs what a tolerant recovery cut, once, in words that claim no more than is known: an
+/// incomplete frame is a write that did not finish; a complete frame that fails its check may
+/// hold an acknowledged record (docs/journal-format.md, "Quarantine").
+pub fn log_truncation(backend: &str, t: &TruncationReport) {
+    use crate::quarantine::DamageKind;
+    let seq = t.last_good_seq + 1;
+    match &t.quarantine {
+        Some(q) if q.kind == DamageKind::Damaged => tracing::error!(
+            backend,
+            seq,
+            offset = q.offset,
+            segment = %q.segment,
+            quarantined = %q.data_file,
+            reason = %t.reason,
+            "journal recovery found a complete frame at seq {seq} that fails its check (it may \
+             hold an acknowledged record): its bytes and the {} bytes after it were copied to \
+             quarantine/{} and the journal now ends at seq {}; take the record from an HA peer \
+             or backup, then clear the quarantine",
+            q.bytes,
+            q.data_file,
+            t.last_good_seq
+        ),
+        Some(q) => tracing::warn!(
+            backend,
+            seq,
+            offset = q.offset,
+            segment = %q.segment,
+            quarantined = %q.data_file,
+            reason = %t.reason,
+            "journal recovery dropped an incomplete frame at the tail (a write that did not \
+             finish) after seq {}; its {} bytes were copied to quarantine/{}",
+            t.last_good_seq,
+            q.bytes,
+            q.data_file
+        ),
+        None => tracing::warn!(
+            backend,
+            seq,
+            dropped_bytes = t.dropped_bytes,
+            reason = %t.reason,
+            "journal recovery cut a damaged tail after seq {} ({} bytes): whatever it held is \
+             gone from this journal",
+            t.last_good_seq,
+            t.dropped_bytes
+        ),
+    }
 }

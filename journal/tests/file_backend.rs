@@ -8,6 +8,7 @@ use crescent_journal::file::segment::{segment_file_name, SegmentHeader, HEADER_L
 use crescent_journal::file::{
     open_read_only, FaultKind, FileBackend, FileOptions, JournalScan, ScanOptions,
 };
+use crescent_journal::quarantine::{self, DamageKind};
 use crescent_journal::{
     EventData, Journal, JournalError, JournalOptions, NewRecord, RecoveryMode, StreamId,
 };
@@ -388,4 +389,102 @@ fn read_only_source_reads_a_live_journal_and_ranges() {
         t.path().join("LOCK").exists(),
         "LOCK exists from the writer"
     );
+}
+
+/// Flips one byte in the middle of record `seq`'s frame; returns (segment, offset, the frame's
+/// bytes after the flip).
+fn flip_in_frame(dir: &Path, seq: u64) -> (PathBuf, u64, Vec<u8>) {
+    let (path, off, len) = locate(dir, seq);
+    let at = off + len as u64 / 2;
+    let b = std::fs::read(&path).unwrap()[at as usize];
+    patch(&path, at, &[b ^ 0x01]);
+    let frame = std::fs::read(&path).unwrap()[off as usize..off as usize + len].to_vec();
+    (path, off, frame)
+}
+
+#[test]
+fn complete_last_frame_failing_its_crc_is_quarantined_before_the_cut() {
+    let t = tempfile::tempdir().unwrap();
+    fill(t.path(), 20);
+    let (path, off, frame) = flip_in_frame(t.path(), 20);
+    let j = open(t.path(), RecoveryMode::TolerateTailCorruption).unwrap();
+    let report = j.truncation().unwrap();
+    assert_eq!(report.last_good_seq, 19);
+    let q = report
+        .quarantine
+        .clone()
+        .expect("the cut bytes were quarantined");
+    assert_eq!((q.seq, q.offset, q.kind), (20, off, DamageKind::Damaged));
+    assert_eq!(q.segment, path.file_name().unwrap().to_str().unwrap());
+    let qdir = quarantine::quarantine_dir(t.path());
+    assert_eq!(std::fs::read(qdir.join(&q.data_file)).unwrap(), frame);
+    assert_eq!(q.data_file, format!("seq-20-off-{off}.frame"));
+    // The seq is taken again by the next record, but the quarantine keeps naming the old one.
+    let old_head = j.head();
+    assert_eq!(old_head.0, 19);
+    assert_eq!(
+        j.append_blocking(1, vec![rec(99, 10)]).unwrap().last_seq,
+        20
+    );
+    j.shutdown().unwrap();
+    drop(j);
+    let j = open(t.path(), RecoveryMode::TolerateTailCorruption).unwrap();
+    assert!(j.truncation().is_none(), "the cut is durable");
+    j.shutdown().unwrap();
+    drop(j);
+    assert_eq!(quarantine::list(t.path()).unwrap(), vec![q]);
+    assert_eq!(quarantine::clear(t.path()).unwrap(), 1);
+    assert!(quarantine::list(t.path()).unwrap().is_empty());
+    assert!(!qdir.exists());
+}
+
+#[test]
+fn absolute_consistency_refuses_a_damaged_last_frame_and_changes_nothing() {
+    let t = tempfile::tempdir().unwrap();
+    fill(t.path(), 20);
+    flip_in_frame(t.path(), 20);
+    let before = snapshot(t.path());
+    match open(t.path(), RecoveryMode::AbsoluteConsistency) {
+        Err(JournalError::TailCorruption { last_good_seq, .. }) => assert_eq!(last_good_seq, 19),
+        Err(e) => panic!("expected TailCorruption, got {e}"),
+        Ok(_) => panic!("absolute consistency opened a journal with a damaged tail"),
+    }
+    assert_eq!(snapshot(t.path()), before);
+    assert!(quarantine::list(t.path()).unwrap().is_empty());
+}
+
+#[test]
+fn incomplete_last_frame_is_copied_and_reported_as_incomplete() {
+    let t = tempfile::tempdir().unwrap();
+    fill(t.path(), 20);
+    let j = open(t.path(), RecoveryMode::TolerateTailCorruption).unwrap();
+    j.append_blocking(1, vec![rec(20, 2000)]).unwrap();
+    j.shutdown().unwrap();
+    drop(j);
+    let (path, off, len) = locate(t.path(), 21);
+    // A write that did not finish: everything from the first 512-byte boundary of the file
+    // inside the frame (after its length word) never reached the disk.
+    let cut = (off + 8).div_ceil(512) * 512;
+    assert!(cut < off + len as u64, "the frame spans a sector boundary");
+    patch(&path, cut, &vec![0u8; (off + len as u64 - cut) as usize]);
+    let on_disk = std::fs::read(&path).unwrap()[off as usize..off as usize + len].to_vec();
+    let j = open(t.path(), RecoveryMode::TolerateTailCorruption).unwrap();
+    let q = j.truncation().unwrap().quarantine.expect("copied aside");
+    assert_eq!((q.seq, q.kind), (21, DamageKind::Incomplete));
+    let copy = std::fs::read(quarantine::quarantine_dir(t.path()).join(&q.data_file)).unwrap();
+    assert!(!copy.is_empty() && on_disk.starts_with(&copy));
+    assert!(on_disk[copy.len()..].iter().all(|&b| b == 0));
+}
+
+#[test]
+fn damaged_frame_followed_by_a_valid_one_stays_corrupt_and_quarantines_nothing() {
+    let t = tempfile::tempdir().unwrap();
+    fill(t.path(), 20);
+    flip_in_frame(t.path(), 19);
+    match open(t.path(), RecoveryMode::TolerateTailCorruption) {
+        Err(JournalError::Corrupt { seq, .. }) => assert_eq!(seq, 19),
+        Err(e) => panic!("expected Corrupt at 19, got {e}"),
+        Ok(_) => panic!("opened a journal whose damage is followed by a valid record"),
+    }
+    assert!(quarantine::list(t.path()).unwrap().is_empty());
 }

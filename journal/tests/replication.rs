@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use crescent_journal::file::{FileBackend, FileOptions};
 use crescent_journal::replication::{
     refusal, CapabilityCheck, CommitTracker, Follower, FollowerConfig, ReplicationSource,
-    SourceConfig, TermSource,
+    SourceConfig, SourceMetrics, TermSource,
 };
 use crescent_journal::{EventData, Journal, JournalOptions, NewRecord, Record, StreamId};
 
@@ -106,6 +106,7 @@ fn sync_commit_waits_for_the_standby_which_ends_with_the_same_history() {
     let (da, db) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let a = active(da.path(), 3, any_capabilities());
     a.journal.append_blocking(3, records(20, "early")).unwrap();
+    a.tracker.name_standby(Some("b"));
     a.tracker.require_standby();
     let b_journal = journal(db.path());
     let applied = Arc::new(AtomicU64::new(0));
@@ -316,4 +317,184 @@ fn a_standby_that_stops_reading_never_stalls_the_active_and_then_gets_every_reco
         }
     }
     source.stop();
+}
+
+/// A scripted standby: speaks the protocol by hand, so it can ack what it never received.
+struct ScriptedStandby {
+    stream: std::net::TcpStream,
+}
+
+impl ScriptedStandby {
+    /// Connects as `node` with an empty journal and reads the Welcome.
+    fn connect(addr: SocketAddr, node: &str) -> Self {
+        use crescent_journal::replication::protocol::{read_message, write_message};
+        use crescent_journal::replication::{Message, PROTOCOL_VERSION};
+        let mut stream = std::net::TcpStream::connect(addr).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        write_message(
+            &mut stream,
+            &Message::Hello {
+                version: PROTOCOL_VERSION,
+                node: node.into(),
+                last_seq: 0,
+                last_term: 0,
+                last_digest: crescent_journal::GENESIS_DIGEST.to_vec(),
+                capabilities: vec![("tick".into(), 1)],
+            },
+        )
+        .unwrap();
+        let welcome = read_message(&mut stream).unwrap();
+        assert!(
+            matches!(welcome, Message::Welcome { from_seq: 1, .. }),
+            "{welcome:?}"
+        );
+        Self { stream }
+    }
+
+    /// Reads messages until records through `seq` arrived; returns the last seq received.
+    fn receive_through(&mut self, seq: u64) -> u64 {
+        use crescent_journal::codec::decode_frame;
+        use crescent_journal::replication::protocol::read_message;
+        use crescent_journal::replication::Message;
+        let mut last = 0;
+        while last < seq {
+            if let Message::Records { frames, .. } = read_message(&mut self.stream).unwrap() {
+                let mut at = 0;
+                while at < frames.len() {
+                    let (record, len) = decode_frame(&frames[at..]).unwrap().expect("a frame");
+                    last = record.seq;
+                    at += len;
+                }
+            }
+        }
+        last
+    }
+
+    fn ack(&mut self, seq: u64) {
+        use crescent_journal::replication::protocol::write_message;
+        use crescent_journal::replication::Message;
+        write_message(&mut self.stream, &Message::Ack { durable_seq: seq }).unwrap();
+    }
+
+    /// Whether the active dropped the connection (reads reach its end within the timeout).
+    fn dropped(&mut self) -> bool {
+        use crescent_journal::replication::protocol::read_message;
+        loop {
+            match read_message(&mut self.stream) {
+                Ok(_) => continue,
+                Err(crescent_journal::replication::ProtocolError::Io(e)) => {
+                    return !matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    )
+                }
+                Err(_) => return true,
+            }
+        }
+    }
+}
+
+/// An active whose source counts protocol errors in `registry`.
+fn active_with_metrics(dir: &std::path::Path, registry: &prometheus::Registry) -> Active {
+    let journal = journal(dir);
+    let tracker = CommitTracker::start(journal.durable());
+    let source = ReplicationSource::start(
+        journal.clone(),
+        "127.0.0.1:0".parse().unwrap(),
+        tracker.clone(),
+        Arc::new(|| Some(3)),
+        any_capabilities(),
+        SourceConfig {
+            node: "a".into(),
+            heartbeat: Duration::from_millis(50),
+            metrics: Some(SourceMetrics::register(registry).unwrap()),
+            ..SourceConfig::default()
+        },
+    )
+    .unwrap();
+    Active {
+        journal,
+        tracker,
+        source,
+        term: Arc::new(AtomicU64::new(3)),
+    }
+}
+
+fn protocol_errors(registry: &prometheus::Registry, code: &str) -> u64 {
+    registry
+        .gather()
+        .iter()
+        .filter(|f| f.name() == "crescent_replication_protocol_errors_total")
+        .flat_map(|f| f.get_metric())
+        .filter(|m| m.get_label().iter().any(|l| l.value() == code))
+        .map(|m| m.get_counter().get_value() as u64)
+        .sum()
+}
+
+#[test]
+fn a_standby_acking_beyond_what_it_was_sent_is_dropped_and_moves_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let registry = prometheus::Registry::new();
+    let a = active_with_metrics(dir.path(), &registry);
+    a.journal.append_blocking(3, records(10, "sent")).unwrap();
+    let mut liar = ScriptedStandby::connect(a.source.local_addr(), "liar");
+    a.tracker.name_standby(Some("liar"));
+    a.tracker.require_standby();
+    assert_eq!(liar.receive_through(10), 10);
+    liar.ack(10);
+    wait_until("the honest ack counts", || a.tracker.commit().get() == 10);
+    // 20 more records are written; the liar acks 20 beyond what reached it.
+    a.journal.append_blocking(3, records(20, "unsent")).unwrap();
+    let sent = a.source.status().sent_seq;
+    liar.ack(sent + 20);
+    assert!(liar.dropped(), "the connection is dropped");
+    wait_until("the session ends", || !a.source.status().connected);
+    let st = a.source.status();
+    assert_eq!(
+        st.last_protocol_error.as_ref().map(|(c, _)| c.as_str()),
+        Some("ACK_BEYOND_SENT"),
+        "{st:?}"
+    );
+    assert_eq!(protocol_errors(&registry, "ACK_BEYOND_SENT"), 1);
+    assert!(a.tracker.commit().get() <= sent, "the lie moved nothing");
+    assert_eq!(a.tracker.acked(), 0, "no connection, nothing counted");
+    assert!(a.tracker.held_for().is_some(), "sync commit still waits");
+    a.source.stop();
+}
+
+#[test]
+fn a_second_standby_counts_only_once_the_backend_names_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let registry = prometheus::Registry::new();
+    let a = active_with_metrics(dir.path(), &registry);
+    a.journal.append_blocking(3, records(5, "first")).unwrap();
+    let mut first = ScriptedStandby::connect(a.source.local_addr(), "b");
+    a.tracker.name_standby(Some("b"));
+    a.tracker.require_standby();
+    first.receive_through(5);
+    first.ack(5);
+    wait_until("b in sync", || a.tracker.standby_caught_up());
+    // A different standby connects while "b" is the named one: it replaces b's session, is
+    // sent everything and acks it honestly, yet commit does not move on its word.
+    let mut second = ScriptedStandby::connect(a.source.local_addr(), "c");
+    a.journal.append_blocking(3, records(15, "second")).unwrap();
+    assert_eq!(second.receive_through(20), 20);
+    second.ack(20);
+    wait_until("c's ack arrived", || a.source.status().acked_seq == 20);
+    std::thread::sleep(Duration::from_millis(50));
+    assert_eq!(
+        a.tracker.commit().get(),
+        5,
+        "c is not named: held at b's ack"
+    );
+    assert!(!a.tracker.standby_caught_up());
+    assert!(a.tracker.held_for().is_some());
+    // The backend names c (the HA layer does this first, docs/ha.md): now its acks count.
+    a.tracker.name_standby(Some("c"));
+    assert_eq!(a.tracker.commit().get(), 20);
+    assert!(a.tracker.standby_caught_up());
+    assert_eq!(protocol_errors(&registry, "ACK_BEYOND_SENT"), 0);
+    a.source.stop();
 }

@@ -6,8 +6,11 @@
 //! [`tests::every_world_kind_has_a_decoder`] keeps the two lists in step.
 
 use crescent_actors::incarnation::{IncarnationEvent, STREAM_KIND as NODE_INCARNATION};
+use crescent_actors::removed_puts::{RemovedPutsEvent, STREAM_KIND as REMOVED_PUTS};
 use crescent_actors::segment_registry::STREAM_KIND as SEGMENT_REGISTRY;
 use crescent_actors::{DecodeError, DomainEvent, SegmentRegistryEvent};
+use crescent_auth::revocation::STREAM_KIND as TOKEN_REVOCATION;
+use crescent_auth::RevocationEvent;
 use crescent_cold::device::STREAM_KIND as COLD_DEVICE;
 use crescent_cold::ColdDeviceEvent;
 use crescent_journal::Record;
@@ -37,6 +40,8 @@ pub const DECODABLE_KINDS: &[&str] = &[
     LINEAGE_CLAIM,
     WEIGHT_UNITS,
     COLD_DEVICE,
+    REMOVED_PUTS,
+    TOKEN_REVOCATION,
 ];
 
 /// The record's event, decoded and upcast to the current version, as JSON:
@@ -49,6 +54,8 @@ pub fn decode_event(rec: &Record) -> Result<Value, EventDecodeError> {
         LINEAGE_CLAIM => render(rec, lineage_claim_json),
         WEIGHT_UNITS => render(rec, weight_units_json),
         COLD_DEVICE => render(rec, cold_device_json),
+        REMOVED_PUTS => render(rec, removed_puts_json),
+        TOKEN_REVOCATION => render(rec, token_revocation_json),
         other => Err(EventDecodeError::UnknownStream(other.to_string())),
     }
 }
@@ -71,6 +78,22 @@ fn render<E: DomainEvent>(
 fn incarnation_json(event: &IncarnationEvent) -> Result<Value, EventDecodeError> {
     let IncarnationEvent::Begun(e) = event;
     to_json(e)
+}
+
+fn removed_puts_json(event: &RemovedPutsEvent) -> Result<Value, EventDecodeError> {
+    use RemovedPutsEvent as E;
+    match event {
+        E::Removed(e) | E::Settled(e) => to_json(e),
+        E::SettledBelow(e) => to_json(e),
+        E::OwnerDropped(e) => to_json(e),
+    }
+}
+
+fn token_revocation_json(event: &RevocationEvent) -> Result<Value, EventDecodeError> {
+    match event {
+        RevocationEvent::Revoked(e) => to_json(e),
+        RevocationEvent::Pruned(e) => to_json(e),
+    }
 }
 
 fn segment_registry_json(event: &SegmentRegistryEvent) -> Result<Value, EventDecodeError> {

@@ -31,8 +31,9 @@ pub struct Fault {
     /// Byte offset within `location`, when known.
     pub offset: Option<u64>,
     pub detail: String,
-    /// A damaged region after the last valid record: a write that was never acknowledged,
-    /// which crescentd truncates on its next open (or refuses under absolute_consistency).
+    /// A damaged region after the last valid record, which crescentd copies into the
+    /// journal's quarantine and cuts on its next open (or refuses under absolute_consistency).
+    /// Whether it held an acknowledged record cannot be known from the bytes alone.
     pub torn_tail: bool,
 }
 
@@ -86,7 +87,7 @@ impl std::fmt::Display for Fault {
         }
         write!(f, ")")?;
         if self.torn_tail {
-            write!(f, " [torn tail: never acknowledged]")?;
+            write!(f, " [damaged tail]")?;
         }
         Ok(())
     }

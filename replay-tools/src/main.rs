@@ -1,19 +1,20 @@
-//! `crescent-replay dump|verify|replay|diff|stats DATA_DIR ...`: reads a crescentd data dir
-//! offline and never writes to it. Exit codes: 0 ok, 1 a fault found or data invalid, 2 bad
+//! `crescent-replay dump|verify|replay|diff|stats|quarantine ...`: reads a crescentd data dir
+//! offline and never writes to it, except `quarantine clear`, which removes the journal's
+//! quarantine once an operator has dealt with it. Exit codes: 0 ok, 1 a fault found or data invalid, 2 bad
 //! usage or an unreadable data dir.
 
 use std::io::Write;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use crescent_replay_tools::cmd::{diff, dump, replay, stats, verify};
+use crescent_replay_tools::cmd::{diff, dump, quarantine, replay, stats, verify};
 use crescent_replay_tools::{ToolError, EXIT_OK, EXIT_USAGE};
 
 #[derive(Debug, Parser)]
 #[command(
     name = "crescent-replay",
     version,
-    about = "Inspect a crescentd data dir offline (read only: no lock, no writes)",
+    about = "Inspect a crescentd data dir offline (read only: no lock, no writes, except `quarantine clear`)",
     after_help = "Exit codes: 0 ok, 1 a fault found or data invalid, 2 bad usage or unreadable data dir.\n\
                   Logs go to stderr; set RUST_LOG (default: warn) for more."
 )]
@@ -34,6 +35,8 @@ enum Command {
     Diff(diff::DiffArgs),
     /// Counts, sizes, ranges, segments, snapshots and the tail's state.
     Stats(stats::StatsArgs),
+    /// The journal tails crescentd quarantined: `list`, or `clear` once dealt with.
+    Quarantine(quarantine::QuarantineArgs),
 }
 
 fn init_tracing() {
@@ -63,6 +66,7 @@ fn main() -> ExitCode {
         Command::Replay(a) => replay::run(a, &mut out),
         Command::Diff(a) => diff::run(a, &mut out),
         Command::Stats(a) => stats::run(a, &mut out),
+        Command::Quarantine(a) => quarantine::run(a, &mut out),
     };
     let flushed = out.flush().map_err(ToolError::from);
     match result.and_then(|code| flushed.map(|()| code)) {

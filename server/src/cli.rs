@@ -55,6 +55,13 @@ pub struct Args {
     /// HOST:PORT other nodes and clients reach this node's HTTP API at (ha.advertise).
     #[arg(long, env = "CRESCENT_ADVERTISE")]
     pub advertise: Option<String>,
+    /// Run without authentication on a non-loopback address (auth.insecure; only without
+    /// [auth] secret_file).
+    #[arg(long, env = "CRESCENT_INSECURE")]
+    pub insecure: bool,
+    /// The token signing key file (auth.secret_file).
+    #[arg(long, env = "CRESCENT_AUTH_SECRET_FILE")]
+    pub auth_secret_file: Option<PathBuf>,
     /// Print the merged configuration as TOML and exit.
     #[arg(long)]
     pub print_config: bool,
@@ -102,6 +109,12 @@ impl Args {
         }
         if let Some(v) = &self.advertise {
             c.ha.advertise = v.clone();
+        }
+        if self.insecure {
+            c.auth.insecure = true;
+        }
+        if let Some(v) = &self.auth_secret_file {
+            c.auth.secret_file = Some(v.clone());
         }
         c.validate()?;
         Ok(c)

@@ -49,6 +49,10 @@ pub struct Config {
     pub weights: crescent_weights::WeightConfig,
     /// The cold tier (`[cold]`).
     pub cold: crate::config_cold::ColdSettings,
+    /// Listener bounds (`[net]`).
+    pub net: crate::config_net::NetConfig,
+    /// Credentials (`[auth]`, docs/security.md).
+    pub auth: crate::config_auth::AuthSettings,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -112,6 +116,8 @@ impl Default for Config {
             ha: HaSettings::default(),
             weights: crescent_weights::WeightConfig::default(),
             cold: crate::config_cold::ColdSettings::default(),
+            net: crate::config_net::NetConfig::default(),
+            auth: crate::config_auth::AuthSettings::default(),
         }
     }
 }
@@ -155,6 +161,9 @@ impl Default for LogConfig {
         }
     }
 }
+
+/// Longest snapshot period: a week (a larger one would overflow the timer's deadline).
+const MAX_SNAPSHOT_EVERY_SECS: u64 = 7 * 86_400;
 
 /// Why a configuration was refused. Always names the key.
 #[derive(Debug, thiserror::Error)]
@@ -220,8 +229,11 @@ impl Config {
         if s.every_events == 0 {
             return Err(invalid("snapshot.every_events", "must be at least 1"));
         }
-        if s.every_secs == 0 {
-            return Err(invalid("snapshot.every_secs", "must be at least 1"));
+        if !(1..=MAX_SNAPSHOT_EVERY_SECS).contains(&s.every_secs) {
+            return Err(invalid(
+                "snapshot.every_secs",
+                format!("{} is outside 1..={MAX_SNAPSHOT_EVERY_SECS}", s.every_secs),
+            ));
         }
         if !(1..=100).contains(&s.retain) {
             return Err(invalid(
@@ -253,7 +265,12 @@ impl Config {
         }
         self.store.validate()?;
         self.cold.validate()?;
-        self.ha.validate()
+        self.net.validate()?;
+        self.ha.validate()?;
+        let listeners: Vec<SocketAddr> = std::iter::once(self.listen)
+            .chain(self.store.rpc_listen_addr(self.listen))
+            .collect();
+        self.auth.validate(&listeners)
     }
 
     pub fn snapshot_interval(&self) -> Duration {

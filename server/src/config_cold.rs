@@ -321,12 +321,7 @@ impl ColdSettings {
         self.scheduler()
             .validate()
             .map_err(|e| invalid("cold.queue", e.to_string()))?;
-        if self.health_probe_interval_ms != 0 && self.health_probe_interval_ms < 100 {
-            return Err(invalid(
-                "cold.health_probe_interval_ms",
-                "0 (off) or at least 100",
-            ));
-        }
+        self.validate_durations()?;
         if self.promotion_queue_entries == 0 || self.promotion_queue_bytes == 0 {
             return Err(invalid(
                 "cold.promotion_queue",
@@ -349,6 +344,45 @@ impl ColdSettings {
         Ok(())
     }
 }
+
+impl ColdSettings {
+    /// The millisecond settings become deadlines (`now + value`, an `Instant` plus a
+    /// `Duration`, a signed timestamp minus the value): each has an upper bound so that
+    /// cannot overflow or wrap (docs/configuration.md).
+    fn validate_durations(&self) -> Result<(), ConfigError> {
+        let h = self.health_probe_interval_ms;
+        if h != 0 && !(100..=MAX_PERIOD_MS).contains(&h) {
+            return Err(invalid(
+                "cold.health_probe_interval_ms",
+                format!("{h} is neither 0 (off) nor within 100..={MAX_PERIOD_MS}"),
+            ));
+        }
+        let bounded: [(&'static str, u64, u64); 3] = [
+            ("cold.retry_max_ms", self.retry_max_ms, MAX_PERIOD_MS),
+            (
+                "cold.promotion_max_defer_ms",
+                self.promotion_max_defer_ms,
+                MAX_PERIOD_MS,
+            ),
+            (
+                "cold.prune_terminal_after_ms",
+                self.prune_terminal_after_ms,
+                MAX_PRUNE_AFTER_MS,
+            ),
+        ];
+        for (key, value, max) in bounded {
+            if value > max {
+                return Err(invalid(key, format!("{value} is above the maximum {max}")));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Longest retry backoff, probe period, promotion deferral: an hour.
+const MAX_PERIOD_MS: u64 = 3_600_000;
+/// Longest retention of terminal records: a year.
+const MAX_PRUNE_AFTER_MS: u64 = 365 * 86_400_000;
 
 /// The checks of one device's settings (`section` names the config path in errors).
 fn validate_device(

@@ -96,3 +96,25 @@ fn bad_device_lists_are_refused_with_the_key() {
         "cold.capacity_bytes"
     );
 }
+
+#[test]
+fn durations_are_bounded_so_deadlines_cannot_overflow() {
+    // The largest integer TOML holds.
+    let huge = i64::MAX;
+    let cases = [
+        ("health_probe_interval_ms", "cold.health_probe_interval_ms"),
+        ("retry_max_ms", "cold.retry_max_ms"),
+        ("promotion_max_defer_ms", "cold.promotion_max_defer_ms"),
+        ("prune_terminal_after_ms", "cold.prune_terminal_after_ms"),
+    ];
+    for (field, key) in cases {
+        let text = format!("[cold]\nenabled = true\n{field} = {huge}\n");
+        assert_eq!(invalid_key(&text), key, "{field}");
+    }
+    // The largest accepted values still start.
+    parse(
+        "[cold]\nenabled = true\nhealth_probe_interval_ms = 3600000\nretry_max_ms = 3600000\n\
+         promotion_max_defer_ms = 3600000\nprune_terminal_after_ms = 31536000000\n",
+    )
+    .unwrap();
+}

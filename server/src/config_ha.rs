@@ -1,6 +1,6 @@
 //! The `[ha]` section: running as one node of an HA pair behind etcd (docs/ha.md).
 
-use std::net::SocketAddr;
+use std::net::{SocketAddr, ToSocketAddrs};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -29,8 +29,9 @@ pub struct HaSettings {
     pub advertise: String,
     /// etcd lease TTL in seconds (at least 2).
     pub lease_ttl_secs: u64,
-    /// The replication listener (the standby connects here); port 0 picks one.
-    pub replication_listen: SocketAddr,
+    /// The replication listener (the standby connects here); port 0 picks one. Unset: the
+    /// advertised host on a port the OS picks (never every interface by default).
+    pub replication_listen: Option<SocketAddr>,
     pub mode: ReplicationMode,
     /// In sync mode, how long commit may wait for a silent standby before the active marks it
     /// out of sync in etcd and commits alone.
@@ -50,7 +51,7 @@ impl Default for HaSettings {
             cluster: "crescent".into(),
             advertise: String::new(),
             lease_ttl_secs: 3,
-            replication_listen: "0.0.0.0:0".parse().expect("valid address"),
+            replication_listen: None,
             mode: ReplicationMode::Sync,
             sync_timeout_ms: 1000,
             embedded_segment: false,
@@ -70,6 +71,41 @@ impl HaSettings {
 
     pub fn sync_timeout(&self) -> Duration {
         Duration::from_millis(self.sync_timeout_ms)
+    }
+
+    /// The host part of `advertise` (brackets of an IPv6 literal removed).
+    pub fn advertise_host(&self) -> &str {
+        let host = self
+            .advertise
+            .rsplit_once(':')
+            .map(|(h, _)| h)
+            .unwrap_or_default();
+        host.strip_prefix('[')
+            .and_then(|h| h.strip_suffix(']'))
+            .unwrap_or(host)
+    }
+
+    /// Where the replication listener binds: `replication_listen`, or else the advertised
+    /// host (resolved) on a port the OS picks.
+    pub fn replication_bind(&self) -> Result<SocketAddr, ConfigError> {
+        if let Some(addr) = self.replication_listen {
+            return Ok(addr);
+        }
+        let host = self.advertise_host();
+        let unresolved = |why: String| {
+            invalid(
+                "ha.replication_listen",
+                format!(
+                    "unset, so it binds the advertised host {host:?}, which {why}; set it to \
+                     an IP:PORT of this machine"
+                ),
+            )
+        };
+        (host, 0)
+            .to_socket_addrs()
+            .map_err(|e| unresolved(format!("does not resolve ({e})")))?
+            .next()
+            .ok_or_else(|| unresolved("resolves to no address".into()))
     }
 
     pub fn validate(&self) -> Result<(), ConfigError> {
@@ -167,5 +203,36 @@ mod tests {
         }
         .validate()
         .is_ok());
+    }
+
+    #[test]
+    fn the_replication_listener_binds_the_advertised_host_by_default() {
+        assert_eq!(
+            ha().replication_bind().unwrap(),
+            "127.0.0.1:0".parse::<SocketAddr>().unwrap()
+        );
+        let v6 = HaSettings {
+            advertise: "[::1]:7480".into(),
+            ..ha()
+        };
+        assert_eq!(v6.advertise_host(), "::1");
+        assert_eq!(
+            v6.replication_bind().unwrap(),
+            "[::1]:0".parse::<SocketAddr>().unwrap()
+        );
+        let explicit = HaSettings {
+            replication_listen: Some("0.0.0.0:7500".parse().unwrap()),
+            ..ha()
+        };
+        assert_eq!(
+            explicit.replication_bind().unwrap(),
+            "0.0.0.0:7500".parse::<SocketAddr>().unwrap()
+        );
+        let unresolvable = HaSettings {
+            advertise: "no-such-host.invalid:7480".into(),
+            ..ha()
+        };
+        let err = unresolvable.replication_bind().unwrap_err().to_string();
+        assert!(err.contains("ha.replication_listen"), "{err}");
     }
 }

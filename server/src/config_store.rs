@@ -177,6 +177,16 @@ impl StoreSettings {
         if self.rpc_busy_poll_us > 10_000 {
             return Err(invalid("store.rpc_busy_poll_us", "must be at most 10000"));
         }
+        // Multiplied into milliseconds (docs/configuration.md): bounded so it cannot wrap.
+        if !(1..=86_400).contains(&self.rebuild_degraded_timeout_secs) {
+            return Err(invalid(
+                "store.rebuild_degraded_timeout_secs",
+                format!(
+                    "{} is outside 1..=86400",
+                    self.rebuild_degraded_timeout_secs
+                ),
+            ));
+        }
         let r = self.rpc_listen.as_str();
         if r != RPC_LISTEN_AUTO && r != RPC_LISTEN_OFF && r.parse::<SocketAddr>().is_err() {
             return Err(invalid(
@@ -208,6 +218,11 @@ impl StoreSettings {
             max_object_bytes: self.max_object_bytes,
             ..StoreConfig::default()
         }
+    }
+
+    /// `rebuild_degraded_timeout_secs` in milliseconds (validated to 1..=86400 s).
+    pub fn rebuild_degraded_timeout_ms(&self) -> u64 {
+        self.rebuild_degraded_timeout_secs.saturating_mul(1000)
     }
 
     pub fn client_ttl_ms(&self) -> i64 {

@@ -138,3 +138,60 @@ fn rpc_listen_resolves_against_the_http_address() {
     let c = Config::from_toml(Path::new("x.toml"), "[store]\nrpc_listen = \"off\"\n").unwrap();
     c.validate().unwrap();
 }
+
+fn invalid_key(text: &str) -> &'static str {
+    let c = Config::from_toml(Path::new("x.toml"), text).unwrap();
+    match c.validate() {
+        Err(ConfigError::Invalid { key, .. }) => key,
+        other => panic!("expected an invalid config, got {other:?}"),
+    }
+}
+
+#[test]
+fn converted_values_are_range_checked_before_conversion() {
+    // 18446744073709552 s is past u64::MAX ms: it must be refused, not wrap.
+    let cases = [
+        (
+            "[store]\nrebuild_degraded_timeout_secs = 18446744073709552\n",
+            "store.rebuild_degraded_timeout_secs",
+        ),
+        (
+            "[store]\nrebuild_degraded_timeout_secs = 0\n",
+            "store.rebuild_degraded_timeout_secs",
+        ),
+        (
+            "[store]\nrebuild_degraded_timeout_secs = 86401\n",
+            "store.rebuild_degraded_timeout_secs",
+        ),
+        (
+            "[store]\nclient_ttl_secs = 18446744073709552\n",
+            "store.client_ttl_secs",
+        ),
+        (
+            "[store]\ndiscard_timeout_secs = 18446744073709552\n",
+            "store.discard_timeout_secs",
+        ),
+        (
+            "[store]\nrelease_timeout_secs = 18446744073709552\n",
+            "store.release_timeout_secs",
+        ),
+        (
+            "[snapshot]\nevery_secs = 9223372036854775807\n",
+            "snapshot.every_secs",
+        ),
+        (
+            "[http]\nshutdown_timeout_secs = 9223372036854775807\n",
+            "http.shutdown_timeout_secs",
+        ),
+    ];
+    for (text, key) in cases {
+        assert_eq!(invalid_key(text), key, "{text}");
+    }
+    let c = Config::from_toml(
+        Path::new("x.toml"),
+        "[store]\nrebuild_degraded_timeout_secs = 86400\n[snapshot]\nevery_secs = 604800\n",
+    )
+    .unwrap();
+    c.validate().unwrap();
+    assert_eq!(c.store.rebuild_degraded_timeout_ms(), 86_400_000);
+}

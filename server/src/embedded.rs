@@ -63,11 +63,21 @@ impl EmbeddedSegment {
     /// Allocates the segment and starts serving it on `settings.transfer_listen`. Registering
     /// and mounting it is the caller's (through the segment mirror).
     pub fn start(settings: &StoreSettings, metrics: TransportMetrics) -> Result<Self, ServerError> {
+        Self::start_bounded(settings, &crate::config_net::NetConfig::default(), metrics)
+    }
+
+    /// [`EmbeddedSegment::start`] with the listener's bounds from `net`.
+    pub fn start_bounded(
+        settings: &StoreSettings,
+        net: &crate::config_net::NetConfig,
+        metrics: TransportMetrics,
+    ) -> Result<Self, ServerError> {
         let size = settings.embedded_segment_bytes;
         let memory = Arc::new(lazy_zeroed(size as usize)?);
         let config = TcpConfig {
             listen: Some(settings.transfer_listen.clone()),
             advertise: settings.transfer_advertise.clone(),
+            max_connections: net.transfer_max_connections,
             ..TcpConfig::default()
         };
         let (started_tx, started_rx) = mpsc::channel();
@@ -198,7 +208,11 @@ pub async fn mount_embedded(state: &Arc<crate::node::NodeState>) -> Result<(), S
     if state.embedded.lock().expect("embedded mutex").is_some() {
         return Ok(());
     }
-    let mut segment = EmbeddedSegment::start(settings, state.transport_metrics.clone())?;
+    let mut segment = EmbeddedSegment::start_bounded(
+        settings,
+        &state.net_settings,
+        state.transport_metrics.clone(),
+    )?;
     start_staging(state, &mut segment);
     let recovered = state
         .segments

@@ -57,6 +57,8 @@ async fn run_pass_inner(state: &Arc<NodeState>, now_ms: i64) -> PassReport {
             Ok(true) => {
                 state.metrics.owners_expired.inc();
                 state.rebuild.owner_lost(&owner_id, now_ms);
+                // Its segments are unmounted: it forgets its whole table.
+                state.removals.drop_owner(&owner_id);
                 report.owners_expired.push(owner_id);
             }
             Ok(false) => {}
@@ -64,6 +66,10 @@ async fn run_pass_inner(state: &Arc<NodeState>, now_ms: i64) -> PassReport {
         }
     }
     state.rebuild.poll(now_ms);
+    // Removals no waiting remove journals (a managed revision's deletion) are journaled here.
+    if let Err(e) = state.removals.wait_recorded().await {
+        tracing::warn!(error = %e, "removed puts not journaled yet");
+    }
     report
 }
 
@@ -79,6 +85,9 @@ pub fn spawn(state: &Arc<NodeState>) {
             interval.tick().await;
             let now = me.now_ms();
             let r = run_pass(&me, now).await;
+            // Takes back spare descriptors a flood made the journal use (net.fd_reserve).
+            crescent_journal::fd_reserve::refill();
+            me.metrics.refresh_fd_reserve();
             if r.evicted.evicted_objects > 0 || !r.owners_expired.is_empty() {
                 tracing::info!(
                     evicted = r.evicted.evicted_objects,

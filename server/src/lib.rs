@@ -4,21 +4,26 @@
 //! cleanly; `api` holds the HTTP handlers; `config` and `cli` the configuration.
 
 pub mod api;
+pub mod auth;
 pub mod cli;
 pub mod cold;
 pub mod config;
+pub mod config_auth;
 pub mod config_cold;
 mod config_ha;
+pub mod config_net;
 mod config_store;
 pub mod datadir;
 pub mod embedded;
 pub mod error;
 pub mod ha;
 pub mod housekeeping;
+pub mod journal_health;
 pub mod liveness;
 pub mod metrics;
 pub mod node;
 pub mod rebuild;
+pub mod removals;
 pub mod rpc;
 pub mod segment_mirror;
 pub mod weights;

@@ -25,6 +25,16 @@ pub struct ServerMetrics {
     pub rpc_connections: IntGauge,
     /// RPC connections closed for a protocol violation, by reason (`handshake`, `frame`).
     pub rpc_protocol_errors: IntCounterVec,
+    /// Failed accepts by listener (`rpc`, `http`, `transfer`): EMFILE and the like.
+    pub accept_failures: IntCounterVec,
+    /// Connections a listener closed on one of its `[net]` bounds, by listener and reason
+    /// (`over_limit`, `handshake`, `frame`, `idle`, `body`).
+    pub connections_closed: IntCounterVec,
+    /// Spare descriptors held for the journal and snapshotter now (below `net.fd_reserve`
+    /// while the process is out of descriptors).
+    pub fd_reserve_available: IntGauge,
+    /// Times a file open found the process out of descriptors and used the reserve.
+    pub fd_exhaustions: IntCounter,
 }
 
 impl ServerMetrics {
@@ -102,8 +112,38 @@ impl ServerMetrics {
             &["reason"],
         )
         .expect("valid metric");
+        let accept_failures = IntCounterVec::new(
+            Opts::new(
+                "crescent_accept_failures_total",
+                "Failed accepts (out of descriptors and the like) by listener",
+            ),
+            &["listener"],
+        )
+        .expect("valid metric");
+        let connections_closed = IntCounterVec::new(
+            Opts::new(
+                "crescent_net_connections_closed_total",
+                "Connections closed on a [net] bound, by listener and reason",
+            ),
+            &["listener", "reason"],
+        )
+        .expect("valid metric");
+        let fd_reserve_available = IntGauge::new(
+            "crescent_fd_reserve_available",
+            "Spare descriptors held for the journal and snapshotter",
+        )
+        .expect("valid metric");
+        let fd_exhaustions = IntCounter::new(
+            "crescent_fd_exhaustions_total",
+            "File opens that found the process out of descriptors and used the reserve",
+        )
+        .expect("valid metric");
         for c in [
-            Box::new(http_requests.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(accept_failures.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(connections_closed.clone()),
+            Box::new(fd_reserve_available.clone()),
+            Box::new(fd_exhaustions.clone()),
+            Box::new(http_requests.clone()),
             Box::new(http_latency.clone()),
             Box::new(up.clone()),
             Box::new(term.clone()),
@@ -134,16 +174,33 @@ impl ServerMetrics {
             rpc_latency,
             rpc_connections,
             rpc_protocol_errors,
+            accept_failures,
+            connections_closed,
+            fd_reserve_available,
+            fd_exhaustions,
         }
     }
 
     /// The Prometheus text exposition of everything registered.
     pub fn render(&self) -> String {
+        self.refresh_fd_reserve();
         let mut buf = Vec::new();
         TextEncoder::new()
             .encode(&self.registry.gather(), &mut buf)
             .expect("text encoding cannot fail");
         String::from_utf8(buf).expect("prometheus text is utf-8")
+    }
+}
+
+impl ServerMetrics {
+    /// Copies the process-wide descriptor reserve's state (`crescent_journal::fd_reserve`).
+    pub fn refresh_fd_reserve(&self) {
+        let stats = crescent_journal::fd_reserve::stats();
+        self.fd_reserve_available.set(stats.available as i64);
+        let seen = self.fd_exhaustions.get();
+        if stats.exhaustions > seen {
+            self.fd_exhaustions.inc_by(stats.exhaustions - seen);
+        }
     }
 }
 

@@ -39,6 +39,8 @@ use crate::segment_mirror::SegmentMirror;
 pub struct NodeState {
     pub journal: Journal,
     pub journal_backend: String,
+    /// `DATA_DIR/journal` (its quarantine is reported in `/healthz`).
+    pub journal_dir: std::path::PathBuf,
     pub runtime: Runtime,
     pub segments: AggregateRegistry<SegmentRegistry>,
     pub metrics: ServerMetrics,
@@ -49,6 +51,8 @@ pub struct NodeState {
     pub mirror: SegmentMirror,
     pub liveness: Arc<OwnerLiveness>,
     pub store_settings: StoreSettings,
+    /// Listener bounds (`[net]`).
+    pub net_settings: crate::config_net::NetConfig,
     pub transport_metrics: TransportMetrics,
     pub embedded: Mutex<Option<EmbeddedSegment>>,
     pub housekeeping: Mutex<Option<tokio::task::JoinHandle<()>>>,
@@ -58,12 +62,16 @@ pub struct NodeState {
     pub ha: std::sync::OnceLock<Arc<crate::ha::active::ActiveHa>>,
     /// The rebuild gate of this start or promotion.
     pub rebuild: Arc<crate::rebuild::Rebuild>,
+    /// Removes wait here until what they removed from owners' segments is journaled.
+    pub removals: Arc<crate::removals::DurableRemovals>,
     /// Managed weight revisions (registries, workflows, group guard).
     pub weights: Arc<crate::weights::WeightService>,
     /// The cold tier, once [`crate::cold::start`] has reconciled it.
     pub cold: std::sync::OnceLock<Arc<crate::cold::ColdTier>>,
     /// The recovered `ColdDevice` states (and their seq), until the cold tier takes them.
     pub cold_recovered: ColdRecovered,
+    /// Credentials, the authorization guard's state and the revocation list.
+    pub auth: Arc<crate::auth::AuthState>,
 }
 
 /// Recovered `ColdDevice` states by device id, with the seq they were recovered through.
@@ -76,13 +84,15 @@ impl NodeState {
     }
 
     /// Starts the RPC fast path on `addr` (port 0 picks one); returns the bound address.
-    /// `max_body` bounds every frame. Replaces (and stops) a listener started before.
+    /// `max_body` bounds every frame, `[net]` the connections. Replaces (and stops) a listener
+    /// started before.
     pub fn start_rpc(
         self: &Arc<Self>,
         addr: SocketAddr,
         max_body: usize,
     ) -> Result<SocketAddr, ServerError> {
-        let server = RpcServer::start(self.clone(), addr, max_body)?;
+        let limits = self.net_settings.rpc_limits(max_body);
+        let server = RpcServer::start(self.clone(), addr, limits)?;
         let bound = server.local_addr();
         if let Some(old) = self.rpc.lock().expect("rpc mutex").replace(server) {
             old.stop();
@@ -101,6 +111,7 @@ impl NodeState {
 
     /// Updates gauges that are read rather than pushed.
     pub fn refresh_gauges(&self) {
+        crate::journal_health::journal_health(&self.journal_dir, self.journal.metrics());
         self.metrics.term.set(self.runtime.term() as i64);
         self.metrics.last_seq.set(self.journal.last_seq() as i64);
         self.metrics
@@ -186,6 +197,37 @@ fn begin_incarnation(
     Ok(next.incarnation)
 }
 
+/// The journaled removes of earlier runs, fenced from owner replays, and the journaling of this
+/// run's (docs/rebuild.md, "Removes are journaled").
+fn recover_removals(
+    runtime: &Runtime,
+    world: &crescent_actors::World,
+    directory: Arc<ObjectDirectory>,
+    incarnation: u32,
+    metrics: &ServerMetrics,
+) -> Result<Arc<crate::removals::DurableRemovals>, ServerError> {
+    use crescent_actors::removed_puts::{RemovedPuts, INSTANCE_ID};
+    let states: BTreeMap<String, RemovedPuts> = world
+        .iter::<RemovedPuts>()
+        .map(|(id, s)| (id.clone(), s.clone()))
+        .collect();
+    let recovered = states.get(INSTANCE_ID).cloned().unwrap_or_default();
+    let registry = AggregateRegistry::<RemovedPuts>::builder(runtime.clone())
+        .recovered(states, world.last_seq())
+        .build();
+    // Every put id of this run is above it (begin_incarnation already checked the range).
+    let run_floor = crescent_wire::rebuild::compose_put_id(incarnation, 0).unwrap_or(u64::MAX);
+    crate::removals::DurableRemovals::new(
+        registry,
+        &recovered,
+        directory,
+        run_floor,
+        &metrics.registry,
+    )
+    .map(Arc::new)
+    .map_err(|e| ServerError::Recovery(format!("removal metrics: {e}")))
+}
+
 /// A data dir with its journal open (startup's first half).
 pub struct OpenedJournal {
     pub dir: DataDir,
@@ -249,14 +291,9 @@ impl Node {
                 ..JournalOptions::default()
             },
         )?;
-        if let Some(t) = journal.truncation() {
-            tracing::warn!(
-                last_good_seq = t.last_good_seq,
-                dropped_bytes = t.dropped_bytes,
-                reason = %t.reason,
-                "journal tail was damaged and has been truncated (those records were never acknowledged)"
-            );
-        }
+        // Journal::open logged what recovery cut (once); the quarantine it left, and any
+        // earlier one not yet cleared, shows in /healthz and the gauge from here on.
+        crate::journal_health::journal_health(&dir.journal_dir(), journal.metrics());
         Ok(OpenedJournal {
             dir,
             journal,
@@ -270,6 +307,7 @@ impl Node {
     pub fn start(config: &Config) -> Result<Arc<NodeState>, ServerError> {
         let span = tracing::info_span!("node.start", data_dir = %config.data_dir.display());
         let _g = span.enter();
+        crescent_journal::fd_reserve::set_target(config.net.fd_reserve);
         let opened = Self::open_journal(config)?;
         Self::start_on(config, opened, Leadership::Standalone)
     }
@@ -328,6 +366,12 @@ impl Node {
         let segments = AggregateRegistry::<SegmentRegistry>::builder(runtime.clone())
             .recovered(states, world.last_seq())
             .build();
+        let auth = Arc::new(crate::auth::AuthState::new(
+            &config.auth,
+            &runtime,
+            &world,
+            &metrics.registry,
+        )?);
 
         let now_ms = runtime.clock().now_ms();
         let store_metrics = StoreMetrics::register(&metrics.registry)
@@ -358,10 +402,12 @@ impl Node {
                 runtime.term(),
                 expected,
                 now_ms,
-                config.store.rebuild_degraded_timeout_secs * 1000,
+                config.store.rebuild_degraded_timeout_ms(),
             ),
             directory.clone(),
         ));
+        let removals =
+            recover_removals(&runtime, &world, directory.clone(), incarnation, &metrics)?;
         let liveness = Arc::new(OwnerLiveness::new(config.store.client_ttl_ms()));
         let mirror = SegmentMirror::new(segments.clone(), directory.clone(), liveness.clone());
         mirror.mirror_recovered(&recovered_registry, now_ms);
@@ -395,6 +441,7 @@ impl Node {
         Ok(Arc::new(NodeState {
             journal,
             journal_backend: backend_name,
+            journal_dir: dir.journal_dir(),
             runtime,
             segments,
             metrics,
@@ -403,15 +450,18 @@ impl Node {
             mirror,
             liveness,
             store_settings: config.store.clone(),
+            net_settings: config.net.clone(),
             transport_metrics,
             embedded: Mutex::new(None),
             housekeeping: Mutex::new(None),
             rpc: Mutex::new(None),
             ha: std::sync::OnceLock::new(),
             rebuild,
+            removals,
             weights,
             cold: std::sync::OnceLock::new(),
             cold_recovered,
+            auth,
         }))
     }
 
@@ -452,6 +502,7 @@ impl Node {
 
     /// Runs a node until SIGTERM/SIGINT. Must be called inside an actix System.
     pub async fn run(config: Config) -> Result<(), ServerError> {
+        crescent_journal::fd_reserve::set_target(config.net.fd_reserve);
         if config.ha.enabled() {
             return crate::ha::run(config).await;
         }
@@ -481,7 +532,14 @@ impl Node {
         crate::housekeeping::spawn(state);
         state.weights.spawn_lease_expiry();
         state.weights.resume_all(state.rebuild.clone());
-        if let Some(addr) = config.store.rpc_listen_addr(config.listen) {
+        crate::auth::log_mode(config);
+        // The RPC fast path carries no credential yet: with auth on, clients use HTTP
+        // (docs/security.md, "Not yet covered").
+        let rpc_addr = config
+            .store
+            .rpc_listen_addr(config.listen)
+            .filter(|_| !config.auth.enabled());
+        if let Some(addr) = rpc_addr {
             if let Err(e) = state.start_rpc(addr, config.http.max_body_bytes) {
                 Self::stop(state);
                 return Err(e);
@@ -489,18 +547,34 @@ impl Node {
         }
         let data = web::Data::new(state.clone());
         let max_body = config.http.max_body_bytes;
+        let body_limits = crate::api::wire::BodyLimits {
+            max_bytes: max_body,
+            timeout: config.net.http_body_timeout(),
+        };
         let mut server = HttpServer::new(move || {
             App::new()
                 .app_data(data.clone())
                 .app_data(web::PayloadConfig::new(max_body))
+                .app_data(body_limits)
+                .wrap(crate::auth::guard::Guard { max_body })
                 .wrap_fn(crate::api::observe)
                 .wrap(middleware::NormalizePath::trim())
                 .configure(crate::api::configure)
         })
         .shutdown_timeout(config.http.shutdown_timeout_secs);
-        if config.http.workers > 0 {
-            server = server.workers(config.http.workers);
-        }
+        let workers = match config.http.workers {
+            0 => std::thread::available_parallelism().map_or(2, |n| n.get()),
+            n => n,
+        };
+        // `[net]`'s HTTP bounds (docs/configuration.md): head timeout, idle keep-alive, and the
+        // connection cap (actix counts it per worker, so the whole cap is split between them).
+        let net = &config.net;
+        server = server
+            .workers(workers)
+            .client_request_timeout(net.http_head_timeout())
+            .client_disconnect_timeout(std::time::Duration::from_secs(1))
+            .keep_alive(std::time::Duration::from_secs(net.http_keep_alive_secs))
+            .max_connections(net.http_max_connections.div_ceil(workers).max(1));
         let server = server
             .bind(config.listen)
             .map_err(|source| ServerError::Listen {

@@ -445,13 +445,28 @@ async fn malformed_input_closes_only_that_connection() {
     bad.stream.write_all(&buf).await.unwrap();
     assert!(bad.closed_by_server().await);
 
-    // A frame longer than the limit.
+    // A frame longer than the limit: answered PAYLOAD_TOO_LARGE under its id, then closed.
     let mut big = Rpc::connect(addr).await;
     let mut header = [0u8; HEADER_LEN];
     header[..4].copy_from_slice(&(1024u32 + 100).to_le_bytes());
     header[4] = RpcOp::Exist as u8;
+    header[5..13].copy_from_slice(&42u64.to_le_bytes());
     big.stream.write_all(&header).await.unwrap();
-    assert!(big.closed_by_server().await);
+    let mut answer = Vec::new();
+    tokio::time::timeout(
+        std::time::Duration::from_secs(2),
+        big.stream.read_to_end(&mut answer),
+    )
+    .await
+    .expect("closed promptly")
+    .unwrap();
+    let head =
+        crescent_wire::rpc::FrameHeader::parse(&answer[..HEADER_LEN].try_into().unwrap(), 1 << 20)
+            .unwrap();
+    assert_eq!((head.tag, head.request_id), (RpcStatus::Error as u8, 42));
+    let error: crescent_wire::ApiError =
+        crescent_wire::rpc::decode_body(&answer[HEADER_LEN..]).unwrap();
+    assert_eq!(error.code, ErrorCode::PayloadTooLarge, "{error}");
 
     // Not our protocol at all (an HTTP request on the RPC port).
     let mut http = TcpStream::connect(addr).await.unwrap();

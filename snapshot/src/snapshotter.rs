@@ -183,6 +183,18 @@ impl Drop for Snapshotter {
     }
 }
 
+/// First wait after a failed journal read (doubling up to `retry_backoff`).
+const READ_RETRY_FIRST: Duration = Duration::from_millis(100);
+
+/// An IO failure (the file is there, the process could not open or read it now) rather than
+/// a journal that does not continue the state: worth retrying.
+fn is_transient(e: &SnapshotError) -> bool {
+    matches!(
+        e,
+        SnapshotError::Io { .. } | SnapshotError::Journal(JournalError::Io { .. })
+    )
+}
+
 fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -206,8 +218,33 @@ struct Worker<S, J> {
 impl<S: ReplayState, J: JournalSource> Worker<S, J> {
     async fn run(mut self, mut rx: mpsc::UnboundedReceiver<Control>) -> Result<()> {
         let watermark = self.journal.durable();
+        let mut read_backoff = self.config.retry_backoff.min(READ_RETRY_FIRST);
         loop {
-            self.catch_up()?;
+            if let Err(e) = self.catch_up() {
+                if !is_transient(&e) {
+                    return Err(e);
+                }
+                // An IO failure reading the journal (EMFILE under a connection flood, say) is
+                // retried with backoff, never the end of snapshots.
+                self.metrics.failures.inc();
+                tracing::warn!(error = %e, retry_ms = read_backoff.as_millis() as u64,
+                    "snapshotter cannot read the journal; retrying");
+                self.status.lock().expect("status poisoned").last_error = Some(e.to_string());
+                tokio::select! {
+                    biased;
+                    msg = rx.recv() => match msg {
+                        Some(Control::SnapshotNow(reply)) => {
+                            let _ = reply.send(Err(SnapshotError::Stopped(e.to_string())));
+                        }
+                        Some(Control::Stop) | None => return Ok(()),
+                    },
+                    _ = tokio::time::sleep(read_backoff) => {}
+                }
+                read_backoff =
+                    (read_backoff * 2).min(self.config.retry_backoff.max(READ_RETRY_FIRST));
+                continue;
+            }
+            read_backoff = self.config.retry_backoff.min(READ_RETRY_FIRST);
             if self.due() {
                 // Failures are counted and logged inside; the next attempt waits for the backoff.
                 let _ = self.write();
@@ -222,6 +259,9 @@ impl<S: ReplayState, J: JournalSource> Worker<S, J> {
                     Some(Control::SnapshotNow(reply)) => {
                         if let Err(e) = self.catch_up() {
                             let _ = reply.send(Err(SnapshotError::Stopped(e.to_string())));
+                            if is_transient(&e) {
+                                continue;
+                            }
                             return Err(e);
                         }
                         let _ = reply.send(self.snapshot_now());

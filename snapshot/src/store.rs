@@ -111,7 +111,8 @@ impl SnapshotDir {
     /// Snapshot files, oldest first. Temp files and foreign files are ignored; a missing
     /// directory holds no snapshots.
     pub fn list(&self) -> Result<Vec<SnapshotEntry>> {
-        let rd = match fs::read_dir(&self.path) {
+        let rd = match crescent_journal::fd_reserve::open_with_reserve(|| fs::read_dir(&self.path))
+        {
             Ok(rd) => rd,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
             Err(e) => return Err(SnapshotError::io(&self.path, e)),
@@ -213,7 +214,11 @@ impl SnapshotDir {
             std::process::id()
         ));
         let result = (|| {
-            let mut f = File::create(&temp_path).map_err(|e| SnapshotError::io(&temp_path, e))?;
+            // Through the descriptor reserve (crescent_journal::fd_reserve): a flood of
+            // connections must not stop snapshots.
+            let mut f =
+                crescent_journal::fd_reserve::open_with_reserve(|| File::create(&temp_path))
+                    .map_err(|e| SnapshotError::io(&temp_path, e))?;
             f.write_all(&bytes)
                 .map_err(|e| SnapshotError::io(&temp_path, e))?;
             f.sync_all().map_err(|e| SnapshotError::io(&temp_path, e))?;
@@ -235,7 +240,7 @@ impl SnapshotDir {
     }
 
     fn sync_dir(&self) -> Result<()> {
-        File::open(&self.path)
+        crescent_journal::fd_reserve::open_with_reserve(|| File::open(&self.path))
             .and_then(|d| d.sync_all())
             .map_err(|e| SnapshotError::io(&self.path, e))
     }
@@ -259,7 +264,8 @@ impl SnapshotDir {
 
     /// Deletes temp files left by interrupted writes. Returns how many were removed.
     pub fn remove_temp_files(&self) -> Result<usize> {
-        let rd = match fs::read_dir(&self.path) {
+        let rd = match crescent_journal::fd_reserve::open_with_reserve(|| fs::read_dir(&self.path))
+        {
             Ok(rd) => rd,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
             Err(e) => return Err(SnapshotError::io(&self.path, e)),

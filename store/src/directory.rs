@@ -59,6 +59,7 @@ pub struct ObjectDirectory {
     pub(crate) ledgers: ReplayLedgers,
     pub(crate) group_guard: RwLock<Option<GroupGuard>>,
     pub(crate) managed_skips: RwLock<Option<crate::groups::ManagedSkipHook>>,
+    pub(crate) group_namer: RwLock<Option<crate::groups::GroupNamer>>,
     pub(crate) metrics: StoreMetrics,
     /// After an allocation-triggered eviction freed nothing, further ones wait until this
     /// tick, so a full store of protected objects does not sweep on every put.
@@ -68,6 +69,8 @@ pub struct ObjectDirectory {
     pub(crate) cold_first: std::sync::atomic::AtomicBool,
     /// Releases on remote owners' segments, awaiting delivery on their heartbeats.
     pub(crate) releases: ReleaseQueues,
+    /// Put ids removed from remote owners' segments: to journal, and fenced from replays.
+    pub(crate) removals: crate::removals::RemovalLog,
 }
 
 impl std::fmt::Debug for ObjectDirectory {
@@ -109,10 +112,12 @@ impl ObjectDirectory {
             ledgers: ReplayLedgers::default(),
             group_guard: RwLock::new(None),
             managed_skips: RwLock::new(None),
+            group_namer: RwLock::new(None),
             metrics: metrics.clone(),
             evict_backoff_until: AtomicU32::new(0),
             cold_first: std::sync::atomic::AtomicBool::new(false),
             releases: ReleaseQueues::new(config.release_queue_limit, metrics.releases.clone()),
+            removals: Default::default(),
             config,
         })
     }
@@ -219,6 +224,11 @@ impl ObjectDirectory {
     /// it: [`ReleaseQueues::exchange`]).
     pub fn releases(&self) -> &ReleaseQueues {
         &self.releases
+    }
+
+    /// Put ids removed from remote owners' segments (module `removals`).
+    pub fn removals(&self) -> &crate::removals::RemovalLog {
+        &self.removals
     }
 
     /// Returns the slots of put `put_id`'s replicas to their segments' allocators, and queues

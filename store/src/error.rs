@@ -15,7 +15,7 @@ pub enum ErrorClass {
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum StoreError {
-    /// Malformed input: bad key, tenant or domain syntax, size 0 or over the maximum, batch or
+    /// Malformed input: bad key, tenant or domain syntax, size over the maximum, batch or
     /// page over its limit, bad configuration.
     #[error("invalid {field}: {reason}")]
     InvalidArgument { field: &'static str, reason: String },
@@ -66,6 +66,11 @@ pub enum StoreError {
     #[error("busy: {key:?} has a materialized cold copy whose reclaim must be planned first")]
     ColdBacked { key: String },
 
+    /// A plain put, upsert or remove of an object of a managed weight group: those change
+    /// only through their weight revision (docs/weights.md, docs/api.md "Managed objects").
+    #[error("conflict: MANAGED_OBJECT: {key:?} belongs to managed weight group {group}; plain writes and removes are refused (publish or delete the weight revision instead)")]
+    Managed { key: String, group: String },
+
     /// An internal invariant broke (for example a free of space that was not allocated).
     #[error("internal: {reason}")]
     Internal { reason: String },
@@ -104,7 +109,7 @@ impl StoreError {
             StoreError::InvalidArgument { .. } => ErrorCode::InvalidArgument,
             StoreError::NotFound { .. } => ErrorCode::NotFound,
             StoreError::NotReady { .. } => ErrorCode::NotReady,
-            StoreError::Conflict { .. } => ErrorCode::Conflict,
+            StoreError::Conflict { .. } | StoreError::Managed { .. } => ErrorCode::Conflict,
             StoreError::Busy { .. } | StoreError::ColdBacked { .. } => ErrorCode::Busy,
             // 507 Insufficient Storage: the cluster is full, not the request malformed.
             StoreError::NoSpace { .. } | StoreError::LimitReached { .. } => {
@@ -129,6 +134,7 @@ impl StoreError {
             StoreError::NotFound { .. } => "not_found",
             StoreError::NotReady { .. } => "not_ready",
             StoreError::Conflict { .. } => "conflict",
+            StoreError::Managed { .. } => "managed",
             StoreError::Busy { .. } => "busy",
             StoreError::ColdBacked { .. } => "cold_backed",
             StoreError::NoSpace { .. } => "no_space",
@@ -145,6 +151,7 @@ impl StoreError {
             StoreError::InvalidArgument { .. }
             | StoreError::NotFound { .. }
             | StoreError::Conflict { .. }
+            | StoreError::Managed { .. }
             | StoreError::LimitReached { .. }
             | StoreError::StaleTerm { .. } => ErrorClass::User,
             // Space frees up through eviction, removals and owners joining.

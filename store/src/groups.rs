@@ -18,6 +18,9 @@ use crate::identity::ObjectName;
 /// how many managed members it skipped.
 pub type ManagedSkipHook = Arc<dyn Fn(&'static str, u64) + Send + Sync>;
 
+/// Names a managed group for errors (the weights layer's group id, e.g. `wgrp-...`).
+pub type GroupNamer = Arc<dyn Fn(GroupId) -> Option<String> + Send + Sync>;
+
 /// One member of a managed group, as the directory knows it (metadata, never bytes).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GroupObject {
@@ -50,6 +53,49 @@ impl ObjectDirectory {
         }
         if let Some(hook) = self.managed_skips.read().expect("skip hook lock").as_ref() {
             hook(operation, members);
+        }
+    }
+
+    /// Installs (or clears) what names a managed group in a refusal.
+    pub fn set_group_namer(&self, namer: Option<GroupNamer>) {
+        *self.group_namer.write().expect("group namer lock") = namer;
+    }
+
+    /// The refusal of a plain write or remove of `key`, when `e` belongs to a managed group:
+    /// its objects change only through their weight revision (docs/weights.md).
+    pub(crate) fn managed_refusal(&self, e: &Entry, key: &str) -> Option<StoreError> {
+        if !self.is_managed(e) {
+            return None;
+        }
+        let g = group_of(e)?;
+        let named = self
+            .group_namer
+            .read()
+            .expect("group namer lock")
+            .as_ref()
+            .and_then(|f| f(g));
+        Some(StoreError::Managed {
+            key: key.to_string(),
+            group: named.unwrap_or_else(|| format!("#{g}")),
+        })
+    }
+
+    /// The refusal a plain write or remove of `id` gets when it names an object of a managed
+    /// group (put_start and remove refuse it themselves; the server asks first where it would
+    /// otherwise plan a cold reclaim only to cancel it).
+    pub fn refuse_if_managed(&self, id: &ObjectId) -> Result<(), StoreError> {
+        let name = ObjectName::parse(id)?;
+        let Some(scope) = self.scopes.lookup(name.scope) else {
+            return Ok(());
+        };
+        let key = name.key.as_bytes();
+        let shard = self.lock_shard(self.shard_of(scope, key));
+        match shard.lookup(scope, key) {
+            Some(slot) => match self.managed_refusal(shard.entry(slot), &id.key) {
+                Some(refusal) => Err(refusal),
+                None => Ok(()),
+            },
+            None => Ok(()),
         }
     }
 

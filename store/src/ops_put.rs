@@ -60,11 +60,13 @@ impl ObjectDirectory {
         now_ms: i64,
     ) -> Result<PutStartReply, StoreError> {
         let name = ObjectName::parse(&req.id)?;
-        if req.size == 0 || req.size > self.config.max_object_bytes {
+        // A 0-byte value is valid: it takes the smallest slot so it is placed, listed and
+        // replayed like any object; no bytes move (docs/api.md "Empty values").
+        if req.size > self.config.max_object_bytes {
             return Err(StoreError::invalid(
                 "size",
                 format!(
-                    "{} bytes; a value holds 1..={} bytes",
+                    "{} bytes; a value holds 0..={} bytes",
                     req.size, self.config.max_object_bytes
                 ),
             ));
@@ -127,6 +129,13 @@ impl ObjectDirectory {
         };
         if let Some(s) = slot {
             let e = shard.entry(s);
+            // A plain put or upsert never replaces a managed weight object (nor joins a put of
+            // one in progress): it would drop the payload from its revision.
+            if group.is_none() {
+                if let Some(refusal) = self.managed_refusal(e, &req.id.key) {
+                    return Err(refusal);
+                }
+            }
             if let Some(p) = &e.pending {
                 if now
                     < p.started

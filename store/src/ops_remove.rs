@@ -5,8 +5,10 @@ use std::ops::Bound;
 use crescent_wire::store::{ObjectId, RemovePrefixReply, RemovePrefixRequest};
 
 use crate::directory::ObjectDirectory;
+use crate::entry::Replica;
 use crate::error::StoreError;
 use crate::identity::{validate_key, ObjectName, ScopeId, ScopeName};
+use crate::segments::SegmentTable;
 use crate::shard::Shard;
 use crate::time::{Clock, Ticks};
 
@@ -30,22 +32,20 @@ impl ObjectDirectory {
         let mut shard = self.lock_shard(self.shard_of(scope, key));
         let slot = shard.lookup(scope, key).ok_or_else(missing)?;
         let now = self.now(now_ms);
+        let e = shard.entry(slot);
+        // Managed weight groups are removed only by their revision's deletion workflow,
+        // forced or not.
+        if let Some(refusal) = self.managed_refusal(e, &id.key) {
+            drop(shard);
+            self.managed_skipped("remove", 1);
+            return Err(refusal);
+        }
         if shard.cold.get(&slot).is_some_and(|c| !c.may_drop()) {
             return Err(StoreError::ColdBacked {
                 key: id.key.clone(),
             });
         }
         let e = shard.entry(slot);
-        // Managed weight groups are removed only by their revision's deletion workflow,
-        // forced or not.
-        if self.is_managed(e) {
-            drop(shard);
-            self.managed_skipped("remove", 1);
-            return Err(StoreError::conflict(format!(
-                "{:?} belongs to a managed weight revision; remove the revision instead",
-                id.key
-            )));
-        }
         if !force {
             if e.is_complete() && e.leased(now) {
                 return Err(StoreError::busy(format!(
@@ -64,13 +64,18 @@ impl ObjectDirectory {
         Ok(())
     }
 
-    /// Removes the entry and frees or defers its space.
+    /// Removes the entry and frees or defers its space. The put ids it held in remote owners'
+    /// segments enter the removal log (the server journals them before it acknowledges).
     pub(crate) fn remove_entry(&self, shard: &mut Shard, scope: ScopeId, key: &[u8], now: Ticks) {
         let Some(mut e) = shard.remove(scope, key) else {
             return;
         };
         self.metrics.objects.dec();
+        // One hold of the segment table for the removal log and the free below.
+        let table = self.table();
+        self.log_removal(&table, e.replicas.as_slice(), e.put_id);
         if let Some(p) = e.pending.take() {
+            self.log_removal(&table, p.replicas.as_slice(), p.put_id);
             let at = p
                 .started
                 .saturating_add(Clock::span(self.config.release_timeout_ms));
@@ -80,8 +85,21 @@ impl ObjectDirectory {
             if e.leased(now) {
                 shard.defer(e.replicas.as_slice(), e.size, e.put_id, e.lease_until, true);
             } else {
-                let table = self.table();
                 self.free_replicas(&table, e.replicas.as_slice(), e.size, e.put_id);
+            }
+        }
+    }
+
+    /// Records `put_id` as removed from the owners of `replicas` that have a process to tell.
+    fn log_removal(&self, table: &SegmentTable, replicas: &[Replica], put_id: u64) {
+        if put_id == 0 || replicas.is_empty() {
+            return;
+        }
+        for r in replicas {
+            if let Some(seg) = table.get(r.segment) {
+                if self.releases.tracks(&seg.spec.owner_id) {
+                    self.removals.record(&seg.spec.owner_id, put_id);
+                }
             }
         }
     }

@@ -148,6 +148,11 @@ impl ReleaseQueues {
         self.metrics.pending.sub((before - q.entries.len()) as i64);
     }
 
+    /// Whether `owner_id` has a process to tell (a remote segment mounted).
+    pub fn tracks(&self, owner_id: &str) -> bool {
+        self.queue(owner_id).is_some()
+    }
+
     fn queue(&self, owner_id: &str) -> Option<Arc<Mutex<OwnerQueue>>> {
         self.owners
             .read()
@@ -203,20 +208,32 @@ impl ReleaseQueues {
         applied: Option<u64>,
         max: usize,
     ) -> Vec<ReleasedReplica> {
+        self.exchange_acked(owner_id, applied, max).1
+    }
+
+    /// [`Self::exchange`], also returning the put ids of the entries acknowledged now (the
+    /// owner forgot them: their removals are settled).
+    pub fn exchange_acked(
+        &self,
+        owner_id: &str,
+        applied: Option<u64>,
+        max: usize,
+    ) -> (Vec<u64>, Vec<ReleasedReplica>) {
         let Some(q) = self.queue(owner_id) else {
-            return Vec::new();
+            return (Vec::new(), Vec::new());
         };
         let mut q = q.lock().unwrap_or_else(|p| p.into_inner());
+        let mut acked = Vec::new();
         if let Some(applied) = applied {
-            let mut acked = 0u64;
             while q.entries.front().is_some_and(|r| r.seq <= applied) {
-                q.entries.pop_front();
-                acked += 1;
+                if let Some(r) = q.entries.pop_front() {
+                    acked.push(r.put_id);
+                }
             }
-            self.metrics.acknowledged.inc_by(acked);
-            self.metrics.pending.sub(acked as i64);
+            self.metrics.acknowledged.inc_by(acked.len() as u64);
+            self.metrics.pending.sub(acked.len() as i64);
         }
-        q.entries.iter().take(max).cloned().collect()
+        (acked, q.entries.iter().take(max).cloned().collect())
     }
 
     /// Undelivered entries of `owner_id`.

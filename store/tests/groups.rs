@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use common::*;
 use crescent_store::{ObjectDirectory, StoreConfig};
-use crescent_wire::store::{DataType, PutEndRequest, RemovePrefixRequest};
+use crescent_wire::store::{DataType, ItemResult, PutEndRequest, RemovePrefixRequest};
 
 /// (operation, members) pairs the skip hook saw.
 type Skips = Arc<Mutex<Vec<(&'static str, u64)>>>;
@@ -144,4 +144,47 @@ fn an_ungrouped_object_is_adopted_into_its_group_and_then_guarded() {
     assert!(d
         .remove_group_member(&id(None, None, "w/p/1"), g, T0)
         .unwrap());
+}
+
+#[test]
+fn plain_writes_of_a_managed_member_are_refused_naming_its_group() {
+    let g = NonZeroU32::new(3).unwrap();
+    let (d, _) = guarded_dir(g);
+    d.set_group_namer(Some(Arc::new(move |n| {
+        (n == g).then(|| "wgrp-test".to_string())
+    })));
+    put_in_group(&d, "w/p/1", g, DataType::Weight, true);
+    put_in_group(&d, "w/p/2", g, DataType::Weight, false);
+    let mut upsert = req(id(None, None, "w/p/1"), 10);
+    upsert.upsert = true;
+    // Plain put with the same size (would be "already exists"), plain upsert, a put of a
+    // member whose import is in progress, and the batch form: all refused, nothing changed.
+    let refused = [
+        req(id(None, None, "w/p/1"), 64),
+        upsert,
+        req(id(None, None, "w/p/2"), 64),
+    ];
+    for r in &refused {
+        let err = d.put_start(r, T0).unwrap_err();
+        assert_eq!(err.code(), "CONFLICT", "{err}");
+        assert_eq!(err.outcome_label(), "managed");
+        assert!(err.to_string().contains("MANAGED_OBJECT"), "{err}");
+        assert!(err.to_string().contains("wgrp-test"), "{err}");
+    }
+    let batch = d.batch_put_start(&refused, T0).unwrap();
+    assert!(batch.iter().all(
+        |r| matches!(r, ItemResult::Err { code, message } if code.as_str() == "CONFLICT" && message.contains("wgrp-test"))
+    ));
+    let err = d.remove(&id(None, None, "w/p/1"), true, T0).unwrap_err();
+    assert!(err.to_string().contains("wgrp-test"), "{err}");
+    let members = d.group_members(g);
+    assert_eq!(members.len(), 2);
+    assert_eq!(members[0].size, 64);
+    // Without a namer the group is named by its number; an unmanaged key is unaffected.
+    d.set_group_namer(None);
+    let err = d
+        .put_start(&req(id(None, None, "w/p/1"), 64), T0)
+        .unwrap_err();
+    assert!(err.to_string().contains("#3"), "{err}");
+    put(&d, id(None, None, "w/plain"), 64, T0);
 }

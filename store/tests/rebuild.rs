@@ -170,6 +170,21 @@ fn addresses_outside_the_owners_mounted_segments_are_rejected() {
 }
 
 #[test]
+fn an_empty_value_is_replayed_on_its_slot() {
+    let d = rebuilt();
+    let e = entry("empty", old_put(9), "s1", 64, 0);
+    assert_eq!(replay(&d, "a", std::slice::from_ref(&e)), vec![Replayed]);
+    assert_eq!(replay(&d, "a", &[e]), vec![Duplicate]);
+    assert_eq!(where_is(&d, "empty"), Some((0, vec![("s1".into(), 64)])));
+    assert_eq!(used(&d, "s1"), 64);
+    // Its slot is held like any other: an older put claiming the same address is stale.
+    assert_eq!(
+        replay(&d, "a", &[entry("other", old_put(3), "s1", 64, 0)]),
+        vec![Stale]
+    );
+}
+
+#[test]
 fn one_bad_entry_fails_only_itself() {
     let d = rebuilt();
     let mut bad_key = entry("", old_put(2), "s1", 64, 10);
@@ -177,8 +192,8 @@ fn one_bad_entry_fails_only_itself() {
     let batch = [
         entry("a", old_put(1), "s1", 0, 10),
         bad_key,
-        entry("b", 0, "s1", 128, 10),         // put id 0
-        entry("c", old_put(3), "s1", 192, 0), // empty
+        entry("b", 0, "s1", 128, 10),              // put id 0
+        entry("c", old_put(3), "s1", 8 << 20, 10), // beyond the segment
         entry("d", compose_put_id(2, 1).unwrap(), "s1", 256, 10), // this incarnation's
         entry("e", old_put(4), "s1", 320, 10),
     ];

@@ -106,6 +106,7 @@ pub fn crescent_command(globals: &[&str]) -> Command {
         .env_remove("CRESCENT_CLUSTER")
         .env_remove("CRESCENT_TENANT")
         .env_remove("CRESCENT_DOMAIN")
+        .env_remove("CRESCENT_TOKEN")
         .stdin(Stdio::null());
     cmd
 }

@@ -34,9 +34,21 @@ impl CrescentdProcess {
         log_path: &Path,
         extra_args: &[String],
     ) -> Result<CrescentdProcess, String> {
+        Self::start_limited(bin, data_dir, log_path, extra_args, None)
+    }
+
+    /// [`CrescentdProcess::start`] with the child's descriptor limit (RLIMIT_NOFILE, soft and
+    /// hard) set to `nofile` when given.
+    pub fn start_limited(
+        bin: &Path,
+        data_dir: &Path,
+        log_path: &Path,
+        extra_args: &[String],
+        nofile: Option<u64>,
+    ) -> Result<CrescentdProcess, String> {
         let mut last_err = String::new();
         for _attempt in 0..5 {
-            match Self::start_once(bin, data_dir, log_path, extra_args) {
+            match Self::start_once(bin, data_dir, log_path, extra_args, nofile) {
                 Ok(p) => return Ok(p),
                 Err(StartError::PortTaken(e)) => last_err = e,
                 Err(StartError::Failed(e)) => return Err(e),
@@ -50,6 +62,7 @@ impl CrescentdProcess {
         data_dir: &Path,
         log_path: &Path,
         extra_args: &[String],
+        nofile: Option<u64>,
     ) -> Result<CrescentdProcess, StartError> {
         let port = free_local_port();
         let addr: SocketAddr = ([127, 0, 0, 1], port).into();
@@ -75,6 +88,9 @@ impl CrescentdProcess {
             })?))
             .stderr(Stdio::from(log));
         kill_with_parent(&mut cmd);
+        if let Some(n) = nofile {
+            limit_descriptors(&mut cmd, n);
+        }
         let started = Instant::now();
         let child = cmd
             .spawn()
@@ -114,6 +130,26 @@ impl CrescentdProcess {
 
     pub fn base_url(&self) -> String {
         format!("http://{}", self.addr)
+    }
+}
+
+/// Sets the spawned process's RLIMIT_NOFILE (soft and hard) to `n`.
+fn limit_descriptors(cmd: &mut Command, n: u64) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: the closure runs in the forked child before exec and only calls setrlimit(2),
+    // which is async-signal-safe and touches no memory of the parent.
+    #[allow(unsafe_code)]
+    unsafe {
+        cmd.pre_exec(move || {
+            let lim = libc::rlimit {
+                rlim_cur: n as libc::rlim_t,
+                rlim_max: n as libc::rlim_t,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
     }
 }
 

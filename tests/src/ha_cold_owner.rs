@@ -14,7 +14,7 @@ use serde_json::Value;
 
 use crate::binaries::crescent_command;
 use crate::crescentd::{log_tail, CrescentdProcess};
-use crate::ha_pair::{wait_active, wait_gate, wait_notices_settled, HaPair};
+use crate::ha_pair::{assert_owners_recorded, wait_active, wait_gate, HaPair};
 use crate::store_e2e::OwnerProcess;
 
 pub const OWNER_ID: &str = "ha-cold-owner";
@@ -307,7 +307,7 @@ pub async fn put_objects(
             cold_only: i < cold_only,
         });
     }
-    wait_notices_settled(&s.client, s.puts).await;
+    assert_owners_recorded(&s.client, s.puts);
     let active = s.pair.node(active);
     for o in &objects {
         if o.materialized {
@@ -325,7 +325,7 @@ pub async fn put_objects(
 /// Waits until `active`'s releases of evicted replicas reached the owner and the standby is
 /// in sync, so the state the failover starts from is the one the test knows.
 pub async fn settle(s: &Setup, active: &CrescentdProcess) {
-    wait_notices_settled(&s.client, s.puts).await;
+    assert_owners_recorded(&s.client, s.puts);
     let url = active.base_url();
     let started = Instant::now();
     loop {

@@ -135,3 +135,14 @@ pub fn kill_with_parent(cmd: &mut std::process::Command) {
     #[cfg(not(target_os = "linux"))]
     let _ = cmd;
 }
+
+/// Resident set size of process `pid` in bytes (`VmRSS` of /proc/PID/status, in kB there).
+pub fn resident_bytes(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("/proc status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .expect("VmRSS line")
+        * 1024
+}

@@ -12,7 +12,7 @@
 use std::time::{Duration, Instant};
 
 use crescent_client::{ClientOptions, CrescentClient, Placement, PutOptions};
-use crescent_tests::ha_pair::{health, wait_active, wait_gate, wait_notices_settled, HaPair};
+use crescent_tests::ha_pair::{assert_owners_recorded, health, wait_active, wait_gate, HaPair};
 use crescent_tests::store_e2e::{check_value, object_value, OwnerProcess};
 
 const DEGRADED_SECS: u64 = 8;
@@ -71,7 +71,7 @@ async fn an_owner_that_never_returns_opens_the_new_actives_gate_degraded_at_the_
         .expect("a client following the leader through etcd");
     let on1 = put_on(&writer, &owner1, 0).await;
     let on2 = put_on(&writer, &owner2, 1000).await;
-    wait_notices_settled(&writer, (on1.len() + on2.len()) as u64).await;
+    assert_owners_recorded(&writer, (on1.len() + on2.len()) as u64);
 
     owner2.guard.sigkill();
     pair.node_mut(active).guard.sigkill();

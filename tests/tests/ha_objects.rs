@@ -28,7 +28,7 @@ use crescent_client::{ClientOptions, CrescentClient, LeaderSource, Owner, OwnerC
 use crescent_tests::binaries::crescent_command;
 use crescent_tests::crescentd::log_tail;
 use crescent_tests::env_count;
-use crescent_tests::ha_pair::{health, wait_active, wait_gate, wait_notices_settled, HaPair};
+use crescent_tests::ha_pair::{assert_owners_recorded, health, wait_active, wait_gate, HaPair};
 use crescent_tests::store_e2e::{check_value, object_sizes, object_value, OwnerProcess};
 
 /// The HA tests each run two crescentd processes: one at a time, so a 2-core machine gives
@@ -38,6 +38,8 @@ static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 /// Objects are kept small so a round stays quick; the content check is what matters here.
 const MAX_OBJECT: usize = 256 << 10;
 const OWNER_SEGMENT: u64 = 64 << 20;
+/// `crescent put` processes per failover round.
+const CLI_PUTS_PER_ROUND: usize = 8;
 
 /// One object written by the test: its key, content index and length.
 struct Written {
@@ -63,6 +65,25 @@ fn cli_get(globals: &[&str], key: &str, dir: &Path) -> Vec<u8> {
     let bytes = std::fs::read(&out_file).expect("reading the CLI's output");
     std::fs::remove_file(&out_file).ok();
     bytes
+}
+
+/// Runs `crescent GLOBALS put KEY FILE`: a writer process that exits as soon as its put is
+/// acknowledged (the owner recorded it before that: docs/rebuild.md).
+fn cli_put(globals: &[&str], key: &str, value: &[u8], dir: &Path) {
+    let in_file = dir.join(format!("put-{}", key.replace('/', "_")));
+    std::fs::write(&in_file, value).expect("writing the value file");
+    let out = crescent_command(globals)
+        .args(["put", key])
+        .arg(&in_file)
+        .output()
+        .expect("running crescent put");
+    assert!(
+        out.status.success(),
+        "crescent {globals:?} put {key}: {}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::remove_file(&in_file).ok();
 }
 
 fn check_all(what: &str, written: &[Written], read: &[Vec<u8>]) {
@@ -91,6 +112,8 @@ async fn owners_follow_a_failover_and_every_object_reads_back_byte_identical() {
         .expect("a client following the leader through etcd");
 
     let mut written: Vec<Written> = Vec::new();
+    // Of `written`, the puts of CLI processes (counted in their own metrics, not the writer's).
+    let mut by_cli = 0usize;
     for round in 0..rounds {
         let active = pair.wait_in_sync().await;
         let survivor = 1 - active;
@@ -106,7 +129,15 @@ async fn owners_follow_a_failover_and_every_object_reads_back_byte_identical() {
             assert!(!out.already_existed && out.replicas == 1, "{key}: {out:?}");
             written.push(Written { key, index, len });
         }
-        wait_notices_settled(&writer, written.len() as u64).await;
+        assert_owners_recorded(&writer, (written.len() - by_cli) as u64);
+        // Puts by CLI processes that exit right after their ack: only the owners hold them.
+        for i in 0..CLI_PUTS_PER_ROUND {
+            let index = (1 << 32) + (round * CLI_PUTS_PER_ROUND + i) as u64;
+            let (key, len) = (format!("r{round}/cli-{i}"), 1000 + i * 7919);
+            cli_put(&globals, &key, &object_value(index, len), pair.dir.path());
+            written.push(Written { key, index, len });
+            by_cli += 1;
+        }
 
         let dead_addr = pair.node(active).addr;
         let killed_at = Instant::now();

@@ -98,6 +98,14 @@ impl FrameInput {
         Ok(header)
     }
 
+    /// The request id of the buffered frame header that [`FrameInput::read_frame`] refused (so
+    /// a server can answer it before closing).
+    pub fn peek_request_id(&self) -> Option<u64> {
+        let header = self.buf.get(self.start..self.start + HEADER_LEN)?;
+        (self.end - self.start >= HEADER_LEN)
+            .then(|| u64::from_le_bytes(header[5..13].try_into().expect("8 bytes")))
+    }
+
     /// The body of the frame last read (and consumes it).
     pub fn take_body(&mut self, len: usize) -> &[u8] {
         let body = &self.buf[self.start..self.start + len];
@@ -131,12 +139,16 @@ impl FrameInput {
             self.buf.copy_within(self.start..self.end, 0);
             self.end -= self.start;
             self.start = 0;
-            if want > self.buf.len() {
-                self.buf.resize(want.next_power_of_two(), 0);
-            }
         }
         let spin_until = Instant::now() + spin;
         while self.end - self.start < want {
+            // The buffer grows only as bytes arrive (at most doubling what is already held),
+            // never to a length a header merely claims: a peer that announces a huge frame
+            // and sends nothing costs nothing (docs/configuration.md, `[net]`).
+            if self.end == self.buf.len() {
+                let grown = (self.buf.len() * 2).min(want.next_power_of_two());
+                self.buf.resize(grown, 0);
+            }
             let got = match self.raw.read(&mut self.buf[self.end..]) {
                 Err(e) if e.kind() == ErrorKind::WouldBlock => {
                     if Instant::now() < spin_until {

@@ -284,3 +284,31 @@ async fn a_batch_reading_into_what_it_writes_does_not_wait_on_itself() {
     let segment = owner_t.withdraw_segment("loop").unwrap();
     assert!(contents(&segment, half, n * chunk).await == old);
 }
+
+/// A 0-length transfer (an empty value's replica) is valid and moves nothing, in a batch with
+/// other transfers and at the very end of a buffer and a segment (docs/api.md "Empty values").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zero_length_transfers_complete_and_move_nothing() {
+    let (_owner, remote) = owner("seg-z", MIB).await;
+    let c = client().await;
+    let (src, _) = buffer(&c, vec![7u8; 64]);
+    let (dst, dst_mem) = buffer(&c, vec![1u8; 64]);
+    let batch = [
+        desc(TransferOp::Write, &remote, 0, src, 0, 0),
+        desc(TransferOp::Write, &remote, 64, src, 0, 64),
+        desc(TransferOp::Write, &remote, MIB as u64, src, 64, 0),
+    ];
+    let done = c.submit(&batch).await.unwrap();
+    assert!(done.all_ok(), "{:?}", done.statuses);
+    let reads = [
+        desc(TransferOp::Read, &remote, 0, dst, 0, 0),
+        desc(TransferOp::Read, &remote, MIB as u64, dst, 64, 0),
+    ];
+    let done = c.submit(&reads).await.unwrap();
+    assert!(done.all_ok(), "{:?}", done.statuses);
+    assert_eq!(
+        contents(&dst_mem, 0, 64).await,
+        vec![1u8; 64],
+        "nothing landed"
+    );
+}

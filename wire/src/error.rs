@@ -21,10 +21,18 @@ pub enum ErrorCode {
     Unavailable,
     Fenced,
     Internal,
+    /// A request body (or RPC frame) over the server's limit; the request did not run.
+    PayloadTooLarge,
+    /// The client did not send the whole request (body) within the server's timeout.
+    RequestTimeout,
+    /// No credential, or one that is malformed, expired, revoked or signed by an unknown key.
+    Unauthenticated,
+    /// A valid credential whose role or scope (tenant, owner) does not allow the request.
+    PermissionDenied,
 }
 
 impl ErrorCode {
-    pub const ALL: [ErrorCode; 14] = [
+    pub const ALL: [ErrorCode; 18] = [
         ErrorCode::InvalidArgument,
         ErrorCode::NotFound,
         ErrorCode::NotReady,
@@ -39,6 +47,10 @@ impl ErrorCode {
         ErrorCode::Unavailable,
         ErrorCode::Fenced,
         ErrorCode::Internal,
+        ErrorCode::PayloadTooLarge,
+        ErrorCode::RequestTimeout,
+        ErrorCode::Unauthenticated,
+        ErrorCode::PermissionDenied,
     ];
 
     /// The code as it appears on the wire.
@@ -58,6 +70,10 @@ impl ErrorCode {
             ErrorCode::Unavailable => "UNAVAILABLE",
             ErrorCode::Fenced => "FENCED",
             ErrorCode::Internal => "INTERNAL",
+            ErrorCode::PayloadTooLarge => "PAYLOAD_TOO_LARGE",
+            ErrorCode::RequestTimeout => "REQUEST_TIMEOUT",
+            ErrorCode::Unauthenticated => "UNAUTHENTICATED",
+            ErrorCode::PermissionDenied => "PERMISSION_DENIED",
         }
     }
 
@@ -83,6 +99,10 @@ impl ErrorCode {
             ErrorCode::Unavailable => 503,
             ErrorCode::Fenced => 421,
             ErrorCode::Internal => 500,
+            ErrorCode::PayloadTooLarge => 413,
+            ErrorCode::RequestTimeout => 408,
+            ErrorCode::Unauthenticated => 401,
+            ErrorCode::PermissionDenied => 403,
         }
     }
 
@@ -202,6 +222,10 @@ mod tests {
             ("UNAVAILABLE", 503),
             ("FENCED", 421),
             ("INTERNAL", 500),
+            ("PAYLOAD_TOO_LARGE", 413),
+            ("REQUEST_TIMEOUT", 408),
+            ("UNAUTHENTICATED", 401),
+            ("PERMISSION_DENIED", 403),
         ];
         assert_eq!(expect.len(), ErrorCode::ALL.len());
         for (name, status) in expect {

@@ -16,8 +16,11 @@
 //! ```
 //!
 //! The server answers with 8 bytes: `"CRPC" | version u16 | status u16`, where `version` is the
-//! version the server speaks and `status` is [`HANDSHAKE_OK`] (0) or
-//! [`HANDSHAKE_UNSUPPORTED_VERSION`] (1, after which the server closes the connection).
+//! version the server speaks and `status` is [`HANDSHAKE_OK`] (0),
+//! [`HANDSHAKE_UNSUPPORTED_VERSION`] (1) or [`HANDSHAKE_BUSY`] (2: the listener holds its
+//! maximum number of connections; retry later). On any status but 0 the server closes the
+//! connection. A server at its connection limit may answer 2 without waiting for the client's
+//! 8 bytes.
 //!
 //! **Request frame.**
 //!
@@ -64,6 +67,9 @@ pub const HANDSHAKE_LEN: usize = 8;
 pub const HANDSHAKE_OK: u16 = 0;
 /// Handshake answer status: the client's version is not spoken here (the connection closes).
 pub const HANDSHAKE_UNSUPPORTED_VERSION: u16 = 1;
+/// Handshake answer status: the listener is at its connection limit (the connection closes;
+/// a later attempt may be accepted).
+pub const HANDSHAKE_BUSY: u16 = 2;
 /// Bytes before a frame's body: length (4), op or status (1), request id (8).
 pub const HEADER_LEN: usize = 13;
 /// The largest reply frame a client accepts (part of the protocol: a server never sends a
@@ -80,7 +86,7 @@ pub enum RpcError {
     BadMagic([u8; 4]),
     #[error("RPC protocol version {0} is not supported (this side speaks {RPC_VERSION})")]
     UnsupportedVersion(u16),
-    #[error("the server refused the handshake with status {0}")]
+    #[error("the server refused the handshake with status {0} ({name})", name = handshake_status_name(*.0))]
     HandshakeRefused(u16),
     #[error("frame length {length} is outside {min}..={max}")]
     FrameLength { length: u64, min: u64, max: u64 },
@@ -92,6 +98,16 @@ pub enum RpcError {
     Encode(String),
     #[error("cannot decode a frame body: {0}")]
     Decode(String),
+}
+
+/// What a handshake answer status means (for error messages).
+pub fn handshake_status_name(status: u16) -> &'static str {
+    match status {
+        HANDSHAKE_OK => "accepted",
+        HANDSHAKE_UNSUPPORTED_VERSION => "unsupported version",
+        HANDSHAKE_BUSY => "too many connections, retry later",
+        _ => "unknown status",
+    }
 }
 
 /// How a caller should treat an [`RpcError`].

@@ -329,8 +329,47 @@ pub enum ItemResult<T> {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(bound(deserialize = "T: Deserialize<'de>"))]
 pub struct BatchRequest<T> {
+    /// At most [`MAX_BATCH`]; a longer list is refused while decoding, from the msgpack
+    /// array's count before any item is decoded (JSON: at item `MAX_BATCH + 1`).
+    #[serde(deserialize_with = "bounded_items")]
     pub items: Vec<T>,
+}
+
+/// Decodes a batch's items, refusing more than [`MAX_BATCH`] without decoding (or allocating
+/// for) the rest: a declared count is checked first, then each item as it comes.
+fn bounded_items<'de, D, T>(d: D) -> Result<Vec<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    use serde::de::{Error, SeqAccess, Visitor};
+    struct Items<T>(std::marker::PhantomData<T>);
+    impl<'de, T: Deserialize<'de>> Visitor<'de> for Items<T> {
+        type Value = Vec<T>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            write!(f, "a list of at most {MAX_BATCH} items")
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<T>, A::Error> {
+            let over = |n: &dyn std::fmt::Display| {
+                A::Error::custom(format!("{n} items; a batch holds at most {MAX_BATCH}"))
+            };
+            let declared = seq.size_hint().unwrap_or(0);
+            if declared > MAX_BATCH {
+                return Err(over(&declared));
+            }
+            let mut items = Vec::with_capacity(declared);
+            while let Some(item) = seq.next_element()? {
+                if items.len() == MAX_BATCH {
+                    return Err(over(&format!("more than {MAX_BATCH}")));
+                }
+                items.push(item);
+            }
+            Ok(items)
+        }
+    }
+    d.deserialize_seq(Items(std::marker::PhantomData))
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -490,3 +529,7 @@ mod heartbeat_compat_tests {
 #[cfg(test)]
 #[path = "store_staged_tests.rs"]
 mod staged_tests;
+
+#[cfg(test)]
+#[path = "store_batch_tests.rs"]
+mod batch_tests;

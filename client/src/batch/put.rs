@@ -370,6 +370,40 @@ impl CrescentClient {
                 }
             }
         }
+        // The owners in other processes record the written items before they are ended; an
+        // item one of them could not record is revoked (it would not survive a restart).
+        let unrecorded = self
+            .data
+            .record_at_owners(ending.iter().map(|(pos, reply)| {
+                let (checksum, data_type) = metas[*pos];
+                let put = Committed {
+                    id: &ids[*pos],
+                    put_id: reply.put_id,
+                    checksum,
+                    data_type,
+                };
+                (put, reply.replicas.as_slice())
+            }))
+            .await;
+        if !unrecorded.is_empty() {
+            let mut unrecorded = unrecorded;
+            let mut kept = Vec::with_capacity(ending.len());
+            let mut kept_ends = Vec::with_capacity(ends.len());
+            for (tag, (entry, end)) in ending.into_iter().zip(ends).enumerate() {
+                match unrecorded.remove(&tag) {
+                    Some(e) => {
+                        results[sent[entry.0].0] = Some(Err(e));
+                        revoke.push(end);
+                    }
+                    None => {
+                        kept.push(entry);
+                        kept_ends.push(end);
+                    }
+                }
+            }
+            ending = kept;
+            ends = kept_ends;
+        }
         if !revoke.is_empty() {
             match self
                 .batch_call_to::<_, Ack>(RpcOp::BatchPutRevoke, revoke, Some(&leader))

@@ -15,17 +15,21 @@ pub enum ColdCommand {
     BenchRestore(super::cold_bench::BenchRestoreArgs),
 }
 
-fn print_json(v: &impl serde::Serialize) {
-    println!("{}", serde_json::to_string(v).expect("json output"));
+fn print_json(v: &impl serde::Serialize) -> Result<(), ClientError> {
+    outln!("{}", serde_json::to_string(v).expect("json output"))
 }
 
-fn print_devices(devices: &[ColdDeviceInfo]) {
-    println!(
+fn print_devices(devices: &[ColdDeviceInfo]) -> Result<(), ClientError> {
+    outln!(
         "{:<16} {:<10} {:>14} {:>14} {:>14}  HEALTH",
-        "DEVICE", "KIND", "CAPACITY", "USED", "RESERVED"
-    );
+        "DEVICE",
+        "KIND",
+        "CAPACITY",
+        "USED",
+        "RESERVED"
+    )?;
     for d in devices {
-        println!(
+        outln!(
             "{:<16} {:<10} {:>14} {:>14} {:>14}  {}{}{}{}",
             d.id,
             d.kind,
@@ -43,20 +47,24 @@ fn print_devices(devices: &[ColdDeviceInfo]) {
             } else {
                 ""
             }
-        );
+        )?;
     }
+    Ok(())
 }
 
-fn print_stat(s: &ObjectStat) {
-    println!(
+fn print_stat(s: &ObjectStat) -> Result<(), ClientError> {
+    outln!(
         "{}: {} bytes, checksum {:08x}, route version {}",
-        s.key, s.size, s.checksum, s.route_version
-    );
+        s.key,
+        s.size,
+        s.checksum,
+        s.route_version
+    )?;
     for r in &s.replicas {
-        println!("  hot   {}@{}", r.segment_id, r.offset);
+        outln!("  hot   {}@{}", r.segment_id, r.offset)?;
     }
     match &s.cold {
-        Some(c) => println!(
+        Some(c) => outln!(
             "  cold  {} on {} (operation {}{})",
             c.state,
             c.device_id,
@@ -65,9 +73,10 @@ fn print_stat(s: &ObjectStat) {
                 .as_deref()
                 .map(|s| format!(", {s}"))
                 .unwrap_or_default()
-        ),
-        None => println!("  cold  none"),
+        )?,
+        None => outln!("  cold  none")?,
     }
+    Ok(())
 }
 
 pub(super) async fn cold(
@@ -79,17 +88,17 @@ pub(super) async fn cold(
         ColdCommand::Ls => {
             let reply = client.cold_devices().await?;
             if json {
-                print_json(&reply.devices);
+                print_json(&reply.devices)?;
             } else {
-                print_devices(&reply.devices);
+                print_devices(&reply.devices)?;
             }
         }
         ColdCommand::BenchRestore(args) => {
             let report = super::cold_bench::bench_restore(client, &args).await?;
             if json {
-                print_json(&report);
+                print_json(&report)?;
             } else {
-                println!(
+                outln!(
                     "{} x {} B: restore {:.3} GiB/s ({:.0} obj/s), cat {:.3} GiB/s ({:.0} obj/s), \
                      ratio {:.2} (median of {} interleaved rounds; {} local restores, {} fallbacks)",
                     report.objects_per_round,
@@ -102,7 +111,7 @@ pub(super) async fn cold(
                     report.rounds.len(),
                     report.local_restores,
                     report.local_fallbacks
-                );
+                )?;
             }
         }
     }
@@ -110,10 +119,10 @@ pub(super) async fn cold(
 }
 
 /// `offload`, `evict --hot` and `stat` print the object's state afterwards.
-pub(super) fn print_object(stat: &ObjectStat, json: bool) {
+pub(super) fn print_object(stat: &ObjectStat, json: bool) -> Result<(), ClientError> {
     if json {
-        print_json(stat);
+        print_json(stat)
     } else {
-        print_stat(stat);
+        print_stat(stat)
     }
 }

@@ -1,23 +1,33 @@
 //! The `crescent` command line. Every command takes `--json` for scripts; errors print their
 //! stable code and exit non-zero (see [`crate::ClientError::exit_code`]).
 
+/// `println!` for the command's output: a closed or full stdout (EPIPE, ENOSPC) becomes an
+/// IO_ERROR the command returns, where `println!` would panic.
+macro_rules! outln {
+    ($($arg:tt)*) => {
+        $crate::cli::write_stdout_line(format_args!($($arg)*))
+    };
+}
+
 mod cold;
 mod cold_bench;
 mod run;
 #[cfg(test)]
 mod tests;
+pub mod token;
 mod weights;
 mod weights_args;
 mod weights_bench;
 mod weights_get;
 
+use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use crescent_wire::segments::TransportKind;
 
 #[derive(Debug, Parser)]
-#[command(name = "crescent", version, about = "Crescent client")]
+#[command(name = "crescent", version, about = "Crescent client", after_help = EXIT_CODES)]
 pub struct Cli {
     /// crescentd address (HOST:PORT), or a comma-separated list tried in order when one is
     /// unreachable [default: 127.0.0.1:7480 without --etcd].
@@ -51,6 +61,9 @@ pub struct Cli {
     /// through crescentd.
     #[arg(long, global = true, env = "CRESCENT_NO_LOCAL_COLD_RESTORE")]
     pub no_local_cold_restore: bool,
+    /// The credential for a crescentd with [auth] on (see `crescent token issue`).
+    #[arg(long, global = true, env = "CRESCENT_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -142,6 +155,11 @@ pub enum Command {
     },
     /// KEY's replicas and cold backing state.
     Stat { key: String },
+    /// Credentials: issue (offline, with the key file) and revoke (admin).
+    Token {
+        #[command(subcommand)]
+        command: token::TokenCommand,
+    },
     /// Managed weight revisions.
     Weights {
         #[command(subcommand)]
@@ -229,6 +247,7 @@ impl Cli {
                 .unwrap_or_default(),
             cluster: self.cluster.clone(),
             no_local_cold_restore: self.no_local_cold_restore,
+            token: self.token.clone().map(crate::BearerToken::new),
             ..crate::ClientOptions::default()
         }
         .with_failover_timeout(std::time::Duration::from_millis(self.failover_timeout_ms))
@@ -256,6 +275,36 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("{s:?} is too large"))
 }
 
+/// The exit statuses, shown by `--help` (docs/api.md, "CLI exit statuses", lists the same).
+const EXIT_CODES: &str = "\
+Exit status:
+  0  success
+  1  `exist`: the key does not exist
+  2  invalid argument or usage (INVALID_ARGUMENT)
+  3  crescentd unreachable or not serving: connection refused, no leader, failover
+     (UNAVAILABLE, NOT_LEADER, BUSY, NOT_READY, NO_LEADER, FAILOVER_INTERRUPTED)
+  4  not found (NOT_FOUND, LEASE_EXPIRED)
+  5  conflict (CONFLICT, STALE_GENERATION, FENCED)
+  6  checksum mismatch (CHECKSUM_MISMATCH)
+  7  local IO error, including a closed or full stdout (IO_ERROR)
+  8  quota or durability (QUOTA_EXCEEDED, DURABILITY_FAILED, POLICY_UNSATISFIABLE)
+  9  anything else (INTERNAL)";
+
+/// Writes one line of command output to stdout (see `outln!`).
+pub(crate) fn write_stdout_line(args: std::fmt::Arguments<'_>) -> Result<(), crate::ClientError> {
+    let mut out = std::io::stdout().lock();
+    out.write_fmt(args)
+        .and_then(|()| out.write_all(b"\n"))
+        .map_err(stdout_err)
+}
+
+fn stdout_err(source: std::io::Error) -> crate::ClientError {
+    crate::ClientError::Io {
+        context: "cannot write to stdout".into(),
+        source,
+    }
+}
+
 /// The `crescent` binary's entry point.
 pub fn main_entry() -> ExitCode {
     let cli = Cli::parse();
@@ -265,6 +314,7 @@ pub fn main_entry() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .init();
     let json = cli.json;
     let rt = match tokio::runtime::Builder::new_current_thread()
@@ -277,13 +327,22 @@ pub fn main_entry() -> ExitCode {
             return ExitCode::from(9);
         }
     };
-    match rt.block_on(run::run(cli)) {
+    // Output still buffered (a `print!` without newline) must reach stdout before success
+    // is claimed.
+    let result = rt.block_on(run::run(cli)).and_then(|status| {
+        std::io::stdout()
+            .flush()
+            .map(|()| status)
+            .map_err(stdout_err)
+    });
+    match result {
         Ok(status) => ExitCode::from(status),
         Err(e) => {
             if json {
                 let body =
                     serde_json::json!({"error": {"code": e.code_str(), "message": e.to_string()}});
-                println!("{body}");
+                // Best effort: stdout may be what failed; stderr carries the error anyway.
+                let _ = outln!("{body}");
             }
             match &e {
                 crate::ClientError::Api(_) => eprintln!("crescent: {e}"),

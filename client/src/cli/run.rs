@@ -12,8 +12,8 @@ use crate::error::ClientError;
 use crate::owner::{Owner, OwnerConfig};
 use crate::{CrescentClient, PutOptions};
 
-fn print_json(v: &impl serde::Serialize) {
-    println!("{}", serde_json::to_string(v).expect("json output"));
+fn print_json(v: &impl serde::Serialize) -> Result<(), ClientError> {
+    outln!("{}", serde_json::to_string(v).expect("json output"))
 }
 
 fn io_err(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> ClientError {
@@ -33,22 +33,30 @@ fn read_input(file: &str) -> Result<Vec<u8>, ClientError> {
     }
 }
 
-fn print_segments(list: &SegmentList) {
-    println!(
+fn print_segments(list: &SegmentList) -> Result<(), ClientError> {
+    outln!(
         "{:<24} {:<24} {:>14} {:>14}  TRANSPORT",
-        "SEGMENT", "OWNER", "BASE", "SIZE"
-    );
+        "SEGMENT",
+        "OWNER",
+        "BASE",
+        "SIZE"
+    )?;
     for s in &list.segments {
-        println!(
+        outln!(
             "{:<24} {:<24} {:>14} {:>14}  {:?}",
-            s.segment_id, s.owner_id, s.base, s.size, s.transport
-        );
+            s.segment_id,
+            s.owner_id,
+            s.base,
+            s.size,
+            s.transport
+        )?;
     }
-    println!(
+    outln!(
         "{} segment(s), {} owner(s)",
         list.segments.len(),
         list.owners.len()
-    );
+    )?;
+    Ok(())
 }
 
 /// Waits for SIGINT or SIGTERM.
@@ -62,6 +70,11 @@ async fn stop_signal() -> Result<(), ClientError> {
 }
 
 pub(super) async fn run(cli: Cli) -> Result<u8, ClientError> {
+    if let Command::Token { command } = &cli.command {
+        if let Some(done) = super::token::run_offline(command, cli.tenant.as_deref(), cli.json) {
+            return done;
+        }
+    }
     let client = CrescentClient::connect(cli.client_options())
         .await?
         .with_scope(cli.tenant.as_deref(), cli.domain.as_deref())?;
@@ -90,11 +103,11 @@ pub(super) async fn run(cli: Cli) -> Result<u8, ClientError> {
                 print_json(
                     &json!({"key": key, "size": value.len(), "put_id": out.put_id,
                     "already_existed": out.already_existed, "replicas": out.replicas}),
-                );
+                )?;
             } else if out.already_existed {
-                println!("{key}: already holds this content ({} bytes)", value.len());
+                outln!("{key}: already holds this content ({} bytes)", value.len())?;
             } else {
-                println!("{key}: stored {} bytes", value.len());
+                outln!("{key}: stored {} bytes", value.len())?;
             }
         }
         Command::Get { key, output } => {
@@ -106,7 +119,7 @@ pub(super) async fn run(cli: Cli) -> Result<u8, ClientError> {
                 Some(path) if path != "-" => {
                     std::fs::write(path, &value).map_err(io_err(format!("writing {path}")))?;
                     if json {
-                        print_json(&json!({"key": key, "size": value.len(), "file": path}));
+                        print_json(&json!({"key": key, "size": value.len(), "file": path}))?;
                     }
                 }
                 _ if json => {
@@ -115,7 +128,7 @@ pub(super) async fn run(cli: Cli) -> Result<u8, ClientError> {
                         Err(_) => json!({"key": key, "size": value.len(),
                             "value_hex": value.iter().map(|b| format!("{b:02x}")).collect::<String>()}),
                     };
-                    print_json(&body);
+                    print_json(&body)?;
                 }
                 _ => {
                     let mut out = std::io::stdout().lock();
@@ -128,9 +141,9 @@ pub(super) async fn run(cli: Cli) -> Result<u8, ClientError> {
         Command::Exist { key } => {
             let exists = client.is_exist(&key).await?;
             if json {
-                print_json(&json!({"key": key, "exists": exists}));
+                print_json(&json!({"key": key, "exists": exists}))?;
             } else {
-                println!("{exists}");
+                outln!("{exists}")?;
             }
             return Ok(if exists { 0 } else { 1 });
         }
@@ -140,23 +153,24 @@ pub(super) async fn run(cli: Cli) -> Result<u8, ClientError> {
                 false => client.remove(&key).await?,
             }
             if json {
-                print_json(&json!({"key": key, "removed": true}));
+                print_json(&json!({"key": key, "removed": true}))?;
             } else {
-                println!("removed {key}");
+                outln!("removed {key}")?;
             }
         }
         Command::Ls { prefix } => {
             let keys = client.list_all(prefix.as_deref().unwrap_or("")).await?;
             if json {
-                print_json(&json!({"count": keys.len(), "keys": keys}));
+                print_json(&json!({"count": keys.len(), "keys": keys}))?;
             } else {
                 for k in &keys {
                     let state = if k.complete { "" } else { "  (in progress)" };
-                    println!("{:>12}  {}{state}", k.size, k.key);
+                    outln!("{:>12}  {}{state}", k.size, k.key)?;
                 }
             }
         }
         Command::Segments { command } => segments(&client, command, json).await?,
+        Command::Token { command } => return super::token::run(&client, command, json).await,
         Command::Status => {
             let health = client.health().await?;
             // A standby answers /stats with NOT_LEADER: its status is in /healthz alone.
@@ -175,11 +189,12 @@ pub(super) async fn run(cli: Cli) -> Result<u8, ClientError> {
                     "gate": field("gate"),
                     "rebuild": field("rebuild"),
                     "replication": replication,
+                    "journal": field("journal"),
                     "health": health,
                     "stats": stats,
-                }));
+                }))?;
             } else {
-                println!(
+                outln!(
                     "server {}: {} (role {}, term {}, commit seq {}, gate {})",
                     client.server(),
                     field("status"),
@@ -187,27 +202,30 @@ pub(super) async fn run(cli: Cli) -> Result<u8, ClientError> {
                     field("term"),
                     field("commit_seq"),
                     field("gate"),
-                );
+                )?;
                 if let Some(r) = health.get("rebuild") {
-                    println!(
+                    outln!(
                         "rebuild: owners {}/{} completed, entries {}",
                         r.get("owners_completed").cloned().unwrap_or_default(),
                         r.get("owners_expected").cloned().unwrap_or_default(),
                         r.get("entries").cloned().unwrap_or_default(),
-                    );
+                    )?;
                 }
                 if !replication.is_null() {
-                    println!("replication: {replication}");
+                    outln!("replication: {replication}")?;
+                }
+                if let Some(j) = health.get("journal").filter(|j| !j.is_null()) {
+                    println!("WARNING journal quarantine (see crescent-replay verify): {j}");
                 }
                 if let Some(stats) = stats {
-                    println!("{}", serde_json::to_string_pretty(&stats).expect("json"));
+                    outln!("{}", serde_json::to_string_pretty(&stats).expect("json"))?;
                 }
             }
         }
         Command::Cold { command } => return super::cold::cold(&client, command, json).await,
         Command::Offload { key } => {
             let stat = client.offload(&key).await?;
-            super::cold::print_object(&stat, json);
+            super::cold::print_object(&stat, json)?;
         }
         Command::Evict { key, hot } => {
             if !hot {
@@ -216,15 +234,15 @@ pub(super) async fn run(cli: Cli) -> Result<u8, ClientError> {
                 ));
             }
             let stat = client.evict_hot(&key).await?;
-            super::cold::print_object(&stat, json);
+            super::cold::print_object(&stat, json)?;
         }
         Command::Stat { key } => {
             let stat = client.stat(&key).await?;
-            super::cold::print_object(&stat, json);
+            super::cold::print_object(&stat, json)?;
         }
         Command::Health => {
             let h = client.health().await?;
-            print_json(&h);
+            print_json(&h)?;
         }
         Command::Owner {
             size,
@@ -257,15 +275,15 @@ pub(super) async fn run(cli: Cli) -> Result<u8, ClientError> {
                     "endpoint": owner.endpoint(), "size": owner.size(),
                     "incarnation": owner.incarnation(),
                     "cold_devices": owner.cold_device_ids()}),
-                );
+                )?;
             } else {
-                println!(
+                outln!(
                     "owner {} serving segment {} ({} bytes) at {}",
                     owner.owner_id(),
                     owner.segment_id(),
                     owner.size(),
                     owner.endpoint()
-                );
+                )?;
             }
             std::io::stdout()
                 .flush()
@@ -273,9 +291,9 @@ pub(super) async fn run(cli: Cli) -> Result<u8, ClientError> {
             stop_signal().await?;
             let dropped = owner.shutdown().await?;
             if json {
-                print_json(&json!({"stopped": true, "dropped_replicas": dropped}));
+                print_json(&json!({"stopped": true, "dropped_replicas": dropped}))?;
             } else {
-                println!("unmounted; {dropped} owned replica(s) dropped");
+                outln!("unmounted; {dropped} owned replica(s) dropped")?;
             }
         }
         Command::Bench {
@@ -295,9 +313,9 @@ pub(super) async fn run(cli: Cli) -> Result<u8, ClientError> {
             };
             let r = bench::run(&client, &config).await?;
             if json {
-                print_json(&r);
+                print_json(&r)?;
             } else {
-                println!("{}", r.text());
+                outln!("{}", r.text())?;
             }
         }
     }
@@ -327,27 +345,27 @@ async fn segments(
                 })
                 .await?;
             if json {
-                print_json(&reply);
+                print_json(&reply)?;
             } else if reply.events.is_empty() {
-                println!("segment {segment} already mounted (no change)");
+                outln!("segment {segment} already mounted (no change)")?;
             } else {
-                println!("mounted {segment} (seq {:?})", reply.last_seq.unwrap_or(0));
+                outln!("mounted {segment} (seq {:?})", reply.last_seq.unwrap_or(0))?;
             }
         }
         SegmentsCommand::Unmount { segment } => {
             let reply = client.unmount_segment(&segment).await?;
             if json {
-                print_json(&reply);
+                print_json(&reply)?;
             } else {
-                println!("unmounted {segment}");
+                outln!("unmounted {segment}")?;
             }
         }
         SegmentsCommand::Ls => {
             let list = client.list_segments().await?;
             if json {
-                print_json(&list);
+                print_json(&list)?;
             } else {
-                print_segments(&list);
+                print_segments(&list)?;
             }
         }
     }

@@ -158,11 +158,11 @@ async fn write_files(writer: &mut WeightWriter, path: &Path) -> Result<(), Clien
     Ok(())
 }
 
-fn print_meta(m: &w::WeightMetadata, json_out: bool) {
+fn print_meta(m: &w::WeightMetadata, json_out: bool) -> Result<(), ClientError> {
     if json_out {
-        println!("{}", serde_json::to_string(m).expect("json output"));
+        outln!("{}", serde_json::to_string(m).expect("json output"))?;
     } else {
-        println!(
+        outln!(
             "{}/{}/{} generation {}: {} {} (hot ratio {:.3}), metadata generation {}, {} bytes",
             m.id.namespace,
             m.id.resource_id,
@@ -173,15 +173,16 @@ fn print_meta(m: &w::WeightMetadata, json_out: bool) {
             m.observed_hot_ratio,
             m.metadata_generation,
             m.logical_bytes.unwrap_or(0)
-        );
+        )?;
     }
+    Ok(())
 }
 
-fn print_op(op: &w::OperationReply, json_out: bool) {
+fn print_op(op: &w::OperationReply, json_out: bool) -> Result<(), ClientError> {
     if json_out {
-        println!("{}", serde_json::to_string(op).expect("json output"));
+        outln!("{}", serde_json::to_string(op).expect("json output"))?;
     } else {
-        println!(
+        outln!(
             "{} {} {} ({} of {} members, {} bytes done)",
             op.operation_id,
             op.kind,
@@ -189,8 +190,9 @@ fn print_op(op: &w::OperationReply, json_out: bool) {
             op.members_done,
             op.members_total.map_or("?".into(), |n| n.to_string()),
             op.bytes_done
-        );
+        )?;
     }
+    Ok(())
 }
 
 /// Polls an operation until it is no longer RUNNING (or `wait` passes).
@@ -258,22 +260,26 @@ pub(super) async fn run(
         WeightsCommand::Bench(args) => {
             let report = super::weights_bench::run(client, &store, tenant, &args).await?;
             if json_out {
-                println!("{}", serde_json::to_string(&report).expect("json output"));
+                outln!("{}", serde_json::to_string(&report).expect("json output"))?;
             } else {
                 for s in &report.lifecycle {
-                    println!(
+                    outln!(
                         "{:<14} {:<6} hot {:.3}  byte-identical {}  {:.2}s",
-                        s.step, s.residency, s.observed_hot_ratio, s.byte_identical, s.seconds
-                    );
+                        s.step,
+                        s.residency,
+                        s.observed_hot_ratio,
+                        s.byte_identical,
+                        s.seconds
+                    )?;
                 }
-                println!(
+                outln!(
                     "weight_get {:.3} GiB/s, plain get {:.3} GiB/s, ratio {:.3} ({} objects, {} bytes)",
                     report.weight_get_gib_s,
                     report.plain_get_gib_s,
                     report.ratio,
                     report.payload_objects,
                     report.payload_bytes
-                );
+                )?;
             }
             if !report.all_byte_identical {
                 return Ok(1);
@@ -289,7 +295,7 @@ pub(super) async fn run(
             let mut writer = store.weight_put(id.id(tenant), policy).await?;
             write_files(&mut writer, &path).await?;
             let meta = writer.close().await?;
-            print_meta(&meta, json_out);
+            print_meta(&meta, json_out)?;
         }
         WeightsCommand::Get { id, output, tp } => {
             let wid = id.id(tenant);
@@ -297,7 +303,7 @@ pub(super) async fn run(
         }
         WeightsCommand::Meta { id } => {
             let meta = store.weight_get_metadata(&id.id(tenant)).await?;
-            print_meta(&meta, json_out);
+            print_meta(&meta, json_out)?;
         }
         WeightsCommand::Ls {
             namespace,
@@ -312,12 +318,12 @@ pub(super) async fn run(
             };
             let all = store.weight_list_all(&req).await?;
             if json_out {
-                println!("{}", json!({"revisions": all}));
+                outln!("{}", json!({"revisions": all}))?;
             } else {
                 for m in &all {
-                    print_meta(m, false);
+                    print_meta(m, false)?;
                 }
-                println!("{} revision(s)", all.len());
+                outln!("{} revision(s)", all.len())?;
             }
         }
         WeightsCommand::Policy {
@@ -336,7 +342,7 @@ pub(super) async fn run(
                     expected_metadata_generation: expected_generation,
                 })
                 .await?;
-            print_meta(&meta, json_out);
+            print_meta(&meta, json_out)?;
         }
         WeightsCommand::Migrate {
             id,
@@ -357,7 +363,7 @@ pub(super) async fn run(
                 })
                 .await?;
             let op = wait_op(&store, op, Duration::from_secs(wait_secs)).await?;
-            print_op(&op, json_out);
+            print_op(&op, json_out)?;
             if op.status != "SUCCEEDED" {
                 return Ok(1);
             }
@@ -392,12 +398,14 @@ pub(super) async fn run(
             };
             let reply = upsert(&store, &req, &path, Duration::from_secs(wait_secs)).await?;
             if json_out {
-                println!("{}", serde_json::to_string(&reply).expect("json output"));
+                outln!("{}", serde_json::to_string(&reply).expect("json output"))?;
             } else {
-                println!(
+                outln!(
                     "upsert {}: phase {}, next {}",
-                    reply.request_id, reply.phase, reply.next_step
-                );
+                    reply.request_id,
+                    reply.phase,
+                    reply.next_step
+                )?;
             }
             if reply.next_step != "done" || reply.failure.is_some() {
                 return Ok(1);
@@ -405,7 +413,7 @@ pub(super) async fn run(
         }
         WeightsCommand::Op { operation_id } => {
             let op = store.weight_get_operation(&operation_id).await?;
-            print_op(&op, json_out);
+            print_op(&op, json_out)?;
         }
         WeightsCommand::Rm { id, wait_secs } => {
             let op = store
@@ -415,7 +423,7 @@ pub(super) async fn run(
                 })
                 .await?;
             let op = wait_op(&store, op, Duration::from_secs(wait_secs)).await?;
-            print_op(&op, json_out);
+            print_op(&op, json_out)?;
             if op.status != "SUCCEEDED" {
                 return Ok(1);
             }

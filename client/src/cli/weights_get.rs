@@ -81,9 +81,9 @@ pub(super) async fn get(
             written.push(json!({"file": name, "bytes": bytes.len()}));
         }
         if json_out {
-            println!("{}", json!({"files": written, "metadata": loaded.metadata}));
+            outln!("{}", json!({"files": written, "metadata": loaded.metadata}))?;
         } else {
-            println!("{} file(s) written to {}", written.len(), output.display());
+            outln!("{} file(s) written to {}", written.len(), output.display())?;
         }
         return Ok(());
     };
@@ -96,7 +96,7 @@ pub(super) async fn get(
     }
     let stats = sharded.stats;
     if json_out {
-        println!(
+        outln!(
             "{}",
             json!({
                 "files": written,
@@ -104,9 +104,9 @@ pub(super) async fn get(
                 "layout": layout,
                 "stats": stats,
             })
-        );
+        )?;
     } else {
-        println!(
+        outln!(
             "rank {} of {}: {} file(s) written to {}; read {} of {} payload bytes ({:.1}%) in {} range(s)",
             layout.rank,
             layout.world_size,
@@ -116,7 +116,7 @@ pub(super) async fn get(
             stats.full_bytes,
             100.0 * stats.transferred_bytes as f64 / stats.full_bytes.max(1) as f64,
             stats.ranges
-        );
+        )?;
     }
     Ok(())
 }

@@ -1,15 +1,23 @@
-//! The background sender of owner notices: takes due batches from the [`NotifyQueue`] under a
-//! short lock, sends them outside it, and settles the answers. One task per client, started on
-//! the first notice; it ends when its sender reports the client gone.
+//! Owner notices, delivered before a put is ended: a writer that wrote a replica into another
+//! owner's segment has that owner record it in its ownership table, and waits for the answer,
+//! before it sends put_end. So an acknowledged put is in the table of every owner holding one
+//! of its replicas whatever the writer does next (a CLI process exits at once, a library
+//! writer is killed), and the owners replay it after a crescentd restart or failover
+//! (docs/rebuild.md, "Owners record before the ack").
+//!
+//! One notice per owner per put or batch (chunks of `MAX_REPLAY_BATCH` entries), sent
+//! concurrently; a retryable failure (connection lost, timeout) is tried again a few times
+//! with a short backoff, then the put fails with `DURABILITY_FAILED` and is revoked.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
 
-use crescent_wire::rebuild::{OwnerNotice, OwnerNoticeReply, ReplayEntry};
+use crescent_wire::rebuild::{
+    NoticeOutcome, OwnerNotice, OwnerNoticeReply, ReplayEntry, MAX_REPLAY_BATCH,
+};
 use futures::future::{join_all, BoxFuture};
 
-use super::notify_queue::{NoticeBatch, NoticeTarget, NotifyConfig, NotifyQueue, QueueEvents};
 use crate::metrics::RebuildMetrics;
 
 /// Why a notice could not be delivered.
@@ -21,6 +29,21 @@ pub enum SendFailure {
     Refused(String),
 }
 
+impl SendFailure {
+    fn reason(&self) -> &'static str {
+        match self {
+            SendFailure::Retryable(_) => "unreachable",
+            SendFailure::Refused(_) => "refused",
+        }
+    }
+
+    fn detail(&self) -> &str {
+        match self {
+            SendFailure::Retryable(why) | SendFailure::Refused(why) => why,
+        }
+    }
+}
+
 /// Delivers one notice to an owner's endpoint.
 pub trait NoticeSender: Send + Sync + 'static {
     fn send<'a>(
@@ -28,26 +51,55 @@ pub trait NoticeSender: Send + Sync + 'static {
         endpoint: &'a str,
         notice: &'a OwnerNotice,
     ) -> BoxFuture<'a, Result<OwnerNoticeReply, SendFailure>>;
-
-    /// Whether the client this sender belongs to still exists (the task stops otherwise).
-    fn alive(&self) -> bool;
 }
 
-/// Longest sleep of the sender task when nothing is due.
-const IDLE_WAIT: Duration = Duration::from_secs(1);
+/// The owner a notice goes to.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct NoticeTarget {
+    /// The owner's transfer endpoint (`HOST:PORT`).
+    pub endpoint: Arc<str>,
+    pub owner_id: Arc<str>,
+}
+
+/// How hard a notice is tried before its put fails.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotifyConfig {
+    /// Sends per notice (at least 1).
+    pub attempts: u32,
+    /// Wait after the first failure, doubled after each further one.
+    pub initial_backoff: Duration,
+}
+
+impl Default for NotifyConfig {
+    fn default() -> Self {
+        Self {
+            attempts: 3,
+            initial_backoff: Duration::from_millis(50),
+        }
+    }
+}
+
+/// Why an entry was not recorded by its owner.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotRecorded {
+    pub owner_id: Arc<str>,
+    pub endpoint: Arc<str>,
+    pub detail: String,
+}
+
+/// Entries to record, each tagged with the caller's index (the put it belongs to).
+pub type TaggedEntries = HashMap<NoticeTarget, Vec<(usize, ReplayEntry)>>;
 
 pub struct Notifier {
-    queue: Mutex<NotifyQueue>,
-    wake: tokio::sync::Notify,
+    config: NotifyConfig,
     sender: Arc<dyn NoticeSender>,
     metrics: RebuildMetrics,
-    started: AtomicBool,
 }
 
 impl std::fmt::Debug for Notifier {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Notifier")
-            .field("pending", &self.lock().len())
+            .field("config", &self.config)
             .finish_non_exhaustive()
     }
 }
@@ -59,134 +111,95 @@ impl Notifier {
         metrics: RebuildMetrics,
     ) -> Self {
         Self {
-            queue: Mutex::new(NotifyQueue::new(config)),
-            wake: tokio::sync::Notify::new(),
+            config,
             sender,
             metrics,
-            started: AtomicBool::new(false),
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, NotifyQueue> {
-        self.queue.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Entries waiting for an owner's acknowledgement.
-    pub fn pending(&self) -> usize {
-        self.lock().len()
-    }
-
-    fn observe(&self, events: &QueueEvents, depth: usize) {
-        for (reason, n) in &events.dropped {
-            self.metrics.notices_dropped(*reason, *n as u64);
-            tracing::warn!(
-                reason = reason.label(),
-                entries = n,
-                "owner notices dropped unacknowledged"
-            );
-        }
-        for o in &events.acknowledged {
-            self.metrics.notice_settled(*o);
-        }
-        self.metrics.notify_queue_depth.set(depth as i64);
-    }
-
-    /// Queues notices for `target` and returns at once (never blocks a write). Starts the
-    /// sender task on first use when called inside a tokio runtime.
-    pub fn enqueue(self: &Arc<Self>, target: NoticeTarget, entries: Vec<ReplayEntry>) {
-        if entries.is_empty() {
-            return;
-        }
-        let now = Instant::now();
-        let (events, depth) = {
-            let mut q = self.lock();
-            let mut all = QueueEvents::default();
-            for e in entries {
-                let ev = q.push(target.clone(), e, now);
-                all.dropped.extend(ev.dropped);
+    /// Has every owner record its entries, all owners at once, and returns the failures by
+    /// tag: an entry is recorded when its owner answered `Recorded` or `Stale` (it holds a
+    /// newer put of the key or address: crescentd settles which wins); `Rejected` (not a
+    /// segment it serves) or an undelivered notice fails the entry's tag.
+    pub async fn record(&self, entries: TaggedEntries) -> HashMap<usize, NotRecorded> {
+        let mut chunks = Vec::new();
+        for (target, tagged) in entries {
+            for chunk in tagged.chunks(MAX_REPLAY_BATCH) {
+                chunks.push((target.clone(), chunk.to_vec()));
             }
-            (all, q.len())
-        };
-        self.observe(&events, depth);
-        self.start();
-        self.wake.notify_one();
-    }
-
-    fn start(self: &Arc<Self>) {
-        if self.started.load(Ordering::Relaxed) {
-            return;
         }
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
-        if !self.started.swap(true, Ordering::SeqCst) {
-            runtime.spawn(run(self.clone()));
-        }
-    }
-
-    /// One round: send what is due (outside the lock), settle the answers. Returns how many
-    /// batches were sent.
-    pub async fn round(&self) -> usize {
-        let (batches, events) = self.lock().take_due(Instant::now());
-        let depth = self.pending();
-        self.observe(&events, depth);
-        if batches.is_empty() {
-            return 0;
-        }
-        let notices: Vec<OwnerNotice> = batches.iter().map(notice_of).collect();
-        let sends = batches
-            .iter()
-            .zip(&notices)
-            .map(|(b, n)| self.sender.send(&b.target.endpoint, n));
+        let sends = chunks.iter().map(|(t, c)| self.deliver(t, c));
         let answers = join_all(sends).await;
-        let now = Instant::now();
-        let mut q = self.lock();
-        let mut all = QueueEvents::default();
-        for (b, answer) in batches.iter().zip(answers) {
-            let ev = match answer {
-                Ok(reply) => q.acknowledged(b, &reply.outcomes),
-                Err(SendFailure::Retryable(why)) => {
-                    tracing::debug!(endpoint = %b.target.endpoint, %why, "owner notice failed");
-                    q.failed(b, true, now)
-                }
-                Err(SendFailure::Refused(why)) => {
-                    tracing::warn!(endpoint = %b.target.endpoint, %why, "owner refused notices");
-                    q.failed(b, false, now)
-                }
+        let mut failed = HashMap::new();
+        for ((target, chunk), answer) in chunks.iter().zip(answers) {
+            let not_recorded = |detail: String| NotRecorded {
+                owner_id: target.owner_id.clone(),
+                endpoint: target.endpoint.clone(),
+                detail,
             };
-            all.acknowledged.extend(ev.acknowledged);
-            all.dropped.extend(ev.dropped);
+            match answer {
+                Ok(outcomes) => {
+                    for ((tag, _), outcome) in chunk.iter().zip(outcomes) {
+                        self.metrics.notice_settled(outcome);
+                        if outcome == NoticeOutcome::Rejected {
+                            failed.entry(*tag).or_insert_with(|| {
+                                not_recorded("the owner does not serve that segment".into())
+                            });
+                        }
+                    }
+                }
+                Err(e) => {
+                    self.metrics.notices_failed(e.reason(), chunk.len() as u64);
+                    for (tag, _) in chunk {
+                        failed
+                            .entry(*tag)
+                            .or_insert_with(|| not_recorded(e.detail().to_string()));
+                    }
+                }
+            }
         }
-        let depth = q.len();
-        drop(q);
-        self.observe(&all, depth);
-        batches.len()
+        failed
     }
-}
 
-fn notice_of(b: &NoticeBatch) -> OwnerNotice {
-    OwnerNotice {
-        version: crescent_wire::rebuild::REBUILD_WIRE_VERSION,
-        owner_id: b.target.owner_id.to_string(),
-        entries: b.entries.clone(),
-    }
-}
-
-async fn run(notifier: Arc<Notifier>) {
-    while notifier.sender.alive() {
-        if notifier.round().await > 0 {
-            continue;
-        }
-        let wait = notifier
-            .lock()
-            .next_due()
-            .map_or(IDLE_WAIT, |due| {
-                due.saturating_duration_since(Instant::now())
-            })
-            .min(IDLE_WAIT);
-        tokio::select! {
-            _ = notifier.wake.notified() => {}
-            _ = tokio::time::sleep(wait) => {}
+    /// One chunk to one owner, retried on retryable failures; the outcomes in entry order.
+    async fn deliver(
+        &self,
+        target: &NoticeTarget,
+        chunk: &[(usize, ReplayEntry)],
+    ) -> Result<Vec<NoticeOutcome>, SendFailure> {
+        let notice = OwnerNotice {
+            version: crescent_wire::rebuild::REBUILD_WIRE_VERSION,
+            owner_id: target.owner_id.to_string(),
+            entries: chunk.iter().map(|(_, e)| e.clone()).collect(),
+        };
+        let mut backoff = self.config.initial_backoff;
+        let mut attempt = 1;
+        loop {
+            let sent = self.sender.send(&target.endpoint, &notice).await;
+            let failure = match sent {
+                Ok(reply) if reply.outcomes.len() == chunk.len() => return Ok(reply.outcomes),
+                Ok(reply) => SendFailure::Refused(format!(
+                    "{} outcomes for {} entries",
+                    reply.outcomes.len(),
+                    chunk.len()
+                )),
+                Err(e) => e,
+            };
+            if matches!(failure, SendFailure::Refused(_)) || attempt >= self.config.attempts {
+                tracing::warn!(
+                    endpoint = %target.endpoint,
+                    owner = %target.owner_id,
+                    attempt,
+                    error = failure.detail(),
+                    "owner notice not delivered"
+                );
+                return Err(failure);
+            }
+            tracing::debug!(endpoint = %target.endpoint, attempt, error = failure.detail(),
+                "owner notice failed; retrying");
+            tokio::time::sleep(backoff).await;
+            backoff = backoff.saturating_mul(2);
+            attempt += 1;
         }
     }
 }

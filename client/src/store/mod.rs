@@ -278,11 +278,11 @@ impl CrescentClient {
         }
     }
 
-    /// Abandons a put at the leader that started it (best effort: the server's discard
-    /// timeout reclaims it otherwise).
     /// The end of a put whose bytes were written (or failed to be): a failed transfer revokes
-    /// the put; otherwise put_end goes to the leader that started it (only it knows the put:
-    /// there or nowhere) and the replicas enter the ownership table.
+    /// the put; otherwise the owners of the replicas in other processes' segments record it
+    /// (a put they could not record is revoked: it would not survive a crescentd restart),
+    /// then put_end goes to the leader that started it (only it knows the put: there or
+    /// nowhere) and a replica in our own segment enters our ownership table.
     async fn finish_put(
         &self,
         leader: &crate::leader::Current,
@@ -296,16 +296,19 @@ impl CrescentClient {
             self.revoke_at(leader, end).await;
             return Err(e);
         }
+        let put = Committed {
+            id: &end.id,
+            put_id: end.put_id,
+            checksum,
+            data_type,
+        };
+        let unrecorded = self.data.record_at_owners([(put, replicas)]).await;
+        if let Some(e) = unrecorded.into_values().next() {
+            self.revoke_at(leader, end).await;
+            return Err(e);
+        }
         let _: Ack = self.call_pinned(leader, RpcOp::PutEnd, end).await?;
-        self.data.committed(
-            Committed {
-                id: &end.id,
-                put_id: end.put_id,
-                checksum,
-                data_type,
-            },
-            replicas,
-        );
+        self.data.committed(put, replicas);
         Ok(())
     }
 

@@ -86,8 +86,8 @@ async fn replica_writes_and_reads_move_the_exact_bytes() {
         );
     }
 
-    // The commit records the replica in our own segment (s2) and notifies s1's owner, whose
-    // listener answers NOTIFY with its own ownership table.
+    // Before put_end the owner of s1 records its replica (its listener answers NOTIFY with
+    // its own ownership table); our own replica (s2) is left for after put_end.
     let owner_table = Arc::new(OwnershipTable::new(IntGauge::new("o", "o").unwrap()));
     owner_table.serve_segment("s1", 1 << 20);
     served.set_notify_handler(Some(crate::owner::notice_handler("o", owner_table.clone())));
@@ -101,24 +101,32 @@ async fn replica_writes_and_reads_move_the_exact_bytes() {
         checksum: Some(9),
         data_type: Default::default(),
     };
-    data.committed(committed, &replicas);
-    let owned = local.table.snapshot();
-    assert_eq!(owned.len(), 1, "only the replica in our own segment");
-    assert_eq!((owned[0].offset, owned[0].put_id), (0, 3));
-    assert_eq!(owned[0].checksum, Some(9));
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while owner_table.is_empty() && std::time::Instant::now() < deadline {
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
+    let unrecorded = data
+        .record_at_owners([(committed, replicas.as_slice())])
+        .await;
+    assert!(unrecorded.is_empty(), "{unrecorded:?}");
     let noticed = owner_table
         .lookup(&id, "s1")
-        .expect("the owner of s1 was notified");
+        .expect("the owner of s1 recorded it before the call returned");
     assert_eq!(
         (noticed.offset, noticed.put_id, noticed.length),
         (4096, 3, 70_000)
     );
     assert_eq!(data.metrics.rebuild().count("notices", "recorded"), 1);
-    assert_eq!(data.notifier.pending(), 0);
+    assert!(local.table.is_empty(), "our own replica waits for put_end");
+    // After put_end: our own replica enters our table; nothing more is sent.
+    data.committed(committed, &replicas);
+    let owned = local.table.snapshot();
+    assert_eq!(owned.len(), 1, "only the replica in our own segment");
+    assert_eq!((owned[0].offset, owned[0].put_id), (0, 3));
+    assert_eq!(owned[0].checksum, Some(9));
+    assert_eq!(data.metrics.rebuild().count("notices", "recorded"), 1);
+
+    // An owner that is gone fails the put with DURABILITY_FAILED, naming it.
+    let gone = [replica("s9", "127.0.0.1:1", 0, 70_000)];
+    let unrecorded = data.record_at_owners([(committed, gone.as_slice())]).await;
+    assert_eq!(unrecorded[&0].code_str(), "DURABILITY_FAILED");
+    assert!(unrecorded[&0].to_string().contains("127.0.0.1:1"));
 
     // A replica sized differently from the value is a protocol error, not a short write.
     let mut none = Vec::new();

@@ -3,21 +3,16 @@
 //! the manifest last and commits (crescentd validates the whole group and publishes READY).
 
 use std::collections::HashSet;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use crescent_wire::store::{DataType, PutStartReply};
 use crescent_wire::weights::{self as w, routes};
-use crescent_wire::{ApiError, ErrorCode};
 use sha2::{Digest, Sha256};
 use tracing::Instrument;
 
 use super::manifest::{parse_safetensors, FileSegment, ManifestFile, ManifestObject};
 use super::{object_id, WeightManifest, WeightStore};
 use crate::error::ClientError;
-
-/// How long a commit waits for the owners to record the revision's objects.
-const OWNER_NOTICE_TIMEOUT: Duration = Duration::from_secs(30);
-const NOTICE_POLL: Duration = Duration::from_millis(5);
 
 /// Writes one IMPORTING revision. Dropping it without [`WeightWriter::close`] publishes
 /// nothing: the revision stays IMPORTING (invisible) until a retry or a remove.
@@ -160,32 +155,6 @@ impl WeightWriter {
         Ok(())
     }
 
-    /// Waits until every owner notice this client queued (the payloads and the manifest among
-    /// them) has been answered. Owners replay what their notices recorded after a crescentd
-    /// restart or failover; READY must not be published for a revision whose objects an
-    /// owner could not replay. Objects in segments without a notice handler (crescentd's
-    /// embedded segment) queue nothing. Bounded: an owner that does not answer makes the
-    /// commit fail UNAVAILABLE, and the same put retried commits once the owner answers.
-    async fn wait_owner_notices(&self) -> Result<(), ClientError> {
-        let notifier = &self.store.client.data.notifier;
-        let started = Instant::now();
-        while notifier.pending() > 0 {
-            if started.elapsed() >= OWNER_NOTICE_TIMEOUT {
-                return Err(ClientError::Api(ApiError::new(
-                    ErrorCode::Unavailable,
-                    format!(
-                        "{} owner notice(s) not answered within {:?}: the revision is not \
-                         committed (retry the put)",
-                        notifier.pending(),
-                        OWNER_NOTICE_TIMEOUT
-                    ),
-                )));
-            }
-            tokio::time::sleep(NOTICE_POLL).await;
-        }
-        Ok(())
-    }
-
     /// Writes the manifest (last) and commits: the revision is READY when this returns.
     pub async fn close(self) -> Result<w::WeightMetadata, ClientError> {
         let started = Instant::now();
@@ -199,7 +168,8 @@ impl WeightWriter {
                 w::WeightObjectKind::Manifest,
             )
             .await?;
-            self.wait_owner_notices().await?;
+            // Every object is in its owners' tables already: each put is recorded by its
+            // owners before it is ended (docs/rebuild.md, "Owners record before the ack").
             let units = self
                 .manifest
                 .objects

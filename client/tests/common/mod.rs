@@ -1,6 +1,7 @@
 //! Spawning a real crescentd (and `crescent` processes) for the client's integration tests.
 #![allow(dead_code)]
 
+pub mod auth;
 pub mod cold;
 pub mod cold_owner;
 
@@ -156,6 +157,23 @@ impl Server {
             dir,
             args,
         } = self;
+        drop(proc);
+        let extra: Vec<&str> = args.iter().map(String::as_str).collect();
+        Self::launch_in(dir, &extra, Some(addr))
+    }
+
+    /// Stops this crescentd cleanly (SIGTERM, waits for its exit) and starts it again on the
+    /// same data dir and address.
+    pub fn terminate_and_restart(self) -> Server {
+        let Server {
+            addr,
+            mut proc,
+            dir,
+            args,
+        } = self;
+        proc.signal(libc::SIGTERM);
+        let status = proc.0.wait().expect("waiting for crescentd");
+        assert!(status.success(), "crescentd stopped with {status}");
         drop(proc);
         let extra: Vec<&str> = args.iter().map(String::as_str).collect();
         Self::launch_in(dir, &extra, Some(addr))

@@ -164,15 +164,10 @@ impl ColdDeviceCommand {
                 check_text("owner_id", owner_id, MAX_ID_BYTES)?;
                 check_text("endpoint", endpoint, MAX_TEXT_BYTES)?;
             }
-            ColdDeviceCommand::PlanOffload {
-                object_key,
-                expected_length,
-                ..
-            } => {
+            // Any length, 0 included: an empty value offloads as an empty payload (docs/api.md
+            // "Empty values").
+            ColdDeviceCommand::PlanOffload { object_key, .. } => {
                 check_text("object_key", object_key, MAX_KEY_BYTES)?;
-                if *expected_length == 0 {
-                    return Err(invalid("expected_length", "must be greater than 0"));
-                }
             }
             ColdDeviceCommand::RecordPayloadWritten { locator, .. } => {
                 check_text("locator", locator, MAX_ID_BYTES)?;

@@ -470,6 +470,18 @@ fn plan_offload_refuses_ineligible_devices_and_oversized_payloads() {
     given(vec![configured(LEN - 1)])
         .when(plan(1, "k", 7))
         .then_error_code("INVALID_ARGUMENT");
+}
+
+#[test]
+fn an_empty_value_is_planned_like_any_other() {
+    let empty = OperationPlanned {
+        expected_length: 0,
+        expected_checksum: 0,
+        ..match planned(1, "k", 1) {
+            ColdDeviceEvent::OperationPlanned(p) => p,
+            _ => unreachable!(),
+        }
+    };
     given(vec![configured(LEN)])
         .when(ColdDeviceCommand::PlanOffload {
             op_id: op(1),
@@ -478,7 +490,7 @@ fn plan_offload_refuses_ineligible_devices_and_oversized_payloads() {
             expected_length: 0,
             expected_checksum: 0,
         })
-        .then_error_code("INVALID_ARGUMENT");
+        .then(vec![ColdDeviceEvent::OperationPlanned(empty)]);
 }
 
 #[test]

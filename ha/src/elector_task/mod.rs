@@ -178,7 +178,12 @@ impl ElectorTask {
                 return Ok(None);
             }
         };
-        match campaign_eligibility(&self.config.node_name, marker) {
+        let hold = self.config.campaign_hold.as_ref().and_then(|h| (h.0)());
+        let eligibility = match hold {
+            Some(reason) => Err(CampaignBlock::LocalHold(reason)),
+            None => campaign_eligibility(&self.config.node_name, marker),
+        };
+        match eligibility {
             Err(block) => {
                 info!(reason = %block, "not campaigning");
                 self.publish(Role::Candidate {

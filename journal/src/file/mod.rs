@@ -7,6 +7,7 @@
 //! DIR/00000000000000000001.seg      segment whose first record is seq 1
 //! DIR/00000000000000052311.seg      next segment, first seq 52311
 //! DIR/*.seg.tmp                     a segment being created (removed on the next open)
+//! DIR/quarantine/                   damaged tails copied aside by recovery (docs/journal-format.md)
 //! ```
 //!
 //! Each segment file is a 64-byte header (see [`segment`]) followed by frames (see
@@ -33,9 +34,10 @@
 //!   end-of-data marker) starts the damaged region. If any valid record with a higher seq
 //!   follows (found by scanning forward byte by byte, or in a later segment), the journal is
 //!   `Corrupt` naming `last good + 1` and the file, in every mode, and nothing is modified;
-//! - otherwise it is a torn tail: `AbsoluteConsistency` returns `TailCorruption`;
-//!   `TolerateTailCorruption` zeroes the region (fdatasync), removes later record-less
-//!   segments (directory fsync) and returns a [`crate::TruncationReport`].
+//! - otherwise it is a damaged tail: `AbsoluteConsistency` returns `TailCorruption` and changes
+//!   nothing; `TolerateTailCorruption` copies the region into `DIR/quarantine/` (fsynced, see
+//!   [`crate::quarantine`]), then zeroes it (fdatasync), removes later record-less segments
+//!   (directory fsync) and returns a [`crate::TruncationReport`] naming the quarantine.
 //!
 //! # Prefix truncation
 //!

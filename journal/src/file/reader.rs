@@ -202,7 +202,7 @@ impl FileRecords {
     }
 
     fn open_segment(&mut self, seg: &SegmentFile) -> Result<OpenSegment> {
-        let mut file = match File::open(&seg.path) {
+        let mut file = match crate::fd_reserve::open_with_reserve(|| File::open(&seg.path)) {
             Ok(f) => f,
             // removed by a concurrent prefix truncation
             Err(e) if e.kind() == ErrorKind::NotFound => {

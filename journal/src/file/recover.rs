@@ -11,19 +11,23 @@
 //!   follows it (later in the segment, found by byte-wise resync, or in a later segment), the
 //!   journal is [`JournalError::Corrupt`], naming `last good + 1` and the file, in every mode,
 //!   and nothing is modified;
-//! - otherwise the region is a torn tail: refused under `AbsoluteConsistency`; under
-//!   `TolerateTailCorruption` its bytes are zeroed (fdatasync) and any later, record-less
-//!   segments are removed (directory fsynced).
+//! - otherwise the region is a damaged tail: refused under `AbsoluteConsistency`; under
+//!   `TolerateTailCorruption` its bytes (and the written bytes of any later, record-less
+//!   segments) are first copied into the quarantine directory and fsynced
+//!   ([`crate::quarantine`]), then zeroed (fdatasync) and the later segments removed
+//!   (directory fsynced). The report says whether the first bad frame was incomplete (a write
+//!   that did not finish) or a complete frame that failed its check.
 
 use std::fs::OpenOptions;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 use crate::backend::Recovered;
-use crate::codec::FRAME_FORMAT_VERSION;
+use crate::codec::{FrameError, FRAME_FORMAT_VERSION, FRAME_PREFIX_LEN};
 use crate::error::{JournalError, Result};
 use crate::file::scan::{written_end, FaultKind, JournalScan, ScanEntry, ScanFault, ScanOptions};
 use crate::file::segment::{sync_dir, SegmentFile, SegmentHeader, HEADER_LEN};
+use crate::quarantine::{quarantine_tail, DamageKind, DamagedTail};
 use crate::recovery::{RecoveryMode, TruncationReport};
 
 /// Where appends continue after recovery.
@@ -148,35 +152,7 @@ pub(super) fn recover_dir(dir: &Path, mode: RecoveryMode) -> Result<FileRecovery
             let last_good_seq = last
                 .as_ref()
                 .map_or(f.expected_seq.saturating_sub(1), |l| l.seq);
-            let seg_path = segments[f.segment].path.clone();
-            let bytes = std::fs::read(&seg_path).map_err(|e| JournalError::io(&seg_path, e))?;
-            let end = written_end(&bytes, f.offset as usize) as u64;
-            let mut dropped = end.saturating_sub(f.offset);
-            for later in &segments[f.segment + 1..] {
-                let b = std::fs::read(&later.path).map_err(|e| JournalError::io(&later.path, e))?;
-                dropped += written_end(&b, 0) as u64;
-            }
-            let reason = f.to_string();
-            if mode == RecoveryMode::AbsoluteConsistency {
-                return Err(JournalError::TailCorruption {
-                    last_good_seq,
-                    dropped_bytes: dropped,
-                    reason,
-                });
-            }
-            zero_range(&seg_path, f.offset, end)?;
-            let removed: Vec<SegmentFile> = segments.drain(f.segment + 1..).collect();
-            for seg in &removed {
-                std::fs::remove_file(&seg.path).map_err(|e| JournalError::io(&seg.path, e))?;
-            }
-            if !removed.is_empty() {
-                sync_dir(dir)?;
-            }
-            truncated = Some(TruncationReport {
-                last_good_seq,
-                dropped_bytes: dropped,
-                reason,
-            });
+            truncated = Some(cut_tail(dir, &mut segments, f, last_good_seq, mode)?);
             f.segment
         }
     };
@@ -215,6 +191,98 @@ pub(super) fn recover_dir(dir: &Path, mode: RecoveryMode) -> Result<FileRecovery
             records: records_per_segment[active_index],
         }),
     })
+}
+
+/// Applies `mode` to the damaged tail starting at `f`: refuses under `AbsoluteConsistency`;
+/// otherwise copies the tail into the quarantine (fsynced), then zeroes it in its segment and
+/// removes the later, record-less segments.
+fn cut_tail(
+    dir: &Path,
+    segments: &mut Vec<SegmentFile>,
+    f: &ScanFault,
+    last_good_seq: u64,
+    mode: RecoveryMode,
+) -> Result<TruncationReport> {
+    let seg_path = segments[f.segment].path.clone();
+    let bytes = std::fs::read(&seg_path).map_err(|e| JournalError::io(&seg_path, e))?;
+    let end = written_end(&bytes, f.offset as usize) as u64;
+    let mut dropped = end.saturating_sub(f.offset);
+    let mut later = Vec::new();
+    for seg in &segments[f.segment + 1..] {
+        let b = std::fs::read(&seg.path).map_err(|e| JournalError::io(&seg.path, e))?;
+        let n = written_end(&b, 0);
+        dropped += n as u64;
+        if written_end(&b, HEADER_LEN) > HEADER_LEN {
+            later.push((seg.path.as_path(), b[..n].to_vec()));
+        }
+    }
+    let reason = f.to_string();
+    if mode == RecoveryMode::AbsoluteConsistency {
+        return Err(JournalError::TailCorruption {
+            last_good_seq,
+            dropped_bytes: dropped,
+            reason,
+        });
+    }
+    let from = (f.offset as usize).min(bytes.len());
+    let tail = DamagedTail {
+        seq: last_good_seq + 1,
+        segment: &seg_path,
+        offset: f.offset,
+        bytes: &bytes[from..(end as usize).max(from)],
+        later,
+        kind: classify(f, &bytes),
+        reason: reason.clone(),
+    };
+    // The copy is durable before a single byte of the tail is overwritten or removed.
+    let quarantine = if tail.bytes.is_empty() && tail.later.is_empty() {
+        None
+    } else {
+        Some(quarantine_tail(dir, &tail)?)
+    };
+    zero_range(&seg_path, f.offset, end)?;
+    let removed: Vec<SegmentFile> = segments.drain(f.segment + 1..).collect();
+    for seg in &removed {
+        std::fs::remove_file(&seg.path).map_err(|e| JournalError::io(&seg.path, e))?;
+    }
+    if !removed.is_empty() {
+        sync_dir(dir)?;
+    }
+    Ok(TruncationReport {
+        last_good_seq,
+        dropped_bytes: dropped,
+        reason,
+        quarantine,
+    })
+}
+
+/// Whether the damage at `f` is a frame whose end was never written (a write that did not
+/// finish) or anything else: a complete frame that fails its check, or bytes that cannot be
+/// told apart from one, which may hold an acknowledged record. Segments are preallocated with
+/// zeros and an unfinished write stops at a sector (512-byte) or page boundary of the file, so
+/// an unfinished frame is one whose bytes from such a boundary to its declared end are all
+/// still zero. A complete frame ends with its 32-byte SHA-256 digest, so it ends in zeros
+/// reaching back to a 512-byte boundary with negligible probability.
+fn classify(f: &ScanFault, bytes: &[u8]) -> DamageKind {
+    const SECTOR: usize = 512;
+    match &f.kind {
+        FaultKind::BadFrame(FrameError::Torn { .. }) => DamageKind::Incomplete,
+        FaultKind::BadFrame(FrameError::CrcMismatch { .. }) => {
+            let at = f.offset as usize;
+            let Some(word) = bytes.get(at..at + 4) else {
+                return DamageKind::Incomplete;
+            };
+            let body = u32::from_le_bytes(word.try_into().expect("4 bytes")) as usize;
+            let end = (at + FRAME_PREFIX_LEN + body).min(bytes.len());
+            let written = written_end(&bytes[..end], at);
+            if written.div_ceil(SECTOR) * SECTOR < end {
+                DamageKind::Incomplete
+            } else {
+                DamageKind::Damaged
+            }
+        }
+        _ => DamageKind::Damaged,
+    }
 }
 
 fn read_header(seg: &SegmentFile) -> Result<SegmentHeader> {

@@ -159,7 +159,8 @@ pub struct SegmentFile {
 /// are not named `{20 digits}.seg` are reported as corruption: something wrote into the dir.
 pub fn list_segments(dir: &Path) -> Result<Vec<SegmentFile>> {
     let mut out = Vec::new();
-    let entries = std::fs::read_dir(dir).map_err(|e| JournalError::io(dir, e))?;
+    let entries = crate::fd_reserve::open_with_reserve(|| std::fs::read_dir(dir))
+        .map_err(|e| JournalError::io(dir, e))?;
     for entry in entries {
         let entry = entry.map_err(|e| JournalError::io(dir, e))?;
         let name = entry.file_name();
@@ -187,7 +188,7 @@ pub fn list_segments(dir: &Path) -> Result<Vec<SegmentFile>> {
 
 /// fsyncs a directory so that creations, renames and removals in it are durable.
 pub fn sync_dir(dir: &Path) -> Result<()> {
-    File::open(dir)
+    crate::fd_reserve::open_with_reserve(|| File::open(dir))
         .and_then(|d| d.sync_all())
         .map_err(|e| JournalError::io(dir, e))
 }
@@ -230,13 +231,17 @@ pub fn create_segment(
         let p = p.to_path_buf();
         move |e| JournalError::io(p, e)
     };
-    let mut file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(&tmp)
-        .map_err(io(&tmp))?;
+    // Through the descriptor reserve: a rotation must not fail because a flood of
+    // connections took every descriptor (docs/configuration.md, `net.fd_reserve`).
+    let mut file = crate::fd_reserve::open_with_reserve(|| {
+        OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&tmp)
+    })
+    .map_err(io(&tmp))?;
     preallocate(&file, capacity.max(HEADER_LEN as u64)).map_err(io(&tmp))?;
     file.write_all(&header.encode()).map_err(io(&tmp))?;
     file.sync_all().map_err(io(&tmp))?;

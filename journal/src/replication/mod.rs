@@ -3,6 +3,7 @@
 //! with every seq, term and chain digest checked ([`Follower`]), and the active's commit
 //! watermark waits for the standby's acknowledgements in sync mode ([`CommitTracker`]).
 
+mod acks;
 pub mod commit;
 pub mod follower;
 pub mod protocol;
@@ -11,8 +12,9 @@ mod sender;
 pub mod source;
 pub mod window;
 
-pub use commit::{CommitMode, CommitTracker};
+pub use acks::SourceMetrics;
+pub use commit::{CommitMode, CommitTracker, StandbySession};
 pub use follower::{Follower, FollowerConfig, FollowerStatus, LeaderAddress, OnDurable};
-pub use protocol::{refusal, Message, RewindPoint, PROTOCOL_VERSION};
+pub use protocol::{refusal, Message, ProtocolError, RewindPoint, PROTOCOL_VERSION};
 pub use source::{CapabilityCheck, ReplicationSource, SourceConfig, SourceStatus, TermSource};
 pub use window::SendWindow;

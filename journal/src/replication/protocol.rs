@@ -99,6 +99,41 @@ pub enum ProtocolError {
     TooLarge(usize),
     #[error("malformed replication message: {0}")]
     Malformed(String),
+    /// The standby acknowledged a seq this connection never sent it (docs/ha.md, "Which acks
+    /// count"): the connection is dropped and the ack counts for nothing.
+    #[error("standby acknowledged seq {acked} but this connection sent only up to {sent}")]
+    AckBeyondSent { acked: u64, sent: u64 },
+    /// The standby sent something other than an Ack after the handshake.
+    #[error("unexpected replication message from the standby: {0}")]
+    Unexpected(&'static str),
+}
+
+impl ProtocolError {
+    /// A stable code for logs, status and the `code` label of
+    /// `crescent_replication_protocol_errors_total` (a bounded set).
+    pub fn code(&self) -> &'static str {
+        match self {
+            ProtocolError::Io(_) => "IO",
+            ProtocolError::TooLarge(_) => "TOO_LARGE",
+            ProtocolError::Malformed(_) => "MALFORMED",
+            ProtocolError::AckBeyondSent { .. } => "ACK_BEYOND_SENT",
+            ProtocolError::Unexpected(_) => "UNEXPECTED_MESSAGE",
+        }
+    }
+}
+
+impl Message {
+    /// The message's type as it appears on the wire (for logs and errors).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Message::Hello { .. } => "hello",
+            Message::Welcome { .. } => "welcome",
+            Message::Refused { .. } => "refused",
+            Message::Records { .. } => "records",
+            Message::Heartbeat { .. } => "heartbeat",
+            Message::Ack { .. } => "ack",
+        }
+    }
 }
 
 /// Writes one message.
@@ -146,8 +181,16 @@ pub fn read_message(r: &mut impl Read) -> Result<Message, ProtocolError> {
     if len > MAX_MESSAGE {
         return Err(ProtocolError::TooLarge(len));
     }
-    let mut body = vec![0u8; len];
-    r.read_exact(&mut body)?;
+    // Grown as bytes arrive, never to the length a peer merely claims.
+    let mut body = Vec::new();
+    let got = r.take(len as u64).read_to_end(&mut body)?;
+    if got < len {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::UnexpectedEof,
+            format!("message cut at {got} of {len} bytes"),
+        )
+        .into());
+    }
     rmp_serde::from_slice(&body).map_err(|e| ProtocolError::Malformed(e.to_string()))
 }
 
@@ -252,5 +295,25 @@ mod tests {
             read_message(&mut buf.as_slice()),
             Err(ProtocolError::Malformed(_))
         ));
+    }
+
+    #[test]
+    fn error_codes_are_stable() {
+        let cases = [
+            (ProtocolError::TooLarge(1), "TOO_LARGE"),
+            (ProtocolError::Malformed("x".into()), "MALFORMED"),
+            (
+                ProtocolError::AckBeyondSent { acked: 9, sent: 4 },
+                "ACK_BEYOND_SENT",
+            ),
+            (ProtocolError::Unexpected("hello"), "UNEXPECTED_MESSAGE"),
+            (
+                ProtocolError::Io(std::io::ErrorKind::BrokenPipe.into()),
+                "IO",
+            ),
+        ];
+        for (e, code) in cases {
+            assert_eq!(e.code(), code, "{e}");
+        }
     }
 }

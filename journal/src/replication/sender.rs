@@ -41,14 +41,19 @@ pub(super) struct SendState {
     buffer: Vec<u8>,
 }
 
+/// Told the last seq of each message just before its bytes go out (the commit tracker's
+/// count of what a connection was sent: an ack above it is refused).
+pub(super) type OnWire = Box<dyn Fn(u64) + Send + Sync>;
+
 pub(super) struct RecordSender {
     state: Mutex<SendState>,
+    on_wire: OnWire,
 }
 
 impl RecordSender {
     /// A sender on `stream` (the session's blocking handle, with its write timeout) after
-    /// seq `sent`.
-    pub fn new(stream: TcpStream, sent: u64) -> Self {
+    /// seq `sent`; `on_wire` hears of every message's last seq before it is written.
+    pub fn new(stream: TcpStream, sent: u64, on_wire: OnWire) -> Self {
         Self {
             state: Mutex::new(SendState {
                 stream: Some(stream),
@@ -56,10 +61,12 @@ impl RecordSender {
                 pending: Vec::new(),
                 buffer: Vec::new(),
             }),
+            on_wire,
         }
     }
 
-    /// For the session thread: waits for the tap's send, if one is under way.
+    /// For the session thread: waits for the tap's send, if one is under way. (Its own writes
+    /// report what they send to the commit tracker themselves.)
     pub fn lock(&self) -> MutexGuard<'_, SendState> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -87,6 +94,9 @@ impl RecordSender {
         };
         st.buffer.clear();
         encode_records_into(&mut st.buffer, term, commit_seq, frames);
+        // Before the bytes go out: the standby may ack them as soon as they arrive. If the
+        // socket takes nothing, the session thread sends these very seqs next.
+        (self.on_wire)(last);
         let written = match send_nonblocking(stream, &st.buffer) {
             Ok(n) => n,
             Err(e) => {
@@ -185,7 +195,7 @@ mod tests {
     #[test]
     fn sends_in_order_and_defers_what_would_skip_a_seq() {
         let (server, mut client) = pair();
-        let sender = RecordSender::new(server, 4);
+        let sender = RecordSender::new(server, 4, Box::new(|_| {}));
         assert_eq!(
             sender.try_send_direct(2, 3, 6, 7, b"xx"),
             DirectSend::Deferred,
@@ -222,7 +232,7 @@ mod tests {
     #[test]
     fn a_full_socket_leaves_the_rest_to_the_session_thread_in_order() {
         let (server, mut client) = pair();
-        let sender = RecordSender::new(server, 0);
+        let sender = RecordSender::new(server, 0, Box::new(|_| {}));
         // Nobody reads: fill the socket until it takes nothing more.
         let big = vec![5u8; 1 << 20];
         let mut seq = 0;

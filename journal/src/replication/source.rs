@@ -5,7 +5,8 @@
 //! checks the standby's position against this journal (refusing a diverged one, naming the
 //! newest record both should share), then streams durable records as whole frames, with
 //! heartbeats when idle. A second thread per session reads the standby's acks into the
-//! [`CommitTracker`]. Every message carries the term the node leads under; the session ends
+//! [`CommitTracker`] (acks.rs), which counts them per connection and refuses one above what
+//! the connection was sent. Every message carries the term the node leads under; the session ends
 //! (telling the standby `NOT_LEADER`) as soon as that term is no longer current.
 
 use std::io::Write;
@@ -15,6 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use super::acks::{AckReader, SourceMetrics};
 use super::commit::CommitTracker;
 use super::protocol::{
     digest_from, encode_records_into, read_message, refusal, write_message, Message, ProtocolError,
@@ -42,6 +44,8 @@ pub struct SourceConfig {
     pub max_batch_bytes: usize,
     /// Read/write timeout on the connection (a standby silent this long is dropped).
     pub io_timeout: Duration,
+    /// Where protocol violations are counted (`None`: not counted).
+    pub metrics: Option<SourceMetrics>,
 }
 
 impl Default for SourceConfig {
@@ -51,6 +55,7 @@ impl Default for SourceConfig {
             heartbeat: Duration::from_millis(200),
             max_batch_bytes: 4 << 20,
             io_timeout: Duration::from_secs(5),
+            metrics: None,
         }
     }
 }
@@ -69,6 +74,8 @@ pub struct SourceStatus {
     pub window: SendWindow,
     /// The last refusal given, if any (code, message).
     pub last_refusal: Option<(String, String)>,
+    /// The last protocol violation a standby was dropped for, if any (code, message).
+    pub last_protocol_error: Option<(String, String)>,
 }
 
 struct Shared {
@@ -177,7 +184,9 @@ fn accept_loop(shared: Arc<Shared>, listener: TcpListener) {
                         if let Err(e) = run_session(&s, stream, &stop) {
                             tracing::warn!(error = %e, "replication session ended");
                         }
-                        s.status.lock().expect("status mutex").connected = false;
+                        // Still connected if a newer session replaced this one.
+                        let mut st = s.status.lock().expect("status mutex");
+                        st.connected = s.tracker.session().is_some();
                     });
                 if let Err(e) = spawned {
                     tracing::error!(error = %e, "cannot start a replication session");
@@ -262,47 +271,48 @@ fn run_session(
         },
     )?;
     tracing::info!(standby = %node, from_seq, term, "standby following");
+    // The standby's verified position (its last record matches ours) is where this
+    // connection's sends and acks start; nothing acked on another connection carries over.
+    let session = shared.tracker.connect(&node, from_seq - 1);
     {
         let mut st = shared.status.lock().expect("status mutex");
-        st.standby = Some(node);
+        st.standby = Some(node.clone());
         st.connected = true;
         st.sent_seq = from_seq - 1;
-        st.acked_seq = last_seq.min(from_seq - 1);
+        st.acked_seq = from_seq - 1;
         st.window.restart();
         st.last_refusal = None;
     }
-    shared.tracker.on_ack(from_seq - 1);
+    let result = follow(shared, stream, stop, term, from_seq, session, node);
+    shared.tracker.disconnect(session);
+    result
+}
 
+/// Streams records to a welcomed standby and reads its acks until either side ends.
+fn follow(
+    shared: &Arc<Shared>,
+    stream: TcpStream,
+    stop: &Arc<AtomicBool>,
+    term: u64,
+    from_seq: u64,
+    session: u64,
+    node: String,
+) -> Result<(), ProtocolError> {
     let acks = {
-        let mut reader = std::io::BufReader::with_capacity(4096, stream.try_clone()?);
-        let shared = shared.clone();
+        let reader = std::io::BufReader::with_capacity(4096, stream.try_clone()?);
+        let ack_reader = AckReader {
+            tracker: shared.tracker.clone(),
+            status: shared.status.clone(),
+            metrics: shared.config.metrics.clone(),
+            session,
+            node,
+        };
         let stop = stop.clone();
         std::thread::Builder::new()
             .name("replication-acks".into())
-            .spawn(move || {
-                while !stop.load(Ordering::Acquire) {
-                    match read_message(&mut reader) {
-                        Ok(Message::Ack { durable_seq }) => {
-                            round_timing::mark(Stage::AckReceived, durable_seq);
-                            shared.tracker.on_ack(durable_seq);
-                            let mut st = shared.status.lock().expect("status mutex");
-                            st.acked_seq = st.acked_seq.max(durable_seq);
-                            st.window.acked(durable_seq);
-                        }
-                        Ok(other) => {
-                            tracing::warn!(?other, "unexpected message from the standby");
-                            break;
-                        }
-                        Err(e) => {
-                            tracing::info!(error = %e, "standby ack stream ended");
-                            break;
-                        }
-                    }
-                }
-                stop.store(true, Ordering::Release);
-            })?
+            .spawn(move || ack_reader.run(reader, &stop))?
     };
-    let result = stream_records(shared, stream.try_clone()?, stop, term, from_seq);
+    let result = stream_records(shared, stream.try_clone()?, stop, term, from_seq, session);
     stop.store(true, Ordering::Release);
     let _ = stream.shutdown(std::net::Shutdown::Both);
     let _ = acks.join();
@@ -396,6 +406,7 @@ fn stream_records(
     stop: &AtomicBool,
     term: u64,
     from_seq: u64,
+    session: u64,
 ) -> Result<(), ProtocolError> {
     // Live records come from the writer's tap, before the active's own sync, so both sides
     // sync in parallel. The tap sends each batch itself when the socket takes it without
@@ -403,7 +414,12 @@ fn stream_records(
     // by a full queue) is read back from disk once durable. The tap is this session's until
     // it ends. A later session installs its own tap; this one only goes quiet (clearing the
     // journal's tap here could remove the newer session's).
-    let sender = Arc::new(RecordSender::new(stream, from_seq - 1));
+    let wire_tracker = shared.tracker.clone();
+    let sender = Arc::new(RecordSender::new(
+        stream,
+        from_seq - 1,
+        Box::new(move |last| wire_tracker.on_sent(session, last)),
+    ));
     let (tx, rx) = std::sync::mpsc::sync_channel::<TapWork>(TAP_DEPTH);
     let live = Arc::new(AtomicBool::new(true));
     let tap_live = live.clone();
@@ -447,7 +463,7 @@ fn stream_records(
                 }
             }
         })));
-    let result = stream_loop(shared, &sender, stop, term, &rx);
+    let result = stream_loop(shared, &sender, stop, (term, session), &rx);
     live.store(false, Ordering::Release);
     sender.close();
     result
@@ -457,9 +473,10 @@ fn stream_loop(
     shared: &Shared,
     sender: &RecordSender,
     stop: &AtomicBool,
-    term: u64,
+    (term, session): (u64, u64),
     tapped: &std::sync::mpsc::Receiver<TapWork>,
 ) -> Result<(), ProtocolError> {
+    let to = Session { term, id: session };
     let durable = shared.journal.durable();
     let mut last_heartbeat = Instant::now();
     while !stop.load(Ordering::Acquire) && !shared.stop.load(Ordering::Acquire) {
@@ -484,14 +501,14 @@ fn stream_loop(
                         durable
                             .wait_for_blocking(upto)
                             .map_err(|e| ProtocolError::Malformed(format!("journal: {e}")))?;
-                        out.sent = send_from_disk(shared, out.stream_mut()?, term, sent, upto)?;
+                        out.sent = send_from_disk(shared, out.stream_mut()?, to, sent, upto)?;
                     }
                     let sent = out.sent;
                     let skip = frames_before(&batch.frames, batch.first, sent + 1)?;
                     send_frames(
                         shared,
                         out.stream_mut()?,
-                        term,
+                        to,
                         &batch.frames[skip..],
                         sent,
                         batch.last,
@@ -506,7 +523,7 @@ fn stream_loop(
                 let d = durable.get();
                 if d > out.sent {
                     let sent = out.sent;
-                    out.sent = send_from_disk(shared, out.stream_mut()?, term, sent, d)?;
+                    out.sent = send_from_disk(shared, out.stream_mut()?, to, sent, d)?;
                 }
             }
             Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return Ok(()),
@@ -546,16 +563,25 @@ fn frames_before(frames: &[u8], first: u64, want: u64) -> Result<usize, Protocol
     Ok(at)
 }
 
+/// The session records are sent under: its term, and its id in the commit tracker.
+#[derive(Debug, Clone, Copy)]
+struct Session {
+    term: u64,
+    id: u64,
+}
+
 fn send_frames(
     shared: &Shared,
     stream: &mut TcpStream,
-    term: u64,
+    to: Session,
     frames: &[u8],
     sent: u64,
     last: u64,
 ) -> Result<(), ProtocolError> {
     let mut message = Vec::with_capacity(frames.len() + 64);
-    encode_records_into(&mut message, term, shared.tracker.commit().get(), frames);
+    encode_records_into(&mut message, to.term, shared.tracker.commit().get(), frames);
+    // Before the bytes go out: the standby may ack them as soon as they arrive.
+    shared.tracker.on_sent(to.id, last);
     stream.write_all(&message)?;
     let mut st = shared.status.lock().expect("status mutex");
     count_sent(&mut st, sent, last, frames.len() as u64);
@@ -567,7 +593,7 @@ fn send_frames(
 fn send_from_disk(
     shared: &Shared,
     stream: &mut TcpStream,
-    term: u64,
+    to: Session,
     mut sent: u64,
     upto: u64,
 ) -> Result<u64, ProtocolError> {
@@ -596,7 +622,7 @@ fn send_from_disk(
                 sent + 1
             )));
         }
-        send_frames(shared, stream, term, &frames, sent, last)?;
+        send_frames(shared, stream, to, &frames, sent, last)?;
         sent = last;
     }
     Ok(sent)

@@ -4,6 +4,7 @@
 
 pub mod diff;
 pub mod dump;
+pub mod quarantine;
 pub mod replay;
 pub mod stats;
 pub mod verify;

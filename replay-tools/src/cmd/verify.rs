@@ -1,7 +1,12 @@
 //! `crescent-replay verify DATA_DIR [--json] [--allow-torn-tail]`: frames, CRCs, seq
 //! continuity and the chain digest over the whole journal; every snapshot file; and each
-//! snapshot against the journal replayed up to its seq. Exit 1 on any fault, naming the first
-//! bad seq; exit 0 with a short summary on a clean data dir.
+//! snapshot against the journal replayed up to its seq; and the journal's quarantine. Exit 1 on
+//! any fault, naming the first bad seq; exit 0 with a short summary on a clean data dir.
+//!
+//! A quarantined `damaged` tail (a complete frame that failed its check, cut by crescentd) is a
+//! fault until an operator clears it (`crescent-replay quarantine clear`): the journal may lack
+//! an acknowledged record. A quarantined `incomplete` tail (a write that did not finish) is a
+//! warning (docs/journal-format.md, "Quarantine").
 
 mod snapshots;
 
@@ -10,6 +15,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 use crescent_journal::file::JournalScan;
+use crescent_journal::quarantine::{self, DamageKind, QuarantineEntry};
 use serde::Serialize;
 
 use crate::cmd::{range_text, write_json};
@@ -26,8 +32,8 @@ pub struct VerifyArgs {
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
-    /// Report a torn tail (a final write that was never acknowledged, which crescentd
-    /// truncates on its next open) as a warning instead of a fault.
+    /// Report a damaged tail after the last valid record (which crescentd quarantines and cuts
+    /// on its next open under tolerate_tail_corruption) as a warning instead of a fault.
     #[arg(long)]
     pub allow_torn_tail: bool,
 }
@@ -43,8 +49,11 @@ pub struct VerifyReport {
     pub journal: JournalReport,
     pub snapshots: Vec<SnapshotReport>,
     pub faults: Vec<Fault>,
-    /// Findings that do not fail verification (a tolerated torn tail).
+    /// Findings that do not fail verification (a tolerated torn tail, a quarantined
+    /// incomplete write).
     pub warnings: Vec<Fault>,
+    /// The tails crescentd cut and copied into `journal/quarantine/`, until cleared.
+    pub quarantined: Vec<QuarantineEntry>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -117,6 +126,7 @@ pub fn verify(args: &VerifyArgs) -> Result<VerifyReport> {
         }
     }
     faults.extend(checker.faults);
+    let quarantined = check_quarantine(&dir.journal_dir(), &mut faults, &mut warnings);
     let torn_tail_after = outcome.torn_tail().map(|(seq, _)| seq);
     Ok(VerifyReport {
         data_dir: dir.root().display().to_string(),
@@ -134,7 +144,56 @@ pub fn verify(args: &VerifyArgs) -> Result<VerifyReport> {
         snapshots: checker.reports,
         faults,
         warnings,
+        quarantined,
     })
+}
+
+/// Names every quarantined tail: `damaged` ones as faults, `incomplete` ones as warnings.
+fn check_quarantine(
+    journal_dir: &std::path::Path,
+    faults: &mut Vec<Fault>,
+    warnings: &mut Vec<Fault>,
+) -> Vec<QuarantineEntry> {
+    let qdir = quarantine::quarantine_dir(journal_dir);
+    let entries = match quarantine::list(journal_dir) {
+        Ok(entries) => entries,
+        Err(e) => {
+            faults.push(Fault::new(
+                FaultSource::Journal,
+                None,
+                "quarantine_unreadable",
+                &qdir,
+                e.to_string(),
+            ));
+            return Vec::new();
+        }
+    };
+    for q in &entries {
+        let (kind, what, to) = match q.kind {
+            DamageKind::Damaged => (
+                "quarantined_frame",
+                "a complete frame that failed its check (it may hold an acknowledged record)",
+                &mut *faults,
+            ),
+            DamageKind::Incomplete => (
+                "quarantined_incomplete_frame",
+                "an incomplete frame (a write that did not finish)",
+                &mut *warnings,
+            ),
+        };
+        to.push(Fault::new(
+            FaultSource::Journal,
+            Some(q.seq),
+            kind,
+            &qdir.join(&q.data_file),
+            format!(
+                "{what} was cut from offset {} of {} and quarantined ({} bytes; {}); clear with \
+                 `crescent-replay quarantine clear` once dealt with",
+                q.offset, q.segment, q.bytes, q.reason
+            ),
+        ));
+    }
+    entries
 }
 
 fn print_text(r: &VerifyReport, out: &mut dyn Write) -> Result<()> {
@@ -162,8 +221,20 @@ fn print_text(r: &VerifyReport, out: &mut dyn Write) -> Result<()> {
     if let Some(seq) = j.torn_tail_after {
         writeln!(
             out,
-            "journal tail: torn after seq {seq} (never acknowledged; crescentd truncates it on \
-             its next open under tolerate_tail_corruption)"
+            "journal tail: torn after seq {seq} (crescentd quarantines and cuts it on its next \
+             open under tolerate_tail_corruption)"
+        )?;
+    }
+    for q in &r.quarantined {
+        writeln!(
+            out,
+            "WARNING journal quarantine: seq {} ({}) cut from offset {} of {}, kept in \
+             journal/quarantine/{}",
+            q.seq,
+            q.kind.as_str(),
+            q.offset,
+            q.segment,
+            q.data_file
         )?;
     }
     writeln!(out, "snapshots: {}", r.snapshots.len())?;

@@ -30,6 +30,32 @@ pub struct Health {
     /// Replication details of an HA active.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ha: Option<serde_json::Value>,
+    /// Journal findings that need an operator (quarantined tails); absent when there are none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub journal: Option<crate::journal_health::JournalHealth>,
+    /// The descriptor reserve kept for the journal and snapshotter (`net.fd_reserve`):
+    /// `available` below `target` means the process ran out of descriptors.
+    pub descriptors: Descriptors,
+}
+
+/// `descriptors` of `/healthz`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Descriptors {
+    pub reserve_target: usize,
+    pub reserve_available: usize,
+    /// Opens that found the process out of descriptors since start.
+    pub exhaustions: u64,
+}
+
+impl Descriptors {
+    fn now() -> Self {
+        let s = crescent_journal::fd_reserve::stats();
+        Descriptors {
+            reserve_target: s.target,
+            reserve_available: s.available,
+            exhaustions: s.exhaustions,
+        }
+    }
 }
 
 /// `GET /v1/ha/replication`: where a standby connects (404 when this node is not an active).
@@ -66,6 +92,8 @@ pub async fn healthz(state: State) -> HttpResponse {
         version: env!("CARGO_PKG_VERSION"),
         rpc: state.rpc_address().map(|a| a.to_string()),
         ha,
+        journal: crate::journal_health::journal_health(&state.journal_dir, state.journal.metrics()),
+        descriptors: Descriptors::now(),
     };
     if failed {
         HttpResponse::ServiceUnavailable().json(body)
@@ -87,7 +115,7 @@ pub async fn rpc_info(
         })),
         None => Err(super::error::HttpError(crescent_wire::ApiError::new(
             crescent_wire::ErrorCode::NotFound,
-            "the RPC fast path is off (store.rpc_listen = \"off\")",
+            "the RPC fast path is off (store.rpc_listen = \"off\", or [auth] is on)",
         ))),
     }
 }

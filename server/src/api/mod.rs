@@ -9,6 +9,7 @@ pub mod ops;
 pub mod owners;
 pub mod rebuild;
 pub mod segments;
+pub mod tokens;
 pub mod weights;
 pub mod wire;
 
@@ -99,6 +100,10 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 .route("/segments/unmount", web::post().to(segments::unmount))
                 .route("/segments", web::get().to(segments::list))
                 .route("/admin/snapshot", web::post().to(admin::snapshot_now))
+                .route(
+                    rel(crescent_wire::auth::routes::REVOKE),
+                    web::post().to(tokens::revoke),
+                )
                 .configure(cold::configure),
         );
 }

@@ -66,10 +66,13 @@ pub async fn size(
     Ok(Reply(ops::size(&state, req)?))
 }
 
+/// Acknowledged once what it removed from owners' segments is journaled (docs/rebuild.md,
+/// "Removes are journaled"); so are the batch and prefix forms.
 pub async fn remove(state: State, Wire(req): Wire<RemoveRequest>) -> Result<Reply<Ack>, HttpError> {
-    Ok(Reply(
-        off_worker_if_owner_io(state, move |s| ops::remove(s, req)).await?,
-    ))
+    let removals = state.removals.clone();
+    let ack = off_worker_if_owner_io(state, move |s| ops::remove(s, req)).await?;
+    removals.wait_recorded().await?;
+    Ok(Reply(ack))
 }
 
 /// Runs `op` on the blocking pool when the node has a cold device on a storage owner, inline
@@ -109,6 +112,7 @@ pub async fn remove_prefix(
     let reply = web::block(move || crate::cold::ops::remove_prefix(&node, &req, now))
         .await
         .map_err(from_blocking)??;
+    state.removals.wait_recorded().await?;
     Ok(Reply(reply))
 }
 

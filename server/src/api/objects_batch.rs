@@ -54,9 +54,12 @@ pub async fn remove(
     state: State,
     Wire(req): Wire<BatchRequest<RemoveRequest>>,
 ) -> Result<Reply<BatchReply<Ack>>, HttpError> {
-    Ok(Reply(
-        super::objects::off_worker_if_owner_io(state, move |s| ops::batch_remove(s, req)).await?,
-    ))
+    let removals = state.removals.clone();
+    let reply =
+        super::objects::off_worker_if_owner_io(state, move |s| ops::batch_remove(s, req)).await?;
+    // Acknowledged once what they removed is journaled (docs/rebuild.md).
+    removals.wait_recorded().await?;
+    Ok(Reply(reply))
 }
 
 pub async fn release(

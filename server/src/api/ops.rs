@@ -102,11 +102,14 @@ pub fn size(state: &NodeState, req: ObjectRequest) -> Result<SizeReply, ApiError
 pub fn remove(state: &NodeState, req: RemoveRequest) -> Result<Ack, ApiError> {
     state.rebuild.admit_object()?;
     match state.cold.get() {
-        Some(cold) => cold
-            .with_reclaim(state, &req.id, || {
+        // A managed object is refused before a reclaim of its cold copy is planned.
+        Some(cold) => {
+            state.directory.refuse_if_managed(&req.id)?;
+            cold.with_reclaim(state, &req.id, || {
                 state.directory.remove(&req.id, req.force, state.now_ms())
             })
-            .map_err(from_cold)??,
+            .map_err(from_cold)??
+        }
         None => state.directory.remove(&req.id, req.force, state.now_ms())?,
     }
     Ok(Ack {})
@@ -128,11 +131,14 @@ pub fn heartbeat(state: &NodeState, req: HeartbeatRequest) -> Result<HeartbeatRe
     state
         .liveness
         .heartbeat(&req.owner_id, req.incarnation, state.now_ms())?;
-    let released = state.directory.releases().exchange(
+    let (acked, released) = state.directory.releases().exchange_acked(
         &req.owner_id,
         req.releases_applied,
         crescent_store::releases::MAX_RELEASES_PER_HEARTBEAT,
     );
+    if !acked.is_empty() {
+        state.removals.settle(&req.owner_id, acked);
+    }
     Ok(HeartbeatReply {
         interval_ms: state.store_settings.heartbeat_interval_ms(),
         term: state.runtime.term(),
@@ -333,9 +339,16 @@ pub fn batch_remove(
         .iter()
         .map(|r| {
             let removed = match state.cold.get() {
-                Some(cold) => cold
-                    .with_reclaim(state, &r.id, || state.directory.remove(&r.id, r.force, now))
-                    .map_err(from_cold)
+                Some(cold) => state
+                    .directory
+                    .refuse_if_managed(&r.id)
+                    .map_err(ApiError::from)
+                    .and_then(|()| {
+                        cold.with_reclaim(state, &r.id, || {
+                            state.directory.remove(&r.id, r.force, now)
+                        })
+                        .map_err(from_cold)
+                    })
                     .and_then(|r| r.map_err(ApiError::from)),
                 None => state
                     .directory

@@ -26,7 +26,10 @@ pub async fn complete(
     state: State,
     Wire(req): Wire<RebuildCompleteRequest>,
 ) -> Result<Reply<RebuildCompleteReply>, HttpError> {
-    Ok(Reply(state.rebuild.complete(&req, state.now_ms())?))
+    let reply = state.rebuild.complete(&req, state.now_ms())?;
+    // The owner dropped every entry its replay was told was removed.
+    state.removals.settle_replayed(&req.owner_id);
+    Ok(Reply(reply))
 }
 
 pub async fn status(state: State) -> Reply<GateStatus> {

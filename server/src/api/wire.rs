@@ -11,8 +11,12 @@ use futures::future::LocalBoxFuture;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use super::error::ApiError;
+use std::time::Duration;
+
+use futures::StreamExt;
+
 use super::error::HttpError;
+use super::error::{ApiError, ErrorCode};
 
 pub const MSGPACK: &str = "application/msgpack";
 pub const JSON: &str = "application/json";
@@ -40,6 +44,11 @@ impl Format {
         }
     }
 
+    /// The body format of a request (its `Content-Type`).
+    pub fn of_request(req: &HttpRequest) -> Result<Format, ApiError> {
+        Self::of_content_type(req)
+    }
+
     /// The response format for a request.
     pub fn for_response(req: &HttpRequest) -> Format {
         if let Some(accept) = req.headers().get(header::ACCEPT) {
@@ -65,6 +74,79 @@ pub fn decode<T: DeserializeOwned>(format: Format, bytes: &[u8]) -> Result<T, Ap
     }
 }
 
+/// How much of a request body is read, and for how long (`http.max_body_bytes`,
+/// `net.http_body_timeout_ms`); registered as app data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BodyLimits {
+    pub max_bytes: usize,
+    pub timeout: Duration,
+}
+
+impl Default for BodyLimits {
+    fn default() -> Self {
+        let net = crate::config_net::NetConfig::default();
+        BodyLimits {
+            max_bytes: crate::config::HttpConfig::default().max_body_bytes,
+            timeout: net.http_body_timeout(),
+        }
+    }
+}
+
+/// The `Content-Length` header's value, when present and a number.
+fn declared_length(req: &HttpRequest) -> Option<u64> {
+    req.headers()
+        .get(header::CONTENT_LENGTH)?
+        .to_str()
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+fn too_large(len: u64, max: usize) -> ApiError {
+    ApiError::new(
+        ErrorCode::PayloadTooLarge,
+        format!("a {len}-byte request body is over the limit of {max} bytes (http.max_body_bytes)"),
+    )
+}
+
+/// Reads a whole body: refused at once (413) when `Content-Length` is over the limit, grown
+/// only as bytes arrive, and given up (408) when it is not complete within the timeout.
+async fn read_body(
+    mut payload: Payload,
+    declared: Option<u64>,
+    limits: BodyLimits,
+) -> Result<web::Bytes, ApiError> {
+    if let Some(len) = declared.filter(|&l| l > limits.max_bytes as u64) {
+        return Err(too_large(len, limits.max_bytes));
+    }
+    let read = async {
+        let mut body = web::BytesMut::new();
+        while let Some(chunk) = payload.next().await {
+            let chunk =
+                chunk.map_err(|e| ApiError::invalid(format!("cannot read request body: {e}")))?;
+            if body.len() + chunk.len() > limits.max_bytes {
+                return Err(too_large(
+                    (body.len() + chunk.len()) as u64,
+                    limits.max_bytes,
+                ));
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Ok(body.freeze())
+    };
+    match actix_rt::time::timeout(limits.timeout, read).await {
+        Ok(r) => r,
+        Err(_) => Err(ApiError::new(
+            ErrorCode::RequestTimeout,
+            format!(
+                "the request body did not arrive within {} ms (net.http_body_timeout_ms)",
+                limits.timeout.as_millis()
+            ),
+        )),
+    }
+}
+
 /// A request body extractor for either format.
 #[derive(Debug)]
 pub struct Wire<T>(pub T);
@@ -75,12 +157,12 @@ impl<T: DeserializeOwned + 'static> FromRequest for Wire<T> {
 
     fn from_request(req: &HttpRequest, payload: &mut Payload) -> Self::Future {
         let format = Format::of_content_type(req);
-        let body = web::Bytes::from_request(req, payload);
+        let limits = req.app_data::<BodyLimits>().copied().unwrap_or_default();
+        let declared = declared_length(req);
+        let payload = payload.take();
         Box::pin(async move {
             let format = format?;
-            let bytes = body
-                .await
-                .map_err(|e| ApiError::invalid(format!("cannot read request body: {e}")))?;
+            let bytes = read_body(payload, declared, limits).await?;
             Ok(decode(format, &bytes).map(Wire)?)
         })
     }

@@ -7,8 +7,11 @@ use std::sync::{Arc, Mutex};
 
 use crescent_actors::World;
 use crescent_ha::LeaderFence;
-use crescent_journal::replication::{CommitTracker, ReplicationSource, SourceConfig, SourceStatus};
+use crescent_journal::replication::{
+    CommitMode, CommitTracker, ReplicationSource, SourceConfig, SourceMetrics, SourceStatus,
+};
 use crescent_journal::Journal;
+use prometheus::{IntCounter, IntGaugeVec, Opts};
 
 use crate::error::ServerError;
 
@@ -24,9 +27,60 @@ pub struct ActiveHa {
     /// Where standbys connect (advertised host, bound port).
     pub replication_address: String,
     stepped_down: AtomicBool,
-    /// Whether etcd records the standby as in sync (it may take over).
-    marked_in_sync: AtomicBool,
-    pub out_of_sync_marks: prometheus::IntCounter,
+    /// What this active last wrote in the etcd marker about its standby.
+    marked: Mutex<MarkedStandby>,
+    metrics: SyncMetrics,
+}
+
+/// The standby the etcd replication marker names, as this active last wrote it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MarkedStandby {
+    /// `None`: the marker names no standby (as claimed on taking office).
+    pub node: Option<String>,
+    /// Whether it is named in sync (it may take over).
+    pub in_sync: bool,
+}
+
+/// Where the connected standby stands (the `state` label of `crescent_ha_standby_state`).
+pub const STANDBY_STATES: [&str; 5] = ["none", "unnamed", "joining", "in_sync", "out_of_sync"];
+
+struct SyncMetrics {
+    out_of_sync_marks: IntCounter,
+    standbys_named: IntCounter,
+    state: IntGaugeVec,
+}
+
+impl SyncMetrics {
+    fn register(registry: &prometheus::Registry) -> Self {
+        let out_of_sync_marks = IntCounter::new(
+            "crescent_ha_standby_out_of_sync_total",
+            "Times the active marked its standby out of sync in etcd and committed alone",
+        )
+        .expect("valid metric");
+        let standbys_named = IntCounter::new(
+            "crescent_ha_standby_named_total",
+            "Times the active named a new standby in etcd (before any of its acks count)",
+        )
+        .expect("valid metric");
+        let state = IntGaugeVec::new(
+            Opts::new(
+                "crescent_ha_standby_state",
+                "1 for the state of the connected standby: none, unnamed (its acks do not \
+                 count yet), joining, in_sync, out_of_sync (the active commits alone)",
+            ),
+            &["state"],
+        )
+        .expect("valid metric");
+        // A re-registration (never in one process's life) keeps the first.
+        let _ = registry.register(Box::new(out_of_sync_marks.clone()));
+        let _ = registry.register(Box::new(standbys_named.clone()));
+        let _ = registry.register(Box::new(state.clone()));
+        Self {
+            out_of_sync_marks,
+            standbys_named,
+            state,
+        }
+    }
 }
 
 impl ActiveHa {
@@ -63,6 +117,7 @@ impl ActiveHa {
             Arc::new(move |caps: &[(String, u16)]| World::can_replay(&written, caps)),
             SourceConfig {
                 node: node.to_string(),
+                metrics: SourceMetrics::register(registry).ok(),
                 ..SourceConfig::default()
             },
         )
@@ -71,12 +126,6 @@ impl ActiveHa {
             source,
         })?;
         let replication_address = format!("{advertise_host}:{}", source.local_addr().port());
-        let out_of_sync_marks = prometheus::IntCounter::new(
-            "crescent_ha_standby_out_of_sync_total",
-            "Times the active marked its standby out of sync in etcd and committed alone",
-        )
-        .expect("valid metric");
-        let _ = registry.register(Box::new(out_of_sync_marks.clone()));
         Ok(Arc::new(Self {
             node: node.to_string(),
             term,
@@ -86,8 +135,8 @@ impl ActiveHa {
             source: Mutex::new(Some(source)),
             replication_address,
             stepped_down: AtomicBool::new(false),
-            marked_in_sync: AtomicBool::new(false),
-            out_of_sync_marks,
+            marked: Mutex::new(MarkedStandby::default()),
+            metrics: SyncMetrics::register(registry),
         }))
     }
 
@@ -118,16 +167,56 @@ impl ActiveHa {
         self.stepped_down.load(Ordering::Acquire)
     }
 
-    pub fn marked_in_sync(&self) -> bool {
-        self.marked_in_sync.load(Ordering::Acquire)
+    /// What the etcd marker says about the standby (as this active last wrote it).
+    pub fn marked(&self) -> MarkedStandby {
+        self.marked.lock().expect("marked mutex").clone()
     }
 
-    pub fn set_marked_in_sync(&self, in_sync: bool) {
-        self.marked_in_sync.store(in_sync, Ordering::Release);
+    /// The marker now names `node` (`in_sync` or not). A different node than before counts
+    /// in `crescent_ha_standby_named_total`; only after this do its acks count toward commit.
+    pub fn set_marked(&self, node: &str, in_sync: bool) {
+        let mut marked = self.marked.lock().expect("marked mutex");
+        if marked.node.as_deref() != Some(node) {
+            self.metrics.standbys_named.inc();
+        }
+        *marked = MarkedStandby {
+            node: Some(node.to_string()),
+            in_sync,
+        };
+        drop(marked);
+        self.tracker.name_standby(Some(node));
     }
 
     pub fn metrics_out_of_sync(&self) {
-        self.out_of_sync_marks.inc();
+        self.metrics.out_of_sync_marks.inc();
+    }
+
+    /// Where the connected standby stands (one of [`STANDBY_STATES`]).
+    pub fn standby_state(&self) -> &'static str {
+        let Some(session) = self.tracker.session() else {
+            return "none";
+        };
+        let marked = self.marked();
+        if marked.node.as_deref() != Some(session.node.as_str()) {
+            "unnamed"
+        } else if marked.in_sync {
+            "in_sync"
+        } else if self.tracker.mode() == CommitMode::Sync {
+            "joining"
+        } else {
+            "out_of_sync"
+        }
+    }
+
+    /// Publishes [`ActiveHa::standby_state`] in `crescent_ha_standby_state`.
+    pub fn publish_state(&self) {
+        let now = self.standby_state();
+        for state in STANDBY_STATES {
+            self.metrics
+                .state
+                .with_label_values(&[state])
+                .set(i64::from(state == now));
+        }
     }
 
     /// Stops writing under this term: later appends are fenced, waiting replies fail, and the
@@ -154,7 +243,11 @@ impl ActiveHa {
             "replication_address": self.replication_address,
             "standby": s.standby,
             "standby_connected": s.connected,
-            "standby_in_sync": self.marked_in_sync(),
+            "standby_in_sync": self.standby_state() == "in_sync",
+            "standby_state": self.standby_state(),
+            "marker_standby": self.marked().node,
+            "commit_held_ms": self.tracker.held_for().map(|d| d.as_millis() as u64),
+            "last_protocol_error": s.last_protocol_error.map(|(c, m)| serde_json::json!({"code": c, "message": m})),
             "standby_acked_seq": s.acked_seq,
             "standby_lag_records": lag_records,
             "standby_lag_bytes": lag_bytes,

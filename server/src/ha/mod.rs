@@ -47,7 +47,14 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
         node.clone(),
         config.ha.advertise.clone(),
     )
-    .with_lease_ttl(config.ha.lease_ttl());
+    .with_lease_ttl(config.ha.lease_ttl())
+    .with_campaign_hold({
+        // A node that quarantined a damaged tail does not lead ahead of a peer that may hold
+        // the record (docs/ha.md, "A quarantined journal tail").
+        let journal = opened.journal.clone();
+        let dir = opened.dir.journal_dir();
+        move || crate::journal_health::campaign_hold(&dir, journal.last_seq())
+    });
     let elector = Arc::new(
         Elector::start(elector_config, metrics)
             .await
@@ -83,12 +90,20 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
         .rsplit_once(':')
         .map(|(h, _)| h.to_string())
         .unwrap_or_default();
+    // The advertised host, not every interface, unless configured (docs/configuration.md).
+    let listen = match config.ha.replication_bind() {
+        Ok(listen) => listen,
+        Err(e) => {
+            resign(elector).await;
+            return Err(e.into());
+        }
+    };
     let ha = active::ActiveHa::start(
         &node,
         term,
         opened.journal.clone(),
         elector.fence(),
-        config.ha.replication_listen,
+        listen,
         &advertise_host,
         &opened.metrics.registry,
     )?;

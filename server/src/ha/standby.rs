@@ -24,6 +24,9 @@ pub struct StandbyView {
     pub role: tokio::sync::watch::Receiver<Role>,
     pub follower: Mutex<Option<Arc<Follower>>>,
     pub metrics: crate::metrics::ServerMetrics,
+    /// `DATA_DIR/journal` and the journal's metrics (its quarantine is reported in `/healthz`).
+    pub journal_dir: std::path::PathBuf,
+    pub journal_metrics: crescent_journal::JournalMetrics,
 }
 
 impl StandbyView {
@@ -67,6 +70,7 @@ impl StandbyView {
                 "rewind_to": f.rewind_to.as_ref().map(|r| r.seq),
             },
             "version": env!("CARGO_PKG_VERSION"),
+            "journal": crate::journal_health::journal_health(&self.journal_dir, &self.journal_metrics),
         })
     }
 }
@@ -102,7 +106,9 @@ async fn not_leader(view: web::Data<Arc<StandbyView>>) -> HttpResponse {
 }
 
 /// Resolves the active's replication address from its HTTP address (`GET /v1/ha/replication`).
-async fn replication_address(http: &str) -> Option<SocketAddr> {
+/// With `[auth]` on, the standby proves itself with a short-lived `peer` token signed by the key
+/// both nodes share.
+async fn replication_address(http: &str, token: Option<String>) -> Option<SocketAddr> {
     #[derive(serde::Deserialize)]
     struct Info {
         address: String,
@@ -112,7 +118,11 @@ async fn replication_address(http: &str) -> Option<SocketAddr> {
         .timeout(std::time::Duration::from_secs(2))
         .build()
         .ok()?;
-    let info: Info = client.get(&url).send().await.ok()?.json().await.ok()?;
+    let mut req = client.get(&url);
+    if let Some(token) = token {
+        req = req.bearer_auth(token);
+    }
+    let info: Info = req.send().await.ok()?.json().await.ok()?;
     info.address.parse().ok()
 }
 
@@ -155,6 +165,8 @@ pub async fn run(
         role: elector.subscribe(),
         follower: Mutex::new(None),
         metrics: opened.metrics.clone(),
+        journal_dir: opened.dir.journal_dir(),
+        journal_metrics: journal.metrics().clone(),
     });
     let follower = {
         let leader_repl = leader_repl.clone();
@@ -206,7 +218,8 @@ pub async fn run(
         match current {
             Role::Leader { term } => break Ok(Outcome::Elected(term)),
             Role::Follower { leader } => {
-                let addr = replication_address(&leader.address).await;
+                let token = crate::auth::peer_token(&config.auth);
+                let addr = replication_address(&leader.address, token).await;
                 *leader_repl.lock().expect("leader mutex") = addr;
             }
             _ => *leader_repl.lock().expect("leader mutex") = None,

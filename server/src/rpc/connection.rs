@@ -8,9 +8,10 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use crescent_wire::rpc::{
-    check_client_hello, server_hello, RpcError, RpcOp, HANDSHAKE_LEN, HANDSHAKE_OK,
-    HANDSHAKE_UNSUPPORTED_VERSION,
+    check_client_hello, encode_response, server_hello, RpcError, RpcOp, RpcStatus, HANDSHAKE_BUSY,
+    HANDSHAKE_LEN, HANDSHAKE_OK, HANDSHAKE_UNSUPPORTED_VERSION,
 };
+use crescent_wire::{ApiError, ErrorCode};
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -18,6 +19,7 @@ use tokio::net::TcpStream;
 use tracing::Instrument;
 
 use super::dispatch;
+use crate::config_net::RpcLimits;
 use crate::node::NodeState;
 use crescent_transport::frame_input::{FrameInput, ReadFailure};
 
@@ -34,6 +36,8 @@ const FLUSH_AT: usize = 256 << 10;
 enum ConnectionEnd {
     Protocol(RpcError),
     Io(std::io::Error),
+    /// A bound of `[net]` ran out (the label names which).
+    Timeout(&'static str),
 }
 
 impl From<RpcError> for ConnectionEnd {
@@ -61,12 +65,12 @@ pub(super) async fn serve(
     state: Arc<NodeState>,
     stream: TcpStream,
     peer: SocketAddr,
-    max_body: usize,
+    limits: RpcLimits,
 ) {
     let span = tracing::debug_span!("rpc.connection", %peer);
     let metrics = state.metrics.clone();
     metrics.rpc_connections.inc();
-    match run(&state, stream, max_body).instrument(span).await {
+    match run(&state, stream, limits).instrument(span).await {
         Ok(()) => tracing::debug!(%peer, "RPC connection closed"),
         Err(ConnectionEnd::Protocol(e)) => {
             let reason = match e {
@@ -82,18 +86,55 @@ pub(super) async fn serve(
         Err(ConnectionEnd::Io(e)) => {
             tracing::debug!(%peer, error = %e, "RPC connection ended");
         }
+        Err(ConnectionEnd::Timeout(which)) => {
+            metrics
+                .connections_closed
+                .with_label_values(&["rpc", which])
+                .inc();
+            tracing::debug!(%peer, which, "RPC connection closed: timeout");
+        }
     }
     metrics.rpc_connections.dec();
+}
+
+/// Answers a connection over `net.rpc_max_connections` with handshake status busy and closes
+/// it, without waiting for anything from the peer (docs/configuration.md, `[net]`).
+pub(super) fn refuse_busy(state: &NodeState, stream: TcpStream, peer: SocketAddr) {
+    state
+        .metrics
+        .connections_closed
+        .with_label_values(&["rpc", "over_limit"])
+        .inc();
+    // A fresh socket's send buffer takes 8 bytes at once; if not, the peer only sees a close.
+    let _ = stream.try_write(&server_hello(HANDSHAKE_BUSY));
+    tracing::debug!(%peer, "RPC connection refused: at net.rpc_max_connections");
+}
+
+/// Runs `io`, or ends the connection as `which` after `limit`.
+async fn within<T, E: Into<ConnectionEnd>>(
+    limit: Duration,
+    which: &'static str,
+    io: impl std::future::Future<Output = Result<T, E>>,
+) -> Result<T, ConnectionEnd> {
+    match tokio::time::timeout(limit, io).await {
+        Ok(r) => r.map_err(Into::into),
+        Err(_) => Err(ConnectionEnd::Timeout(which)),
+    }
 }
 
 async fn run(
     state: &NodeState,
     mut stream: TcpStream,
-    max_body: usize,
+    limits: RpcLimits,
 ) -> Result<(), ConnectionEnd> {
     stream.set_nodelay(true)?;
     let mut hello = [0u8; HANDSHAKE_LEN];
-    stream.read_exact(&mut hello).await?;
+    within(
+        limits.handshake_timeout,
+        "handshake",
+        stream.read_exact(&mut hello),
+    )
+    .await?;
     match check_client_hello(&hello) {
         Ok(_) => stream.write_all(&server_hello(HANDSHAKE_OK)).await?,
         Err(e @ RpcError::UnsupportedVersion(_)) => {
@@ -116,16 +157,56 @@ async fn run(
                 out = Vec::with_capacity(READ_BUFFER);
             }
         }
-        if !input.next_frame_starts(&stream, spin).await? {
+        let starts = input.next_frame_starts(&stream, spin);
+        let started = match limits.idle_timeout {
+            Some(idle) => within(idle, "idle", starts).await?,
+            None => starts.await?,
+        };
+        if !started {
             return Ok(()); // closed between frames
         }
-        let header = input.read_frame(&stream, max_body, spin).await?;
+        let read = input.read_frame(&stream, limits.max_body, spin);
+        let header = match within(limits.frame_timeout, "frame", read).await {
+            Err(ConnectionEnd::Protocol(e @ RpcError::FrameLength { .. })) => {
+                refuse_oversized(&mut stream, &input, &e).await;
+                return Err(e.into());
+            }
+            other => other?,
+        };
         let body = input.take_body(header.body_len);
         let op = RpcOp::from_u8(header.tag)?;
         if !super::serves(&state.store_settings, op) {
             return Err(RpcError::UnknownOp(header.tag).into());
         }
+        let answer_at = out.len();
         dispatch::handle(state, op, header.request_id, body, &mut out);
+        if matches!(op, RpcOp::Remove | RpcOp::BatchRemove) {
+            // Answered once what it removed is journaled (docs/rebuild.md); if that failed,
+            // the answer becomes the failure.
+            if let Err(e) = state.removals.wait_recorded().await {
+                out.truncate(answer_at);
+                crescent_wire::rpc::encode_response(
+                    &mut out,
+                    crescent_wire::rpc::RpcStatus::Error,
+                    header.request_id,
+                    &e,
+                )
+                .expect("an ApiError always encodes");
+            }
+        }
         input.shrink(KEEP_BUFFER);
+    }
+}
+
+/// Before closing on a frame over the limit, answers it PAYLOAD_TOO_LARGE under its request id
+/// (the stream cannot be resynchronised: the body is never read).
+async fn refuse_oversized(stream: &mut TcpStream, input: &FrameInput, e: &RpcError) {
+    let Some(request_id) = input.peek_request_id() else {
+        return;
+    };
+    let error = ApiError::new(ErrorCode::PayloadTooLarge, e.to_string());
+    let mut frame = Vec::new();
+    if encode_response(&mut frame, RpcStatus::Error, request_id, &error).is_ok() {
+        let _ = tokio::time::timeout(Duration::from_secs(1), stream.write_all(&frame)).await;
     }
 }

@@ -14,12 +14,15 @@ mod connection;
 mod dispatch;
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::net::{TcpListener, TcpStream};
 use tokio::runtime::Handle;
 use tokio::sync::oneshot;
 
+use crate::config_net::RpcLimits;
 use crate::config_store::StoreSettings;
 use crate::error::ServerError;
 use crate::node::NodeState;
@@ -83,11 +86,11 @@ fn spawn_thread(index: usize) -> std::io::Result<(Handle, oneshot::Sender<()>)> 
 }
 
 impl RpcServer {
-    /// Binds `addr` and starts serving. `max_body` bounds every frame (the HTTP body limit).
+    /// Binds `addr` and starts serving within `limits` (frame size, connections, timeouts).
     pub fn start(
         state: Arc<NodeState>,
         addr: SocketAddr,
-        max_body: usize,
+        limits: RpcLimits,
     ) -> Result<RpcServer, ServerError> {
         let listen_err = |source| ServerError::Listen { addr, source };
         let threads = std::thread::available_parallelism()
@@ -110,7 +113,7 @@ impl RpcServer {
         };
         handles[0]
             .clone()
-            .spawn(accept_loop(listener, handles, state, max_body));
+            .spawn(accept_loop(listener, handles, state, limits));
         tracing::info!(rpc_listen = %local_addr, threads, "RPC fast path listening");
         Ok(RpcServer { local_addr, stops })
     }
@@ -127,16 +130,40 @@ impl RpcServer {
     }
 }
 
+/// Open connections of one listener; a slot is freed when its connection task ends.
+struct Slot(Arc<AtomicUsize>);
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+fn take_slot(open: &Arc<AtomicUsize>, max: usize) -> Option<Slot> {
+    open.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+        (n < max).then_some(n + 1)
+    })
+    .ok()
+    .map(|_| Slot(open.clone()))
+}
+
 async fn accept_loop(
     listener: TcpListener,
     threads: Vec<Handle>,
     state: Arc<NodeState>,
-    max_body: usize,
+    limits: RpcLimits,
 ) {
+    let open = Arc::new(AtomicUsize::new(0));
     let mut next = 0usize;
+    let mut backoff = ACCEPT_BACKOFF_MIN;
     loop {
         match listener.accept().await {
             Ok((stream, peer)) => {
+                backoff = ACCEPT_BACKOFF_MIN;
+                let Some(slot) = take_slot(&open, limits.max_connections) else {
+                    connection::refuse_busy(&state, stream, peer);
+                    continue;
+                };
                 // Re-register the socket with the reactor of the thread that will serve it.
                 let std_stream = match stream.into_std() {
                     Ok(s) => s,
@@ -147,18 +174,30 @@ async fn accept_loop(
                 };
                 let state = state.clone();
                 threads[next % threads.len()].spawn(async move {
+                    let _slot = slot;
                     match TcpStream::from_std(std_stream) {
-                        Ok(stream) => connection::serve(state, stream, peer, max_body).await,
+                        Ok(stream) => connection::serve(state, stream, peer, limits).await,
                         Err(e) => tracing::warn!(%peer, error = %e, "RPC connection dropped"),
                     }
                 });
                 next = next.wrapping_add(1);
             }
             Err(e) => {
-                // Out of descriptors and the like: wait a little rather than spin.
-                tracing::warn!(error = %e, "RPC accept failed");
-                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                // Out of descriptors and the like: back off (doubling) rather than spin; the
+                // journal's reserved descriptors are not touched (docs/configuration.md).
+                state
+                    .metrics
+                    .accept_failures
+                    .with_label_values(&["rpc"])
+                    .inc();
+                tracing::warn!(error = %e, backoff_ms = backoff.as_millis() as u64, "RPC accept failed");
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(ACCEPT_BACKOFF_MAX);
             }
         }
     }
 }
+
+/// First and longest wait after a failed accept (EMFILE and the like).
+const ACCEPT_BACKOFF_MIN: Duration = Duration::from_millis(10);
+const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);

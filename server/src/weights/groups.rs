@@ -48,6 +48,12 @@ impl GroupTable {
             .copied()
     }
 
+    /// The group id of number `g` (`wgrp-...`), for refusals naming it.
+    pub fn name(&self, g: GroupId) -> Option<String> {
+        let groups = self.inner.read().expect("group table");
+        groups.names.get(g.get() as usize - 1).cloned()
+    }
+
     /// Every interned group is managed (the eviction and removal guard).
     pub fn is_managed(&self, g: GroupId) -> bool {
         (g.get() as usize) <= self.inner.read().expect("group table").names.len()
@@ -69,5 +75,7 @@ mod tests {
         assert!(t.is_managed(a) && t.is_managed(b));
         assert!(!t.is_managed(NonZeroU32::new(3).unwrap()));
         assert_eq!(t.lookup("wgrp-c"), None);
+        assert_eq!(t.name(b).as_deref(), Some("wgrp-b"));
+        assert_eq!(t.name(NonZeroU32::new(3).unwrap()), None);
     }
 }

@@ -134,6 +134,8 @@ impl WeightService {
             .build();
         let guard_groups = groups.clone();
         directory.set_group_guard(Some(Arc::new(move |g| guard_groups.is_managed(g))));
+        let name_groups = groups.clone();
+        directory.set_group_namer(Some(Arc::new(move |g| name_groups.name(g))));
         let skip_metrics = metrics.clone();
         directory.set_managed_skip_hook(Some(Arc::new(move |operation, members| {
             let op = match operation {

@@ -148,6 +148,9 @@ impl ObjectDirectory {
             Ok(e) => e,
             Err(outcome) => return outcome,
         };
+        if self.removals.is_fenced(entry.put_id) {
+            return stale("the put was removed (journaled: docs/rebuild.md)");
+        }
         match self.relation(&e) {
             Relation::Done(o) => return o,
             Relation::Replace | Relation::AddReplica => {}
@@ -196,9 +199,9 @@ impl ObjectDirectory {
         entry: &'a ReplayEntry,
     ) -> Result<Eligible<'a>, EntryOutcome> {
         let name = ObjectName::parse(&entry.id).map_err(|e| rejected(e.to_string()))?;
-        if entry.length == 0 || entry.length > self.config.max_object_bytes {
+        if entry.length > self.config.max_object_bytes {
             return Err(rejected(format!(
-                "length {}; a value holds 1..={} bytes",
+                "length {}; a value holds 0..={} bytes",
                 entry.length, self.config.max_object_bytes
             )));
         }

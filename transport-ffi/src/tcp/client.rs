@@ -59,6 +59,9 @@ impl TcpTransport {
                 let limits = ServerLimits {
                     max_transfer_len: config.max_transfer_len,
                     io_timeout: Duration::from_millis(config.io_timeout_ms),
+                    max_connections: config.max_connections.max(1),
+                    idle_timeout: (config.idle_timeout_ms > 0)
+                        .then(|| Duration::from_millis(config.idle_timeout_ms)),
                 };
                 let server =
                     TcpTransferServer::bind(addr, served.clone(), limits, metrics.clone()).await?;

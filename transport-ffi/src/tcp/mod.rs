@@ -33,6 +33,12 @@ pub struct TcpConfig {
     pub max_batch: usize,
     /// Copy directly when the endpoint is a listener of this process.
     pub same_process_fast_path: bool,
+    /// Most connections the listener serves at once; one more is answered HELLO_BUSY and
+    /// closed.
+    pub max_connections: usize,
+    /// The listener closes a connection idle (between requests) this long; 0 never (pooled
+    /// client connections wait there between transfers).
+    pub idle_timeout_ms: u64,
 }
 
 impl Default for TcpConfig {
@@ -47,6 +53,8 @@ impl Default for TcpConfig {
             max_transfer_len: 256 << 20,
             max_batch: 4096,
             same_process_fast_path: true,
+            max_connections: 256,
+            idle_timeout_ms: 0,
         }
     }
 }

@@ -13,7 +13,9 @@
 //! HELLO_ACK  server -> client, 16 bytes
 //!   0  4  magic   "CRTP"
 //!   4  2  version u16: the server's version
-//!   6  2  status  u16: 0 = accepted; otherwise the server closes after sending it
+//!   6  2  status  u16: 0 = accepted, 1 = version unsupported, 2 = busy (the listener
+//!                 holds its max_connections; sent without reading the HELLO);
+//!                 otherwise the server closes after sending it
 //!   8  8  epoch   u64: random per listener start; segment handles are valid within one epoch
 //!
 //! REQUEST    client -> server, 32-byte header + payload
@@ -65,6 +67,9 @@ pub const RESPONSE_HEADER_LEN: usize = 24;
 /// Handshake statuses.
 pub const HELLO_ACCEPTED: u16 = 0;
 pub const HELLO_VERSION_UNSUPPORTED: u16 = 1;
+/// The listener holds its maximum number of connections (it closes this one; retry later).
+/// A listener at its limit may send this without reading the HELLO.
+pub const HELLO_BUSY: u16 = 2;
 
 /// Request operations.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -167,6 +172,12 @@ pub fn decode_hello_ack(endpoint: &str, b: &[u8; HELLO_ACK_LEN]) -> Result<u64, 
     }
     let version = u16::from_le_bytes([b[4], b[5]]);
     let status = u16::from_le_bytes([b[6], b[7]]);
+    if status == HELLO_BUSY {
+        return Err(TransportError::Unavailable {
+            endpoint: endpoint.to_owned(),
+            reason: "the transfer listener is at its connection limit; retry later".into(),
+        });
+    }
     if version != VERSION || status != HELLO_ACCEPTED {
         return Err(TransportError::UnsupportedVersion {
             endpoint: endpoint.to_owned(),

@@ -19,7 +19,8 @@ use tracing::{debug, info_span, warn, Instrument};
 
 use super::protocol::{
     decode_hello, encode_hello_ack, HelloError, Op, RequestHeader, ResponseHeader, Status,
-    HELLO_ACCEPTED, HELLO_LEN, HELLO_VERSION_UNSUPPORTED, MAX_NOTIFY_LEN, REQUEST_HEADER_LEN,
+    HELLO_ACCEPTED, HELLO_BUSY, HELLO_LEN, HELLO_VERSION_UNSUPPORTED, MAX_NOTIFY_LEN,
+    REQUEST_HEADER_LEN,
 };
 use crate::error::{Result, TransportError};
 use crate::memory::SegmentMemory;
@@ -171,6 +172,10 @@ pub(crate) struct ServerLimits {
     pub max_transfer_len: u64,
     /// Longest wait for a frame's remaining bytes or for the peer to take a response.
     pub io_timeout: Duration,
+    /// Most connections served at once (more are answered HELLO_BUSY and closed).
+    pub max_connections: usize,
+    /// Closes a connection idle this long between requests; `None` never.
+    pub idle_timeout: Option<Duration>,
 }
 
 /// A running transfer listener; stops (with all its connections) when dropped.
@@ -201,10 +206,18 @@ impl TcpTransferServer {
             async move {
                 // Connection tasks live in this set, so aborting the accept task ends them too.
                 let mut connections = JoinSet::new();
+                let mut backoff = ACCEPT_BACKOFF_MIN;
                 loop {
                     tokio::select! {
                         accepted = listener.accept() => match accepted {
+                            Ok((stream, _)) if connections.len() >= limits.max_connections => {
+                                backoff = ACCEPT_BACKOFF_MIN;
+                                metrics.record_protocol_violation("over_connection_limit");
+                                let ack = encode_hello_ack(HELLO_BUSY, table.epoch);
+                                let _ = stream.try_write(&ack);
+                            }
                             Ok((stream, peer)) => {
+                                backoff = ACCEPT_BACKOFF_MIN;
                                 let table = table.clone();
                                 let metrics = metrics.clone();
                                 let span = info_span!("transport.serve_connection", %peer);
@@ -213,9 +226,11 @@ impl TcpTransferServer {
                                 );
                             }
                             Err(e) => {
-                                // Out of descriptors or similar: back off instead of spinning.
+                                // Out of descriptors or similar: back off (doubling) instead
+                                // of spinning.
                                 warn!(error = %e, "accept failed");
-                                tokio::time::sleep(Duration::from_millis(50)).await;
+                                tokio::time::sleep(backoff).await;
+                                backoff = (backoff * 2).min(ACCEPT_BACKOFF_MAX);
                             }
                         },
                         Some(_) = connections.join_next(), if !connections.is_empty() => {}
@@ -244,6 +259,10 @@ impl Drop for TcpTransferServer {
             .remove(&self.local_addr);
     }
 }
+
+/// First and longest wait after a failed accept.
+const ACCEPT_BACKOFF_MIN: Duration = Duration::from_millis(10);
+const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
 
 struct ConnectionCount(TransportMetrics);
 
@@ -336,8 +355,16 @@ async fn run_connection(
             }
         }
         let mut raw = [0u8; REQUEST_HEADER_LEN];
-        // An idle pooled connection may wait here indefinitely.
-        match reader.read_exact(&mut raw).await {
+        // An idle pooled connection may wait here (up to the idle timeout, when one is set).
+        let next = reader.read_exact(&mut raw);
+        let read = match limits.idle_timeout {
+            Some(idle) => match tokio::time::timeout(idle, next).await {
+                Ok(r) => r,
+                Err(_) => return End::Timeout,
+            },
+            None => next.await,
+        };
+        match read {
             Ok(_) => {}
             Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return End::PeerClosed,
             Err(e) => return End::Io(e),
@@ -428,9 +455,13 @@ async fn run_connection(
                 }
             }
             Op::Notify => {
-                let mut payload = vec![0u8; header.length as usize];
-                if let Err(end) = timed(limits.io_timeout, reader.read_exact(&mut payload)).await {
-                    return end;
+                // Grown as bytes arrive, not to the header's claim.
+                let mut payload = Vec::new();
+                let mut body = (&mut reader).take(header.length);
+                match timed(limits.io_timeout, body.read_to_end(&mut payload)).await {
+                    Ok(n) if n as u64 == header.length => {}
+                    Ok(_) => return End::PeerClosed,
+                    Err(end) => return end,
                 }
                 let answer = table.notify(&payload);
                 let status = answer.as_ref().err().copied().unwrap_or(Status::Ok);

@@ -1,0 +1,4 @@
+#![no_main]
+//! libFuzzer entry for `crescent_fuzz_targets` target `journal_segment_scan`.
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| crescent_fuzz_targets::run("journal_segment_scan", data));

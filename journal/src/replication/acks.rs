@@ -1,0 +1,102 @@
+//! The active's reader of one standby connection's acks (docs/ha.md, "Which acks count").
+//!
+//! Every ack goes through [`CommitTracker::on_ack`], which checks it against what this
+//! connection was sent. Anything else the standby sends, or an ack beyond what it was sent, is
+//! a protocol error: logged with its stable code, counted in
+//! `crescent_replication_protocol_errors_total{code}`, recorded in the source status, and the
+//! connection is dropped at once (the ack counts for nothing).
+
+use std::io::BufReader;
+use std::net::TcpStream;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use prometheus::{IntCounterVec, Opts, Registry};
+
+use super::commit::CommitTracker;
+use super::protocol::{read_message, Message, ProtocolError};
+use super::round_timing::{self, Stage};
+use super::source::SourceStatus;
+
+/// The replication source's metrics (labels are bounded: error codes only).
+#[derive(Debug, Clone)]
+pub struct SourceMetrics {
+    pub protocol_errors: IntCounterVec,
+}
+
+impl SourceMetrics {
+    pub fn register(registry: &Registry) -> prometheus::Result<Self> {
+        let protocol_errors = IntCounterVec::new(
+            Opts::new(
+                "crescent_replication_protocol_errors_total",
+                "Standby connections dropped for a protocol violation, by error code",
+            ),
+            &["code"],
+        )?;
+        registry.register(Box::new(protocol_errors.clone()))?;
+        Ok(Self { protocol_errors })
+    }
+}
+
+/// What an ack reader works with.
+pub(super) struct AckReader {
+    pub tracker: CommitTracker,
+    pub status: Arc<Mutex<SourceStatus>>,
+    pub metrics: Option<SourceMetrics>,
+    /// The session the acks belong to ([`CommitTracker::connect`]).
+    pub session: u64,
+    pub node: String,
+}
+
+impl AckReader {
+    /// Reads acks until the connection ends, `stop` is set, or the standby breaks the
+    /// protocol; sets `stop` on the way out.
+    pub fn run(self, mut reader: BufReader<TcpStream>, stop: &AtomicBool) {
+        while !stop.load(Ordering::Acquire) {
+            let result = match read_message(&mut reader) {
+                Ok(Message::Ack { durable_seq }) => match self.ack(durable_seq) {
+                    Ok(true) => Ok(()),
+                    // A newer connection replaced this one: nothing it says counts any more.
+                    Ok(false) => break,
+                    Err(e) => Err(e),
+                },
+                Ok(other) => Err(ProtocolError::Unexpected(other.kind())),
+                Err(e) => {
+                    tracing::info!(error = %e, "standby ack stream ended");
+                    break;
+                }
+            };
+            if let Err(e) = result {
+                self.violation(&e);
+                // Drop the connection now: the session's writes fail and it ends.
+                let _ = reader.get_ref().shutdown(std::net::Shutdown::Both);
+                break;
+            }
+        }
+        stop.store(true, Ordering::Release);
+    }
+
+    /// Counts one ack; `Ok(false)`: this connection was replaced.
+    fn ack(&self, durable_seq: u64) -> Result<bool, ProtocolError> {
+        round_timing::mark(Stage::AckReceived, durable_seq);
+        if !self.tracker.on_ack(self.session, durable_seq)? {
+            return Ok(false);
+        }
+        let mut st = self.status.lock().expect("status mutex");
+        st.acked_seq = st.acked_seq.max(durable_seq);
+        st.window.acked(durable_seq);
+        Ok(true)
+    }
+
+    fn violation(&self, e: &ProtocolError) {
+        let code = e.code();
+        tracing::warn!(standby = %self.node, code, error = %e, "standby broke the replication protocol; dropping it");
+        if let Some(m) = &self.metrics {
+            m.protocol_errors.with_label_values(&[code]).inc();
+        }
+        self.status
+            .lock()
+            .expect("status mutex")
+            .last_protocol_error = Some((code.to_string(), e.to_string()));
+    }
+}

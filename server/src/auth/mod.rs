@@ -1,0 +1,205 @@
+//! Authentication and authorization of every request (docs/security.md).
+//!
+//! [`AuthState`] holds the key set (none: the node runs open), the journaled revocation list
+//! and a copy of its ids that requests check without a round trip to the actor (updated only
+//! after a revocation is committed), and the refusal metric. [`guard`] is the HTTP middleware;
+//! the RPC fast path is not served while auth is on (see `crate::rpc`).
+
+pub mod guard;
+pub mod routes;
+pub mod target;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::net::IpAddr;
+use std::sync::{Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use crescent_actors::{AggregateRegistry, Runtime, World};
+use crescent_auth::revocation::INSTANCE_ID;
+use crescent_auth::{AuthError, Claims, KeySet, RevocationCommand, RevocationList};
+use prometheus::{IntCounterVec, Opts, Registry};
+
+use crate::api::error::{from_runtime, HttpError};
+use crate::config_auth::AuthSettings;
+use crate::error::ServerError;
+
+/// A refused client address is logged at most once per this interval.
+const LOG_INTERVAL: Duration = Duration::from_secs(60);
+/// Addresses remembered for the log limiter (older entries are dropped past this).
+const MAX_LOGGED_PEERS: usize = 4096;
+
+pub struct AuthState {
+    keys: Option<KeySet>,
+    revocations: AggregateRegistry<RevocationList>,
+    revoked: RwLock<BTreeSet<String>>,
+    /// `crescent_auth_refusals_total{class, reason}`: both labels bounded.
+    refusals: IntCounterVec,
+    last_logged: Mutex<HashMap<IpAddr, Instant>>,
+}
+
+impl AuthState {
+    /// Loads the keys of `settings` and the revocations recovered in `world`.
+    pub fn new(
+        settings: &AuthSettings,
+        runtime: &Runtime,
+        world: &World,
+        registry: &Registry,
+    ) -> Result<Self, ServerError> {
+        let keys = match &settings.secret_file {
+            Some(path) => Some(
+                KeySet::from_files(path, &settings.previous_secret_files)
+                    .map_err(|e| ServerError::Recovery(format!("auth: {e}")))?,
+            ),
+            None => None,
+        };
+        let states: BTreeMap<String, RevocationList> = world
+            .iter::<RevocationList>()
+            .map(|(id, s)| (id.clone(), s.clone()))
+            .collect();
+        let revoked = states
+            .get(INSTANCE_ID)
+            .map(|s| s.revoked.keys().cloned().collect())
+            .unwrap_or_default();
+        let revocations = AggregateRegistry::<RevocationList>::builder(runtime.clone())
+            .recovered(states, world.last_seq())
+            .build();
+        let refusals = IntCounterVec::new(
+            Opts::new(
+                "crescent_auth_refusals_total",
+                "Requests refused by authentication or authorization, by operation class and reason",
+            ),
+            &["class", "reason"],
+        )
+        .map_err(|e| ServerError::Recovery(format!("auth metrics: {e}")))?;
+        registry
+            .register(Box::new(refusals.clone()))
+            .map_err(|e| ServerError::Recovery(format!("auth metrics: {e}")))?;
+        Ok(Self {
+            keys,
+            revocations,
+            revoked: RwLock::new(revoked),
+            refusals,
+            last_logged: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// Whether requests need a token.
+    pub fn enabled(&self) -> bool {
+        self.keys.is_some()
+    }
+
+    /// The claims of the token in an `Authorization` header value, if it is valid now.
+    pub fn authenticate(&self, header: Option<&str>, now_secs: u64) -> Result<Claims, AuthError> {
+        let Some(keys) = &self.keys else {
+            return Err(AuthError::Invalid("authentication is off".into()));
+        };
+        let token = header
+            .and_then(|h| h.strip_prefix(crescent_wire::auth::AUTHORIZATION_SCHEME))
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .ok_or(AuthError::Missing)?;
+        let claims = crescent_auth::verify(keys, token, now_secs)?;
+        if self.is_revoked(&claims.jti) {
+            return Err(AuthError::Revoked);
+        }
+        Ok(claims)
+    }
+
+    fn is_revoked(&self, token_id: &str) -> bool {
+        self.revoked
+            .read()
+            .expect("revoked set lock")
+            .contains(token_id)
+    }
+
+    /// Journals a revocation; true when it was new. Requests see it once it is committed.
+    pub async fn revoke(
+        &self,
+        token_id: String,
+        expires_secs: Option<u64>,
+    ) -> Result<bool, HttpError> {
+        let cmd = RevocationCommand::Revoke {
+            token_id: token_id.clone(),
+            expires_secs,
+        };
+        let done = self
+            .revocations
+            .execute(INSTANCE_ID, cmd)
+            .await
+            .map_err(from_runtime)?;
+        self.revoked
+            .write()
+            .expect("revoked set lock")
+            .insert(token_id);
+        Ok(!done.is_noop())
+    }
+
+    /// Counts a refusal and logs it once per client address per [`LOG_INTERVAL`] (never the
+    /// token).
+    pub fn refused(&self, class: &str, reason: &str, peer: Option<IpAddr>, message: &str) {
+        self.refusals.with_label_values(&[class, reason]).inc();
+        let now = Instant::now();
+        let mut logged = self.last_logged.lock().expect("refusal log lock");
+        let key = peer.unwrap_or(IpAddr::from([0, 0, 0, 0]));
+        if logged
+            .get(&key)
+            .is_some_and(|at| now.duration_since(*at) < LOG_INTERVAL)
+        {
+            return;
+        }
+        if logged.len() >= MAX_LOGGED_PEERS {
+            logged.retain(|_, at| now.duration_since(*at) < LOG_INTERVAL);
+        }
+        logged.insert(key, now);
+        tracing::warn!(peer = ?peer, class, reason, %message, "request refused");
+    }
+
+    /// Refusals counted for (`class`, `reason`) (for tests).
+    pub fn refusals(&self, class: &str, reason: &str) -> u64 {
+        self.refusals.with_label_values(&[class, reason]).get()
+    }
+}
+
+/// Says at startup whether requests need a token, and warns when the node runs open on a
+/// non-loopback address (`--insecure`).
+pub fn log_mode(config: &crate::config::Config) {
+    let a = &config.auth;
+    if a.enabled() {
+        tracing::info!(
+            previous_keys = a.previous_secret_files.len(),
+            "authentication on: every route but /healthz and /metrics needs a token; \
+             the RPC fast path is off"
+        );
+    } else if !config.listen.ip().is_loopback() {
+        tracing::warn!(listen = %config.listen,
+            "authentication OFF on a non-loopback address (--insecure): anyone who reaches \
+             this port can read, write and administer the store");
+    } else {
+        tracing::info!("authentication off (no [auth] secret_file): loopback only");
+    }
+}
+
+/// How long a node's own peer token lives (minted afresh for each use).
+const PEER_TOKEN_TTL_SECS: u64 = 60;
+
+/// A short-lived `peer` token signed with this node's key, for calls to the other node of an
+/// HA pair; `None` when auth is off (or the key cannot be read: the call then goes without,
+/// and the refusal shows on the other node).
+pub fn peer_token(settings: &AuthSettings) -> Option<String> {
+    let path = settings.secret_file.as_ref()?;
+    let keys = KeySet::from_files(path, &[] as &[std::path::PathBuf]).ok()?;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .ok()?
+        .as_secs();
+    let claims = Claims::new(
+        crescent_auth::Role::Peer,
+        None,
+        None,
+        now,
+        PEER_TOKEN_TTL_SECS,
+        uuid::Uuid::new_v4().to_string(),
+    )
+    .ok()?;
+    crescent_auth::issue(&keys, &claims).ok()
+}

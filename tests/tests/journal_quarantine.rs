@@ -1,0 +1,170 @@
+//! Honest recovery with the real binaries: crescentd records a few segment mounts made with
+//! the `crescent` CLI and is stopped; one byte of the journal's last (complete, acknowledged)
+//! frame is flipped on disk. The restart under the default `tolerate_tail_corruption` must
+//! copy that frame into `journal/quarantine/` byte for byte before cutting it, and report it
+//! in `/healthz`, in `crescent status --json`, in the metrics and in `crescent-replay verify`
+//! (a fault, exit 1) until `crescent-replay quarantine clear` removes it.
+
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crescent_journal::file::{JournalScan, ScanEntry, ScanOptions};
+use crescent_tests::binaries::ensure_workspace_binary;
+use crescent_tests::crescentd::{log_tail, CrescentdProcess};
+use crescent_tests::ha_cold_owner::{crescent, json_ok};
+use serde_json::Value;
+
+/// (segment file, offset, length, seq) of the journal's last frame.
+fn last_frame(journal: &Path) -> (PathBuf, u64, usize, u64) {
+    let scan = JournalScan::open(journal).expect("scan journal");
+    let mut last = None;
+    for entry in scan.entries(ScanOptions::default()) {
+        if let ScanEntry::Record {
+            segment,
+            offset,
+            frame_len,
+            record,
+        } = entry.expect("readable journal")
+        {
+            let path = scan.segment_files()[segment].path.clone();
+            last = Some((path, offset, frame_len, record.seq));
+        }
+    }
+    last.expect("the journal holds records")
+}
+
+/// Flips one byte in the middle of the frame; returns the frame's bytes as left on disk.
+fn flip_middle_byte(path: &Path, offset: u64, len: usize) -> Vec<u8> {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .expect("open segment");
+    let at = offset + len as u64 / 2;
+    let mut b = [0u8; 1];
+    file.read_exact_at(&mut b, at).expect("read byte");
+    file.write_all_at(&[b[0] ^ 0x01], at).expect("flip byte");
+    file.sync_all().expect("sync segment");
+    let mut frame = vec![0u8; len];
+    file.read_exact_at(&mut frame, offset).expect("read frame");
+    frame
+}
+
+fn replay(replay: &Path, args: &[&str], data_dir: &Path) -> (i32, String) {
+    let out = Command::new(replay)
+        .args(args)
+        .arg(data_dir)
+        .output()
+        .expect("running crescent-replay");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.code().unwrap_or(-1), text)
+}
+
+fn start(bin: &Path, data_dir: &Path, log: &Path) -> CrescentdProcess {
+    CrescentdProcess::start(bin, data_dir, log, &[]).unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[test]
+fn a_damaged_last_frame_is_quarantined_reported_and_cleared_by_the_operator() {
+    let crescentd = ensure_workspace_binary("crescent-server", "crescentd");
+    let replay_bin = ensure_workspace_binary("crescent-replay-tools", "crescent-replay");
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let data_dir = tmp.path().join("data");
+    let log = tmp.path().join("crescentd.log");
+
+    let mut node = start(&crescentd, &data_dir, &log);
+    let server = node.addr.to_string();
+    for i in 0..3 {
+        let segment = format!("seg-{i}");
+        let (code, out, err) = crescent(
+            &["--server", &server],
+            &[
+                "segments",
+                "mount",
+                "--owner",
+                "o1",
+                "--segment",
+                &segment,
+                "--size",
+                "1048576",
+            ],
+        );
+        assert_eq!(
+            code,
+            0,
+            "mount {segment}: {}{err}",
+            String::from_utf8_lossy(&out)
+        );
+    }
+    node.guard.sigkill();
+
+    let journal = data_dir.join("journal");
+    let (segment, offset, len, seq) = last_frame(&journal);
+    let frame = flip_middle_byte(&segment, offset, len);
+
+    let node = start(&crescentd, &data_dir, &log);
+    let health = json_ok(&node, &["status"]);
+    let rows = health["journal"]["quarantined"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no journal.quarantined in {health:#}"));
+    assert_eq!(rows.len(), 1, "{health:#}");
+    let row = &rows[0];
+    assert_eq!(row["seq"], seq, "{row}");
+    assert_eq!(row["kind"], "damaged", "{row}");
+    assert_eq!(row["offset"], offset, "{row}");
+    let copy = journal.join(row["file"].as_str().expect("file"));
+    assert_eq!(std::fs::read(&copy).expect("quarantined copy"), frame);
+    let logged = std::fs::read_to_string(&log).expect("log");
+    assert!(
+        logged.contains(&format!("complete frame at seq {seq} that fails its check")),
+        "{}",
+        log_tail(&log, 20)
+    );
+    assert!(
+        !logged.contains("never acknowledged"),
+        "{}",
+        log_tail(&log, 20)
+    );
+    let metrics = reqwest_text(&format!("{}/metrics", node.base_url()));
+    assert!(
+        metrics.contains("crescent_journal_quarantined_frames{kind=\"damaged\"} 1"),
+        "{metrics}"
+    );
+    drop(node);
+
+    let (code, text) = replay(&replay_bin, &["verify"], &data_dir);
+    assert_eq!(code, 1, "{text}");
+    assert!(
+        text.contains("quarantined_frame") && text.contains(&format!("seq {seq}")),
+        "{text}"
+    );
+    let (code, text) = replay(&replay_bin, &["quarantine", "clear"], &data_dir);
+    assert_eq!(code, 0, "{text}");
+    let (code, text) = replay(&replay_bin, &["verify"], &data_dir);
+    assert_eq!(code, 0, "after clearing: {text}");
+
+    let node = start(&crescentd, &data_dir, &log);
+    let health: Value = json_ok(&node, &["status"]);
+    assert!(health["journal"].is_null(), "{health:#}");
+}
+
+/// A plain HTTP GET of `url`'s body (the metrics text).
+fn reqwest_text(url: &str) -> String {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async {
+        reqwest::get(url)
+            .await
+            .expect("GET")
+            .text()
+            .await
+            .expect("body")
+    })
+}
