@@ -3,7 +3,7 @@
 
 A forked sender `sendall`s one 4 MiB buffer 300 times; the receiver `recv_into`s a reused
 4 MiB buffer: no file, no checksum, no protocol. Prints the time per 4 MiB and the
-throughput. docs/cold-tier.md ("Why the remote restore stays below 0.5 here") compares the
+throughput. docs/performance.md ("Why the remote restore stays below 0.5 here") compares the
 remote restore with it.
 """
 import os
