@@ -98,8 +98,9 @@ impl JournalMetrics {
                 Opts::new(
                     "crescent_journal_quarantined_frames",
                     "Damaged journal tails held in the quarantine directory until an operator \
-                     clears them, by kind (damaged: a complete frame that failed its check; \
-                     incomplete: a write that did not finish).",
+                     clears them, by kind (damaged: a complete frame that failed its check and \
+                     whose record the journal does not hold again; incomplete: a write that did \
+                     not finish; recovered: a damaged record received again from an active).",
                 ),
                 &["kind"],
             )
@@ -110,11 +111,20 @@ impl JournalMetrics {
     /// Sets the quarantine gauge from a listing of the quarantine directory.
     pub fn set_quarantined(&self, entries: &[crate::quarantine::QuarantineEntry]) {
         use crate::quarantine::DamageKind;
-        for kind in [DamageKind::Damaged, DamageKind::Incomplete] {
-            let n = entries.iter().filter(|e| e.kind == kind).count();
-            self.quarantined
-                .with_label_values(&[kind.as_str()])
-                .set(n as i64);
+        // `recovered`: damaged records the journal holds again (received from an active).
+        let count = |f: &dyn Fn(&crate::quarantine::QuarantineEntry) -> bool| {
+            entries.iter().filter(|e| f(e)).count() as i64
+        };
+        let rows = [
+            ("damaged", count(&|e| e.is_unrecovered_damage())),
+            ("incomplete", count(&|e| e.kind == DamageKind::Incomplete)),
+            (
+                "recovered",
+                count(&|e| e.kind == DamageKind::Damaged && e.recovered.is_some()),
+            ),
+        ];
+        for (kind, n) in rows {
+            self.quarantined.with_label_values(&[kind]).set(n);
         }
     }
 

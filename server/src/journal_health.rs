@@ -31,6 +31,9 @@ pub struct QuarantinedTail {
     pub bytes: u64,
     /// The copy, relative to the journal directory.
     pub file: String,
+    /// Present once the journal holds the record again (received from an active).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub recovered: Option<quarantine::Recovered>,
 }
 
 impl From<&QuarantineEntry> for QuarantinedTail {
@@ -42,6 +45,7 @@ impl From<&QuarantineEntry> for QuarantinedTail {
             offset: e.offset,
             bytes: e.bytes,
             file: format!("{}/{}", quarantine::QUARANTINE_DIR, e.data_file),
+            recovered: e.recovered.clone(),
         }
     }
 }
@@ -76,7 +80,7 @@ pub fn campaign_hold(journal_dir: &Path, last_seq: u64) -> Option<String> {
     };
     let seq = entries
         .iter()
-        .filter(|q| q.kind == quarantine::DamageKind::Damaged && q.seq > last_seq)
+        .filter(|q| q.is_unrecovered_damage() && q.seq > last_seq)
         .map(|q| q.seq)
         .min()?;
     Some(format!(
@@ -102,6 +106,7 @@ mod tests {
             reason: "test".into(),
             data_file: format!("seq-{seq}-off-64.frame"),
             later_segments: Vec::new(),
+            recovered: None,
         };
         let dir = quarantine::quarantine_dir(journal_dir);
         std::fs::create_dir_all(&dir).unwrap();

@@ -168,3 +168,98 @@ fn reqwest_text(url: &str) -> String {
             .expect("body")
     })
 }
+
+/// In an HA pair (real etcd, CRESCENT_TEST_ETCD): the active is killed right after
+/// acknowledging mounts, and one byte of its journal's last frame is flipped. Restarted, it
+/// quarantines that frame, follows the new active as a standby, and takes the record back from
+/// it (docs/ha.md, "A quarantined journal tail"): the entry is then marked recovered (one of its
+/// bytes differs from the record received), `/healthz` shows it, the gauge counts it as
+/// recovered, and `crescent-replay verify` warns instead of failing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ha_node_takes_its_quarantined_record_back_from_the_active() {
+    use crescent_tests::ha_pair::{health, wait_active, HaPair};
+    use std::time::{Duration, Instant};
+
+    let replay_bin = ensure_workspace_binary("crescent-replay-tools", "crescent-replay");
+    let mut pair = HaPair::start(false).await;
+    let active = pair.wait_in_sync().await;
+    let survivor = 1 - active;
+    let server = pair.node(active).addr.to_string();
+    for i in 0..3 {
+        let segment = format!("seg-{i}");
+        let (code, out, err) = crescent(
+            &["--server", &server],
+            &[
+                "segments",
+                "mount",
+                "--owner",
+                "o1",
+                "--segment",
+                &segment,
+                "--size",
+                "1048576",
+            ],
+        );
+        assert_eq!(code, 0, "{}{err}", String::from_utf8_lossy(&out));
+    }
+    // Quiet: the standby holds every record the active wrote (each was acknowledged only once
+    // the standby had it; nothing runs after the last mount).
+    let started = Instant::now();
+    loop {
+        let a = health(pair.node(active).addr).await.unwrap_or_default();
+        let s = health(pair.node(survivor).addr).await.unwrap_or_default();
+        if a["commit_seq"].as_u64().is_some() && a["commit_seq"] == s["durable_seq"] {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "standby not caught up: {a} / {s}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    pair.node_mut(active).guard.sigkill();
+    let data_dir = pair
+        .dir
+        .path()
+        .join(crescent_tests::ha_pair::NODE_NAMES[active]);
+    let journal = data_dir.join("journal");
+    let (segment, offset, len, seq) = last_frame(&journal);
+    let frame = flip_middle_byte(&segment, offset, len);
+    wait_active(pair.node(survivor), Duration::from_secs(20)).await;
+
+    pair.restart_as_standby(active);
+    let started = Instant::now();
+    let row = loop {
+        let h = health(pair.node(active).addr).await.unwrap_or_default();
+        let row = h["journal"]["quarantined"][0].clone();
+        if row["recovered"].is_object() {
+            break row;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the quarantined record did not come back: {h:#}\n{}",
+            log_tail(&pair.node(active).log_path, 30)
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(row["seq"], seq, "{row}");
+    assert_eq!(row["recovered"]["source"], "replication", "{row}");
+    assert_eq!(row["recovered"]["differing_bytes"], 1, "{row}");
+    assert_eq!(row["recovered"]["frame_bytes"], len as u64, "{row}");
+    let copy = journal.join(row["file"].as_str().expect("file"));
+    assert_eq!(std::fs::read(&copy).expect("the copy stays"), frame);
+    let metrics = reqwest::get(format!("{}/metrics", pair.node(active).base_url()))
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("metrics body");
+    assert!(
+        metrics.contains("crescent_journal_quarantined_frames{kind=\"recovered\"} 1")
+            && metrics.contains("crescent_journal_quarantined_frames{kind=\"damaged\"} 0"),
+        "{metrics}"
+    );
+    let (code, text) = replay(&replay_bin, &["verify"], &data_dir);
+    assert_eq!(code, 0, "{text}");
+    assert!(text.contains("quarantined_frame_recovered"), "{text}");
+}

@@ -62,6 +62,14 @@ pub fn run(args: &QuarantineArgs, out: &mut dyn Write) -> Result<u8> {
                         q.data_file,
                         q.reason
                     )?;
+                    if let Some(r) = &q.recovered {
+                        writeln!(
+                            out,
+                            "  recovered: the journal holds seq {} again ({}, term {}; {} of {} \
+                             frame bytes differ from the copy)",
+                            q.seq, r.source, r.term, r.differing_bytes, r.frame_bytes
+                        )?;
+                    }
                 }
             }
         }

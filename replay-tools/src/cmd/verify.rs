@@ -148,7 +148,8 @@ pub fn verify(args: &VerifyArgs) -> Result<VerifyReport> {
     })
 }
 
-/// Names every quarantined tail: `damaged` ones as faults, `incomplete` ones as warnings.
+/// Names every quarantined tail: `damaged` ones as faults, `incomplete` ones and damaged ones
+/// whose record came back from an active as warnings.
 fn check_quarantine(
     journal_dir: &std::path::Path,
     faults: &mut Vec<Fault>,
@@ -169,6 +170,22 @@ fn check_quarantine(
         }
     };
     for q in &entries {
+        if let Some(r) = &q.recovered {
+            warnings.push(Fault::new(
+                FaultSource::Journal,
+                Some(q.seq),
+                "quarantined_frame_recovered",
+                &qdir.join(&q.data_file),
+                format!(
+                    "a complete frame that failed its check was cut from offset {} of {} and \
+                     quarantined; the journal holds the record again ({}, term {}; {} of its \
+                     {} frame bytes differ from the quarantined copy); clear with \
+                     `crescent-replay quarantine clear` once dealt with",
+                    q.offset, q.segment, r.source, r.term, r.differing_bytes, r.frame_bytes
+                ),
+            ));
+            continue;
+        }
         let (kind, what, to) = match q.kind {
             DamageKind::Damaged => (
                 "quarantined_frame",

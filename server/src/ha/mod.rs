@@ -13,6 +13,7 @@
 
 pub mod active;
 pub mod identity;
+pub mod quarantine_repair;
 pub mod restart;
 pub mod rewind;
 pub mod standby;

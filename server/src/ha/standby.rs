@@ -80,6 +80,8 @@ async fn healthz(view: web::Data<Arc<StandbyView>>) -> HttpResponse {
 }
 
 async fn metrics(view: web::Data<Arc<StandbyView>>) -> HttpResponse {
+    // Refreshes the quarantine gauge (docs/journal-format.md, "Quarantine").
+    crate::journal_health::journal_health(&view.journal_dir, &view.journal_metrics);
     HttpResponse::Ok()
         .content_type("text/plain; version=0.0.4; charset=utf-8")
         .body(view.metrics.render())
@@ -144,6 +146,11 @@ pub async fn run(
     node: &str,
 ) -> Result<Outcome, ServerError> {
     let journal = opened.journal.clone();
+    // Before the follower starts: every record above this seq comes from the active.
+    let mut repair = super::quarantine_repair::QuarantineRepair::new(
+        &opened.dir.journal_dir(),
+        journal.last_seq(),
+    );
     let snapshots = SnapshotDir::new(opened.dir.snapshot_dir());
     let restored = restore(&snapshots, &journal, crescent_domain::standard_world())?;
     let snapshotter = Snapshotter::start(
@@ -207,6 +214,7 @@ pub async fn run(
 
     let mut role = elector.subscribe();
     let term = loop {
+        repair.poll(&journal);
         let current = role.borrow_and_update().clone();
         let diverged = view.follower_status();
         if let (Some((code, message)), Some(point)) = (&diverged.refused, &diverged.rewind_to) {
