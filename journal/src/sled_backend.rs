@@ -11,7 +11,8 @@
 //! semantics matter (design.md section 5). sled also uses 2-3x the space of the file backend.
 //!
 //! Recovery applies the record-keyed rules shared with the memory backend: a corrupt last value
-//! is a torn tail; a corrupt value (or a missing key) followed by valid ones is `Corrupt` in
+//! is a torn tail, copied into the journal quarantine (next to the database directory) before
+//! it is removed; a corrupt value (or a missing key) followed by valid ones is `Corrupt` in
 //! every mode, naming the seq. Prefix truncation removes keys but always keeps the last record,
 //! which carries the term and chain digest that appends continue from.
 
@@ -85,6 +86,40 @@ impl SledBackend {
     }
 }
 
+impl SledBackend {
+    /// Copies the values recovery is about to remove into the journal quarantine
+    /// (`<parent of the database>/quarantine`, docs/journal-format.md "Quarantine"), durably,
+    /// before a single key is removed. The copy is the removed values, whole frames as stored,
+    /// in key order; the entry names the database directory as its segment, at offset 0.
+    fn quarantine_dropped(
+        &self,
+        drop_keys: &[u64],
+        report: &crate::recovery::TruncationReport,
+    ) -> Result<Option<crate::quarantine::QuarantineEntry>> {
+        if drop_keys.is_empty() {
+            return Ok(None);
+        }
+        let mut bytes = Vec::new();
+        for key in drop_keys {
+            if let Some(v) = self.db.get(seq_key(*key))? {
+                bytes.extend_from_slice(&v);
+            }
+        }
+        let journal_dir = self.path.parent().unwrap_or(&self.path);
+        let tail = crate::quarantine::DamagedTail {
+            seq: report.last_good_seq + 1,
+            segment: &self.path,
+            offset: 0,
+            bytes: &bytes,
+            later: Vec::new(),
+            // sled writes a value whole or not at all: what fails its check is damage.
+            kind: crate::quarantine::DamageKind::Damaged,
+            reason: report.reason.clone(),
+        };
+        crate::quarantine::quarantine_tail(journal_dir, &tail).map(Some)
+    }
+}
+
 impl JournalBackend for SledBackend {
     fn name(&self) -> &'static str {
         "sled"
@@ -96,7 +131,10 @@ impl JournalBackend for SledBackend {
             let (k, v) = kv?;
             Ok((key_seq(&k, &path)?, v))
         });
-        let outcome = recover_keyed(entries, &self.path, mode)?;
+        let mut outcome = recover_keyed(entries, &self.path, mode)?;
+        if let Some(report) = outcome.recovered.truncated.as_mut() {
+            report.quarantine = self.quarantine_dropped(&outcome.drop_keys, report)?;
+        }
         if !outcome.drop_keys.is_empty() {
             let mut batch = sled::Batch::default();
             for key in &outcome.drop_keys {

@@ -113,3 +113,32 @@ fn a_newer_frame_version_is_unsupported() {
         other => panic!("expected UnsupportedVersion, got {other:?}"),
     }
 }
+
+#[test]
+fn a_damaged_last_value_is_quarantined_before_it_is_removed() {
+    let t = tempfile::tempdir().unwrap();
+    let path = t.path().join("sled");
+    fill(&path, 10);
+    let mut damaged = Vec::new();
+    with_db(&path, |db| {
+        let mut v = db.get(10u64.to_be_bytes()).unwrap().unwrap().to_vec();
+        let mid = v.len() / 2;
+        v[mid] ^= 0x01;
+        db.insert(10u64.to_be_bytes(), v.clone()).unwrap();
+        damaged = v;
+    });
+    let j = open(&path, RecoveryMode::TolerateTailCorruption).unwrap();
+    let report = j.truncation().unwrap();
+    assert_eq!(report.last_good_seq, 9);
+    let q = report.quarantine.clone().expect("copied aside");
+    assert_eq!((q.seq, q.segment.as_str(), q.offset), (10, "sled", 0));
+    assert_eq!(q.kind, crescent_journal::quarantine::DamageKind::Damaged);
+    // Beside the database, where the file backend keeps its quarantine too.
+    let copy = crescent_journal::quarantine::quarantine_dir(t.path()).join(&q.data_file);
+    assert_eq!(std::fs::read(copy).unwrap(), damaged);
+    assert_eq!(
+        crescent_journal::quarantine::list(t.path()).unwrap(),
+        vec![q]
+    );
+    assert_eq!(j.append_blocking(1, vec![rec(99)]).unwrap().last_seq, 10);
+}
