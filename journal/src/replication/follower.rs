@@ -18,8 +18,8 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use super::protocol::{
-    read_message, refusal, write_message, Credential, Message, ProtocolError, RewindPoint,
-    PROTOCOL_VERSION,
+    read_message, refusal, write_message, Credential, Message, PeerToken, ProtocolError,
+    RewindPoint, PROTOCOL_VERSION,
 };
 use super::round_timing::{self, Stage};
 use crate::codec::{check_frame, decode_body_ref, FramePrefix, FRAME_PREFIX_LEN};
@@ -32,23 +32,6 @@ pub type LeaderAddress = Arc<dyn Fn() -> Option<SocketAddr> + Send + Sync>;
 /// Called with the newest durable seq as it advances (while records flow, at most every
 /// 2 ms: several batches may be reported at once).
 pub type OnDurable = Arc<dyn Fn(u64) + Send + Sync>;
-
-/// Mints the token the Hello carries, afresh for each connection (`None`: none to send).
-#[derive(Clone)]
-pub struct PeerToken(pub Arc<dyn Fn() -> Option<String> + Send + Sync>);
-
-impl PeerToken {
-    pub fn new(f: impl Fn() -> Option<String> + Send + Sync + 'static) -> Self {
-        Self(Arc::new(f))
-    }
-}
-
-// Never print a token.
-impl std::fmt::Debug for PeerToken {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("PeerToken(..)")
-    }
-}
 
 #[derive(Debug, Clone)]
 pub struct FollowerConfig {

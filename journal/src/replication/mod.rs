@@ -16,8 +16,10 @@ pub mod window;
 
 pub use acks::SourceMetrics;
 pub use commit::{CommitMode, CommitTracker, StandbySession};
-pub use follower::{Follower, FollowerConfig, FollowerStatus, LeaderAddress, OnDurable, PeerToken};
+pub use follower::{Follower, FollowerConfig, FollowerStatus, LeaderAddress, OnDurable};
 pub use handshake::{PeerCheck, PeerRefusal};
-pub use protocol::{refusal, Credential, Message, ProtocolError, RewindPoint, PROTOCOL_VERSION};
+pub use protocol::{
+    refusal, Credential, Message, PeerToken, ProtocolError, RewindPoint, PROTOCOL_VERSION,
+};
 pub use source::{CapabilityCheck, ReplicationSource, SourceConfig, SourceStatus, TermSource};
 pub use window::SendWindow;

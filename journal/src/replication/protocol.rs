@@ -112,6 +112,24 @@ impl std::fmt::Debug for Credential {
     }
 }
 
+/// The standby's source of the token its Hello carries ([`super::FollowerConfig::token`]),
+/// called afresh for each connection (`None`: none to send).
+#[derive(Clone)]
+pub struct PeerToken(pub std::sync::Arc<dyn Fn() -> Option<String> + Send + Sync>);
+
+impl PeerToken {
+    pub fn new(f: impl Fn() -> Option<String> + Send + Sync + 'static) -> Self {
+        Self(std::sync::Arc::new(f))
+    }
+}
+
+// Never print a token.
+impl std::fmt::Debug for PeerToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PeerToken(..)")
+    }
+}
+
 /// A record both journals should hold: its seq and (on the active) its digest.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RewindPoint {
