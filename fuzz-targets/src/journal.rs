@@ -123,6 +123,8 @@ pub fn segment_seeds() -> Vec<Vec<u8>> {
 /// The bytes are what a standby reads from the active: messages until the end or an error;
 /// the frames of a Records message go through the frame decoder, as the follower does.
 pub fn replication_message(data: &[u8]) {
+    // The active reads a Hello first, within its own limit.
+    let _ = protocol::read_message_within(&mut &data[..], protocol::MAX_HELLO);
     let mut input = data;
     while let Ok(msg) = protocol::read_message(&mut input) {
         match msg {
@@ -145,6 +147,7 @@ pub fn replication_seeds() -> Vec<Vec<u8>> {
         last_term: 2,
         last_digest: vec![1; 32],
         capabilities: vec![("segment_mounted".into(), 2)],
+        token: Some(protocol::Credential("a.peer.token".into())),
     };
     let mut stream = Vec::new();
     protocol::write_message(&mut stream, &hello).expect("encoding");

@@ -260,6 +260,7 @@ fn a_standby_that_stops_reading_never_stalls_the_active_and_then_gets_every_reco
             last_term: 0,
             last_digest: crescent_journal::GENESIS_DIGEST.to_vec(),
             capabilities: Vec::new(),
+            token: None,
         },
     )
     .unwrap();
@@ -342,6 +343,7 @@ impl ScriptedStandby {
                 last_term: 0,
                 last_digest: crescent_journal::GENESIS_DIGEST.to_vec(),
                 capabilities: vec![("tick".into(), 1)],
+                token: None,
             },
         )
         .unwrap();

@@ -32,6 +32,12 @@ pub struct NetConfig {
     pub rpc_idle_timeout_secs: u64,
     /// Most open connections on the embedded segment's transfer listener.
     pub transfer_max_connections: usize,
+    /// Most open connections on the HA replication listener (handshaking ones and the
+    /// standby's session); one more is closed at once. Small: one standby follows at a time.
+    pub replication_max_connections: usize,
+    /// Longest wait for a whole replication Hello after accept (closed beyond it, without
+    /// displacing the standby that is following).
+    pub replication_handshake_timeout_ms: u64,
     /// Spare descriptors held back for the journal and the snapshotter, released to let them
     /// open a file when the process runs out (a flood of connections must not stop them).
     pub fd_reserve: usize,
@@ -49,6 +55,8 @@ impl Default for NetConfig {
             rpc_frame_timeout_ms: 15_000,
             rpc_idle_timeout_secs: 3_600,
             transfer_max_connections: 256,
+            replication_max_connections: 8,
+            replication_handshake_timeout_ms: 5_000,
             fd_reserve: 8,
         }
     }
@@ -77,11 +85,22 @@ impl NetConfig {
                 self.rpc_handshake_timeout_ms,
             ),
             ("net.rpc_frame_timeout_ms", self.rpc_frame_timeout_ms),
+            (
+                "net.replication_handshake_timeout_ms",
+                self.replication_handshake_timeout_ms,
+            ),
         ];
         for (key, ms) in timeouts {
             if !(100..=600_000).contains(&ms) {
                 return Err(invalid(key, format!("{ms} is outside 100..=600000 ms")));
             }
+        }
+        // The session and its replacement (a standby reconnecting) need two.
+        if !(2..=1024).contains(&self.replication_max_connections) {
+            return Err(invalid(
+                "net.replication_max_connections",
+                format!("{} is outside 2..=1024", self.replication_max_connections),
+            ));
         }
         if !(1..=86_400).contains(&self.http_keep_alive_secs) {
             return Err(invalid(
@@ -110,6 +129,10 @@ impl NetConfig {
 
     pub fn http_body_timeout(&self) -> Duration {
         Duration::from_millis(self.http_body_timeout_ms)
+    }
+
+    pub fn replication_handshake_timeout(&self) -> Duration {
+        Duration::from_millis(self.replication_handshake_timeout_ms)
     }
 
     /// The RPC listener's bounds.
@@ -160,6 +183,18 @@ mod tests {
                 "net.http_keep_alive_secs",
             ),
             ("[net]\nfd_reserve = 1000\n", "net.fd_reserve"),
+            (
+                "[net]\nreplication_max_connections = 1\n",
+                "net.replication_max_connections",
+            ),
+            (
+                "[net]\nreplication_max_connections = 5000\n",
+                "net.replication_max_connections",
+            ),
+            (
+                "[net]\nreplication_handshake_timeout_ms = 50\n",
+                "net.replication_handshake_timeout_ms",
+            ),
         ] {
             let c = Config::from_toml(Path::new("x.toml"), toml).unwrap();
             let err = c.validate().unwrap_err().to_string();

@@ -18,6 +18,7 @@ pub mod embedded;
 pub mod error;
 pub mod ha;
 pub mod housekeeping;
+mod http_bounds;
 pub mod journal_health;
 pub mod liveness;
 pub mod metrics;

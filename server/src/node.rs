@@ -566,15 +566,7 @@ impl Node {
             0 => std::thread::available_parallelism().map_or(2, |n| n.get()),
             n => n,
         };
-        // `[net]`'s HTTP bounds (docs/configuration.md): head timeout, idle keep-alive, and the
-        // connection cap (actix counts it per worker, so the whole cap is split between them).
-        let net = &config.net;
-        server = server
-            .workers(workers)
-            .client_request_timeout(net.http_head_timeout())
-            .client_disconnect_timeout(std::time::Duration::from_secs(1))
-            .keep_alive(std::time::Duration::from_secs(net.http_keep_alive_secs))
-            .max_connections(net.http_max_connections.div_ceil(workers).max(1));
+        server = crate::http_bounds::bounded_http_server!(server, &config.net, workers);
         let server = server
             .bind(config.listen)
             .map_err(|source| ServerError::Listen {

@@ -224,6 +224,8 @@ pub enum Outcome {
 pub struct SegmentsClient {
     http: reqwest::Client,
     base: String,
+    /// Sent as `Authorization: Bearer` (crescentd with `[auth]`).
+    token: Option<String>,
 }
 
 impl SegmentsClient {
@@ -236,13 +238,26 @@ impl SegmentsClient {
         SegmentsClient {
             http,
             base: base_url.trim_end_matches('/').to_string(),
+            token: None,
+        }
+    }
+
+    /// This client with a bearer token on every request.
+    pub fn with_token(mut self, token: &str) -> SegmentsClient {
+        self.token = Some(token.to_string());
+        self
+    }
+
+    fn authorized(&self, req: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        match &self.token {
+            Some(t) => req.bearer_auth(t),
+            None => req,
         }
     }
 
     async fn post(&self, path: &str, body: serde_json::Value) -> Outcome {
         let resp = match self
-            .http
-            .post(format!("{}{path}", self.base))
+            .authorized(self.http.post(format!("{}{path}", self.base)))
             .json(&body)
             .send()
             .await
@@ -292,8 +307,7 @@ impl SegmentsClient {
 
     pub async fn list(&self) -> Result<SegmentListing, String> {
         let resp = self
-            .http
-            .get(format!("{}/v1/segments", self.base))
+            .authorized(self.http.get(format!("{}/v1/segments", self.base)))
             .send()
             .await
             .map_err(|e| format!("GET /v1/segments: {e}"))?;

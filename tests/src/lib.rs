@@ -4,6 +4,7 @@
 //! (a journal appender that is SIGKILLed at random moments) and `crescentd` itself. What they
 //! share lives here:
 //!
+//! - [`auth`]: a key file for crescentd's `[auth]` and tokens issued from it.
 //! - [`process`]: a child-process guard that SIGKILLs and reaps its child on drop (so a
 //!   panicking test never leaves processes behind), and free-port discovery.
 //! - [`bulk_fill`]: filling a store with many small objects (the large-directory benchmarks).
@@ -21,6 +22,7 @@
 //! - [`segment_model`]: what a crash test knows about segments from acknowledged requests, and
 //!   the check of a recovered server's listing against it.
 
+pub mod auth;
 pub mod binaries;
 pub mod bulk_fill;
 pub mod crash_journal;

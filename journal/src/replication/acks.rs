@@ -18,11 +18,20 @@ use super::protocol::{read_message, Message, ProtocolError};
 use super::round_timing::{self, Stage};
 use super::source::SourceStatus;
 
-/// The replication source's metrics (labels are bounded: error codes only).
+/// The replication source's metrics (labels are bounded: error codes and fixed reasons).
 #[derive(Debug, Clone)]
 pub struct SourceMetrics {
     pub protocol_errors: IntCounterVec,
+    /// The node's `crescent_net_connections_closed_total{listener, reason}`, shared with its
+    /// other listeners: this one counts as `replication`, with reason `over_limit` or
+    /// `handshake` (no valid Hello in time, or a wrong protocol version).
+    pub connections_closed: Option<IntCounterVec>,
+    /// The node's `crescent_accept_failures_total{listener}` (`replication` here).
+    pub accept_failures: Option<IntCounterVec>,
 }
+
+/// The `listener` label of this listener in the node's shared connection metrics.
+const LISTENER: &str = "replication";
 
 impl SourceMetrics {
     pub fn register(registry: &Registry) -> prometheus::Result<Self> {
@@ -34,7 +43,35 @@ impl SourceMetrics {
             &["code"],
         )?;
         registry.register(Box::new(protocol_errors.clone()))?;
-        Ok(Self { protocol_errors })
+        Ok(Self {
+            protocol_errors,
+            connections_closed: None,
+            accept_failures: None,
+        })
+    }
+
+    /// Counts this listener's closed connections and failed accepts in the node's counters
+    /// (labels `listener, reason` and `listener`).
+    pub fn with_listener_counters(
+        mut self,
+        connections_closed: IntCounterVec,
+        accept_failures: IntCounterVec,
+    ) -> Self {
+        self.connections_closed = Some(connections_closed);
+        self.accept_failures = Some(accept_failures);
+        self
+    }
+
+    pub(super) fn count_closed(&self, reason: &'static str) {
+        if let Some(c) = &self.connections_closed {
+            c.with_label_values(&[LISTENER, reason]).inc();
+        }
+    }
+
+    pub(super) fn count_accept_failure(&self) {
+        if let Some(c) = &self.accept_failures {
+            c.with_label_values(&[LISTENER]).inc();
+        }
     }
 }
 

@@ -1,7 +1,8 @@
 //! The standby's side: follows the active's journal into its own.
 //!
 //! One thread connects to wherever [`LeaderAddress`] points, says Hello with this journal's
-//! head, and then appends each Records message through [`Journal::append_replicated`] (which
+//! head (and, with auth on, a `peer` token it mints for each connection: [`PeerToken`]), and
+//! then appends each Records message through [`Journal::append_replicated`] (which
 //! checks every CRC, the seq order, the term and the chain digest before anything is written,
 //! and writes and syncs on this thread when the journal's writer thread is idle),
 //! acknowledges once durable (from whichever thread synced, through
@@ -17,7 +18,8 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use super::protocol::{
-    read_message, refusal, write_message, Message, ProtocolError, RewindPoint, PROTOCOL_VERSION,
+    read_message, refusal, write_message, Credential, Message, PeerToken, ProtocolError,
+    RewindPoint, PROTOCOL_VERSION,
 };
 use super::round_timing::{self, Stage};
 use crate::codec::{check_frame, decode_body_ref, FramePrefix, FRAME_PREFIX_LEN};
@@ -40,6 +42,8 @@ pub struct FollowerConfig {
     pub io_timeout: Duration,
     pub retry_min: Duration,
     pub retry_max: Duration,
+    /// The credential the active asks for with auth on (docs/security.md); `None`: none.
+    pub token: Option<PeerToken>,
 }
 
 impl Default for FollowerConfig {
@@ -50,6 +54,7 @@ impl Default for FollowerConfig {
             io_timeout: Duration::from_secs(3),
             retry_min: Duration::from_millis(50),
             retry_max: Duration::from_secs(2),
+            token: None,
         }
     }
 }
@@ -209,9 +214,25 @@ fn follow_once(shared: &Shared, addr: SocketAddr) -> Result<(), FollowError> {
             last_term,
             last_digest: last_digest.to_vec(),
             capabilities: shared.config.capabilities.clone(),
+            token: shared
+                .config
+                .token
+                .as_ref()
+                .and_then(|t| (t.0)())
+                .map(Credential),
         },
     )?;
     match read_message(&mut stream)? {
+        Message::Welcome { version, .. } if version != PROTOCOL_VERSION => {
+            let message = format!(
+                "the active speaks replication protocol version {version}, this standby \
+                 {PROTOCOL_VERSION}: run the same crescentd release on both nodes"
+            );
+            let code = refusal::INCOMPATIBLE.to_string();
+            shared.status.lock().expect("status mutex").refused =
+                Some((code.clone(), message.clone()));
+            return Err(FollowError::Refused { code, message });
+        }
         Message::Welcome {
             term,
             leader,

@@ -6,15 +6,20 @@
 mod acks;
 pub mod commit;
 pub mod follower;
+mod handshake;
 pub mod protocol;
 pub mod round_timing;
 mod sender;
 pub mod source;
+mod stream;
 pub mod window;
 
 pub use acks::SourceMetrics;
 pub use commit::{CommitMode, CommitTracker, StandbySession};
 pub use follower::{Follower, FollowerConfig, FollowerStatus, LeaderAddress, OnDurable};
-pub use protocol::{refusal, Message, ProtocolError, RewindPoint, PROTOCOL_VERSION};
+pub use handshake::{PeerCheck, PeerRefusal};
+pub use protocol::{
+    refusal, Credential, Message, PeerToken, ProtocolError, RewindPoint, PROTOCOL_VERSION,
+};
 pub use source::{CapabilityCheck, ReplicationSource, SourceConfig, SourceStatus, TermSource};
 pub use window::SendWindow;

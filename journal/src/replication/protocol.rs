@@ -1,8 +1,9 @@
-//! The replication wire protocol (version 1): length-prefixed msgpack messages over one TCP
+//! The replication wire protocol (version 2): length-prefixed msgpack messages over one TCP
 //! connection that the standby opens to the active.
 //!
 //! ```text
-//! standby -> active   Hello    {version, node, last_seq, last_term, last_digest, capabilities}
+//! standby -> active   Hello    {version, node, last_seq, last_term, last_digest, capabilities,
+//!                               token}
 //! active  -> standby  Welcome  {version, term, leader, from_seq}      or  Refused {code, ...}
 //! active  -> standby  Records  {term, commit_seq, frames}   (journal frames, on-disk format)
 //! active  -> standby  Heartbeat{term, commit_seq, durable_seq}        (when idle)
@@ -12,6 +13,11 @@
 //! Each message is `u32 LE body length` + body (msgpack, fields by name so later versions can
 //! add fields). `frames` holds whole journal frames exactly as the file backend stores them
 //! (each with its own CRC), so the standby checks every record's CRC and chain digest.
+//!
+//! Version 2 added the Hello's `token`: the standby's `peer` credential, checked before the
+//! active sends anything but a refusal (docs/security.md, "Replication peers"). Both sides
+//! refuse any other version (`INCOMPATIBLE`); the Hello is read with [`MAX_HELLO`] as its
+//! limit, before which the peer is unknown.
 
 use std::io::{Read, Write};
 
@@ -20,9 +26,12 @@ use serde::{Deserialize, Serialize};
 use crate::record::Digest;
 
 /// The protocol version this binary speaks.
-pub const PROTOCOL_VERSION: u16 = 1;
+pub const PROTOCOL_VERSION: u16 = 2;
 /// Largest message accepted (a Records message is cut well below this by the sender).
 pub const MAX_MESSAGE: usize = 64 << 20;
+/// Largest Hello accepted: its capabilities and token are a few KiB; an unproven peer must not
+/// make the active hold more.
+pub const MAX_HELLO: usize = 64 << 10;
 
 /// Why the active refused a standby (stable codes: they appear in logs and status).
 pub mod refusal {
@@ -36,6 +45,13 @@ pub mod refusal {
     pub const INCOMPATIBLE: &str = "INCOMPATIBLE";
     /// Another standby is already following.
     pub const BUSY: &str = "BUSY";
+    /// With auth on: the Hello carries no peer credential, or a malformed, expired, revoked or
+    /// unknown-key one.
+    pub const UNAUTHENTICATED: &str = "UNAUTHENTICATED";
+    /// With auth on: a valid credential whose role may not replicate (docs/security.md).
+    pub const PERMISSION_DENIED: &str = "PERMISSION_DENIED";
+    /// The active cannot check credentials yet (it is still starting); try again.
+    pub const UNAVAILABLE: &str = "UNAVAILABLE";
 }
 
 /// One protocol message.
@@ -51,6 +67,9 @@ pub enum Message {
         last_digest: Vec<u8>,
         /// (event kind, newest version this standby can replay).
         capabilities: Vec<(String, u16)>,
+        /// The standby's `peer` token (version 2; `None`: the active runs without auth).
+        #[serde(default)]
+        token: Option<Credential>,
     },
     Welcome {
         version: u16,
@@ -80,6 +99,35 @@ pub enum Message {
     Ack {
         durable_seq: u64,
     },
+}
+
+/// A bearer token on the wire; its `Debug` never shows it (messages are logged with `{:?}`).
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Credential(pub String);
+
+impl std::fmt::Debug for Credential {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Credential(..)")
+    }
+}
+
+/// The standby's source of the token its Hello carries ([`super::FollowerConfig::token`]),
+/// called afresh for each connection (`None`: none to send).
+#[derive(Clone)]
+pub struct PeerToken(pub std::sync::Arc<dyn Fn() -> Option<String> + Send + Sync>);
+
+impl PeerToken {
+    pub fn new(f: impl Fn() -> Option<String> + Send + Sync + 'static) -> Self {
+        Self(std::sync::Arc::new(f))
+    }
+}
+
+// Never print a token.
+impl std::fmt::Debug for PeerToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PeerToken(..)")
+    }
 }
 
 /// A record both journals should hold: its seq and (on the active) its digest.
@@ -175,10 +223,15 @@ pub fn encode_records_into(out: &mut Vec<u8>, term: u64, commit_seq: u64, frames
 
 /// Reads one message (blocking; honours the stream's read timeout).
 pub fn read_message(r: &mut impl Read) -> Result<Message, ProtocolError> {
+    read_message_within(r, MAX_MESSAGE)
+}
+
+/// Reads one message of at most `max` bytes (the Hello: [`MAX_HELLO`]).
+pub fn read_message_within(r: &mut impl Read, max: usize) -> Result<Message, ProtocolError> {
     let mut len = [0u8; 4];
     r.read_exact(&mut len)?;
     let len = u32::from_le_bytes(len) as usize;
-    if len > MAX_MESSAGE {
+    if len > max {
         return Err(ProtocolError::TooLarge(len));
     }
     // Grown as bytes arrive, never to the length a peer merely claims.
@@ -215,6 +268,7 @@ mod tests {
                 last_term: 2,
                 last_digest: vec![1; 32],
                 capabilities: vec![("segment_mounted".into(), 2)],
+                token: Some(Credential("header.claims.signature".into())),
             },
             Message::Welcome {
                 version: 1,
@@ -295,6 +349,80 @@ mod tests {
             read_message(&mut buf.as_slice()),
             Err(ProtocolError::Malformed(_))
         ));
+    }
+
+    #[test]
+    fn a_version_1_hello_decodes_without_a_token_and_a_token_never_prints() {
+        // The Hello exactly as version 1 wrote it (no `token` field): it decodes, so the
+        // active can refuse it by its version with a clear message.
+        #[derive(Serialize)]
+        #[serde(tag = "type", rename_all = "snake_case")]
+        enum V1 {
+            Hello {
+                version: u16,
+                node: String,
+                last_seq: u64,
+                last_term: u64,
+                #[serde(with = "serde_bytes")]
+                last_digest: Vec<u8>,
+                capabilities: Vec<(String, u16)>,
+            },
+        }
+        let body = rmp_serde::to_vec_named(&V1::Hello {
+            version: 1,
+            node: "b".into(),
+            last_seq: 3,
+            last_term: 1,
+            last_digest: vec![0; 32],
+            capabilities: vec![],
+        })
+        .unwrap();
+        let mut buf = (body.len() as u32).to_le_bytes().to_vec();
+        buf.extend_from_slice(&body);
+        match read_message_within(&mut buf.as_slice(), MAX_HELLO).unwrap() {
+            Message::Hello { version, token, .. } => {
+                assert_eq!(version, 1);
+                assert_eq!(token, None);
+            }
+            other => panic!("{other:?}"),
+        }
+        let hello = Message::Hello {
+            version: PROTOCOL_VERSION,
+            node: "b".into(),
+            last_seq: 0,
+            last_term: 0,
+            last_digest: vec![0; 32],
+            capabilities: vec![],
+            token: Some(Credential("secret-token-text".into())),
+        };
+        assert!(!format!("{hello:?}").contains("secret-token-text"));
+    }
+
+    #[test]
+    fn a_hello_over_its_limit_is_refused_before_its_body_is_read() {
+        let hello = Message::Hello {
+            version: PROTOCOL_VERSION,
+            node: "b".into(),
+            last_seq: 0,
+            last_term: 0,
+            last_digest: vec![0; 32],
+            capabilities: vec![("x".repeat(100), 1); 1000],
+            token: None,
+        };
+        let mut buf = Vec::new();
+        write_message(&mut buf, &hello).unwrap();
+        assert!(buf.len() > MAX_HELLO);
+        assert!(matches!(
+            read_message_within(&mut buf.as_slice(), MAX_HELLO),
+            Err(ProtocolError::TooLarge(_))
+        ));
+        // A length claim alone: refused from the 4 bytes, nothing else is waited for.
+        let claim = ((MAX_HELLO + 1) as u32).to_le_bytes();
+        assert!(matches!(
+            read_message_within(&mut claim.as_slice(), MAX_HELLO),
+            Err(ProtocolError::TooLarge(_))
+        ));
+        assert_eq!(read_message(&mut buf.as_slice()).unwrap(), hello);
     }
 
     #[test]

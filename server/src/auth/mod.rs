@@ -3,9 +3,11 @@
 //! [`AuthState`] holds the key set (none: the node runs open), the journaled revocation list
 //! and a copy of its ids that requests check without a round trip to the actor (updated only
 //! after a revocation is committed), and the refusal metric. [`guard`] is the HTTP middleware;
-//! the RPC fast path is not served while auth is on (see `crate::rpc`).
+//! the RPC fast path is not served while auth is on (see `crate::rpc`). [`peer`]: the tokens
+//! the two nodes of a pair prove themselves with (HTTP and the replication handshake).
 
 pub mod guard;
+pub mod peer;
 pub mod routes;
 pub mod target;
 
@@ -17,6 +19,8 @@ use std::time::{Duration, Instant};
 use crescent_actors::{AggregateRegistry, Runtime, World};
 use crescent_auth::revocation::INSTANCE_ID;
 use crescent_auth::{AuthError, Claims, KeySet, RevocationCommand, RevocationList};
+
+pub use peer::peer_token;
 use prometheus::{IntCounterVec, Opts, Registry};
 
 use crate::api::error::{from_runtime, HttpError};
@@ -90,11 +94,21 @@ impl AuthState {
 
     /// The claims of the token in an `Authorization` header value, if it is valid now.
     pub fn authenticate(&self, header: Option<&str>, now_secs: u64) -> Result<Claims, AuthError> {
+        let token = header.and_then(|h| h.strip_prefix(crescent_wire::auth::AUTHORIZATION_SCHEME));
+        self.authenticate_token(token, now_secs)
+    }
+
+    /// The claims of a bare token (`None` or blank: none given), if it is valid now: signed by
+    /// one of the keys, unexpired, not revoked.
+    pub fn authenticate_token(
+        &self,
+        token: Option<&str>,
+        now_secs: u64,
+    ) -> Result<Claims, AuthError> {
         let Some(keys) = &self.keys else {
             return Err(AuthError::Invalid("authentication is off".into()));
         };
-        let token = header
-            .and_then(|h| h.strip_prefix(crescent_wire::auth::AUTHORIZATION_SCHEME))
+        let token = token
             .map(str::trim)
             .filter(|t| !t.is_empty())
             .ok_or(AuthError::Missing)?;
@@ -177,29 +191,4 @@ pub fn log_mode(config: &crate::config::Config) {
     } else {
         tracing::info!("authentication off (no [auth] secret_file): loopback only");
     }
-}
-
-/// How long a node's own peer token lives (minted afresh for each use).
-const PEER_TOKEN_TTL_SECS: u64 = 60;
-
-/// A short-lived `peer` token signed with this node's key, for calls to the other node of an
-/// HA pair; `None` when auth is off (or the key cannot be read: the call then goes without,
-/// and the refusal shows on the other node).
-pub fn peer_token(settings: &AuthSettings) -> Option<String> {
-    let path = settings.secret_file.as_ref()?;
-    let keys = KeySet::from_files(path, &[] as &[std::path::PathBuf]).ok()?;
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .ok()?
-        .as_secs();
-    let claims = Claims::new(
-        crescent_auth::Role::Peer,
-        None,
-        None,
-        now,
-        PEER_TOKEN_TTL_SECS,
-        uuid::Uuid::new_v4().to_string(),
-    )
-    .ok()?;
-    crescent_auth::issue(&keys, &claims).ok()
 }

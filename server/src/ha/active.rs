@@ -3,7 +3,7 @@
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use crescent_actors::World;
 use crescent_ha::LeaderFence;
@@ -13,7 +13,23 @@ use crescent_journal::replication::{
 use crescent_journal::Journal;
 use prometheus::{IntCounter, IntGaugeVec, Opts};
 
+use crate::auth::AuthState;
+use crate::config_net::NetConfig;
 use crate::error::ServerError;
+use crate::metrics::ServerMetrics;
+
+/// Where and how the active's replication listener runs.
+pub struct ReplicationListener<'a> {
+    pub listen: SocketAddr,
+    /// The host standbys are told to connect to (with the bound port).
+    pub advertise_host: &'a str,
+    /// `replication_max_connections` and `replication_handshake_timeout_ms`.
+    pub net: &'a NetConfig,
+    /// The node's registry and its shared listener counters.
+    pub metrics: &'a ServerMetrics,
+    /// `[auth]` is on: a standby must prove a `peer` credential in its Hello.
+    pub auth: bool,
+}
 
 /// What an active node's handlers and loops share about its HA state.
 pub struct ActiveHa {
@@ -27,6 +43,9 @@ pub struct ActiveHa {
     /// Where standbys connect (advertised host, bound port).
     pub replication_address: String,
     stepped_down: AtomicBool,
+    /// The node's credentials, once its state is restored ([`ActiveHa::set_auth`]): the
+    /// replication listener checks standbys' tokens with them.
+    peer_auth: Arc<OnceLock<Arc<AuthState>>>,
     /// What this active last wrote in the etcd marker about its standby.
     marked: Mutex<MarkedStandby>,
     metrics: SyncMetrics,
@@ -90,10 +109,16 @@ impl ActiveHa {
         term: u64,
         journal: Journal,
         fence: LeaderFence,
-        listen: SocketAddr,
-        advertise_host: &str,
-        registry: &prometheus::Registry,
+        listener: ReplicationListener<'_>,
     ) -> Result<Arc<Self>, ServerError> {
+        let ReplicationListener {
+            listen,
+            advertise_host,
+            net,
+            metrics,
+            auth,
+        } = listener;
+        let registry = &metrics.registry;
         // Nothing may be appended under an older term from here on, nor under this one once
         // the lease deadline has passed (checked under the journal's submission lock).
         journal.fence(term);
@@ -109,6 +134,13 @@ impl ActiveHa {
             (t != 0 && fence.current_term() == Some(t)).then_some(t)
         });
         let written = crescent_domain::standard_world().event_schemas();
+        let peer_auth: Arc<OnceLock<Arc<AuthState>>> = Arc::default();
+        let source_metrics = SourceMetrics::register(registry).ok().map(|m| {
+            m.with_listener_counters(
+                metrics.connections_closed.clone(),
+                metrics.accept_failures.clone(),
+            )
+        });
         let source = ReplicationSource::start(
             journal.clone(),
             listen,
@@ -117,7 +149,11 @@ impl ActiveHa {
             Arc::new(move |caps: &[(String, u16)]| World::can_replay(&written, caps)),
             SourceConfig {
                 node: node.to_string(),
-                metrics: SourceMetrics::register(registry).ok(),
+                metrics: source_metrics,
+                handshake_timeout: net.replication_handshake_timeout(),
+                max_connections: net.replication_max_connections,
+                peer_check: auth
+                    .then(|| crate::auth::peer::replication_peer_check(peer_auth.clone())),
                 ..SourceConfig::default()
             },
         )
@@ -135,9 +171,16 @@ impl ActiveHa {
             source: Mutex::new(Some(source)),
             replication_address,
             stepped_down: AtomicBool::new(false),
+            peer_auth,
             marked: Mutex::new(MarkedStandby::default()),
             metrics: SyncMetrics::register(registry),
         }))
+    }
+
+    /// Hands the node's credentials to the replication listener: until then, with auth on,
+    /// standbys are refused `UNAVAILABLE` (and try again).
+    pub fn set_auth(&self, auth: Arc<AuthState>) {
+        let _ = self.peer_auth.set(auth);
     }
 
     pub fn source_status(&self) -> SourceStatus {

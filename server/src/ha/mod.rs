@@ -104,9 +104,13 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
         term,
         opened.journal.clone(),
         elector.fence(),
-        listen,
-        &advertise_host,
-        &opened.metrics.registry,
+        active::ReplicationListener {
+            listen,
+            advertise_host: &advertise_host,
+            net: &config.net,
+            metrics: &opened.metrics,
+            auth: config.auth.enabled(),
+        },
     )?;
     let state = Node::start_on(
         &config,
@@ -117,6 +121,7 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
         },
     )?;
     let _ = state.ha.set(ha.clone());
+    ha.set_auth(state.auth.clone());
     // The cold tier on a shared mount (docs/cold-tier.md, "HA"), before the embedded segment.
     let started = match crate::cold::start_active(&state, &config).await {
         Ok(()) if config.ha.embedded_segment => crate::embedded::mount_embedded(&state).await,

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 
 use actix_web::{web, App, HttpResponse, HttpServer};
 use crescent_ha::{Elector, Role};
-use crescent_journal::replication::{Follower, FollowerConfig, FollowerStatus};
+use crescent_journal::replication::{Follower, FollowerConfig, FollowerStatus, PeerToken};
 use crescent_snapshot::{restore, SnapshotDir, SnapshotMetrics, Snapshotter, SnapshotterConfig};
 use crescent_wire::{ApiError, ErrorCode};
 
@@ -184,6 +184,12 @@ pub async fn run(
             FollowerConfig {
                 node: node.to_string(),
                 capabilities: crescent_domain::standard_world().event_schemas(),
+                // With [auth], the Hello carries a peer token minted for each connection
+                // (docs/security.md, "Replication peers").
+                token: config.auth.enabled().then(|| {
+                    let settings = config.auth.clone();
+                    PeerToken::new(move || crate::auth::peer_token(&settings))
+                }),
                 ..FollowerConfig::default()
             },
         )
@@ -192,22 +198,30 @@ pub async fn run(
     *view.follower.lock().expect("follower mutex") = Some(Arc::new(follower));
 
     let data = web::Data::new(view.clone());
+    let max_body = config.http.max_body_bytes;
+    let body_limits = crate::api::wire::BodyLimits {
+        max_bytes: max_body,
+        timeout: config.net.http_body_timeout(),
+    };
     let server = HttpServer::new(move || {
         App::new()
             .app_data(data.clone())
+            .app_data(web::PayloadConfig::new(max_body))
+            .app_data(body_limits)
             .route("/healthz", web::get().to(healthz))
             .route("/metrics", web::get().to(metrics))
             .route("/v1/status", web::get().to(healthz))
             .default_service(web::to(not_leader))
     })
-    .workers(1)
-    .disable_signals()
-    .bind(config.listen)
-    .map_err(|source| ServerError::Listen {
-        addr: config.listen,
-        source,
-    })?
-    .run();
+    .disable_signals();
+    // The same `[net]` bounds as the active's listener, on one worker (docs/configuration.md).
+    let server = crate::http_bounds::bounded_http_server!(server, &config.net, 1)
+        .bind(config.listen)
+        .map_err(|source| ServerError::Listen {
+            addr: config.listen,
+            source,
+        })?
+        .run();
     let http = server.handle();
     let http_task = actix_rt::spawn(server);
     tracing::info!(listen = %config.listen, node, "crescentd standby: following the active");

@@ -1,0 +1,22 @@
+//! `[net]`'s HTTP bounds (docs/configuration.md, "Network bounds"), applied alike to every
+//! HTTP listener of crescentd: the node's and the one a standby serves while it follows.
+
+/// `$server` (an `actix_web::HttpServer`) with `$workers` workers, the head timeout, the idle
+/// keep-alive limit and the connection cap of `$net` (a [`crate::config_net::NetConfig`]);
+/// actix counts the cap per worker, so the whole cap is split between them. The body limit and
+/// body timeout are app data that the handlers read ([`crate::api::wire::BodyLimits`]).
+/// (A macro: `HttpServer`'s type parameters name crates that crescentd does not depend on.)
+macro_rules! bounded_http_server {
+    ($server:expr, $net:expr, $workers:expr) => {{
+        let net: &$crate::config_net::NetConfig = $net;
+        let workers: usize = ($workers).max(1);
+        $server
+            .workers(workers)
+            .client_request_timeout(net.http_head_timeout())
+            .client_disconnect_timeout(::std::time::Duration::from_secs(1))
+            .keep_alive(::std::time::Duration::from_secs(net.http_keep_alive_secs))
+            .max_connections(net.http_max_connections.div_ceil(workers).max(1))
+    }};
+}
+
+pub(crate) use bounded_http_server;
