@@ -1,6 +1,7 @@
 //! Periodic housekeeping (every `store.housekeeping_interval_ms`, default 1 s): the directory's
-//! tick (expired leases, stale puts, deferred frees), eviction above the high watermark, and
-//! expiry of owners that stopped heartbeating (journaled RemoveOwner, replicas dropped).
+//! tick (expired leases, stale puts, deferred frees), eviction above the high watermark,
+//! expiry of owners that stopped heartbeating (journaled RemoveOwner, replicas dropped), and
+//! the pruning of revocations whose tokens have expired (docs/security.md, "Revocation").
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -66,6 +67,15 @@ async fn run_pass_inner(state: &Arc<NodeState>, now_ms: i64) -> PassReport {
         }
     }
     state.rebuild.poll(now_ms);
+    match state
+        .auth
+        .prune_revocations((now_ms / 1000).max(0) as u64)
+        .await
+    {
+        Ok(0) => {}
+        Ok(n) => tracing::info!(pruned = n, "expired token revocations pruned"),
+        Err(e) => tracing::warn!(error = %e, "cannot prune token revocations"),
+    }
     // Removals no waiting remove journals (a managed revision's deletion) are journaled here.
     if let Err(e) = state.removals.wait_recorded().await {
         tracing::warn!(error = %e, "removed puts not journaled yet");

@@ -11,7 +11,7 @@ pub mod peer;
 pub mod routes;
 pub mod target;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
 use std::sync::{Mutex, RwLock};
 use std::time::{Duration, Instant};
@@ -35,7 +35,8 @@ const MAX_LOGGED_PEERS: usize = 4096;
 pub struct AuthState {
     keys: Option<KeySet>,
     revocations: AggregateRegistry<RevocationList>,
-    revoked: RwLock<BTreeSet<String>>,
+    /// Revoked token ids and their tokens' expiry (seconds; `None`: unknown).
+    revoked: RwLock<BTreeMap<String, Option<u64>>>,
     /// `crescent_auth_refusals_total{class, reason}`: both labels bounded.
     refusals: IntCounterVec,
     last_logged: Mutex<HashMap<IpAddr, Instant>>,
@@ -62,7 +63,7 @@ impl AuthState {
             .collect();
         let revoked = states
             .get(INSTANCE_ID)
-            .map(|s| s.revoked.keys().cloned().collect())
+            .map(|s| s.revoked.clone())
             .unwrap_or_default();
         let revocations = AggregateRegistry::<RevocationList>::builder(runtime.clone())
             .recovered(states, world.last_seq())
@@ -123,7 +124,7 @@ impl AuthState {
         self.revoked
             .read()
             .expect("revoked set lock")
-            .contains(token_id)
+            .contains_key(token_id)
     }
 
     /// Journals a revocation; true when it was new. Requests see it once it is committed.
@@ -144,8 +145,38 @@ impl AuthState {
         self.revoked
             .write()
             .expect("revoked set lock")
-            .insert(token_id);
+            .insert(token_id, expires_secs);
         Ok(!done.is_noop())
+    }
+
+    /// Forgets revocations whose tokens expired before `now_secs` (an expired token is refused
+    /// without the list, so the list stays as long as the live revoked tokens, not all that
+    /// were ever revoked): journals one prune when there is anything to drop, then drops it
+    /// here. Returns how many entries went.
+    pub async fn prune_revocations(&self, now_secs: u64) -> Result<usize, HttpError> {
+        let expired = |exp: &Option<u64>| exp.is_some_and(|e| e < now_secs);
+        if !self
+            .revoked
+            .read()
+            .expect("revoked set lock")
+            .values()
+            .any(expired)
+        {
+            return Ok(0);
+        }
+        self.revocations
+            .execute(INSTANCE_ID, RevocationCommand::Prune { now_secs })
+            .await
+            .map_err(from_runtime)?;
+        let mut revoked = self.revoked.write().expect("revoked set lock");
+        let before = revoked.len();
+        revoked.retain(|_, exp| !expired(exp));
+        Ok(before - revoked.len())
+    }
+
+    /// Revoked token ids held (for tests and status).
+    pub fn revoked_count(&self) -> usize {
+        self.revoked.read().expect("revoked set lock").len()
     }
 
     /// Counts a refusal and logs it once per client address per [`LOG_INTERVAL`] (never the
