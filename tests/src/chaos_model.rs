@@ -16,6 +16,9 @@ use std::fmt;
 
 use crate::store_e2e::object_value;
 
+/// Operations of a key a violation names (the most recent).
+const HISTORY_SHOWN: usize = 40;
+
 /// One state a key can be in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum KeyState {
@@ -85,6 +88,8 @@ pub struct Model {
     states: BTreeMap<u32, Vec<KeyState>>,
     next_version: BTreeMap<u32, u32>,
     history: BTreeMap<u32, Vec<String>>,
+    /// Every value any write of a key tried (acknowledged or not), to name what a read found.
+    written: BTreeMap<u32, Vec<KeyState>>,
     pub objects_acked: u64,
     pub upserts_acked: u64,
     pub removes_acked: u64,
@@ -115,6 +120,7 @@ impl Model {
 
     /// An acknowledged operation on `k` that left it in `state`. `upsert`: it was an upsert.
     pub fn acked(&mut self, k: u32, state: KeyState, upsert: bool) {
+        self.written.entry(k).or_default().push(state);
         match state {
             KeyState::Absent => self.removes_acked += 1,
             KeyState::Value { .. } if upsert => {
@@ -129,6 +135,7 @@ impl Model {
     /// An operation on `k` that failed or was cut: it may have left `k` in `state`.
     pub fn uncertain(&mut self, k: u32, state: KeyState) {
         self.uncertain += 1;
+        self.written.entry(k).or_default().push(state);
         let set = self
             .states
             .entry(k)
@@ -169,16 +176,41 @@ impl Model {
             kind,
             expected: expected.to_vec(),
             got,
-            history: self.history.get(&k).cloned().unwrap_or_default(),
+            history: self.recent_history(k),
         })
     }
 
-    /// Which version of `k` (if any) `bytes` are.
+    /// The last [`HISTORY_SHOWN`] operations on `k`, after how many earlier ones there were.
+    fn recent_history(&self, k: u32) -> Vec<String> {
+        let all = self.history.get(&k).map(Vec::as_slice).unwrap_or_default();
+        let skipped = all.len().saturating_sub(HISTORY_SHOWN);
+        let mut shown = Vec::with_capacity(HISTORY_SHOWN + 1);
+        if skipped > 0 {
+            shown.push(format!("({skipped} earlier operations)"));
+        }
+        shown.extend(all[skipped..].iter().cloned());
+        shown
+    }
+
+    /// Which versions of `k` (if any) `bytes` are (every empty one, for an empty read).
     fn identify(&self, k: u32, bytes: &[u8]) -> String {
-        let written = self.next_version.get(&k).copied().unwrap_or(1);
-        match (1..written).find(|&v| *bytes == value_of(k, v, bytes.len())) {
-            Some(v) => format!("version {v} ({} bytes)", bytes.len()),
-            None => format!("{} bytes of no version ever written", bytes.len()),
+        let matching: Vec<u32> = self
+            .written
+            .get(&k)
+            .into_iter()
+            .flatten()
+            .filter_map(|s| match *s {
+                KeyState::Value { version, len }
+                    if len == bytes.len() && *bytes == value_of(k, version, len) =>
+                {
+                    Some(version)
+                }
+                _ => None,
+            })
+            .collect();
+        match matching.as_slice() {
+            [] => format!("{} bytes of no version ever written", bytes.len()),
+            vs => format!("version {vs:?} ({} bytes)", bytes.len()),
         }
     }
 }
@@ -231,5 +263,13 @@ mod tests {
         assert!(m.check(2, &ReadBack::Value(other)).is_err());
         assert!(m.check(2, &ReadBack::Value(value_of(2, 1, 99))).is_err());
         assert_ne!(m.new_version(2), m.new_version(2));
+        m.uncertain(2, v(3, 0));
+        m.acked(2, v(4, 7), true);
+        let e = m.check(2, &ReadBack::Value(Vec::new())).unwrap_err();
+        assert!(e.got.contains("version [3] (0 bytes)"), "{e}");
+        let e = m
+            .check(2, &ReadBack::Value(value_of(2, 1, 100)))
+            .unwrap_err();
+        assert!(e.got.contains("version [1] (100 bytes)"), "{e}");
     }
 }
