@@ -203,7 +203,6 @@ fn recover_removals(
     runtime: &Runtime,
     world: &crescent_actors::World,
     directory: Arc<ObjectDirectory>,
-    incarnation: u32,
     metrics: &ServerMetrics,
 ) -> Result<Arc<crate::removals::DurableRemovals>, ServerError> {
     use crescent_actors::removed_puts::{RemovedPuts, INSTANCE_ID};
@@ -215,17 +214,9 @@ fn recover_removals(
     let registry = AggregateRegistry::<RemovedPuts>::builder(runtime.clone())
         .recovered(states, world.last_seq())
         .build();
-    // Every put id of this run is above it (begin_incarnation already checked the range).
-    let run_floor = crescent_wire::rebuild::compose_put_id(incarnation, 0).unwrap_or(u64::MAX);
-    crate::removals::DurableRemovals::new(
-        registry,
-        &recovered,
-        directory,
-        run_floor,
-        &metrics.registry,
-    )
-    .map(Arc::new)
-    .map_err(|e| ServerError::Recovery(format!("removal metrics: {e}")))
+    crate::removals::DurableRemovals::new(registry, &recovered, directory, &metrics.registry)
+        .map(Arc::new)
+        .map_err(|e| ServerError::Recovery(format!("removal metrics: {e}")))
 }
 
 /// A data dir with its journal open (startup's first half).
@@ -406,8 +397,7 @@ impl Node {
             ),
             directory.clone(),
         ));
-        let removals =
-            recover_removals(&runtime, &world, directory.clone(), incarnation, &metrics)?;
+        let removals = recover_removals(&runtime, &world, directory.clone(), &metrics)?;
         let liveness = Arc::new(OwnerLiveness::new(config.store.client_ttl_ms()));
         let mirror = SegmentMirror::new(segments.clone(), directory.clone(), liveness.clone());
         mirror.mirror_recovered(&recovered_registry, now_ms);

@@ -9,6 +9,7 @@
 //! removals journaled when their turn comes. A failed journal write puts the removals back, so
 //! nothing is reported durable that was not.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -24,9 +25,11 @@ pub struct DurableRemovals {
     /// Removal-log number journaled so far.
     durable: AtomicU64,
     flush: tokio::sync::Mutex<()>,
-    /// The first put id of this run: an owner that completes its replay has dropped every
-    /// remembered put below it.
-    run_floor: u64,
+    /// The put ids remembered when this run started, by owner: an owner that completes its
+    /// replay to this run was answered `Stale` for each and dropped them. Only these: a put id
+    /// remembered during this run names an object (or a replaced version) the owner replayed
+    /// and still holds until its release arrives, even if it is below this run's put ids.
+    recovered: std::sync::Mutex<BTreeMap<String, Vec<u64>>>,
     events: IntCounterVec,
 }
 
@@ -36,7 +39,6 @@ impl DurableRemovals {
         registry: AggregateRegistry<RemovedPuts>,
         recovered: &RemovedPuts,
         directory: Arc<ObjectDirectory>,
-        run_floor: u64,
         metrics: &Registry,
     ) -> Result<Self, prometheus::Error> {
         for (owner, ids) in &recovered.by_owner {
@@ -64,7 +66,13 @@ impl DurableRemovals {
             durable: AtomicU64::new(directory.removals().recorded()),
             directory,
             flush: tokio::sync::Mutex::new(()),
-            run_floor,
+            recovered: std::sync::Mutex::new(
+                recovered
+                    .by_owner
+                    .iter()
+                    .map(|(owner, ids)| (owner.clone(), ids.iter().copied().collect()))
+                    .collect(),
+            ),
             events,
         })
     }
@@ -114,6 +122,8 @@ impl DurableRemovals {
         if fenced.is_empty() {
             return;
         }
+        // A replaced version released before the next journal write need not be journaled.
+        self.directory.removals().drop_unjournaled(owner, &fenced);
         let cmd = RemovedPutsCommand::Settle {
             owner: owner.to_string(),
             put_ids: fenced,
@@ -121,12 +131,22 @@ impl DurableRemovals {
         self.settle_with(owner.to_string(), cmd);
     }
 
-    /// `owner` completed its replay to this run: it dropped every remembered put of earlier
-    /// runs (they were answered `Stale`).
+    /// `owner` completed its replay to this run: it dropped the put ids remembered when this
+    /// run started (they were fenced before any replay, so answered `Stale`). Not those
+    /// remembered since, whatever their run: a remove made after the replay (or while this
+    /// completion was retried) names a put the owner replayed and still holds.
     pub fn settle_replayed(self: &Arc<Self>, owner: &str) {
-        let cmd = RemovedPutsCommand::SettleBelow {
+        let taken = self
+            .recovered
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(owner);
+        let Some(put_ids) = taken else {
+            return;
+        };
+        let cmd = RemovedPutsCommand::Settle {
             owner: owner.to_string(),
-            below: self.run_floor,
+            put_ids,
         };
         self.settle_with(owner.to_string(), cmd);
     }

@@ -293,6 +293,8 @@ impl ObjectDirectory {
             return;
         };
         shard.pending.remove(&p.put_id);
+        // Its writer may have had the owners record it: a later remove of the key covers it.
+        self.log_removal(&self.table(), p.replicas.as_slice(), p.put_id);
         let at = p
             .started
             .saturating_add(Clock::span(self.config.release_timeout_ms));
@@ -352,6 +354,7 @@ impl ObjectDirectory {
         if revoke {
             let p = shard.entry_mut(slot).pending.take().expect("checked");
             let table = self.table();
+            self.log_removal(&table, p.replicas.as_slice(), p.put_id);
             self.free_replicas(&table, p.replicas.as_slice(), p.size, p.put_id);
             drop(table);
             if !shard.entry(slot).is_complete() {
@@ -367,10 +370,13 @@ impl ObjectDirectory {
         if let Some((old, size, old_put_id, lease_until)) =
             shard.entry_mut(slot).complete_pending(now)
         {
+            // The replaced version's owner holds it until its release arrives: a later remove
+            // of the key must fence it too.
+            let table = self.table();
+            self.log_removal(&table, old.as_slice(), old_put_id);
             if lease_until > now {
                 shard.defer(old.as_slice(), size, old_put_id, lease_until, true);
             } else {
-                let table = self.table();
                 self.free_replicas(&table, old.as_slice(), size, old_put_id);
             }
         }
@@ -400,6 +406,7 @@ impl ObjectDirectory {
         for &slot in &stale {
             let p = shard.entry_mut(slot).pending.take().expect("filtered");
             shard.pending.remove(&p.put_id);
+            self.log_removal(&table, p.replicas.as_slice(), p.put_id);
             self.free_replicas(&table, p.replicas.as_slice(), p.size, p.put_id);
             if !shard.entry(slot).is_complete() {
                 shard.remove(p.scope, &p.key);

@@ -90,8 +90,15 @@ impl ObjectDirectory {
         }
     }
 
-    /// Records `put_id` as removed from the owners of `replicas` that have a process to tell.
-    fn log_removal(&self, table: &SegmentTable, replicas: &[Replica], put_id: u64) {
+    /// Records `put_id` as removed from the owners of `replicas` that have a process to tell:
+    /// a removed object, and also a version that is gone while its key lives on (replaced by
+    /// an upsert or a replay, or a put abandoned), whose owner may still hold it until its
+    /// release arrives. Those wait in the log for the next journal write (a remove's, or the
+    /// housekeeping pass), so a later remove of the key is acknowledged only once they are
+    /// journaled too: otherwise a restart would replay the old version of a removed key
+    /// (docs/rebuild.md, "Removes are journaled"). Only for a put id that no replica serves
+    /// any more: a fenced put id is `Stale` to every replay.
+    pub(crate) fn log_removal(&self, table: &SegmentTable, replicas: &[Replica], put_id: u64) {
         if put_id == 0 || replicas.is_empty() {
             return;
         }

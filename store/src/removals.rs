@@ -85,6 +85,7 @@ impl RemovalLog {
 
     /// `owner` forgot these put ids: the fence of each lifts once no owner may hold it.
     pub fn settle(&self, owner: &str, put_ids: &[u64]) {
+        self.drop_unjournaled(owner, put_ids);
         let mut f = self.fence.write().unwrap_or_else(|p| p.into_inner());
         for id in put_ids {
             if let Some(owners) = f.get_mut(id) {
@@ -92,6 +93,19 @@ impl RemovalLog {
                 if owners.is_empty() {
                     f.remove(id);
                 }
+            }
+        }
+    }
+
+    /// `owner` forgot these put ids before they were journaled (a replaced version waits for
+    /// the next journal write): there is nothing left to journal for them.
+    pub fn drop_unjournaled(&self, owner: &str, put_ids: &[u64]) {
+        let mut p = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(ids) = p.by_owner.get_mut(owner) {
+            let gone: std::collections::HashSet<u64> = put_ids.iter().copied().collect();
+            ids.retain(|id| !gone.contains(id));
+            if ids.is_empty() {
+                p.by_owner.remove(owner);
             }
         }
     }
@@ -161,6 +175,16 @@ mod tests {
         let _ = log.take();
         log.restore(RemovedByOwner::from([("a".to_string(), vec![7])]));
         assert_eq!(log.take().0["a"], vec![7], "restored for the next flush");
+        log.record("a", 8);
+        log.record("a", 9);
+        log.settle("a", &[8]);
+        assert!(!log.is_fenced(8) && log.is_fenced(9));
+        assert_eq!(
+            log.take().0["a"],
+            vec![9],
+            "a settled put id is not journaled"
+        );
+        log.settle("a", &[9]);
         log.fence_recovered("b", [1, 2]);
         log.settle_below("b", 2);
         assert!(!log.is_fenced(1) && log.is_fenced(2) && log.is_fenced(6));

@@ -8,7 +8,7 @@ mod common;
 use common::*;
 use crescent_store::MountSpec;
 use crescent_wire::segments::TransportKind;
-use crescent_wire::store::PutStartRequest;
+use crescent_wire::store::{PutEndRequest, PutStartRequest};
 
 fn drain(d: &crescent_store::ObjectDirectory, owner: &str) -> Vec<(String, u64, u64, u64)> {
     let all = d.releases().exchange(owner, None, usize::MAX);
@@ -62,6 +62,44 @@ fn an_upsert_queues_the_replaced_version() {
     let got = drain(&d, "o1");
     assert_eq!(got.len(), 1);
     assert_eq!((got[0].2, got[0].3), (100, old));
+}
+
+#[test]
+fn versions_gone_while_their_key_lives_on_are_fenced_for_a_later_remove() {
+    // The owner of a replaced version holds it until its release arrives; if the key is then
+    // removed and crescentd dies, only a fence keeps that version from being replayed
+    // (docs/rebuild.md, "Removes are journaled").
+    let d = dir();
+    mount(&d, "s1", "o1", 1 << 20);
+    let k = id(None, None, "k");
+    let old = put(&d, k.clone(), 100, T0);
+    let upsert = PutStartRequest {
+        upsert: true,
+        ..req(k.clone(), 200)
+    };
+    let new = put_req(&d, upsert.clone(), T0 + 1);
+    assert!(d.removals().is_fenced(old), "the replaced version");
+    assert!(
+        !d.removals().is_fenced(new),
+        "the live version is never fenced"
+    );
+    // A put abandoned by its writer while the key holds a version.
+    let started = d.put_start(&upsert, T0 + 2).unwrap();
+    let revoke = PutEndRequest {
+        id: k.clone(),
+        put_id: started.put_id,
+    };
+    d.put_revoke(&revoke, T0 + 3).unwrap();
+    assert!(d.removals().is_fenced(started.put_id), "the revoked put");
+    assert!(!d.removals().is_fenced(new));
+    assert_eq!(
+        d.removals().take().0["o1"],
+        vec![old, started.put_id],
+        "waiting for the next journal write"
+    );
+    // Once the owner acknowledged their releases, nothing is left to fence.
+    d.removals().settle("o1", &[old, started.put_id]);
+    assert_eq!(d.removals().fenced(), 0);
 }
 
 #[test]

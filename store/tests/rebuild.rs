@@ -89,6 +89,11 @@ fn a_newer_put_replaces_and_frees_the_old_route() {
     assert_eq!(where_is(&d, "k"), Some((70_000, vec![("s2".into(), 4096)])));
     assert_eq!(used(&d, "s1"), 0, "the older version's slot went back");
     assert_eq!(used(&d, "s2"), 73_728);
+    // Owner a holds the older version until its release arrives: fenced, so that a later
+    // remove of k keeps it from coming back (docs/rebuild.md, "Removes are journaled").
+    assert!(d.removals().is_fenced(old_put(5)));
+    assert!(!d.removals().is_fenced(old_put(9)));
+    assert_eq!(d.removals().take().0["a"], vec![old_put(5)]);
 }
 
 #[test]

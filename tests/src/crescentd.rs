@@ -48,7 +48,8 @@ impl CrescentdProcess {
     ) -> Result<CrescentdProcess, String> {
         let mut last_err = String::new();
         for _attempt in 0..5 {
-            match Self::start_once(bin, data_dir, log_path, extra_args, nofile) {
+            let addr: SocketAddr = ([127, 0, 0, 1], free_local_port()).into();
+            match Self::start_once(bin, data_dir, log_path, extra_args, nofile, addr) {
                 Ok(p) => return Ok(p),
                 Err(StartError::PortTaken(e)) => last_err = e,
                 Err(StartError::Failed(e)) => return Err(e),
@@ -57,15 +58,36 @@ impl CrescentdProcess {
         Err(format!("no free port after 5 attempts: {last_err}"))
     }
 
+    /// [`CrescentdProcess::start`] on a given address: a restart that storage owners and
+    /// writers, which follow the address they were given, find again. Retries for a few
+    /// seconds while the address is still taken.
+    pub fn start_at(
+        bin: &Path,
+        data_dir: &Path,
+        log_path: &Path,
+        extra_args: &[String],
+        addr: SocketAddr,
+    ) -> Result<CrescentdProcess, String> {
+        let mut last_err = String::new();
+        for _attempt in 0..20 {
+            match Self::start_once(bin, data_dir, log_path, extra_args, None, addr) {
+                Ok(p) => return Ok(p),
+                Err(StartError::PortTaken(e)) => last_err = e,
+                Err(StartError::Failed(e)) => return Err(e),
+            }
+            std::thread::sleep(Duration::from_millis(250));
+        }
+        Err(format!("{addr} stayed taken: {last_err}"))
+    }
+
     fn start_once(
         bin: &Path,
         data_dir: &Path,
         log_path: &Path,
         extra_args: &[String],
         nofile: Option<u64>,
+        addr: SocketAddr,
     ) -> Result<CrescentdProcess, StartError> {
-        let port = free_local_port();
-        let addr: SocketAddr = ([127, 0, 0, 1], port).into();
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)

@@ -12,6 +12,8 @@
 //! - [`crash_payload`]: the deterministic record payload scheme and the acknowledgement lines
 //!   the crash child prints, so the parent can check every record byte for byte.
 //! - [`crash_journal`]: how the crash child and its parent open the journal under test.
+//! - [`chaos`], [`chaos_model`], [`chaos_ops`]: the chaos soak's writers (CLI processes and
+//!   `chaos-writer` children), the per-key model of acceptable states, and the operations.
 //! - [`crescentd`]: starting a `crescentd` on a data dir and talking to its HTTP API.
 //! - [`etcd`]: a throwaway etcd for benchmarks run without scripts/test.sh.
 //! - [`ha_cold_owner`]: a storage owner's cold device under an HA pair, for the cold-tier
@@ -25,6 +27,9 @@
 pub mod auth;
 pub mod binaries;
 pub mod bulk_fill;
+pub mod chaos;
+pub mod chaos_model;
+pub mod chaos_ops;
 pub mod crash_journal;
 pub mod crash_payload;
 pub mod crescentd;

@@ -380,6 +380,8 @@ impl ObjectDirectory {
                 current.last_access = now;
                 current.flags = flags;
                 if let Some((replicas, size, put_id, lease_until)) = old {
+                    // Replaced by a newer version: a later remove of the key must fence it.
+                    self.log_removal(&table, replicas.as_slice(), put_id);
                     for r in replicas.as_slice() {
                         if r.segment == e.segment {
                             ledger.remove(r.offset, put_id);
