@@ -3,7 +3,8 @@
 //! [`AuthState`] holds the key set (none: the node runs open), the journaled revocation list
 //! and a copy of its ids that requests check without a round trip to the actor (updated only
 //! after a revocation is committed), and the refusal metric. [`guard`] is the HTTP middleware;
-//! the RPC fast path is not served while auth is on (see `crate::rpc`).
+//! the RPC fast path checks the same credential at its handshake and again at every request
+//! (`crate::rpc::session`), against the same table ([`routes`]).
 
 pub mod guard;
 pub mod routes;
@@ -11,6 +12,7 @@ pub mod target;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::IpAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, RwLock};
 use std::time::{Duration, Instant};
 
@@ -32,6 +34,9 @@ pub struct AuthState {
     keys: Option<KeySet>,
     revocations: AggregateRegistry<RevocationList>,
     revoked: RwLock<BTreeSet<String>>,
+    /// Bumped after every change of `revoked`: an open RPC connection re-checks its token id
+    /// only when this moved since it last looked.
+    revocation_generation: AtomicU64,
     /// `crescent_auth_refusals_total{class, reason}`: both labels bounded.
     refusals: IntCounterVec,
     last_logged: Mutex<HashMap<IpAddr, Instant>>,
@@ -78,6 +83,7 @@ impl AuthState {
             keys,
             revocations,
             revoked: RwLock::new(revoked),
+            revocation_generation: AtomicU64::new(0),
             refusals,
             last_logged: Mutex::new(HashMap::new()),
         })
@@ -90,11 +96,20 @@ impl AuthState {
 
     /// The claims of the token in an `Authorization` header value, if it is valid now.
     pub fn authenticate(&self, header: Option<&str>, now_secs: u64) -> Result<Claims, AuthError> {
+        let token = header.and_then(|h| h.strip_prefix(crescent_wire::auth::AUTHORIZATION_SCHEME));
+        self.authenticate_token(token, now_secs)
+    }
+
+    /// The claims of a bare token (as the RPC handshake carries it), if it is valid now.
+    pub fn authenticate_token(
+        &self,
+        token: Option<&str>,
+        now_secs: u64,
+    ) -> Result<Claims, AuthError> {
         let Some(keys) = &self.keys else {
             return Err(AuthError::Invalid("authentication is off".into()));
         };
-        let token = header
-            .and_then(|h| h.strip_prefix(crescent_wire::auth::AUTHORIZATION_SCHEME))
+        let token = token
             .map(str::trim)
             .filter(|t| !t.is_empty())
             .ok_or(AuthError::Missing)?;
@@ -105,7 +120,13 @@ impl AuthState {
         Ok(claims)
     }
 
-    fn is_revoked(&self, token_id: &str) -> bool {
+    /// Changes with every committed revocation (see [`AuthState::is_revoked`]).
+    pub fn revocation_generation(&self) -> u64 {
+        self.revocation_generation.load(Ordering::Acquire)
+    }
+
+    /// Whether `token_id` is revoked (committed revocations only).
+    pub fn is_revoked(&self, token_id: &str) -> bool {
         self.revoked
             .read()
             .expect("revoked set lock")
@@ -131,6 +152,7 @@ impl AuthState {
             .write()
             .expect("revoked set lock")
             .insert(token_id);
+        self.revocation_generation.fetch_add(1, Ordering::AcqRel);
         Ok(!done.is_noop())
     }
 
@@ -167,8 +189,8 @@ pub fn log_mode(config: &crate::config::Config) {
     if a.enabled() {
         tracing::info!(
             previous_keys = a.previous_secret_files.len(),
-            "authentication on: every route but /healthz and /metrics needs a token; \
-             the RPC fast path is off"
+            "authentication on: every route but /healthz and /metrics, and every RPC \
+             connection, needs a token"
         );
     } else if !config.listen.ip().is_loopback() {
         tracing::warn!(listen = %config.listen,
