@@ -343,12 +343,13 @@ fn a_revoked_or_expired_token_stops_working_on_an_open_connection() {
     assert_eq!(http_object_requests(&server), 0);
 
     // Expiry: checked at every request of an open connection.
-    let (short, _) = key.issue_for("client", Some("a"), None, Some(2));
+    // Valid for 2 to 3 s from now (expiry is in whole seconds): time for the handshake.
+    let (short, _) = key.issue_for("client", Some("a"), None, Some(3));
     let addr = rpc_addr(&server, &admin);
     let (mut s, status, _) = open_v2(addr, Some(&short));
     assert_eq!(status, HANDSHAKE_OK);
     call(&mut s, RpcOp::Exist, &exist("k", None)).unwrap();
-    std::thread::sleep(Duration::from_millis(3100));
+    std::thread::sleep(Duration::from_millis(4100));
     let e = call(&mut s, RpcOp::Exist, &exist("k", None)).unwrap_err();
     assert_eq!(e.code.as_str(), "UNAUTHENTICATED");
     assert!(e.message.contains("expired"), "{e:?}");
