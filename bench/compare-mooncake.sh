@@ -5,7 +5,8 @@
 #   bench/compare-mooncake.sh [N] [VALUE_BYTES]     (defaults 20000 4096)
 #
 # CRESCENT_BIN_DIR=DIR runs the crescentd and crescent found there instead of building the
-# release binaries first (bench/crescentd.sh).
+# release binaries first (bench/crescentd.sh). CRESCENT_BENCH_AUTH=1 runs crescentd with [auth]
+# on and the bench with a client token (objects) and an owner token (its segment).
 #
 # Topology for both: one client process that is also the only storage owner of its data, a
 # master/crescentd in another process, single operations synchronous, batches of 128, TCP.
@@ -19,7 +20,10 @@ cd "$root"
 . "$root/bench/crescentd.sh"
 
 # Alternate the two so drifting machine load hits both alike; keep the better of two runs each.
-run_crescent() { "$bin/crescent" --server "127.0.0.1:$port" bench --n "$N" --size "$SIZE" --json; }
+run_crescent() {
+  "$bin/crescent" --server "127.0.0.1:$port" "${auth_args[@]}" bench --n "$N" --size "$SIZE" \
+    "${bench_auth_args[@]}" --json
+}
 run_mooncake() { bash "$anchors/run-mooncake.sh" "$N" "$SIZE"; }
 c1=$(run_crescent); m1=$(run_mooncake); c2=$(run_crescent); m2=$(run_mooncake)
 

@@ -88,6 +88,11 @@ pub struct BenchConfig {
     /// another phase writes (get, exist after put; get_batch after put_batch) gets them written
     /// untimed first when that phase is not selected.
     pub phases: Vec<Phase>,
+    /// The storage owner's credential, when it is not the client's (`--owner-token`: an
+    /// `owner` token beside a `client` one, with `[auth]` on).
+    pub owner_token: Option<crate::BearerToken>,
+    /// The storage owner's id (an `owner` token's); `None` picks a fresh one.
+    pub owner_id: Option<String>,
 }
 
 impl Default for BenchConfig {
@@ -98,6 +103,8 @@ impl Default for BenchConfig {
             batch: 128,
             segment_size: None,
             phases: Phase::ALL.to_vec(),
+            owner_token: None,
+            owner_id: None,
         }
     }
 }
@@ -183,19 +190,23 @@ pub async fn run(
     let segment = config
         .segment_size
         .unwrap_or(needed + needed / 4 + (64 << 20));
+    let owner_client = match &config.owner_token {
+        Some(token) => client.with_token(token.clone())?,
+        None => client.clone(),
+    };
     let owner = Owner::start(
-        client,
+        &owner_client,
         OwnerConfig {
             size: segment,
             // Like a storage node that keeps its memory resident: the timed writes take no
             // page faults (committing it is part of start-up, not of any phase).
             resident: true,
+            owner_id: config.owner_id.clone(),
             ..OwnerConfig::default()
         },
     )
     .await?;
-    let run_id = &owner.owner_id()[owner.owner_id().len().saturating_sub(8)..];
-    let prefix = format!("bench-{run_id}/");
+    let prefix = format!("bench-{:08x}/", rand::random::<u32>());
     let result = phases(client, config, &prefix).await;
     let cleanup = client.remove_prefix(&prefix).await;
     let stopped = owner.shutdown().await;

@@ -89,7 +89,7 @@ impl CrescentClient {
         options.validate()?;
         let locator = LeaderLocator::new(
             options.servers.clone(),
-            crate::http::http_client_with(options.token.as_ref())?,
+            crate::server_conn::Connector::new(options.token.clone())?,
             metrics.failover.clone(),
         )?;
         Ok(Self {
@@ -100,6 +100,18 @@ impl CrescentClient {
             cold_restore: Arc::new(crate::cold_restore::LocalColdRestore::new(
                 !options.no_local_cold_restore,
             )),
+        })
+    }
+
+    /// The same client (namespace, data plane, storage-owner role) sending `token` instead of
+    /// its own: for a process that is a storage owner with an `owner` token and a client
+    /// with a `client` token (`crescent bench --owner-token`). It starts at this client's
+    /// current server and follows the static server list, not etcd.
+    pub fn with_token(&self, token: crate::BearerToken) -> Result<Self, ClientError> {
+        let connector = crate::server_conn::Connector::new(Some(token))?;
+        Ok(Self {
+            locator: self.locator.with_connector(connector)?,
+            ..self.clone()
         })
     }
 

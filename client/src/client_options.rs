@@ -22,8 +22,8 @@ pub struct ClientOptions {
     /// Never read a cold-only object's backing file directly, even on its device's host:
     /// every restore goes through the server (see `crate::cold_restore`).
     pub no_local_cold_restore: bool,
-    /// The credential sent with every request (`Authorization: Bearer`), when crescentd has
-    /// `[auth]` on (docs/security.md).
+    /// The credential sent with every request (`Authorization: Bearer` on HTTP, in the
+    /// handshake of every RPC connection), when crescentd has `[auth]` on (docs/security.md).
     pub token: Option<BearerToken>,
 }
 
@@ -40,6 +40,11 @@ impl BearerToken {
     /// The `Authorization` header value.
     pub fn header_value(&self) -> String {
         format!("{}{}", crescent_wire::auth::AUTHORIZATION_SCHEME, self.0)
+    }
+
+    /// The token itself (the RPC handshake carries it without the scheme).
+    pub(crate) fn secret(&self) -> &str {
+        &self.0
     }
 }
 

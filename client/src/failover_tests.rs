@@ -419,7 +419,7 @@ fn leaderless(timeout: Duration) -> CrescentClient {
     CrescentClient {
         locator: crate::leader::LeaderLocator::new(
             Vec::new(),
-            crate::http::http_client().unwrap(),
+            crate::server_conn::Connector::new(None).unwrap(),
             metrics.failover.clone(),
         )
         .unwrap(),

@@ -145,13 +145,8 @@ pub(crate) fn base_url(server: &str) -> Result<String, ClientError> {
 }
 
 /// The pooled keep-alive HTTP/1.1 client every server connection of one `CrescentClient`
-/// shares (reqwest pools per host, so switching leaders keeps the pool of each).
-#[cfg(test)]
-pub(crate) fn http_client() -> Result<reqwest::Client, ClientError> {
-    http_client_with(None)
-}
-
-/// [`http_client`] sending `token` (marked sensitive, so it is never logged) on every request.
+/// shares (reqwest pools per host, so switching leaders keeps the pool of each), sending
+/// `token` (marked sensitive, so it is never logged) on every request.
 pub(crate) fn http_client_with(
     token: Option<&crate::client_options::BearerToken>,
 ) -> Result<reqwest::Client, ClientError> {

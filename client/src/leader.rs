@@ -22,7 +22,7 @@ use tokio::sync::watch;
 use crate::error::ClientError;
 use crate::failover_metrics::{FailoverMetrics, LeaderSource};
 use crate::http::base_url;
-use crate::server_conn::ServerConn;
+use crate::server_conn::{Connector, ServerConn};
 
 /// The server requests go to, and the epoch in which it became current.
 #[derive(Debug, Clone)]
@@ -45,7 +45,7 @@ struct EtcdFollower {
 }
 
 pub(crate) struct LeaderLocator {
-    http: reqwest::Client,
+    connector: Connector,
     /// The static list (`--server A,B`), as given; may be empty when etcd is configured.
     candidates: Vec<String>,
     state: Mutex<State>,
@@ -76,7 +76,7 @@ impl LeaderLocator {
     /// only when etcd is attached afterwards ([`LeaderLocator::follow_etcd`]).
     pub fn new(
         candidates: Vec<String>,
-        http: reqwest::Client,
+        connector: Connector,
         metrics: FailoverMetrics,
     ) -> Result<Arc<Self>, ClientError> {
         let candidates: Vec<String> = candidates
@@ -88,12 +88,12 @@ impl LeaderLocator {
             base_url(c)?;
         }
         let current = match candidates.first() {
-            Some(first) => Some(Arc::new(ServerConn::new(first, http.clone())?)),
+            Some(first) => Some(Arc::new(ServerConn::new(first, &connector)?)),
             None => None,
         };
         let (epoch_tx, _) = watch::channel(0);
         Ok(Arc::new(Self {
-            http,
+            connector,
             candidates,
             state: Mutex::new(State { current, epoch: 0 }),
             epoch_tx,
@@ -102,6 +102,18 @@ impl LeaderLocator {
             metrics,
             reached: std::sync::atomic::AtomicBool::new(false),
         }))
+    }
+
+    /// A locator over the same static list, starting at the current server, whose
+    /// connections use `connector` (another credential). It does not follow etcd.
+    pub fn with_connector(&self, connector: Connector) -> Result<Arc<Self>, ClientError> {
+        let mut candidates = self.candidates.clone();
+        if let Some(current) = self.current() {
+            let server = current.conn.server().to_string();
+            candidates.retain(|c| base_url(c).ok().as_ref() != Some(&current.conn.base));
+            candidates.insert(0, server);
+        }
+        Self::new(candidates, connector, self.metrics.clone())
     }
 
     /// Follows the etcd leader key through `watch` from now on. Needs a tokio runtime.
@@ -196,7 +208,7 @@ impl LeaderLocator {
         if state.current.as_ref().is_some_and(|c| c.base == base) {
             return false;
         }
-        let conn = match ServerConn::new(address, self.http.clone()) {
+        let conn = match ServerConn::new(address, &self.connector) {
             Ok(c) => Arc::new(c),
             Err(e) => {
                 tracing::warn!(%address, error = %e, "ignoring an unusable leader address");

@@ -3,7 +3,7 @@ use super::*;
 fn locator(servers: &[&str]) -> Arc<LeaderLocator> {
     LeaderLocator::new(
         servers.iter().map(|s| s.to_string()).collect(),
-        crate::http::http_client().unwrap(),
+        crate::server_conn::Connector::new(None).unwrap(),
         FailoverMetrics::unregistered(),
     )
     .unwrap()
@@ -96,7 +96,7 @@ async fn etcd_leaders_are_followed_by_term() {
 fn bad_static_addresses_are_refused() {
     let e = LeaderLocator::new(
         vec!["a:1".into(), "http://[bad".into()],
-        crate::http::http_client().unwrap(),
+        crate::server_conn::Connector::new(None).unwrap(),
         FailoverMetrics::unregistered(),
     )
     .unwrap_err();

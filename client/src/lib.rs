@@ -35,6 +35,7 @@ pub mod owner_staging;
 pub mod ownership;
 pub mod rebuild;
 mod rpc;
+mod rpc_connect;
 mod rpc_io;
 mod rpc_release;
 mod server_conn;

@@ -5,25 +5,28 @@
 //! version, or `store.rpc_listen = "off"`) answers 404 and the client stays on HTTP, asking
 //! again after [`RECHECK_HTTP_ONLY`]. A request that never left (no connection could be made)
 //! falls back to HTTP; one that was sent and then lost its connection fails like a broken HTTP
-//! request would (retryable), since the server may have run it.
+//! request would (retryable), since the server may have run it. Each connection presents the
+//! client's token in its handshake (`crate::rpc_connect`); a refused credential fails the
+//! request with the server's UNAUTHENTICATED (HTTP would refuse it the same way).
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crescent_wire::rpc::{
-    check_server_hello, client_hello, decode_body, encode_request, FrameHeader, RpcError, RpcInfo,
-    RpcOp, RpcStatus, HANDSHAKE_LEN,
+    decode_body, encode_request, FrameHeader, RpcError, RpcInfo, RpcOp, RpcStatus,
 };
 use crescent_wire::store::ReleaseRequest;
 use crescent_wire::{ApiError, ErrorCode};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
+use crate::client_options::BearerToken;
 use crate::error::ClientError;
 use crate::http::HttpConn;
+use crate::rpc_connect::{handshake, resolve, version_for, HandshakeFailure};
 use crate::rpc_io::{SPIN, SPIN_BATCH};
 use crate::rpc_release::{PendingReleases, RELEASE_LINGER};
 use crescent_transport::frame_input::{FrameInput, ReadFailure};
@@ -53,13 +56,14 @@ struct RpcConn {
 }
 
 impl RpcConn {
-    async fn connect(addr: SocketAddr) -> std::io::Result<RpcConn> {
+    async fn connect(
+        addr: SocketAddr,
+        version: u16,
+        token: Option<&BearerToken>,
+    ) -> Result<RpcConn, HandshakeFailure> {
         let mut stream = TcpStream::connect(addr).await?;
         stream.set_nodelay(true)?;
-        stream.write_all(&client_hello()).await?;
-        let mut hello = [0u8; HANDSHAKE_LEN];
-        stream.read_exact(&mut hello).await?;
-        check_server_hello(&hello).map_err(std::io::Error::other)?;
+        handshake(&mut stream, version, token).await?;
         Ok(RpcConn {
             input: FrameInput::new(&stream)?,
             stream,
@@ -210,15 +214,20 @@ pub(crate) struct RpcPool {
     addr: SocketAddr,
     /// The optional features the server listed in `GET /v1/rpc`.
     features: Vec<String>,
+    /// The handshake version spoken (`crate::rpc_connect::version_for`).
+    version: u16,
+    token: Option<BearerToken>,
     idle: Mutex<Vec<RpcConn>>,
     releases: PendingReleases,
 }
 
 impl RpcPool {
-    fn new(addr: SocketAddr, features: Vec<String>) -> Self {
+    fn new(addr: SocketAddr, info: &RpcInfo, token: Option<BearerToken>) -> Self {
         Self {
             addr,
-            features,
+            features: info.features.clone(),
+            version: version_for(info.version),
+            token,
             idle: Mutex::new(Vec::new()),
             releases: PendingReleases::default(),
         }
@@ -258,9 +267,11 @@ impl RpcPool {
         if let Some(c) = self.checkout() {
             return Ok(c);
         }
-        match tokio::time::timeout(CONNECT_TIMEOUT, RpcConn::connect(self.addr)).await {
+        let connect = RpcConn::connect(self.addr, self.version, self.token.as_ref());
+        match tokio::time::timeout(CONNECT_TIMEOUT, connect).await {
             Ok(Ok(c)) => Ok(c),
-            Ok(Err(e)) => Err(RpcFailure::NotSent(self.lost(e))),
+            Ok(Err(HandshakeFailure::Io(e))) => Err(RpcFailure::NotSent(self.lost(e))),
+            Ok(Err(HandshakeFailure::Refused(e))) => Err(RpcFailure::Failed(ClientError::Api(e))),
             Err(_) => {
                 let e = std::io::Error::new(std::io::ErrorKind::TimedOut, "connect timed out");
                 Err(RpcFailure::NotSent(self.lost(e)))
@@ -401,6 +412,8 @@ enum Discovery {
 /// Which transport the object operations use, found out once and shared by a client's clones.
 pub(crate) struct RpcLink {
     state: Mutex<Discovery>,
+    /// Presented in every connection's handshake.
+    token: Option<BearerToken>,
 }
 
 impl std::fmt::Debug for RpcLink {
@@ -415,9 +428,10 @@ impl std::fmt::Debug for RpcLink {
 }
 
 impl RpcLink {
-    pub(crate) fn new() -> Self {
+    pub(crate) fn new(token: Option<BearerToken>) -> Self {
         Self {
             state: Mutex::new(Discovery::Unknown),
+            token,
         }
     }
 
@@ -430,7 +444,9 @@ impl RpcLink {
         }
         let found = match http.get::<RpcInfo>(&http.routes.rpc).await {
             Ok(info) => match resolve(http, &info).await {
-                Some(addr) => Discovery::Ready(Arc::new(RpcPool::new(addr, info.features.clone()))),
+                Some(addr) => {
+                    Discovery::Ready(Arc::new(RpcPool::new(addr, &info, self.token.clone())))
+                }
                 None => Discovery::HttpOnly {
                     since: Instant::now(),
                 },
@@ -462,28 +478,4 @@ impl RpcLink {
     pub(crate) fn forget(&self) {
         *self.state.lock().expect("rpc link mutex") = Discovery::Unknown;
     }
-}
-
-/// The listener's socket address; an unspecified host means the host the HTTP API was reached
-/// on.
-async fn resolve(http: &HttpConn, info: &RpcInfo) -> Option<SocketAddr> {
-    let advertised: SocketAddr = match info.address.parse() {
-        Ok(a) => a,
-        Err(e) => {
-            tracing::warn!(address = %info.address, error = %e, "unusable RPC address; using HTTP");
-            return None;
-        }
-    };
-    if !advertised.ip().is_unspecified() {
-        return Some(advertised);
-    }
-    let host = http.routes.healthz.host_str()?.to_string();
-    let host = host
-        .trim_start_matches('[')
-        .trim_end_matches(']')
-        .to_string();
-    let mut found = tokio::net::lookup_host((host.as_str(), advertised.port()))
-        .await
-        .ok()?;
-    found.next()
 }

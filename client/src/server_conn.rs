@@ -7,9 +7,27 @@ use crescent_wire::store::ReleaseRequest;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
+use crate::client_options::BearerToken;
 use crate::error::ClientError;
 use crate::http::{base_url, HttpConn};
 use crate::rpc::{RpcFailure, RpcLink};
+
+/// What every server connection of one client shares: the pooled HTTP client (which sends
+/// the token in every request's `Authorization` header) and the token for RPC handshakes.
+#[derive(Debug, Clone)]
+pub(crate) struct Connector {
+    pub http: reqwest::Client,
+    pub token: Option<BearerToken>,
+}
+
+impl Connector {
+    pub fn new(token: Option<BearerToken>) -> Result<Self, ClientError> {
+        Ok(Self {
+            http: crate::http::http_client_with(token.as_ref())?,
+            token,
+        })
+    }
+}
 
 /// One crescentd address: HTTP (shared pool) and the RPC fast path discovered there.
 #[derive(Debug)]
@@ -18,14 +36,17 @@ pub(crate) struct ServerConn {
     pub base: String,
     pub http: HttpConn,
     pub rpc: RpcLink,
+    /// The credential, for RPC handshakes made outside the pool (the owner's server watch).
+    pub token: Option<BearerToken>,
 }
 
 impl ServerConn {
-    pub fn new(server: &str, http: reqwest::Client) -> Result<Self, ClientError> {
+    pub fn new(server: &str, connector: &Connector) -> Result<Self, ClientError> {
         Ok(Self {
             base: base_url(server)?,
-            http: HttpConn::new(server, http)?,
-            rpc: RpcLink::new(),
+            http: HttpConn::new(server, connector.http.clone())?,
+            rpc: RpcLink::new(connector.token.clone()),
+            token: connector.token.clone(),
         })
     }
 

@@ -523,13 +523,7 @@ impl Node {
         state.weights.spawn_lease_expiry();
         state.weights.resume_all(state.rebuild.clone());
         crate::auth::log_mode(config);
-        // The RPC fast path carries no credential yet: with auth on, clients use HTTP
-        // (docs/security.md, "Not yet covered").
-        let rpc_addr = config
-            .store
-            .rpc_listen_addr(config.listen)
-            .filter(|_| !config.auth.enabled());
-        if let Some(addr) = rpc_addr {
+        if let Some(addr) = config.store.rpc_listen_addr(config.listen) {
             if let Err(e) = state.start_rpc(addr, config.http.max_body_bytes) {
                 Self::stop(state);
                 return Err(e);

@@ -53,7 +53,7 @@ async fn discovery_routes_advertise_the_listener() {
     assert_ne!(addr.port(), 0);
     let info = get_json(&app, "/v1/rpc").await;
     assert_eq!(info["address"], addr.to_string());
-    assert_eq!(info["version"], 1);
+    assert_eq!(info["version"], crescent_wire::rpc::RPC_VERSION);
     assert_eq!(get_json(&app, "/healthz").await["rpc"], addr.to_string());
     crescent_server::Node::stop(&state);
 }
@@ -483,7 +483,7 @@ async fn malformed_input_closes_only_that_connection() {
     // A newer protocol version is told so, then closed.
     let mut newer = TcpStream::connect(addr).await.unwrap();
     let mut hello = client_hello();
-    hello[4..6].copy_from_slice(&2u16.to_le_bytes());
+    hello[4..6].copy_from_slice(&(crescent_wire::rpc::RPC_VERSION + 1).to_le_bytes());
     newer.write_all(&hello).await.unwrap();
     let mut answer = [0u8; HANDSHAKE_LEN];
     newer.read_exact(&mut answer).await.unwrap();

@@ -10,6 +10,7 @@ pub mod error;
 pub mod rebuild;
 pub mod rpc;
 pub mod rpc_compact;
+pub mod rpc_handshake;
 pub mod segments;
 pub mod store;
 pub mod weights;

@@ -1,4 +1,4 @@
-//! The binary RPC fast path (RPC protocol version 1): the object operations over one persistent
+//! The binary RPC fast path (RPC protocol version 2): the object operations over one persistent
 //! TCP connection, beside the HTTP API (which keeps every route). Bodies are the SAME types as
 //! the HTTP routes ([`crate::store`]), msgpack-encoded with field names, so the two transports
 //! can never disagree on what a request means.
@@ -7,20 +7,9 @@
 //!
 //! All integers are little-endian.
 //!
-//! **Handshake.** The client opens the connection with 8 bytes:
-//!
-//! ```text
-//! +---------+-------------+--------------+
-//! | "CRPC"  | version u16 | reserved u16 |   reserved = 0
-//! +---------+-------------+--------------+
-//! ```
-//!
-//! The server answers with 8 bytes: `"CRPC" | version u16 | status u16`, where `version` is the
-//! version the server speaks and `status` is [`HANDSHAKE_OK`] (0),
-//! [`HANDSHAKE_UNSUPPORTED_VERSION`] (1) or [`HANDSHAKE_BUSY`] (2: the listener holds its
-//! maximum number of connections; retry later). On any status but 0 the server closes the
-//! connection. A server at its connection limit may answer 2 without waiting for the client's
-//! 8 bytes.
+//! **Handshake.** The client opens the connection with 8 bytes (`"CRPC" | version u16 | ...`),
+//! version 2 followed by its token; the server answers with 8 bytes carrying a status. See
+//! [`crate::rpc_handshake`], whose items are re-exported here.
 //!
 //! **Request frame.**
 //!
@@ -57,19 +46,8 @@
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-/// The handshake's first four bytes.
-pub const RPC_MAGIC: [u8; 4] = *b"CRPC";
-/// The RPC protocol version this build speaks.
-pub const RPC_VERSION: u16 = 1;
-/// Handshake length, both directions.
-pub const HANDSHAKE_LEN: usize = 8;
-/// Handshake answer status: accepted.
-pub const HANDSHAKE_OK: u16 = 0;
-/// Handshake answer status: the client's version is not spoken here (the connection closes).
-pub const HANDSHAKE_UNSUPPORTED_VERSION: u16 = 1;
-/// Handshake answer status: the listener is at its connection limit (the connection closes;
-/// a later attempt may be accepted).
-pub const HANDSHAKE_BUSY: u16 = 2;
+pub use crate::rpc_handshake::*;
+
 /// Bytes before a frame's body: length (4), op or status (1), request id (8).
 pub const HEADER_LEN: usize = 13;
 /// The largest reply frame a client accepts (part of the protocol: a server never sends a
@@ -98,16 +76,6 @@ pub enum RpcError {
     Encode(String),
     #[error("cannot decode a frame body: {0}")]
     Decode(String),
-}
-
-/// What a handshake answer status means (for error messages).
-pub fn handshake_status_name(status: u16) -> &'static str {
-    match status {
-        HANDSHAKE_OK => "accepted",
-        HANDSHAKE_UNSUPPORTED_VERSION => "unsupported version",
-        HANDSHAKE_BUSY => "too many connections, retry later",
-        _ => "unknown status",
-    }
 }
 
 /// How a caller should treat an [`RpcError`].
@@ -216,6 +184,30 @@ impl RpcOp {
             RpcOp::BatchPutEndCompact => "batch_put_end_compact",
         }
     }
+
+    /// The HTTP route of the same operation (a compact op: the classic batch op it shortens).
+    /// crescentd authorizes an RPC request as a request to this route (docs/security.md).
+    pub fn http_route(self) -> &'static str {
+        use crate::store::routes as r;
+        match self {
+            RpcOp::PutStart => r::PUT_START,
+            RpcOp::PutEnd => r::PUT_END,
+            RpcOp::PutRevoke => r::PUT_REVOKE,
+            RpcOp::Get => r::GET,
+            RpcOp::Exist => r::EXIST,
+            RpcOp::Size => r::SIZE,
+            RpcOp::Remove => r::REMOVE,
+            RpcOp::BatchPutStart | RpcOp::BatchPutStartCompact => r::BATCH_PUT_START,
+            RpcOp::BatchPutEnd | RpcOp::BatchPutEndCompact => r::BATCH_PUT_END,
+            RpcOp::BatchPutRevoke => r::BATCH_PUT_REVOKE,
+            RpcOp::BatchGet | RpcOp::BatchGetCompact => r::BATCH_GET,
+            RpcOp::BatchExist => r::BATCH_EXIST,
+            RpcOp::BatchRemove => r::BATCH_REMOVE,
+            RpcOp::Heartbeat => r::HEARTBEAT,
+            RpcOp::Release => r::RELEASE,
+            RpcOp::BatchRelease => r::BATCH_RELEASE,
+        }
+    }
 }
 
 /// A response frame's status byte.
@@ -236,58 +228,6 @@ impl RpcStatus {
             other => Err(RpcError::UnknownStatus(other)),
         }
     }
-}
-
-/// The client's handshake.
-pub fn client_hello() -> [u8; HANDSHAKE_LEN] {
-    hello(RPC_VERSION, 0)
-}
-
-/// The server's answer to a handshake.
-pub fn server_hello(status: u16) -> [u8; HANDSHAKE_LEN] {
-    hello(RPC_VERSION, status)
-}
-
-fn hello(version: u16, last: u16) -> [u8; HANDSHAKE_LEN] {
-    let mut b = [0u8; HANDSHAKE_LEN];
-    b[..4].copy_from_slice(&RPC_MAGIC);
-    b[4..6].copy_from_slice(&version.to_le_bytes());
-    b[6..8].copy_from_slice(&last.to_le_bytes());
-    b
-}
-
-fn parse_hello(b: &[u8; HANDSHAKE_LEN]) -> Result<(u16, u16), RpcError> {
-    let magic: [u8; 4] = b[..4].try_into().expect("4 bytes");
-    if magic != RPC_MAGIC {
-        return Err(RpcError::BadMagic(magic));
-    }
-    Ok((
-        u16::from_le_bytes([b[4], b[5]]),
-        u16::from_le_bytes([b[6], b[7]]),
-    ))
-}
-
-/// Server side: checks a client's handshake, returning the version it asked for. An
-/// `UnsupportedVersion` error should be answered with
-/// `server_hello(HANDSHAKE_UNSUPPORTED_VERSION)` before closing.
-pub fn check_client_hello(b: &[u8; HANDSHAKE_LEN]) -> Result<u16, RpcError> {
-    let (version, _reserved) = parse_hello(b)?;
-    if version != RPC_VERSION {
-        return Err(RpcError::UnsupportedVersion(version));
-    }
-    Ok(version)
-}
-
-/// Client side: checks the server's answer to the handshake.
-pub fn check_server_hello(b: &[u8; HANDSHAKE_LEN]) -> Result<(), RpcError> {
-    let (version, status) = parse_hello(b)?;
-    if status != HANDSHAKE_OK {
-        return Err(RpcError::HandshakeRefused(status));
-    }
-    if version != RPC_VERSION {
-        return Err(RpcError::UnsupportedVersion(version));
-    }
-    Ok(())
 }
 
 /// A parsed frame header: `tag` is the op byte (requests) or the status byte (responses).
@@ -372,7 +312,8 @@ pub struct RpcInfo {
     /// `HOST:PORT` of the RPC listener. An unspecified host (`0.0.0.0`, `[::]`) means "the host
     /// you reached the HTTP API on".
     pub address: String,
-    /// The RPC protocol version spoken there.
+    /// The highest RPC protocol version spoken there (a client sends the lower of it and its
+    /// own: a server saying 1 predates the token in the handshake).
     pub version: u16,
     /// Optional features of that version the server serves (wire v1 addition: absent from
     /// older servers, which serve none). A client uses an op of a feature only when the

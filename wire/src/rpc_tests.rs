@@ -120,31 +120,18 @@ fn bodies_that_do_not_match_the_type_fail_to_decode() {
 }
 
 #[test]
-fn handshake_checks_magic_version_and_status() {
-    let hello = client_hello();
-    assert_eq!(&hello[..4], b"CRPC");
-    assert_eq!(check_client_hello(&hello).unwrap(), RPC_VERSION);
-    check_server_hello(&server_hello(HANDSHAKE_OK)).unwrap();
-
-    let mut bad = hello;
-    bad[0] = b'X';
-    assert!(matches!(
-        check_client_hello(&bad),
-        Err(RpcError::BadMagic(_))
-    ));
-    let mut future = hello;
-    future[4..6].copy_from_slice(&99u16.to_le_bytes());
+fn every_op_names_the_http_route_it_is_authorized_as() {
+    use crate::store::routes;
+    for op in RpcOp::ALL {
+        assert!(op.http_route().starts_with("/v1/"), "{op:?}");
+    }
+    assert_eq!(RpcOp::Get.http_route(), routes::GET);
+    assert_eq!(RpcOp::BatchGetCompact.http_route(), routes::BATCH_GET);
     assert_eq!(
-        check_client_hello(&future),
-        Err(RpcError::UnsupportedVersion(99))
+        RpcOp::BatchPutEndCompact.http_route(),
+        routes::BATCH_PUT_END
     );
-    assert_eq!(
-        check_server_hello(&server_hello(HANDSHAKE_UNSUPPORTED_VERSION)),
-        Err(RpcError::HandshakeRefused(HANDSHAKE_UNSUPPORTED_VERSION))
-    );
-    // An HTTP request sent to the RPC port is refused at once.
-    let http: [u8; HANDSHAKE_LEN] = *b"GET / HT";
-    assert!(check_client_hello(&http).is_err());
+    assert_eq!(RpcOp::Heartbeat.http_route(), routes::HEARTBEAT);
 }
 
 #[test]

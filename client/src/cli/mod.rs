@@ -180,6 +180,14 @@ pub enum Command {
         /// the keys a selected read phase needs are written untimed first.
         #[arg(long, value_delimiter = ',')]
         only: Vec<crate::bench::Phase>,
+        /// The bench's storage owner uses this credential (an `owner` token) and the objects
+        /// `--token` (a `client` token); without it both use `--token`.
+        #[arg(long, env = "CRESCENT_OWNER_TOKEN", hide_env_values = true)]
+        owner_token: Option<String>,
+        /// The bench's storage owner id (the one an `--owner-token` names); default: a fresh
+        /// one.
+        #[arg(long)]
+        owner_id: Option<String>,
     },
 }
 

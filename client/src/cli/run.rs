@@ -301,6 +301,8 @@ pub(super) async fn run(cli: Cli) -> Result<u8, ClientError> {
             size,
             batch,
             only,
+            owner_token,
+            owner_id,
         } => {
             let size = usize::try_from(size)
                 .map_err(|_| ClientError::InvalidArgument("value size too large".into()))?;
@@ -310,6 +312,8 @@ pub(super) async fn run(cli: Cli) -> Result<u8, ClientError> {
                 batch,
                 segment_size: None,
                 phases: Phase::selected(&only),
+                owner_token: owner_token.map(crate::BearerToken::new),
+                owner_id,
             };
             let r = bench::run(&client, &config).await?;
             if json {

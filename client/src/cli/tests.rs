@@ -164,10 +164,25 @@ fn owner_and_bench_arguments() {
             size,
             batch,
             only,
+            owner_token,
+            owner_id,
         } => {
             assert_eq!((n, size, batch), (20_000, 4096, 128));
             assert_eq!(Phase::selected(&only), Phase::ALL.to_vec());
+            assert_eq!((owner_token, owner_id), (None, None));
         }
+        other => panic!("{other:?}"),
+    }
+    let owned = ["bench", "--owner-token", "t0k", "--owner-id", "o1"];
+    match parse(&owned).unwrap().command {
+        Command::Bench {
+            owner_token,
+            owner_id,
+            ..
+        } => assert_eq!(
+            (owner_token.as_deref(), owner_id.as_deref()),
+            (Some("t0k"), Some("o1"))
+        ),
         other => panic!("{other:?}"),
     }
     match parse(&[

@@ -18,15 +18,16 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crescent_wire::rpc::{check_server_hello, client_hello, RpcInfo, HANDSHAKE_LEN};
+use crescent_wire::rpc::RpcInfo;
 use crescent_wire::ErrorCode;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
 use tokio::sync::{watch, Notify};
 
 use crate::error::ClientError;
 use crate::leader::LeaderLocator;
 use crate::metrics::RebuildMetrics;
+use crate::rpc_connect::HandshakeFailure;
 use crate::server_conn::ServerConn;
 
 /// Timing of the server watch.
@@ -180,11 +181,17 @@ async fn dial(conn: &ServerConn) -> Result<TcpStream, DialFailure> {
     let mut stream = TcpStream::connect((host.as_str(), port))
         .await
         .map_err(away)?;
-    stream.write_all(&client_hello()).await.map_err(away)?;
-    let mut hello = [0u8; HANDSHAKE_LEN];
-    stream.read_exact(&mut hello).await.map_err(away)?;
-    check_server_hello(&hello).map_err(|e| DialFailure::Away(e.to_string()))?;
-    Ok(stream)
+    let version = crate::rpc_connect::version_for(info.version);
+    match crate::rpc_connect::handshake(&mut stream, version, conn.token.as_ref()).await {
+        Ok(()) => Ok(stream),
+        Err(HandshakeFailure::Io(e)) => Err(away(e)),
+        // Dialling again would be refused again: look again later, as for a server without
+        // a listener.
+        Err(HandshakeFailure::Refused(e)) => {
+            tracing::warn!(error = %e, "RPC credential refused; the owner is not watching crescentd");
+            Err(DialFailure::NoListener)
+        }
+    }
 }
 
 /// The advertised listener's host and port; an unspecified host means the host of `server`

@@ -30,6 +30,17 @@ impl AuthKey {
 
     /// `crescent token issue --json`: (token, token id).
     pub fn issue(&self, role: &str, tenant: Option<&str>, owner: Option<&str>) -> (String, String) {
+        self.issue_for(role, tenant, owner, None)
+    }
+
+    /// [`AuthKey::issue`] with `--ttl-secs` (`None`: the default).
+    pub fn issue_for(
+        &self,
+        role: &str,
+        tenant: Option<&str>,
+        owner: Option<&str>,
+        ttl_secs: Option<u64>,
+    ) -> (String, String) {
         let mut cmd = std::process::Command::new(crescent_bin());
         cmd.env_remove("CRESCENT_TENANT")
             .env_remove("CRESCENT_TOKEN")
@@ -40,6 +51,9 @@ impl AuthKey {
         }
         if let Some(o) = owner {
             cmd.args(["--owner", o]);
+        }
+        if let Some(ttl) = ttl_secs {
+            cmd.args(["--ttl-secs", &ttl.to_string()]);
         }
         let out = cmd.output().expect("running crescent token issue");
         assert!(

@@ -24,7 +24,8 @@ pub struct Health {
     /// Rebuild progress: owners expected/completed, entries by outcome.
     pub rebuild: crescent_wire::rebuild::GateStatus,
     pub version: &'static str,
-    /// The RPC fast path's address (`GET /v1/rpc` has the details), absent when it is off.
+    /// The RPC fast path's address (`GET /v1/rpc` has the details), absent when it is off, and
+    /// with `[auth]` on (this route is public; `GET /v1/rpc` needs a token).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rpc: Option<String>,
     /// Replication details of an HA active.
@@ -90,7 +91,10 @@ pub async fn healthz(state: State) -> HttpResponse {
         gate: gate.state.as_str(),
         rebuild: gate,
         version: env!("CARGO_PKG_VERSION"),
-        rpc: state.rpc_address().map(|a| a.to_string()),
+        rpc: state
+            .rpc_address()
+            .filter(|_| !state.auth.enabled())
+            .map(|a| a.to_string()),
         ha,
         journal: crate::journal_health::journal_health(&state.journal_dir, state.journal.metrics()),
         descriptors: Descriptors::now(),
@@ -115,7 +119,7 @@ pub async fn rpc_info(
         })),
         None => Err(super::error::HttpError(crescent_wire::ApiError::new(
             crescent_wire::ErrorCode::NotFound,
-            "the RPC fast path is off (store.rpc_listen = \"off\", or [auth] is on)",
+            "the RPC fast path is off (store.rpc_listen = \"off\")",
         ))),
     }
 }

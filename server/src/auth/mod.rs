@@ -3,8 +3,9 @@
 //! [`AuthState`] holds the key set (none: the node runs open), the journaled revocation list
 //! and a copy of its ids that requests check without a round trip to the actor (updated only
 //! after a revocation is committed), and the refusal metric. [`guard`] is the HTTP middleware;
-//! the RPC fast path is not served while auth is on (see `crate::rpc`). [`peer`]: the tokens
-//! the two nodes of a pair prove themselves with (HTTP and the replication handshake).
+//! the RPC fast path checks the same credential at its handshake and again at every request
+//! (`crate::rpc::session`), against the same table ([`routes`]). [`peer`]: the tokens the
+//! two nodes of a pair prove themselves with (HTTP and the replication handshake).
 
 pub mod guard;
 pub mod peer;
@@ -13,6 +14,7 @@ pub mod target;
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, RwLock};
 use std::time::{Duration, Instant};
 
@@ -37,6 +39,9 @@ pub struct AuthState {
     revocations: AggregateRegistry<RevocationList>,
     /// Revoked token ids and their tokens' expiry (seconds; `None`: unknown).
     revoked: RwLock<BTreeMap<String, Option<u64>>>,
+    /// Bumped after every change of `revoked`: an open RPC connection re-checks its token id
+    /// only when this moved since it last looked.
+    revocation_generation: AtomicU64,
     /// `crescent_auth_refusals_total{class, reason}`: both labels bounded.
     refusals: IntCounterVec,
     last_logged: Mutex<HashMap<IpAddr, Instant>>,
@@ -83,6 +88,7 @@ impl AuthState {
             keys,
             revocations,
             revoked: RwLock::new(revoked),
+            revocation_generation: AtomicU64::new(0),
             refusals,
             last_logged: Mutex::new(HashMap::new()),
         })
@@ -99,8 +105,9 @@ impl AuthState {
         self.authenticate_token(token, now_secs)
     }
 
-    /// The claims of a bare token (`None` or blank: none given), if it is valid now: signed by
-    /// one of the keys, unexpired, not revoked.
+    /// The claims of a bare token (as the RPC handshake and the replication Hello carry it;
+    /// `None` or blank: none given), if it is valid now: signed by one of the keys,
+    /// unexpired, not revoked.
     pub fn authenticate_token(
         &self,
         token: Option<&str>,
@@ -120,7 +127,13 @@ impl AuthState {
         Ok(claims)
     }
 
-    fn is_revoked(&self, token_id: &str) -> bool {
+    /// Changes with every committed revocation (see [`AuthState::is_revoked`]).
+    pub fn revocation_generation(&self) -> u64 {
+        self.revocation_generation.load(Ordering::Acquire)
+    }
+
+    /// Whether `token_id` is revoked (committed revocations only).
+    pub fn is_revoked(&self, token_id: &str) -> bool {
         self.revoked
             .read()
             .expect("revoked set lock")
@@ -146,6 +159,7 @@ impl AuthState {
             .write()
             .expect("revoked set lock")
             .insert(token_id, expires_secs);
+        self.revocation_generation.fetch_add(1, Ordering::AcqRel);
         Ok(!done.is_noop())
     }
 
@@ -212,8 +226,8 @@ pub fn log_mode(config: &crate::config::Config) {
     if a.enabled() {
         tracing::info!(
             previous_keys = a.previous_secret_files.len(),
-            "authentication on: every route but /healthz and /metrics needs a token; \
-             the RPC fast path is off"
+            "authentication on: every route but /healthz and /metrics, and every RPC \
+             connection, needs a token"
         );
     } else if !config.listen.ip().is_loopback() {
         tracing::warn!(listen = %config.listen,

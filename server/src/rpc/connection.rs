@@ -8,13 +8,12 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use crescent_wire::rpc::{
-    check_client_hello, encode_response, server_hello, RpcError, RpcOp, RpcStatus, HANDSHAKE_BUSY,
-    HANDSHAKE_LEN, HANDSHAKE_OK, HANDSHAKE_UNSUPPORTED_VERSION,
+    encode_response, server_hello, RpcError, RpcOp, RpcStatus, HANDSHAKE_BUSY, RPC_VERSION,
 };
 use crescent_wire::{ApiError, ErrorCode};
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use tracing::Instrument;
 
@@ -31,13 +30,16 @@ const KEEP_BUFFER: usize = 1 << 20;
 const FLUSH_AT: usize = 256 << 10;
 
 /// Why a connection ended before the peer closed it (not an error of the server: the other
-/// side broke the protocol or went away).
+/// side broke the protocol, went away, or holds no valid credential).
 #[derive(Debug)]
-enum ConnectionEnd {
+pub(super) enum ConnectionEnd {
     Protocol(RpcError),
     Io(std::io::Error),
     /// A bound of `[net]` ran out (the label names which).
     Timeout(&'static str),
+    /// The handshake's credential was refused, or it expired or was revoked since (counted in
+    /// the refusal metric where it was refused).
+    Refused,
 }
 
 impl From<RpcError> for ConnectionEnd {
@@ -70,7 +72,7 @@ pub(super) async fn serve(
     let span = tracing::debug_span!("rpc.connection", %peer);
     let metrics = state.metrics.clone();
     metrics.rpc_connections.inc();
-    match run(&state, stream, limits).instrument(span).await {
+    match run(&state, stream, peer, limits).instrument(span).await {
         Ok(()) => tracing::debug!(%peer, "RPC connection closed"),
         Err(ConnectionEnd::Protocol(e)) => {
             let reason = match e {
@@ -85,6 +87,9 @@ pub(super) async fn serve(
         }
         Err(ConnectionEnd::Io(e)) => {
             tracing::debug!(%peer, error = %e, "RPC connection ended");
+        }
+        Err(ConnectionEnd::Refused) => {
+            tracing::debug!(%peer, "RPC connection closed: credential refused");
         }
         Err(ConnectionEnd::Timeout(which)) => {
             metrics
@@ -106,12 +111,12 @@ pub(super) fn refuse_busy(state: &NodeState, stream: TcpStream, peer: SocketAddr
         .with_label_values(&["rpc", "over_limit"])
         .inc();
     // A fresh socket's send buffer takes 8 bytes at once; if not, the peer only sees a close.
-    let _ = stream.try_write(&server_hello(HANDSHAKE_BUSY));
+    let _ = stream.try_write(&server_hello(RPC_VERSION, HANDSHAKE_BUSY));
     tracing::debug!(%peer, "RPC connection refused: at net.rpc_max_connections");
 }
 
 /// Runs `io`, or ends the connection as `which` after `limit`.
-async fn within<T, E: Into<ConnectionEnd>>(
+pub(super) async fn within<T, E: Into<ConnectionEnd>>(
     limit: Duration,
     which: &'static str,
     io: impl std::future::Future<Output = Result<T, E>>,
@@ -125,26 +130,14 @@ async fn within<T, E: Into<ConnectionEnd>>(
 async fn run(
     state: &NodeState,
     mut stream: TcpStream,
+    peer: SocketAddr,
     limits: RpcLimits,
 ) -> Result<(), ConnectionEnd> {
     stream.set_nodelay(true)?;
-    let mut hello = [0u8; HANDSHAKE_LEN];
-    within(
-        limits.handshake_timeout,
-        "handshake",
-        stream.read_exact(&mut hello),
-    )
-    .await?;
-    match check_client_hello(&hello) {
-        Ok(_) => stream.write_all(&server_hello(HANDSHAKE_OK)).await?,
-        Err(e @ RpcError::UnsupportedVersion(_)) => {
-            stream
-                .write_all(&server_hello(HANDSHAKE_UNSUPPORTED_VERSION))
-                .await?;
-            return Err(e.into());
-        }
-        Err(e) => return Err(e.into()),
-    }
+    let mut session = super::handshake::accept(state, &mut stream, peer, &limits).await?;
+    // Set once the credential expired or was revoked: the requests already buffered are
+    // answered (refused), then the connection closes.
+    let mut credential_ended = false;
 
     let spin = Duration::from_micros(state.store_settings.rpc_busy_poll_us);
     let mut input = FrameInput::new(&stream)?;
@@ -156,6 +149,9 @@ async fn run(
             if out.capacity() > KEEP_BUFFER {
                 out = Vec::with_capacity(READ_BUFFER);
             }
+        }
+        if credential_ended && !input.has_buffered() {
+            return Err(ConnectionEnd::Refused);
         }
         let starts = input.next_frame_starts(&stream, spin);
         let started = match limits.idle_timeout {
@@ -179,7 +175,14 @@ async fn run(
             return Err(RpcError::UnknownOp(header.tag).into());
         }
         let answer_at = out.len();
-        dispatch::handle(state, op, header.request_id, body, &mut out);
+        credential_ended |= dispatch::handle(
+            state,
+            op,
+            header.request_id,
+            body,
+            session.as_mut(),
+            &mut out,
+        );
         if matches!(op, RpcOp::Remove | RpcOp::BatchRemove) {
             // Answered once what it removed is journaled (docs/rebuild.md); if that failed,
             // the answer becomes the failure.

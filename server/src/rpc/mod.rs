@@ -7,11 +7,15 @@
 //! owns the socket: a work-stealing runtime would wake a second thread per request, which on
 //! loopback costs more than the request itself. Requests on a connection are handled inline, in
 //! order: the store calls are short and synchronous, so spawning per request would only add a
-//! hop. Each request calls the same operation as its HTTP route ([`crate::api::ops`]).
+//! hop. Each request calls the same operation as its HTTP route ([`crate::api::ops`]), with
+//! `[auth]` after the same authorization as that route (`session`, docs/security.md).
 
 mod compact;
 mod connection;
 mod dispatch;
+mod handshake;
+mod scoped;
+mod session;
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
