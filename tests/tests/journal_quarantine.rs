@@ -65,24 +65,12 @@ fn replay(replay: &Path, args: &[&str], data_dir: &Path) -> (i32, String) {
     (out.status.code().unwrap_or(-1), text)
 }
 
-fn start(bin: &Path, data_dir: &Path, log: &Path) -> CrescentdProcess {
-    CrescentdProcess::start(bin, data_dir, log, &[]).unwrap_or_else(|e| panic!("{e}"))
-}
-
-#[test]
-fn a_damaged_last_frame_is_quarantined_reported_and_cleared_by_the_operator() {
-    let crescentd = ensure_workspace_binary("crescent-server", "crescentd");
-    let replay_bin = ensure_workspace_binary("crescent-replay-tools", "crescent-replay");
-    let tmp = tempfile::tempdir().expect("tempdir");
-    let data_dir = tmp.path().join("data");
-    let log = tmp.path().join("crescentd.log");
-
-    let mut node = start(&crescentd, &data_dir, &log);
-    let server = node.addr.to_string();
+/// Three acknowledged segment mounts through `crescent` processes: journal records to damage.
+fn mount_three_segments(server: &str) {
     for i in 0..3 {
         let segment = format!("seg-{i}");
         let (code, out, err) = crescent(
-            &["--server", &server],
+            &["--server", server],
             &[
                 "segments",
                 "mount",
@@ -101,6 +89,22 @@ fn a_damaged_last_frame_is_quarantined_reported_and_cleared_by_the_operator() {
             String::from_utf8_lossy(&out)
         );
     }
+}
+
+fn start(bin: &Path, data_dir: &Path, log: &Path) -> CrescentdProcess {
+    CrescentdProcess::start(bin, data_dir, log, &[]).unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[test]
+fn a_damaged_last_frame_is_quarantined_reported_and_cleared_by_the_operator() {
+    let crescentd = ensure_workspace_binary("crescent-server", "crescentd");
+    let replay_bin = ensure_workspace_binary("crescent-replay-tools", "crescent-replay");
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let data_dir = tmp.path().join("data");
+    let log = tmp.path().join("crescentd.log");
+
+    let mut node = start(&crescentd, &data_dir, &log);
+    mount_three_segments(&node.addr.to_string());
     node.guard.sigkill();
 
     let journal = data_dir.join("journal");
@@ -184,24 +188,7 @@ async fn an_ha_node_takes_its_quarantined_record_back_from_the_active() {
     let mut pair = HaPair::start(false).await;
     let active = pair.wait_in_sync().await;
     let survivor = 1 - active;
-    let server = pair.node(active).addr.to_string();
-    for i in 0..3 {
-        let segment = format!("seg-{i}");
-        let (code, out, err) = crescent(
-            &["--server", &server],
-            &[
-                "segments",
-                "mount",
-                "--owner",
-                "o1",
-                "--segment",
-                &segment,
-                "--size",
-                "1048576",
-            ],
-        );
-        assert_eq!(code, 0, "{}{err}", String::from_utf8_lossy(&out));
-    }
+    mount_three_segments(&pair.node(active).addr.to_string());
     // Quiet: the standby holds every record the active wrote (each was acknowledged only once
     // the standby had it; nothing runs after the last mount).
     let started = Instant::now();

@@ -11,7 +11,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crescent_journal::codec::encode_frame_into;
+use crescent_journal::codec::EncodedBatch;
 use crescent_journal::quarantine::{self, QuarantineEntry, Recovered};
 use crescent_journal::{Journal, JournalError};
 
@@ -94,22 +94,15 @@ fn recover(
                 first: journal.first_seq(),
                 last: journal.durable().get(),
             })??;
-    let mut frame = Vec::new();
-    encode_frame_into(
-        &mut frame,
-        record.seq,
-        record.term,
-        record.timestamp_ms,
-        &record.stream,
-        &record.event,
-        &record.digest,
-    );
+    let mut encoded = EncodedBatch::new();
+    encoded.push(&record);
+    let frame = encoded.frame_bytes(0);
     let copy = quarantine::read_copy(journal_dir, entry)?;
     let recovered = Recovered {
         source: "replication".into(),
         term: record.term,
         frame_bytes: frame.len() as u64,
-        differing_bytes: quarantine::differing_bytes(&copy, &frame),
+        differing_bytes: quarantine::differing_bytes(&copy, frame),
     };
     quarantine::mark_recovered(journal_dir, entry, recovered.clone())?;
     Ok(recovered)
