@@ -12,6 +12,7 @@ use std::fs::File;
 use std::io;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 static SPARES: Mutex<Vec<File>> = Mutex::new(Vec::new());
 static TARGET: AtomicUsize = AtomicUsize::new(0);
@@ -95,6 +96,32 @@ pub fn open_with_reserve<T>(mut open: impl FnMut() -> io::Result<T>) -> io::Resu
     Err(last)
 }
 
+/// How long an open the journal writer cannot do without waits for a descriptor once the
+/// reserve is spent.
+pub const WRITER_WAIT: Duration = Duration::from_secs(10);
+
+/// [`open_with_reserve`]; then, if the reserve is spent too, retries every 2 ms until `wait`
+/// has passed. Each open through the reserve keeps its spare for as long as the file stays
+/// open, and a flood's accept loop takes the descriptor the file frees later, so a long flood
+/// can drain the reserve; the listeners' timeouts close flood connections within seconds, and
+/// this takes the first descriptor that frees instead of failing an append (which poisons the
+/// journal). Blocks the calling thread: for the journal writer's own thread and startup.
+pub fn open_waiting<T>(wait: Duration, mut open: impl FnMut() -> io::Result<T>) -> io::Result<T> {
+    let deadline = Instant::now() + wait;
+    let mut last = match open_with_reserve(&mut open) {
+        Err(e) if is_exhausted(&e) => e,
+        other => return other,
+    };
+    while Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(2));
+        match open() {
+            Err(e) if is_exhausted(&e) => last = e,
+            other => return other,
+        }
+    }
+    Err(last)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -124,6 +151,25 @@ mod tests {
             .unwrap_err();
         assert!(is_exhausted(&err));
         assert_eq!(stats().available, 0);
+
+        // With the reserve spent, a waiting open takes the first descriptor that frees.
+        let mut calls = 0;
+        let got = open_waiting(Duration::from_secs(5), || {
+            calls += 1;
+            if calls < 4 {
+                Err(io::Error::from_raw_os_error(libc::EMFILE))
+            } else {
+                Ok(calls)
+            }
+        })
+        .unwrap();
+        assert_eq!(got, 4);
+        let started = Instant::now();
+        let err = open_waiting::<()>(Duration::from_millis(30), || {
+            Err(io::Error::from_raw_os_error(libc::EMFILE))
+        })
+        .unwrap_err();
+        assert!(is_exhausted(&err) && started.elapsed() >= Duration::from_millis(30));
         set_target(0);
     }
 }

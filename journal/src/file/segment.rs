@@ -188,7 +188,7 @@ pub fn list_segments(dir: &Path) -> Result<Vec<SegmentFile>> {
 
 /// fsyncs a directory so that creations, renames and removals in it are durable.
 pub fn sync_dir(dir: &Path) -> Result<()> {
-    crate::fd_reserve::open_with_reserve(|| File::open(dir))
+    crate::fd_reserve::open_waiting(crate::fd_reserve::WRITER_WAIT, || File::open(dir))
         .and_then(|d| d.sync_all())
         .map_err(|e| JournalError::io(dir, e))
 }
@@ -233,7 +233,7 @@ pub fn create_segment(
     };
     // Through the descriptor reserve: a rotation must not fail because a flood of
     // connections took every descriptor (docs/configuration.md, `net.fd_reserve`).
-    let mut file = crate::fd_reserve::open_with_reserve(|| {
+    let mut file = crate::fd_reserve::open_waiting(crate::fd_reserve::WRITER_WAIT, || {
         OpenOptions::new()
             .read(true)
             .write(true)
