@@ -327,6 +327,30 @@ impl SegmentsClient {
         .await
     }
 
+    /// Lists the segments and asserts that every id in `acked` is there (acknowledged mounts
+    /// survive whatever `what` names: a failover, a round); returns the listed ids.
+    pub async fn assert_listed(
+        &self,
+        acked: &[String],
+        what: &str,
+    ) -> std::collections::HashSet<String> {
+        let listed = self.list().await.expect("list segments");
+        let present: std::collections::HashSet<String> = listed
+            .segments
+            .iter()
+            .map(|s| s.segment_id.clone())
+            .collect();
+        let missing: Vec<&String> = acked.iter().filter(|s| !present.contains(*s)).collect();
+        assert!(
+            missing.is_empty(),
+            "{what}: {} of {} acknowledged mounts missing, e.g. {:?}",
+            missing.len(),
+            acked.len(),
+            &missing[..missing.len().min(5)]
+        );
+        present
+    }
+
     pub async fn list(&self) -> Result<SegmentListing, String> {
         let resp = self
             .authorized(self.http.get(format!("{}/v1/segments", self.base)))

@@ -93,19 +93,7 @@ async fn kill_9_of_the_active_under_load_loses_no_acknowledged_command() {
         killed_at.elapsed(),
         acked.len()
     );
-    let listed = new_client.list().await.expect("list segments");
-    let present: std::collections::HashSet<String> = listed
-        .segments
-        .iter()
-        .map(|s| s.segment_id.clone())
-        .collect();
-    let missing: Vec<&String> = acked.iter().filter(|s| !present.contains(*s)).collect();
-    assert!(
-        missing.is_empty(),
-        "{} acknowledged mounts missing after failover, e.g. {:?}",
-        missing.len(),
-        &missing[..missing.len().min(5)]
-    );
+    let present = new_client.assert_listed(&acked, "after failover").await;
     assert!(present.contains("after-failover"));
 }
 
@@ -263,19 +251,9 @@ async fn alternating_kill_9_rounds_lose_no_acknowledged_command() {
         }
         failovers.push(killed_at.elapsed());
         acked_all.push(format!("after-{round}"));
-        let listed = new_client.list().await.expect("list segments");
-        let present: std::collections::HashSet<String> = listed
-            .segments
-            .iter()
-            .map(|s| s.segment_id.clone())
-            .collect();
-        let missing: Vec<&String> = acked_all.iter().filter(|s| !present.contains(*s)).collect();
-        assert!(
-            missing.is_empty(),
-            "round {round}: {} acknowledged mounts missing, e.g. {:?}",
-            missing.len(),
-            &missing[..missing.len().min(5)]
-        );
+        new_client
+            .assert_listed(&acked_all, &format!("round {round}"))
+            .await;
         nodes[active] = None;
         // Spawned from the test's own thread: a child dies with the thread that spawned it
         // (PR_SET_PDEATHSIG), and a blocking-pool thread exits when idle.

@@ -212,18 +212,7 @@ async fn an_auth_pair_refuses_fake_standbys_and_survives_a_failover() {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let listed = survivor.list().await.expect("list");
-    let present: std::collections::HashSet<String> = listed
-        .segments
-        .iter()
-        .map(|s| s.segment_id.clone())
-        .collect();
-    let missing: Vec<&String> = acked.iter().filter(|s| !present.contains(*s)).collect();
-    assert!(
-        missing.is_empty(),
-        "{} acknowledged mounts missing",
-        missing.len()
-    );
+    survivor.assert_listed(&acked, "after failover").await;
 
     // The old active rejoins as the new active's standby, proving itself the same way.
     pair.restart_as_standby(active);

@@ -144,18 +144,5 @@ async fn a_standby_replaced_under_load_then_kill_9_of_the_active_loses_no_acknow
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let listed = new_client.list().await.expect("list segments");
-    let present: std::collections::HashSet<String> = listed
-        .segments
-        .iter()
-        .map(|s| s.segment_id.clone())
-        .collect();
-    let missing: Vec<&String> = acked.iter().filter(|s| !present.contains(*s)).collect();
-    assert!(
-        missing.is_empty(),
-        "{} of {} acknowledged mounts missing after failover, e.g. {:?}",
-        missing.len(),
-        acked.len(),
-        &missing[..missing.len().min(5)]
-    );
+    new_client.assert_listed(&acked, "after failover").await;
 }
