@@ -1,35 +1,18 @@
 //! The replication protocol end to end on loopback: an active journal served to a standby's.
 
+mod common;
+
+use common::{journal, records};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crescent_journal::file::{FileBackend, FileOptions};
 use crescent_journal::replication::{
     refusal, CapabilityCheck, CommitTracker, Follower, FollowerConfig, ReplicationSource,
     SourceConfig, SourceMetrics, TermSource,
 };
-use crescent_journal::{EventData, Journal, JournalOptions, NewRecord, Record, StreamId};
-
-fn journal(dir: &std::path::Path) -> Journal {
-    let backend = FileBackend::open(dir, FileOptions::default()).unwrap();
-    Journal::open(Box::new(backend), JournalOptions::default()).unwrap()
-}
-
-fn records(n: u64, tag: &str) -> Vec<NewRecord> {
-    (0..n)
-        .map(|i| NewRecord {
-            stream: StreamId::new("test", tag),
-            event: EventData {
-                kind: "tick".into(),
-                version: 1,
-                payload: format!("{tag}-{i}").into_bytes(),
-            },
-            timestamp_ms: 1_700_000_000_000 + i as i64,
-        })
-        .collect()
-}
+use crescent_journal::{Journal, Record};
 
 fn all(j: &Journal) -> Vec<Record> {
     j.read_from(1).unwrap().collect::<Result<_, _>>().unwrap()

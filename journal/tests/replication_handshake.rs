@@ -3,40 +3,23 @@
 //! out, an old protocol version refused, garbage and half-sent Hellos closed at the handshake
 //! timeout, the connection cap, and none of them ever displacing the standby that follows.
 
+mod common;
+
+use common::{journal, records};
+use crescent_journal::Journal;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crescent_journal::file::{FileBackend, FileOptions};
 use crescent_journal::replication::protocol::{read_message, write_message};
 use crescent_journal::replication::{
     refusal, CommitTracker, Credential, Follower, FollowerConfig, Message, PeerCheck, PeerRefusal,
     PeerToken, ReplicationSource, SourceConfig, SourceMetrics, PROTOCOL_VERSION,
 };
-use crescent_journal::{EventData, Journal, JournalOptions, NewRecord, StreamId};
 use prometheus::{IntCounterVec, Opts, Registry};
 
 const GOOD: &str = "good-peer-token";
-
-fn journal(dir: &std::path::Path) -> Journal {
-    let backend = FileBackend::open(dir, FileOptions::default()).unwrap();
-    Journal::open(Box::new(backend), JournalOptions::default()).unwrap()
-}
-
-fn records(n: u64, tag: &str) -> Vec<NewRecord> {
-    (0..n)
-        .map(|i| NewRecord {
-            stream: StreamId::new("test", tag),
-            event: EventData {
-                kind: "tick".into(),
-                version: 1,
-                payload: format!("{tag}-{i}").into_bytes(),
-            },
-            timestamp_ms: 1_700_000_000_000 + i as i64,
-        })
-        .collect()
-}
 
 fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
     let t = Instant::now();
