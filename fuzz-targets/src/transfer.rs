@@ -7,6 +7,8 @@ use crescent_transport::tcp::protocol::{
     RESPONSE_HEADER_LEN,
 };
 
+use crescent_transport::grant::{Grant, GRANT_LEN};
+
 use crate::selector;
 
 /// Payloads a server reads after a request header (the segment's size bounds a real one).
@@ -29,6 +31,14 @@ fn server_side(data: &[u8]) {
     while let Some((header, after)) = rest.split_first_chunk::<REQUEST_HEADER_LEN>() {
         let Ok(h) = RequestHeader::decode(header, MAX_LENGTH) else {
             return;
+        };
+        let after = match (h.grant, after.split_first_chunk::<GRANT_LEN>()) {
+            (false, _) => after,
+            (true, Some((grant, after))) => {
+                let _ = Grant::decode(grant);
+                after
+            }
+            (true, None) => return,
         };
         let carried = match h.op {
             Op::Write | Op::Notify => h.length,
@@ -70,6 +80,7 @@ pub fn seeds() -> Vec<Vec<u8>> {
     ] {
         let h = RequestHeader {
             op,
+            grant: false,
             handle: 1,
             request_id: 9,
             offset: 64,
@@ -81,7 +92,11 @@ pub fn seeds() -> Vec<Vec<u8>> {
         }
     }
     let mut client = vec![1u8];
-    client.extend_from_slice(&protocol::encode_hello_ack(protocol::HELLO_ACCEPTED, 3));
+    client.extend_from_slice(&protocol::encode_hello_ack(
+        protocol::VERSION,
+        protocol::HELLO_ACCEPTED,
+        3,
+    ));
     let h = ResponseHeader {
         request_id: 9,
         status: 0,

@@ -176,6 +176,7 @@ async fn transfer(
         local,
         local_offset: 0,
         length: len,
+        grant: None,
     }];
     client.submit(&batch).await.unwrap().into_result().unwrap();
     client.unregister(local).unwrap();

@@ -78,6 +78,7 @@ async fn transport_case(
             local: handle,
             local_offset: (i * size) as u64,
             length: size as u64,
+            grant: None,
         })
         .collect();
     // Warm up: connections, handle cache.

@@ -36,6 +36,11 @@ pub enum TransportError {
     #[error("segment {segment:?} not found at {endpoint}")]
     SegmentNotFound { endpoint: String, segment: String },
 
+    /// The listener requires data-plane grants and refused this transfer's (missing, forged,
+    /// expired, or for another operation or range): docs/security.md "The data plane".
+    #[error("{endpoint} refused a transfer on segment {segment:?}: permission denied (data-plane grant)")]
+    PermissionDenied { endpoint: String, segment: String },
+
     /// The local handle does not name a registered buffer (never registered or unregistered).
     #[error("local buffer handle {0} is not registered")]
     UnknownHandle(u64),
@@ -100,6 +105,7 @@ impl TransportError {
             TransportError::InvalidArgument(_)
             | TransportError::OutOfRange { .. }
             | TransportError::SegmentNotFound { .. }
+            | TransportError::PermissionDenied { .. }
             | TransportError::UnknownHandle(_)
             | TransportError::BatchTooLarge { .. } => ErrorClass::User,
             TransportError::Unavailable { .. }
@@ -121,6 +127,7 @@ impl TransportError {
             TransportError::SegmentNotFound { .. } | TransportError::UnknownHandle(_) => {
                 "NOT_FOUND"
             }
+            TransportError::PermissionDenied { .. } => "PERMISSION_DENIED",
             TransportError::Unavailable { .. }
             | TransportError::Timeout { .. }
             | TransportError::Protocol { .. }
@@ -141,6 +148,7 @@ impl TransportError {
             TransportError::SegmentNotFound { .. } | TransportError::UnknownHandle(_) => {
                 "not_found"
             }
+            TransportError::PermissionDenied { .. } => "permission_denied",
             TransportError::Timeout { .. } => "timeout",
             TransportError::Unavailable { .. }
             | TransportError::Protocol { .. }

@@ -15,6 +15,7 @@ pub mod config;
 pub mod error;
 pub mod ffi;
 pub mod frame_input;
+pub mod grant;
 pub mod memory;
 pub mod metrics;
 mod range_lock;
@@ -23,6 +24,7 @@ pub mod transport;
 
 pub use config::{build_transport, TransportConfig};
 pub use error::{ErrorClass, Result, TransportError};
+pub use grant::{Grant, GrantKey, GrantKeys, GrantRefusal};
 pub use memory::{page_size, SegmentMemory};
 pub use metrics::TransportMetrics;
 pub use transport::{

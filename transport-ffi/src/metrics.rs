@@ -22,6 +22,7 @@ pub struct TransportMetrics {
     served_ops: IntCounterVec,
     served_bytes: IntCounterVec,
     protocol_violations: IntCounterVec,
+    grant_refusals: IntCounterVec,
     connections: IntGauge,
 }
 
@@ -37,6 +38,7 @@ impl TransportMetrics {
         registry.register(Box::new(m.served_ops.clone()))?;
         registry.register(Box::new(m.served_bytes.clone()))?;
         registry.register(Box::new(m.protocol_violations.clone()))?;
+        registry.register(Box::new(m.grant_refusals.clone()))?;
         registry.register(Box::new(m.connections.clone()))?;
         Ok(m)
     }
@@ -90,6 +92,11 @@ impl TransportMetrics {
                 "crescent_transport_protocol_violations_total",
                 "Connections closed because the peer broke the frame protocol.",
                 &["reason"],
+            ),
+            grant_refusals: counter(
+                "crescent_transport_grant_refusals_total",
+                "Transfers this listener refused for their data-plane grant, by reason.",
+                &["op", "reason"],
             ),
             connections: IntGauge::new(
                 "crescent_transport_server_connections",
@@ -167,6 +174,12 @@ impl TransportMetrics {
 
     pub(crate) fn record_protocol_violation(&self, reason: &'static str) {
         self.protocol_violations.with_label_values(&[reason]).inc();
+    }
+
+    pub(crate) fn record_grant_refusal(&self, op: TransferOp, reason: &'static str) {
+        self.grant_refusals
+            .with_label_values(&[op.label(), reason])
+            .inc();
     }
 
     pub(crate) fn connection_opened(&self) {

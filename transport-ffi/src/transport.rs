@@ -19,6 +19,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
 use crate::error::{Result, TransportError};
+use crate::grant::Grant;
 use crate::memory::SegmentMemory;
 
 /// A boxed, sendable future (keeps the trait object-safe).
@@ -92,6 +93,9 @@ pub struct TransferDescriptor {
     pub local: LocalHandle,
     pub local_offset: u64,
     pub length: u64,
+    /// The data-plane grant crescentd issued for this range (docs/security.md, "The data
+    /// plane"); `None` where the listener requires none (crescentd without `[auth]`).
+    pub grant: Option<Grant>,
 }
 
 /// The outcome of a batch: one status per descriptor, in submission order.

@@ -64,6 +64,7 @@ async fn malformed_frames_close_only_their_connection() {
     let mut s = handshaken(&endpoint).await;
     let mut frame = RequestHeader {
         op: Op::Read,
+        grant: false,
         handle: 1,
         request_id: 1,
         offset: 0,
@@ -77,6 +78,7 @@ async fn malformed_frames_close_only_their_connection() {
     let mut s = handshaken(&endpoint).await;
     let frame = RequestHeader {
         op: Op::Write,
+        grant: false,
         handle: 1,
         request_id: 1,
         offset: 0,
@@ -115,7 +117,7 @@ async fn fake_owner(mode: &'static str) -> String {
         let (mut s, _) = listener.accept().await.unwrap();
         let mut hello = [0u8; protocol::HELLO_LEN];
         s.read_exact(&mut hello).await.unwrap();
-        s.write_all(&protocol::encode_hello_ack(0, 1))
+        s.write_all(&protocol::encode_hello_ack(protocol::VERSION, 0, 1))
             .await
             .unwrap();
         let mut head = [0u8; protocol::REQUEST_HEADER_LEN];

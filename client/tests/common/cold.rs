@@ -185,6 +185,7 @@ pub fn read_staged(rt: &tokio::runtime::Runtime, staged: &Value) -> Result<Vec<u
             local,
             local_offset: 0,
             length,
+            grant: None,
         }];
         let done = transport.submit(&desc).await.map_err(|e| e.to_string())?;
         done.into_result().map_err(|e| e.to_string())?;

@@ -89,6 +89,28 @@ impl TcpTransport {
         self.server.as_ref().map(|s| s.local_addr())
     }
 
+    /// Makes this listener require a data-plane grant signed by `key` (or by the key it held
+    /// before, kept for a rotation) on every READ and WRITE of its segments. Returns whether
+    /// the key is new. Transfers from this very process (the same-process fast path) are not
+    /// checked.
+    pub fn install_grant_key(&self, key: crate::grant::GrantKey) -> bool {
+        let mut keys = self
+            .served
+            .grant_keys()
+            .map(|k| (*k).clone())
+            .unwrap_or_default();
+        let changed = keys.install(key);
+        if changed {
+            self.served.set_grant_keys(Some(keys));
+        }
+        changed
+    }
+
+    /// Whether this listener requires data-plane grants.
+    pub fn requires_grants(&self) -> bool {
+        self.served.grant_keys().is_some()
+    }
+
     /// Installs (or removes) the answer of this listener to NOTIFY messages.
     pub fn set_notify_handler(&self, handler: Option<NotifyHandler>) {
         self.served.set_notify_handler(handler);
@@ -337,6 +359,7 @@ impl TcpTransport {
                         local_offset: d.local_offset,
                         segment_id: &d.remote.segment_id,
                         segment_size: size,
+                        grant: d.grant.as_ref(),
                     });
                     slots.push(pos);
                 }

@@ -18,6 +18,7 @@ use super::protocol::{
     MAX_NOTIFY_LEN, RESPONSE_HEADER_LEN,
 };
 use crate::error::{Result, TransportError};
+use crate::grant::Grant;
 use crate::memory::SegmentMemory;
 use crate::transport::TransferOp;
 
@@ -43,6 +44,7 @@ pub(crate) struct WireTransfer<'a> {
     pub segment_id: &'a str,
     /// The segment's size as OPEN reported it (for error messages).
     pub segment_size: u64,
+    pub grant: Option<&'a Grant>,
 }
 
 /// Result of opening one segment id.
@@ -104,6 +106,7 @@ impl Connection {
         for (i, id) in ids.iter().enumerate() {
             let header = RequestHeader {
                 op: Op::Open,
+                grant: false,
                 handle: 0,
                 request_id: base + i as u64,
                 offset: 0,
@@ -152,6 +155,7 @@ impl Connection {
         let broken = |e: std::io::Error| TransportError::unavailable(endpoint, e.to_string());
         let header = RequestHeader {
             op: Op::Notify,
+            grant: false,
             handle: 0,
             request_id: id,
             offset: 0,
@@ -198,12 +202,16 @@ impl Connection {
                         TransferOp::Read => Op::Read,
                         TransferOp::Write => Op::Write,
                     },
+                    grant: t.grant.is_some(),
                     handle: t.handle,
                     request_id: base + i as u64,
                     offset: t.remote_offset,
                     length: t.length,
                 };
                 writer.write_all(&header.encode()).await.map_err(broken)?;
+                if let Some(grant) = t.grant {
+                    writer.write_all(&grant.encode()).await.map_err(broken)?;
+                }
                 if t.op == TransferOp::Write {
                     let guard = t
                         .local
@@ -263,6 +271,10 @@ impl Connection {
                         offset: t.remote_offset,
                         length: t.length,
                         size: t.segment_size,
+                    }),
+                    Status::Denied => Err(TransportError::PermissionDenied {
+                        endpoint: endpoint.to_owned(),
+                        segment: t.segment_id.to_owned(),
                     }),
                     Status::Invalid => Err(TransportError::InvalidArgument(format!(
                         "{endpoint} refused a transfer on segment {}",

@@ -1,4 +1,4 @@
-//! The transfer frame protocol, version 1.
+//! The transfer frame protocol, version 2 (a listener also serves version 1 peers).
 //!
 //! All integers are little-endian. A connection starts with a handshake, then carries any
 //! number of pipelined requests; the server answers each with one response carrying the same
@@ -7,12 +7,12 @@
 //! ```text
 //! HELLO      client -> server, 8 bytes
 //!   0  4  magic   "CRTP" (0x43 0x52 0x54 0x50)
-//!   4  2  version u16 = 1
+//!   4  2  version u16 = 2 (1: a peer that never attaches grants)
 //!   6  2  flags   u16 = 0
 //!
 //! HELLO_ACK  server -> client, 16 bytes
 //!   0  4  magic   "CRTP"
-//!   4  2  version u16: the server's version
+//!   4  2  version u16: the version of the HELLO it accepts (or, refusing, its own)
 //!   6  2  status  u16: 0 = accepted, 1 = version unsupported, 2 = busy (the listener
 //!                 holds its max_connections; sent without reading the HELLO);
 //!                 otherwise the server closes after sending it
@@ -20,25 +20,34 @@
 //!
 //! REQUEST    client -> server, 32-byte header + payload
 //!   0  1  op      u8: 1 = OPEN, 2 = WRITE, 3 = READ, 4 = NOTIFY
-//!   1  1  flags   u8 = 0
+//!   1  1  flags   u8: bit 0 = a grant follows the header (READ and WRITE, version 2);
+//!                 other bits 0
 //!   2  2  reserved u16 = 0
 //!   4  4  handle  u32: segment handle from OPEN (0 for OPEN itself)
 //!   8  8  request id u64 (client-chosen, echoed in the response)
 //!  16  8  offset  u64: byte offset in the segment (0 for OPEN)
 //!  24  8  length  u64: bytes to transfer (OPEN: length of the segment id)
-//!  32  -  payload: WRITE: `length` data bytes; OPEN: the UTF-8 segment id; READ: none;
+//!  32 80  grant   (only with flags bit 0) the data-plane grant of this transfer, layout in
+//!                 [`crate::grant`]
+//!   -  -  payload: WRITE: `length` data bytes; OPEN: the UTF-8 segment id; READ: none;
 //!                  NOTIFY: `length` bytes for the listener's notification handler
 //!
 //! RESPONSE   server -> client, 24-byte header + payload
 //!   0  8  request id u64
 //!   8  2  status  u16: 0 OK, 1 NOT_FOUND (segment id or handle; NOTIFY: no handler),
-//!                      2 OUT_OF_RANGE, 3 INVALID (e.g. bad segment id; NOTIFY: refused)
+//!                      2 OUT_OF_RANGE, 3 INVALID (e.g. bad segment id; NOTIFY: refused),
+//!                      4 PERMISSION_DENIED (the listener requires grants and this
+//!                        transfer's is missing, forged, expired or for another range)
 //!  10  2  reserved u16 = 0
 //!  12  4  handle  u32: OPEN ok: the segment's handle; else 0
 //!  16  8  payload length u64
 //!  24  -  payload: READ ok: the data (exactly the requested length); OPEN ok: u64 segment size;
 //!                  NOTIFY ok: the handler's answer (at most MAX_NOTIFY_LEN); errors: none
 //! ```
+//!
+//! A listener that holds grant keys (a storage owner of a crescentd with `[auth]`,
+//! docs/security.md "The data plane") refuses a READ or WRITE without a valid grant: the
+//! segment id alone opens nothing. One without keys serves every transfer, as in version 1.
 //!
 //! Segment ids are strings of up to 256 bytes; to keep the hot path fixed-size, a client OPENs
 //! each segment once per listener epoch and then uses the u32 handle. Handles are never reused
@@ -58,7 +67,11 @@
 use crate::error::TransportError;
 
 pub const MAGIC: [u8; 4] = *b"CRTP";
-pub const VERSION: u16 = 1;
+pub const VERSION: u16 = 2;
+/// The oldest HELLO version a listener accepts.
+pub const MIN_VERSION: u16 = 1;
+/// Request flag: a grant follows the header.
+pub const FLAG_GRANT: u8 = 0x01;
 pub const HELLO_LEN: usize = 8;
 pub const HELLO_ACK_LEN: usize = 16;
 pub const REQUEST_HEADER_LEN: usize = 32;
@@ -104,6 +117,7 @@ pub enum Status {
     NotFound = 1,
     OutOfRange = 2,
     Invalid = 3,
+    Denied = 4,
 }
 
 impl Status {
@@ -113,6 +127,7 @@ impl Status {
             1 => Some(Status::NotFound),
             2 => Some(Status::OutOfRange),
             3 => Some(Status::Invalid),
+            4 => Some(Status::Denied),
             _ => None,
         }
     }
@@ -123,6 +138,7 @@ impl Status {
             Status::NotFound => "not_found",
             Status::OutOfRange => "out_of_range",
             Status::Invalid => "invalid_argument",
+            Status::Denied => "permission_denied",
         }
     }
 }
@@ -134,16 +150,16 @@ pub fn encode_hello() -> [u8; HELLO_LEN] {
     b
 }
 
-/// Checks a HELLO; `Err` names what is wrong (the server then answers and closes).
-pub fn decode_hello(b: &[u8; HELLO_LEN]) -> Result<(), HelloError> {
+/// Checks a HELLO: the peer's version, or what is wrong (the server then answers and closes).
+pub fn decode_hello(b: &[u8; HELLO_LEN]) -> Result<u16, HelloError> {
     if b[0..4] != MAGIC {
         return Err(HelloError::BadMagic);
     }
     let version = u16::from_le_bytes([b[4], b[5]]);
-    if version != VERSION {
+    if !(MIN_VERSION..=VERSION).contains(&version) {
         return Err(HelloError::Version(version));
     }
-    Ok(())
+    Ok(version)
 }
 
 /// Why a HELLO was refused.
@@ -153,10 +169,10 @@ pub enum HelloError {
     Version(u16),
 }
 
-pub fn encode_hello_ack(status: u16, epoch: u64) -> [u8; HELLO_ACK_LEN] {
+pub fn encode_hello_ack(version: u16, status: u16, epoch: u64) -> [u8; HELLO_ACK_LEN] {
     let mut b = [0u8; HELLO_ACK_LEN];
     b[0..4].copy_from_slice(&MAGIC);
-    b[4..6].copy_from_slice(&VERSION.to_le_bytes());
+    b[4..6].copy_from_slice(&version.to_le_bytes());
     b[6..8].copy_from_slice(&status.to_le_bytes());
     b[8..16].copy_from_slice(&epoch.to_le_bytes());
     b
@@ -192,6 +208,8 @@ pub fn decode_hello_ack(endpoint: &str, b: &[u8; HELLO_ACK_LEN]) -> Result<u64, 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RequestHeader {
     pub op: Op,
+    /// A grant follows the header ([`FLAG_GRANT`]).
+    pub grant: bool,
     pub handle: u32,
     pub request_id: u64,
     pub offset: u64,
@@ -202,6 +220,7 @@ impl RequestHeader {
     pub fn encode(&self) -> [u8; REQUEST_HEADER_LEN] {
         let mut b = [0u8; REQUEST_HEADER_LEN];
         b[0] = self.op as u8;
+        b[1] = if self.grant { FLAG_GRANT } else { 0 };
         b[4..8].copy_from_slice(&self.handle.to_le_bytes());
         b[8..16].copy_from_slice(&self.request_id.to_le_bytes());
         b[16..24].copy_from_slice(&self.offset.to_le_bytes());
@@ -212,11 +231,13 @@ impl RequestHeader {
     /// Decodes and validates a header against the server's length limit.
     pub fn decode(b: &[u8; REQUEST_HEADER_LEN], max_length: u64) -> Result<Self, FrameError> {
         let op = Op::from_u8(b[0]).ok_or(FrameError::UnknownOp)?;
-        if b[1] != 0 || b[2] != 0 || b[3] != 0 {
+        let grant = b[1] == FLAG_GRANT && matches!(op, Op::Read | Op::Write);
+        if (b[1] != 0 && !grant) || b[2] != 0 || b[3] != 0 {
             return Err(FrameError::ReservedBits);
         }
         let header = RequestHeader {
             op,
+            grant,
             handle: u32::from_le_bytes(b[4..8].try_into().expect("4 bytes")),
             request_id: u64::from_le_bytes(b[8..16].try_into().expect("8 bytes")),
             offset: u64::from_le_bytes(b[16..24].try_into().expect("8 bytes")),
@@ -289,6 +310,7 @@ mod tests {
     fn headers_round_trip() {
         let h = RequestHeader {
             op: Op::Write,
+            grant: true,
             handle: 7,
             request_id: 1 << 40,
             offset: 12345,
@@ -302,14 +324,18 @@ mod tests {
             payload_len: 0,
         };
         assert_eq!(ResponseHeader::decode(&r.encode()), r);
-        assert_eq!(decode_hello(&encode_hello()), Ok(()));
-        assert_eq!(decode_hello_ack("x", &encode_hello_ack(0, 42)), Ok(42));
+        assert_eq!(decode_hello(&encode_hello()), Ok(VERSION));
+        assert_eq!(
+            decode_hello_ack("x", &encode_hello_ack(VERSION, 0, 42)),
+            Ok(42)
+        );
     }
 
     #[test]
     fn malformed_headers_are_rejected() {
         let mut b = RequestHeader {
             op: Op::Read,
+            grant: false,
             handle: 1,
             request_id: 1,
             offset: 0,
@@ -328,9 +354,19 @@ mod tests {
             RequestHeader::decode(&b, 100),
             Err(FrameError::ReservedBits)
         );
+        b[2] = 0;
+        b[1] = FLAG_GRANT;
+        assert!(RequestHeader::decode(&b, 100).is_ok_and(|h| h.grant));
+        b[0] = Op::Open as u8;
+        assert_eq!(
+            RequestHeader::decode(&b, 100),
+            Err(FrameError::ReservedBits)
+        );
         let mut hello = encode_hello();
-        hello[4] = 2;
-        assert_eq!(decode_hello(&hello), Err(HelloError::Version(2)));
+        hello[4] = 1;
+        assert_eq!(decode_hello(&hello), Ok(1));
+        hello[4] = 3;
+        assert_eq!(decode_hello(&hello), Err(HelloError::Version(3)));
         hello[0] = b'X';
         assert_eq!(decode_hello(&hello), Err(HelloError::BadMagic));
     }

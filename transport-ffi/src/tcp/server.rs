@@ -20,9 +20,10 @@ use tracing::{debug, info_span, warn, Instrument};
 use super::protocol::{
     decode_hello, encode_hello_ack, HelloError, Op, RequestHeader, ResponseHeader, Status,
     HELLO_ACCEPTED, HELLO_BUSY, HELLO_LEN, HELLO_VERSION_UNSUPPORTED, MAX_NOTIFY_LEN,
-    REQUEST_HEADER_LEN,
+    REQUEST_HEADER_LEN, VERSION,
 };
 use crate::error::{Result, TransportError};
+use crate::grant::{Grant, GrantKeys, GrantRefusal, GRANT_LEN};
 use crate::memory::SegmentMemory;
 use crate::metrics::TransportMetrics;
 use crate::transport::{check_segment_id, TransferOp, MAX_SEGMENT_ID_LEN};
@@ -50,6 +51,16 @@ pub(crate) struct SegmentTable {
     next_handle: AtomicU32,
     inner: RwLock<TableInner>,
     notify: RwLock<Option<NotifyHandler>>,
+    /// With keys, every READ and WRITE needs a grant signed by one of them; without, the
+    /// listener serves any transfer (docs/security.md, "The data plane").
+    grants: RwLock<Option<Arc<GrantKeys>>>,
+}
+
+/// What a request carried in the grant position.
+pub(crate) enum Presented {
+    None,
+    Malformed,
+    Grant(Grant),
 }
 
 impl SegmentTable {
@@ -59,7 +70,53 @@ impl SegmentTable {
             next_handle: AtomicU32::new(1),
             inner: RwLock::default(),
             notify: RwLock::new(None),
+            grants: RwLock::new(None),
         }
+    }
+
+    pub(crate) fn set_grant_keys(&self, keys: Option<GrantKeys>) {
+        *self.grants.write().unwrap_or_else(|p| p.into_inner()) = keys.map(Arc::new);
+    }
+
+    pub(crate) fn grant_keys(&self) -> Option<Arc<GrantKeys>> {
+        self.grants
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// The segment behind `handle`, if a transfer of `op` on `[offset, offset+length)` with
+    /// `presented` may touch it: NOT_FOUND for an unknown handle, PERMISSION_DENIED (with the
+    /// reason) for a grant the listener does not accept. The range itself is checked by the
+    /// segment's range lock.
+    pub(crate) fn admit(
+        &self,
+        handle: u32,
+        op: TransferOp,
+        offset: u64,
+        length: u64,
+        presented: &Presented,
+    ) -> std::result::Result<Arc<SegmentMemory>, (Status, Option<GrantRefusal>)> {
+        let (id, memory) = {
+            let inner = self.read();
+            let served = inner
+                .by_handle
+                .get(&handle)
+                .ok_or((Status::NotFound, None))?;
+            (served.id.clone(), served.memory.clone())
+        };
+        let Some(keys) = self.grant_keys() else {
+            return Ok(memory);
+        };
+        let refused = |r: GrantRefusal| (Status::Denied, Some(r));
+        let grant = match presented {
+            Presented::None => return Err(refused(GrantRefusal::Missing)),
+            Presented::Malformed => return Err(refused(GrantRefusal::Malformed)),
+            Presented::Grant(g) => g,
+        };
+        keys.verify(&id, op, offset, length, now_ms(), grant)
+            .map_err(refused)?;
+        Ok(memory)
     }
 
     pub(crate) fn set_notify_handler(&self, handler: Option<NotifyHandler>) {
@@ -133,10 +190,6 @@ impl SegmentTable {
         Some((handle, inner.by_handle[&handle].memory.len() as u64))
     }
 
-    pub(crate) fn by_handle(&self, handle: u32) -> Option<Arc<SegmentMemory>> {
-        self.read().by_handle.get(&handle).map(|s| s.memory.clone())
-    }
-
     pub(crate) fn by_id(&self, id: &str) -> Option<Arc<SegmentMemory>> {
         let inner = self.read();
         let handle = inner.by_id.get(id)?;
@@ -150,6 +203,12 @@ impl SegmentTable {
             .map(|s| s.id.to_string())
             .collect()
     }
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
 }
 
 /// Listeners of this process, for the same-process fast path (endpoint -> its segments).
@@ -213,7 +272,7 @@ impl TcpTransferServer {
                             Ok((stream, _)) if connections.len() >= limits.max_connections => {
                                 backoff = ACCEPT_BACKOFF_MIN;
                                 metrics.record_protocol_violation("over_connection_limit");
-                                let ack = encode_hello_ack(HELLO_BUSY, table.epoch);
+                                let ack = encode_hello_ack(VERSION, HELLO_BUSY, table.epoch);
                                 let _ = stream.try_write(&ack);
                             }
                             Ok((stream, peer)) => {
@@ -329,18 +388,18 @@ async fn run_connection(
     if let Err(end) = timed(limits.io_timeout, reader.read_exact(&mut hello)).await {
         return end;
     }
-    match decode_hello(&hello) {
-        Ok(()) => {}
+    let version = match decode_hello(&hello) {
+        Ok(version) => version,
         Err(HelloError::BadMagic) => return End::Violation("bad_magic"),
         Err(HelloError::Version(_)) => {
             // Tell the peer which version we speak before closing, so its error is precise.
-            let ack = encode_hello_ack(HELLO_VERSION_UNSUPPORTED, table.epoch);
+            let ack = encode_hello_ack(VERSION, HELLO_VERSION_UNSUPPORTED, table.epoch);
             let _ = timed(limits.io_timeout, writer.write_all(&ack)).await;
             let _ = timed(limits.io_timeout, writer.flush()).await;
             return End::Violation("bad_version");
         }
-    }
-    let ack = encode_hello_ack(HELLO_ACCEPTED, table.epoch);
+    };
+    let ack = encode_hello_ack(version, HELLO_ACCEPTED, table.epoch);
     if let Err(end) = timed(limits.io_timeout, writer.write_all(&ack)).await {
         return end;
     }
@@ -414,10 +473,14 @@ async fn run_connection(
                 }
             }
             Op::Write => {
-                let segment = table.by_handle(header.handle);
+                let presented = match read_grant(&mut reader, &header, limits).await {
+                    Ok(p) => p,
+                    Err(end) => return end,
+                };
+                let segment = admit(table, &header, TransferOp::Write, &presented, metrics);
                 let mut guard = match &segment {
-                    None => Err(Status::NotFound),
-                    Some(s) => s
+                    Err(status) => Err(*status),
+                    Ok(s) => s
                         .lock_write("segment", header.offset, header.length)
                         .await
                         .map_err(|_| Status::OutOfRange),
@@ -478,10 +541,14 @@ async fn run_connection(
                 }
             }
             Op::Read => {
-                let segment = table.by_handle(header.handle);
+                let presented = match read_grant(&mut reader, &header, limits).await {
+                    Ok(p) => p,
+                    Err(end) => return end,
+                };
+                let segment = admit(table, &header, TransferOp::Read, &presented, metrics);
                 let guard = match &segment {
-                    None => Err(Status::NotFound),
-                    Some(s) => s
+                    Err(status) => Err(*status),
+                    Ok(s) => s
                         .lock_read("segment", header.offset, header.length)
                         .await
                         .map_err(|_| Status::OutOfRange),
@@ -506,4 +573,37 @@ async fn run_connection(
             }
         }
     }
+}
+
+/// Reads the grant that follows a READ or WRITE header, if its flag says one does.
+async fn read_grant<R: tokio::io::AsyncRead + Unpin>(
+    reader: &mut R,
+    header: &RequestHeader,
+    limits: ServerLimits,
+) -> Result<Presented, End> {
+    if !header.grant {
+        return Ok(Presented::None);
+    }
+    let mut raw = [0u8; GRANT_LEN];
+    timed(limits.io_timeout, reader.read_exact(&mut raw)).await?;
+    Ok(Grant::decode(&raw).map_or(Presented::Malformed, Presented::Grant))
+}
+
+/// [`SegmentTable::admit`] for one request, counting a refused grant.
+fn admit(
+    table: &SegmentTable,
+    header: &RequestHeader,
+    op: TransferOp,
+    presented: &Presented,
+    metrics: &TransportMetrics,
+) -> std::result::Result<Arc<SegmentMemory>, Status> {
+    table
+        .admit(header.handle, op, header.offset, header.length, presented)
+        .map_err(|(status, refusal)| {
+            if let Some(r) = refusal {
+                metrics.record_grant_refusal(op, r.label());
+                debug!(reason = r.label(), "transfer refused: data-plane grant");
+            }
+            status
+        })
 }

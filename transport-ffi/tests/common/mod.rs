@@ -65,6 +65,7 @@ pub fn desc(
         local,
         local_offset: lo,
         length: len,
+        grant: None,
     }
 }
 
