@@ -1,7 +1,8 @@
 //! The control-plane admin calls: health, stats, owners, segments, heartbeats.
 
 use crescent_wire::segments::{
-    CommandReply, MountSegmentRequest, RegisterOwnerRequest, SegmentList, UnmountSegmentRequest,
+    CommandReply, MountSegmentRequest, RegisterOwnerReply, RegisterOwnerRequest, SegmentList,
+    UnmountSegmentRequest,
 };
 use crescent_wire::store::{HeartbeatReply, HeartbeatRequest};
 
@@ -25,7 +26,7 @@ impl CrescentClient {
     pub async fn register_owner(
         &self,
         req: &RegisterOwnerRequest,
-    ) -> Result<CommandReply, ClientError> {
+    ) -> Result<RegisterOwnerReply, ClientError> {
         self.post_to(
             "register_owner",
             Retry::Idempotent,

@@ -288,6 +288,7 @@ pub(crate) fn staged_as_replica(reply: &GetReply) -> Result<Option<GetReply>, Cl
             offset: staged.offset,
             length: staged.length,
             state: ReplicaState::Complete,
+            grant: staged.grant.clone(),
         }],
         checksum: Some(staged.checksum),
         inline: None,

@@ -6,7 +6,7 @@
 use std::sync::{Arc, RwLock, Weak};
 
 use crescent_transport::tcp::{TcpConfig, TcpTransport};
-use crescent_transport::{RemoteSegment, SegmentMemory, Transport, TransportError};
+use crescent_transport::{Grant, RemoteSegment, SegmentMemory, Transport, TransportError};
 use crescent_wire::rebuild::{OwnerNotice, OwnerNoticeReply, ReplayEntry};
 use crescent_wire::segments::{TransportKind, EMBEDDED_OWNER_ID};
 use crescent_wire::store::{DataType, ObjectId, ReplicaDesc, ReplicaState};
@@ -268,6 +268,12 @@ pub(crate) fn remote_for(
     Ok(RemoteSegment::new(endpoint, replica.segment_id.as_str()))
 }
 
+/// The data-plane grant crescentd attached to replica `r` (with `[auth]`), for its transfers.
+/// A malformed one is dropped: the listener then refuses the transfer with PERMISSION_DENIED.
+pub(crate) fn grant_of(r: &ReplicaDesc) -> Option<Grant> {
+    r.grant.as_deref().and_then(Grant::decode)
+}
+
 /// The owner to notify of replica `r`, if its segment's owner takes notices. Embedded and
 /// transfer-engine segments run no NOTIFY handler (the embedded one is served over TCP too,
 /// but crescentd itself holds its directory, and it dies with crescentd).
@@ -330,6 +336,7 @@ mod tests {
             offset: 0,
             length: 1,
             state,
+            grant: None,
         }
     }
 

@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crescent_transport::tcp::{TcpConfig, TcpTransport};
-use crescent_transport::{RemoteSegment, SegmentMemory, Transport};
+use crescent_transport::{GrantKey, RemoteSegment, SegmentMemory, Transport};
 use crescent_wire::segments::{MountSegmentRequest, RegisterOwnerRequest, TransportKind};
 use crescent_wire::store::ReleasedReplica;
 use crescent_wire::ErrorCode;
@@ -214,7 +214,6 @@ impl Owner {
         let endpoint = transport
             .local_endpoint()
             .ok_or_else(|| ClientError::Protocol("transfer listener has no endpoint".into()))?;
-        transport.serve_segment(&segment_id, memory.clone())?;
         let register = RegisterOwnerRequest {
             owner_id: owner_id.clone(),
             endpoint: endpoint.clone(),
@@ -227,7 +226,11 @@ impl Owner {
             size: config.size,
             transport: TransportKind::Tcp,
         };
-        client.register_owner(&register).await?;
+        // Registered first: with `[auth]` the answer carries the key the listener then
+        // requires grants with, before the segment is served or anything is placed in it.
+        let registered = client.register_owner(&register).await?;
+        install_data_key(&transport, registered.data_key.as_deref())?;
+        transport.serve_segment(&segment_id, memory.clone())?;
         client.mount_segment(&mount).await?;
         let table = Arc::new(OwnershipTable::new(
             client.data.metrics.owned_replicas.clone(),
@@ -256,6 +259,7 @@ impl Owner {
             ServedSegment {
                 table: table.clone(),
                 memory: memory.clone(),
+                transport: transport.clone(),
             },
             state.clone(),
             config.initial_heartbeat,
@@ -440,7 +444,11 @@ async fn heartbeat_loop(
     initial: Duration,
     wake: Arc<tokio::sync::Notify>,
 ) {
-    let ServedSegment { table, memory } = served;
+    let ServedSegment {
+        table,
+        memory,
+        transport,
+    } = served;
     let metrics = client.data.metrics.clone();
     let mut interval = initial;
     let mut failing = false;
@@ -456,6 +464,9 @@ async fn heartbeat_loop(
         {
             Ok(reply) => {
                 interval = Duration::from_millis(reply.interval_ms.clamp(50, 60_000));
+                if let Err(e) = install_data_key(&transport, reply.data_key.as_deref()) {
+                    tracing::warn!(error = %e, "heartbeat carried an unusable data-plane key");
+                }
                 if let Some(seq) = apply_releases(&table, &reply.released, &metrics.rebuild) {
                     releases_applied = Some(releases_applied.map_or(seq, |a| a.max(seq)));
                 }
@@ -495,7 +506,8 @@ async fn heartbeat_loop(
                 metrics.heartbeats.with_label_values(&["not_found"]).inc();
                 tracing::warn!(error = %e, "crescentd does not know this owner; registering again");
                 let again = async {
-                    client.register_owner(&register).await?;
+                    let registered = client.register_owner(&register).await?;
+                    install_data_key(&transport, registered.data_key.as_deref())?;
                     client.mount_segment(&mount).await
                 }
                 .await;
@@ -577,6 +589,27 @@ pub(crate) fn notice_handler(owner_id: &str, table: Arc<OwnershipTable>) -> Noti
 struct ServedSegment {
     table: Arc<OwnershipTable>,
     memory: Arc<SegmentMemory>,
+    /// Its listener: takes the data-plane key each heartbeat carries.
+    transport: Arc<TcpTransport>,
+}
+
+/// Makes the listener require grants signed by `key` (crescentd with `[auth]`); `None` (an
+/// open crescentd) leaves it serving any transfer. A key of the wrong size is refused rather
+/// than leaving the segment open.
+fn install_data_key(transport: &TcpTransport, key: Option<&[u8]>) -> Result<(), ClientError> {
+    let Some(key) = key else {
+        return Ok(());
+    };
+    let bytes: [u8; 32] = key.try_into().map_err(|_| {
+        ClientError::Protocol(format!(
+            "crescentd sent a {}-byte data-plane key; 32 expected",
+            key.len()
+        ))
+    })?;
+    if transport.install_grant_key(GrantKey::from_bytes(bytes)) {
+        tracing::info!("transfer listener requires data-plane grants (new key installed)");
+    }
+    Ok(())
 }
 
 /// The segment this owner serves, whose bytes the replay checks first.

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::{invalid, ConfigError};
 
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct AuthSettings {
     /// The signing key (>= 32 random bytes, not readable by group or others). Set: every route
@@ -18,6 +18,20 @@ pub struct AuthSettings {
     pub previous_secret_files: Vec<PathBuf>,
     /// Run open on a non-loopback address (`crescentd --insecure`). Never needed with a key.
     pub insecure: bool,
+    /// How long a data-plane grant stays valid after crescentd minted it (docs/security.md
+    /// "The data plane"): the window for the transfers of one put or one read.
+    pub data_grant_ttl_secs: u64,
+}
+
+impl Default for AuthSettings {
+    fn default() -> Self {
+        Self {
+            secret_file: None,
+            previous_secret_files: Vec::new(),
+            insecure: false,
+            data_grant_ttl_secs: 600,
+        }
+    }
 }
 
 impl AuthSettings {
@@ -31,6 +45,12 @@ impl AuthSettings {
             return Err(invalid(
                 "auth.previous_secret_files",
                 "needs auth.secret_file (the key new tokens are signed with)",
+            ));
+        }
+        if self.data_grant_ttl_secs == 0 {
+            return Err(invalid(
+                "auth.data_grant_ttl_secs",
+                "must be at least 1 (a grant that is expired when minted opens nothing)",
             ));
         }
         if self.enabled() || self.insecure {

@@ -213,6 +213,10 @@ pub async fn mount_embedded(state: &Arc<crate::node::NodeState>) -> Result<(), S
         &state.net_settings,
         state.transport_metrics.clone(),
     )?;
+    if let (Some(grants), Some(transport)) = (state.auth.grants(), segment.transport()) {
+        // Before the segment is registered: nothing can be placed in it while it is open.
+        transport.install_grant_key(grants.owner_key(EMBEDDED_OWNER_ID));
+    }
     start_staging(state, &mut segment);
     let recovered = state
         .segments

@@ -170,7 +170,7 @@ async fn compact_ops_answer_like_the_classic_ones() {
             (c.size(), c.put_id(), c.checksum()),
             (g.size, g.put_id, g.checksum)
         );
-        let r = c.replicas()[0];
+        let r = &c.replicas()[0];
         let seg = &compact.segments[r.0 as usize];
         assert_eq!(
             (seg.segment_id.as_str(), r.1),

@@ -76,6 +76,7 @@ impl Segment {
             offset,
             length,
             state,
+            grant: None,
         }
     }
 }

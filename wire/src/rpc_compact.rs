@@ -53,10 +53,16 @@ pub struct CompactSegment {
     pub transport: TransportKind,
 }
 
-/// One replica: (index into the answer's `segments`, offset in the segment). Its length is the
-/// item's size and its state COMPLETE (get) or as the put_start item says (put_start).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct CompactReplica(pub u32, pub u64);
+/// One replica: (index into the answer's `segments`, offset in the segment, data-plane grant).
+/// Its length is the item's size and its state COMPLETE (get) or as the put_start item says
+/// (put_start). The grant is as [`ReplicaDesc::grant`]; a reader of an answer without the
+/// third element takes none.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CompactReplica(
+    pub u32,
+    pub u64,
+    #[serde(default, with = "crate::cold::opt_bytes")] pub Option<Vec<u8>>,
+);
 
 /// One found object: (size, put_id, data_type, checksum, lease_until_ms, replicas, inline).
 /// `inline` is the value itself for a cold-only object restored by the server (replicas empty,
@@ -90,6 +96,9 @@ impl CompactGetItem {
     }
     pub fn replicas(&self) -> &[CompactReplica] {
         &self.5
+    }
+    pub fn take_replicas(&mut self) -> Vec<CompactReplica> {
+        std::mem::take(&mut self.5)
     }
     pub fn take_inline(&mut self) -> Option<Vec<u8>> {
         self.6.take()
@@ -253,10 +262,11 @@ pub fn expand_replica(
     length: u64,
     state: ReplicaState,
 ) -> Result<ReplicaDesc, CompactError> {
+    let CompactReplica(index, offset, grant) = r;
     let s = segments
-        .get(r.0 as usize)
+        .get(index as usize)
         .ok_or(CompactError::SegmentIndex {
-            index: r.0,
+            index,
             listed: segments.len(),
         })?;
     Ok(ReplicaDesc {
@@ -264,9 +274,10 @@ pub fn expand_replica(
         owner_id: s.owner_id.clone(),
         endpoint: s.endpoint.clone(),
         transport: s.transport,
-        offset: r.1,
+        offset,
         length,
         state,
+        grant,
     })
 }
 

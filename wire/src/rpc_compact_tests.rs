@@ -10,6 +10,7 @@ fn replica(seg: &str, offset: u64) -> ReplicaDesc {
         offset,
         length: 4096,
         state: ReplicaState::Complete,
+        grant: None,
     }
 }
 
@@ -33,14 +34,19 @@ fn expanded_replica_is_the_classic_descriptor_and_bad_indexes_are_refused() {
     let segments = table.finish();
     let back = expand_replica(
         &segments,
-        CompactReplica(index, 12288),
+        CompactReplica(index, 12288, None),
         4096,
         ReplicaState::Complete,
     )
     .unwrap();
     assert_eq!(back, original);
-    let err =
-        expand_replica(&segments, CompactReplica(5, 0), 1, ReplicaState::Complete).unwrap_err();
+    let err = expand_replica(
+        &segments,
+        CompactReplica(5, 0, None),
+        1,
+        ReplicaState::Complete,
+    )
+    .unwrap_err();
     assert_eq!(
         err,
         CompactError::SegmentIndex {
@@ -74,7 +80,7 @@ fn get_reply_round_trips_and_items_are_positional() {
                 DataType::Kvcache,
                 Some(0xdead_beef),
                 1_700_000_000_000,
-                vec![CompactReplica(0, 8192)],
+                vec![CompactReplica(0, 8192, Some(vec![7; 80]))],
                 None,
             )),
             ItemResult::Err {
@@ -135,7 +141,7 @@ fn put_start_bodies_round_trip() {
         items: vec![ItemResult::Ok(CompactPutStarted(
             3,
             false,
-            vec![CompactReplica(0, 0)],
+            vec![CompactReplica(0, 0, None)],
             ReplicaState::Initialized,
         ))],
     };
@@ -188,4 +194,21 @@ fn compact_put_end_round_trips_and_acks_done_items_in_one_byte() {
     let back: CompactAckReply =
         rmp_serde::from_slice(&rmp_serde::to_vec_named(&failed).unwrap()).unwrap();
     assert_eq!(back, failed);
+}
+
+/// An answer from a server that predates grants has two-element replicas; a reader takes
+/// them as carrying none.
+#[test]
+fn replicas_without_a_grant_element_decode() {
+    #[derive(serde::Serialize)]
+    struct Old(u32, u64);
+    let bytes = rmp_serde::to_vec(&vec![Old(3, 4096)]).unwrap();
+    let back: Vec<CompactReplica> = rmp_serde::from_slice(&bytes).unwrap();
+    assert_eq!(back, vec![CompactReplica(3, 4096, None)]);
+    let with = CompactReplica(1, 2, Some(vec![5; 80]));
+    let bytes = rmp_serde::to_vec(&with).unwrap();
+    assert_eq!(
+        rmp_serde::from_slice::<CompactReplica>(&bytes).unwrap(),
+        with
+    );
 }

@@ -52,6 +52,23 @@ pub struct CommandReply {
     pub last_seq: Option<u64>,
 }
 
+/// What registering an owner answers: the journaled command's reply, and with `[auth]` the
+/// owner's data-plane grant key (as [`crate::store::HeartbeatReply::data_key`]), so its
+/// listener can require grants before its segment is mounted. A superset of
+/// [`CommandReply`]'s fields: either side may be older.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RegisterOwnerReply {
+    pub events: Vec<String>,
+    pub first_seq: Option<u64>,
+    pub last_seq: Option<u64>,
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "crate::cold::opt_bytes"
+    )]
+    pub data_key: Option<Vec<u8>>,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OwnerInfo {
     pub owner_id: String,

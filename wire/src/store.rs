@@ -86,6 +86,16 @@ pub struct ReplicaDesc {
     pub offset: u64,
     pub length: u64,
     pub state: ReplicaState,
+    /// The data-plane grant for this range: write for a put_start, read for a get (80 bytes,
+    /// layout in docs/security.md "The data plane"). Present when crescentd runs with
+    /// `[auth]`; the transfer presents it to the segment's listener. Wire v1 addition:
+    /// optional, absent from open servers.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "crate::cold::opt_bytes"
+    )]
+    pub grant: Option<Vec<u8>>,
 }
 
 /// Placement strategy for a put.
@@ -198,6 +208,13 @@ pub struct StagedPayload {
     pub token: u64,
     /// The token is fenced after this (ms since the Unix epoch, server clock).
     pub expires_at_ms: i64,
+    /// The data-plane read grant for the staged range (as [`ReplicaDesc::grant`]).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "crate::cold::opt_bytes"
+    )]
+    pub grant: Option<Vec<u8>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -401,6 +418,15 @@ pub struct HeartbeatReply {
     /// twice is harmless. Empty (and omitted) from servers that predate release delivery.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub released: Vec<ReleasedReplica>,
+    /// The key this owner's transfer listener verifies data-plane grants with (32 bytes; a
+    /// secret). Present when crescentd runs with `[auth]`: the owner then refuses transfers
+    /// without a grant. Sent with every heartbeat, so a rotated signing key reaches owners.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "crate::cold::opt_bytes"
+    )]
+    pub data_key: Option<Vec<u8>>,
 }
 
 /// The version of [`ReleasedReplica`]'s layout.
@@ -508,6 +534,7 @@ mod heartbeat_compat_tests {
                 length: 10,
                 put_id: 42,
             }],
+            data_key: Some(vec![3; 32]),
         };
         let bytes = rmp_serde::to_vec_named(&new).unwrap();
         assert_eq!(

@@ -20,6 +20,7 @@ fn staged() -> StagedPayload {
         checksum: 0xdead_beef,
         token: 17,
         expires_at_ms: 1_700_000_000_000,
+        grant: None,
     }
 }
 

@@ -13,7 +13,7 @@ use tracing::Instrument;
 
 use super::{item, object_ids, ItemResults};
 use crate::client::CrescentClient;
-use crate::dataplane::{read_order, remote_for};
+use crate::dataplane::{grant_of, read_order, remote_for};
 use crate::error::ClientError;
 use crate::lease::release_of;
 use crate::store::{inline_checked, read_replica, verify};
@@ -55,10 +55,11 @@ fn expand_get_reply(
         .map(|item| {
             Ok(match item {
                 ItemResult::Ok(mut r) => {
+                    let size = r.size();
                     let replicas = r
-                        .replicas()
-                        .iter()
-                        .map(|c| expand_replica(&segments, *c, r.size(), ReplicaState::Complete))
+                        .take_replicas()
+                        .into_iter()
+                        .map(|c| expand_replica(&segments, c, size, ReplicaState::Complete))
                         .collect::<Result<Vec<_>, _>>()
                         .map_err(|e| ClientError::Protocol(e.to_string()))?;
                     ItemResult::Ok(GetReply {
@@ -244,6 +245,7 @@ impl CrescentClient {
                         local: buf.handle,
                         local_offset: *off as u64,
                         length: reply.size,
+                        grant: grant_of(r),
                     });
                     first.push(FirstRead::Transfer(descs.len() - 1));
                 }

@@ -19,7 +19,7 @@ use crate::buffer::RegisteredBuffer;
 use crate::client::CrescentClient;
 use crate::cold_restore::GetAnswer;
 use crate::cold_restore_target::RestoreTarget;
-use crate::dataplane::{read_order, remote_for, Committed, LocalSegment};
+use crate::dataplane::{grant_of, read_order, remote_for, Committed, LocalSegment};
 use crate::error::ClientError;
 use crate::failover::Retry;
 use crate::lease::release_of;
@@ -63,6 +63,7 @@ pub(crate) fn write_descriptors(
             local: src.handle,
             local_offset: offset as u64,
             length: len as u64,
+            grant: grant_of(r),
         });
     }
     Ok(())
@@ -93,6 +94,7 @@ pub(crate) async fn read_replica(
         local: dst.handle,
         local_offset: dst_offset as u64,
         length: size,
+        grant: grant_of(replica),
     }];
     let done = transport.submit(&desc).await?;
     done.into_result()

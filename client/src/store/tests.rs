@@ -19,6 +19,7 @@ fn replica(seg: &str, endpoint: &str, offset: u64, length: u64) -> ReplicaDesc {
         offset,
         length,
         state: ReplicaState::Complete,
+        grant: None,
     }
 }
 

@@ -10,7 +10,7 @@ use crescent_wire::ErrorCode;
 
 use super::layout::ByteRange;
 use crate::client::CrescentClient;
-use crate::dataplane::{read_order, remote_for};
+use crate::dataplane::{grant_of, read_order, remote_for};
 use crate::error::ClientError;
 use crate::lease::release_of;
 use crate::store::verify;
@@ -127,6 +127,7 @@ async fn read_leased(
                 continue;
             }
         };
+        let grant = grant_of(replica);
         let mut local_offset = 0u64;
         let mut descriptors = Vec::with_capacity(ranges.len().min(DESCRIPTORS_PER_SUBMIT));
         for chunk in ranges.chunks(DESCRIPTORS_PER_SUBMIT) {
@@ -139,6 +140,7 @@ async fn read_leased(
                     local: buffer.handle,
                     local_offset,
                     length: r.len,
+                    grant,
                 });
                 local_offset += r.len;
             }

@@ -15,7 +15,10 @@ use crescent_wire::store::{
 };
 use crescent_wire::{ApiError, ErrorCode};
 
+use crescent_transport::TransferOp;
+
 use super::error::from_cold;
+use crate::auth::grants::put_subject;
 use crate::node::NodeState;
 
 /// The wire's default placement (`random`) stands for "the server's default".
@@ -32,7 +35,40 @@ pub fn put_start(state: &NodeState, req: PutStartRequest) -> Result<PutStartRepl
     if let Some(cold) = state.cold.get() {
         cold.admit_put()?;
     }
-    Ok(state.directory.put_start(&req, state.now_ms())?)
+    let now = state.now_ms();
+    let mut reply = state.directory.put_start(&req, now)?;
+    grant_put(state, &req.id, &mut reply, now);
+    Ok(reply)
+}
+
+/// Attaches write grants to a put_start answer's replicas (with `[auth]`), bound to the put
+/// (docs/security.md, "The data plane").
+pub fn grant_put(state: &NodeState, id: &ObjectId, reply: &mut PutStartReply, now_ms: i64) {
+    if let Some(grants) = state.auth.grants() {
+        let subject = put_subject(id, reply.put_id);
+        grants.grant_replicas(&mut reply.replicas, TransferOp::Write, now_ms, subject);
+    }
+}
+
+/// Attaches read grants to a get answer's replicas and staged payload (with `[auth]`).
+pub fn grant_get(state: &NodeState, reply: &mut GetReply, now_ms: i64) {
+    let Some(grants) = state.auth.grants() else {
+        return;
+    };
+    grants.grant_replicas(&mut reply.replicas, TransferOp::Read, now_ms, [0; 16]);
+    if let Some(staged) = reply.staged.as_mut() {
+        let owner = crate::cold::staging::staged_owner(&staged.segment_id);
+        let g = grants.mint(
+            owner,
+            &staged.segment_id,
+            TransferOp::Read,
+            staged.offset,
+            staged.length,
+            now_ms,
+            [0; 16],
+        );
+        staged.grant = Some(g.encode().to_vec());
+    }
 }
 
 pub fn put_end(state: &NodeState, req: PutEndRequest) -> Result<Ack, ApiError> {
@@ -69,7 +105,7 @@ pub fn get(state: &NodeState, req: GetRequest) -> Result<GetReply, ApiError> {
         .get(&req.id, state.now_ms())
         .map_err(ApiError::from);
     let reply = state.rebuild.read(open, found)?;
-    match state.cold.get() {
+    let mut reply = match state.cold.get() {
         // No hot replica: a cold-only object, restored (verified) on read.
         Some(cold) if reply.replicas.is_empty() => crate::cold::restore::restore_get(
             state,
@@ -79,9 +115,11 @@ pub fn get(state: &NodeState, req: GetRequest) -> Result<GetReply, ApiError> {
             req.accept_cold_backing,
             req.accept_staged,
         )
-        .map_err(from_cold),
-        _ => Ok(reply),
-    }
+        .map_err(from_cold)?,
+        _ => reply,
+    };
+    grant_get(state, &mut reply, state.now_ms());
+    Ok(reply)
 }
 
 pub fn exist(state: &NodeState, req: ObjectRequest) -> Result<ExistReply, ApiError> {
@@ -143,7 +181,17 @@ pub fn heartbeat(state: &NodeState, req: HeartbeatRequest) -> Result<HeartbeatRe
         interval_ms: state.store_settings.heartbeat_interval_ms(),
         term: state.runtime.term(),
         released,
+        data_key: owner_data_key(state, &req.owner_id),
     })
+}
+
+/// The grant key an owner's listener verifies with (with `[auth]`; a secret, sent only to
+/// the owner itself: heartbeat and register are owner-scoped routes).
+pub fn owner_data_key(state: &NodeState, owner_id: &str) -> Option<Vec<u8>> {
+    state
+        .auth
+        .grants()
+        .map(|g| g.owner_key(owner_id).bytes().to_vec())
 }
 
 fn map_items<T, U>(items: Vec<ItemResult<T>>, f: impl Fn(T) -> U) -> BatchReply<U> {
@@ -175,7 +223,13 @@ pub fn batch_put_start(
         .into_iter()
         .map(|r| with_default_placement(state, r))
         .collect();
-    let done = state.directory.batch_put_start(&items, state.now_ms())?;
+    let now = state.now_ms();
+    let mut done = state.directory.batch_put_start(&items, now)?;
+    for (req, item) in items.iter().zip(done.iter_mut()) {
+        if let ItemResult::Ok(reply) = item {
+            grant_put(state, &req.id, reply, now);
+        }
+    }
     Ok(BatchReply { items: done })
 }
 
@@ -279,6 +333,12 @@ pub fn batch_get(
                     }
                 };
             }
+        }
+    }
+    let now = state.now_ms();
+    for item in done.iter_mut() {
+        if let ItemResult::Ok(reply) = item {
+            grant_get(state, reply, now);
         }
     }
     Ok(BatchReply { items: done })

@@ -9,8 +9,8 @@ use crescent_actors::segment_registry::{
 };
 use crescent_actors::DomainEvent;
 use crescent_wire::segments::{
-    CommandReply, MountSegmentRequest, OwnerInfo, RegisterOwnerRequest, SegmentInfo, SegmentList,
-    TransportKind, UnmountSegmentRequest,
+    CommandReply, MountSegmentRequest, OwnerInfo, RegisterOwnerReply, RegisterOwnerRequest,
+    SegmentInfo, SegmentList, TransportKind, UnmountSegmentRequest,
 };
 
 use super::error::HttpError;
@@ -52,7 +52,7 @@ async fn execute(state: &State, cmd: SegmentRegistryCommand) -> Result<CommandRe
 pub async fn register_owner(
     state: State,
     Wire(req): Wire<RegisterOwnerRequest>,
-) -> Result<Reply<CommandReply>, HttpError> {
+) -> Result<Reply<RegisterOwnerReply>, HttpError> {
     let owner_id = req.owner_id.clone();
     let cmd = SegmentRegistryCommand::RegisterOwner {
         owner_id: req.owner_id,
@@ -73,7 +73,13 @@ pub async fn register_owner(
         tracing::info!(owner = %owner_id, "owner restarted; a rebuild stops waiting for its old process");
         state.rebuild.owner_lost(&owner_id, state.now_ms());
     }
-    Ok(Reply(command_reply(done)))
+    let command = command_reply(done);
+    Ok(Reply(RegisterOwnerReply {
+        events: command.events,
+        first_seq: command.first_seq,
+        last_seq: command.last_seq,
+        data_key: crate::api::ops::owner_data_key(&state, &owner_id),
+    }))
 }
 
 pub async fn mount(

@@ -7,6 +7,7 @@
 //! (`crate::rpc::session`), against the same table ([`routes`]). [`peer`]: the tokens the
 //! two nodes of a pair prove themselves with (HTTP and the replication handshake).
 
+pub mod grants;
 pub mod guard;
 pub mod peer;
 pub mod routes;
@@ -36,6 +37,8 @@ const MAX_LOGGED_PEERS: usize = 4096;
 
 pub struct AuthState {
     keys: Option<KeySet>,
+    /// Data-plane grants, signed under the signing key (with `[auth]` only).
+    grants: Option<grants::DataGrants>,
     revocations: AggregateRegistry<RevocationList>,
     /// Revoked token ids and their tokens' expiry (seconds; `None`: unknown).
     revoked: RwLock<BTreeMap<String, Option<u64>>>,
@@ -84,14 +87,26 @@ impl AuthState {
         registry
             .register(Box::new(refusals.clone()))
             .map_err(|e| ServerError::Recovery(format!("auth metrics: {e}")))?;
+        let grants = keys.as_ref().map(|k| {
+            grants::DataGrants::new(
+                k.signing().secret(),
+                settings.data_grant_ttl_secs.saturating_mul(1000),
+            )
+        });
         Ok(Self {
             keys,
+            grants,
             revocations,
             revoked: RwLock::new(revoked),
             revocation_generation: AtomicU64::new(0),
             refusals,
             last_logged: Mutex::new(HashMap::new()),
         })
+    }
+
+    /// The data-plane grant minter (`None`: open mode, listeners require no grants).
+    pub fn grants(&self) -> Option<&grants::DataGrants> {
+        self.grants.as_ref()
     }
 
     /// Whether requests need a token.

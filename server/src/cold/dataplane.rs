@@ -13,7 +13,7 @@ use std::time::Duration;
 use crescent_cold::ColdError;
 use crescent_transport::tcp::{TcpConfig, TcpTransport};
 use crescent_transport::{
-    LocalHandle, RemoteSegment, SegmentMemory, TransferDescriptor, TransferOp, Transport,
+    Grant, LocalHandle, RemoteSegment, SegmentMemory, TransferDescriptor, TransferOp, Transport,
     TransportMetrics,
 };
 
@@ -151,6 +151,7 @@ impl ColdDataPlane {
         remote: &RemoteSegment,
         offset: u64,
         memory: Arc<SegmentMemory>,
+        grant: Option<Grant>,
     ) -> Result<Arc<SegmentMemory>, ColdError> {
         let what = op.label();
         let fail = |reason: String| transfer_error(what, remote, offset, reason);
@@ -168,6 +169,7 @@ impl ColdDataPlane {
                 local,
                 local_offset: at,
                 length: CHUNK_BYTES.min(len - at),
+                grant,
             })
             .collect();
         let (tx, rx) = mpsc::channel();
@@ -196,6 +198,7 @@ impl ColdDataPlane {
         remote: &RemoteSegment,
         offset: u64,
         length: u64,
+        grant: Option<Grant>,
     ) -> Result<Vec<u8>, ColdError> {
         let _span = tracing::debug_span!("cold.dataplane_read", length).entered();
         if length == 0 {
@@ -203,7 +206,7 @@ impl ColdDataPlane {
         }
         let memory = SegmentMemory::allocate(length as usize)
             .map_err(|e| transfer_error("read", remote, offset, e.to_string()))?;
-        let memory = self.transfer(TransferOp::Read, remote, offset, Arc::new(memory))?;
+        let memory = self.transfer(TransferOp::Read, remote, offset, Arc::new(memory), grant)?;
         let mut out = vec![0u8; length as usize];
         futures::executor::block_on(memory.read_at(0, &mut out))
             .map_err(|e| transfer_error("read", remote, offset, e.to_string()))?;
@@ -216,6 +219,7 @@ impl ColdDataPlane {
         remote: &RemoteSegment,
         offset: u64,
         bytes: &[u8],
+        grant: Option<Grant>,
     ) -> Result<(), ColdError> {
         let _span = tracing::debug_span!("cold.dataplane_write", length = bytes.len()).entered();
         if bytes.is_empty() {
@@ -223,7 +227,7 @@ impl ColdDataPlane {
         }
         let memory = SegmentMemory::from_boxed_slice(bytes.to_vec().into_boxed_slice())
             .map_err(|e| transfer_error("write", remote, offset, e.to_string()))?;
-        self.transfer(TransferOp::Write, remote, offset, Arc::new(memory))
+        self.transfer(TransferOp::Write, remote, offset, Arc::new(memory), grant)
             .map(|_| ())
     }
 }

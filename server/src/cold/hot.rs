@@ -9,7 +9,7 @@ use crescent_cold::device::ColdRoute;
 use crescent_cold::driver::HotSource;
 use crescent_cold::route::{ActiveColdBacking, HotReplica, ObjectRoute};
 use crescent_cold::ColdError;
-use crescent_transport::RemoteSegment;
+use crescent_transport::{Grant, RemoteSegment, TransferOp};
 use crescent_wire::segments::TransportKind;
 
 use super::dataplane::LazyDataPlane;
@@ -39,7 +39,8 @@ pub struct NodeHot<'a> {
 /// Where a replica's bytes are reachable from this process.
 enum HotPlace {
     Embedded(Arc<crescent_transport::SegmentMemory>),
-    Remote(RemoteSegment),
+    /// An owner's segment, and the owner (whose key signs this node's grants for it).
+    Remote(RemoteSegment, String),
 }
 
 impl NodeHot<'_> {
@@ -74,10 +75,33 @@ impl NodeHot<'_> {
                 replica.segment_id
             ))
         })?;
-        Ok(HotPlace::Remote(RemoteSegment::new(
-            endpoint,
-            replica.segment_id.as_str(),
-        )))
+        Ok(HotPlace::Remote(
+            RemoteSegment::new(endpoint, replica.segment_id.as_str()),
+            desc.owner_id,
+        ))
+    }
+
+    /// This node's own grant for a transfer it runs against an owner's listener (with
+    /// `[auth]`: the listener requires one from every peer, crescentd included).
+    fn grant(
+        &self,
+        owner_id: &str,
+        remote: &RemoteSegment,
+        op: TransferOp,
+        offset: u64,
+        length: u64,
+    ) -> Option<Grant> {
+        self.state.auth.grants().map(|g| {
+            g.mint(
+                owner_id,
+                &remote.segment_id,
+                op,
+                offset,
+                length,
+                self.state.now_ms(),
+                [0; 16],
+            )
+        })
     }
 
     fn read_replica(&self, replica: &HotReplica, length: u64) -> Result<Vec<u8>, ColdError> {
@@ -88,10 +112,14 @@ impl NodeHot<'_> {
                     .map_err(|e| unavailable(format!("reading the embedded segment: {e}")))?;
                 Ok(buf)
             }
-            HotPlace::Remote(remote) => {
-                DATA_PLANE
-                    .get(&self.state.transport_metrics)?
-                    .read(&remote, replica.offset, length)
+            HotPlace::Remote(remote, owner) => {
+                let grant = self.grant(&owner, &remote, TransferOp::Read, replica.offset, length);
+                DATA_PLANE.get(&self.state.transport_metrics)?.read(
+                    &remote,
+                    replica.offset,
+                    length,
+                    grant,
+                )
             }
         }
     }
@@ -106,9 +134,11 @@ impl NodeHot<'_> {
         length: u64,
     ) -> Result<Vec<u8>, ColdError> {
         let remote = RemoteSegment::new(endpoint, segment_id);
+        let owner = super::staging::staged_owner(segment_id);
+        let grant = self.grant(owner, &remote, TransferOp::Read, offset, length);
         DATA_PLANE
             .get(&self.state.transport_metrics)?
-            .read(&remote, offset, length)
+            .read(&remote, offset, length, grant)
     }
 
     /// Writes `bytes` at `offset` of `segment_id` (a restore's promotion).
@@ -122,9 +152,13 @@ impl NodeHot<'_> {
                 futures::executor::block_on(memory.write_at(offset, bytes))
                     .map_err(|e| unavailable(format!("writing the embedded segment: {e}")))
             }
-            HotPlace::Remote(remote) => DATA_PLANE
-                .get(&self.state.transport_metrics)?
-                .write(&remote, offset, bytes),
+            HotPlace::Remote(remote, owner) => {
+                let length = bytes.len() as u64;
+                let grant = self.grant(&owner, &remote, TransferOp::Write, offset, length);
+                DATA_PLANE
+                    .get(&self.state.transport_metrics)?
+                    .write(&remote, offset, bytes, grant)
+            }
         }
     }
 }

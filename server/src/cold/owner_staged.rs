@@ -203,6 +203,7 @@ impl OwnerDeviceIo {
                     checksum,
                     token,
                     expires_at_ms,
+                    grant: None,
                 })
             }
             OwnerIoOutcome::Failed(e) => Err(error_from_wire(self.device_id(), e)),
@@ -348,6 +349,7 @@ mod tests {
                 checksum: 9,
                 token: (1 << 63) + 5,
                 expires_at_ms: 5_000,
+                grant: None,
             }
         );
         assert!(io.staging().take((1 << 63) + 5));

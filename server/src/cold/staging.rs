@@ -35,6 +35,16 @@ use prometheus::{IntCounterVec, IntGauge, Opts, Registry};
 /// Segment id of the staging region on crescentd's transfer listener.
 pub const STAGING_SEGMENT_ID: &str = "crescentd-staging-0";
 
+/// The owner whose listener serves a staged payload's segment: crescentd's own (the embedded
+/// segment's listener) or the storage owner whose staging region it is (`OWNER/staging0`,
+/// `crescent_client::owner_staging`). Its key signs the payload's read grant.
+pub fn staged_owner(segment_id: &str) -> &str {
+    if segment_id == STAGING_SEGMENT_ID {
+        return crescent_wire::segments::EMBEDDED_OWNER_ID;
+    }
+    segment_id.strip_suffix("/staging0").unwrap_or(segment_id)
+}
+
 /// Outcomes of a remote restore's staging attempt (the `outcome` label).
 pub const STAGE_OUTCOMES: [&str; 5] = ["staged", "shared", "busy", "small", "failed"];
 /// Outcomes of a staged reader's ack (the `outcome` label).
@@ -354,6 +364,7 @@ impl StagedRestores {
             checksum,
             token,
             expires_at_ms: deadline as i64,
+            grant: None,
         }
     }
 

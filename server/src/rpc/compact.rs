@@ -64,7 +64,7 @@ pub(super) fn batch_get(
                 let replicas = r
                     .replicas
                     .iter()
-                    .map(|d| CompactReplica(segments.index_of(d), d.offset))
+                    .map(|d| CompactReplica(segments.index_of(d), d.offset, d.grant.clone()))
                     .collect();
                 ItemResult::Ok(CompactGetItem(
                     r.size,
@@ -122,7 +122,7 @@ pub(super) fn batch_put_start(
                 let replicas = r
                     .replicas
                     .iter()
-                    .map(|d| CompactReplica(segments.index_of(d), d.offset))
+                    .map(|d| CompactReplica(segments.index_of(d), d.offset, d.grant.clone()))
                     .collect();
                 ItemResult::Ok(CompactPutStarted(
                     r.put_id,

@@ -140,9 +140,11 @@ pub async fn put_object(
     let group = svc.groups.intern(&rec.group_id);
     let now = state.now_ms();
     let directory = state.directory.clone();
-    let reply = web::block(move || directory.put_start_in_group(&put, Some(group), now))
+    let id = put.id.clone();
+    let mut reply = web::block(move || directory.put_start_in_group(&put, Some(group), now))
         .await
         .map_err(super::error::from_blocking)??;
+    crate::api::ops::grant_put(&state, &id, &mut reply, now);
     Ok(Reply(reply))
 }
 
