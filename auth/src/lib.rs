@@ -19,4 +19,4 @@ pub use claims::{Claims, Role, TOKEN_FORMAT_VERSION};
 pub use error::AuthError;
 pub use keys::{KeySet, MIN_SECRET_BYTES};
 pub use revocation::{RevocationCommand, RevocationError, RevocationEvent, RevocationList};
-pub use token::{issue, verify};
+pub use token::{issue, read_unverified, verify};

@@ -23,6 +23,8 @@ pub struct CrescentClient {
     pub(crate) locator: Arc<LeaderLocator>,
     pub(crate) failover: Arc<FailoverConfig>,
     pub(crate) scope: Scope,
+    /// The tenant of this client's `client` token, the default of its scope.
+    pub(crate) token_tenant: Option<Arc<str>>,
     pub(crate) data: Arc<DataPlane>,
     /// Local restore of cold-only objects (`crate::cold_restore`).
     pub(crate) cold_restore: Arc<crate::cold_restore::LocalColdRestore>,
@@ -87,6 +89,11 @@ impl CrescentClient {
 
     fn build(options: &ClientOptions, metrics: ClientMetrics) -> Result<Self, ClientError> {
         options.validate()?;
+        let token_tenant: Option<Arc<str>> = options
+            .token
+            .as_ref()
+            .and_then(|t| t.tenant())
+            .map(Arc::from);
         let locator = LeaderLocator::new(
             options.servers.clone(),
             crate::server_conn::Connector::new(options.token.clone())?,
@@ -95,7 +102,8 @@ impl CrescentClient {
         Ok(Self {
             locator,
             failover: Arc::new(options.failover.clone()),
-            scope: Scope::default(),
+            scope: Scope::new(token_tenant.as_deref(), None)?,
+            token_tenant,
             data: DataPlane::new(metrics),
             cold_restore: Arc::new(crate::cold_restore::LocalColdRestore::new(
                 !options.no_local_cold_restore,
@@ -108,15 +116,18 @@ impl CrescentClient {
     /// with a `client` token (`crescent bench --owner-token`). It starts at this client's
     /// current server and follows the static server list, not etcd.
     pub fn with_token(&self, token: crate::BearerToken) -> Result<Self, ClientError> {
+        let token_tenant = token.tenant().map(Arc::from).or(self.token_tenant.clone());
         let connector = crate::server_conn::Connector::new(Some(token))?;
         Ok(Self {
             locator: self.locator.with_connector(connector)?,
+            token_tenant,
             ..self.clone()
         })
     }
 
-    /// The same client working in another namespace (tenant `None` = `default`). Shares the
-    /// connection, registered buffers and owner role.
+    /// The same client working in another namespace (tenant `None` = `default`, or the
+    /// tenant of its `client` token, which crescentd applies anyway). Shares the connection,
+    /// registered buffers and owner role.
     pub fn with_scope(
         &self,
         tenant: Option<&str>,
@@ -125,7 +136,8 @@ impl CrescentClient {
         Ok(Self {
             locator: self.locator.clone(),
             failover: self.failover.clone(),
-            scope: Scope::new(tenant, domain)?,
+            scope: Scope::new(tenant.or(self.token_tenant.as_deref()), domain)?,
+            token_tenant: self.token_tenant.clone(),
             data: self.data.clone(),
             cold_restore: self.cold_restore.clone(),
         })

@@ -42,6 +42,16 @@ impl BearerToken {
         format!("{}{}", crescent_wire::auth::AUTHORIZATION_SCHEME, self.0)
     }
 
+    /// The tenant a `client` token binds its holder to, as the token states it (not
+    /// verified here: crescentd checks every request). Object ids without a tenant take it,
+    /// so what this client records (owner notices, replays) names the tenant crescentd
+    /// stores the object under.
+    pub fn tenant(&self) -> Option<String> {
+        crescent_auth::read_unverified(&self.0)
+            .filter(|c| c.role == crescent_auth::Role::Client)
+            .and_then(|c| c.tenant)
+    }
+
     /// The token itself (the RPC handshake carries it without the scheme).
     pub(crate) fn secret(&self) -> &str {
         &self.0

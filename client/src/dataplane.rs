@@ -297,6 +297,7 @@ fn entry_of(put: &Committed<'_>, r: &ReplicaDesc) -> ReplayEntry {
         length: r.length,
         checksum: put.checksum,
         data_type: put.data_type,
+        grant: r.grant.clone(),
     }
 }
 

@@ -428,6 +428,7 @@ fn leaderless(timeout: Duration) -> CrescentClient {
             ..FailoverConfig::default()
         }),
         scope: crate::options::Scope::default(),
+        token_tenant: None,
         data: crate::dataplane::DataPlane::new(metrics),
         cold_restore: Arc::new(crate::cold_restore::LocalColdRestore::new(true)),
     }

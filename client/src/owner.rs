@@ -12,11 +12,12 @@
 //! counters are managed elsewhere; it must grow across restarts.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use crescent_transport::grant::put_subject;
 use crescent_transport::tcp::{TcpConfig, TcpTransport};
-use crescent_transport::{GrantKey, RemoteSegment, SegmentMemory, Transport};
+use crescent_transport::{Grant, GrantKey, GrantKeys, RemoteSegment, SegmentMemory, Transport};
 use crescent_wire::segments::{MountSegmentRequest, RegisterOwnerRequest, TransportKind};
 use crescent_wire::store::ReleasedReplica;
 use crescent_wire::ErrorCode;
@@ -28,7 +29,9 @@ use crate::ownership::OwnershipTable;
 use crate::rebuild::server_watch::run_server_watch;
 use crate::rebuild::{forget_overwritten, replay_table, ReplayConfig, ReplayReport, WatchConfig};
 use crescent_transport::tcp::NotifyHandler;
-use crescent_wire::rebuild::{check_version, OwnerNotice, OwnerNoticeReply, REBUILD_WIRE_VERSION};
+use crescent_wire::rebuild::{
+    check_version, OwnerNotice, OwnerNoticeReply, ReplayEntry, REBUILD_WIRE_VERSION,
+};
 
 /// Longest owner id (the segment id `<owner_id>/seg0` must stay within the server's 256).
 pub const MAX_OWNER_ID_BYTES: usize = 200;
@@ -236,7 +239,11 @@ impl Owner {
             client.data.metrics.owned_replicas.clone(),
         ));
         table.serve_segment(&segment_id, config.size);
-        transport.set_notify_handler(Some(notice_handler(&owner_id, table.clone())));
+        transport.set_notify_handler(Some(notice_handler(
+            &owner_id,
+            table.clone(),
+            Arc::downgrade(&transport),
+        )));
         let owner_id: Arc<str> = owner_id.into();
         let segment_id: Arc<str> = segment_id.into();
         client.data.attach(LocalSegment {
@@ -562,7 +569,11 @@ fn apply_releases(
 }
 
 /// The owner's answer to NOTIFY: notices from writers that committed replicas in our segment.
-pub(crate) fn notice_handler(owner_id: &str, table: Arc<OwnershipTable>) -> NotifyHandler {
+pub(crate) fn notice_handler(
+    owner_id: &str,
+    table: Arc<OwnershipTable>,
+    transport: Weak<TcpTransport>,
+) -> NotifyHandler {
     let owner_id = owner_id.to_string();
     Arc::new(move |payload: &[u8]| {
         let notice: OwnerNotice =
@@ -577,12 +588,43 @@ pub(crate) fn notice_handler(owner_id: &str, table: Arc<OwnershipTable>) -> Noti
         if notice.entries.len() > crescent_wire::rebuild::MAX_REPLAY_BATCH {
             return Err("too many entries in one notice".into());
         }
+        // With `[auth]` a notice entry counts only with the write grant crescentd issued for
+        // its range and put: anyone can reach this listener, and a recorded entry is replayed
+        // into crescentd's directory after a restart.
+        let keys = transport.upgrade().and_then(|t| t.grant_keys());
+        let outcomes = match keys {
+            None => table.accept_notice(&notice.entries),
+            Some(keys) => {
+                table.accept_notice_checked(&notice.entries, |e| notice_granted(&keys, e))
+            }
+        };
         let reply = OwnerNoticeReply {
             version: REBUILD_WIRE_VERSION,
-            outcomes: table.accept_notice(&notice.entries),
+            outcomes,
         };
         rmp_serde::to_vec_named(&reply).map_err(|e| e.to_string())
     })
+}
+
+/// Whether `e` carries the write grant of its range and put, signed by one of `keys`.
+fn notice_granted(keys: &GrantKeys, e: &ReplayEntry) -> bool {
+    let Some(grant) = e.grant.as_deref().and_then(Grant::decode) else {
+        return false;
+    };
+    let subject = put_subject(
+        e.id.tenant.as_deref().unwrap_or(""),
+        e.id.domain.as_deref().unwrap_or(""),
+        &e.id.key,
+        e.put_id,
+    );
+    let checked = keys.verify_notice(&e.segment_id, e.offset, e.length, &subject, &grant);
+    if let Err(reason) = checked {
+        tracing::debug!(
+            reason = reason.label(),
+            "notice entry refused: data-plane grant"
+        );
+    }
+    checked.is_ok()
 }
 
 /// The table of the segment this owner serves, and its memory.

@@ -44,6 +44,7 @@ impl OwnedReplica {
             length: self.length,
             checksum: self.checksum,
             data_type: self.data_type,
+            grant: None,
         }
     }
 
@@ -274,10 +275,24 @@ impl OwnershipTable {
 
     /// Records the replicas another writer committed in our segments; one outcome per entry.
     pub fn accept_notice(&self, entries: &[ReplayEntry]) -> Vec<NoticeOutcome> {
+        self.accept_notice_checked(entries, |_| true)
+    }
+
+    /// [`OwnershipTable::accept_notice`], recording only the entries `admit` accepts (the
+    /// others are `Rejected`): an owner that requires data-plane grants admits an entry only
+    /// with the write grant of its range and put (docs/security.md, "The data plane").
+    pub fn accept_notice_checked(
+        &self,
+        entries: &[ReplayEntry],
+        admit: impl Fn(&ReplayEntry) -> bool,
+    ) -> Vec<NoticeOutcome> {
         let mut inner = self.lock();
         let outcomes = entries
             .iter()
-            .map(|e| inner.record(OwnedReplica::from_entry(e)))
+            .map(|e| match admit(e) {
+                true => inner.record(OwnedReplica::from_entry(e)),
+                false => NoticeOutcome::Rejected,
+            })
             .collect();
         self.publish(&inner);
         outcomes

@@ -15,6 +15,10 @@ use crescent_transport::{
     Grant, RemoteSegment, SegmentMemory, TransferDescriptor, TransferOp, Transport, TransportError,
     TransportMetrics,
 };
+use crescent_wire::rebuild::{
+    NoticeOutcome, OwnerNotice, OwnerNoticeReply, ReplayEntry, REBUILD_WIRE_VERSION,
+};
+use crescent_wire::store::{DataType, ObjectId};
 use serde_json::{json, Value};
 
 fn start(key: &AuthKey, dir: &std::path::Path) -> Server {
@@ -181,4 +185,107 @@ fn an_owners_segment_opens_only_to_the_grants_crescentd_issued() {
 
     // Nothing of Alice's changed.
     assert_eq!(cli(&server, &alice, &["get", "k"], None), secret);
+}
+
+/// Sends one owner notice with `entries` to the listener of `replica`; the outcomes.
+fn notify(replica: &Value, owner_id: &str, entries: Vec<ReplayEntry>) -> Vec<NoticeOutcome> {
+    let rt = common::cold::runtime();
+    rt.block_on(async {
+        let t = TcpTransport::start(TcpConfig::default(), TransportMetrics::unregistered())
+            .await
+            .unwrap();
+        let notice = OwnerNotice {
+            version: REBUILD_WIRE_VERSION,
+            owner_id: owner_id.into(),
+            entries,
+        };
+        let body = rmp_serde::to_vec_named(&notice).unwrap();
+        let answer = t
+            .notify(replica["endpoint"].as_str().unwrap(), &body)
+            .await
+            .unwrap();
+        rmp_serde::from_slice::<OwnerNoticeReply>(&answer)
+            .unwrap()
+            .outcomes
+    })
+}
+
+/// An owner records a notice entry only with the write grant of that range and put: a
+/// forged entry, or one carrying another put's grant, would otherwise be replayed into
+/// crescentd's directory after a restart (docs/rebuild.md).
+#[test]
+fn an_owner_records_only_notices_backed_by_their_write_grant() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = AuthKey::new();
+    let server = start(&key, dir.path());
+    let owner_token = key.token("owner", None, Some("o1"));
+    let _owner = start_owner(&server, &owner_token, "o1");
+    let bob = key.token("client", Some("B"), None);
+    let started = post(
+        &server,
+        &bob,
+        "/v1/objects/put_start",
+        json!({"id": {"key": "b"}, "size": 16}),
+    );
+    let replica = started["replicas"][0].clone();
+    let put_id = started["put_id"].as_u64().unwrap();
+    let entry = |tenant: &str, key: &str, put_id: u64, grant: Option<Vec<u8>>| ReplayEntry {
+        id: ObjectId::scoped(Some(tenant), None, key),
+        put_id,
+        segment_id: replica["segment_id"].as_str().unwrap().into(),
+        offset: replica["offset"].as_u64().unwrap(),
+        length: 16,
+        checksum: None,
+        data_type: DataType::default(),
+        grant,
+    };
+    let bobs: Vec<u8> = serde_json::from_value(replica["grant"].clone()).unwrap();
+    let outcomes = notify(
+        &replica,
+        "o1",
+        vec![
+            // No grant; Bob's grant naming tenant A's key; Bob's grant for another put.
+            entry("A", "evil", put_id, None),
+            entry("A", "evil", put_id, Some(bobs.clone())),
+            entry("B", "b", put_id + 1, Some(bobs.clone())),
+            // Bob's own entry with its grant: recorded.
+            entry("B", "b", put_id, Some(bobs)),
+        ],
+    );
+    use NoticeOutcome::{Recorded, Rejected};
+    assert_eq!(outcomes, vec![Rejected, Rejected, Rejected, Recorded]);
+}
+
+/// A CLI writer with a `client` token that names no tenant: its owner notice names the
+/// token's tenant, so after a kill -9 of crescentd the owner's replay brings the object back
+/// in that tenant, readable by its writer and by no one else.
+#[test]
+fn a_tenants_cli_put_survives_a_crescentd_kill_in_its_tenant() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = AuthKey::new();
+    let server = start(&key, dir.path());
+    let owner_token = key.token("owner", None, Some("o1"));
+    let _owner = start_owner(&server, &owner_token, "o1");
+    let alice = key.token("client", Some("A"), None);
+    let bob = key.token("client", Some("B"), None);
+    cli(&server, &alice, &["put", "k", "-"], Some(b"alice's value"));
+
+    let server = server.kill_and_restart();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let (code, out, err) = crescent(&server.server(), &["--token", &alice, "get", "k"], None);
+        if code == 0 {
+            assert_eq!(out, b"alice's value");
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never readable again: {err}\n{}",
+            server.log()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    let (code, _, err) = crescent(&server.server(), &["--token", &bob, "get", "k"], None);
+    assert_ne!(code, 0, "tenant B read tenant A's key");
+    assert!(err.contains("NOT_FOUND"), "{err}");
 }

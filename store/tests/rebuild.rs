@@ -31,6 +31,7 @@ fn entry(key: &str, put_id: u64, seg: &str, offset: u64, length: u64) -> ReplayE
         length,
         checksum: None,
         data_type: Default::default(),
+        grant: None,
     }
 }
 

@@ -88,6 +88,7 @@ fn run(d: &ObjectDirectory, ops: &[Op]) -> Tables {
                             length: rep.length,
                             checksum: None,
                             data_type: Default::default(),
+                            grant: None,
                         },
                     );
                 }

@@ -175,6 +175,17 @@ pub fn subject_of(parts: &[&[u8]]) -> [u8; SUBJECT_LEN] {
         .expect("16 bytes")
 }
 
+/// The subject of a put's write grants: the object version (tenant, domain, key, put id;
+/// absent scope parts as empty strings) the range is written for.
+pub fn put_subject(tenant: &str, domain: &str, key: &str, put_id: u64) -> [u8; SUBJECT_LEN] {
+    subject_of(&[
+        tenant.as_bytes(),
+        domain.as_bytes(),
+        key.as_bytes(),
+        &put_id.to_le_bytes(),
+    ])
+}
+
 /// One owner's grant key: signs grants (crescentd) and verifies them (the owner's listener).
 #[derive(Clone)]
 pub struct GrantKey {

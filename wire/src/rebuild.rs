@@ -70,6 +70,15 @@ pub struct ReplayEntry {
     pub checksum: Option<u32>,
     #[serde(default)]
     pub data_type: DataType,
+    /// In an owner notice: the write grant crescentd issued for this range with the put
+    /// (docs/security.md, "The data plane"), which an owner that requires grants checks
+    /// before recording the entry. Absent in replays and from open servers.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "crate::cold::opt_bytes"
+    )]
+    pub grant: Option<Vec<u8>>,
 }
 
 /// What the directory did with one replayed entry.

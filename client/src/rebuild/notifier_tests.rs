@@ -14,6 +14,7 @@ fn entry(key: &str) -> ReplayEntry {
         length: 1,
         checksum: None,
         data_type: Default::default(),
+        grant: None,
     }
 }
 

@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use crescent_transport::grant::{subject_of, GrantKey, SUBJECT_LEN};
+use crescent_transport::grant::{self, GrantKey, SUBJECT_LEN};
 use crescent_transport::{Grant, TransferOp};
 use crescent_wire::store::{ObjectId, ReplicaDesc};
 
@@ -31,12 +31,12 @@ impl std::fmt::Debug for DataGrants {
 
 /// The subject of a put's write grants: the object version the range is written for.
 pub fn put_subject(id: &ObjectId, put_id: u64) -> [u8; SUBJECT_LEN] {
-    subject_of(&[
-        id.tenant.as_deref().unwrap_or("").as_bytes(),
-        id.domain.as_deref().unwrap_or("").as_bytes(),
-        id.key.as_bytes(),
-        &put_id.to_le_bytes(),
-    ])
+    grant::put_subject(
+        id.tenant.as_deref().unwrap_or(""),
+        id.domain.as_deref().unwrap_or(""),
+        &id.key,
+        put_id,
+    )
 }
 
 impl DataGrants {

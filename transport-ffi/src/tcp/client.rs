@@ -106,6 +106,11 @@ impl TcpTransport {
         changed
     }
 
+    /// The keys this listener verifies grants with (`None`: it requires none).
+    pub fn grant_keys(&self) -> Option<Arc<crate::grant::GrantKeys>> {
+        self.served.grant_keys()
+    }
+
     /// Whether this listener requires data-plane grants.
     pub fn requires_grants(&self) -> bool {
         self.served.grant_keys().is_some()
