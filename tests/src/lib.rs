@@ -36,6 +36,7 @@ pub mod crescentd;
 pub mod etcd;
 pub mod ha_cold_owner;
 pub mod ha_pair;
+pub mod net_probe;
 pub mod process;
 pub mod segment_model;
 pub mod store_e2e;

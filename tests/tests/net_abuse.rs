@@ -19,6 +19,10 @@ use std::time::{Duration, Instant};
 use crescent_client::CrescentClient;
 use crescent_tests::binaries::ensure_workspace_binary;
 use crescent_tests::crescentd::{CrescentdProcess, Outcome, SegmentsClient};
+use crescent_tests::net_probe::{
+    assert_oversized_answers, connect, http_raw, json_get, lying_frame, read_until_close,
+    rpc_hello, status_of,
+};
 use crescent_tests::process::resident_bytes;
 use crescent_tests::store_e2e::start_crescentd;
 
@@ -28,72 +32,6 @@ const RSS_GROWTH_BOUND: u64 = 160 << 20;
 
 /// Lying RPC connections, each claiming a 16 MiB frame.
 const LIARS: usize = 40;
-
-fn connect(addr: SocketAddr) -> TcpStream {
-    let s = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).expect("connect");
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    s
-}
-
-/// Reads until the peer closes (or `limit` passes); returns what arrived and whether it closed.
-fn read_until_close(s: &mut TcpStream, limit: Duration) -> (Vec<u8>, bool) {
-    let deadline = Instant::now() + limit;
-    let mut got = Vec::new();
-    let mut buf = [0u8; 4096];
-    while Instant::now() < deadline {
-        match s.read(&mut buf) {
-            Ok(0) => return (got, true),
-            Ok(n) => got.extend_from_slice(&buf[..n]),
-            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return (got, true),
-            Err(_) => {}
-        }
-    }
-    (got, false)
-}
-
-fn rpc_hello() -> [u8; 8] {
-    crescent_wire::rpc::client_hello()
-}
-
-/// Handshakes, then sends a header claiming a body just under 16 MiB and 10 bytes of it.
-fn lying_frame(rpc: SocketAddr) -> TcpStream {
-    let mut s = connect(rpc);
-    s.write_all(&rpc_hello()).unwrap();
-    let mut answer = [0u8; 8];
-    s.read_exact(&mut answer).unwrap();
-    let mut frame = Vec::new();
-    frame.extend_from_slice(&((16u32 << 20) - 64).to_le_bytes());
-    frame.push(crescent_wire::rpc::RpcOp::Get as u8);
-    frame.extend_from_slice(&7u64.to_le_bytes());
-    frame.extend_from_slice(&[0x80; 10]);
-    s.write_all(&frame).unwrap();
-    s
-}
-
-fn http_raw(addr: SocketAddr, request: &[u8]) -> TcpStream {
-    let mut s = connect(addr);
-    s.write_all(request).unwrap();
-    s
-}
-
-fn status_of(response: &[u8]) -> u16 {
-    let text = String::from_utf8_lossy(response);
-    text.get(9..12).and_then(|s| s.parse().ok()).unwrap_or(0)
-}
-
-async fn json_get(base: &str, path: &str) -> serde_json::Value {
-    reqwest::Client::builder()
-        .no_proxy()
-        .build()
-        .unwrap()
-        .get(format!("{base}{path}"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap()
-}
 
 fn key_of(i: usize) -> String {
     format!("k/{i}")
@@ -215,70 +153,11 @@ async fn abuse_while_clients_put_and_get() {
         liar_closed,
         "a lying RPC frame was not dropped at the frame timeout"
     );
-    check_oversized_answers(http, rpc);
+    assert_oversized_answers(http, rpc);
     for &i in &acked {
         assert_eq!(client.get(&key_of(i)).await.unwrap(), value(i), "{i}");
     }
     assert!(crescentd_serving(http));
-}
-
-/// 413 PAYLOAD_TOO_LARGE for a declared 2 GB body, the batch count refused from the msgpack
-/// header, and PAYLOAD_TOO_LARGE under its request id for an RPC frame over the limit.
-fn check_oversized_answers(http: SocketAddr, rpc: SocketAddr) {
-    let mut huge = http_raw(
-        http,
-        b"POST /v1/objects/get HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
-          Content-Length: 2000000000\r\n\r\n{}",
-    );
-    let (answer, _) = read_until_close(&mut huge, Duration::from_secs(3));
-    let answer = String::from_utf8_lossy(&answer);
-    assert_eq!(status_of(answer.as_bytes()), 413, "{answer}");
-    assert!(answer.contains("PAYLOAD_TOO_LARGE"), "{answer}");
-
-    // {"items": <array32 of 1,000,000>} followed by two items only: refused by its count.
-    let mut body = vec![0x81, 0xa5];
-    body.extend_from_slice(b"items");
-    body.push(0xdd);
-    body.extend_from_slice(&1_000_000u32.to_be_bytes());
-    for _ in 0..2 {
-        body.extend_from_slice(&[
-            0x81, 0xa2, b'i', b'd', 0x81, 0xa3, b'k', b'e', b'y', 0xa1, b'k',
-        ]);
-    }
-    let mut request = format!(
-        "POST /v1/objects/batch/get HTTP/1.1\r\nHost: x\r\nContent-Type: application/msgpack\r\n\
-         Accept: application/json\r\nConnection: close\r\nContent-Length: {}\r\n\r\n",
-        body.len()
-    )
-    .into_bytes();
-    request.extend_from_slice(&body);
-    let mut batch = http_raw(http, &request);
-    let (answer, _) = read_until_close(&mut batch, Duration::from_secs(3));
-    let answer = String::from_utf8_lossy(&answer);
-    assert_eq!(status_of(answer.as_bytes()), 400, "{answer}");
-    assert!(answer.contains("1000000 items"), "{answer}");
-
-    let mut s = connect(rpc);
-    s.write_all(&rpc_hello()).unwrap();
-    let mut hello = [0u8; 8];
-    s.read_exact(&mut hello).unwrap();
-    let mut frame = Vec::new();
-    frame.extend_from_slice(&(64u32 << 20).to_le_bytes());
-    frame.push(crescent_wire::rpc::RpcOp::Get as u8);
-    frame.extend_from_slice(&99u64.to_le_bytes());
-    s.write_all(&frame).unwrap();
-    let (answer, closed) = read_until_close(&mut s, Duration::from_secs(3));
-    assert!(closed, "the connection stays open after an oversized frame");
-    let header: [u8; 13] = answer[..13].try_into().expect("an error frame");
-    let header = crescent_wire::rpc::FrameHeader::parse(&header, 1 << 20).unwrap();
-    assert_eq!(header.tag, crescent_wire::rpc::RpcStatus::Error as u8);
-    assert_eq!(header.request_id, 99);
-    let error: crescent_wire::ApiError = crescent_wire::rpc::decode_body(&answer[13..]).unwrap();
-    assert_eq!(
-        error.code,
-        crescent_wire::ErrorCode::PayloadTooLarge,
-        "{error}"
-    );
 }
 
 /// Over `net.rpc_max_connections`, the handshake is answered busy (status 2) and closed; a
@@ -323,13 +202,20 @@ fn crescentd_serving(http: SocketAddr) -> bool {
 /// crescentd stays up, and once the flood ends it serves and snapshots again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn descriptor_exhaustion_spares_the_journal() {
+    descriptor_exhaustion("[net]\nhttp_max_connections = 4096\nrpc_max_connections = 4096\n").await;
+}
+
+/// The flood of [`descriptor_exhaustion_spares_the_journal`] with `net_toml` appended to
+/// crescentd's configuration.
+async fn descriptor_exhaustion(net_toml: &str) {
     let tmp = tempfile::tempdir().unwrap();
     let config = tmp.path().join("crescentd.toml");
     std::fs::write(
         &config,
-        "[journal]\nsegment_bytes = 1048576\n[snapshot]\nevery_events = 500\n\
-         [store]\nembedded_segment_bytes = 67108864\nclient_ttl_secs = 600\n\
-         [net]\nhttp_max_connections = 4096\nrpc_max_connections = 4096\n",
+        format!(
+            "[journal]\nsegment_bytes = 1048576\n[snapshot]\nevery_events = 500\n\
+             [store]\nembedded_segment_bytes = 67108864\nclient_ttl_secs = 600\n{net_toml}"
+        ),
     )
     .unwrap();
     let bin = ensure_workspace_binary("crescent-server", "crescentd");
@@ -451,4 +337,83 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
 
 fn log_tail(p: &CrescentdProcess) -> String {
     crescent_tests::crescentd::log_tail(&p.log_path, 30)
+}
+
+// The issue's findings against crescentd's defaults (no `[net]` section), so they run against
+// any crescentd, an older one included (README, "Extra test commands"):
+// `CRESCENT_BIN_DIR=DIR cargo test -p crescent-tests --test net_abuse -- --ignored`.
+
+/// 40 RPC connections each claiming a 16 MiB frame and sending 10 bytes of it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "reproduction against any binary; slow (see the comment above)"]
+async fn defaults_lying_rpc_frames_do_not_grow_memory() {
+    let tmp = tempfile::tempdir().unwrap();
+    let crescentd = start_crescentd(tmp.path(), "embedded_segment_bytes = 67108864\n");
+    let rpc: SocketAddr = json_get(&crescentd.base_url(), "/v1/rpc").await["address"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let pid = crescentd.guard.pid();
+    let before = resident_bytes(pid);
+    let held: Vec<TcpStream> = (0..LIARS).map(|_| lying_frame(rpc)).collect();
+    std::thread::sleep(Duration::from_secs(3));
+    let during = resident_bytes(pid);
+    drop(held);
+    eprintln!(
+        "VmRSS {} MiB before, {} MiB with {LIARS} lying frames",
+        before >> 20,
+        during >> 20
+    );
+    assert!(
+        during < before + RSS_GROWTH_BOUND,
+        "VmRSS grew from {} MiB to {} MiB",
+        before >> 20,
+        during >> 20
+    );
+}
+
+/// A body that declares 100 bytes, sends 10 and goes silent is cut off (408) within the
+/// default body timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "reproduction against any binary; slow (see the comment above)"]
+async fn defaults_a_stalled_http_body_is_cut_off() {
+    let tmp = tempfile::tempdir().unwrap();
+    let crescentd = start_crescentd(tmp.path(), "embedded_segment_bytes = 67108864\n");
+    let mut slow = http_raw(
+        crescentd.addr,
+        b"POST /v1/objects/get HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
+          Content-Length: 100\r\n\r\n{\"id\":{\"k",
+    );
+    let started = Instant::now();
+    let (answer, closed) = read_until_close(&mut slow, Duration::from_secs(40));
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(
+        closed && started.elapsed() < Duration::from_secs(20),
+        "still open after {:?} (closed: {closed}): {answer}",
+        started.elapsed()
+    );
+    assert_eq!(status_of(answer.as_bytes()), 408, "{answer}");
+}
+
+/// A declared 2 GB body, a msgpack batch claiming a million items, an RPC frame over the
+/// limit: each gets its documented answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "reproduction against any binary; slow (see the comment above)"]
+async fn defaults_oversized_input_gets_its_documented_answer() {
+    let tmp = tempfile::tempdir().unwrap();
+    let crescentd = start_crescentd(tmp.path(), "embedded_segment_bytes = 67108864\n");
+    let rpc: SocketAddr = json_get(&crescentd.base_url(), "/v1/rpc").await["address"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_oversized_answers(crescentd.addr, rpc);
+}
+
+/// The descriptor flood with the default connection limits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "reproduction against any binary; slow (see the comment above)"]
+async fn defaults_descriptor_exhaustion_spares_the_journal() {
+    descriptor_exhaustion("").await;
 }

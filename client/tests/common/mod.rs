@@ -45,8 +45,12 @@ pub fn crescentd_bin() -> PathBuf {
     bin_dir().join("crescentd")
 }
 
+/// The `crescent` CLI: `CRESCENT_BIN` (e.g. an older build, to show a reproduction fails
+/// there), else the one built with these tests.
 pub fn crescent_bin() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_crescent"))
+    std::env::var_os("CRESCENT_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_crescent")))
 }
 
 fn free_port() -> u16 {
