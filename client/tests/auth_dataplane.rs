@@ -48,6 +48,34 @@ fn start_owner(server: &Server, token: &str, id: &str) -> Proc {
     proc
 }
 
+/// crescentd with `[auth]` and no embedded segment, one `crescent owner` (`o1`) with an owner
+/// token, and client tokens of tenants A (alice) and B (bob).
+struct Setup {
+    server: Server,
+    alice: String,
+    bob: String,
+    _owner: Proc,
+    _key: AuthKey,
+    _dir: tempfile::TempDir,
+}
+
+impl Setup {
+    fn start() -> Setup {
+        let dir = tempfile::tempdir().unwrap();
+        let key = AuthKey::new();
+        let server = start(&key, dir.path());
+        let owner = start_owner(&server, &key.token("owner", None, Some("o1")), "o1");
+        Setup {
+            alice: key.token("client", Some("A"), None),
+            bob: key.token("client", Some("B"), None),
+            server,
+            _owner: owner,
+            _key: key,
+            _dir: dir,
+        }
+    }
+}
+
 fn cli(server: &Server, token: &str, args: &[&str], stdin: Option<&[u8]>) -> Vec<u8> {
     let mut full = vec!["--token", token];
     full.extend_from_slice(args);
@@ -123,13 +151,9 @@ fn denied(r: Result<Vec<u8>, TransportError>) {
 
 #[test]
 fn an_owners_segment_opens_only_to_the_grants_crescentd_issued() {
-    let dir = tempfile::tempdir().unwrap();
-    let key = AuthKey::new();
-    let server = start(&key, dir.path());
-    let owner_token = key.token("owner", None, Some("o1"));
-    let _owner = start_owner(&server, &owner_token, "o1");
-    let alice = key.token("client", Some("A"), None);
-    let bob = key.token("client", Some("B"), None);
+    let Setup {
+        server, alice, bob, ..
+    } = Setup::start();
 
     // The legitimate paths: CLI processes that exit after each command.
     let secret = b"tenant A's secret value, 40 bytes long!!".to_vec();
@@ -215,12 +239,7 @@ fn notify(replica: &Value, owner_id: &str, entries: Vec<ReplayEntry>) -> Vec<Not
 /// crescentd's directory after a restart (docs/rebuild.md).
 #[test]
 fn an_owner_records_only_notices_backed_by_their_write_grant() {
-    let dir = tempfile::tempdir().unwrap();
-    let key = AuthKey::new();
-    let server = start(&key, dir.path());
-    let owner_token = key.token("owner", None, Some("o1"));
-    let _owner = start_owner(&server, &owner_token, "o1");
-    let bob = key.token("client", Some("B"), None);
+    let Setup { server, bob, .. } = Setup::start();
     let started = post(
         &server,
         &bob,
@@ -261,13 +280,9 @@ fn an_owner_records_only_notices_backed_by_their_write_grant() {
 /// in that tenant, readable by its writer and by no one else.
 #[test]
 fn a_tenants_cli_put_survives_a_crescentd_kill_in_its_tenant() {
-    let dir = tempfile::tempdir().unwrap();
-    let key = AuthKey::new();
-    let server = start(&key, dir.path());
-    let owner_token = key.token("owner", None, Some("o1"));
-    let _owner = start_owner(&server, &owner_token, "o1");
-    let alice = key.token("client", Some("A"), None);
-    let bob = key.token("client", Some("B"), None);
+    let Setup {
+        server, alice, bob, ..
+    } = Setup::start();
     cli(&server, &alice, &["put", "k", "-"], Some(b"alice's value"));
 
     let server = server.kill_and_restart();

@@ -73,6 +73,15 @@ pub async fn json_get(base: &str, path: &str) -> serde_json::Value {
         .unwrap()
 }
 
+/// The RPC fast path's address, as crescentd at `base` (`http://HOST:PORT`) tells it.
+pub async fn rpc_address(base: &str) -> SocketAddr {
+    json_get(base, "/v1/rpc").await["address"]
+        .as_str()
+        .expect("the RPC address")
+        .parse()
+        .expect("a socket address")
+}
+
 /// 413 PAYLOAD_TOO_LARGE for a declared 2 GB body, the batch count refused from the msgpack
 /// header, and PAYLOAD_TOO_LARGE under its request id for an RPC frame over the limit.
 pub fn assert_oversized_answers(http: SocketAddr, rpc: SocketAddr) {

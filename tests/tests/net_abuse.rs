@@ -21,7 +21,7 @@ use crescent_tests::binaries::ensure_workspace_binary;
 use crescent_tests::crescentd::{CrescentdProcess, Outcome, SegmentsClient};
 use crescent_tests::net_probe::{
     assert_oversized_answers, connect, http_raw, json_get, lying_frame, read_until_close,
-    rpc_hello, status_of,
+    rpc_address, rpc_hello, status_of,
 };
 use crescent_tests::process::resident_bytes;
 use crescent_tests::store_e2e::start_crescentd;
@@ -53,11 +53,7 @@ async fn abuse_while_clients_put_and_get() {
     );
     let base = crescentd.base_url();
     let pid = crescentd.guard.pid();
-    let rpc: SocketAddr = json_get(&base, "/v1/rpc").await["address"]
-        .as_str()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let rpc = rpc_address(&base).await;
     let segments = json_get(&base, "/v1/segments").await;
     let transfer: SocketAddr = segments
         .to_string()
@@ -349,11 +345,7 @@ fn log_tail(p: &CrescentdProcess) -> String {
 async fn defaults_lying_rpc_frames_do_not_grow_memory() {
     let tmp = tempfile::tempdir().unwrap();
     let crescentd = start_crescentd(tmp.path(), "embedded_segment_bytes = 67108864\n");
-    let rpc: SocketAddr = json_get(&crescentd.base_url(), "/v1/rpc").await["address"]
-        .as_str()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let rpc = rpc_address(&crescentd.base_url()).await;
     let pid = crescentd.guard.pid();
     let before = resident_bytes(pid);
     let held: Vec<TcpStream> = (0..LIARS).map(|_| lying_frame(rpc)).collect();
@@ -403,11 +395,7 @@ async fn defaults_a_stalled_http_body_is_cut_off() {
 async fn defaults_oversized_input_gets_its_documented_answer() {
     let tmp = tempfile::tempdir().unwrap();
     let crescentd = start_crescentd(tmp.path(), "embedded_segment_bytes = 67108864\n");
-    let rpc: SocketAddr = json_get(&crescentd.base_url(), "/v1/rpc").await["address"]
-        .as_str()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let rpc = rpc_address(&crescentd.base_url()).await;
     assert_oversized_answers(crescentd.addr, rpc);
 }
 
