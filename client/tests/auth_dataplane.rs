@@ -151,9 +151,9 @@ fn denied(r: Result<Vec<u8>, TransportError>) {
 
 #[test]
 fn an_owners_segment_opens_only_to_the_grants_crescentd_issued() {
-    let Setup {
-        server, alice, bob, ..
-    } = Setup::start();
+    // Moved out field by field: the owner and the key live on in `setup` to the end.
+    let setup = Setup::start();
+    let (server, alice, bob) = (setup.server, setup.alice, setup.bob);
 
     // The legitimate paths: CLI processes that exit after each command.
     let secret = b"tenant A's secret value, 40 bytes long!!".to_vec();
@@ -239,7 +239,8 @@ fn notify(replica: &Value, owner_id: &str, entries: Vec<ReplayEntry>) -> Vec<Not
 /// crescentd's directory after a restart (docs/rebuild.md).
 #[test]
 fn an_owner_records_only_notices_backed_by_their_write_grant() {
-    let Setup { server, bob, .. } = Setup::start();
+    let setup = Setup::start();
+    let (server, bob) = (setup.server, setup.bob);
     let started = post(
         &server,
         &bob,
@@ -280,9 +281,9 @@ fn an_owner_records_only_notices_backed_by_their_write_grant() {
 /// in that tenant, readable by its writer and by no one else.
 #[test]
 fn a_tenants_cli_put_survives_a_crescentd_kill_in_its_tenant() {
-    let Setup {
-        server, alice, bob, ..
-    } = Setup::start();
+    // Moved out field by field: the owner and the key live on in `setup` to the end.
+    let setup = Setup::start();
+    let (server, alice, bob) = (setup.server, setup.alice, setup.bob);
     cli(&server, &alice, &["put", "k", "-"], Some(b"alice's value"));
 
     let server = server.kill_and_restart();
