@@ -12,6 +12,7 @@ pub mod config_auth;
 pub mod config_cold;
 mod config_ha;
 pub mod config_net;
+pub mod config_tls;
 mod config_store;
 pub mod datadir;
 pub mod embedded;
@@ -27,6 +28,7 @@ pub mod rebuild;
 pub mod removals;
 pub mod rpc;
 pub mod segment_mirror;
+pub mod tls_metrics;
 pub mod weights;
 
 pub use config::Config;

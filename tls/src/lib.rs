@@ -14,6 +14,8 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 pub use rustls::{ClientConfig, ServerConfig};
 pub use tokio_rustls::{client, server, TlsAcceptor, TlsConnector};
 
+pub mod frames;
+
 /// Why TLS could not be set up from the configured files.
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
@@ -94,6 +96,9 @@ pub fn server_config(
         .with_single_cert(certs, key)
         .map_err(|e| file_err(key_file, format!("does not match the certificate: {e}")))?;
     config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    // Clients do not resume sessions, and an idle pooled RPC connection must carry no bytes
+    // but a close (frames::idle_peer_gone).
+    config.send_tls13_tickets = 0;
     Ok(config)
 }
 
