@@ -89,7 +89,10 @@ impl CrescentClient {
         options.validate()?;
         let locator = LeaderLocator::new(
             options.servers.clone(),
-            crate::server_conn::Connector::new(options.token.clone())?,
+            crate::server_conn::Connector::with_ca_file(
+                options.token.clone(),
+                options.ca_file.as_deref(),
+            )?,
             metrics.failover.clone(),
         )?;
         Ok(Self {
@@ -108,7 +111,7 @@ impl CrescentClient {
     /// with a `client` token (`crescent bench --owner-token`). It starts at this client's
     /// current server and follows the static server list, not etcd.
     pub fn with_token(&self, token: crate::BearerToken) -> Result<Self, ClientError> {
-        let connector = crate::server_conn::Connector::new(Some(token))?;
+        let connector = self.locator.connector().with_token(token)?;
         Ok(Self {
             locator: self.locator.with_connector(connector)?,
             ..self.clone()

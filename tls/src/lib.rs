@@ -131,14 +131,21 @@ pub fn server_name(host: &str) -> Result<ServerName<'static>, TlsError> {
 
 /// The rustls error inside an IO error, if the IO failed in TLS.
 pub fn tls_cause(e: &io::Error) -> Option<&rustls::Error> {
-    let mut source: Option<&(dyn std::error::Error + 'static)> = e.get_ref().map(|i| i as _);
-    while let Some(err) = source {
-        if let Some(tls) = err.downcast_ref::<rustls::Error>() {
+    find_tls_error(e)
+}
+
+/// The rustls error anywhere under `err`. An IO error's `source` skips the error it wraps, so
+/// IO errors are opened with `get_ref` (HTTP stacks wrap one IO error in another).
+pub fn find_tls_error<'a>(err: &'a (dyn std::error::Error + 'static)) -> Option<&'a rustls::Error> {
+    if let Some(tls) = err.downcast_ref::<rustls::Error>() {
+        return Some(tls);
+    }
+    if let Some(inner) = err.downcast_ref::<io::Error>().and_then(io::Error::get_ref) {
+        if let Some(tls) = find_tls_error(inner) {
             return Some(tls);
         }
-        source = err.source();
     }
-    None
+    err.source().and_then(find_tls_error)
 }
 
 /// A bounded label for why a handshake failed (metrics: `crescent_tls_handshake_failures_total`).
@@ -151,9 +158,16 @@ pub fn failure_reason(e: &io::Error) -> &'static str {
         }
         Some(E::InvalidCertificate(C::Expired | C::ExpiredContext { .. })) => "expired",
         Some(E::InvalidCertificate(_)) => "bad_certificate",
-        Some(E::AlertReceived(A::UnknownCA | A::BadCertificate | A::CertificateUnknown)) => {
-            "peer_refused_certificate"
-        }
+        // A signature that does not verify under a CA of the same name arrives as
+        // DecryptError.
+        Some(E::AlertReceived(
+            A::UnknownCA
+            | A::BadCertificate
+            | A::CertificateUnknown
+            | A::CertificateExpired
+            | A::DecryptError,
+        )) => "peer_refused_certificate",
+        Some(E::AlertReceived(_)) => "peer_alert",
         Some(E::InvalidMessage(_) | E::InappropriateMessage { .. }) => "not_tls",
         Some(_) => "protocol",
         None if e.kind() == io::ErrorKind::TimedOut => "timeout",
