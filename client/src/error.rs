@@ -115,7 +115,10 @@ pub(crate) fn tls_failure(e: &(dyn std::error::Error + 'static)) -> Option<Strin
 pub(crate) fn unparsable_answer(e: &(dyn std::error::Error + 'static)) -> bool {
     let mut next = Some(e);
     while let Some(err) = next {
-        if err.downcast_ref::<hyper::Error>().is_some_and(hyper::Error::is_parse) {
+        if err
+            .downcast_ref::<hyper::Error>()
+            .is_some_and(hyper::Error::is_parse)
+        {
             return true;
         }
         next = err.source();

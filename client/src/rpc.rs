@@ -25,13 +25,11 @@ use tokio::net::TcpStream;
 use crate::client_options::BearerToken;
 use crate::error::ClientError;
 use crate::http::HttpConn;
-use crate::rpc_connect::{
-    handshake, resolve, tls_connect_failure, version_for, HandshakeFailure,
-};
-use crate::rpc_wire::{ClientWire, RpcTls};
-use crescent_tls::frames::StreamFrames;
+use crate::rpc_connect::{handshake, resolve, tls_connect_failure, version_for, HandshakeFailure};
 use crate::rpc_io::{SPIN, SPIN_BATCH};
 use crate::rpc_release::{PendingReleases, RELEASE_LINGER};
+use crate::rpc_wire::{ClientWire, RpcTls};
+use crescent_tls::frames::StreamFrames;
 use crescent_transport::frame_input::{FrameInput, ReadFailure};
 
 /// How long a server found without the RPC route is left on HTTP before asking again.
@@ -489,12 +487,9 @@ impl RpcLink {
         }
         let found = match http.get::<RpcInfo>(&http.routes.rpc).await {
             Ok(info) => match (resolve(http, &info).await, self.tls_for(http, &info)) {
-                (Some(addr), Ok(tls)) => Discovery::Ready(Arc::new(RpcPool::new(
-                    addr,
-                    &info,
-                    self.token.clone(),
-                    tls,
-                ))),
+                (Some(addr), Ok(tls)) => {
+                    Discovery::Ready(Arc::new(RpcPool::new(addr, &info, self.token.clone(), tls)))
+                }
                 _ => Discovery::HttpOnly {
                     since: Instant::now(),
                 },
@@ -533,7 +528,10 @@ impl RpcLink {
         match self.tls.clone().and_then(|c| RpcTls::new(c, host)) {
             Some(tls) => Ok(Some(tls)),
             None => {
-                tracing::warn!(server = http.server(), "the RPC listener speaks TLS and no CA file was given; using HTTP");
+                tracing::warn!(
+                    server = http.server(),
+                    "the RPC listener speaks TLS and no CA file was given; using HTTP"
+                );
                 Err(())
             }
         }

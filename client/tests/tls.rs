@@ -103,7 +103,10 @@ fn refused_at_once(server: &str, args: &[&str], words: &str) {
     let took = started.elapsed();
     assert_eq!(code, 3, "{args:?}: {}{err}", String::from_utf8_lossy(&out));
     assert!(err.contains("UNAVAILABLE") && err.contains(words), "{err}");
-    assert!(took < Duration::from_secs(5), "refused after {took:?}: {err}");
+    assert!(
+        took < Duration::from_secs(5),
+        "refused after {took:?}: {err}"
+    );
 }
 
 #[test]
@@ -120,7 +123,10 @@ fn the_cli_works_over_tls_with_the_ca_and_is_refused_without_it() {
     assert_eq!(code, 0, "{err}\n{}", s.server.log());
     // The CA from the environment; a bare HOST:PORT is reached with https:// then.
     let bare = format!("127.0.0.1:{}", s.server.addr.port());
-    let env = [("CRESCENT_CA_FILE", ca.as_str()), ("CRESCENT_TOKEN", &token)];
+    let env = [
+        ("CRESCENT_CA_FILE", ca.as_str()),
+        ("CRESCENT_TOKEN", &token),
+    ];
     let (code, out, err) = crescent_env(&env, &["--server", &bare, "get", "k1"]);
     assert_eq!((code, out.as_str()), (0, "over tls"), "{err}");
     let (code, out, err) = crescent_env(&env, &["--server", &https, "--json", "ls"]);
@@ -129,7 +135,10 @@ fn the_cli_works_over_tls_with_the_ca_and_is_refused_without_it() {
     assert_eq!(listed["count"], 1, "{listed}");
 
     // The object operations took the RPC fast path, over TLS.
-    let get_ok = s.counted("crescent_rpc_requests_total", &["op=\"get\"", "code=\"OK\""]);
+    let get_ok = s.counted(
+        "crescent_rpc_requests_total",
+        &["op=\"get\"", "code=\"OK\""],
+    );
     assert!(get_ok >= 1, "the get went over RPC");
 
     // Without the CA, or with another one: refused at the handshake, at once, saying why.
@@ -169,14 +178,20 @@ fn the_library_reaches_rpc_over_tls_and_the_listener_refuses_plain_and_untrusted
             r.unwrap();
         }
         let got = c.get_batch(&keys).await.unwrap();
-        assert_eq!(got.into_iter().map(Result::unwrap).collect::<Vec<_>>(), values);
+        assert_eq!(
+            got.into_iter().map(Result::unwrap).collect::<Vec<_>>(),
+            values
+        );
         c.settle().await;
     });
     let rpc_ok = |op: &str| {
         let op = format!("op=\"{op}\"");
         s.counted("crescent_rpc_requests_total", &[&op, "code=\"OK\""])
     };
-    assert!(rpc_ok("put_start") >= 1 && rpc_ok("get") >= 1, "object ops over RPC");
+    assert!(
+        rpc_ok("put_start") >= 1 && rpc_ok("get") >= 1,
+        "object ops over RPC"
+    );
     assert_eq!(
         s.counted("crescent_http_requests_total", &["/objects/"]),
         0,
@@ -194,7 +209,10 @@ fn the_library_reaches_rpc_over_tls_and_the_listener_refuses_plain_and_untrusted
 
     // The RPC listener: a plain handshake is closed, an untrusting client's refusal counted.
     let addr: std::net::SocketAddr = info["address"].as_str().unwrap().parse().unwrap();
-    assert!(plain_rpc_is_closed(addr), "plain RPC bytes must not be answered");
+    assert!(
+        plain_rpc_is_closed(addr),
+        "plain RPC bytes must not be answered"
+    );
     let other_dir = tempfile::tempdir().unwrap();
     let other = TestPki::generate(other_dir.path(), "another CA", &["localhost", "127.0.0.1"]);
     let e = rt
@@ -211,11 +229,17 @@ fn the_library_reaches_rpc_over_tls_and_the_listener_refuses_plain_and_untrusted
     let deadline = Instant::now() + Duration::from_secs(5);
     while failures("not_tls") + failures("peer_refused_certificate") < 2 {
         let (_, metrics) = s.get("/metrics", None);
-        let tls: Vec<&str> = metrics.lines().filter(|l| l.contains("tls_handshake")).collect();
+        let tls: Vec<&str> = metrics
+            .lines()
+            .filter(|l| l.contains("tls_handshake"))
+            .collect();
         assert!(Instant::now() < deadline, "{tls:?}");
         std::thread::sleep(Duration::from_millis(20));
     }
-    assert!(!s.server.log().contains(&token), "a token must never be logged");
+    assert!(
+        !s.server.log().contains(&token),
+        "a token must never be logged"
+    );
 }
 
 /// Sends an RPC hello in clear to a TLS listener: it must close without an RPC answer.

@@ -48,8 +48,18 @@ impl TlsSettings {
     /// anything is opened). `ha` says whether the node is one of an HA pair.
     pub fn validate(&self, ha: bool) -> Result<(), ConfigError> {
         match (&self.cert_file, &self.key_file) {
-            (Some(_), None) => return Err(invalid("tls.key_file", "needs to be set with tls.cert_file")),
-            (None, Some(_)) => return Err(invalid("tls.cert_file", "needs to be set with tls.key_file")),
+            (Some(_), None) => {
+                return Err(invalid(
+                    "tls.key_file",
+                    "needs to be set with tls.cert_file",
+                ))
+            }
+            (None, Some(_)) => {
+                return Err(invalid(
+                    "tls.cert_file",
+                    "needs to be set with tls.key_file",
+                ))
+            }
             (None, None) if self.ca_file.is_some() => {
                 return Err(invalid(
                     "tls.ca_file",
@@ -77,7 +87,8 @@ impl TlsSettings {
             .map_err(|e| invalid(key_of(&e, self), e.to_string()))?;
         let client = match &self.ca_file {
             Some(ca) => Some(Arc::new(
-                crescent_tls::client_config(ca).map_err(|e| invalid("tls.ca_file", e.to_string()))?,
+                crescent_tls::client_config(ca)
+                    .map_err(|e| invalid("tls.ca_file", e.to_string()))?,
             )),
             None => None,
         };
@@ -125,7 +136,11 @@ mod tests {
             key_file: None,
             ..full.clone()
         };
-        assert!(no_key.validate(false).unwrap_err().to_string().contains("tls.key_file"));
+        assert!(no_key
+            .validate(false)
+            .unwrap_err()
+            .to_string()
+            .contains("tls.key_file"));
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&pki.key_file, std::fs::Permissions::from_mode(0o644)).unwrap();
         let e = full.validate(false).unwrap_err().to_string();

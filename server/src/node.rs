@@ -559,11 +559,12 @@ impl Node {
             n => n,
         };
         server = crate::http_bounds::bounded_http_server!(server, &config.net, workers);
-        let server = crate::http_bounds::bind_http!(server, config.listen, state.tls.as_ref(), &config.net)
-            .map_err(|source| ServerError::Listen {
-                addr: config.listen,
-                source,
-            })?;
+        let server =
+            crate::http_bounds::bind_http!(server, config.listen, state.tls.as_ref(), &config.net)
+                .map_err(|source| ServerError::Listen {
+                    addr: config.listen,
+                    source,
+                })?;
         Ok(server.run())
     }
 }

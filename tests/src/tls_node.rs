@@ -61,7 +61,12 @@ impl TlsNode {
         let mut cmd = Command::new(bin);
         cmd.arg("--data-dir")
             .arg(dir.join(name))
-            .args(["--listen", &addr.to_string(), "--advertise", &addr.to_string()])
+            .args([
+                "--listen",
+                &addr.to_string(),
+                "--advertise",
+                &addr.to_string(),
+            ])
             .arg("--config")
             .arg(config)
             .args(["--etcd", etcd, "--cluster", cluster])
@@ -79,7 +84,10 @@ impl TlsNode {
         let started = Instant::now();
         while health(client, addr).await.is_none() {
             if let Some(status) = node.guard.try_exit_status() {
-                panic!("{name} exited ({status}):\n{}", log_tail(&node.log_path, 40));
+                panic!(
+                    "{name} exited ({status}):\n{}",
+                    log_tail(&node.log_path, 40)
+                );
             }
             assert!(
                 started.elapsed() < Duration::from_secs(30),

@@ -35,9 +35,24 @@ async fn wait_in_sync(client: &reqwest::Client, nodes: &[&TlsNode]) -> usize {
 }
 
 /// `crescent --etcd E --cluster C --ca-file CA --token T ARGS`: (exit code, stdout, stderr).
-fn cli(etcd: &str, cluster: &str, pki: &TestPki, token: &str, args: &[&str]) -> (i32, String, String) {
+fn cli(
+    etcd: &str,
+    cluster: &str,
+    pki: &TestPki,
+    token: &str,
+    args: &[&str],
+) -> (i32, String, String) {
     let ca = pki.ca_file.display().to_string();
-    let globals = ["--etcd", etcd, "--cluster", cluster, "--ca-file", &ca, "--token", token];
+    let globals = [
+        "--etcd",
+        etcd,
+        "--cluster",
+        cluster,
+        "--ca-file",
+        &ca,
+        "--token",
+        token,
+    ];
     let out = crescent_command(&globals)
         .args(args)
         .output()
@@ -56,9 +71,16 @@ fn issue(key: &AuthKey, tenant: &str) -> (String, String) {
         .arg(&key.path)
         .output()
         .expect("token issue");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    (v["token"].as_str().unwrap().into(), v["id"].as_str().unwrap().into())
+    (
+        v["token"].as_str().unwrap().into(),
+        v["id"].as_str().unwrap().into(),
+    )
 }
 
 /// A plain-text Hello on the TLS replication port: the connection closes without a
@@ -99,7 +121,11 @@ async fn a_tls_pair_replicates_over_tls_and_fails_over() {
     let active_addr = nodes[active].as_ref().unwrap().addr;
     let h = health(&client, active_addr).await.unwrap();
     assert_eq!(h["tls"], true, "{h}");
-    let repl: SocketAddr = h["ha"]["replication_address"].as_str().unwrap().parse().unwrap();
+    let repl: SocketAddr = h["ha"]["replication_address"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
 
     // The replication port speaks TLS only: bytes in clear get no journal byte back.
     let got = tokio::task::spawn_blocking(move || plain_peer_gets_nothing(repl))
@@ -126,7 +152,13 @@ async fn a_tls_pair_replicates_over_tls_and_fails_over() {
     let admin = key.token("admin", None, 600);
     let (revoked, revoked_id) = issue(&key, "t");
     let (kept, _) = issue(&key, "t");
-    let (code, _, err) = cli(&etcd, &cluster, &pki, &admin, &["token", "revoke", &revoked_id]);
+    let (code, _, err) = cli(
+        &etcd,
+        &cluster,
+        &pki,
+        &admin,
+        &["token", "revoke", &revoked_id],
+    );
     assert_eq!(code, 0, "{err}");
     let (code, _, err) = cli(&etcd, &cluster, &pki, &revoked, &["ls"]);
     assert_eq!(code, 10, "revoked: {err}");
@@ -165,5 +197,8 @@ async fn a_tls_pair_replicates_over_tls_and_fails_over() {
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(3), "{err}");
-    assert!(err.contains("--ca-file") && t.elapsed() < Duration::from_secs(5), "{err}");
+    assert!(
+        err.contains("--ca-file") && t.elapsed() < Duration::from_secs(5),
+        "{err}"
+    );
 }

@@ -50,13 +50,17 @@ async fn handshakes_verify_the_ca_and_the_name() {
     assert_eq!(connect(&pki.ca_file, addr, "127.0.0.1").await.unwrap(), 7);
 
     let (addr, server) = serve_once(&pki).await;
-    let e = connect(&other.ca_file, addr, "localhost").await.unwrap_err();
+    let e = connect(&other.ca_file, addr, "localhost")
+        .await
+        .unwrap_err();
     assert!(is_handshake_failure(&e), "{e}");
     assert_eq!(failure_reason(&e), "unknown_ca", "{e}");
     assert_eq!(server.await.unwrap(), "peer_refused_certificate");
 
     let (addr, server) = serve_once(&pki).await;
-    let e = connect(&pki.ca_file, addr, "crescent.example").await.unwrap_err();
+    let e = connect(&pki.ca_file, addr, "crescent.example")
+        .await
+        .unwrap_err();
     assert_eq!(failure_reason(&e), "bad_name", "{e}");
     assert_eq!(server.await.unwrap(), "peer_refused_certificate");
 
@@ -71,7 +75,10 @@ async fn handshakes_verify_the_ca_and_the_name() {
     )
     .await;
     assert!(closed.is_ok(), "the server must close a non-TLS connection");
-    assert!(!rest.starts_with(b"HTTP"), "no plain answer over a TLS port");
+    assert!(
+        !rest.starts_with(b"HTTP"),
+        "no plain answer over a TLS port"
+    );
     assert_eq!(server.await.unwrap(), "not_tls");
 }
 

@@ -74,7 +74,10 @@ pub(super) async fn serve(
     let span = tracing::debug_span!("rpc.connection", %peer, tls = tls.is_some());
     let metrics = state.metrics.clone();
     metrics.rpc_connections.inc();
-    match run(&state, stream, peer, limits, tls).instrument(span).await {
+    match run(&state, stream, peer, limits, tls)
+        .instrument(span)
+        .await
+    {
         Ok(()) => tracing::debug!(%peer, "RPC connection closed"),
         Err(ConnectionEnd::Protocol(e)) => {
             let reason = match e {
@@ -145,8 +148,7 @@ async fn run(
         let input = FrameInput::new(&stream)?;
         return frames(state, Plain { stream, input }, session, limits).await;
     };
-    let mut stream = match within(limits.handshake_timeout, "handshake", tls.accept(stream)).await
-    {
+    let mut stream = match within(limits.handshake_timeout, "handshake", tls.accept(stream)).await {
         Ok(s) => s,
         Err(ConnectionEnd::Io(e)) => {
             crate::tls_metrics::handshake_failed(&state.metrics, "rpc", &e, peer);

@@ -38,7 +38,11 @@ pub(super) async fn accept<S: AsyncRead + AsyncWrite + Unpin>(
             Some(peer.ip()),
             "RPC version 1 carries no credential",
         );
-        send(stream, &server_hello(RPC_VERSION, HANDSHAKE_UNSUPPORTED_VERSION)).await?;
+        send(
+            stream,
+            &server_hello(RPC_VERSION, HANDSHAKE_UNSUPPORTED_VERSION),
+        )
+        .await?;
         return Err(ConnectionEnd::Refused);
     }
     let token = (!token.is_empty()).then(|| String::from_utf8_lossy(&token));
@@ -72,7 +76,11 @@ async fn read<S: AsyncRead + AsyncWrite + Unpin>(
     let asked = match check_client_hello(&hello) {
         Ok(asked) => asked,
         Err(e @ RpcError::UnsupportedVersion(_)) => {
-            send(stream, &server_hello(RPC_VERSION, HANDSHAKE_UNSUPPORTED_VERSION)).await?;
+            send(
+                stream,
+                &server_hello(RPC_VERSION, HANDSHAKE_UNSUPPORTED_VERSION),
+            )
+            .await?;
             return Err(e.into());
         }
         Err(e) => return Err(e.into()),

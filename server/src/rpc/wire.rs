@@ -13,8 +13,11 @@ use tokio::net::TcpStream;
 pub(super) trait Wire {
     fn has_buffered(&self) -> bool;
     async fn next_frame_starts(&mut self, spin: Duration) -> Result<bool, ReadFailure>;
-    async fn read_frame(&mut self, max_body: usize, spin: Duration)
-        -> Result<FrameHeader, ReadFailure>;
+    async fn read_frame(
+        &mut self,
+        max_body: usize,
+        spin: Duration,
+    ) -> Result<FrameHeader, ReadFailure>;
     fn take_body(&mut self, len: usize) -> &[u8];
     fn shrink(&mut self, keep: usize);
     fn peek_request_id(&self) -> Option<u64>;
