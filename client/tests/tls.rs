@@ -26,10 +26,15 @@ struct TlsServer {
 
 impl TlsServer {
     fn start() -> TlsServer {
+        Self::start_with("")
+    }
+
+    /// With `extra` TOML after the `[tls]` section.
+    fn start_with(extra: &str) -> TlsServer {
         let pki_dir = tempfile::tempdir().unwrap();
         let pki = TestPki::localhost(pki_dir.path());
         let config = pki_dir.path().join("crescentd.toml");
-        std::fs::write(&config, pki.config_section()).unwrap();
+        std::fs::write(&config, format!("{extra}\n{}", pki.config_section())).unwrap();
         let key = AuthKey::new();
         let mut args = key.server_args();
         args.extend(["--config".into(), config.display().to_string()]);
@@ -259,4 +264,45 @@ async fn tls_connect(ca: &Path, addr: std::net::SocketAddr) -> std::io::Result<(
     let tcp = tokio::net::TcpStream::connect(addr).await?;
     let name = crescent_tls::server_name("localhost").unwrap();
     connector.connect(name, tcp).await.map(drop)
+}
+
+#[test]
+fn an_owner_registers_over_tls_and_serves_puts() {
+    use std::io::{BufRead, BufReader};
+    let s = TlsServer::start_with("[store]\nembedded_segment_bytes = 0\n");
+    let owner_token = s.key.token("owner", None, Some("tls-owner"));
+    let (https, ca) = (s.https(), s.ca());
+    let child = Command::new(crescent_bin())
+        .env_remove("CRESCENT_CA_FILE")
+        .args([
+            "--server",
+            &https,
+            "--ca-file",
+            &ca,
+            "--token",
+            &owner_token,
+        ])
+        .args(["--json", "owner", "--size", "16M", "--id", "tls-owner"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawning crescent owner");
+    let mut owner = common::Proc(child);
+    let mut lines = BufReader::new(owner.0.stdout.take().unwrap()).lines();
+    let ready: Value = serde_json::from_str(&lines.next().expect("ready line").unwrap()).unwrap();
+    std::thread::spawn(move || for _ in lines {});
+    assert!(ready["segment_id"].is_string(), "{ready}");
+
+    // A client's put lands in the owner's segment (registered and mounted over HTTPS).
+    let token = s.key.token("client", Some("t"), None);
+    let put = ["--ca-file", &ca, "--token", &token, "put", "owned", "-"];
+    let (code, _, err) = crescent(&https, &put, Some(b"in the owner"));
+    assert_eq!(code, 0, "{err}\n{}", s.server.log());
+    let (code, out, err) = crescent(
+        &https,
+        &["--ca-file", &ca, "--token", &token, "get", "owned"],
+        None,
+    );
+    assert_eq!((code, out.as_slice()), (0, &b"in the owner"[..]), "{err}");
 }
