@@ -159,6 +159,15 @@ fn the_cli_works_over_tls_with_the_ca_and_is_refused_without_it() {
     );
     // Plain HTTP to the TLS port is no way around it, and says what to do.
     refused_at_once(&bare, &["--token", &token, "get", "k1"], "https://");
+    // A CA file for a server without TLS: its plain answer is no TLS handshake.
+    let plain_args = s.key.server_args();
+    let plain_args: Vec<&str> = plain_args.iter().map(String::as_str).collect();
+    let plain = Server::start_with(&plain_args);
+    refused_at_once(
+        &plain.server(),
+        &["--ca-file", &ca, "--token", &token, "ls"],
+        "does not speak TLS",
+    );
     // A missing CA file is the caller's mistake.
     let (code, _, err) = crescent(&https, &["--ca-file", "/nonexistent/ca.pem", "ls"], None);
     assert_eq!(code, 2, "{err}");

@@ -154,7 +154,11 @@ async fn run(
             crate::tls_metrics::handshake_failed(&state.metrics, "rpc", &e, peer);
             return Err(ConnectionEnd::Io(e));
         }
-        Err(e) => return Err(e),
+        Err(e) => {
+            let timeout = std::io::Error::new(std::io::ErrorKind::TimedOut, "TLS handshake");
+            crate::tls_metrics::handshake_failed(&state.metrics, "rpc", &timeout, peer);
+            return Err(e);
+        }
     };
     let session = super::handshake::accept(state, &mut stream, peer, &limits).await?;
     let input = crescent_tls::frames::StreamFrames::default();
