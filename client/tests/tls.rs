@@ -315,3 +315,32 @@ fn an_owner_registers_over_tls_and_serves_puts() {
     );
     assert_eq!((code, out.as_slice()), (0, &b"in the owner"[..]), "{err}");
 }
+
+#[test]
+fn crescentd_refuses_a_key_file_others_can_read() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let pki = TestPki::localhost(dir.path());
+    std::fs::set_permissions(&pki.key_file, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let config = dir.path().join("crescentd.toml");
+    std::fs::write(&config, pki.config_section()).unwrap();
+    let out = Command::new(common::crescentd_bin())
+        .arg("--config")
+        .arg(&config)
+        .arg("--data-dir")
+        .arg(dir.path().join("data"))
+        .env_remove("CRESCENT_CONFIG")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("tls.key_file") && err.contains("chmod 600"),
+        "{err}"
+    );
+    assert!(
+        !dir.path().join("data").exists(),
+        "nothing is opened before the check"
+    );
+}
