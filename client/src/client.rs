@@ -96,7 +96,10 @@ impl CrescentClient {
             .map(Arc::from);
         let locator = LeaderLocator::new(
             options.servers.clone(),
-            crate::server_conn::Connector::new(options.token.clone())?,
+            crate::server_conn::Connector::with_ca_file(
+                options.token.clone(),
+                options.ca_file.as_deref(),
+            )?,
             metrics.failover.clone(),
         )?;
         Ok(Self {
@@ -117,7 +120,7 @@ impl CrescentClient {
     /// current server and follows the static server list, not etcd.
     pub fn with_token(&self, token: crate::BearerToken) -> Result<Self, ClientError> {
         let token_tenant = token.tenant().map(Arc::from).or(self.token_tenant.clone());
-        let connector = crate::server_conn::Connector::new(Some(token))?;
+        let connector = self.locator.connector().with_token(token)?;
         Ok(Self {
             locator: self.locator.with_connector(connector)?,
             token_tenant,

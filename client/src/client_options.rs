@@ -25,6 +25,10 @@ pub struct ClientOptions {
     /// The credential sent with every request (`Authorization: Bearer` on HTTP, in the
     /// handshake of every RPC connection), when crescentd has `[auth]` on (docs/security.md).
     pub token: Option<BearerToken>,
+    /// A PEM file of the CA that signed crescentd's certificate (`[tls]`, docs/security.md
+    /// "TLS"). Set: servers are verified against it alone, a bare `HOST:PORT` is reached with
+    /// `https://`, and the RPC fast path with TLS.
+    pub ca_file: Option<std::path::PathBuf>,
 }
 
 /// A bearer token. Its `Debug` never shows it, so options can be logged.
@@ -100,6 +104,12 @@ impl ClientOptions {
     /// The same options sending `token` with every request.
     pub fn with_token(mut self, token: BearerToken) -> Self {
         self.token = Some(token);
+        self
+    }
+
+    /// The same options verifying crescentd with the CA of `ca_file` (TLS).
+    pub fn with_ca_file(mut self, ca_file: impl Into<std::path::PathBuf>) -> Self {
+        self.ca_file = Some(ca_file.into());
         self
     }
 

@@ -26,6 +26,11 @@ pub enum ClientError {
         #[source]
         source: reqwest::Error,
     },
+    /// The TLS handshake failed: the server's certificate is not trusted (no or another CA
+    /// file), names another host, or the server does not speak TLS. Code `UNAVAILABLE`, but
+    /// not retried: another attempt would fail the same way (docs/security.md, "TLS").
+    #[error("TLS with crescentd at {server} failed: {detail}")]
+    Tls { server: String, detail: String },
     /// The RPC fast-path connection could not be made or broke mid-request.
     #[error("RPC connection to crescentd at {server} failed: {source}")]
     Rpc {
@@ -101,6 +106,46 @@ fn connect_cause(e: &reqwest::Error) -> String {
     innermost.to_string()
 }
 
+/// The words for a failed TLS handshake under `e`, if that is what failed.
+pub(crate) fn tls_failure(e: &(dyn std::error::Error + 'static)) -> Option<String> {
+    crescent_tls::find_tls_error(e).map(tls_words)
+}
+
+/// Whether `e` is an answer that is not HTTP at all (hyper could not parse it).
+pub(crate) fn unparsable_answer(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut next = Some(e);
+    while let Some(err) = next {
+        if err
+            .downcast_ref::<hyper::Error>()
+            .is_some_and(hyper::Error::is_parse)
+        {
+            return true;
+        }
+        next = err.source();
+    }
+    false
+}
+
+/// What to do about a TLS error, in a user's words.
+pub(crate) fn tls_words(e: &rustls::Error) -> String {
+    use rustls::{CertificateError as C, Error as E};
+    let hint = match e {
+        E::InvalidCertificate(C::UnknownIssuer | C::BadSignature) => {
+            "the server's certificate is not signed by a trusted CA: give the CA that signed it \
+             with --ca-file (CRESCENT_CA_FILE)"
+        }
+        E::InvalidCertificate(C::NotValidForName | C::NotValidForNameContext { .. }) => {
+            "the server's certificate does not name the host in the server address: use a name \
+             or IP address the certificate carries"
+        }
+        E::InvalidMessage(_) | E::InappropriateMessage { .. } => {
+            "the server does not speak TLS there: use http:// and no --ca-file, or check the port"
+        }
+        _ => "the TLS handshake failed",
+    };
+    format!("{hint} ({e})")
+}
+
 impl ClientError {
     /// The wire code, when the server sent one.
     pub fn code(&self) -> Option<ErrorCode> {
@@ -133,6 +178,7 @@ impl ClientError {
             ClientError::Api(e) if e.code == ErrorCode::Internal => ErrorClass::Fatal,
             ClientError::Api(_) => ErrorClass::User,
             ClientError::Connect { .. } | ClientError::Rpc { .. } => ErrorClass::Retryable,
+            ClientError::Tls { .. } => ErrorClass::Fatal,
             ClientError::Transfer { source, .. } => match source.class() {
                 crescent_transport::ErrorClass::User => ErrorClass::User,
                 crescent_transport::ErrorClass::Retryable => ErrorClass::Retryable,
@@ -159,7 +205,9 @@ impl ClientError {
     pub fn code_str(&self) -> &'static str {
         match self {
             ClientError::Api(e) => e.code.as_str(),
-            ClientError::Connect { .. } | ClientError::Rpc { .. } => "UNAVAILABLE",
+            ClientError::Connect { .. } | ClientError::Rpc { .. } | ClientError::Tls { .. } => {
+                "UNAVAILABLE"
+            }
             ClientError::Protocol(_) => "INTERNAL",
             ClientError::InvalidArgument(_) => "INVALID_ARGUMENT",
             ClientError::Transfer { source, .. } => source.code(),

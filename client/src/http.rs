@@ -122,6 +122,12 @@ pub(crate) const LEADER_HEADER: &str = "x-crescent-leader";
 /// Two spellings of one server normalize to the same string, so addresses from etcd, from a
 /// NOT_LEADER answer and from the static list compare equal.
 pub(crate) fn base_url(server: &str) -> Result<String, ClientError> {
+    base_url_with(server, false)
+}
+
+/// [`base_url`], with `https://` for a bare `HOST:PORT` when `tls` (a client given a CA file:
+/// docs/security.md, "TLS").
+pub(crate) fn base_url_with(server: &str, tls: bool) -> Result<String, ClientError> {
     let server = server.trim();
     if server.is_empty() {
         return Err(ClientError::InvalidArgument(
@@ -130,6 +136,8 @@ pub(crate) fn base_url(server: &str) -> Result<String, ClientError> {
     }
     let base = if server.starts_with("http://") || server.starts_with("https://") {
         server.trim_end_matches('/').to_string()
+    } else if tls {
+        format!("https://{}", server.trim_end_matches('/'))
     } else {
         format!("http://{}", server.trim_end_matches('/'))
     };
@@ -147,8 +155,11 @@ pub(crate) fn base_url(server: &str) -> Result<String, ClientError> {
 /// The pooled keep-alive HTTP/1.1 client every server connection of one `CrescentClient`
 /// shares (reqwest pools per host, so switching leaders keeps the pool of each), sending
 /// `token` (marked sensitive, so it is never logged) on every request.
+/// With `tls`, `https://` servers are verified against its CA only (reqwest's built-in roots
+/// are not compiled in).
 pub(crate) fn http_client_with(
     token: Option<&crate::client_options::BearerToken>,
+    tls: Option<&crescent_tls::ClientConfig>,
 ) -> Result<reqwest::Client, ClientError> {
     let mut headers = reqwest::header::HeaderMap::new();
     if let Some(token) = token {
@@ -157,7 +168,11 @@ pub(crate) fn http_client_with(
         value.set_sensitive(true);
         headers.insert(reqwest::header::AUTHORIZATION, value);
     }
-    reqwest::Client::builder()
+    let mut builder = reqwest::Client::builder();
+    if let Some(tls) = tls {
+        builder = builder.use_preconfigured_tls(tls.clone());
+    }
+    builder
         .default_headers(headers)
         .timeout(Duration::from_secs(30))
         .connect_timeout(Duration::from_secs(5))
@@ -177,9 +192,10 @@ pub(crate) struct HttpConn {
 }
 
 impl HttpConn {
-    /// `server` is `HOST:PORT` (or a full `http://` URL).
-    pub fn new(server: &str, http: reqwest::Client) -> Result<Self, ClientError> {
-        let base = base_url(server)?;
+    /// `server` is `HOST:PORT` (or a full `http://` or `https://` URL); a bare address gets
+    /// `https://` when `tls`.
+    pub fn new(server: &str, http: reqwest::Client, tls: bool) -> Result<Self, ClientError> {
+        let base = base_url_with(server, tls)?;
         let routes = Routes::new(&base)?;
         Ok(Self {
             server: server.trim().to_string(),
@@ -201,6 +217,22 @@ impl HttpConn {
     }
 
     fn connect_err(&self, source: reqwest::Error) -> ClientError {
+        if let Some(tls) = crate::error::tls_failure(&source) {
+            return ClientError::Tls {
+                server: self.server.clone(),
+                detail: tls,
+            };
+        }
+        // crescentd never answers HTTP with anything but HTTP: bytes that do not parse are a
+        // TLS listener's alert (docs/security.md, "TLS"). Retrying would only repeat it.
+        if self.routes.healthz.scheme() == "http" && crate::error::unparsable_answer(&source) {
+            return ClientError::Tls {
+                server: self.server.clone(),
+                detail: "the server did not answer in HTTP; if it runs with [tls], use an \
+                         https:// address or give --ca-file"
+                    .into(),
+            };
+        }
         ClientError::Connect {
             server: self.server.clone(),
             source,

@@ -21,7 +21,6 @@ use tokio::sync::watch;
 
 use crate::error::ClientError;
 use crate::failover_metrics::{FailoverMetrics, LeaderSource};
-use crate::http::base_url;
 use crate::server_conn::{Connector, ServerConn};
 
 /// The server requests go to, and the epoch in which it became current.
@@ -85,7 +84,7 @@ impl LeaderLocator {
             .filter(|c| !c.is_empty())
             .collect();
         for c in &candidates {
-            base_url(c)?;
+            connector.base(c)?;
         }
         let current = match candidates.first() {
             Some(first) => Some(Arc::new(ServerConn::new(first, &connector)?)),
@@ -104,13 +103,18 @@ impl LeaderLocator {
         }))
     }
 
+    /// What this locator's connections are made with (token, TLS).
+    pub fn connector(&self) -> &Connector {
+        &self.connector
+    }
+
     /// A locator over the same static list, starting at the current server, whose
     /// connections use `connector` (another credential). It does not follow etcd.
     pub fn with_connector(&self, connector: Connector) -> Result<Arc<Self>, ClientError> {
         let mut candidates = self.candidates.clone();
         if let Some(current) = self.current() {
             let server = current.conn.server().to_string();
-            candidates.retain(|c| base_url(c).ok().as_ref() != Some(&current.conn.base));
+            candidates.retain(|c| self.connector.base(c).ok().as_ref() != Some(&current.conn.base));
             candidates.insert(0, server);
         }
         Self::new(candidates, connector, self.metrics.clone())
@@ -194,7 +198,7 @@ impl LeaderLocator {
     /// Makes `address` current (unless it already is). With `from_epoch`, only if no other
     /// switch happened since that epoch. Returns whether it switched.
     fn switch_to(&self, from_epoch: Option<u64>, address: &str, source: LeaderSource) -> bool {
-        let base = match base_url(address) {
+        let base = match self.connector.base(address) {
             Ok(b) => b,
             Err(e) => {
                 tracing::warn!(%address, error = %e, "ignoring an unusable leader address");
@@ -293,13 +297,13 @@ impl LeaderLocator {
         let at = self
             .candidates
             .iter()
-            .position(|c| base_url(c).is_ok_and(|b| b == base));
+            .position(|c| self.connector.base(c).is_ok_and(|b| b == base));
         let next = match at {
             Some(i) => &self.candidates[(i + 1) % self.candidates.len()],
             // We were sent elsewhere (a hint or etcd): start over at the top of the list.
             None => &self.candidates[0],
         };
-        (base_url(next).ok()? != base).then(|| next.clone())
+        (self.connector.base(next).ok()? != base).then(|| next.clone())
     }
 }
 

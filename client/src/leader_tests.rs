@@ -102,3 +102,33 @@ fn bad_static_addresses_are_refused() {
     .unwrap_err();
     assert_eq!(e.code_str(), "INVALID_ARGUMENT");
 }
+
+#[test]
+fn with_a_ca_file_bare_addresses_and_etcd_leaders_use_https() {
+    let dir = tempfile::tempdir().unwrap();
+    let pki = crescent_tls::test_certs::TestPki::localhost(dir.path());
+    let connector = crate::server_conn::Connector::with_ca_file(None, Some(&pki.ca_file)).unwrap();
+    let l = LeaderLocator::new(
+        vec!["a:1".into(), "https://b:2/".into(), "http://c:3".into()],
+        connector,
+        FailoverMetrics::unregistered(),
+    )
+    .unwrap();
+    assert_eq!(base(&l), "https://a:1");
+    // The list still rotates: each address compares equal to its own normalized form.
+    let first = l.current().unwrap();
+    assert_eq!(l.after_failure(&first, None), Some(LeaderSource::Static));
+    assert_eq!(base(&l), "https://b:2");
+    let second = l.current().unwrap();
+    l.after_failure(&second, None);
+    assert_eq!(base(&l), "http://c:3", "an explicit scheme is kept");
+    // A leader key with the scheme (an active with [tls]) and one without both get TLS.
+    l.observe_leader(&leader("https://10.0.0.1:7480", 5));
+    assert_eq!(base(&l), "https://10.0.0.1:7480");
+    l.observe_leader(&leader("10.0.0.2:7480", 6));
+    assert_eq!(base(&l), "https://10.0.0.2:7480");
+    // Without a CA the bare form stays http://, and a bad CA file is the caller's mistake.
+    assert_eq!(base(&locator(&["a:1"])), "http://a:1");
+    let bad = crate::server_conn::Connector::with_ca_file(None, Some(&dir.path().join("none")));
+    assert_eq!(bad.unwrap_err().code_str(), "INVALID_ARGUMENT");
+}

@@ -38,6 +38,7 @@ mod rpc;
 mod rpc_connect;
 mod rpc_io;
 mod rpc_release;
+mod rpc_wire;
 mod server_conn;
 pub mod store;
 pub mod weights;

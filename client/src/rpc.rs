@@ -20,15 +20,16 @@ use crescent_wire::store::ReleaseRequest;
 use crescent_wire::{ApiError, ErrorCode};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
-use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
 use crate::client_options::BearerToken;
 use crate::error::ClientError;
 use crate::http::HttpConn;
-use crate::rpc_connect::{handshake, resolve, version_for, HandshakeFailure};
+use crate::rpc_connect::{handshake, resolve, tls_connect_failure, version_for, HandshakeFailure};
 use crate::rpc_io::{SPIN, SPIN_BATCH};
 use crate::rpc_release::{PendingReleases, RELEASE_LINGER};
+use crate::rpc_wire::{ClientWire, RpcTls};
+use crescent_tls::frames::StreamFrames;
 use crescent_transport::frame_input::{FrameInput, ReadFailure};
 
 /// How long a server found without the RPC route is left on HTTP before asking again.
@@ -46,8 +47,7 @@ const KEEP_BUFFER: usize = 1 << 20;
 
 /// One established connection, used by one request at a time.
 struct RpcConn {
-    stream: TcpStream,
-    input: FrameInput,
+    wire: ClientWire,
     out: Vec<u8>,
     next_id: u64,
     /// Requests sent without waiting for their answer ([`RpcPool::send`]); their answers come
@@ -60,13 +60,33 @@ impl RpcConn {
         addr: SocketAddr,
         version: u16,
         token: Option<&BearerToken>,
+        tls: Option<&RpcTls>,
     ) -> Result<RpcConn, HandshakeFailure> {
         let mut stream = TcpStream::connect(addr).await?;
         stream.set_nodelay(true)?;
-        handshake(&mut stream, version, token).await?;
+        let wire = match tls {
+            None => {
+                handshake(&mut stream, version, token).await?;
+                ClientWire::Plain {
+                    input: FrameInput::new(&stream)?,
+                    stream,
+                }
+            }
+            Some(tls) => {
+                let mut stream = tls
+                    .connector
+                    .connect(tls.name.clone(), stream)
+                    .await
+                    .map_err(tls_connect_failure)?;
+                handshake(&mut stream, version, token).await?;
+                ClientWire::Tls {
+                    stream: Box::new(stream),
+                    input: StreamFrames::default(),
+                }
+            }
+        };
         Ok(RpcConn {
-            input: FrameInput::new(&stream)?,
-            stream,
+            wire,
             out: Vec::with_capacity(4096),
             next_id: 1,
             unanswered: 0,
@@ -77,7 +97,7 @@ impl RpcConn {
     /// closed it); a closed one is never used, so no request is lost on it.
     fn still_open(&mut self) -> bool {
         // Answers still due would look like unexpected bytes: such a connection is used as is.
-        self.unanswered > 0 || !self.input.peer_gone()
+        self.unanswered > 0 || !self.wire.peer_gone()
     }
 
     /// Sends one request without waiting for its answer.
@@ -90,7 +110,7 @@ impl RpcConn {
         self.next_id = self.next_id.wrapping_add(1);
         self.out.clear();
         encode_request(&mut self.out, op, id, body).map_err(CallFailure::Encode)?;
-        self.stream
+        self.wire
             .write_all(&self.out)
             .await
             .map_err(CallFailure::Io)?;
@@ -102,15 +122,15 @@ impl RpcConn {
     async fn settle(&mut self) -> Result<(), CallFailure> {
         while self.unanswered > 0 {
             let header = self.read_header(SPIN).await?;
-            self.input.take_body(header.body_len);
+            self.wire.take_body(header.body_len);
             self.unanswered -= 1;
         }
         Ok(())
     }
 
     async fn read_header(&mut self, spin: Duration) -> Result<FrameHeader, CallFailure> {
-        self.input
-            .read_frame(&self.stream, MAX_REPLY_BYTES, spin)
+        self.wire
+            .read_frame(MAX_REPLY_BYTES, spin)
             .await
             .map_err(|e| match e {
                 ReadFailure::Io(e) => CallFailure::Io(e),
@@ -138,7 +158,7 @@ impl RpcConn {
         let id = self.next_id;
         self.next_id = self.next_id.wrapping_add(1);
         encode_request(&mut self.out, op, id, body).map_err(CallFailure::Encode)?;
-        self.stream
+        self.wire
             .write_all(&self.out)
             .await
             .map_err(CallFailure::Io)?;
@@ -148,11 +168,11 @@ impl RpcConn {
         let mut header = self.read_header(spin_for(op)).await?;
         // Answers of earlier sent-only requests come first: drop them.
         while header.request_id != id && self.unanswered > 0 {
-            self.input.take_body(header.body_len);
+            self.wire.take_body(header.body_len);
             self.unanswered -= 1;
             header = self.read_header(spin_for(op)).await?;
         }
-        let body = self.input.take_body(header.body_len);
+        let body = self.wire.take_body(header.body_len);
         if header.request_id != id {
             return Err(CallFailure::Frame(RpcError::Decode(format!(
                 "answer for request {} while waiting for {id}",
@@ -164,7 +184,7 @@ impl RpcConn {
             RpcStatus::Ok => Ok(decode_body(body).map_err(CallFailure::Frame)?),
             RpcStatus::Error => Err(decode_body(body).map_err(CallFailure::Frame)?),
         };
-        self.input.shrink(KEEP_BUFFER);
+        self.wire.shrink(KEEP_BUFFER);
         if self.out.capacity() > KEEP_BUFFER {
             self.out = Vec::new();
         }
@@ -217,17 +237,25 @@ pub(crate) struct RpcPool {
     /// The handshake version spoken (`crate::rpc_connect::version_for`).
     version: u16,
     token: Option<BearerToken>,
+    /// Set when the listener speaks TLS (`RpcInfo::tls`).
+    tls: Option<RpcTls>,
     idle: Mutex<Vec<RpcConn>>,
     releases: PendingReleases,
 }
 
 impl RpcPool {
-    fn new(addr: SocketAddr, info: &RpcInfo, token: Option<BearerToken>) -> Self {
+    fn new(
+        addr: SocketAddr,
+        info: &RpcInfo,
+        token: Option<BearerToken>,
+        tls: Option<RpcTls>,
+    ) -> Self {
         Self {
             addr,
             features: info.features.clone(),
             version: version_for(info.version),
             token,
+            tls,
             idle: Mutex::new(Vec::new()),
             releases: PendingReleases::default(),
         }
@@ -267,11 +295,20 @@ impl RpcPool {
         if let Some(c) = self.checkout() {
             return Ok(c);
         }
-        let connect = RpcConn::connect(self.addr, self.version, self.token.as_ref());
+        let connect = RpcConn::connect(
+            self.addr,
+            self.version,
+            self.token.as_ref(),
+            self.tls.as_ref(),
+        );
         match tokio::time::timeout(CONNECT_TIMEOUT, connect).await {
             Ok(Ok(c)) => Ok(c),
             Ok(Err(HandshakeFailure::Io(e))) => Err(RpcFailure::NotSent(self.lost(e))),
             Ok(Err(HandshakeFailure::Refused(e))) => Err(RpcFailure::Failed(ClientError::Api(e))),
+            Ok(Err(HandshakeFailure::Tls(detail))) => Err(RpcFailure::Failed(ClientError::Tls {
+                server: self.addr.to_string(),
+                detail,
+            })),
             Err(_) => {
                 let e = std::io::Error::new(std::io::ErrorKind::TimedOut, "connect timed out");
                 Err(RpcFailure::NotSent(self.lost(e)))
@@ -414,6 +451,8 @@ pub(crate) struct RpcLink {
     state: Mutex<Discovery>,
     /// Presented in every connection's handshake.
     token: Option<BearerToken>,
+    /// The client's TLS setup (with a CA file), for a listener that says `tls`.
+    tls: Option<Arc<crescent_tls::ClientConfig>>,
 }
 
 impl std::fmt::Debug for RpcLink {
@@ -428,10 +467,14 @@ impl std::fmt::Debug for RpcLink {
 }
 
 impl RpcLink {
-    pub(crate) fn new(token: Option<BearerToken>) -> Self {
+    pub(crate) fn new(
+        token: Option<BearerToken>,
+        tls: Option<Arc<crescent_tls::ClientConfig>>,
+    ) -> Self {
         Self {
             state: Mutex::new(Discovery::Unknown),
             token,
+            tls,
         }
     }
 
@@ -443,11 +486,11 @@ impl RpcLink {
             _ => {}
         }
         let found = match http.get::<RpcInfo>(&http.routes.rpc).await {
-            Ok(info) => match resolve(http, &info).await {
-                Some(addr) => {
-                    Discovery::Ready(Arc::new(RpcPool::new(addr, &info, self.token.clone())))
+            Ok(info) => match (resolve(http, &info).await, self.tls_for(http, &info)) {
+                (Some(addr), Ok(tls)) => {
+                    Discovery::Ready(Arc::new(RpcPool::new(addr, &info, self.token.clone(), tls)))
                 }
-                None => Discovery::HttpOnly {
+                _ => Discovery::HttpOnly {
                     since: Instant::now(),
                 },
             },
@@ -471,6 +514,26 @@ impl RpcLink {
         match &*state {
             Discovery::Ready(p) => Some(p.clone()),
             _ => None,
+        }
+    }
+
+    /// How to reach a listener that `info` describes: TLS when it says so, verified against
+    /// the client's CA with the host the HTTP API was reached on. `Err` (stay on HTTP) when the
+    /// listener speaks TLS and this client has no CA file.
+    fn tls_for(&self, http: &HttpConn, info: &RpcInfo) -> Result<Option<RpcTls>, ()> {
+        if !info.tls {
+            return Ok(None);
+        }
+        let host = http.routes.healthz.host_str().unwrap_or_default();
+        match self.tls.clone().and_then(|c| RpcTls::new(c, host)) {
+            Some(tls) => Ok(Some(tls)),
+            None => {
+                tracing::warn!(
+                    server = http.server(),
+                    "the RPC listener speaks TLS and no CA file was given; using HTTP"
+                );
+                Err(())
+            }
         }
     }
 

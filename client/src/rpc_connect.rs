@@ -10,8 +10,7 @@ use crescent_wire::rpc::{
     RpcInfo, HANDSHAKE_LEN, HANDSHAKE_UNAUTHENTICATED, HEADER_LEN, RPC_VERSION, RPC_VERSION_1,
 };
 use crescent_wire::{ApiError, ErrorCode};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use crate::client_options::BearerToken;
 use crate::http::HttpConn;
@@ -27,6 +26,16 @@ pub(crate) enum HandshakeFailure {
     Io(std::io::Error),
     /// The server refused the credential (UNAUTHENTICATED, with the server's reason).
     Refused(ApiError),
+    /// The TLS handshake failed (an untrusted certificate, another name): in a user's words.
+    Tls(String),
+}
+
+/// A failed TLS connect: the certificate problem, or the network failure under it.
+pub(crate) fn tls_connect_failure(e: std::io::Error) -> HandshakeFailure {
+    match crescent_tls::tls_cause(&e) {
+        Some(tls) => HandshakeFailure::Tls(crate::error::tls_words(tls)),
+        None => HandshakeFailure::Io(e),
+    }
 }
 
 impl From<std::io::Error> for HandshakeFailure {
@@ -45,8 +54,8 @@ pub(crate) fn version_for(advertised: u16) -> u16 {
 }
 
 /// Runs the handshake of `version` on a fresh connection, presenting `token` (version 2).
-pub(crate) async fn handshake(
-    stream: &mut TcpStream,
+pub(crate) async fn handshake<S: AsyncRead + AsyncWrite + Unpin>(
+    stream: &mut S,
     version: u16,
     token: Option<&BearerToken>,
 ) -> Result<(), HandshakeFailure> {
@@ -58,6 +67,7 @@ pub(crate) async fn handshake(
         hello.extend_from_slice(&client_hello());
     }
     stream.write_all(&hello).await?;
+    stream.flush().await?;
     let mut answer = [0u8; HANDSHAKE_LEN];
     stream.read_exact(&mut answer).await?;
     match check_server_hello_for(&answer, version) {
@@ -71,7 +81,7 @@ pub(crate) async fn handshake(
 
 /// The error frame that follows a refused credential; without a readable one the refusal is
 /// still UNAUTHENTICATED.
-async fn read_refusal(stream: &mut TcpStream) -> ApiError {
+async fn read_refusal<S: AsyncRead + Unpin>(stream: &mut S) -> ApiError {
     let fallback = || {
         ApiError::new(
             ErrorCode::Unauthenticated,

@@ -2,6 +2,8 @@
 //! RPC fast path found there. The leader locator hands one out per request; a leader change
 //! makes a new one for the new address.
 
+use std::sync::Arc;
+
 use crescent_wire::rpc::RpcOp;
 use crescent_wire::store::ReleaseRequest;
 use serde::de::DeserializeOwned;
@@ -9,23 +11,70 @@ use serde::Serialize;
 
 use crate::client_options::BearerToken;
 use crate::error::ClientError;
-use crate::http::{base_url, HttpConn};
+use crate::http::{base_url_with, HttpConn};
 use crate::rpc::{RpcFailure, RpcLink};
 
 /// What every server connection of one client shares: the pooled HTTP client (which sends
-/// the token in every request's `Authorization` header) and the token for RPC handshakes.
-#[derive(Debug, Clone)]
+/// the token in every request's `Authorization` header), the token for RPC handshakes, and
+/// with a CA file the TLS configuration both use (docs/security.md, "TLS").
+#[derive(Clone)]
 pub(crate) struct Connector {
     pub http: reqwest::Client,
     pub token: Option<BearerToken>,
+    pub tls: Option<Arc<crescent_tls::ClientConfig>>,
+}
+
+impl std::fmt::Debug for Connector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Connector")
+            .field("token", &self.token)
+            .field("tls", &self.tls.is_some())
+            .finish()
+    }
 }
 
 impl Connector {
+    /// Without a CA file: plain HTTP and RPC (an `https://` server then fails its handshake).
+    #[cfg(test)]
     pub fn new(token: Option<BearerToken>) -> Result<Self, ClientError> {
+        Self::with_tls(token, None)
+    }
+
+    /// Verifies servers with the CA of `ca_file` (a file that cannot be read or holds no
+    /// certificate is INVALID_ARGUMENT).
+    pub fn with_ca_file(
+        token: Option<BearerToken>,
+        ca_file: Option<&std::path::Path>,
+    ) -> Result<Self, ClientError> {
+        let tls = match ca_file {
+            Some(path) => Some(Arc::new(
+                crescent_tls::client_config(path)
+                    .map_err(|e| ClientError::InvalidArgument(format!("--ca-file: {e}")))?,
+            )),
+            None => None,
+        };
+        Self::with_tls(token, tls)
+    }
+
+    fn with_tls(
+        token: Option<BearerToken>,
+        tls: Option<Arc<crescent_tls::ClientConfig>>,
+    ) -> Result<Self, ClientError> {
         Ok(Self {
-            http: crate::http::http_client_with(token.as_ref())?,
+            http: crate::http::http_client_with(token.as_ref(), tls.as_deref())?,
             token,
+            tls,
         })
+    }
+
+    /// The same TLS setup presenting `token` instead.
+    pub fn with_token(&self, token: BearerToken) -> Result<Self, ClientError> {
+        Self::with_tls(Some(token), self.tls.clone())
+    }
+
+    /// The normalized base URL of `server` (`https://` for a bare address with TLS).
+    pub fn base(&self, server: &str) -> Result<String, ClientError> {
+        base_url_with(server, self.tls.is_some())
     }
 }
 
@@ -38,15 +87,18 @@ pub(crate) struct ServerConn {
     pub rpc: RpcLink,
     /// The credential, for RPC handshakes made outside the pool (the owner's server watch).
     pub token: Option<BearerToken>,
+    /// The TLS setup, for the same connections (with a CA file).
+    pub tls: Option<Arc<crescent_tls::ClientConfig>>,
 }
 
 impl ServerConn {
     pub fn new(server: &str, connector: &Connector) -> Result<Self, ClientError> {
         Ok(Self {
-            base: base_url(server)?,
-            http: HttpConn::new(server, connector.http.clone())?,
-            rpc: RpcLink::new(connector.token.clone()),
+            base: connector.base(server)?,
+            http: HttpConn::new(server, connector.http.clone(), connector.tls.is_some())?,
+            rpc: RpcLink::new(connector.token.clone(), connector.tls.clone()),
             token: connector.token.clone(),
+            tls: connector.tls.clone(),
         })
     }
 

@@ -53,6 +53,8 @@ pub struct Config {
     pub net: crate::config_net::NetConfig,
     /// Credentials (`[auth]`, docs/security.md).
     pub auth: crate::config_auth::AuthSettings,
+    /// TLS on HTTP, RPC and replication (`[tls]`, docs/security.md "TLS").
+    pub tls: crate::config_tls::TlsSettings,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -118,6 +120,7 @@ impl Default for Config {
             cold: crate::config_cold::ColdSettings::default(),
             net: crate::config_net::NetConfig::default(),
             auth: crate::config_auth::AuthSettings::default(),
+            tls: crate::config_tls::TlsSettings::default(),
         }
     }
 }
@@ -270,7 +273,8 @@ impl Config {
         let listeners: Vec<SocketAddr> = std::iter::once(self.listen)
             .chain(self.store.rpc_listen_addr(self.listen))
             .collect();
-        self.auth.validate(&listeners)
+        self.auth.validate(&listeners)?;
+        self.tls.validate(self.ha.enabled())
     }
 
     pub fn snapshot_interval(&self) -> Duration {

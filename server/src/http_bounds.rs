@@ -20,3 +20,20 @@ macro_rules! bounded_http_server {
 }
 
 pub(crate) use bounded_http_server;
+
+/// `$server` bound to `$addr`: TLS only with `$tls` (a `Option<&LoadedTls>`, docs/security.md
+/// "TLS"; the handshake must finish within `net.http_head_timeout_ms`), plain HTTP without.
+macro_rules! bind_http {
+    ($server:expr, $addr:expr, $tls:expr, $net:expr) => {{
+        let tls: Option<&$crate::config_tls::LoadedTls> = $tls;
+        let net: &$crate::config_net::NetConfig = $net;
+        match tls {
+            Some(tls) => $server
+                .tls_handshake_timeout(net.http_head_timeout())
+                .bind_rustls_0_23($addr, (*tls.server).clone()),
+            None => $server.bind($addr),
+        }
+    }};
+}
+
+pub(crate) use bind_http;

@@ -13,6 +13,7 @@ pub mod config_cold;
 mod config_ha;
 pub mod config_net;
 mod config_store;
+pub mod config_tls;
 pub mod datadir;
 pub mod embedded;
 pub mod error;
@@ -27,6 +28,7 @@ pub mod rebuild;
 pub mod removals;
 pub mod rpc;
 pub mod segment_mirror;
+pub mod tls_metrics;
 pub mod weights;
 
 pub use config::Config;

@@ -35,6 +35,9 @@ pub struct ServerMetrics {
     pub fd_reserve_available: IntGauge,
     /// Times a file open found the process out of descriptors and used the reserve.
     pub fd_exhaustions: IntCounter,
+    /// Failed TLS handshakes by listener (`rpc`, `replication`) and reason (a fixed set:
+    /// `crescent_tls::failure_reason`).
+    pub tls_handshake_failures: IntCounterVec,
 }
 
 impl ServerMetrics {
@@ -138,8 +141,17 @@ impl ServerMetrics {
             "File opens that found the process out of descriptors and used the reserve",
         )
         .expect("valid metric");
+        let tls_handshake_failures = IntCounterVec::new(
+            Opts::new(
+                "crescent_tls_handshake_failures_total",
+                "Failed TLS handshakes by listener and reason",
+            ),
+            &["listener", "reason"],
+        )
+        .expect("valid metric");
         for c in [
             Box::new(accept_failures.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(tls_handshake_failures.clone()),
             Box::new(connections_closed.clone()),
             Box::new(fd_reserve_available.clone()),
             Box::new(fd_exhaustions.clone()),
@@ -178,6 +190,7 @@ impl ServerMetrics {
             connections_closed,
             fd_reserve_available,
             fd_exhaustions,
+            tls_handshake_failures,
         }
     }
 

@@ -72,6 +72,8 @@ pub struct NodeState {
     pub cold_recovered: ColdRecovered,
     /// Credentials, the authorization guard's state and the revocation list.
     pub auth: Arc<crate::auth::AuthState>,
+    /// `[tls]` loaded: HTTP, RPC and replication speak TLS only (docs/security.md "TLS").
+    pub tls: Option<crate::config_tls::LoadedTls>,
 }
 
 /// Recovered `ColdDevice` states by device id, with the seq they were recovered through.
@@ -364,6 +366,11 @@ impl Node {
             &metrics.registry,
         )?);
 
+        let tls = config
+            .tls
+            .load()
+            .map_err(|e| ServerError::Recovery(e.to_string()))?;
+
         let now_ms = runtime.clock().now_ms();
         let store_metrics = StoreMetrics::register(&metrics.registry)
             .map_err(|e| ServerError::Recovery(format!("store metrics: {e}")))?;
@@ -452,6 +459,7 @@ impl Node {
             cold: std::sync::OnceLock::new(),
             cold_recovered,
             auth,
+            tls,
         }))
     }
 
@@ -551,12 +559,12 @@ impl Node {
             n => n,
         };
         server = crate::http_bounds::bounded_http_server!(server, &config.net, workers);
-        let server = server
-            .bind(config.listen)
-            .map_err(|source| ServerError::Listen {
-                addr: config.listen,
-                source,
-            })?;
+        let server =
+            crate::http_bounds::bind_http!(server, config.listen, state.tls.as_ref(), &config.net)
+                .map_err(|source| ServerError::Listen {
+                    addr: config.listen,
+                    source,
+                })?;
         Ok(server.run())
     }
 }

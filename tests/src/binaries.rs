@@ -107,6 +107,7 @@ pub fn crescent_command(globals: &[&str]) -> Command {
         .env_remove("CRESCENT_TENANT")
         .env_remove("CRESCENT_DOMAIN")
         .env_remove("CRESCENT_TOKEN")
+        .env_remove("CRESCENT_CA_FILE")
         .stdin(Stdio::null());
     cmd
 }

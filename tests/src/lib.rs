@@ -21,6 +21,7 @@
 //! - [`ha_pair`]: an HA pair of crescentd processes on a real etcd, for the failover tests.
 //! - [`store_e2e`]: deterministic object contents and sizes, `crescent owner` processes and
 //!   Prometheus counters for the store end-to-end test.
+//! - [`tls_node`]: crescentd with `[tls]` (a test PKI, HTTPS health), for the TLS tests.
 //! - [`segment_model`]: what a crash test knows about segments from acknowledged requests, and
 //!   the check of a recovered server's listing against it.
 
@@ -40,6 +41,7 @@ pub mod net_probe;
 pub mod process;
 pub mod segment_model;
 pub mod store_e2e;
+pub mod tls_node;
 
 /// Number of crash rounds a crash test runs: `CRESCENT_CRASH_ROUNDS` when set (must be a
 /// positive integer), else `default`.

@@ -320,6 +320,10 @@ pub struct RpcInfo {
     /// feature is listed here: an older server closes the connection on an op it does not know.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub features: Vec<String>,
+    /// The listener speaks TLS only (crescentd `[tls]`, docs/security.md "TLS"): the client
+    /// opens a TLS session before the handshake. Wire v1 addition: absent means plain TCP.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub tls: bool,
 }
 
 impl RpcInfo {

@@ -147,3 +147,16 @@ fn an_unencodable_body_leaves_the_buffer_untouched() {
     assert_eq!(e.class(), RpcErrorClass::User);
     assert_eq!(buf, vec![1, 2, 3]);
 }
+
+#[test]
+fn rpc_info_tls_is_optional_on_the_wire() {
+    // An older server's answer (no `tls`) means plain TCP; a plain server leaves it out.
+    let old: RpcInfo = serde_json::from_str(r#"{"address":"127.0.0.1:1","version":2}"#).unwrap();
+    assert!(!old.tls);
+    let plain = serde_json::to_value(&old).unwrap();
+    assert!(plain.get("tls").is_none(), "{plain}");
+    let tls = RpcInfo { tls: true, ..old };
+    let text = serde_json::to_string(&tls).unwrap();
+    assert!(text.contains(r#""tls":true"#), "{text}");
+    assert!(serde_json::from_str::<RpcInfo>(&text).unwrap().tls);
+}

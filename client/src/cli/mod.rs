@@ -29,8 +29,8 @@ use crescent_wire::segments::TransportKind;
 #[derive(Debug, Parser)]
 #[command(name = "crescent", version, about = "Crescent client", after_help = EXIT_CODES)]
 pub struct Cli {
-    /// crescentd address (HOST:PORT), or a comma-separated list tried in order when one is
-    /// unreachable [default: 127.0.0.1:7480 without --etcd].
+    /// crescentd address (HOST:PORT or an http:// or https:// URL), or a comma-separated list
+    /// tried in order when one is unreachable [default: 127.0.0.1:7480 without --etcd].
     #[arg(long, global = true, env = "CRESCENT_SERVER")]
     pub server: Option<String>,
     /// etcd endpoints (URL[,URL]): find the HA pair's leader through its leader key and follow
@@ -64,6 +64,10 @@ pub struct Cli {
     /// The credential for a crescentd with [auth] on (see `crescent token issue`).
     #[arg(long, global = true, env = "CRESCENT_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
+    /// PEM file of the CA that signed crescentd's certificate (crescentd `[tls]`): servers are
+    /// verified against it, and a bare HOST:PORT is reached with https://.
+    #[arg(long, global = true, env = "CRESCENT_CA_FILE")]
+    pub ca_file: Option<std::path::PathBuf>,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -256,6 +260,7 @@ impl Cli {
             cluster: self.cluster.clone(),
             no_local_cold_restore: self.no_local_cold_restore,
             token: self.token.clone().map(crate::BearerToken::new),
+            ca_file: self.ca_file.clone(),
             ..crate::ClientOptions::default()
         }
         .with_failover_timeout(std::time::Duration::from_millis(self.failover_timeout_ms))

@@ -164,8 +164,12 @@ async fn wait_or_leader_change(epochs: &mut watch::Receiver<u64>, pause: Duratio
     }
 }
 
+/// The watch's idle connection: plain, or TLS when the listener says so (boxed once, when
+/// dialled).
+type WatchStream = Box<dyn tokio::io::AsyncRead + Send + Unpin>;
+
 /// Finds the server's RPC listener and completes the handshake.
-async fn dial(conn: &ServerConn) -> Result<TcpStream, DialFailure> {
+async fn dial(conn: &ServerConn) -> Result<WatchStream, DialFailure> {
     let info: RpcInfo = match conn.http.get(&conn.http.routes.rpc).await {
         Ok(info) => info,
         Err(ClientError::Api(e)) if e.code == ErrorCode::NotFound => {
@@ -178,17 +182,48 @@ async fn dial(conn: &ServerConn) -> Result<TcpStream, DialFailure> {
         return Err(DialFailure::NoListener);
     };
     let away = |e: std::io::Error| DialFailure::Away(e.to_string());
-    let mut stream = TcpStream::connect((host.as_str(), port))
+    let stream = TcpStream::connect((host.as_str(), port))
         .await
         .map_err(away)?;
     let version = crate::rpc_connect::version_for(info.version);
-    match crate::rpc_connect::handshake(&mut stream, version, conn.token.as_ref()).await {
-        Ok(()) => Ok(stream),
+    let tls = match (info.tls, conn.tls.clone()) {
+        (false, _) => None,
+        (true, Some(config)) => {
+            let host = conn.http.routes.healthz.host_str().unwrap_or_default();
+            match crate::rpc_wire::RpcTls::new(config, host) {
+                Some(tls) => Some(tls),
+                None => return Err(DialFailure::NoListener),
+            }
+        }
+        (true, None) => return Err(DialFailure::NoListener),
+    };
+    let shaken = match tls {
+        None => {
+            let mut stream = stream;
+            crate::rpc_connect::handshake(&mut stream, version, conn.token.as_ref())
+                .await
+                .map(|()| Box::new(stream) as WatchStream)
+        }
+        Some(tls) => match tls.connector.connect(tls.name, stream).await {
+            Ok(mut stream) => {
+                crate::rpc_connect::handshake(&mut stream, version, conn.token.as_ref())
+                    .await
+                    .map(|()| Box::new(stream) as WatchStream)
+            }
+            Err(e) => Err(crate::rpc_connect::tls_connect_failure(e)),
+        },
+    };
+    match shaken {
+        Ok(stream) => Ok(stream),
         Err(HandshakeFailure::Io(e)) => Err(away(e)),
         // Dialling again would be refused again: look again later, as for a server without
         // a listener.
         Err(HandshakeFailure::Refused(e)) => {
             tracing::warn!(error = %e, "RPC credential refused; the owner is not watching crescentd");
+            Err(DialFailure::NoListener)
+        }
+        Err(HandshakeFailure::Tls(e)) => {
+            tracing::warn!(error = %e, "RPC TLS refused; the owner is not watching crescentd");
             Err(DialFailure::NoListener)
         }
     }
@@ -217,7 +252,7 @@ fn listener_addr(advertised: &str, server: &str) -> Option<(String, u16)> {
 
 /// Returns when the peer closed the connection or it broke. crescentd sends nothing on an
 /// idle connection; stray bytes are read and ignored.
-async fn closed(mut stream: TcpStream) {
+async fn closed(mut stream: WatchStream) {
     let mut buf = [0u8; 256];
     loop {
         match stream.read(&mut buf).await {

@@ -28,6 +28,8 @@ pub struct Health {
     /// with `[auth]` on (this route is public; `GET /v1/rpc` needs a token).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rpc: Option<String>,
+    /// Whether HTTP, RPC and replication speak TLS only (`[tls]`, docs/security.md "TLS").
+    pub tls: bool,
     /// Replication details of an HA active.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ha: Option<serde_json::Value>,
@@ -66,6 +68,7 @@ pub async fn ha_replication(state: State) -> Result<HttpResponse, super::error::
             "address": ha.replication_address,
             "term": ha.term,
             "version": crescent_journal::replication::PROTOCOL_VERSION,
+            "tls": state.tls.is_some(),
         }))),
         _ => Err(super::error::HttpError(crescent_wire::ApiError::new(
             crescent_wire::ErrorCode::NotLeader,
@@ -95,6 +98,7 @@ pub async fn healthz(state: State) -> HttpResponse {
             .rpc_address()
             .filter(|_| !state.auth.enabled())
             .map(|a| a.to_string()),
+        tls: state.tls.is_some(),
         ha,
         journal: crate::journal_health::journal_health(&state.journal_dir, state.journal.metrics()),
         descriptors: Descriptors::now(),
@@ -116,6 +120,7 @@ pub async fn rpc_info(
             address: addr.to_string(),
             version: crescent_wire::rpc::RPC_VERSION,
             features: crate::rpc::features(&state.store_settings),
+            tls: state.tls.is_some(),
         })),
         None => Err(super::error::HttpError(crescent_wire::ApiError::new(
             crescent_wire::ErrorCode::NotFound,

@@ -29,6 +29,8 @@ pub struct ReplicationListener<'a> {
     pub metrics: &'a ServerMetrics,
     /// `[auth]` is on: a standby must prove a `peer` credential in its Hello.
     pub auth: bool,
+    /// `[tls]`: the listener speaks TLS only, through [`super::tls_relay::AcceptRelay`].
+    pub tls: Option<&'a crate::config_tls::LoadedTls>,
 }
 
 /// What an active node's handlers and loops share about its HA state.
@@ -40,6 +42,8 @@ pub struct ActiveHa {
     pub tracker: CommitTracker,
     pub journal: Journal,
     pub source: Mutex<Option<ReplicationSource>>,
+    /// With `[tls]`: the TLS front that owns the published address.
+    tls_relay: Mutex<Option<super::tls_relay::AcceptRelay>>,
     /// Where standbys connect (advertised host, bound port).
     pub replication_address: String,
     stepped_down: AtomicBool,
@@ -117,6 +121,7 @@ impl ActiveHa {
             net,
             metrics,
             auth,
+            tls,
         } = listener;
         let registry = &metrics.registry;
         // Nothing may be appended under an older term from here on, nor under this one once
@@ -141,9 +146,14 @@ impl ActiveHa {
                 metrics.accept_failures.clone(),
             )
         });
+        // With [tls] the source listens on loopback behind the TLS relay (tls_relay.rs).
+        let source_listen = match tls {
+            Some(_) => SocketAddr::from(([127, 0, 0, 1], 0)),
+            None => listen,
+        };
         let source = ReplicationSource::start(
             journal.clone(),
-            listen,
+            source_listen,
             tracker.clone(),
             term_source,
             Arc::new(move |caps: &[(String, u16)]| World::can_replay(&written, caps)),
@@ -161,7 +171,28 @@ impl ActiveHa {
             addr: listen,
             source,
         })?;
-        let replication_address = format!("{advertise_host}:{}", source.local_addr().port());
+        let relay = match tls {
+            Some(tls) => Some(
+                super::tls_relay::AcceptRelay::start(super::tls_relay::AcceptConfig {
+                    listen,
+                    inner: source.local_addr(),
+                    acceptor: crescent_tls::TlsAcceptor::from(tls.server.clone()),
+                    max_connections: net.replication_max_connections,
+                    handshake_timeout: net.replication_handshake_timeout(),
+                    metrics: metrics.clone(),
+                })
+                .map_err(|source| ServerError::Listen {
+                    addr: listen,
+                    source,
+                })?,
+            ),
+            None => None,
+        };
+        let port = match &relay {
+            Some(r) => r.local_addr().port(),
+            None => source.local_addr().port(),
+        };
+        let replication_address = format!("{advertise_host}:{port}");
         Ok(Arc::new(Self {
             node: node.to_string(),
             term,
@@ -169,6 +200,7 @@ impl ActiveHa {
             tracker,
             journal,
             source: Mutex::new(Some(source)),
+            tls_relay: Mutex::new(relay),
             replication_address,
             stepped_down: AtomicBool::new(false),
             peer_auth,
@@ -271,6 +303,7 @@ impl ActiveHa {
         self.term_cell.store(0, Ordering::Release);
         self.journal.fence(self.term + 1);
         self.tracker.close();
+        drop(self.tls_relay.lock().expect("relay mutex").take());
         if let Some(s) = self.source.lock().expect("source mutex").take() {
             s.stop();
         }

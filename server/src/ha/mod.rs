@@ -18,6 +18,7 @@ pub mod restart;
 pub mod rewind;
 pub mod standby;
 pub mod sync;
+mod tls_relay;
 
 use std::sync::Arc;
 
@@ -46,7 +47,12 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
         config.ha.etcd.clone(),
         config.ha.cluster.clone(),
         node.clone(),
-        config.ha.advertise.clone(),
+        // With [tls] the leader key carries the scheme, so clients and the standby following
+        // etcd reach this node with TLS (docs/security.md, "TLS").
+        match config.tls.enabled() {
+            true => format!("https://{}", config.ha.advertise),
+            false => config.ha.advertise.clone(),
+        },
     )
     .with_lease_ttl(config.ha.lease_ttl())
     .with_campaign_hold({
@@ -99,6 +105,13 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
             return Err(e.into());
         }
     };
+    let tls = match config.tls.load() {
+        Ok(tls) => tls,
+        Err(e) => {
+            resign(elector).await;
+            return Err(ServerError::Recovery(e.to_string()));
+        }
+    };
     let ha = active::ActiveHa::start(
         &node,
         term,
@@ -110,6 +123,7 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
             net: &config.net,
             metrics: &opened.metrics,
             auth: config.auth.enabled(),
+            tls: tls.as_ref(),
         },
     )?;
     let state = Node::start_on(

@@ -110,22 +110,58 @@ async fn not_leader(view: web::Data<Arc<StandbyView>>) -> HttpResponse {
 /// Resolves the active's replication address from its HTTP address (`GET /v1/ha/replication`).
 /// With `[auth]` on, the standby proves itself with a short-lived `peer` token signed by the key
 /// both nodes share.
-async fn replication_address(http: &str, token: Option<String>) -> Option<SocketAddr> {
+/// With `[tls]` the active is reached over HTTPS, verified with `tls.ca_file`; the answer says
+/// whether its replication listener speaks TLS too.
+async fn replication_address(
+    http: &str,
+    token: Option<String>,
+    tls: Option<&crate::config_tls::LoadedTls>,
+) -> Option<ReplicationPeer> {
     #[derive(serde::Deserialize)]
     struct Info {
         address: String,
+        #[serde(default)]
+        tls: bool,
     }
-    let url = format!("http://{http}/v1/ha/replication");
-    let client = reqwest::Client::builder()
-        .timeout(std::time::Duration::from_secs(2))
-        .build()
-        .ok()?;
+    let base = match (http.contains("://"), tls.is_some()) {
+        (true, _) => http.trim_end_matches('/').to_string(),
+        (false, true) => format!("https://{http}"),
+        (false, false) => format!("http://{http}"),
+    };
+    let mut client = reqwest::Client::builder().timeout(std::time::Duration::from_secs(2));
+    if let Some(config) = tls.and_then(|t| t.client.clone()) {
+        client = client.use_preconfigured_tls((*config).clone());
+    }
+    let client = client.build().ok()?;
+    let url = format!("{base}/v1/ha/replication");
     let mut req = client.get(&url);
     if let Some(token) = token {
         req = req.bearer_auth(token);
     }
-    let info: Info = req.send().await.ok()?.json().await.ok()?;
-    info.address.parse().ok()
+    let info: Info = match req.send().await {
+        Ok(resp) => resp.json().await.ok()?,
+        Err(e) => {
+            tracing::debug!(%url, error = %e, "cannot ask the active for its replication address");
+            return None;
+        }
+    };
+    let addr = info.address.parse().ok()?;
+    let host = reqwest::Url::parse(&base).ok()?.host_str()?.to_string();
+    Some(ReplicationPeer {
+        addr,
+        tls: info.tls,
+        host,
+    })
+}
+
+/// Where the active's replication listener is, and how to reach it.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct ReplicationPeer {
+    pub addr: SocketAddr,
+    /// The listener speaks TLS: connect through the local TLS relay (`super::tls_relay`).
+    pub tls: bool,
+    /// The host name the active's certificate must carry (its advertised host).
+    pub host: String,
 }
 
 /// How the standby phase ended.
@@ -166,7 +202,24 @@ pub async fn run(
         SnapshotMetrics::new(),
     )?;
 
-    let leader_repl: Arc<Mutex<Option<SocketAddr>>> = Arc::default();
+    let leader_repl: Arc<Mutex<Option<ReplicationPeer>>> = Arc::default();
+    let tls = config
+        .tls
+        .load()
+        .map_err(|e| ServerError::Recovery(e.to_string()))?;
+    // With [tls] the follower reaches a TLS listener through the local relay (tls_relay.rs).
+    let relay = match tls.as_ref().and_then(|t| t.client.clone()) {
+        Some(client) => Some(
+            super::tls_relay::DialRelay::start(
+                leader_repl.clone(),
+                crescent_tls::TlsConnector::from(client),
+                opened.metrics.clone(),
+            )
+            .map_err(|e| ServerError::Recovery(format!("replication TLS relay: {e}")))?,
+        ),
+        None => None,
+    };
+    let relay_addr = relay.as_ref().map(|r| r.local_addr());
     let view = Arc::new(StandbyView {
         node: node.to_string(),
         role: elector.subscribe(),
@@ -179,7 +232,18 @@ pub async fn run(
         let leader_repl = leader_repl.clone();
         Follower::start(
             journal.clone(),
-            Arc::new(move || *leader_repl.lock().expect("leader mutex")),
+            Arc::new(move || {
+                let peer = leader_repl.lock().expect("leader mutex").clone()?;
+                match (peer.tls, relay_addr) {
+                    (false, _) => Some(peer.addr),
+                    (true, Some(relay)) => Some(relay),
+                    (true, None) => {
+                        tracing::warn!(active = %peer.addr, "the active's replication listener \
+                            speaks TLS: set [tls] with ca_file on this node");
+                        None
+                    }
+                }
+            }),
             Arc::new(|_| {}),
             FollowerConfig {
                 node: node.to_string(),
@@ -215,8 +279,8 @@ pub async fn run(
     })
     .disable_signals();
     // The same `[net]` bounds as the active's listener, on one worker (docs/configuration.md).
-    let server = crate::http_bounds::bounded_http_server!(server, &config.net, 1)
-        .bind(config.listen)
+    let server = crate::http_bounds::bounded_http_server!(server, &config.net, 1);
+    let server = crate::http_bounds::bind_http!(server, config.listen, tls.as_ref(), &config.net)
         .map_err(|source| ServerError::Listen {
             addr: config.listen,
             source,
@@ -241,7 +305,7 @@ pub async fn run(
             Role::Leader { term } => break Ok(Outcome::Elected(term)),
             Role::Follower { leader } => {
                 let token = crate::auth::peer_token(&config.auth);
-                let addr = replication_address(&leader.address, token).await;
+                let addr = replication_address(&leader.address, token, tls.as_ref()).await;
                 *leader_repl.lock().expect("leader mutex") = addr;
             }
             _ => *leader_repl.lock().expect("leader mutex") = None,

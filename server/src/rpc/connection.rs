@@ -13,11 +13,12 @@ use crescent_wire::rpc::{
 use crescent_wire::{ApiError, ErrorCode};
 use std::time::Duration;
 
-use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use tracing::Instrument;
 
 use super::dispatch;
+use super::session::Session;
+use super::wire::{Plain, Tls, Wire};
 use crate::config_net::RpcLimits;
 use crate::node::NodeState;
 use crescent_transport::frame_input::{FrameInput, ReadFailure};
@@ -68,11 +69,15 @@ pub(super) async fn serve(
     stream: TcpStream,
     peer: SocketAddr,
     limits: RpcLimits,
+    tls: Option<crescent_tls::TlsAcceptor>,
 ) {
-    let span = tracing::debug_span!("rpc.connection", %peer);
+    let span = tracing::debug_span!("rpc.connection", %peer, tls = tls.is_some());
     let metrics = state.metrics.clone();
     metrics.rpc_connections.inc();
-    match run(&state, stream, peer, limits).instrument(span).await {
+    match run(&state, stream, peer, limits, tls)
+        .instrument(span)
+        .await
+    {
         Ok(()) => tracing::debug!(%peer, "RPC connection closed"),
         Err(ConnectionEnd::Protocol(e)) => {
             let reason = match e {
@@ -103,15 +108,18 @@ pub(super) async fn serve(
 }
 
 /// Answers a connection over `net.rpc_max_connections` with handshake status busy and closes
-/// it, without waiting for anything from the peer (docs/configuration.md, `[net]`).
-pub(super) fn refuse_busy(state: &NodeState, stream: TcpStream, peer: SocketAddr) {
+/// it, without waiting for anything from the peer (docs/configuration.md, `[net]`). A TLS
+/// listener just closes it (a status needs a session, which costs a handshake).
+pub(super) fn refuse_busy(state: &NodeState, stream: TcpStream, peer: SocketAddr, tls: bool) {
     state
         .metrics
         .connections_closed
         .with_label_values(&["rpc", "over_limit"])
         .inc();
     // A fresh socket's send buffer takes 8 bytes at once; if not, the peer only sees a close.
-    let _ = stream.try_write(&server_hello(RPC_VERSION, HANDSHAKE_BUSY));
+    if !tls {
+        let _ = stream.try_write(&server_hello(RPC_VERSION, HANDSHAKE_BUSY));
+    }
     tracing::debug!(%peer, "RPC connection refused: at net.rpc_max_connections");
 }
 
@@ -132,19 +140,47 @@ async fn run(
     mut stream: TcpStream,
     peer: SocketAddr,
     limits: RpcLimits,
+    tls: Option<crescent_tls::TlsAcceptor>,
 ) -> Result<(), ConnectionEnd> {
     stream.set_nodelay(true)?;
-    let mut session = super::handshake::accept(state, &mut stream, peer, &limits).await?;
+    let Some(tls) = tls else {
+        let session = super::handshake::accept(state, &mut stream, peer, &limits).await?;
+        let input = FrameInput::new(&stream)?;
+        return frames(state, Plain { stream, input }, session, limits).await;
+    };
+    let mut stream = match within(limits.handshake_timeout, "handshake", tls.accept(stream)).await {
+        Ok(s) => s,
+        Err(ConnectionEnd::Io(e)) => {
+            crate::tls_metrics::handshake_failed(&state.metrics, "rpc", &e, peer);
+            return Err(ConnectionEnd::Io(e));
+        }
+        Err(e) => {
+            let timeout = std::io::Error::new(std::io::ErrorKind::TimedOut, "TLS handshake");
+            crate::tls_metrics::handshake_failed(&state.metrics, "rpc", &timeout, peer);
+            return Err(e);
+        }
+    };
+    let session = super::handshake::accept(state, &mut stream, peer, &limits).await?;
+    let input = crescent_tls::frames::StreamFrames::default();
+    frames(state, Tls { stream, input }, session, limits).await
+}
+
+/// Serves frames until the peer closes or breaks the protocol.
+async fn frames<W: Wire>(
+    state: &NodeState,
+    mut input: W,
+    mut session: Option<Session>,
+    limits: RpcLimits,
+) -> Result<(), ConnectionEnd> {
     // Set once the credential expired or was revoked: the requests already buffered are
     // answered (refused), then the connection closes.
     let mut credential_ended = false;
 
     let spin = Duration::from_micros(state.store_settings.rpc_busy_poll_us);
-    let mut input = FrameInput::new(&stream)?;
     let mut out = Vec::with_capacity(READ_BUFFER);
     loop {
         if !out.is_empty() && (!input.has_buffered() || out.len() >= FLUSH_AT) {
-            stream.write_all(&out).await?;
+            input.write_all(&out).await?;
             out.clear();
             if out.capacity() > KEEP_BUFFER {
                 out = Vec::with_capacity(READ_BUFFER);
@@ -153,7 +189,7 @@ async fn run(
         if credential_ended && !input.has_buffered() {
             return Err(ConnectionEnd::Refused);
         }
-        let starts = input.next_frame_starts(&stream, spin);
+        let starts = input.next_frame_starts(spin);
         let started = match limits.idle_timeout {
             Some(idle) => within(idle, "idle", starts).await?,
             None => starts.await?,
@@ -161,10 +197,10 @@ async fn run(
         if !started {
             return Ok(()); // closed between frames
         }
-        let read = input.read_frame(&stream, limits.max_body, spin);
+        let read = input.read_frame(limits.max_body, spin);
         let header = match within(limits.frame_timeout, "frame", read).await {
             Err(ConnectionEnd::Protocol(e @ RpcError::FrameLength { .. })) => {
-                refuse_oversized(&mut stream, &input, &e).await;
+                refuse_oversized(&mut input, &e).await;
                 return Err(e.into());
             }
             other => other?,
@@ -203,13 +239,13 @@ async fn run(
 
 /// Before closing on a frame over the limit, answers it PAYLOAD_TOO_LARGE under its request id
 /// (the stream cannot be resynchronised: the body is never read).
-async fn refuse_oversized(stream: &mut TcpStream, input: &FrameInput, e: &RpcError) {
+async fn refuse_oversized<W: Wire>(input: &mut W, e: &RpcError) {
     let Some(request_id) = input.peek_request_id() else {
         return;
     };
     let error = ApiError::new(ErrorCode::PayloadTooLarge, e.to_string());
     let mut frame = Vec::new();
     if encode_response(&mut frame, RpcStatus::Error, request_id, &error).is_ok() {
-        let _ = tokio::time::timeout(Duration::from_secs(1), stream.write_all(&frame)).await;
+        let _ = tokio::time::timeout(Duration::from_secs(1), input.write_all(&frame)).await;
     }
 }

@@ -11,8 +11,7 @@ use crescent_wire::rpc::{
     HANDSHAKE_ERROR_REQUEST_ID, HANDSHAKE_LEN, HANDSHAKE_OK, HANDSHAKE_UNAUTHENTICATED,
     HANDSHAKE_UNSUPPORTED_VERSION, RPC_VERSION, RPC_VERSION_1,
 };
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use super::connection::{within, ConnectionEnd};
 use super::session::{Session, HANDSHAKE_CLASS};
@@ -21,17 +20,15 @@ use crate::node::NodeState;
 
 /// Runs the handshake: `Ok(None)` for an accepted connection of a node without `[auth]`,
 /// `Ok(Some(session))` for an accepted credential.
-pub(super) async fn accept(
+pub(super) async fn accept<S: AsyncRead + AsyncWrite + Unpin>(
     state: &NodeState,
-    stream: &mut TcpStream,
+    stream: &mut S,
     peer: SocketAddr,
     limits: &RpcLimits,
 ) -> Result<Option<Session>, ConnectionEnd> {
     let (version, token) = within(limits.handshake_timeout, "handshake", read(stream)).await?;
     if !state.auth.enabled() {
-        stream
-            .write_all(&server_hello(version, HANDSHAKE_OK))
-            .await?;
+        send(stream, &server_hello(version, HANDSHAKE_OK)).await?;
         return Ok(None);
     }
     if version == RPC_VERSION_1 {
@@ -41,17 +38,17 @@ pub(super) async fn accept(
             Some(peer.ip()),
             "RPC version 1 carries no credential",
         );
-        stream
-            .write_all(&server_hello(RPC_VERSION, HANDSHAKE_UNSUPPORTED_VERSION))
-            .await?;
+        send(
+            stream,
+            &server_hello(RPC_VERSION, HANDSHAKE_UNSUPPORTED_VERSION),
+        )
+        .await?;
         return Err(ConnectionEnd::Refused);
     }
     let token = (!token.is_empty()).then(|| String::from_utf8_lossy(&token));
     match Session::open(state, token.as_deref(), peer.ip()) {
         Ok(session) => {
-            stream
-                .write_all(&server_hello(version, HANDSHAKE_OK))
-                .await?;
+            send(stream, &server_hello(version, HANDSHAKE_OK)).await?;
             Ok(Some(session))
         }
         Err(error) => {
@@ -63,7 +60,7 @@ pub(super) async fn accept(
                 &error,
             )
             .expect("an ApiError always encodes");
-            stream.write_all(&answer).await?;
+            send(stream, &answer).await?;
             Err(ConnectionEnd::Refused)
         }
     }
@@ -71,15 +68,19 @@ pub(super) async fn accept(
 
 /// The client's version and token (empty: none); an unknown version is answered before the
 /// error returns.
-async fn read(stream: &mut TcpStream) -> Result<(u16, Vec<u8>), ConnectionEnd> {
+async fn read<S: AsyncRead + AsyncWrite + Unpin>(
+    stream: &mut S,
+) -> Result<(u16, Vec<u8>), ConnectionEnd> {
     let mut hello = [0u8; HANDSHAKE_LEN];
     stream.read_exact(&mut hello).await?;
     let asked = match check_client_hello(&hello) {
         Ok(asked) => asked,
         Err(e @ RpcError::UnsupportedVersion(_)) => {
-            stream
-                .write_all(&server_hello(RPC_VERSION, HANDSHAKE_UNSUPPORTED_VERSION))
-                .await?;
+            send(
+                stream,
+                &server_hello(RPC_VERSION, HANDSHAKE_UNSUPPORTED_VERSION),
+            )
+            .await?;
             return Err(e.into());
         }
         Err(e) => return Err(e.into()),
@@ -87,4 +88,11 @@ async fn read(stream: &mut TcpStream) -> Result<(u16, Vec<u8>), ConnectionEnd> {
     let mut token = vec![0u8; usize::from(asked.token_len)];
     stream.read_exact(&mut token).await?;
     Ok((asked.version, token))
+}
+
+/// Writes `bytes` and flushes them (a TLS stream holds written records until flushed; a TCP
+/// stream's flush does nothing).
+async fn send<S: AsyncWrite + Unpin>(stream: &mut S, bytes: &[u8]) -> std::io::Result<()> {
+    stream.write_all(bytes).await?;
+    stream.flush().await
 }

@@ -16,6 +16,7 @@ mod dispatch;
 mod handshake;
 mod scoped;
 mod session;
+mod wire;
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -91,11 +92,16 @@ fn spawn_thread(index: usize) -> std::io::Result<(Handle, oneshot::Sender<()>)> 
 
 impl RpcServer {
     /// Binds `addr` and starts serving within `limits` (frame size, connections, timeouts).
+    /// With `[tls]` (`state.tls`) the listener speaks TLS only (docs/security.md, "TLS").
     pub fn start(
         state: Arc<NodeState>,
         addr: SocketAddr,
         limits: RpcLimits,
     ) -> Result<RpcServer, ServerError> {
+        let tls = state
+            .tls
+            .as_ref()
+            .map(|t| crescent_tls::TlsAcceptor::from(t.server.clone()));
         let listen_err = |source| ServerError::Listen { addr, source };
         let threads = std::thread::available_parallelism()
             .map(|n| n.get())
@@ -117,8 +123,8 @@ impl RpcServer {
         };
         handles[0]
             .clone()
-            .spawn(accept_loop(listener, handles, state, limits));
-        tracing::info!(rpc_listen = %local_addr, threads, "RPC fast path listening");
+            .spawn(accept_loop(listener, handles, state, limits, tls.clone()));
+        tracing::info!(rpc_listen = %local_addr, threads, tls = tls.is_some(), "RPC fast path listening");
         Ok(RpcServer { local_addr, stops })
     }
 
@@ -156,6 +162,7 @@ async fn accept_loop(
     threads: Vec<Handle>,
     state: Arc<NodeState>,
     limits: RpcLimits,
+    tls: Option<crescent_tls::TlsAcceptor>,
 ) {
     let open = Arc::new(AtomicUsize::new(0));
     let mut next = 0usize;
@@ -165,7 +172,7 @@ async fn accept_loop(
             Ok((stream, peer)) => {
                 backoff = ACCEPT_BACKOFF_MIN;
                 let Some(slot) = take_slot(&open, limits.max_connections) else {
-                    connection::refuse_busy(&state, stream, peer);
+                    connection::refuse_busy(&state, stream, peer, tls.is_some());
                     continue;
                 };
                 // Re-register the socket with the reactor of the thread that will serve it.
@@ -177,10 +184,11 @@ async fn accept_loop(
                     }
                 };
                 let state = state.clone();
+                let tls = tls.clone();
                 threads[next % threads.len()].spawn(async move {
                     let _slot = slot;
                     match TcpStream::from_std(std_stream) {
-                        Ok(stream) => connection::serve(state, stream, peer, limits).await,
+                        Ok(stream) => connection::serve(state, stream, peer, limits, tls).await,
                         Err(e) => tracing::warn!(%peer, error = %e, "RPC connection dropped"),
                     }
                 });
