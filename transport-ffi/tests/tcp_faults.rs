@@ -240,3 +240,55 @@ async fn an_owner_restarted_on_the_same_port_is_reached_again() {
     buf_mem.read_at(0, &mut sent).await.unwrap();
     assert_eq!(back, sent);
 }
+
+/// A version-1 listener (an owner of an older build) refuses the version-2 HELLO; the client
+/// handshakes again in version 1 and goes on (without grants, which such a listener never
+/// checks).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_version_1_listener_is_reached_in_version_1() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let endpoint = listener.local_addr().unwrap().to_string();
+    let server = tokio::spawn(async move {
+        let mut offered = Vec::new();
+        for _ in 0..2 {
+            let (mut s, _) = listener.accept().await.unwrap();
+            let mut hello = [0u8; protocol::HELLO_LEN];
+            s.read_exact(&mut hello).await.unwrap();
+            let version = u16::from_le_bytes([hello[4], hello[5]]);
+            offered.push(version);
+            if version != 1 {
+                let refusal = protocol::encode_hello_ack(1, protocol::HELLO_VERSION_UNSUPPORTED, 1);
+                s.write_all(&refusal).await.unwrap();
+                continue;
+            }
+            s.write_all(&protocol::encode_hello_ack(1, protocol::HELLO_ACCEPTED, 1))
+                .await
+                .unwrap();
+            let mut head = [0u8; protocol::REQUEST_HEADER_LEN];
+            s.read_exact(&mut head).await.unwrap();
+            let open = RequestHeader::decode(&head, 1 << 30).unwrap();
+            let mut name = vec![0u8; open.length as usize];
+            s.read_exact(&mut name).await.unwrap();
+            let answer = protocol::ResponseHeader {
+                request_id: open.request_id,
+                status: protocol::Status::NotFound as u16,
+                handle: 0,
+                payload_len: 0,
+            };
+            s.write_all(&answer.encode()).await.unwrap();
+            let _ = s.read(&mut [0u8; 1]).await;
+        }
+        offered
+    });
+    let c = client().await;
+    let (local, _m) = buffer(&c, vec![0u8; 16]);
+    let remote = RemoteSegment::new(endpoint.as_str(), "seg");
+    let done = c
+        .submit(&[desc(TransferOp::Read, &remote, 0, local, 0, 16)])
+        .await
+        .unwrap();
+    let e = done.into_result().unwrap_err();
+    assert!(matches!(e, TransportError::SegmentNotFound { .. }), "{e}");
+    drop(c);
+    assert_eq!(server.await.unwrap(), vec![protocol::VERSION, 1]);
+}

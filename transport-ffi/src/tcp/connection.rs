@@ -14,8 +14,8 @@ use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 
 use super::protocol::{
-    decode_hello_ack, encode_hello, Op, RequestHeader, ResponseHeader, Status, HELLO_ACK_LEN,
-    MAX_NOTIFY_LEN, RESPONSE_HEADER_LEN,
+    decode_hello_ack_for, encode_hello_version, Op, RequestHeader, ResponseHeader, Status,
+    HELLO_ACK_LEN, MAX_NOTIFY_LEN, MIN_VERSION, RESPONSE_HEADER_LEN, VERSION,
 };
 use crate::error::{Result, TransportError};
 use crate::grant::Grant;
@@ -30,6 +30,8 @@ pub(crate) struct Connection {
     writer: BufWriter<OwnedWriteHalf>,
     /// The listener's epoch: segment handles are only valid within it.
     pub(crate) epoch: u64,
+    /// The protocol version agreed: grants are sent only from version 2 on.
+    version: u16,
     next_request_id: u64,
 }
 
@@ -55,34 +57,16 @@ pub(crate) enum Opened {
 }
 
 impl Connection {
-    /// Connects and handshakes within `timeout`.
+    /// Connects and handshakes within `timeout`, in this build's version, or in version 1 when
+    /// the listener is older (it then gets no grants, which it would not check anyway).
     pub(crate) async fn connect(endpoint: &str, timeout: Duration) -> Result<Self> {
         let attempt = async {
-            let stream = TcpStream::connect(endpoint)
-                .await
-                .map_err(|e| TransportError::unavailable(endpoint, format!("connect: {e}")))?;
-            stream
-                .set_nodelay(true)
-                .map_err(|e| TransportError::unavailable(endpoint, format!("nodelay: {e}")))?;
-            let (read_half, write_half) = stream.into_split();
-            let mut conn = Connection {
-                reader: BufReader::with_capacity(IO_BUFFER, read_half),
-                writer: BufWriter::with_capacity(IO_BUFFER, write_half),
-                epoch: 0,
-                next_request_id: 1,
-            };
-            let broken = |e: std::io::Error| {
-                TransportError::unavailable(endpoint, format!("handshake: {e}"))
-            };
-            conn.writer
-                .write_all(&encode_hello())
-                .await
-                .map_err(broken)?;
-            conn.writer.flush().await.map_err(broken)?;
-            let mut ack = [0u8; HELLO_ACK_LEN];
-            conn.reader.read_exact(&mut ack).await.map_err(broken)?;
-            conn.epoch = decode_hello_ack(endpoint, &ack)?;
-            Ok(conn)
+            match Self::handshake(endpoint, VERSION).await {
+                Err(TransportError::UnsupportedVersion { theirs, .. }) if theirs == MIN_VERSION => {
+                    Self::handshake(endpoint, MIN_VERSION).await
+                }
+                other => other,
+            }
         };
         let span = tracing::info_span!("transport.connect", endpoint);
         tokio::time::timeout(timeout, tracing::Instrument::instrument(attempt, span))
@@ -91,6 +75,34 @@ impl Connection {
                 what: format!("connect to {endpoint}"),
                 after: timeout,
             })?
+    }
+
+    async fn handshake(endpoint: &str, version: u16) -> Result<Self> {
+        let stream = TcpStream::connect(endpoint)
+            .await
+            .map_err(|e| TransportError::unavailable(endpoint, format!("connect: {e}")))?;
+        stream
+            .set_nodelay(true)
+            .map_err(|e| TransportError::unavailable(endpoint, format!("nodelay: {e}")))?;
+        let (read_half, write_half) = stream.into_split();
+        let mut conn = Connection {
+            reader: BufReader::with_capacity(IO_BUFFER, read_half),
+            writer: BufWriter::with_capacity(IO_BUFFER, write_half),
+            epoch: 0,
+            version,
+            next_request_id: 1,
+        };
+        let broken =
+            |e: std::io::Error| TransportError::unavailable(endpoint, format!("handshake: {e}"));
+        conn.writer
+            .write_all(&encode_hello_version(version))
+            .await
+            .map_err(broken)?;
+        conn.writer.flush().await.map_err(broken)?;
+        let mut ack = [0u8; HELLO_ACK_LEN];
+        conn.reader.read_exact(&mut ack).await.map_err(broken)?;
+        conn.epoch = decode_hello_ack_for(endpoint, version, &ack)?;
+        Ok(conn)
     }
 
     fn take_ids(&mut self, n: usize) -> u64 {
@@ -193,6 +205,7 @@ impl Connection {
         statuses: &mut [Option<Result<()>>],
     ) -> Result<()> {
         let base = self.take_ids(transfers.len());
+        let send_grants = self.version >= 2;
         let Connection { reader, writer, .. } = self;
         let send = async {
             let broken = |e: std::io::Error| TransportError::unavailable(endpoint, e.to_string());
@@ -202,14 +215,14 @@ impl Connection {
                         TransferOp::Read => Op::Read,
                         TransferOp::Write => Op::Write,
                     },
-                    grant: t.grant.is_some(),
+                    grant: send_grants && t.grant.is_some(),
                     handle: t.handle,
                     request_id: base + i as u64,
                     offset: t.remote_offset,
                     length: t.length,
                 };
                 writer.write_all(&header.encode()).await.map_err(broken)?;
-                if let Some(grant) = t.grant {
+                if let Some(grant) = t.grant.filter(|_| send_grants) {
                     writer.write_all(&grant.encode()).await.map_err(broken)?;
                 }
                 if t.op == TransferOp::Write {

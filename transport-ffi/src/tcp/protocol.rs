@@ -144,9 +144,15 @@ impl Status {
 }
 
 pub fn encode_hello() -> [u8; HELLO_LEN] {
+    encode_hello_version(VERSION)
+}
+
+/// A HELLO offering `version` (a client retries with [`MIN_VERSION`] when an older listener
+/// refuses [`VERSION`]).
+pub fn encode_hello_version(version: u16) -> [u8; HELLO_LEN] {
     let mut b = [0u8; HELLO_LEN];
     b[0..4].copy_from_slice(&MAGIC);
-    b[4..6].copy_from_slice(&VERSION.to_le_bytes());
+    b[4..6].copy_from_slice(&version.to_le_bytes());
     b
 }
 
@@ -180,6 +186,15 @@ pub fn encode_hello_ack(version: u16, status: u16, epoch: u64) -> [u8; HELLO_ACK
 
 /// Decodes a HELLO_ACK into the listener epoch, or the reason the handshake failed.
 pub fn decode_hello_ack(endpoint: &str, b: &[u8; HELLO_ACK_LEN]) -> Result<u64, TransportError> {
+    decode_hello_ack_for(endpoint, VERSION, b)
+}
+
+/// [`decode_hello_ack`] for a HELLO that offered `offered`.
+pub fn decode_hello_ack_for(
+    endpoint: &str,
+    offered: u16,
+    b: &[u8; HELLO_ACK_LEN],
+) -> Result<u64, TransportError> {
     if b[0..4] != MAGIC {
         return Err(TransportError::Protocol {
             endpoint: endpoint.to_owned(),
@@ -194,11 +209,11 @@ pub fn decode_hello_ack(endpoint: &str, b: &[u8; HELLO_ACK_LEN]) -> Result<u64, 
             reason: "the transfer listener is at its connection limit; retry later".into(),
         });
     }
-    if version != VERSION || status != HELLO_ACCEPTED {
+    if version != offered || status != HELLO_ACCEPTED {
         return Err(TransportError::UnsupportedVersion {
             endpoint: endpoint.to_owned(),
             theirs: version,
-            ours: VERSION,
+            ours: offered,
         });
     }
     Ok(u64::from_le_bytes(b[8..16].try_into().expect("8 bytes")))
