@@ -31,6 +31,7 @@ mod lease;
 pub mod metrics;
 pub mod options;
 pub mod owner;
+mod owner_notice;
 pub mod owner_staging;
 pub mod ownership;
 pub mod rebuild;

@@ -91,7 +91,7 @@ async fn replica_writes_and_reads_move_the_exact_bytes() {
     // its own ownership table); our own replica (s2) is left for after put_end.
     let owner_table = Arc::new(OwnershipTable::new(IntGauge::new("o", "o").unwrap()));
     owner_table.serve_segment("s1", 1 << 20);
-    served.set_notify_handler(Some(crate::owner::notice_handler(
+    served.set_notify_handler(Some(crate::owner_notice::notice_handler(
         "o",
         owner_table.clone(),
         std::sync::Weak::new(),

@@ -4,10 +4,11 @@ mod client;
 mod connection;
 mod pool;
 pub mod protocol;
+mod segment_table;
 mod server;
 
 pub use client::TcpTransport;
-pub use server::NotifyHandler;
+pub use segment_table::NotifyHandler;
 
 use serde::{Deserialize, Serialize};
 
