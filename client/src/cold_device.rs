@@ -323,8 +323,15 @@ async fn perform(
                 object,
                 length,
                 checksum,
+                replicas,
             } => {
-                let written = write(client, io, &op_id, object, length, checksum).await;
+                let source = HotBytes {
+                    object,
+                    length,
+                    checksum,
+                    replicas,
+                };
+                let written = write(client, io, &op_id, source).await;
                 if written.is_ok() {
                     OwnerKillPoint::fire_at(kill_at, OwnerKillPoint::AfterWrite);
                 }
@@ -352,28 +359,44 @@ async fn perform(
     result.unwrap_or_else(|e| OwnerIoOutcome::Failed(error_to_wire(&e)))
 }
 
+/// What an offload writes: the object, as the route recorded it, and where its hot bytes are.
+struct HotBytes {
+    object: crescent_wire::store::ObjectId,
+    length: u64,
+    checksum: u32,
+    /// With read grants; empty from an older crescentd (read with a get then).
+    replicas: Vec<crescent_wire::store::ReplicaDesc>,
+}
+
 async fn write(
     client: &CrescentClient,
     io: &Arc<LocalDirDevice>,
     op_id: &str,
-    object: crescent_wire::store::ObjectId,
-    length: u64,
-    checksum: u32,
+    source: HotBytes,
 ) -> Result<OwnerIoOutcome, ColdError> {
+    let HotBytes {
+        object,
+        length,
+        checksum,
+        replicas,
+    } = source;
     let op = uuid::Uuid::parse_str(op_id)
         .map(ColdOpId::new)
         .map_err(|e| ColdError::InvalidArgument {
             field: "op_id",
             reason: e.to_string(),
         })?;
-    let payload = client
-        .get_object(object.clone())
-        .await
-        .map_err(|e| ColdError::Io {
-            path: object.key.clone(),
-            kind: std::io::ErrorKind::Other,
-            message: format!("reading the hot replica: {e}"),
-        })?;
+    // Over the data plane with crescentd's read grants when it named the replicas: an owner
+    // token may not get objects under `[auth]` (docs/security.md, "The data plane").
+    let read = match replicas.is_empty() {
+        true => client.get_object(object.clone()).await,
+        false => client.read_replicas(&object.key, &replicas, length).await,
+    };
+    let payload = read.map_err(|e| ColdError::Io {
+        path: object.key.clone(),
+        kind: std::io::ErrorKind::Other,
+        message: format!("reading the hot replica: {e}"),
+    })?;
     if payload.len() as u64 != length || payload_checksum(&payload) != checksum {
         return Err(ColdError::Conflict {
             what: "object",

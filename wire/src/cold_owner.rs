@@ -7,7 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::store::ObjectId;
+use crate::store::{ObjectId, ReplicaDesc};
 
 pub const OWNER_DEVICE_WIRE_VERSION: u32 = 1;
 
@@ -100,6 +100,12 @@ pub enum OwnerIoWork {
         object: ObjectId,
         length: u64,
         checksum: u32,
+        /// The object's hot replicas, each with its read grant (docs/security.md, "The data
+        /// plane"): the owner reads one of them over the data plane. Empty from servers that
+        /// predate it; the owner then reads the object with a get (which an `owner` token
+        /// may not call under `[auth]`).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        replicas: Vec<ReplicaDesc>,
     },
     /// Read and verify the payload at `locator`.
     Read {
@@ -221,6 +227,7 @@ mod tests {
                         },
                         length: 3,
                         checksum: 9,
+                        replicas: Vec::new(),
                     },
                 },
                 OwnerIoItem {

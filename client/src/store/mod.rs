@@ -439,6 +439,36 @@ impl CrescentClient {
         Err(last)
     }
 
+    /// The `size` bytes of one of `replicas` (local first; the first that reads), unchecked:
+    /// for a caller that verifies them itself (an owner's cold device writing an offload).
+    pub(crate) async fn read_replicas(
+        &self,
+        key: &str,
+        replicas: &[ReplicaDesc],
+        size: u64,
+    ) -> Result<Vec<u8>, ClientError> {
+        let transport = self.data.transport().await?;
+        let staging = self.data.staging.take(transport, size as usize)?;
+        let local = self.data.local();
+        let mut last = no_replica(key);
+        for replica in read_order(replicas, local.as_ref()) {
+            let read = read_replica(
+                transport.as_ref(),
+                replica,
+                local.as_ref(),
+                staging.buffer(),
+                0,
+                size,
+            )
+            .await;
+            match read {
+                Ok(()) => return Ok(staging.buffer().memory.read_to_vec(0, size).await?),
+                Err(e) => last = e,
+            }
+        }
+        Err(last)
+    }
+
     /// [`Self::read_object`] into a fresh buffer registered for this read only: the bytes
     /// arrive in the value returned, checked there (no staging buffer, no copy out of it).
     async fn read_object_direct(

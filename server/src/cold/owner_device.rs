@@ -11,10 +11,14 @@ use std::sync::Arc;
 use crescent_cold::device::{DeviceHealth, DeviceKind};
 use crescent_cold::driver::DeviceLedger;
 use crescent_cold::{ColdDeviceCommand, ColdError};
+use crescent_transport::TransferOp;
 use crescent_wire::cold_owner::{
     OwnerDevicePollReply, OwnerDevicePollRequest, RegisterOwnerDeviceReply,
     RegisterOwnerDeviceRequest, OWNER_DEVICE_WIRE_VERSION,
 };
+
+use crescent_wire::segments::TransportKind;
+use crescent_wire::store::ReplicaDesc;
 
 use super::devices::TierDevice;
 use super::ledger::{from_runtime, ActorLedger};
@@ -126,6 +130,11 @@ impl ColdTier {
             Err(_) => self.add_owner_device(req, configure, assign)?,
         };
         let io = device.owner_io.clone().expect("an owner device");
+        let node = Arc::downgrade(state);
+        io.read_sources.set(move |route| {
+            node.upgrade()
+                .map_or_else(Vec::new, |n| hot_sources(&n, route))
+        });
         io.connect(req.incarnation);
         io.staging().set(&req.endpoint, req.staging.as_ref());
         self.observe_devices();
@@ -222,4 +231,19 @@ fn settle_registered_device(state: &NodeState, device: &TierDevice) {
         }
         mark_evictable(state, ledger);
     });
+}
+
+/// `route`'s hot replicas as an owner reads them for an offload: reachable over TCP, each
+/// with a read grant when crescentd runs with `[auth]`.
+fn hot_sources(state: &NodeState, route: &crescent_cold::route::ObjectRoute) -> Vec<ReplicaDesc> {
+    let mut out: Vec<ReplicaDesc> = route
+        .replicas
+        .iter()
+        .filter_map(|r| state.directory.describe_hot_replica(r, route.length))
+        .filter(|d| d.transport == TransportKind::Tcp && d.endpoint.is_some())
+        .collect();
+    if let Some(grants) = state.auth.grants() {
+        grants.grant_replicas(&mut out, TransferOp::Read, state.now_ms(), [0; 16]);
+    }
+    out
 }

@@ -21,6 +21,7 @@ use crescent_cold::route::ObjectRoute;
 use crescent_cold::{ColdError, ColdOpId, PayloadFingerprint};
 use crescent_store::parse_cold_object_key;
 use crescent_wire::cold_owner::{OwnerIoError, OwnerIoItem, OwnerIoOutcome, OwnerIoWork};
+use crescent_wire::store::ReplicaDesc;
 
 /// How long a poll waits for work before answering empty.
 pub const POLL_WAIT: Duration = Duration::from_millis(2_000);
@@ -108,6 +109,36 @@ pub struct OwnerDeviceIo {
     missed_work: AtomicBool,
     /// The owner's staging region, if it registered one (`super::owner_staged`).
     pub(super) staging: super::owner_staged::OwnerStagingLink,
+    /// Where an offload's owner reads the hot bytes, with read grants.
+    pub(super) read_sources: ReadSources,
+}
+
+/// Describes an offload's hot replicas for the owner that writes it to its device: each
+/// with its endpoint and read grant, so the owner reads over the data plane (an `owner`
+/// token may not get objects). Set when the owner registers; unset, the owner reads with a
+/// get (open mode needs nothing more).
+#[derive(Default)]
+pub struct ReadSources(
+    std::sync::OnceLock<Box<dyn Fn(&ObjectRoute) -> Vec<ReplicaDesc> + Send + Sync>>,
+);
+
+impl std::fmt::Debug for ReadSources {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("ReadSources")
+            .field(&self.0.get().is_some())
+            .finish()
+    }
+}
+
+impl ReadSources {
+    /// Installs the describer (the first one stays: it reads the node, which never changes).
+    pub fn set(&self, describe: impl Fn(&ObjectRoute) -> Vec<ReplicaDesc> + Send + Sync + 'static) {
+        let _ = self.0.set(Box::new(describe));
+    }
+
+    fn describe(&self, route: &ObjectRoute) -> Vec<ReplicaDesc> {
+        self.0.get().map(|d| d(route)).unwrap_or_default()
+    }
 }
 
 fn not_connected(device_id: &str, owner_id: &str, why: &str) -> ColdError {
@@ -127,6 +158,7 @@ impl OwnerDeviceIo {
             counter,
             missed_work: AtomicBool::new(false),
             staging: Default::default(),
+            read_sources: Default::default(),
         }
     }
 
@@ -390,6 +422,7 @@ impl ColdIo for OwnerDeviceIo {
             object,
             length: route.length,
             checksum: route.checksum,
+            replicas: self.read_sources.describe(route),
         };
         match self.call(work)? {
             OwnerIoOutcome::Written {
