@@ -5,6 +5,9 @@
 #   bench/ab.sh DIR_A DIR_B [ROUNDS] [N] [VALUE_BYTES]   two builds (crescentd + crescent each)
 #   bench/ab.sh --auth DIR [ROUNDS] [N] [VALUE_BYTES]    one build, A open, B with [auth] on
 #                                                        (client token, owner token for its segment)
+#
+# AB_B_SERVER_ARGS and AB_B_CLIENT_ARGS add arguments to B's crescentd and `crescent` (e.g. a
+# [tls] config and --ca-file, for what TLS costs; docs/performance.md).
 set -euo pipefail
 auth=0
 if [ "${1:-}" = --auth ]; then auth=1; shift; A=$1; B=$1; shift; else A=$1; B=$2; shift 2; fi
@@ -12,12 +15,14 @@ ROUNDS=${1:-4}; N=${2:-20000}; SIZE=${3:-4096}
 port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 wa=$(mktemp -d /tmp/crescent-ab.XXXXXX); wb=$(mktemp -d /tmp/crescent-ab.XXXXXX)
 pa=$(port); pb=$(port)
-b_server=(); b_client=(); b_bench=()
+read -r -a b_server <<<"${AB_B_SERVER_ARGS:-}"
+read -r -a b_client <<<"${AB_B_CLIENT_ARGS:-}"
+b_bench=()
 if [ "$auth" = 1 ]; then
   head -c 32 /dev/urandom >"$wb/auth.key" && chmod 600 "$wb/auth.key"
-  b_server=(--auth-secret-file "$wb/auth.key")
+  b_server+=(--auth-secret-file "$wb/auth.key")
   issue() { "$B/crescent" token issue --secret-file "$wb/auth.key" "$@"; }
-  b_client=(--token "$(issue --role client --tenant bench)")
+  b_client+=(--token "$(issue --role client --tenant bench)")
   b_bench=(--owner-token "$(issue --role owner --owner bench-owner)" --owner-id bench-owner)
 fi
 "$A/crescentd" --data-dir "$wa/data" --listen "127.0.0.1:$pa" --log warn >"$wa/log" 2>&1 &
@@ -27,7 +32,11 @@ sa=$!
 sb=$!
 trap 'kill $sa $sb 2>/dev/null; wait 2>/dev/null; rm -rf "$wa" "$wb"' EXIT
 for p in $pa $pb; do
-  for _ in $(seq 100); do curl -sf "127.0.0.1:$p/healthz" >/dev/null 2>&1 && break; sleep 0.1; done
+  for _ in $(seq 100); do
+    { curl -sf "127.0.0.1:$p/healthz" || curl -sfk "https://127.0.0.1:$p/healthz"; } >/dev/null 2>&1 \
+      && break
+    sleep 0.1
+  done
 done
 out=$(mktemp)
 for _ in $(seq "$ROUNDS"); do
