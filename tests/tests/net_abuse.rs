@@ -16,9 +16,9 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
-use crescent_client::CrescentClient;
+use crescent_tests::auth::DEFAULT_TENANT;
 use crescent_tests::binaries::ensure_workspace_binary;
-use crescent_tests::crescentd::{CrescentdProcess, Outcome, SegmentsClient};
+use crescent_tests::crescentd::{CrescentdProcess, Outcome};
 use crescent_tests::process::resident_bytes;
 use crescent_tests::store_e2e::start_crescentd;
 
@@ -51,14 +51,23 @@ fn read_until_close(s: &mut TcpStream, limit: Duration) -> (Vec<u8>, bool) {
     (got, false)
 }
 
-fn rpc_hello() -> [u8; 8] {
-    crescent_wire::rpc::client_hello()
+/// A version 2 handshake with `token`: the abuse comes from a client holding a valid
+/// credential, past the authentication an anonymous one is refused at.
+fn rpc_hello(token: Option<&str>) -> Vec<u8> {
+    let mut out = Vec::new();
+    crescent_wire::rpc::client_hello_v2(token, &mut out).unwrap();
+    out
+}
+
+/// `Authorization` header line of a raw HTTP request (none in open mode).
+fn auth_line(token: Option<&str>) -> String {
+    token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"))
 }
 
 /// Handshakes, then sends a header claiming a body just under 16 MiB and 10 bytes of it.
-fn lying_frame(rpc: SocketAddr) -> TcpStream {
+fn lying_frame(rpc: SocketAddr, token: Option<&str>) -> TcpStream {
     let mut s = connect(rpc);
-    s.write_all(&rpc_hello()).unwrap();
+    s.write_all(&rpc_hello(token)).unwrap();
     let mut answer = [0u8; 8];
     s.read_exact(&mut answer).unwrap();
     let mut frame = Vec::new();
@@ -81,18 +90,23 @@ fn status_of(response: &[u8]) -> u16 {
     text.get(9..12).and_then(|s| s.parse().ok()).unwrap_or(0)
 }
 
-async fn json_get(base: &str, path: &str) -> serde_json::Value {
-    reqwest::Client::builder()
+/// `GET base+path` as an operator (the admin token), as JSON.
+async fn json_get(node: &CrescentdProcess, path: &str) -> serde_json::Value {
+    let req = reqwest::Client::builder()
         .no_proxy()
         .build()
         .unwrap()
-        .get(format!("{base}{path}"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap()
+        .get(format!("{}{path}", node.base_url()));
+    match node.admin_token() {
+        Some(t) => req.bearer_auth(t),
+        None => req,
+    }
+    .send()
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap()
 }
 
 fn key_of(i: usize) -> String {
@@ -113,14 +127,13 @@ async fn abuse_while_clients_put_and_get() {
          http_body_timeout_ms = 1500\nhttp_head_timeout_ms = 1500\n\
          rpc_max_connections = 128\n",
     );
-    let base = crescentd.base_url();
     let pid = crescentd.guard.pid();
-    let rpc: SocketAddr = json_get(&base, "/v1/rpc").await["address"]
+    let rpc: SocketAddr = json_get(&crescentd, "/v1/rpc").await["address"]
         .as_str()
         .unwrap()
         .parse()
         .unwrap();
-    let segments = json_get(&base, "/v1/segments").await;
+    let segments = json_get(&crescentd, "/v1/segments").await;
     let transfer: SocketAddr = segments
         .to_string()
         .split("\"endpoint\":\"")
@@ -132,15 +145,18 @@ async fn abuse_while_clients_put_and_get() {
         .parse()
         .unwrap();
     let http = crescentd.addr;
-    let client = CrescentClient::new(&http.to_string()).unwrap();
+    let token = crescentd.client_token(DEFAULT_TENANT);
+    let client = crescentd.client().await;
     client.put(&key_of(0), &value(0)).await.unwrap();
     let rss_before = resident_bytes(pid);
 
     // The abuse, on plain threads beside the well-behaved client.
+    let abuse_token = token.clone();
     let abuse = std::thread::spawn(move || {
+        let token = abuse_token.as_deref();
         let mut held = Vec::new();
         for _ in 0..LIARS {
-            held.push(lying_frame(rpc));
+            held.push(lying_frame(rpc, token));
         }
         // Partial handshake, idle floods, garbage on every port.
         let mut partial = connect(rpc);
@@ -156,11 +172,12 @@ async fn abuse_while_clients_put_and_get() {
             held.push(g);
         }
         // A slow body: Content-Length 100, 10 bytes, silence.
-        let mut slow = http_raw(
-            http,
-            b"POST /v1/objects/get HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
-              Content-Length: 100\r\n\r\n{\"id\":{\"k",
+        let request = format!(
+            "POST /v1/objects/get HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
+             {}Content-Length: 100\r\n\r\n{{\"id\":{{\"k",
+            auth_line(token)
         );
+        let mut slow = http_raw(http, request.as_bytes());
         let started = Instant::now();
         let (answer, closed) = read_until_close(&mut slow, Duration::from_secs(8));
         let slow = (
@@ -215,7 +232,7 @@ async fn abuse_while_clients_put_and_get() {
         liar_closed,
         "a lying RPC frame was not dropped at the frame timeout"
     );
-    check_oversized_answers(http, rpc);
+    check_oversized_answers(http, rpc, token.as_deref());
     for &i in &acked {
         assert_eq!(client.get(&key_of(i)).await.unwrap(), value(i), "{i}");
     }
@@ -224,12 +241,13 @@ async fn abuse_while_clients_put_and_get() {
 
 /// 413 PAYLOAD_TOO_LARGE for a declared 2 GB body, the batch count refused from the msgpack
 /// header, and PAYLOAD_TOO_LARGE under its request id for an RPC frame over the limit.
-fn check_oversized_answers(http: SocketAddr, rpc: SocketAddr) {
-    let mut huge = http_raw(
-        http,
-        b"POST /v1/objects/get HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
-          Content-Length: 2000000000\r\n\r\n{}",
+fn check_oversized_answers(http: SocketAddr, rpc: SocketAddr, token: Option<&str>) {
+    let request = format!(
+        "POST /v1/objects/get HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
+         {}Content-Length: 2000000000\r\n\r\n{{}}",
+        auth_line(token)
     );
+    let mut huge = http_raw(http, request.as_bytes());
     let (answer, _) = read_until_close(&mut huge, Duration::from_secs(3));
     let answer = String::from_utf8_lossy(&answer);
     assert_eq!(status_of(answer.as_bytes()), 413, "{answer}");
@@ -247,7 +265,8 @@ fn check_oversized_answers(http: SocketAddr, rpc: SocketAddr) {
     }
     let mut request = format!(
         "POST /v1/objects/batch/get HTTP/1.1\r\nHost: x\r\nContent-Type: application/msgpack\r\n\
-         Accept: application/json\r\nConnection: close\r\nContent-Length: {}\r\n\r\n",
+         Accept: application/json\r\nConnection: close\r\n{}Content-Length: {}\r\n\r\n",
+        auth_line(token),
         body.len()
     )
     .into_bytes();
@@ -259,7 +278,7 @@ fn check_oversized_answers(http: SocketAddr, rpc: SocketAddr) {
     assert!(answer.contains("1000000 items"), "{answer}");
 
     let mut s = connect(rpc);
-    s.write_all(&rpc_hello()).unwrap();
+    s.write_all(&rpc_hello(token)).unwrap();
     let mut hello = [0u8; 8];
     s.read_exact(&mut hello).unwrap();
     let mut frame = Vec::new();
@@ -287,10 +306,11 @@ fn check_oversized_answers(http: SocketAddr, rpc: SocketAddr) {
 async fn rpc_connections_over_the_limit_are_answered_busy() {
     let tmp = tempfile::tempdir().unwrap();
     let crescentd = start_crescentd(tmp.path(), "[net]\nrpc_max_connections = 4\n");
-    let info = json_get(&crescentd.base_url(), "/v1/rpc").await;
+    let info = json_get(&crescentd, "/v1/rpc").await;
     let rpc: SocketAddr = info["address"].as_str().unwrap().parse().unwrap();
+    let token = crescentd.client_token(DEFAULT_TENANT);
     let handshake = |s: &mut TcpStream| {
-        s.write_all(&rpc_hello()).unwrap();
+        s.write_all(&rpc_hello(token.as_deref())).unwrap();
         let mut answer = [0u8; 8];
         s.read_exact(&mut answer).unwrap();
         u16::from_le_bytes([answer[6], answer[7]])
@@ -343,12 +363,12 @@ async fn descriptor_exhaustion_spares_the_journal() {
     )
     .unwrap();
     let http = crescentd.addr;
-    let client = CrescentClient::new(&http.to_string()).unwrap();
+    let client = crescentd.client().await;
     let long_key = |i: usize| format!("{}/{i}", "x".repeat(400));
     client.put(&long_key(0), &value(0)).await.unwrap();
 
     // Segment mounts (journaled) over a keep-alive HTTP connection opened before the flood.
-    let segments = SegmentsClient::new(&crescentd.base_url(), Duration::from_secs(10));
+    let segments = crescentd.segments_client(Duration::from_secs(10));
     // Four pooled connections, so four mounts at a time share the journal's group commits.
     let warm = futures::future::join_all((0..4).map(|_| segments.list())).await;
     assert!(warm.iter().all(|r| r.is_ok()));
@@ -394,7 +414,7 @@ async fn descriptor_exhaustion_spares_the_journal() {
         assert!(Instant::now() < deadline, "not serving after the flood");
         std::thread::sleep(Duration::from_millis(50));
     }
-    let health = json_get(&crescentd.base_url(), "/healthz").await;
+    let health = json_get(&crescentd, "/healthz").await;
     assert!(
         health["descriptors"]["exhaustions"].as_u64().unwrap() > 0,
         "the flood never exhausted descriptors (test too small): {health}"
@@ -404,6 +424,7 @@ async fn descriptor_exhaustion_spares_the_journal() {
         .build()
         .unwrap()
         .post(format!("{}/v1/admin/snapshot", crescentd.base_url()))
+        .bearer_auth(crescentd.admin_token().expect("auth is on"))
         .send()
         .await
         .unwrap();
