@@ -109,8 +109,11 @@ const WINDOWS: &[Window] = &[
 ];
 
 fn start_node(dir: &Path, env: &[(&str, &str)], addr: Option<std::net::SocketAddr>) -> Node {
+    // Open mode until an owner can read, under auth, the hot replica its device is asked to
+    // offload: the device's write reads it with a client get, which an `owner` token may not
+    // call (docs/security.md, roles table), so every offload fails with PERMISSION_DENIED.
     Node {
-        inner: DirNode::start_at(dir, Some(CONFIG), env, addr),
+        inner: DirNode::start_open_at(dir, Some(CONFIG), env, addr),
     }
 }
 
@@ -122,7 +125,7 @@ fn put_noticed(node: &Node, key: &str, data: &[u8]) {
         .enable_all()
         .build()
         .unwrap();
-    let client = crescent_client::CrescentClient::new(&node.s()).unwrap();
+    let client = common::client_of(&node.s());
     rt.block_on(async {
         client.put(key, data).await.unwrap();
         let started = Instant::now();

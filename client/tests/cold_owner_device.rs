@@ -18,8 +18,11 @@ use common::DirNode;
 const CONFIG: &str = "[cold]\nschedulable = false\nhealth_probe_interval_ms = 200\n";
 
 fn start_node(dir: &Path) -> Node {
+    // Open mode until an owner can read, under auth, the hot replica its device is asked to
+    // offload: the device's write reads it with a client get, which an `owner` token may not
+    // call (docs/security.md, roles table), so every offload fails with PERMISSION_DENIED.
     Node {
-        inner: DirNode::start(dir, Some(CONFIG), &[]),
+        inner: DirNode::start_open_at(dir, Some(CONFIG), &[], None),
     }
 }
 
@@ -58,7 +61,7 @@ fn an_owner_device_offloads_restores_and_reclaims_through_its_owner() {
         .enable_all()
         .build()
         .unwrap();
-    let client = crescent_client::CrescentClient::new(&node.s()).unwrap();
+    let client = common::client_of(&node.s());
     assert_eq!(rt.block_on(client.get("k")).unwrap(), data);
     let restore = client.local_cold_restore();
     assert_eq!((restore.count("local"), restore.count("fallback")), (1, 0));
@@ -152,7 +155,8 @@ fn an_owner_killed_after_its_payload_write_is_reconciled_when_it_returns() {
     let addr = node.inner.addr;
     node.kill();
     let node = Node {
-        inner: DirNode::start_at(dir.path(), Some(CONFIG), &[], Some(addr)),
+        // Open mode, as `start_node` says why.
+        inner: DirNode::start_open_at(dir.path(), Some(CONFIG), &[], Some(addr)),
     };
     wait_healthy(&node);
     assert_eq!(usage(&node), (data.len() as u64, 0, data.len() as u64));

@@ -20,8 +20,11 @@ const CONFIG: &str = "[cold]\nschedulable = false\nhealth_probe_interval_ms = 20
                       promotion_quiet_ms = 0\npromotion_max_defer_ms = 100\n";
 
 fn start_node(dir: &Path) -> Node {
+    // Open mode until an owner can read, under auth, the hot replica its device is asked to
+    // offload: the device's write reads it with a client get, which an `owner` token may not
+    // call (docs/security.md, roles table), so every offload fails with PERMISSION_DENIED.
     Node {
-        inner: DirNode::start(dir, Some(CONFIG), &[]),
+        inner: DirNode::start_open_at(dir, Some(CONFIG), &[], None),
     }
 }
 

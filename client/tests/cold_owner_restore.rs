@@ -24,8 +24,11 @@ const CONFIG: &str = "[cold]\nschedulable = false\nhealth_probe_interval_ms = 20
 const BIG: usize = 40 << 20;
 
 fn start_node(dir: &Path) -> Node {
+    // Open mode until an owner can read, under auth, the hot replica its device is asked to
+    // offload: the device's write reads it with a client get, which an `owner` token may not
+    // call (docs/security.md, roles table), so every offload fails with PERMISSION_DENIED.
     Node {
-        inner: DirNode::start(dir, Some(CONFIG), &[]),
+        inner: DirNode::start_open_at(dir, Some(CONFIG), &[], None),
     }
 }
 
@@ -43,8 +46,8 @@ fn wait_healthy(node: &Node) {
 
 fn post(rt: &tokio::runtime::Runtime, server: &str, path: &str, body: Value) -> Value {
     rt.block_on(async {
-        reqwest::Client::new()
-            .post(format!("http://{server}{path}"))
+        let req = reqwest::Client::new().post(format!("http://{server}{path}"));
+        common::as_client(req, server)
             .json(&body)
             .send()
             .await
