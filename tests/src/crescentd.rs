@@ -103,6 +103,9 @@ impl CrescentdProcess {
         for _attempt in 0..5 {
             let addr: SocketAddr = ([127, 0, 0, 1], free_local_port()).into();
             match Self::start_once(bin, data_dir, log_path, &args, nofile, addr) {
+                Ok(p) if matches!(auth, Auth::Default) => {
+                    return Ok(p.with_key(key).assert_refuses_anonymous())
+                }
                 Ok(p) => return Ok(p.with_key(key)),
                 Err(StartError::PortTaken(e)) => last_err = e,
                 Err(StartError::Failed(e)) => return Err(e),
@@ -126,7 +129,7 @@ impl CrescentdProcess {
         let mut last_err = String::new();
         for _attempt in 0..20 {
             match Self::start_once(bin, data_dir, log_path, &args, None, addr) {
-                Ok(p) => return Ok(p.with_key(key)),
+                Ok(p) => return Ok(p.with_key(key).assert_refuses_anonymous()),
                 Err(StartError::PortTaken(e)) => last_err = e,
                 Err(StartError::Failed(e)) => return Err(e),
             }
@@ -137,6 +140,20 @@ impl CrescentdProcess {
 
     fn with_key(mut self, key: Option<AuthKey>) -> CrescentdProcess {
         self.auth = key;
+        self
+    }
+
+    /// Checks that this standalone node refuses a request without a token, so a test meant
+    /// to run with credentials cannot pass in open mode. (An HA standby's listener answers
+    /// every route without a token: its status is its `/healthz`, the rest `NOT_LEADER`.)
+    fn assert_refuses_anonymous(self) -> CrescentdProcess {
+        let status = http_status(self.addr, "/v1/status");
+        assert!(
+            matches!(status, Ok(401)),
+            "crescentd on {} should run with [auth]: GET /v1/status without a token gave \
+             {status:?}",
+            self.addr
+        );
         self
     }
 

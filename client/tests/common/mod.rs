@@ -199,7 +199,18 @@ impl Drop for Proc {
 /// how [`crescent`] and [`start_owner`], which are given an address, find their token.
 static KEYS: std::sync::Mutex<Vec<(String, AuthKey)>> = std::sync::Mutex::new(Vec::new());
 
+/// Records the harness key of the crescentd at `addr`, after checking that it refuses a
+/// request without a token (a test meant to run with credentials cannot pass in open mode).
 fn register_key(addr: SocketAddr, key: &AuthKey) {
+    use std::io::{Read, Write};
+    let mut s = TcpStream::connect(addr).unwrap();
+    write!(s, "GET /v1/status HTTP/1.0\r\nHost: crescentd\r\n\r\n").unwrap();
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).unwrap();
+    assert!(
+        answer.starts_with("HTTP/1.0 401") || answer.starts_with("HTTP/1.1 401"),
+        "crescentd on {addr} should run with [auth]: {answer}"
+    );
     let mut keys = KEYS.lock().unwrap();
     keys.retain(|(a, _)| *a != addr.to_string());
     keys.push((addr.to_string(), key.clone()));
