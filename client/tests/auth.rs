@@ -288,3 +288,50 @@ fn a_key_file_others_can_read_is_refused_at_startup() {
         String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout);
     assert!(err.contains("chmod 600"), "{err}");
 }
+
+/// A raw request on a fresh connection; returns what arrived until the server closed it (or
+/// 10 s passed) and how long that took.
+fn raw_exchange(server: &Server, request: &str) -> (String, std::time::Duration) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(server.addr).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    s.write_all(request.as_bytes()).unwrap();
+    let started = std::time::Instant::now();
+    let mut got = Vec::new();
+    let _ = s.read_to_end(&mut got);
+    (
+        String::from_utf8_lossy(&got).into_owned(),
+        started.elapsed(),
+    )
+}
+
+/// The guard reads a client's body before the handler (to scope its tenant): it must bound
+/// that read as the handler does, or one token holder's slow body holds a request forever.
+#[test]
+fn a_scoped_body_is_bounded_by_the_http_limits_as_without_auth() {
+    let key = AuthKey::new();
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("crescentd.toml");
+    std::fs::write(&config, "[net]\nhttp_body_timeout_ms = 500\n").unwrap();
+    let mut args = key.server_args();
+    args.extend(["--config".to_string(), config.display().to_string()]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let server = Server::start_with(&args);
+    let token = key.token("client", Some("acme"), None);
+    let head = |len: u64| {
+        format!(
+            "POST /v1/objects/get HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
+             Authorization: Bearer {token}\r\nContent-Length: {len}\r\n\r\n"
+        )
+    };
+    // 10 of 100 bytes, then silence: 408 at the body timeout.
+    let (answer, took) = raw_exchange(&server, &(head(100) + "{\"id\":{\"k"));
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(answer.contains("REQUEST_TIMEOUT"), "{answer}");
+    assert!(took < std::time::Duration::from_secs(5), "{took:?}");
+    // A declared length over http.max_body_bytes: 413 before any byte of it is read.
+    let (answer, _) = raw_exchange(&server, &head(2_000_000_000));
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+    assert!(answer.contains("PAYLOAD_TOO_LARGE"), "{answer}");
+}

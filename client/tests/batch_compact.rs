@@ -7,12 +7,14 @@ mod common;
 
 use std::time::Duration;
 
-use common::DirNode;
-use crescent_client::{CrescentClient, Owner, OwnerConfig, PutOptions};
+use common::{as_admin, client_of, owner_and_writer, DirNode};
+use crescent_client::PutOptions;
 
 /// The server's RPC fast-path description (`GET /v1/rpc`: version, features).
 async fn rpc_info(server: &str) -> serde_json::Value {
-    reqwest::get(format!("http://{server}/v1/rpc"))
+    let req = reqwest::Client::new().get(format!("http://{server}/v1/rpc"));
+    as_admin(req, server)
+        .send()
         .await
         .unwrap()
         .json()
@@ -36,24 +38,11 @@ async fn served(server: &str, op: &str) -> u64 {
         .sum()
 }
 
-async fn owner(client: &CrescentClient) -> Owner {
-    Owner::start(
-        client,
-        OwnerConfig {
-            size: 8 << 20,
-            ..OwnerConfig::default()
-        },
-    )
-    .await
-    .unwrap()
-}
-
 /// Puts and reads back a batch with one bad item per phase through an owning client, then
 /// checks another client can remove every key (the reader's leases were released). Returns
 /// nothing: the caller checks which ops the server ran.
 async fn batch_round_trip(server: &str, tag: &str) {
-    let client = CrescentClient::new(server).unwrap();
-    let owner = owner(&client).await;
+    let (owner, client) = owner_and_writer(server, "compact-owner", 8 << 20).await;
     let keys: Vec<String> = (0..40).map(|i| format!("{tag}/k{i}")).collect();
     let values: Vec<Vec<u8>> = (0..40)
         .map(|i| vec![i as u8 ^ 0x5a; 1000 + i * 37])
@@ -120,7 +109,7 @@ async fn batch_round_trip(server: &str, tag: &str) {
 
     // The reader's leases are released: another client removes everything without BUSY.
     client.settle().await;
-    let other = CrescentClient::new(server).unwrap();
+    let other = client_of(server);
     let mut all = keys.clone();
     all.extend(ck);
     let removed = tokio::time::timeout(Duration::from_secs(3), other.remove_batch(&all))

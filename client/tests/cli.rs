@@ -56,15 +56,18 @@ fn put_get_exist_rm_ls() {
         .build()
         .unwrap();
     let leased: serde_json::Value = runtime.block_on(async {
-        reqwest::Client::new()
-            .post(format!("http://{s}/v1/objects/get"))
-            .json(&serde_json::json!({"id": {"key": "a/1"}}))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap()
+        let req = reqwest::Client::new().post(format!("http://{s}/v1/objects/get"));
+        match server.client_token(common::auth::DEFAULT_TENANT) {
+            Some(t) => req.bearer_auth(t),
+            None => req,
+        }
+        .json(&serde_json::json!({"id": {"key": "a/1"}}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
     });
     assert!(leased["lease_until_ms"].as_i64().unwrap() > 0, "{leased}");
     let (code, out, _) = crescent(&s, &["--json", "rm", "a/1"], None);
@@ -126,7 +129,11 @@ fn warnings_have_no_colour_codes_when_stderr_is_not_a_terminal() {
 
 /// Runs `crescent --server S ARGS` with stdout on `stdout`; returns the exit code and stderr.
 fn crescent_to(server: &str, args: &[&str], stdout: std::process::Stdio) -> (i32, String) {
-    let out = std::process::Command::new(common::crescent_bin())
+    let mut cmd = std::process::Command::new(common::crescent_bin());
+    if let Some(key) = common::key_of(server) {
+        cmd.env("CRESCENT_TOKEN", key.token_for_cli(args));
+    }
+    let out = cmd
         .arg("--server")
         .arg(server)
         .args(args)

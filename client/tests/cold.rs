@@ -356,7 +356,7 @@ fn remove_prefix_reclaims_cold_backed_objects() {
         .enable_all()
         .build()
         .unwrap();
-    let client = crescent_client::CrescentClient::new(&node.s()).unwrap();
+    let client = common::client_of(&node.s());
     let reply = rt.block_on(client.remove_prefix("pre/")).unwrap();
     assert_eq!((reply.removed, reply.skipped), (3, 0), "{}", node.log());
     for i in 0..3 {

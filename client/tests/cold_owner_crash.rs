@@ -122,7 +122,7 @@ fn put_noticed(node: &Node, key: &str, data: &[u8]) {
         .enable_all()
         .build()
         .unwrap();
-    let client = crescent_client::CrescentClient::new(&node.s()).unwrap();
+    let client = common::client_of(&node.s());
     rt.block_on(async {
         client.put(key, data).await.unwrap();
         let started = Instant::now();

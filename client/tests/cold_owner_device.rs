@@ -19,7 +19,7 @@ const CONFIG: &str = "[cold]\nschedulable = false\nhealth_probe_interval_ms = 20
 
 fn start_node(dir: &Path) -> Node {
     Node {
-        inner: DirNode::start(dir, Some(CONFIG), &[]),
+        inner: DirNode::start_at(dir, Some(CONFIG), &[], None),
     }
 }
 
@@ -58,7 +58,7 @@ fn an_owner_device_offloads_restores_and_reclaims_through_its_owner() {
         .enable_all()
         .build()
         .unwrap();
-    let client = crescent_client::CrescentClient::new(&node.s()).unwrap();
+    let client = common::client_of(&node.s());
     assert_eq!(rt.block_on(client.get("k")).unwrap(), data);
     let restore = client.local_cold_restore();
     assert_eq!((restore.count("local"), restore.count("fallback")), (1, 0));

@@ -21,7 +21,7 @@ const CONFIG: &str = "[cold]\nschedulable = false\nhealth_probe_interval_ms = 20
 
 fn start_node(dir: &Path) -> Node {
     Node {
-        inner: DirNode::start(dir, Some(CONFIG), &[]),
+        inner: DirNode::start_at(dir, Some(CONFIG), &[], None),
     }
 }
 

@@ -25,7 +25,7 @@ const BIG: usize = 40 << 20;
 
 fn start_node(dir: &Path) -> Node {
     Node {
-        inner: DirNode::start(dir, Some(CONFIG), &[]),
+        inner: DirNode::start_at(dir, Some(CONFIG), &[], None),
     }
 }
 
@@ -43,8 +43,8 @@ fn wait_healthy(node: &Node) {
 
 fn post(rt: &tokio::runtime::Runtime, server: &str, path: &str, body: Value) -> Value {
     rt.block_on(async {
-        reqwest::Client::new()
-            .post(format!("http://{server}{path}"))
+        let req = reqwest::Client::new().post(format!("http://{server}{path}"));
+        common::as_client(req, server)
             .json(&body)
             .send()
             .await

@@ -8,7 +8,7 @@ mod common;
 use std::path::Path;
 
 use common::cold::{cold_only, payload, runtime, start, write_config};
-use crescent_client::{ClientError, CrescentClient};
+use crescent_client::ClientError;
 
 fn flip_byte(path: &Path, at: usize) {
     let mut bytes = std::fs::read(path).unwrap();
@@ -27,7 +27,7 @@ fn a_local_reader_reads_the_device_directory_and_the_object_is_promoted_later() 
     let data = payload(3 << 20, 5);
     cold_only(dir.path(), &node, "local", &data);
     let rt = runtime();
-    let client = CrescentClient::new(&node.s()).unwrap();
+    let client = common::client_of(&node.s());
     assert_eq!(rt.block_on(client.get("local")).unwrap(), data);
     let restore = client.local_cold_restore();
     assert_eq!((restore.count("local"), restore.count("fallback")), (1, 0));
@@ -49,7 +49,7 @@ fn a_remote_restore_answers_inline_when_local_restore_is_off() {
     let data = payload(1 << 20, 8);
     cold_only(dir.path(), &node, "remote", &data);
     let rt = runtime();
-    let client = CrescentClient::new(&node.s()).unwrap();
+    let client = common::client_of(&node.s());
     client.set_local_cold_restore(false);
     assert_eq!(rt.block_on(client.get("remote")).unwrap(), data);
     let restore = client.local_cold_restore();
@@ -76,7 +76,7 @@ fn a_flipped_byte_fails_with_a_checksum_error_on_both_paths() {
     let file = cold_only(dir.path(), &node, "bad", &data);
     flip_byte(&file, 54_321);
     let rt = runtime();
-    let client = CrescentClient::new(&node.s()).unwrap();
+    let client = common::client_of(&node.s());
     // Local: the client's read fails its check, it falls back, the server's read fails too.
     let e = rt.block_on(client.get("bad")).unwrap_err();
     assert!(checksum_failure(&e), "{e}");
@@ -108,7 +108,7 @@ fn a_root_stamped_for_another_device_is_not_trusted_and_the_server_restores() {
     let stamp = dir.path().join("data/cold/local0/DEVICE");
     std::fs::write(&stamp, "crescent-cold-device v1\nsomeone-else\n").unwrap();
     let rt = runtime();
-    let client = CrescentClient::new(&node.s()).unwrap();
+    let client = common::client_of(&node.s());
     assert_eq!(rt.block_on(client.get("stamped")).unwrap(), data);
     let restore = client.local_cold_restore();
     assert_eq!((restore.count("local"), restore.count("fallback")), (0, 1));
@@ -128,7 +128,7 @@ fn a_batch_get_restores_its_cold_only_items_grouped_by_device() {
     flip_byte(&bad, 10);
     node.put("b/hot", b"still hot");
     let rt = runtime();
-    let client = CrescentClient::new(&node.s()).unwrap();
+    let client = common::client_of(&node.s());
     // b/2 twice: one read answers both.
     let keys = [
         "b/0", "b/1", "b/2", "b/hot", "b/bad", "b/3", "b/2", "b/4", "b/5",
@@ -175,7 +175,7 @@ fn get_into_a_registered_buffer_restores_locally_and_remotely() {
     cold_only(dir.path(), &node, "into-local", &local);
     cold_only(dir.path(), &node, "into-remote", &remote);
     let rt = runtime();
-    let client = CrescentClient::new(&node.s()).unwrap();
+    let client = common::client_of(&node.s());
     rt.block_on(async {
         let buf = client.register_buffer(vec![0u8; 1 << 20]).await.unwrap();
         // Local: read and verified in the client, written at the offset.

@@ -17,8 +17,8 @@ use serde_json::{json, Value};
 /// A bare HTTP call (a reader that holds what it got: no read, no ack).
 fn post(rt: &tokio::runtime::Runtime, server: &str, path: &str, body: Value) -> Value {
     rt.block_on(async {
-        let response = reqwest::Client::new()
-            .post(format!("http://{server}{path}"))
+        let req = reqwest::Client::new().post(format!("http://{server}{path}"));
+        let response = common::as_client(req, server)
             .json(&body)
             .send()
             .await
@@ -58,7 +58,7 @@ fn a_remote_restore_reads_the_staged_payload_byte_identical_and_acks_it() {
     cold_only(dir.path(), &node, "mid", &mid);
     cold_only(dir.path(), &node, "small", &small);
     let rt = runtime();
-    let client = CrescentClient::new(&node.s()).unwrap();
+    let client = common::client_of(&node.s());
     client.set_local_cold_restore(false);
     assert_eq!(rt.block_on(client.get("big")).unwrap(), big);
     assert_eq!(rt.block_on(client.get("mid")).unwrap(), mid);
@@ -119,7 +119,7 @@ fn a_flipped_byte_fails_with_a_checksum_error_and_is_never_staged() {
     bytes[last] ^= 0x01;
     std::fs::write(&file, &bytes).unwrap();
     let rt = runtime();
-    let client = CrescentClient::new(&node.s()).unwrap();
+    let client = common::client_of(&node.s());
     client.set_local_cold_restore(false);
     let e = rt.block_on(client.get("bad")).unwrap_err();
     assert!(
@@ -177,7 +177,7 @@ fn an_expired_token_is_fenced_and_its_late_read_and_late_ack_change_nothing() {
     );
     assert_eq!(node.metric("crescent_cold_staging_tokens"), 1.0, "b's only");
     // A client still reads a byte-identical (staged again).
-    let client = CrescentClient::new(&node.s()).unwrap();
+    let client = common::client_of(&node.s());
     client.set_local_cold_restore(false);
     assert_eq!(rt.block_on(client.get("a")).unwrap(), a);
     assert_eq!(client.local_cold_restore().staged_count("staged"), 1);
@@ -199,7 +199,7 @@ fn a_saturated_pool_answers_inline_with_backpressure_counted() {
     // A reader holds the whole pool.
     let held = staged_get(&rt, &node.s(), "a");
     assert_eq!(node.metric("crescent_cold_staging_used_bytes"), 1048576.0);
-    let client = CrescentClient::new(&node.s()).unwrap();
+    let client = common::client_of(&node.s());
     client.set_local_cold_restore(false);
     assert_eq!(rt.block_on(client.get("b")).unwrap(), b);
     assert_eq!(
@@ -254,7 +254,7 @@ fn a_restart_while_a_slot_is_held_forgets_it_and_the_object_still_reads() {
         1.0
     );
     // The cold-only route is journaled: read byte-identical, staged by the new run.
-    let client = CrescentClient::new(&node.s()).unwrap();
+    let client = common::client_of(&node.s());
     client.set_local_cold_restore(false);
     assert_eq!(rt.block_on(client.get("held")).unwrap(), data);
     assert_eq!(client.local_cold_restore().staged_count("staged"), 1);

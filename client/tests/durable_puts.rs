@@ -13,7 +13,6 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{crescent, crescent_bin, Proc, Server};
-use crescent_client::CrescentClient;
 use crescent_wire::rebuild::GateState;
 use rand::{Rng, RngCore, SeedableRng};
 
@@ -32,7 +31,11 @@ fn config(dir: &std::path::Path) -> String {
 
 /// A `crescent owner` process with a 16 MiB segment, once its segment is mounted.
 fn start_owner(server: &Server) -> Proc {
-    let child = Command::new(crescent_bin())
+    let mut cmd = Command::new(crescent_bin());
+    if let Some(token) = server.owner_token("durable-owner") {
+        cmd.env("CRESCENT_TOKEN", token);
+    }
+    let child = cmd
         .args(["--server", &server.server(), "--json", "owner"])
         .args(["--size", "16M", "--id", "durable-owner"])
         .stdout(Stdio::piped())
@@ -55,7 +58,7 @@ fn wait_serving(server: &Server) {
         .enable_all()
         .build()
         .unwrap();
-    let client = CrescentClient::new(&server.server()).unwrap();
+    let client = server.client();
     let started = Instant::now();
     loop {
         let state = rt.block_on(client.rebuild_status()).map(|s| s.state);

@@ -21,7 +21,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{crescent, crescent_bin, Proc, Server};
-use crescent_client::{CrescentClient, PutOptions};
+use crescent_client::PutOptions;
 use crescent_wire::rebuild::GateState;
 
 const KEYS: usize = 6;
@@ -41,7 +41,11 @@ fn config(dir: &std::path::Path) -> String {
 const SEGMENTS: [&str; 2] = ["removes-a/seg0", "removes-b/seg0"];
 
 fn start_owner(server: &Server, id: &str) -> Proc {
-    let child = Command::new(crescent_bin())
+    let mut cmd = Command::new(crescent_bin());
+    if let Some(token) = server.owner_token(id) {
+        cmd.env("CRESCENT_TOKEN", token);
+    }
+    let child = cmd
         .args(["--server", &server.server(), "--json", "owner"])
         .args(["--size", "16M", "--id", id])
         .stdout(Stdio::piped())
@@ -64,7 +68,7 @@ fn rt() -> tokio::runtime::Runtime {
 
 /// Waits until the rebuild gate is SERVING; returns its term.
 fn wait_serving(server: &Server) -> u64 {
-    let client = CrescentClient::new(&server.server()).unwrap();
+    let client = server.client();
     let started = Instant::now();
     loop {
         if let Ok(s) = rt().block_on(client.rebuild_status()) {
@@ -95,7 +99,7 @@ fn start_owners(server: &Server) -> [Proc; 2] {
 
 /// A put (`upsert`: an upsert) into segment `SEGMENTS[segment]`, by a library writer.
 fn put(server: &Server, key: &str, value: &[u8], segment: usize, upsert: bool) {
-    let client = CrescentClient::new(&server.server()).unwrap();
+    let client = server.client();
     let opts = PutOptions {
         upsert,
         preferred_segment: Some(SEGMENTS[segment].to_string()),
@@ -180,17 +184,22 @@ fn a_repeated_replay_completion_does_not_forget_this_runs_removes() {
         "term": term,
         "counts": {"replayed": 0, "duplicate": 0, "stale": 0, "rejected": 0},
     });
+    let owner_token = server.owner_token("removes-a");
     let status = rt().block_on(async {
-        reqwest::Client::builder()
+        let req = reqwest::Client::builder()
             .no_proxy()
             .build()
             .unwrap()
-            .post(format!("http://{}/v1/rebuild/complete", server.server()))
-            .json(&body)
-            .send()
-            .await
-            .unwrap()
-            .status()
+            .post(format!("http://{}/v1/rebuild/complete", server.server()));
+        match owner_token {
+            Some(t) => req.bearer_auth(t),
+            None => req,
+        }
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+        .status()
     });
     assert!(status.is_success(), "rebuild_complete: {status}");
     // The settle it triggers is journaled in the background.

@@ -7,13 +7,12 @@ mod common;
 use std::time::Duration;
 
 use common::Server;
-use crescent_client::CrescentClient;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn releases_reach_the_server_without_settle() {
     let server = Server::start();
-    let reader = CrescentClient::new(&server.server()).unwrap();
-    let other = CrescentClient::new(&server.server()).unwrap();
+    let reader = server.client();
+    let other = server.client();
     let keys: Vec<String> = (0..10).map(|i| format!("lease/{i}")).collect();
     let values: Vec<Vec<u8>> = (0..10).map(|i| vec![i as u8; 100 + i]).collect();
     for r in reader.put_batch(&keys, &values).await.unwrap() {

@@ -7,8 +7,8 @@ mod common;
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
-use common::{crescent_bin, Proc, Server};
-use crescent_client::{CrescentClient, Owner, OwnerConfig, Placement, PutOptions};
+use common::{crescent_bin, owner_and_writer, Proc, Server};
+use crescent_client::{BearerToken, CrescentClient, Placement, PutOptions};
 use rand::{Rng, RngCore, SeedableRng};
 
 /// 0: an empty value is an object like any other (docs/api.md "Empty values").
@@ -20,18 +20,6 @@ fn value(rng: &mut impl RngCore, len: usize) -> Vec<u8> {
     v
 }
 
-async fn owner(client: &CrescentClient, size: u64) -> Owner {
-    Owner::start(
-        client,
-        OwnerConfig {
-            size,
-            ..OwnerConfig::default()
-        },
-    )
-    .await
-    .unwrap()
-}
-
 /// Takes a read lease on `key` the way a reader that never releases would (a bare HTTP get);
 /// returns its deadline (ms).
 async fn held_lease(client: &CrescentClient, key: &str) -> i64 {
@@ -39,15 +27,11 @@ async fn held_lease(client: &CrescentClient, key: &str) -> i64 {
     let body = serde_json::json!({
         "id": {"tenant": scope.tenant(), "domain": scope.domain(), "key": key}
     });
-    let reply: serde_json::Value = reqwest::Client::new()
-        .post(format!("http://{}/v1/objects/get", client.server()))
-        .json(&body)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let mut req = reqwest::Client::new().post(format!("http://{}/v1/objects/get", client.server()));
+    if let Some(key) = common::key_of(&client.server()) {
+        req = req.bearer_auth(key.client(scope.tenant().unwrap_or(common::auth::DEFAULT_TENANT)));
+    }
+    let reply: serde_json::Value = req.json(&body).send().await.unwrap().json().await.unwrap();
     reply["lease_until_ms"].as_i64().expect("a lease deadline")
 }
 
@@ -131,8 +115,7 @@ async fn round_trips(client: &CrescentClient, opts: &PutOptions, tag: &str) {
 #[tokio::test]
 async fn local_owner_round_trips_every_operation() {
     let server = Server::start();
-    let client = CrescentClient::new(&server.server()).unwrap();
-    let owner = owner(&client, 128 << 20).await;
+    let (owner, client) = owner_and_writer(&server.server(), "objects-owner", 128 << 20).await;
     round_trips(&client, &PutOptions::default(), "local").await;
     // Everything committed here landed in our own segment: the ownership table holds exactly
     // the live objects (removed ones were forgotten).
@@ -156,7 +139,11 @@ async fn local_owner_round_trips_every_operation() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reader_writes_and_reads_a_separate_owner_process_over_tcp() {
     let server = Server::start();
-    let child = Command::new(crescent_bin())
+    let mut cmd = Command::new(crescent_bin());
+    if let Some(token) = server.owner_token("remote-owner") {
+        cmd.env("CRESCENT_TOKEN", token);
+    }
+    let child = cmd
         .args([
             "--server",
             &server.server(),
@@ -164,6 +151,8 @@ async fn reader_writes_and_reads_a_separate_owner_process_over_tcp() {
             "owner",
             "--size",
             "128M",
+            "--id",
+            "remote-owner",
         ])
         .stdout(Stdio::piped())
         .spawn()
@@ -172,7 +161,7 @@ async fn reader_writes_and_reads_a_separate_owner_process_over_tcp() {
     let mut lines = BufReader::new(proc.0.stdout.take().unwrap()).lines();
     let ready: serde_json::Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
     let segment = ready["segment_id"].as_str().unwrap().to_string();
-    let reader = CrescentClient::new(&server.server()).unwrap();
+    let reader = server.client();
     let opts = PutOptions {
         placement: Some(Placement::LocalFirst),
         preferred_segment: Some(segment),
@@ -186,8 +175,7 @@ async fn reader_writes_and_reads_a_separate_owner_process_over_tcp() {
 #[tokio::test]
 async fn idempotent_puts_conflicts_and_upserts() {
     let server = Server::start();
-    let client = CrescentClient::new(&server.server()).unwrap();
-    let _owner = owner(&client, 16 << 20).await;
+    let (_owner, client) = owner_and_writer(&server.server(), "objects-owner", 16 << 20).await;
     client.put("k", b"one").await.unwrap();
     let again = client.put("k", b"one").await.unwrap();
     assert!(
@@ -218,8 +206,7 @@ async fn idempotent_puts_conflicts_and_upserts() {
 #[tokio::test]
 async fn zero_copy_put_from_and_get_into() {
     let server = Server::start();
-    let client = CrescentClient::new(&server.server()).unwrap();
-    let _owner = owner(&client, 32 << 20).await;
+    let (_owner, client) = owner_and_writer(&server.server(), "objects-owner", 32 << 20).await;
     let mut rng = rand::rngs::StdRng::seed_from_u64(9);
     let data = value(&mut rng, 3 << 20);
     let src = client.register_buffer(data.clone()).await.unwrap();
@@ -254,14 +241,22 @@ async fn zero_copy_put_from_and_get_into() {
 #[tokio::test]
 async fn tenants_and_domains_never_cross() {
     let server = Server::start();
-    let base = CrescentClient::new(&server.server()).unwrap();
-    let _owner = owner(&base, 16 << 20).await;
+    let (_owner, base) = owner_and_writer(&server.server(), "objects-owner", 16 << 20).await;
+    // Each tenant's client holds a token of that tenant.
+    let tenant = |t: &'static str| {
+        let client = match server.client_token(t) {
+            Some(token) => base.with_token(BearerToken::new(token)).unwrap(),
+            None => base.clone(),
+        };
+        move |domain: Option<&str>| client.with_scope(Some(t), domain).unwrap()
+    };
+    let (t1, t2) = (tenant("t1"), tenant("t2"));
     let scopes = [
         base.clone(),
-        base.with_scope(Some("t1"), None).unwrap(),
-        base.with_scope(Some("t2"), None).unwrap(),
-        base.with_scope(Some("t1"), Some("d1")).unwrap(),
-        base.with_scope(Some("t1"), Some("d2")).unwrap(),
+        t1(None),
+        t2(None),
+        t1(Some("d1")),
+        t1(Some("d2")),
     ];
     for (i, c) in scopes.iter().enumerate() {
         c.put("same", format!("value-{i}").as_bytes())

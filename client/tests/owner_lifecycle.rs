@@ -7,12 +7,14 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
 use common::{crescent_bin, Proc, Server};
-use crescent_client::{CrescentClient, Owner, OwnerConfig};
+use crescent_client::{Owner, OwnerConfig};
 
 #[tokio::test]
 async fn owner_registers_mounts_and_unmounts_its_segment() {
     let server = Server::start();
-    let client = CrescentClient::new(&server.server()).unwrap();
+    let client = server.owner_client("node-a");
+    // Listing segments is an operator's call (docs/security.md).
+    let admin = server.admin_client();
     let owner = Owner::start(
         &client,
         OwnerConfig {
@@ -26,7 +28,7 @@ async fn owner_registers_mounts_and_unmounts_its_segment() {
     .unwrap();
     assert_eq!(owner.segment_id(), "node-a/seg0");
     assert_eq!(client.own_segment().as_deref(), Some("node-a/seg0"));
-    let list = client.list_segments().await.unwrap();
+    let list = admin.list_segments().await.unwrap();
     let seg = list
         .segments
         .iter()
@@ -38,7 +40,7 @@ async fn owner_registers_mounts_and_unmounts_its_segment() {
     assert_eq!(o.incarnation, 7);
 
     // A second owner with the same id and an older incarnation is refused.
-    let other = CrescentClient::new(&server.server()).unwrap();
+    let other = server.owner_client("node-a");
     let stale = Owner::start(
         &other,
         OwnerConfig {
@@ -54,14 +56,18 @@ async fn owner_registers_mounts_and_unmounts_its_segment() {
 
     assert_eq!(owner.shutdown().await.unwrap(), 0);
     assert_eq!(client.own_segment(), None);
-    let list = client.list_segments().await.unwrap();
+    let list = admin.list_segments().await.unwrap();
     assert!(list.segments.iter().all(|s| s.segment_id != "node-a/seg0"));
 }
 
 #[test]
 fn crescent_owner_process_mounts_until_sigterm() {
     let server = Server::start();
-    let child = Command::new(crescent_bin())
+    let mut cmd = Command::new(crescent_bin());
+    if let Some(token) = server.owner_token("proc-owner") {
+        cmd.env("CRESCENT_TOKEN", token);
+    }
+    let child = cmd
         .args([
             "--server",
             &server.server(),
@@ -87,7 +93,7 @@ fn crescent_owner_process_mounts_until_sigterm() {
         .enable_all()
         .build()
         .unwrap();
-    let client = CrescentClient::new(&server.server()).unwrap();
+    let client = server.admin_client();
     let list = rt.block_on(client.list_segments()).unwrap();
     assert!(list
         .segments

@@ -8,7 +8,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::Server;
-use crescent_client::{CrescentClient, Owner, OwnerConfig, Placement, PutOptions};
+use crescent_client::{Owner, OwnerConfig, Placement, PutOptions};
 use crescent_wire::rebuild::GateState;
 use crescent_wire::ErrorCode;
 use rand::{Rng, RngCore, SeedableRng};
@@ -53,18 +53,19 @@ async fn removed_objects_stay_removed_after_a_crescentd_restart() {
     let server = Server::start_with(&["--config", &cfg]);
     // The owner lives in this process; writer and remover are other clients, whose puts reach
     // the owner's table only as notices and whose removes only as releases.
-    let owner_client = CrescentClient::new(&server.server()).unwrap();
+    let owner_client = server.owner_client("forget-owner");
     let owner = Owner::start(
         &owner_client,
         OwnerConfig {
+            owner_id: Some("forget-owner".into()),
             size: 16 << 20,
             ..Default::default()
         },
     )
     .await
     .unwrap();
-    let writer = CrescentClient::new(&server.server()).unwrap();
-    let remover = CrescentClient::new(&server.server()).unwrap();
+    let writer = server.client();
+    let remover = server.client();
     let seg = owner.segment_id().to_string();
 
     let mut rng = rand::rngs::StdRng::seed_from_u64(4);
@@ -149,7 +150,7 @@ async fn removed_objects_stay_removed_after_a_crescentd_restart() {
         owner.term() != term_before && owner.replayed_term() == owner.term()
     })
     .await;
-    let check = CrescentClient::new(&server.server()).unwrap();
+    let check = server.client();
     let started = Instant::now();
     while check.rebuild_status().await.map(|s| s.state).ok() != Some(GateState::Serving) {
         assert!(

@@ -11,17 +11,24 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{crescent_bin, Proc, Server};
-use crescent_client::{ClientOptions, CrescentClient, Placement, PutOptions};
+use crescent_client::{CrescentClient, Placement, PutOptions};
 use crescent_wire::rebuild::GateState;
 use rand::{Rng, RngCore, SeedableRng};
 
 fn owner_process(server: &Server) -> (Proc, String) {
-    owner_process_with(server, &[])
+    let id = format!("owner-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
+    owner_process_with(server, &["--id", &id])
 }
 
-/// `crescent owner` with `args` added (e.g. `--id`); returns once it is serving its segment.
+/// `crescent owner` with `args` added (`--id ID`: its owner token names it); returns once it
+/// is serving its segment.
 fn owner_process_with(server: &Server, args: &[&str]) -> (Proc, String) {
-    let child = Command::new(crescent_bin())
+    let id = args[args.iter().position(|a| *a == "--id").unwrap() + 1];
+    let mut cmd = Command::new(crescent_bin());
+    if let Some(token) = server.owner_token(id) {
+        cmd.env("CRESCENT_TOKEN", token);
+    }
+    let child = cmd
         .args([
             "--server",
             &server.server(),
@@ -101,12 +108,12 @@ async fn objects_survive_a_crescentd_restart_through_the_owners() {
     let server = Server::start_with(&["--config", &cfg]);
     let (_a, seg_a) = owner_process(&server);
     let (_b, seg_b) = owner_process(&server);
-    let writer = CrescentClient::new(&server.server()).unwrap();
+    let writer = server.client();
     let mut objects = put_objects(&writer, &seg_a, "a", 150).await;
     objects.extend(put_objects(&writer, &seg_b, "b", 150).await);
 
     let server = server.kill_and_restart();
-    let client = CrescentClient::new(&server.server()).unwrap();
+    let client = server.client();
     wait_gate(&client, GateState::Serving, Duration::from_secs(30)).await;
     let status = client.rebuild_status().await.unwrap();
     assert_eq!(status.owners_completed, 2, "{status:?}");
@@ -127,14 +134,14 @@ async fn an_owner_that_never_returns_opens_the_gate_degraded_at_the_timeout() {
     let server = Server::start_with(&["--config", &cfg]);
     let (_a, seg_a) = owner_process(&server);
     let (b, seg_b) = owner_process(&server);
-    let writer = CrescentClient::new(&server.server()).unwrap();
+    let writer = server.client();
     let on_a = put_objects(&writer, &seg_a, "a", 50).await;
     let on_b = put_objects(&writer, &seg_b, "b", 50).await;
     drop(b); // SIGKILL: its memory and its table are gone
 
     let restarted_at = Instant::now();
     let server = server.kill_and_restart();
-    let client = CrescentClient::new(&server.server()).unwrap();
+    let client = server.client();
     // Owner a replays while the gate still waits for b: a's objects are served already.
     let started = Instant::now();
     loop {
@@ -152,12 +159,11 @@ async fn an_owner_that_never_returns_opens_the_gate_degraded_at_the_timeout() {
         assert_eq!(status.state, GateState::Rebuilding, "{status:?}");
         // b's objects are not known yet: UNAVAILABLE (REBUILDING), not NOT_FOUND. A client
         // waits for the gate up to its failover deadline; one with a short deadline sees it.
-        let impatient = CrescentClient::connect(
-            ClientOptions::servers(&server.server())
+        let impatient = common::connect(
+            server
+                .options_with(server.client_token(common::auth::DEFAULT_TENANT))
                 .with_failover_timeout(Duration::from_millis(300)),
-        )
-        .await
-        .unwrap();
+        );
         let err = impatient.get(&on_b[0].0).await.unwrap_err().to_string();
         assert!(err.contains("REBUILDING"), "{err}");
     }
@@ -189,13 +195,13 @@ async fn an_owner_restarted_during_the_rebuild_stops_the_gate_waiting_for_its_ol
     let server = Server::start_with(&["--config", &cfg]);
     let (_a, seg_a) = owner_process(&server);
     let (b, seg_b) = owner_process_with(&server, &["--id", "owner-b"]);
-    let writer = CrescentClient::new(&server.server()).unwrap();
+    let writer = server.client();
     let on_a = put_objects(&writer, &seg_a, "a", 20).await;
     let on_b = put_objects(&writer, &seg_b, "b", 20).await;
     drop(b); // SIGKILL: its memory and its table are gone
 
     let server = server.kill_and_restart();
-    let client = CrescentClient::new(&server.server()).unwrap();
+    let client = server.client();
     let (_b2, _) = owner_process_with(&server, &["--id", "owner-b"]);
     let back = Instant::now();
     wait_gate(&client, GateState::Degraded, Duration::from_secs(5)).await;
@@ -219,16 +225,7 @@ async fn an_owner_heartbeats_as_soon_as_crescentd_is_back() {
     let cfg_dir = tempfile::tempdir().unwrap();
     let cfg = config(cfg_dir.path(), 120);
     let server = Server::start_with(&["--config", &cfg]);
-    let client = CrescentClient::new(&server.server()).unwrap();
-    let owner = crescent_client::Owner::start(
-        &client,
-        crescent_client::OwnerConfig {
-            size: 16 << 20,
-            ..Default::default()
-        },
-    )
-    .await
-    .unwrap();
+    let (owner, client) = common::owner_and_writer(&server.server(), "back-owner", 16 << 20).await;
     let objects = put_objects(&client, owner.segment_id(), "w", 40).await;
     let wakeups = || client.metrics().rebuild().count("wakeups", "reconnected");
     let term_before = owner.term();
@@ -244,7 +241,7 @@ async fn an_owner_heartbeats_as_soon_as_crescentd_is_back() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert!(wakeups() > before, "no wake-up after crescentd came back");
-    let check = CrescentClient::new(&server.server()).unwrap();
+    let check = server.client();
     wait_gate(&check, GateState::Serving, Duration::from_secs(30)).await;
     for (key, value) in &objects {
         assert_eq!(&check.get(key).await.unwrap(), value, "{key}");

@@ -3,8 +3,8 @@
 
 mod common;
 
-use common::Server;
-use crescent_client::{CrescentClient, Owner, OwnerConfig};
+use common::{owner_and_writer, Server};
+use crescent_client::CrescentClient;
 
 /// Requests crescentd counted for `family` (summed over labels matching `filter`).
 async fn counted(server: &Server, family: &str, filter: &str) -> u64 {
@@ -49,23 +49,10 @@ async fn exercise(client: &CrescentClient) {
     }
 }
 
-async fn owner(client: &CrescentClient) -> Owner {
-    Owner::start(
-        client,
-        OwnerConfig {
-            size: 8 << 20,
-            ..OwnerConfig::default()
-        },
-    )
-    .await
-    .unwrap()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn object_operations_use_the_rpc_fast_path() {
     let server = Server::start();
-    let client = CrescentClient::new(&server.server()).unwrap();
-    let o = owner(&client).await;
+    let (o, client) = owner_and_writer(&server.server(), "transports-owner", 8 << 20).await;
     exercise(&client).await;
     let rpc = "crescent_rpc_requests_total";
     assert!(counted(&server, rpc, "op=\"put_start\"").await >= 1);
@@ -88,8 +75,7 @@ async fn object_operations_use_the_rpc_fast_path() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_the_rpc_listener_everything_falls_back_to_http() {
     let server = Server::start_with(&["--rpc-listen", "off"]);
-    let client = CrescentClient::new(&server.server()).unwrap();
-    let o = owner(&client).await;
+    let (o, client) = owner_and_writer(&server.server(), "transports-owner", 8 << 20).await;
     exercise(&client).await;
     assert_eq!(counted(&server, "crescent_rpc_requests_total", "").await, 0);
     assert!(
@@ -118,8 +104,7 @@ async fn a_restarted_listener_is_found_again() {
     // The first server's RPC port dies with it; a client that knew it must neither hang nor
     // fail once the node is back at the same HTTP address (with a new RPC port).
     let server = Server::start();
-    let client = CrescentClient::new(&server.server()).unwrap();
-    let o = owner(&client).await;
+    let (o, client) = owner_and_writer(&server.server(), "transports-owner", 8 << 20).await;
     client.put("before", b"1").await.unwrap();
     assert!(client.is_exist("before").await.unwrap());
     o.shutdown().await.unwrap();

@@ -363,8 +363,7 @@ fn plain_writes_of_a_managed_revision_are_refused() {
         .build()
         .unwrap();
     rt.block_on(async {
-        let client = crescent_client::CrescentClient::new(&s)
-            .unwrap()
+        let client = common::client_of(&s)
             .with_scope(None, Some("_weights"))
             .unwrap();
         let e = client
@@ -388,8 +387,8 @@ fn plain_writes_of_a_managed_revision_are_refused() {
         assert_eq!((r.removed, r.skipped), (0, 4));
         // Plain HTTP.
         let http = reqwest::Client::new();
-        let reply = http
-            .post(format!("http://{s}/v1/objects/put_start"))
+        let req = http.post(format!("http://{s}/v1/objects/put_start"));
+        let reply = common::as_client(req, &s)
             .json(&serde_json::json!({
                 "id": {"domain": "_weights", "key": key}, "size": 1, "upsert": true
             }))

@@ -10,7 +10,7 @@ mod weights_common;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crescent_client::{ClientError, CrescentClient, WeightStore};
+use crescent_client::{ClientError, WeightStore};
 use crescent_wire::weights::{self as w, routes};
 use weights_common::*;
 
@@ -46,8 +46,8 @@ async fn put(store: &WeightStore, id: &w::WeightId, tensors: usize) -> w::Weight
 
 /// A revision lease taken through the HTTP API (what weight_get does internally).
 async fn acquire(node: &Node, id: &w::WeightId) -> w::LeaseReply {
-    let reply = reqwest::Client::new()
-        .post(format!("http://{}{}", node.s(), routes::LEASE_ACQUIRE))
+    let req = reqwest::Client::new().post(format!("http://{}{}", node.s(), routes::LEASE_ACQUIRE));
+    let reply = common::as_client(req, &node.s())
         .json(&w::LeaseRequest {
             id: id.clone(),
             holder: "contract-test".into(),
@@ -62,8 +62,8 @@ async fn acquire(node: &Node, id: &w::WeightId) -> w::LeaseReply {
 }
 
 async fn release(node: &Node, id: &w::WeightId, lease_id: &str) {
-    let reply = reqwest::Client::new()
-        .post(format!("http://{}{}", node.s(), routes::LEASE_RELEASE))
+    let req = reqwest::Client::new().post(format!("http://{}{}", node.s(), routes::LEASE_RELEASE));
+    let reply = common::as_client(req, &node.s())
         .json(&w::LeaseReleaseRequest {
             id: id.clone(),
             lease_id: lease_id.into(),
@@ -90,7 +90,8 @@ async fn wait_op(store: &WeightStore, op: &str, status: &str) -> w::OperationRep
 async fn api_codes_retries_existence_and_pagination() {
     let dir = tempfile::tempdir().unwrap();
     let node = Node::start(dir.path(), "", &[]);
-    let client = CrescentClient::new(&node.s()).unwrap();
+    // Publishing weights is an operator's call (docs/security.md: weight_write).
+    let client = node.inner.admin_client();
     let store = WeightStore::new(&client);
     let a = id("a", 1);
     let meta = put(&store, &a, 3).await;
@@ -238,7 +239,8 @@ async fn api_codes_retries_existence_and_pagination() {
 async fn a_lease_blocks_deletion_and_release_but_not_new_replicas() {
     let dir = tempfile::tempdir().unwrap();
     let node = Node::start(dir.path(), "", &[]);
-    let client = CrescentClient::new(&node.s()).unwrap();
+    // Publishing weights is an operator's call (docs/security.md: weight_write).
+    let client = node.inner.admin_client();
     let store = WeightStore::new(&client);
     let a = id("leased", 1);
     put(&store, &a, 4).await;
@@ -297,7 +299,8 @@ async fn a_lease_blocks_deletion_and_release_but_not_new_replicas() {
 async fn upsert_checks_lineage_and_generation_and_rejects_a_competitor() {
     let dir = tempfile::tempdir().unwrap();
     let node = Node::start(dir.path(), "", &[]);
-    let client = CrescentClient::new(&node.s()).unwrap();
+    // Publishing weights is an operator's call (docs/security.md: weight_write).
+    let client = node.inner.admin_client();
     let store = WeightStore::new(&client);
     let base = id("up", 2);
     let meta = put(&store, &base, 2).await;

@@ -109,7 +109,7 @@ async fn load(client: &SegmentsClient, round: usize, stop: Arc<AtomicBool>) -> V
 
 /// Sends a mount to `node` every 10 ms until one is acknowledged; returns when it was.
 async fn first_write(node: &CrescentdProcess, segment: &str, killed_at: Instant) -> Instant {
-    let client = SegmentsClient::new(&node.base_url(), Duration::from_secs(5));
+    let client = node.segments_client(Duration::from_secs(5));
     loop {
         if let Outcome::Acked = client.mount("owner-x", segment, 1 << 20).await {
             return Instant::now();
@@ -156,7 +156,7 @@ fn main() {
         let (active, restarts) = settle_pair(&rt, &mut nodes, dir.path(), names, &cluster);
         unplanned_restarts += restarts;
         let survivor = 1 - active;
-        let client = SegmentsClient::new(&nodes[active].base_url(), Duration::from_secs(5));
+        let client = nodes[active].segments_client(Duration::from_secs(5));
         let stop = Arc::new(AtomicBool::new(false));
         let loader = {
             let stop = stop.clone();
@@ -172,7 +172,7 @@ fn main() {
         acked_all.extend(rt.block_on(loader).expect("loader"));
         acked_all.push(after);
 
-        let listing = SegmentsClient::new(&nodes[survivor].base_url(), Duration::from_secs(10));
+        let listing = nodes[survivor].segments_client(Duration::from_secs(10));
         let present: HashSet<String> = rt
             .block_on(listing.list())
             .expect("list segments")

@@ -115,6 +115,8 @@ pub struct Soak {
     /// `crescent` global arguments naming crescentd (`--server ADDR` or `--etcd .. --cluster
     /// ..`); the library writer child takes the same.
     pub globals: Vec<String>,
+    /// The writers' and readers' `client` token (`CRESCENT_TOKEN`; `None` in open mode).
+    pub token: Option<String>,
     pub child_bin: PathBuf,
     pub dir: PathBuf,
     pub seed: u64,
@@ -127,6 +129,13 @@ impl Soak {
 
     fn globals(&self) -> Vec<&str> {
         self.globals.iter().map(String::as_str).collect()
+    }
+
+    /// `crescent GLOBALS` with the soak's token.
+    fn crescent(&self) -> Command {
+        let mut cmd = crescent_command(&self.globals());
+        crate::store_e2e::with_token(&mut cmd, self.token.as_deref());
+        cmd
     }
 
     /// Starts the writers of round `round` (their keys untainted again: the crash that ended
@@ -162,7 +171,7 @@ impl Soak {
             std::thread::sleep(Duration::from_millis(50));
             return;
         };
-        let mut cmd = crescent_command(&self.globals());
+        let mut cmd = self.crescent();
         match op.kind {
             OpKind::Put | OpKind::Upsert => {
                 let file = self.dir.join(format!("cli-writer-{writer}"));
@@ -199,6 +208,7 @@ impl Soak {
         }
         let kill_after = rng.gen_range(1..=ops.len());
         let mut cmd = Command::new(&self.child_bin);
+        crate::store_e2e::with_token(&mut cmd, self.token.as_deref());
         cmd.args(&self.globals)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -288,7 +298,8 @@ impl Soak {
     fn cli_read(&self, key: &str) -> Result<ReadBack, String> {
         let file = self.dir.join("cli-read");
         retry(|| {
-            let out = crescent_command(&self.globals())
+            let out = self
+                .crescent()
                 .args(["get", key, "-o"])
                 .arg(&file)
                 .output()

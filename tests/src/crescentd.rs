@@ -1,4 +1,5 @@
-//! Running a real `crescentd` on a data dir and talking to its HTTP API.
+//! Running a real `crescentd` on a data dir and talking to its HTTP API. It runs with `[auth]`
+//! on unless a test asks for open mode ([`Auth`]); the harness issues the tokens.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -8,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 
+use crate::auth::AuthKey;
 use crate::process::{free_local_port, kill_with_parent, ChildGuard};
 
 /// How long a starting crescentd may take to answer `/healthz` (it recovers its journal first).
@@ -21,11 +23,37 @@ pub struct CrescentdProcess {
     pub log_path: PathBuf,
     /// From spawn to the first 200 of `/healthz`.
     pub startup: Duration,
+    /// The key of its `[auth]`; `None` in open mode.
+    pub auth: Option<AuthKey>,
+}
+
+/// How a started crescentd authenticates (docs/security.md, "Turning it on").
+#[derive(Debug, Clone)]
+pub enum Auth {
+    /// `[auth]` on with the key file `DATA_DIR.key` (made on the first start, kept for
+    /// restarts on the same data dir): the default.
+    Default,
+    /// `[auth]` on with this key (both nodes of an HA pair load the same one).
+    Key(AuthKey),
+    /// Open mode: only for tests whose subject is running without `[auth]` (the caller says
+    /// why).
+    Open,
+}
+
+impl Auth {
+    /// The key this mode runs with for crescentd on `data_dir`, if any.
+    fn key(&self, data_dir: &Path) -> Option<AuthKey> {
+        match self {
+            Auth::Default => Some(AuthKey::at(&data_dir.with_extension("key"))),
+            Auth::Key(k) => Some(k.clone()),
+            Auth::Open => None,
+        }
+    }
 }
 
 impl CrescentdProcess {
     /// Starts `bin --data-dir DATA_DIR --listen 127.0.0.1:PORT EXTRA...` on a free port (`{listen}`
-    /// in an extra argument becomes that address), logging
+    /// in an extra argument becomes that address) with `[auth]` on ([`Auth::Default`]), logging
     /// to `log_path`, and waits until `/healthz` answers 200. Retries with another port when the
     /// chosen one was taken meanwhile; any other early exit fails with the log's tail.
     pub fn start(
@@ -37,6 +65,17 @@ impl CrescentdProcess {
         Self::start_limited(bin, data_dir, log_path, extra_args, None)
     }
 
+    /// [`CrescentdProcess::start`] in open mode (no `[auth]`): only for tests whose subject is
+    /// open mode.
+    pub fn start_open(
+        bin: &Path,
+        data_dir: &Path,
+        log_path: &Path,
+        extra_args: &[String],
+    ) -> Result<CrescentdProcess, String> {
+        Self::start_with_auth(bin, data_dir, log_path, extra_args, None, Auth::Open)
+    }
+
     /// [`CrescentdProcess::start`] with the child's descriptor limit (RLIMIT_NOFILE, soft and
     /// hard) set to `nofile` when given.
     pub fn start_limited(
@@ -46,11 +85,28 @@ impl CrescentdProcess {
         extra_args: &[String],
         nofile: Option<u64>,
     ) -> Result<CrescentdProcess, String> {
+        Self::start_with_auth(bin, data_dir, log_path, extra_args, nofile, Auth::Default)
+    }
+
+    /// [`CrescentdProcess::start_limited`] authenticating as `auth` says.
+    pub fn start_with_auth(
+        bin: &Path,
+        data_dir: &Path,
+        log_path: &Path,
+        extra_args: &[String],
+        nofile: Option<u64>,
+        auth: Auth,
+    ) -> Result<CrescentdProcess, String> {
+        let key = auth.key(data_dir);
+        let args = with_auth_args(extra_args, key.as_ref());
         let mut last_err = String::new();
         for _attempt in 0..5 {
             let addr: SocketAddr = ([127, 0, 0, 1], free_local_port()).into();
-            match Self::start_once(bin, data_dir, log_path, extra_args, nofile, addr) {
-                Ok(p) => return Ok(p),
+            match Self::start_once(bin, data_dir, log_path, &args, nofile, addr) {
+                Ok(p) if matches!(auth, Auth::Default) => {
+                    return Ok(p.with_key(key).assert_refuses_anonymous())
+                }
+                Ok(p) => return Ok(p.with_key(key)),
                 Err(StartError::PortTaken(e)) => last_err = e,
                 Err(StartError::Failed(e)) => return Err(e),
             }
@@ -68,16 +124,71 @@ impl CrescentdProcess {
         extra_args: &[String],
         addr: SocketAddr,
     ) -> Result<CrescentdProcess, String> {
+        let key = Auth::Default.key(data_dir);
+        let args = with_auth_args(extra_args, key.as_ref());
         let mut last_err = String::new();
         for _attempt in 0..20 {
-            match Self::start_once(bin, data_dir, log_path, extra_args, None, addr) {
-                Ok(p) => return Ok(p),
+            match Self::start_once(bin, data_dir, log_path, &args, None, addr) {
+                Ok(p) => return Ok(p.with_key(key).assert_refuses_anonymous()),
                 Err(StartError::PortTaken(e)) => last_err = e,
                 Err(StartError::Failed(e)) => return Err(e),
             }
             std::thread::sleep(Duration::from_millis(250));
         }
         Err(format!("{addr} stayed taken: {last_err}"))
+    }
+
+    fn with_key(mut self, key: Option<AuthKey>) -> CrescentdProcess {
+        self.auth = key;
+        self
+    }
+
+    /// Checks that this standalone node refuses a request without a token, so a test meant
+    /// to run with credentials cannot pass in open mode. (An HA standby's listener answers
+    /// every route without a token: its status is its `/healthz`, the rest `NOT_LEADER`.)
+    fn assert_refuses_anonymous(self) -> CrescentdProcess {
+        let status = http_status(self.addr, "/v1/status");
+        assert!(
+            matches!(status, Ok(401)),
+            "crescentd on {} should run with [auth]: GET /v1/status without a token gave \
+             {status:?}",
+            self.addr
+        );
+        self
+    }
+
+    /// An `admin` token for the harness's own calls; `None` in open mode.
+    pub fn admin_token(&self) -> Option<String> {
+        self.auth.as_ref().map(AuthKey::admin)
+    }
+
+    /// A `client` token of `tenant`; `None` in open mode.
+    pub fn client_token(&self, tenant: &str) -> Option<String> {
+        self.auth.as_ref().map(|k| k.client(tenant))
+    }
+
+    /// An `owner` token for owner id `owner`; `None` in open mode.
+    pub fn owner_token(&self, owner: &str) -> Option<String> {
+        self.auth.as_ref().map(|k| k.owner(owner))
+    }
+
+    /// Options of a library client of this node in the default tenant (with its `client`
+    /// token when `[auth]` is on).
+    pub fn client_options(&self) -> crescent_client::ClientOptions {
+        let options = crescent_client::ClientOptions::servers(&self.addr.to_string());
+        crate::auth::with_token(options, self.client_token(crate::auth::DEFAULT_TENANT))
+    }
+
+    /// A library client of this node in the default tenant ([`Self::client_options`]).
+    pub async fn client(&self) -> crescent_client::CrescentClient {
+        crescent_client::CrescentClient::connect(self.client_options())
+            .await
+            .unwrap_or_else(|e| panic!("a client of {}: {e}", self.addr))
+    }
+
+    /// A segments client of this node, with the admin token when `[auth]` is on.
+    pub fn segments_client(&self, timeout: Duration) -> SegmentsClient {
+        SegmentsClient::new(&self.base_url(), timeout).with_optional_token(self.admin_token())
     }
 
     fn start_once(
@@ -137,6 +248,7 @@ impl CrescentdProcess {
                     addr,
                     log_path: log_path.to_path_buf(),
                     startup: started.elapsed(),
+                    auth: None,
                 });
             }
             if started.elapsed() > READY_TIMEOUT {
@@ -153,6 +265,16 @@ impl CrescentdProcess {
     pub fn base_url(&self) -> String {
         format!("http://{}", self.addr)
     }
+}
+
+/// `extra` with `--auth-secret-file KEY` when there is a key.
+fn with_auth_args(extra: &[String], key: Option<&AuthKey>) -> Vec<String> {
+    let mut args = extra.to_vec();
+    if let Some(k) = key {
+        args.push("--auth-secret-file".to_string());
+        args.push(k.path.display().to_string());
+    }
+    args
 }
 
 /// Sets the spawned process's RLIMIT_NOFILE (soft and hard) to `n`.
@@ -267,6 +389,12 @@ impl SegmentsClient {
     /// This client with a bearer token on every request.
     pub fn with_token(mut self, token: &str) -> SegmentsClient {
         self.token = Some(token.to_string());
+        self
+    }
+
+    /// [`SegmentsClient::with_token`] when there is one (open mode: none).
+    pub fn with_optional_token(mut self, token: Option<String>) -> SegmentsClient {
+        self.token = token;
         self
     }
 

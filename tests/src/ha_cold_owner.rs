@@ -12,10 +12,11 @@ use std::time::{Duration, Instant};
 use crescent_client::{ClientOptions, CrescentClient};
 use serde_json::Value;
 
+use crate::auth::{with_token as client_with_token, DEFAULT_TENANT};
 use crate::binaries::crescent_command;
 use crate::crescentd::{log_tail, CrescentdProcess};
 use crate::ha_pair::{assert_owners_recorded, wait_active, wait_gate, HaPair};
-use crate::store_e2e::OwnerProcess;
+use crate::store_e2e::{with_token, OwnerProcess};
 
 pub const OWNER_ID: &str = "ha-cold-owner";
 pub const DEVICE: &str = "ob";
@@ -36,12 +37,11 @@ pub fn owner_dir(dir: &Path) -> PathBuf {
     dir.join("owner-cold")
 }
 
-/// `crescent GLOBALS ARGS`: (exit code, stdout, stderr).
-pub fn crescent(globals: &[&str], args: &[&str]) -> (i32, Vec<u8>, String) {
-    let out = crescent_command(globals)
-        .args(args)
-        .output()
-        .expect("running crescent");
+/// `crescent GLOBALS ARGS` with `token`: (exit code, stdout, stderr).
+pub fn crescent(globals: &[&str], token: Option<&str>, args: &[&str]) -> (i32, Vec<u8>, String) {
+    let mut cmd = crescent_command(globals);
+    with_token(&mut cmd, token);
+    let out = cmd.args(args).output().expect("running crescent");
     (
         out.status.code().unwrap_or(-1),
         out.stdout,
@@ -49,12 +49,13 @@ pub fn crescent(globals: &[&str], args: &[&str]) -> (i32, Vec<u8>, String) {
     )
 }
 
-/// `crescent --server NODE --json ARGS`, which must succeed.
+/// `crescent --server NODE --json ARGS` as an operator (admin token), which must succeed.
 pub fn json_ok(node: &CrescentdProcess, args: &[&str]) -> Value {
     let addr = node.addr.to_string();
     let mut full = vec!["--json"];
     full.extend_from_slice(args);
-    let (code, out, err) = crescent(&["--server", &addr], &full);
+    let admin = node.admin_token();
+    let (code, out, err) = crescent(&["--server", &addr], admin.as_deref(), &full);
     assert_eq!(
         code,
         0,
@@ -143,8 +144,14 @@ pub fn payload(len: usize, seed: u32) -> Vec<u8> {
 /// still holds the replica (BUSY).
 pub fn evict_hot(node: &CrescentdProcess, key: &str) {
     let addr = node.addr.to_string();
+    // Evicting the hot replica is cold-tier administration (docs/security.md: `cold`).
+    let admin = node.admin_token();
     wait_for(node, "evict --hot", Duration::from_secs(30), || {
-        let (code, out, err) = crescent(&["--server", &addr], &["--json", "evict", key, "--hot"]);
+        let (code, out, err) = crescent(
+            &["--server", &addr],
+            admin.as_deref(),
+            &["--json", "evict", key, "--hot"],
+        );
         let v: Value = serde_json::from_slice(&out).unwrap_or_default();
         assert!(code == 0 || v["error"]["code"] == "BUSY", "{v} {err}");
         code == 0
@@ -155,8 +162,13 @@ pub fn evict_hot(node: &CrescentdProcess, key: &str) {
 /// still holds it (BUSY).
 pub fn remove(node: &CrescentdProcess, key: &str) {
     let addr = node.addr.to_string();
+    let client = node.client_token(DEFAULT_TENANT);
     wait_for(node, "rm", Duration::from_secs(30), || {
-        let (code, out, err) = crescent(&["--server", &addr], &["--json", "rm", key]);
+        let (code, out, err) = crescent(
+            &["--server", &addr],
+            client.as_deref(),
+            &["--json", "rm", key],
+        );
         let v: Value = serde_json::from_slice(&out).unwrap_or_default();
         assert!(code == 0 || v["error"]["code"] == "BUSY", "{v} {err}");
         code == 0
@@ -178,6 +190,7 @@ pub struct Object {
 /// local restore (crescentd asks the owner to read and verify).
 pub async fn check_objects(client: &CrescentClient, node: &CrescentdProcess, objects: &[Object]) {
     let addr = node.addr.to_string();
+    let token = node.client_token(DEFAULT_TENANT);
     for o in objects {
         let got = client
             .get(&o.key)
@@ -186,6 +199,7 @@ pub async fn check_objects(client: &CrescentClient, node: &CrescentdProcess, obj
         assert!(got == o.data, "{}: local read differs", o.key);
         let (code, out, err) = crescent(
             &["--server", &addr],
+            token.as_deref(),
             &["--no-local-cold-restore", "get", &o.key],
         );
         assert_eq!(
@@ -254,7 +268,9 @@ pub async fn setup_with(extra: &str) -> Setup {
     let config = format!("{}{extra}", node_config(shared.path()));
     let pair = HaPair::start_with(false, &config).await;
     let owner = start_owner(&pair);
-    let client = CrescentClient::connect(ClientOptions::etcd(&pair.etcd, &pair.cluster))
+    let options = ClientOptions::etcd(&pair.etcd, &pair.cluster);
+    let token = pair.client_token(DEFAULT_TENANT);
+    let client = CrescentClient::connect(client_with_token(options, Some(token)))
         .await
         .expect("a client following the leader through etcd");
     Setup {
@@ -277,6 +293,7 @@ pub fn start_owner(pair: &HaPair) -> OwnerProcess {
     );
     OwnerProcess::start_with_args(
         &globals,
+        Some(&pair.owner_token(OWNER_ID)),
         OWNER_ID,
         OWNER_SEGMENT,
         &["--cold-device", &device],

@@ -1,12 +1,15 @@
 //! An HA pair for the failover tests: two crescentd processes on a real etcd
-//! (`CRESCENT_TEST_ETCD`, started by scripts/test.sh), lease TTL 2 s.
+//! (`CRESCENT_TEST_ETCD`, started by scripts/test.sh), lease TTL 2 s, with `[auth]` on: both
+//! nodes load one key file, `DIR/auth.key` ([`pair_key`]), and the tests' clients, owners and
+//! operator calls carry tokens issued from it.
 
 use std::net::SocketAddr;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use crate::auth::AuthKey;
 use crate::binaries::ensure_workspace_binary;
-use crate::crescentd::{log_tail, CrescentdProcess};
+use crate::crescentd::{log_tail, Auth, CrescentdProcess, SegmentsClient};
 
 /// Exit status of an active deposed by a newer term.
 pub const DEPOSED_EXIT_CODE: i32 = 75;
@@ -33,10 +36,27 @@ pub fn write_node_config(dir: &Path, name: &str, extra: &str) {
     std::fs::write(dir.join(format!("{name}.toml")), text).expect("writing the node config");
 }
 
+/// The key both nodes of the pair in `dir` load (`dir/auth.key`, made on first use).
+pub fn pair_key(dir: &Path) -> AuthKey {
+    AuthKey::at(&dir.join("auth.key"))
+}
+
 /// Starts node `name` of `cluster` (data in `dir/name`, log `dir/name.log`, config
-/// `dir/name.toml`, written with the defaults if absent) as an HA candidate. `rpc`: keep the RPC
-/// fast path (on an OS-chosen port) or serve HTTP only.
+/// `dir/name.toml`, written with the defaults if absent) as an HA candidate, with `[auth]` on
+/// with the pair's key ([`pair_key`]). `rpc`: keep the RPC fast path (on an OS-chosen port) or
+/// serve HTTP only.
 pub fn start_node(dir: &Path, name: &str, cluster: &str, rpc: bool) -> CrescentdProcess {
+    start_node_as(dir, name, cluster, rpc, Auth::Key(pair_key(dir)))
+}
+
+/// [`start_node`] authenticating as `auth` says (both nodes of a pair alike).
+pub fn start_node_as(
+    dir: &Path,
+    name: &str,
+    cluster: &str,
+    rpc: bool,
+    auth: Auth,
+) -> CrescentdProcess {
     let bin = ensure_workspace_binary("crescent-server", "crescentd");
     let data = dir.join(name);
     let config = dir.join(format!("{name}.toml"));
@@ -59,7 +79,8 @@ pub fn start_node(dir: &Path, name: &str, cluster: &str, rpc: bool) -> Crescentd
     if !rpc {
         args.extend(["--rpc-listen".to_string(), "off".to_string()]);
     }
-    CrescentdProcess::start(&bin, &data, &dir.join(format!("{name}.log")), &args)
+    let log = dir.join(format!("{name}.log"));
+    CrescentdProcess::start_with_auth(&bin, &data, &log, &args, None, auth)
         .unwrap_or_else(|e| panic!("starting {name}: {e}"))
 }
 
@@ -128,8 +149,19 @@ pub async fn wait_active(node: &CrescentdProcess, within: Duration) -> Duration 
 /// job, done here by the test). Call it from the test's own thread, not a blocking-pool thread:
 /// the child is killed when the thread that spawned it exits.
 pub fn restart_standby(dir: &Path, name: &str, cluster: &str, rpc: bool) -> CrescentdProcess {
+    restart_standby_as(dir, name, cluster, rpc, Auth::Key(pair_key(dir)))
+}
+
+/// [`restart_standby`] authenticating as `auth` says.
+pub fn restart_standby_as(
+    dir: &Path,
+    name: &str,
+    cluster: &str,
+    rpc: bool,
+    auth: Auth,
+) -> CrescentdProcess {
     for _ in 0..3 {
-        let mut p = start_node(dir, name, cluster, rpc);
+        let mut p = start_node_as(dir, name, cluster, rpc, auth.clone());
         let t = Instant::now();
         loop {
             if let Some(status) = p.guard.try_exit_status() {
@@ -185,6 +217,15 @@ pub async fn wait_gate(
     }
 }
 
+/// The pair's [`Auth`]: its shared key, or open mode.
+fn auth_mode(dir: &Path, auth: bool) -> Auth {
+    if auth {
+        Auth::Key(pair_key(dir))
+    } else {
+        Auth::Open
+    }
+}
+
 /// The node names of a [`HaPair`], by index.
 pub const NODE_NAMES: [&str; 2] = ["a", "b"];
 
@@ -196,6 +237,8 @@ pub struct HaPair {
     pub etcd: String,
     /// The RPC fast path is on (`start_node`'s `rpc`).
     pub rpc: bool,
+    /// `[auth]` is on (else open mode: [`HaPair::start_open_with`]).
+    pub auth: bool,
     pub nodes: [Option<CrescentdProcess>; 2],
 }
 
@@ -207,17 +250,30 @@ impl HaPair {
 
     /// [`HaPair::start`] with `extra` TOML in both nodes' config (kept across restarts).
     pub async fn start_with(rpc: bool, extra: &str) -> HaPair {
+        Self::launch(rpc, extra, true).await
+    }
+
+    /// [`HaPair::start_with`] in open mode (no `[auth]`): only for tests that cannot run
+    /// with credentials (each says why); the token methods then return tokens nobody checks.
+    pub async fn start_open_with(rpc: bool, extra: &str) -> HaPair {
+        Self::launch(rpc, extra, false).await
+    }
+
+    async fn launch(rpc: bool, extra: &str, auth: bool) -> HaPair {
         let dir = tempfile::tempdir().expect("temp dir");
         for name in NODE_NAMES {
             write_node_config(dir.path(), name, extra);
         }
         let cluster = cluster_name();
-        let nodes = NODE_NAMES.map(|name| Some(start_node(dir.path(), name, &cluster, rpc)));
+        let mode = auth_mode(dir.path(), auth);
+        let nodes = NODE_NAMES
+            .map(|name| Some(start_node_as(dir.path(), name, &cluster, rpc, mode.clone())));
         let pair = HaPair {
             dir,
             cluster,
             etcd: etcd(),
             rpc,
+            auth,
             nodes,
         };
         pair.wait_in_sync().await;
@@ -233,6 +289,46 @@ impl HaPair {
         self.nodes[i].as_mut().expect("node is running")
     }
 
+    /// The key both nodes load.
+    pub fn key(&self) -> AuthKey {
+        pair_key(self.dir.path())
+    }
+
+    /// An `admin` token (operator calls).
+    pub fn admin_token(&self) -> String {
+        self.key().admin()
+    }
+
+    /// A `client` token of `tenant`.
+    pub fn client_token(&self, tenant: &str) -> String {
+        self.key().client(tenant)
+    }
+
+    /// An `owner` token for owner id `owner`.
+    pub fn owner_token(&self, owner: &str) -> String {
+        self.key().owner(owner)
+    }
+
+    /// Options of a library client following the pair's leader through etcd, as a client of
+    /// `tenant`.
+    pub fn client_options(&self, tenant: &str) -> crescent_client::ClientOptions {
+        let options = crescent_client::ClientOptions::etcd(&self.etcd, &self.cluster);
+        crate::auth::with_token(options, Some(self.client_token(tenant)))
+    }
+
+    /// A `crescent owner` process `owner_id` following the pair's leader through etcd, with its
+    /// owner token. Spawn from the test's own thread (the child dies with it).
+    pub fn start_owner(&self, owner_id: &str, size: u64) -> crate::store_e2e::OwnerProcess {
+        let globals = ["--etcd", &self.etcd, "--cluster", &self.cluster];
+        let token = self.owner_token(owner_id);
+        crate::store_e2e::OwnerProcess::start_with(&globals, Some(&token), owner_id, size)
+    }
+
+    /// A segments client of node `i` with the admin token.
+    pub fn segments_client(&self, i: usize, timeout: Duration) -> SegmentsClient {
+        self.node(i).segments_client(timeout)
+    }
+
     /// Waits until one node is active with an in-sync standby; returns its index.
     pub async fn wait_in_sync(&self) -> usize {
         wait_pair_in_sync(&[self.node(0), self.node(1)]).await
@@ -242,11 +338,12 @@ impl HaPair {
     /// ([`restart_standby`]). Call it from the test's own thread (see there).
     pub fn restart_as_standby(&mut self, i: usize) {
         self.nodes[i] = None;
-        self.nodes[i] = Some(restart_standby(
+        self.nodes[i] = Some(restart_standby_as(
             self.dir.path(),
             NODE_NAMES[i],
             &self.cluster,
             self.rpc,
+            auth_mode(self.dir.path(), self.auth),
         ));
     }
 }

@@ -1,11 +1,14 @@
-//! Raw probes of crescentd's listeners for the hostile-network tests (`net_abuse`, and
-//! `net_repro`, which runs the same findings against any crescentd binary): connections that
-//! lie, stall or send garbage, and the documented answers to oversized input
-//! (docs/configuration.md, "Network bounds").
+//! Raw probes of crescentd's listeners for the hostile-network tests (`net_abuse`, whose
+//! reproductions also run against any crescentd binary, an older one included): connections
+//! that lie, stall or send garbage, and the documented answers to oversized input
+//! (docs/configuration.md, "Network bounds"). A `token` is a client's credential under
+//! `[auth]`; `None` in open mode.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
+
+use crate::crescentd::CrescentdProcess;
 
 pub fn connect(addr: SocketAddr) -> TcpStream {
     let s = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).expect("connect");
@@ -29,14 +32,29 @@ pub fn read_until_close(s: &mut TcpStream, limit: Duration) -> (Vec<u8>, bool) {
     (got, false)
 }
 
-pub fn rpc_hello() -> [u8; 8] {
-    crescent_wire::rpc::client_hello()
+/// An RPC handshake: version 2 with `token`, so the abuse comes from a client holding a valid
+/// credential, past the authentication an anonymous one is refused at; without one, version
+/// 1, which any build accepts in open mode (an older one included).
+pub fn rpc_hello(token: Option<&str>) -> Vec<u8> {
+    match token {
+        Some(t) => {
+            let mut out = Vec::new();
+            crescent_wire::rpc::client_hello_v2(Some(t), &mut out).unwrap();
+            out
+        }
+        None => crescent_wire::rpc::client_hello().to_vec(),
+    }
+}
+
+/// `Authorization` header line of a raw HTTP request (none in open mode).
+pub fn auth_line(token: Option<&str>) -> String {
+    token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"))
 }
 
 /// Handshakes, then sends a header claiming a body just under 16 MiB and 10 bytes of it.
-pub fn lying_frame(rpc: SocketAddr) -> TcpStream {
+pub fn lying_frame(rpc: SocketAddr, token: Option<&str>) -> TcpStream {
     let mut s = connect(rpc);
-    s.write_all(&rpc_hello()).unwrap();
+    s.write_all(&rpc_hello(token)).unwrap();
     let mut answer = [0u8; 8];
     s.read_exact(&mut answer).unwrap();
     let mut frame = Vec::new();
@@ -59,23 +77,28 @@ pub fn status_of(response: &[u8]) -> u16 {
     text.get(9..12).and_then(|s| s.parse().ok()).unwrap_or(0)
 }
 
-pub async fn json_get(base: &str, path: &str) -> serde_json::Value {
-    reqwest::Client::builder()
+/// `GET base+path` as an operator (the admin token), as JSON.
+pub async fn json_get(node: &CrescentdProcess, path: &str) -> serde_json::Value {
+    let req = reqwest::Client::builder()
         .no_proxy()
         .build()
         .unwrap()
-        .get(format!("{base}{path}"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap()
+        .get(format!("{}{path}", node.base_url()));
+    match node.admin_token() {
+        Some(t) => req.bearer_auth(t),
+        None => req,
+    }
+    .send()
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap()
 }
 
-/// The RPC fast path's address, as crescentd at `base` (`http://HOST:PORT`) tells it.
-pub async fn rpc_address(base: &str) -> SocketAddr {
-    json_get(base, "/v1/rpc").await["address"]
+/// The RPC fast path's address, as crescentd tells an operator.
+pub async fn rpc_address(node: &CrescentdProcess) -> SocketAddr {
+    json_get(node, "/v1/rpc").await["address"]
         .as_str()
         .expect("the RPC address")
         .parse()
@@ -84,12 +107,13 @@ pub async fn rpc_address(base: &str) -> SocketAddr {
 
 /// 413 PAYLOAD_TOO_LARGE for a declared 2 GB body, the batch count refused from the msgpack
 /// header, and PAYLOAD_TOO_LARGE under its request id for an RPC frame over the limit.
-pub fn assert_oversized_answers(http: SocketAddr, rpc: SocketAddr) {
-    let mut huge = http_raw(
-        http,
-        b"POST /v1/objects/get HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
-          Content-Length: 2000000000\r\n\r\n{}",
+pub fn assert_oversized_answers(http: SocketAddr, rpc: SocketAddr, token: Option<&str>) {
+    let request = format!(
+        "POST /v1/objects/get HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
+         {}Content-Length: 2000000000\r\n\r\n{{}}",
+        auth_line(token)
     );
+    let mut huge = http_raw(http, request.as_bytes());
     let (answer, _) = read_until_close(&mut huge, Duration::from_secs(3));
     let answer = String::from_utf8_lossy(&answer);
     assert_eq!(status_of(answer.as_bytes()), 413, "{answer}");
@@ -107,7 +131,8 @@ pub fn assert_oversized_answers(http: SocketAddr, rpc: SocketAddr) {
     }
     let mut request = format!(
         "POST /v1/objects/batch/get HTTP/1.1\r\nHost: x\r\nContent-Type: application/msgpack\r\n\
-         Accept: application/json\r\nConnection: close\r\nContent-Length: {}\r\n\r\n",
+         Accept: application/json\r\nConnection: close\r\n{}Content-Length: {}\r\n\r\n",
+        auth_line(token),
         body.len()
     )
     .into_bytes();
@@ -119,7 +144,7 @@ pub fn assert_oversized_answers(http: SocketAddr, rpc: SocketAddr) {
     assert!(answer.contains("1000000 items"), "{answer}");
 
     let mut s = connect(rpc);
-    s.write_all(&rpc_hello()).unwrap();
+    s.write_all(&rpc_hello(token)).unwrap();
     let mut hello = [0u8; 8];
     s.read_exact(&mut hello).unwrap();
     let mut frame = Vec::new();

@@ -120,28 +120,39 @@ pub struct OwnerProcess {
 }
 
 impl OwnerProcess {
-    /// Runs `crescent --server SERVER --json owner --size SIZE --id ID` and waits for its ready
-    /// line. Spawn from the test's own thread (the child dies with it).
-    pub fn start(server: &str, owner_id: &str, size: u64) -> OwnerProcess {
-        Self::start_with(&["--server", server], owner_id, size)
+    /// Runs `crescent --server SERVER --json owner --size SIZE --id ID` with an owner token for
+    /// `owner_id` when crescentd runs with `[auth]`, and waits for its ready line. Spawn from
+    /// the test's own thread (the child dies with it).
+    pub fn start(crescentd: &CrescentdProcess, owner_id: &str, size: u64) -> OwnerProcess {
+        let server = crescentd.addr.to_string();
+        let token = crescentd.owner_token(owner_id);
+        Self::start_with(&["--server", &server], token.as_deref(), owner_id, size)
     }
 
     /// Like [`OwnerProcess::start`], with `globals` saying where crescentd is (e.g.
-    /// `--etcd URL --cluster NAME` to follow an HA pair's leader).
-    pub fn start_with(globals: &[&str], owner_id: &str, size: u64) -> OwnerProcess {
-        Self::start_with_args(globals, owner_id, size, &[])
+    /// `--etcd URL --cluster NAME` to follow an HA pair's leader) and the owner `token`
+    /// (`CRESCENT_TOKEN`; `None` in open mode).
+    pub fn start_with(
+        globals: &[&str],
+        token: Option<&str>,
+        owner_id: &str,
+        size: u64,
+    ) -> OwnerProcess {
+        Self::start_with_args(globals, token, owner_id, size, &[])
     }
 
     /// Like [`OwnerProcess::start_with`], with more `owner` arguments (e.g. `--cold-device
     /// ID=DIR`: the ready line is printed once the device is registered).
     pub fn start_with_args(
         globals: &[&str],
+        token: Option<&str>,
         owner_id: &str,
         size: u64,
         owner_args: &[&str],
     ) -> OwnerProcess {
         let bin = ensure_workspace_binary("crescent-client", "crescent");
         let mut cmd = Command::new(bin);
+        with_token(&mut cmd, token);
         cmd.args(globals)
             .args(["--json", "owner", "--size"])
             .arg(size.to_string())
@@ -225,11 +236,22 @@ pub fn sum_samples(text: &str, name: &str, label: &str) -> u64 {
         .sum()
 }
 
-/// Runs the `crescent` CLI (`crescent --server SERVER ARGS...`) to completion: (exit code,
-/// stdout, stderr).
-pub fn crescent_cli(server: &str, args: &[&str]) -> (i32, Vec<u8>, String) {
+/// Gives a `crescent` process `token` in `CRESCENT_TOKEN` (never one from the test's own
+/// environment).
+pub fn with_token(cmd: &mut Command, token: Option<&str>) {
+    match token {
+        Some(t) => cmd.env("CRESCENT_TOKEN", t),
+        None => cmd.env_remove("CRESCENT_TOKEN"),
+    };
+}
+
+/// Runs the `crescent` CLI (`crescent --server SERVER ARGS...`) with `token` to completion:
+/// (exit code, stdout, stderr).
+pub fn crescent_cli(server: &str, token: Option<&str>, args: &[&str]) -> (i32, Vec<u8>, String) {
     let bin = ensure_workspace_binary("crescent-client", "crescent");
-    let out = Command::new(bin)
+    let mut cmd = Command::new(bin);
+    with_token(&mut cmd, token);
+    let out = cmd
         .args(["--server", server])
         .args(args)
         .env_remove("CRESCENT_TENANT")

@@ -26,7 +26,8 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crescent_client::{ClientOptions, CrescentClient};
+use crescent_client::CrescentClient;
+use crescent_tests::auth::DEFAULT_TENANT;
 use crescent_tests::binaries::ensure_workspace_binary;
 use crescent_tests::chaos::{keep_on_failure, read_error, subdir, Soak};
 use crescent_tests::chaos_model::ReadBack;
@@ -65,10 +66,11 @@ fn seed() -> u64 {
     seed
 }
 
-fn soak(globals: Vec<String>, dir: &Path, seed: u64) -> Soak {
+fn soak(globals: Vec<String>, token: Option<String>, dir: &Path, seed: u64) -> Soak {
     Soak {
         shared: Arc::default(),
         globals,
+        token,
         child_bin: env!("CARGO_BIN_EXE_chaos-writer").into(),
         dir: subdir(dir, "scratch"),
         seed,
@@ -177,11 +179,12 @@ fn chaos_soak_standalone() {
         .unwrap_or_else(|e| panic!("starting crescentd: {e}"));
     let server = node.addr.to_string();
     let mut owners = [
-        OwnerProcess::start(&server, "chaos-owner-1", OWNER_SEGMENT),
-        OwnerProcess::start(&server, "chaos-owner-2", OWNER_SEGMENT),
+        OwnerProcess::start(&node, "chaos-owner-1", OWNER_SEGMENT),
+        OwnerProcess::start(&node, "chaos-owner-2", OWNER_SEGMENT),
     ];
-    let soak = soak(vec!["--server".into(), server.clone()], dir.path(), seed);
-    let lib = CrescentClient::new(&server).expect("library reader");
+    let token = node.client_token(DEFAULT_TENANT);
+    let soak = soak(vec!["--server".into(), server], token, dir.path(), seed);
+    let lib = rt.block_on(node.client());
 
     let mut found = Vec::new();
     let mut done = 0;
@@ -244,14 +247,13 @@ fn chaos_soak_ha() {
     let (etcd, cluster) = (pair.etcd.clone(), pair.cluster.clone());
     let globals = ["--etcd", etcd.as_str(), "--cluster", cluster.as_str()];
     let mut owners = [
-        OwnerProcess::start_with(&globals, "chaos-owner-1", OWNER_SEGMENT),
-        OwnerProcess::start_with(&globals, "chaos-owner-2", OWNER_SEGMENT),
+        pair.start_owner("chaos-owner-1", OWNER_SEGMENT),
+        pair.start_owner("chaos-owner-2", OWNER_SEGMENT),
     ];
-    let soak = soak(globals.map(String::from).to_vec(), dir.path(), seed);
+    let token = Some(pair.client_token(DEFAULT_TENANT));
+    let soak = soak(globals.map(String::from).to_vec(), token, dir.path(), seed);
     let lib = rt
-        .block_on(CrescentClient::connect(ClientOptions::etcd(
-            &etcd, &cluster,
-        )))
+        .block_on(CrescentClient::connect(pair.client_options(DEFAULT_TENANT)))
         .expect("library reader following etcd");
 
     let mut found = Vec::new();

@@ -120,7 +120,7 @@ fn check_recovery(
     model: &SharedModel,
     round: u32,
 ) {
-    let client = SegmentsClient::new(&server.base_url(), REQUEST_TIMEOUT);
+    let client = server.segments_client(REQUEST_TIMEOUT);
     let listing = rt
         .block_on(client.list())
         .unwrap_or_else(|e| panic!("round {round}: {e}"));
@@ -192,7 +192,7 @@ fn crescentd_keeps_every_acknowledged_segment_command_across_sigkills() {
         let clients: Vec<_> = (0..CLIENTS)
             .map(|client_id| {
                 rt.spawn(client_loop(
-                    SegmentsClient::new(&server.base_url(), REQUEST_TIMEOUT),
+                    server.segments_client(REQUEST_TIMEOUT),
                     model.clone(),
                     stop.clone(),
                     round,

@@ -8,11 +8,13 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use crescent_tests::auth::DEFAULT_TENANT;
 use crescent_tests::binaries::ensure_workspace_binary;
 use crescent_tests::crescentd::{log_tail, CrescentdProcess};
 use crescent_tests::ha_pair::{
-    self, cluster_name, etcd, wait_active, wait_pair_in_sync, write_node_config,
+    self, cluster_name, etcd, pair_key, wait_active, wait_pair_in_sync, write_node_config,
 };
+use crescent_tests::store_e2e::with_token;
 
 /// Starts HA node `name` with an embedded segment and the shared cold root, HTTP only.
 fn start_node(dir: &Path, name: &str, cluster: &str, cold_root: &Path) -> CrescentdProcess {
@@ -26,11 +28,30 @@ fn start_node(dir: &Path, name: &str, cluster: &str, cold_root: &Path) -> Cresce
     ha_pair::start_node(dir, name, cluster, false)
 }
 
-/// `crescent --server ADDR --json ARGS` with optional stdin: (exit code, stdout).
-fn crescent(node: &CrescentdProcess, args: &[&str], stdin: Option<&[u8]>) -> (i32, Vec<u8>) {
+/// Who runs a `crescent` command: an application of the default tenant, or an operator.
+#[derive(Clone, Copy)]
+enum As {
+    Client,
+    Admin,
+}
+
+/// `crescent --server ADDR --json ARGS` with optional stdin, with `who`'s token: (exit code,
+/// stdout).
+fn crescent(
+    node: &CrescentdProcess,
+    who: As,
+    args: &[&str],
+    stdin: Option<&[u8]>,
+) -> (i32, Vec<u8>) {
     use std::io::Write;
     let bin = ensure_workspace_binary("crescent-client", "crescent");
-    let mut child = Command::new(bin)
+    let token = match who {
+        As::Client => node.client_token(DEFAULT_TENANT),
+        As::Admin => node.admin_token(),
+    };
+    let mut cmd = Command::new(bin);
+    with_token(&mut cmd, token.as_deref());
+    let mut child = cmd
         .args(["--server", &node.addr.to_string()])
         .args(args)
         .env_remove("CRESCENT_SERVER")
@@ -50,10 +71,15 @@ fn crescent(node: &CrescentdProcess, args: &[&str], stdin: Option<&[u8]>) -> (i3
     (out.status.code().unwrap_or(-1), out.stdout)
 }
 
-fn json_ok(node: &CrescentdProcess, args: &[&str], stdin: Option<&[u8]>) -> serde_json::Value {
+fn json_ok(
+    node: &CrescentdProcess,
+    who: As,
+    args: &[&str],
+    stdin: Option<&[u8]>,
+) -> serde_json::Value {
     let mut full = vec!["--json"];
     full.extend_from_slice(args);
-    let (code, out) = crescent(node, &full, stdin);
+    let (code, out) = crescent(node, who, &full, stdin);
     assert_eq!(
         code,
         0,
@@ -78,10 +104,10 @@ async fn a_cold_only_object_is_read_from_the_shared_mount_after_failover() {
     let data: Vec<u8> = (0..(3 << 20) + 17)
         .map(|i: u32| i.wrapping_mul(2_654_435_761).to_le_bytes()[1])
         .collect();
-    json_ok(active, &["put", "ha/cold", "-"], Some(&data));
-    let stat = json_ok(active, &["offload", "ha/cold"], None);
+    json_ok(active, As::Client, &["put", "ha/cold", "-"], Some(&data));
+    let stat = json_ok(active, As::Admin, &["offload", "ha/cold"], None);
     assert_eq!(stat["cold"]["state"], "materialized", "{stat}");
-    let stat = json_ok(active, &["evict", "ha/cold", "--hot"], None);
+    let stat = json_ok(active, As::Admin, &["evict", "ha/cold", "--hot"], None);
     assert!(stat["replicas"].as_array().unwrap().is_empty(), "{stat}");
     assert!(cold.join("DEVICE").exists());
     // The standby has the journal up to the eviction before the active dies.
@@ -90,10 +116,10 @@ async fn a_cold_only_object_is_read_from_the_shared_mount_after_failover() {
     nodes[first].guard.sigkill();
     let standby = &nodes[1 - first];
     wait_active(standby, Duration::from_secs(30)).await;
-    let (code, got) = crescent(standby, &["get", "ha/cold"], None);
+    let (code, got) = crescent(standby, As::Client, &["get", "ha/cold"], None);
     assert_eq!(code, 0, "{}", log_tail(&standby.log_path, 40));
     assert!(got == data, "the restored bytes differ");
-    let devices = json_ok(standby, &["cold", "ls"], None);
+    let devices = json_ok(standby, As::Admin, &["cold", "ls"], None);
     let device = &devices[0];
     assert_eq!(device["used"], data.len() as u64, "{devices}");
     assert_eq!(device["live_materialized_bytes"], data.len() as u64);
@@ -129,7 +155,8 @@ fn a_shared_root_stamped_for_another_device_is_refused() {
             "--advertise",
             "127.0.0.1:1",
         ])
-        .args(["--rpc-listen", "off"])
+        .args(["--rpc-listen", "off", "--auth-secret-file"])
+        .arg(&pair_key(dir.path()).path)
         .stdin(Stdio::null())
         .output()
         .unwrap();

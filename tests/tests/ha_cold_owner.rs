@@ -13,6 +13,7 @@
 
 use std::time::{Duration, Instant};
 
+use crescent_tests::auth::DEFAULT_TENANT;
 use crescent_tests::env_count;
 use crescent_tests::ha_cold_owner::{
     check_objects, check_usage, crescent, evict_hot, fail_over, json_ok, owner_row, payload,
@@ -70,8 +71,14 @@ async fn an_owner_device_serves_and_reconciles_on_the_new_active_after_failover(
         let gone = objects.remove(0);
         assert!(gone.cold_only, "{}", gone.key);
         remove(node, &gone.key);
-        let (code, _, err) = crescent(&["--server", &node.addr.to_string()], &["get", &gone.key]);
-        assert_ne!(code, 0, "{} was deleted: {err}", gone.key);
+        let token = node.client_token(DEFAULT_TENANT);
+        let server = ["--server", &node.addr.to_string()];
+        let (code, _, err) = crescent(&server, token.as_deref(), &["get", &gone.key]);
+        assert!(
+            code != 0 && err.contains("NOT_FOUND"),
+            "{} was deleted: {err}",
+            gone.key
+        );
         let live = objects.iter().filter(|o| o.materialized).count() as u64;
         wait_converged(node, &format!("round {round}, after new work"), live);
         check_usage(node, &dir, &objects);
@@ -87,7 +94,7 @@ async fn an_owner_device_serves_and_reconciles_on_the_new_active_after_failover(
 /// until the device is busy with it on `node` (its ledger held, the IO queued for the owner)
 /// and a little longer (so its first commands are journaled and replicated), then SIGKILLs
 /// the active and lets the owner run again. Returns the new active's index.
-async fn fail_over_during(s: &mut Setup, active: usize, args: &[&str]) -> usize {
+async fn fail_over_during(s: &mut Setup, active: usize, token: String, args: &[&str]) -> usize {
     let owner_pid = s.owner.guard.pid() as libc::pid_t;
     // SAFETY: kill(2) on our own child process.
     #[allow(unsafe_code)]
@@ -99,7 +106,7 @@ async fn fail_over_during(s: &mut Setup, active: usize, args: &[&str]) -> usize 
     let work = std::thread::spawn(move || {
         let mut full = vec!["--server", addr.as_str(), "--json"];
         full.extend(args.iter().map(String::as_str));
-        crescent(&[], &full)
+        crescent(&[], Some(&token), &full)
     });
     wait_for(
         s.pair.node(active),
@@ -141,7 +148,8 @@ async fn cold_work_cut_by_a_failover_converges_on_the_new_active() {
 
     // An offload of `h` (planned and reserved; its write queued for the stopped owner).
     let h = objects[2].key.clone();
-    let active = fail_over_during(&mut s, active, &["offload", &h]).await;
+    let admin = s.pair.admin_token();
+    let active = fail_over_during(&mut s, active, admin, &["offload", &h]).await;
     let node = s.pair.node(active);
     wait_converged(node, "offload cut", 2);
     check_usage(node, &dir, &objects);
@@ -159,11 +167,18 @@ async fn cold_work_cut_by_a_failover_converges_on_the_new_active() {
     s.pair.restart_as_standby(killed);
     settle(&s, s.pair.node(active)).await;
     let c0 = objects.remove(0);
-    let active = fail_over_during(&mut s, active, &["rm", &c0.key]).await;
+    let client = s.pair.client_token(DEFAULT_TENANT);
+    let active = fail_over_during(&mut s, active, client, &["rm", &c0.key]).await;
     let node = s.pair.node(active);
     wait_converged(node, "reclaim cut", 2);
-    let (code, _, err) = crescent(&["--server", &node.addr.to_string()], &["get", &c0.key]);
-    assert_ne!(code, 0, "{} was deleted: {err}", c0.key);
+    let token = node.client_token(DEFAULT_TENANT);
+    let server = ["--server", &node.addr.to_string()];
+    let (code, _, err) = crescent(&server, token.as_deref(), &["get", &c0.key]);
+    assert!(
+        code != 0 && err.contains("NOT_FOUND"),
+        "{} was deleted: {err}",
+        c0.key
+    );
     check_usage(node, &dir, &objects);
     check_objects(&s.client, node, &objects).await;
 
@@ -180,7 +195,8 @@ async fn cold_work_cut_by_a_failover_converges_on_the_new_active() {
     let key = c1.key.clone();
     // --force: a read lease of the checks above may still be held (its release is deferred).
     let rm = std::thread::spawn(move || {
-        crescent(&["--server", &addr], &["--json", "rm", "--force", &key])
+        let force = ["--json", "rm", "--force", &key];
+        crescent(&["--server", &addr], token.as_deref(), &force)
     });
     let started = Instant::now();
     while !rm.is_finished() {
@@ -201,8 +217,13 @@ async fn cold_work_cut_by_a_failover_converges_on_the_new_active() {
         "the delete waited for the stalled owner"
     );
     wait_converged(node, "owner stall", 1);
-    let (code, _, err) = crescent(&["--server", &node.addr.to_string()], &["get", &c1.key]);
-    assert_ne!(code, 0, "{} was deleted: {err}", c1.key);
+    let token = node.client_token(DEFAULT_TENANT);
+    let (code, _, err) = crescent(&server, token.as_deref(), &["get", &c1.key]);
+    assert!(
+        code != 0 && err.contains("NOT_FOUND"),
+        "{} was deleted: {err}",
+        c1.key
+    );
     check_usage(node, &dir, &objects);
     check_objects(&s.client, node, &objects).await;
 }

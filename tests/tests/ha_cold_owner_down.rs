@@ -14,6 +14,7 @@
 use std::time::Duration;
 
 use crescent_client::CrescentClient;
+use crescent_tests::auth::DEFAULT_TENANT;
 use crescent_tests::crescentd::{log_tail, CrescentdProcess};
 use crescent_tests::ha_cold_owner::{
     check_objects, check_usage, crescent, owner_row, payload_files, put_objects, settle,
@@ -102,9 +103,12 @@ async fn cold_only_objects_survive_a_failover_while_their_owner_is_down() {
         o.cold_only = true;
     }
     check_returned(&s, survivor, "owner restarted", &files_before, &objects).await;
+    let token = node.client_token(DEFAULT_TENANT);
     for key in &lost {
-        let (code, out, err) = crescent(&["--server", &node.addr.to_string()], &["get", key]);
+        let server = ["--server", &node.addr.to_string()];
+        let (code, out, err) = crescent(&server, token.as_deref(), &["get", key]);
         assert_ne!(code, 0, "{key}: its only replica died with the owner");
+        assert!(!err.contains("UNAUTHENTICATED"), "{key}: {err}");
         assert!(out.is_empty(), "{key}: {err}");
     }
 }

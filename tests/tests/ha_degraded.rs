@@ -12,6 +12,7 @@
 use std::time::{Duration, Instant};
 
 use crescent_client::{ClientOptions, CrescentClient, Placement, PutOptions};
+use crescent_tests::auth::{with_token, DEFAULT_TENANT};
 use crescent_tests::ha_pair::{assert_owners_recorded, health, wait_active, wait_gate, HaPair};
 use crescent_tests::store_e2e::{check_value, object_value, OwnerProcess};
 
@@ -58,15 +59,9 @@ async fn an_owner_that_never_returns_opens_the_new_actives_gate_degraded_at_the_
     let active = pair.wait_in_sync().await;
     let survivor = 1 - active;
 
-    let globals = [
-        "--etcd",
-        pair.etcd.as_str(),
-        "--cluster",
-        pair.cluster.as_str(),
-    ];
-    let owner1 = OwnerProcess::start_with(&globals, "deg-owner-1", OWNER_SEGMENT);
-    let mut owner2 = OwnerProcess::start_with(&globals, "deg-owner-2", OWNER_SEGMENT);
-    let writer = CrescentClient::connect(ClientOptions::etcd(&pair.etcd, &pair.cluster))
+    let owner1 = pair.start_owner("deg-owner-1", OWNER_SEGMENT);
+    let mut owner2 = pair.start_owner("deg-owner-2", OWNER_SEGMENT);
+    let writer = CrescentClient::connect(pair.client_options(DEFAULT_TENANT))
         .await
         .expect("a client following the leader through etcd");
     let on1 = put_on(&writer, &owner1, 0).await;
@@ -88,12 +83,12 @@ async fn an_owner_that_never_returns_opens_the_new_actives_gate_degraded_at_the_
         assert_eq!(h["rebuild"]["owners_expected"].as_u64(), Some(2), "{h}");
         // Owner 2's keys are not known yet: UNAVAILABLE (REBUILDING), not NOT_FOUND. A client
         // waits for the gate up to its failover deadline; one with a short deadline sees it.
-        let impatient = CrescentClient::connect(
-            ClientOptions::servers(&node.addr.to_string())
-                .with_failover_timeout(Duration::from_millis(300)),
-        )
-        .await
-        .unwrap();
+        let options = ClientOptions::servers(&node.addr.to_string())
+            .with_failover_timeout(Duration::from_millis(300));
+        let impatient =
+            CrescentClient::connect(with_token(options, Some(pair.client_token(DEFAULT_TENANT))))
+                .await
+                .unwrap();
         let err = impatient.get(&on2[0].0).await.unwrap_err().to_string();
         assert!(err.contains("REBUILDING"), "{err}");
     } else {

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crescent_tests::binaries::optional_workspace_binary;
-use crescent_tests::crescentd::{log_tail, CrescentdProcess, Outcome, SegmentsClient};
+use crescent_tests::crescentd::{log_tail, CrescentdProcess, Outcome};
 use crescent_tests::ha_pair::{
     cluster_name, health, restart_standby as restart_node, start_node as start_ha_node,
     wait_active, wait_pair_in_sync,
@@ -42,7 +42,7 @@ async fn kill_9_of_the_active_under_load_loses_no_acknowledged_command() {
     ];
     let active = wait_pair_in_sync(&[&nodes[0], &nodes[1]]).await;
     let standby = 1 - active;
-    let client = SegmentsClient::new(&nodes[active].base_url(), Duration::from_secs(5));
+    let client = nodes[active].segments_client(Duration::from_secs(5));
 
     // 32 clients mount fresh segments until the kill; every acknowledged one must survive.
     let acked: Arc<Mutex<Vec<String>>> = Arc::default();
@@ -77,7 +77,7 @@ async fn kill_9_of_the_active_under_load_loses_no_acknowledged_command() {
     );
 
     wait_active(&nodes[standby], Duration::from_secs(15)).await;
-    let new_client = SegmentsClient::new(&nodes[standby].base_url(), Duration::from_secs(5));
+    let new_client = nodes[standby].segments_client(Duration::from_secs(5));
     // the first successful write on the new active
     loop {
         match new_client.mount("owner-x", "after-failover", 1 << 20).await {
@@ -108,7 +108,7 @@ async fn a_paused_active_is_deposed_and_acknowledges_nothing_under_its_old_term(
     ];
     let active = wait_pair_in_sync(&[&nodes[0], &nodes[1]]).await;
     let standby = 1 - active;
-    let old = SegmentsClient::new(&nodes[active].base_url(), Duration::from_secs(3));
+    let old = nodes[active].segments_client(Duration::from_secs(3));
     assert!(matches!(
         old.mount("o", "before-pause", 1 << 20).await,
         Outcome::Acked
@@ -116,7 +116,7 @@ async fn a_paused_active_is_deposed_and_acknowledges_nothing_under_its_old_term(
 
     nodes[active].guard.signal(libc::SIGSTOP);
     wait_active(&nodes[standby], Duration::from_secs(15)).await;
-    let new = SegmentsClient::new(&nodes[standby].base_url(), Duration::from_secs(3));
+    let new = nodes[standby].segments_client(Duration::from_secs(3));
     assert!(matches!(
         new.mount("o", "on-new-active", 1 << 20).await,
         Outcome::Acked
@@ -205,10 +205,10 @@ async fn alternating_kill_9_rounds_lose_no_acknowledged_command() {
             assert_eq!(prev, active, "round {round}: the active alternates");
         }
         let standby = 1 - active;
-        let client = SegmentsClient::new(
-            &nodes[active].as_ref().unwrap().base_url(),
-            Duration::from_secs(5),
-        );
+        let client = nodes[active]
+            .as_ref()
+            .unwrap()
+            .segments_client(Duration::from_secs(5));
         let acked: Arc<Mutex<Vec<String>>> = Arc::default();
         let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let mut tasks = Vec::new();
@@ -236,7 +236,7 @@ async fn alternating_kill_9_rounds_lose_no_acknowledged_command() {
         acked_all.extend(acked.lock().unwrap().iter().cloned());
         let survivor = nodes[standby].as_ref().unwrap();
         wait_active(survivor, Duration::from_secs(15)).await;
-        let new_client = SegmentsClient::new(&survivor.base_url(), Duration::from_secs(5));
+        let new_client = survivor.segments_client(Duration::from_secs(5));
         loop {
             match new_client
                 .mount("owner-x", &format!("after-{round}"), 1 << 20)

@@ -25,11 +25,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crescent_client::{ClientOptions, CrescentClient, LeaderSource, Owner, OwnerConfig};
+use crescent_tests::auth::{with_token, DEFAULT_TENANT};
 use crescent_tests::binaries::crescent_command;
 use crescent_tests::crescentd::log_tail;
 use crescent_tests::env_count;
 use crescent_tests::ha_pair::{assert_owners_recorded, health, wait_active, wait_gate, HaPair};
-use crescent_tests::store_e2e::{check_value, object_sizes, object_value, OwnerProcess};
+use crescent_tests::store_e2e::{check_value, object_sizes, object_value};
 
 /// The HA tests each run two crescentd processes: one at a time, so a 2-core machine gives
 /// each the timing it is about.
@@ -102,12 +103,20 @@ async fn owners_follow_a_failover_and_every_object_reads_back_byte_identical() {
     let mut pair = HaPair::start(true).await;
 
     let (etcd, cluster) = (pair.etcd.clone(), pair.cluster.clone());
-    let globals = ["--etcd", etcd.as_str(), "--cluster", cluster.as_str()];
-    let mut owners = [
-        OwnerProcess::start_with(&globals, "ha-owner-1", OWNER_SEGMENT),
-        OwnerProcess::start_with(&globals, "ha-owner-2", OWNER_SEGMENT),
+    let token = pair.client_token(DEFAULT_TENANT);
+    let globals = [
+        "--etcd",
+        etcd.as_str(),
+        "--cluster",
+        cluster.as_str(),
+        "--token",
+        token.as_str(),
     ];
-    let writer = CrescentClient::connect(ClientOptions::etcd(&pair.etcd, &pair.cluster))
+    let mut owners = [
+        pair.start_owner("ha-owner-1", OWNER_SEGMENT),
+        pair.start_owner("ha-owner-2", OWNER_SEGMENT),
+    ];
+    let writer = CrescentClient::connect(pair.client_options(DEFAULT_TENANT))
         .await
         .expect("a client following the leader through etcd");
 
@@ -186,7 +195,12 @@ async fn owners_follow_a_failover_and_every_object_reads_back_byte_identical() {
         check_all("client following etcd", &written, &read);
 
         let static_list = format!("{dead_addr},{}", node.addr);
-        let fallback = CrescentClient::new(&static_list).unwrap();
+        let fallback = CrescentClient::connect(with_token(
+            ClientOptions::servers(&static_list),
+            Some(token.clone()),
+        ))
+        .await
+        .unwrap();
         let mut read = Vec::with_capacity(written.len());
         for w in &written {
             read.push(
@@ -210,7 +224,11 @@ async fn owners_follow_a_failover_and_every_object_reads_back_byte_identical() {
         for w in [&written[0], written.last().unwrap()] {
             let by_etcd = cli_get(&globals, &w.key, pair.dir.path());
             check_value(&w.key, w.index, w.len, &by_etcd).unwrap();
-            let by_list = cli_get(&["--server", &static_list], &w.key, pair.dir.path());
+            let by_list = cli_get(
+                &["--server", &static_list, "--token", &token],
+                &w.key,
+                pair.dir.path(),
+            );
             check_value(&w.key, w.index, w.len, &by_list).unwrap();
         }
         for o in owners.iter_mut() {
@@ -264,8 +282,9 @@ async fn write_until_stopped(
 }
 
 /// The first acceptance bullet's objects half: kill -9 of the active under 32 concurrent
-/// writers (16 in each of two storage-owner clients following etcd, writing to their own
-/// segments, so an acknowledged put is in the owner's table when it returns). The writers keep
+/// writers (16 on each of two clients of the default tenant following etcd; two library storage
+/// owners, each on a client with its owner token, serve the segments and record every put
+/// before it is acknowledged: docs/rebuild.md). The writers keep
 /// going through the failover; every put acknowledged before, during or after it reads back
 /// byte-identical once the gate opened. `CRESCENT_HA_LOAD_ROUNDS` (default 2; the acceptance
 /// run uses 20) alternates the active.
@@ -274,9 +293,13 @@ async fn kill_9_under_32_writers_loses_no_acknowledged_object() {
     let _serial = SERIAL.lock().await;
     let rounds = env_count("CRESCENT_HA_LOAD_ROUNDS", 2) as usize;
     let mut pair = HaPair::start(true).await;
+    // Each library owner runs on a client of its own with its owner token; the writers use
+    // clients of the default tenant.
     let mut owners = Vec::new();
+    let mut writers = Vec::new();
     for id in ["load-owner-1", "load-owner-2"] {
-        let client = CrescentClient::connect(ClientOptions::etcd(&pair.etcd, &pair.cluster))
+        let options = ClientOptions::etcd(&pair.etcd, &pair.cluster);
+        let client = CrescentClient::connect(with_token(options, Some(pair.owner_token(id))))
             .await
             .unwrap();
         let config = OwnerConfig {
@@ -286,7 +309,10 @@ async fn kill_9_under_32_writers_loses_no_acknowledged_object() {
         };
         let owner = Owner::start(&client, config).await.unwrap();
         owners.push((client, owner));
+        let writer = CrescentClient::connect(pair.client_options(DEFAULT_TENANT));
+        writers.push(writer.await.unwrap());
     }
+    let token = pair.client_token(DEFAULT_TENANT);
 
     let mut acked_all: Vec<Written> = Vec::new();
     let mut failures_all: BTreeMap<&'static str, u64> = BTreeMap::new();
@@ -296,7 +322,7 @@ async fn kill_9_under_32_writers_loses_no_acknowledged_object() {
         let stop = Arc::new(AtomicBool::new(false));
         let tasks: Vec<_> = (0..32)
             .map(|w| {
-                let client = owners[w % 2].0.clone();
+                let client = writers[w % 2].clone();
                 tokio::spawn(write_until_stopped(client, round, w, stop.clone()))
             })
             .collect();
@@ -307,7 +333,10 @@ async fn kill_9_under_32_writers_loses_no_acknowledged_object() {
         let node = pair.node(survivor);
         wait_active(node, Duration::from_secs(15)).await;
         // Let the writers run into the gate and through it before stopping them.
-        let reader = CrescentClient::new(&format!("{dead_addr},{}", node.addr)).unwrap();
+        let list = ClientOptions::servers(&format!("{dead_addr},{}", node.addr));
+        let reader = CrescentClient::connect(with_token(list, Some(token.clone())))
+            .await
+            .unwrap();
         let h = wait_gate(node, "SERVING", Duration::from_secs(30)).await;
         assert_eq!(h["rebuild"]["owners_completed"].as_u64(), Some(2), "{h}");
         let opened = killed_at.elapsed();

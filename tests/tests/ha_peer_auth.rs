@@ -9,7 +9,7 @@
 //!   acknowledged and the real standby stays named and in sync; then the active is killed, the
 //!   standby takes over with every acknowledged write, and the old active rejoins as its
 //!   in-sync standby.
-//! - `a_flood_on_the_replication_listener_never_displaces_the_standby`: open mode, garbage,
+//! - `a_flood_on_the_replication_listener_never_displaces_the_standby`: garbage,
 //!   lying lengths, half-sent Hellos and silent connections past the listener's cap while
 //!   writes keep being acknowledged; the standby is never displaced nor marked out of sync.
 //!   The standby's own HTTP listener closes a request head that never ends at
@@ -91,8 +91,8 @@ async fn ha_counters(base: &str) -> (u64, u64) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_auth_pair_refuses_fake_standbys_and_survives_a_failover() {
-    let key = AuthKey::new();
-    let mut pair = HaPair::start_with(false, &key.config_section()).await;
+    let mut pair = HaPair::start(false).await;
+    let key = pair.key();
     let active = pair.wait_in_sync().await;
     let standby = 1 - active;
     let active_addr = pair.node(active).addr;
@@ -198,8 +198,7 @@ async fn an_auth_pair_refuses_fake_standbys_and_survives_a_failover() {
     let acked = acked.lock().unwrap().clone();
     assert!(acked.len() > 20, "too little load: {}", acked.len());
     wait_active(pair.node(standby), Duration::from_secs(20)).await;
-    let survivor = SegmentsClient::new(&pair.node(standby).base_url(), Duration::from_secs(5))
-        .with_token(&admin);
+    let survivor = pair.segments_client(standby, Duration::from_secs(5));
     let started = Instant::now();
     while !matches!(
         survivor.mount("owner-x", "after", 1 << 20).await,
@@ -279,7 +278,7 @@ async fn a_flood_on_the_replication_listener_never_displaces_the_standby() {
 
     let acked: Arc<Mutex<Vec<String>>> = Arc::default();
     let stop = Arc::new(AtomicBool::new(false));
-    let client = SegmentsClient::new(&base, Duration::from_secs(5));
+    let client = pair.segments_client(active, Duration::from_secs(5));
     let writer = spawn_writer(client, acked.clone(), stop.clone());
     let flooding = Arc::new(AtomicBool::new(false));
     let flooder = std::thread::spawn({

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crescent_tests::crescentd::{log_tail, CrescentdProcess, Outcome, SegmentsClient};
+use crescent_tests::crescentd::{log_tail, CrescentdProcess, Outcome};
 use crescent_tests::ha_pair::{cluster_name, health, start_node, wait_pair_in_sync};
 
 /// Waits until `active` reports a standby other than `old` connected and in sync.
@@ -83,7 +83,7 @@ async fn a_standby_replaced_under_load_then_kill_9_of_the_active_loses_no_acknow
         .as_str()
         .expect("a standby name")
         .to_string();
-    let client = SegmentsClient::new(&nodes[active].base_url(), Duration::from_secs(5));
+    let client = nodes[active].segments_client(Duration::from_secs(5));
 
     // 16 clients mount fresh segments until the kill; every acknowledged one must survive.
     let acked: Arc<Mutex<Vec<String>>> = Arc::default();
@@ -131,7 +131,7 @@ async fn a_standby_replaced_under_load_then_kill_9_of_the_active_loses_no_acknow
         winner_name, new_name,
         "only the standby the marker names in sync may take over"
     );
-    let new_client = SegmentsClient::new(&winner.base_url(), Duration::from_secs(5));
+    let new_client = winner.segments_client(Duration::from_secs(5));
     // The first successful write on the new active (it serves once its gate opens).
     let started = Instant::now();
     while !matches!(

@@ -66,11 +66,15 @@ fn replay(replay: &Path, args: &[&str], data_dir: &Path) -> (i32, String) {
 }
 
 /// Three acknowledged segment mounts through `crescent` processes: journal records to damage.
-fn mount_three_segments(server: &str) {
+fn mount_three_segments(node: &CrescentdProcess) {
+    let server = &node.addr.to_string();
+    // The owner mounts its own segments (docs/security.md: `owner` scoping).
+    let token = node.owner_token("o1");
     for i in 0..3 {
         let segment = format!("seg-{i}");
         let (code, out, err) = crescent(
             &["--server", server],
+            token.as_deref(),
             &[
                 "segments",
                 "mount",
@@ -104,7 +108,7 @@ fn a_damaged_last_frame_is_quarantined_reported_and_cleared_by_the_operator() {
     let log = tmp.path().join("crescentd.log");
 
     let mut node = start(&crescentd, &data_dir, &log);
-    mount_three_segments(&node.addr.to_string());
+    mount_three_segments(&node);
     node.guard.sigkill();
 
     let journal = data_dir.join("journal");
@@ -188,7 +192,7 @@ async fn an_ha_node_takes_its_quarantined_record_back_from_the_active() {
     let mut pair = HaPair::start(false).await;
     let active = pair.wait_in_sync().await;
     let survivor = 1 - active;
-    mount_three_segments(&pair.node(active).addr.to_string());
+    mount_three_segments(pair.node(active));
     // Quiet: the standby holds every record the active wrote (each was acknowledged only once
     // the standby had it; nothing runs after the last mount).
     let started = Instant::now();

@@ -16,12 +16,12 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
-use crescent_client::CrescentClient;
+use crescent_tests::auth::DEFAULT_TENANT;
 use crescent_tests::binaries::ensure_workspace_binary;
-use crescent_tests::crescentd::{CrescentdProcess, Outcome, SegmentsClient};
+use crescent_tests::crescentd::{Auth, CrescentdProcess, Outcome};
 use crescent_tests::net_probe::{
-    assert_oversized_answers, connect, http_raw, json_get, lying_frame, read_until_close,
-    rpc_address, rpc_hello, status_of,
+    assert_oversized_answers, auth_line, connect, http_raw, json_get, lying_frame,
+    read_until_close, rpc_address, rpc_hello, status_of,
 };
 use crescent_tests::process::resident_bytes;
 use crescent_tests::store_e2e::start_crescentd;
@@ -51,10 +51,9 @@ async fn abuse_while_clients_put_and_get() {
          http_body_timeout_ms = 1500\nhttp_head_timeout_ms = 1500\n\
          rpc_max_connections = 128\n",
     );
-    let base = crescentd.base_url();
     let pid = crescentd.guard.pid();
-    let rpc = rpc_address(&base).await;
-    let segments = json_get(&base, "/v1/segments").await;
+    let rpc = rpc_address(&crescentd).await;
+    let segments = json_get(&crescentd, "/v1/segments").await;
     let transfer: SocketAddr = segments
         .to_string()
         .split("\"endpoint\":\"")
@@ -66,15 +65,18 @@ async fn abuse_while_clients_put_and_get() {
         .parse()
         .unwrap();
     let http = crescentd.addr;
-    let client = CrescentClient::new(&http.to_string()).unwrap();
+    let token = crescentd.client_token(DEFAULT_TENANT);
+    let client = crescentd.client().await;
     client.put(&key_of(0), &value(0)).await.unwrap();
     let rss_before = resident_bytes(pid);
 
     // The abuse, on plain threads beside the well-behaved client.
+    let abuse_token = token.clone();
     let abuse = std::thread::spawn(move || {
+        let token = abuse_token.as_deref();
         let mut held = Vec::new();
         for _ in 0..LIARS {
-            held.push(lying_frame(rpc));
+            held.push(lying_frame(rpc, token));
         }
         // Partial handshake, idle floods, garbage on every port.
         let mut partial = connect(rpc);
@@ -90,11 +92,12 @@ async fn abuse_while_clients_put_and_get() {
             held.push(g);
         }
         // A slow body: Content-Length 100, 10 bytes, silence.
-        let mut slow = http_raw(
-            http,
-            b"POST /v1/objects/get HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
-              Content-Length: 100\r\n\r\n{\"id\":{\"k",
+        let request = format!(
+            "POST /v1/objects/get HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
+             {}Content-Length: 100\r\n\r\n{{\"id\":{{\"k",
+            auth_line(token)
         );
+        let mut slow = http_raw(http, request.as_bytes());
         let started = Instant::now();
         let (answer, closed) = read_until_close(&mut slow, Duration::from_secs(8));
         let slow = (
@@ -149,7 +152,7 @@ async fn abuse_while_clients_put_and_get() {
         liar_closed,
         "a lying RPC frame was not dropped at the frame timeout"
     );
-    assert_oversized_answers(http, rpc);
+    assert_oversized_answers(http, rpc, token.as_deref());
     for &i in &acked {
         assert_eq!(client.get(&key_of(i)).await.unwrap(), value(i), "{i}");
     }
@@ -162,10 +165,11 @@ async fn abuse_while_clients_put_and_get() {
 async fn rpc_connections_over_the_limit_are_answered_busy() {
     let tmp = tempfile::tempdir().unwrap();
     let crescentd = start_crescentd(tmp.path(), "[net]\nrpc_max_connections = 4\n");
-    let info = json_get(&crescentd.base_url(), "/v1/rpc").await;
+    let info = json_get(&crescentd, "/v1/rpc").await;
     let rpc: SocketAddr = info["address"].as_str().unwrap().parse().unwrap();
+    let token = crescentd.client_token(DEFAULT_TENANT);
     let handshake = |s: &mut TcpStream| {
-        s.write_all(&rpc_hello()).unwrap();
+        s.write_all(&rpc_hello(token.as_deref())).unwrap();
         let mut answer = [0u8; 8];
         s.read_exact(&mut answer).unwrap();
         u16::from_le_bytes([answer[6], answer[7]])
@@ -198,12 +202,16 @@ fn crescentd_serving(http: SocketAddr) -> bool {
 /// crescentd stays up, and once the flood ends it serves and snapshots again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn descriptor_exhaustion_spares_the_journal() {
-    descriptor_exhaustion("[net]\nhttp_max_connections = 4096\nrpc_max_connections = 4096\n").await;
+    descriptor_exhaustion(
+        "[net]\nhttp_max_connections = 4096\nrpc_max_connections = 4096\n",
+        Auth::Default,
+    )
+    .await;
 }
 
 /// The flood of [`descriptor_exhaustion_spares_the_journal`] with `net_toml` appended to
-/// crescentd's configuration.
-async fn descriptor_exhaustion(net_toml: &str) {
+/// crescentd's configuration, authenticating as `auth` says.
+async fn descriptor_exhaustion(net_toml: &str, auth: Auth) {
     let tmp = tempfile::tempdir().unwrap();
     let config = tmp.path().join("crescentd.toml");
     std::fs::write(
@@ -216,21 +224,22 @@ async fn descriptor_exhaustion(net_toml: &str) {
     .unwrap();
     let bin = ensure_workspace_binary("crescent-server", "crescentd");
     let args = vec!["--config".to_string(), config.display().to_string()];
-    let mut crescentd = CrescentdProcess::start_limited(
+    let mut crescentd = CrescentdProcess::start_with_auth(
         &bin,
         &tmp.path().join("data"),
         &tmp.path().join("crescentd.log"),
         &args,
         Some(256),
+        auth,
     )
     .unwrap();
     let http = crescentd.addr;
-    let client = CrescentClient::new(&http.to_string()).unwrap();
+    let client = crescentd.client().await;
     let long_key = |i: usize| format!("{}/{i}", "x".repeat(400));
     client.put(&long_key(0), &value(0)).await.unwrap();
 
     // Segment mounts (journaled) over a keep-alive HTTP connection opened before the flood.
-    let segments = SegmentsClient::new(&crescentd.base_url(), Duration::from_secs(10));
+    let segments = crescentd.segments_client(Duration::from_secs(10));
     // Four pooled connections, so four mounts at a time share the journal's group commits.
     let warm = futures::future::join_all((0..4).map(|_| segments.list())).await;
     assert!(warm.iter().all(|r| r.is_ok()));
@@ -280,10 +289,14 @@ async fn descriptor_exhaustion(net_toml: &str) {
         .no_proxy()
         .build()
         .unwrap()
-        .post(format!("{}/v1/admin/snapshot", crescentd.base_url()))
-        .send()
-        .await
-        .unwrap();
+        .post(format!("{}/v1/admin/snapshot", crescentd.base_url()));
+    let snap = match crescentd.admin_token() {
+        Some(t) => snap.bearer_auth(t),
+        None => snap,
+    }
+    .send()
+    .await
+    .unwrap();
     assert!(
         snap.status().is_success(),
         "snapshot after the flood: {:?}",
@@ -302,7 +315,7 @@ async fn descriptor_exhaustion(net_toml: &str) {
         );
     }
     // Last, so that on a build without the field the checks above still ran.
-    let health = json_get(&crescentd.base_url(), "/healthz").await;
+    let health = json_get(&crescentd, "/healthz").await;
     assert!(
         health["descriptors"]["exhaustions"].as_u64().unwrap_or(0) > 0,
         "the flood never exhausted descriptors (test too small): {health}"
@@ -338,18 +351,29 @@ fn log_tail(p: &CrescentdProcess) -> String {
 
 // The issue's findings against crescentd's defaults (no `[net]` section), so they run against
 // any crescentd, an older one included (README, "Extra test commands"):
-// `CRESCENT_BIN_DIR=DIR cargo test -p crescent-tests --test net_abuse -- --ignored`.
+// `CRESCENT_BIN_DIR=DIR cargo test -p crescent-tests --test net_abuse -- --ignored`. They run
+// crescentd in open mode: an older build has no `[auth]`.
+
+/// crescentd with a 64 MiB embedded segment, defaults otherwise, in open mode.
+fn start_open(dir: &std::path::Path) -> CrescentdProcess {
+    let bin = ensure_workspace_binary("crescent-server", "crescentd");
+    let config = dir.join("crescentd.toml");
+    std::fs::write(&config, "[store]\nembedded_segment_bytes = 67108864\n").unwrap();
+    let args = vec!["--config".to_string(), config.display().to_string()];
+    CrescentdProcess::start_open(&bin, &dir.join("data"), &dir.join("crescentd.log"), &args)
+        .unwrap_or_else(|e| panic!("starting crescentd: {e}"))
+}
 
 /// 40 RPC connections each claiming a 16 MiB frame and sending 10 bytes of it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "reproduction against any binary; slow (see the comment above)"]
 async fn defaults_lying_rpc_frames_do_not_grow_memory() {
     let tmp = tempfile::tempdir().unwrap();
-    let crescentd = start_crescentd(tmp.path(), "embedded_segment_bytes = 67108864\n");
-    let rpc = rpc_address(&crescentd.base_url()).await;
+    let crescentd = start_open(tmp.path());
+    let rpc = rpc_address(&crescentd).await;
     let pid = crescentd.guard.pid();
     let before = resident_bytes(pid);
-    let held: Vec<TcpStream> = (0..LIARS).map(|_| lying_frame(rpc)).collect();
+    let held: Vec<TcpStream> = (0..LIARS).map(|_| lying_frame(rpc, None)).collect();
     std::thread::sleep(Duration::from_secs(3));
     let during = resident_bytes(pid);
     drop(held);
@@ -372,7 +396,7 @@ async fn defaults_lying_rpc_frames_do_not_grow_memory() {
 #[ignore = "reproduction against any binary; slow (see the comment above)"]
 async fn defaults_a_stalled_http_body_is_cut_off() {
     let tmp = tempfile::tempdir().unwrap();
-    let crescentd = start_crescentd(tmp.path(), "embedded_segment_bytes = 67108864\n");
+    let crescentd = start_open(tmp.path());
     let mut slow = http_raw(
         crescentd.addr,
         b"POST /v1/objects/get HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
@@ -395,14 +419,14 @@ async fn defaults_a_stalled_http_body_is_cut_off() {
 #[ignore = "reproduction against any binary; slow (see the comment above)"]
 async fn defaults_oversized_input_gets_its_documented_answer() {
     let tmp = tempfile::tempdir().unwrap();
-    let crescentd = start_crescentd(tmp.path(), "embedded_segment_bytes = 67108864\n");
-    let rpc = rpc_address(&crescentd.base_url()).await;
-    assert_oversized_answers(crescentd.addr, rpc);
+    let crescentd = start_open(tmp.path());
+    let rpc = rpc_address(&crescentd).await;
+    assert_oversized_answers(crescentd.addr, rpc, None);
 }
 
 /// The descriptor flood with the default connection limits.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "reproduction against any binary; slow (see the comment above)"]
 async fn defaults_descriptor_exhaustion_spares_the_journal() {
-    descriptor_exhaustion("").await;
+    descriptor_exhaustion("", Auth::Open).await;
 }

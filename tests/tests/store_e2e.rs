@@ -16,6 +16,8 @@
 use std::time::{Duration, Instant};
 
 use crescent_client::{CrescentClient, Placement, PutOptions};
+use crescent_tests::auth::DEFAULT_TENANT;
+use crescent_tests::crescentd::CrescentdProcess;
 use crescent_tests::env_count;
 use crescent_tests::store_e2e::{
     check_value, counter, crescent_cli, object_sizes, object_value, start_crescentd, OwnerProcess,
@@ -33,11 +35,14 @@ fn key(prefix: &str, i: usize) -> String {
 
 /// Takes a read lease on each key with a bare HTTP get, which (unlike the client library)
 /// never releases it: the lease lasts its full TTL.
-async fn hold_read_leases(base_url: &str, keys: &[String]) {
+async fn hold_read_leases(node: &CrescentdProcess, keys: &[String]) {
     let http = reqwest::Client::builder().no_proxy().build().unwrap();
+    let base_url = node.base_url();
+    let token = node.client_token(DEFAULT_TENANT).expect("auth is on");
     for k in keys {
         let reply: serde_json::Value = http
             .post(format!("{base_url}/v1/objects/get"))
+            .bearer_auth(&token)
             .json(&serde_json::json!({"id": {"key": k}}))
             .send()
             .await
@@ -182,7 +187,10 @@ async fn segment_usage(client: &CrescentClient, segment_id: &str) -> Option<(u64
 
 /// The `crescent` CLI, a reader process of its own, sees what the library sees: the 1 B and
 /// the 4 MiB objects byte for byte, and a removed key absent.
-fn cli_spot_check(server: &str, sizes: &[usize], removed_key: &str) {
+fn cli_spot_check(node: &CrescentdProcess, sizes: &[usize], removed_key: &str) {
+    let server = &node.addr.to_string();
+    let token = node.client_token(DEFAULT_TENANT);
+    let crescent_cli = |server: &str, args: &[&str]| crescent_cli(server, token.as_deref(), args);
     for i in [0, 1] {
         let k = key("obj", i);
         let (code, out, err) = crescent_cli(server, &["get", &k]);
@@ -219,10 +227,9 @@ async fn objects_round_trip_remove_and_owner_loss() {
              housekeeping_interval_ms = 100\nlease_ttl_ms = 500\nmax_lease_ms = 2000"
         ),
     );
-    let server = crescentd.addr.to_string();
-    let mut keeper = OwnerProcess::start(&server, "keeper", 2 << 30);
-    let mut doomed = OwnerProcess::start(&server, "doomed", 256 << 20);
-    let client = CrescentClient::new(&server).unwrap();
+    let mut keeper = OwnerProcess::start(&crescentd, "keeper", 2 << 30);
+    let mut doomed = OwnerProcess::start(&crescentd, "doomed", 256 << 20);
+    let client = crescentd.client().await;
     assert_eq!(client.own_segment(), None, "the reader is no storage owner");
 
     let n = env_count("CRESCENT_E2E_OBJECTS", 10_000) as usize;
@@ -270,7 +277,7 @@ async fn objects_round_trip_remove_and_owner_loss() {
     assert_gets_fail(&client, &removed_keys, &["NOT_FOUND"]).await;
     let listed = client.list_all("obj/").await.unwrap();
     assert_eq!(listed.len(), n - removed.len(), "listing after remove");
-    cli_spot_check(&server, &sizes, &removed_keys[0]);
+    cli_spot_check(&crescentd, &sizes, &removed_keys[0]);
 
     // A second owner's objects; it then dies without a word.
     let doomed_sizes = object_sizes(300, 0xD00D);
@@ -348,7 +355,11 @@ async fn objects_round_trip_remove_and_owner_loss() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
     assert_eq!(expired, 1, "owners expired");
-    let segments = client.list_segments().await.unwrap();
+    let segments = crescentd
+        .segments_client(Duration::from_secs(10))
+        .list()
+        .await
+        .unwrap();
     assert!(
         segments
             .segments
@@ -398,9 +409,8 @@ async fn eviction_spares_leased_and_hard_pinned_objects() {
         "embedded_segment_bytes = 0\nhousekeeping_interval_ms = 100\nlease_ttl_ms = 120000\n\
          max_lease_ms = 120000\nhigh_watermark = 0.9\nevict_ratio = 0.1",
     );
-    let server = crescentd.addr.to_string();
-    let owner = OwnerProcess::start(&server, "small", SEGMENT);
-    let client = CrescentClient::new(&server).unwrap();
+    let owner = OwnerProcess::start(&crescentd, "small", SEGMENT);
+    let client = crescentd.client().await;
     let opts = on_segment(&owner.segment_id);
     let started = Instant::now();
 
@@ -416,7 +426,7 @@ async fn eviction_spares_leased_and_hard_pinned_objects() {
     // The client releases a get's lease once its copy is done; these gets take the read leases
     // that must protect the objects from now on (readers still copying, as it were).
     let leased_keys: Vec<String> = idx.iter().map(|&i| key("leased", i)).collect();
-    hold_read_leases(&crescentd.base_url(), &leased_keys).await;
+    hold_read_leases(&crescentd, &leased_keys).await;
 
     // Write three segments' worth of filler, oldest first.
     let n_fill = 3 * SEGMENT as usize / FILLER;

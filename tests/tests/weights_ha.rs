@@ -12,6 +12,7 @@
 use std::time::{Duration, Instant};
 
 use crescent_client::{ClientOptions, CrescentClient, WeightStore};
+use crescent_tests::auth::with_token;
 use crescent_tests::crescentd::log_tail;
 use crescent_tests::ha_pair::{wait_active, wait_gate, HaPair};
 use crescent_tests::store_e2e::OwnerProcess;
@@ -94,11 +95,12 @@ fn log_field(log: &str, marker: &str, key: &str) -> Option<String> {
 }
 
 /// A storage owner following the pair's leader through etcd, and a weight store on a client
-/// that does the same.
+/// that does the same. Publishing weights is an operator's call (docs/security.md:
+/// `weight_write` is `admin` only), so the store's client holds the admin token.
 async fn owner_and_store(pair: &HaPair, owner_id: &str) -> (OwnerProcess, WeightStore) {
-    let globals = ["--etcd", &pair.etcd, "--cluster", &pair.cluster];
-    let owner = OwnerProcess::start_with(&globals, owner_id, OWNER_SEGMENT);
-    let client = CrescentClient::connect(ClientOptions::etcd(&pair.etcd, &pair.cluster))
+    let owner = pair.start_owner(owner_id, OWNER_SEGMENT);
+    let options = ClientOptions::etcd(&pair.etcd, &pair.cluster);
+    let client = CrescentClient::connect(with_token(options, Some(pair.admin_token())))
         .await
         .expect("a client following the leader through etcd");
     (owner, WeightStore::new(&client))

@@ -1,31 +1,97 @@
-//! Running crescentd with `[auth]` on, and issuing tokens for tests with `crescent token
-//! issue` (the harness can put any test on auth with [`AuthKey::server_args`] and a token).
+//! Running crescentd with `[auth]` on (docs/security.md): a key file (32 random bytes, mode
+//! 0600) and tokens issued from it. The harness issues its own tokens in-process with
+//! `crescent-auth` ([`AuthKey::admin`], [`AuthKey::client`], [`AuthKey::owner`]); the tests of
+//! the CLI's issuing use [`AuthKey::issue`] (`crescent token issue`).
 
 use std::os::unix::fs::PermissionsExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use crescent_auth::{Claims, KeySet, Role};
 
 use super::crescent_bin;
 
-/// A signing key file (mode 0600) in its own temporary directory.
-#[derive(Debug)]
+/// How long harness tokens live: longer than any test.
+const HARNESS_TTL_SECS: u64 = 24 * 3600;
+
+/// The tenant of clients that name none.
+pub const DEFAULT_TENANT: &str = crescent_wire::store::DEFAULT_TENANT;
+
+/// A signing key file (mode 0600) and the key loaded from it (it outlives the file: a node
+/// started again where a removed one listened takes the same key, [`AuthKey::write_to`]).
+#[derive(Debug, Clone)]
 pub struct AuthKey {
-    pub dir: tempfile::TempDir,
+    /// Its own temporary directory, when [`AuthKey::new`] made one.
+    pub dir: Option<std::sync::Arc<tempfile::TempDir>>,
     pub path: PathBuf,
+    keys: KeySet,
 }
 
 impl AuthKey {
+    /// A fresh key in its own temporary directory.
     pub fn new() -> AuthKey {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("auth.key");
-        let bytes: Vec<u8> = (0..32u32).map(|i| (i * 37 + 11) as u8).collect();
-        std::fs::write(&path, bytes).unwrap();
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
-        AuthKey { dir, path }
+        let mut key = Self::at(&dir.path().join("auth.key"));
+        key.dir = Some(std::sync::Arc::new(dir));
+        key
+    }
+
+    /// The key file `path`, written (32 random bytes, mode 0600) when absent: a restart on
+    /// the same dir keeps its key, so tokens issued before stay valid.
+    pub fn at(path: &Path) -> AuthKey {
+        if !path.exists() {
+            let bytes: [u8; 32] = rand::random();
+            std::fs::write(path, bytes).unwrap();
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        }
+        AuthKey {
+            dir: None,
+            path: path.to_path_buf(),
+            keys: KeySet::from_files(path, &[] as &[PathBuf]).unwrap(),
+        }
+    }
+
+    /// Writes this key as the key file `path` (mode 0600).
+    pub fn write_to(&self, path: &Path) {
+        std::fs::write(path, self.keys.signing().secret()).unwrap();
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).unwrap();
     }
 
     /// crescentd arguments turning auth on with this key.
     pub fn server_args(&self) -> Vec<String> {
         vec!["--auth-secret-file".into(), self.path.display().to_string()]
+    }
+
+    /// An `admin` token (operator calls: segments, cold tier, weights publishing, snapshots).
+    pub fn admin(&self) -> String {
+        self.sign(Role::Admin, None, None)
+    }
+
+    /// A `client` token of `tenant`.
+    pub fn client(&self, tenant: &str) -> String {
+        self.sign(Role::Client, Some(tenant), None)
+    }
+
+    /// An `owner` token for owner id `owner`.
+    pub fn owner(&self, owner: &str) -> String {
+        self.sign(Role::Owner, None, Some(owner))
+    }
+
+    fn sign(&self, role: Role, tenant: Option<&str>, owner: Option<&str>) -> String {
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        let claims = Claims::new(
+            role,
+            tenant.map(str::to_string),
+            owner.map(str::to_string),
+            now,
+            HARNESS_TTL_SECS,
+            uuid::Uuid::new_v4().to_string(),
+        )
+        .unwrap();
+        crescent_auth::issue(&self.keys, &claims).unwrap()
     }
 
     /// `crescent token issue --json`: (token, token id).
@@ -68,8 +134,54 @@ impl AuthKey {
         )
     }
 
-    /// A token for `role` (client of `tenant`, owner of `owner`).
+    /// A token for `role` (client of `tenant`, owner of `owner`), by `crescent token issue`.
     pub fn token(&self, role: &str, tenant: Option<&str>, owner: Option<&str>) -> String {
         self.issue(role, tenant, owner).0
     }
+
+    /// The token the harness gives a `crescent ARGS` process: the owner's for `owner --id ID`,
+    /// an admin's for operator commands, else a client's of the `--tenant` it names (or the
+    /// default tenant).
+    pub fn token_for_cli(&self, args: &[&str]) -> String {
+        let value_of = |flag: &str| {
+            args.iter()
+                .position(|a| *a == flag)
+                .and_then(|i| args.get(i + 1).copied())
+        };
+        match subcommand(args) {
+            Some("owner") => match value_of("--id") {
+                Some(id) => self.owner(id),
+                None => self.admin(),
+            },
+            Some("segments" | "cold" | "offload" | "evict" | "weights" | "token" | "bench") => {
+                self.admin()
+            }
+            _ => self.client(value_of("--tenant").unwrap_or(DEFAULT_TENANT)),
+        }
+    }
+}
+
+/// The `crescent` subcommand in `args` (global options and their values skipped).
+fn subcommand<'a>(args: &[&'a str]) -> Option<&'a str> {
+    const WITH_VALUE: [&str; 7] = [
+        "--server",
+        "--etcd",
+        "--cluster",
+        "--failover-timeout-ms",
+        "--tenant",
+        "--domain",
+        "--token",
+    ];
+    let mut i = 0;
+    while i < args.len() {
+        let a = args[i];
+        if WITH_VALUE.contains(&a) {
+            i += 2;
+        } else if a.starts_with('-') {
+            i += 1;
+        } else {
+            return Some(a);
+        }
+    }
+    None
 }

@@ -25,6 +25,14 @@ pub fn start(dir: &Path, env: &[(&str, &str)]) -> Node {
     }
 }
 
+/// [`start`] in open mode (no `[auth]`): for the tests that cannot run with credentials (each
+/// says why).
+pub fn start_open(dir: &Path, env: &[(&str, &str)]) -> Node {
+    Node {
+        inner: DirNode::start_open_at(dir, None, env, None),
+    }
+}
+
 /// Writes `text` as `<dir>/crescentd.toml`; returns its path (for `CRESCENT_CONFIG`).
 pub fn write_config(dir: &Path, text: &str) -> String {
     let path = dir.join("crescentd.toml");

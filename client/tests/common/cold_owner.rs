@@ -35,6 +35,9 @@ pub fn start_owner_with(
     let (segment, capacity) = sizes;
     let device = format!("{DEVICE}={},capacity={capacity}", device_dir(dir).display());
     let mut cmd = Command::new(crescent_bin());
+    if let Some(key) = super::key_of(&node.s()) {
+        cmd.env("CRESCENT_TOKEN", key.owner(OWNER_ID));
+    }
     cmd.args(["--server", &node.s(), "--json", "owner", "--size", segment])
         .args(["--id", OWNER_ID, "--cold-device", &device])
         .args(args)

@@ -1,4 +1,7 @@
 //! Spawning a real crescentd (and `crescent` processes) for the client's integration tests.
+//! crescentd runs with `[auth]` on (a key in its dir) unless a test asks for open mode; the
+//! harness gives the `crescent` processes it runs a token fitting their command
+//! ([`auth::AuthKey::token_for_cli`]) and its library clients theirs.
 #![allow(dead_code)]
 
 pub mod auth;
@@ -9,6 +12,76 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+use auth::AuthKey;
+use crescent_client::{BearerToken, ClientOptions, CrescentClient};
+
+/// A storage owner `id` of `size` bytes on `server` (a client with its owner token), and a
+/// writer sharing its data plane (so its own segment is local) with a `client` token of the
+/// default tenant: a process that is both a storage owner and an application.
+pub async fn owner_and_writer(
+    server: &str,
+    id: &str,
+    size: u64,
+) -> (crescent_client::Owner, CrescentClient) {
+    let key = key_of(server);
+    let owner_client = connect(with_token(
+        ClientOptions::servers(server),
+        key.as_ref().map(|k| k.owner(id)),
+    ));
+    let config = crescent_client::OwnerConfig {
+        owner_id: Some(id.to_string()),
+        size,
+        ..crescent_client::OwnerConfig::default()
+    };
+    let owner = crescent_client::Owner::start(&owner_client, config)
+        .await
+        .unwrap();
+    let writer = match key {
+        Some(k) => owner_client
+            .with_token(BearerToken::new(k.client(auth::DEFAULT_TENANT)))
+            .unwrap(),
+        None => owner_client,
+    };
+    (owner, writer)
+}
+
+/// A library client of `server` in the default tenant (its harness token, if any).
+pub fn client_of(server: &str) -> CrescentClient {
+    let token = key_of(server).map(|k| k.client(auth::DEFAULT_TENANT));
+    connect(with_token(ClientOptions::servers(server), token))
+}
+
+/// `req` with a `client` token of the default tenant of `server`'s crescentd, if it has a
+/// harness key: an application's raw HTTP call.
+pub fn as_client(req: reqwest::RequestBuilder, server: &str) -> reqwest::RequestBuilder {
+    match key_of(server) {
+        Some(k) => req.bearer_auth(k.client(auth::DEFAULT_TENANT)),
+        None => req,
+    }
+}
+
+/// `req` with the admin token of `url`'s crescentd (`http://HOST:PORT/...`), if it has one:
+/// the harness's own HTTP calls (metrics of protected routes, status, snapshots).
+pub fn as_admin(req: reqwest::RequestBuilder, server: &str) -> reqwest::RequestBuilder {
+    match key_of(server) {
+        Some(k) => req.bearer_auth(k.admin()),
+        None => req,
+    }
+}
+
+/// A client of a static server list (nothing is contacted, so no runtime is needed).
+pub fn connect(options: ClientOptions) -> CrescentClient {
+    futures::executor::block_on(CrescentClient::connect(options)).unwrap()
+}
+
+/// `options` sending `token` with every request (open mode: none).
+pub fn with_token(options: ClientOptions, token: Option<String>) -> ClientOptions {
+    match token {
+        Some(t) => options.with_token(BearerToken::new(t)),
+        None => options,
+    }
+}
 
 /// The directory of the workspace binaries of this test's profile.
 fn bin_dir() -> PathBuf {
@@ -126,6 +199,48 @@ impl Drop for Proc {
     }
 }
 
+/// The keys of the crescentd processes the harness started with its own key, by address:
+/// how [`crescent`] and [`start_owner`], which are given an address, find their token.
+static KEYS: std::sync::Mutex<Vec<(String, AuthKey)>> = std::sync::Mutex::new(Vec::new());
+
+/// Records the harness key of the crescentd at `addr`, after checking that it refuses a
+/// request without a token (a test meant to run with credentials cannot pass in open mode).
+fn register_key(addr: SocketAddr, key: &AuthKey) {
+    use std::io::{Read, Write};
+    let mut s = TcpStream::connect(addr).unwrap();
+    write!(s, "GET /v1/status HTTP/1.0\r\nHost: crescentd\r\n\r\n").unwrap();
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).unwrap();
+    assert!(
+        answer.starts_with("HTTP/1.0 401") || answer.starts_with("HTTP/1.1 401"),
+        "crescentd on {addr} should run with [auth]: {answer}"
+    );
+    let mut keys = KEYS.lock().unwrap();
+    keys.retain(|(a, _)| *a != addr.to_string());
+    keys.push((addr.to_string(), key.clone()));
+}
+
+/// The harness key of the crescentd at `server` (`None`: open mode, or a test that runs
+/// `[auth]` itself and passes its own tokens).
+pub fn key_of(server: &str) -> Option<AuthKey> {
+    let keys = KEYS.lock().unwrap();
+    keys.iter()
+        .find(|(a, _)| server.split(',').any(|s| s == a))
+        .map(|(_, k)| k.clone())
+}
+
+/// `extra` with `--auth-secret-file DIR/auth.key` unless `open` or the test passes its own
+/// key; the harness key, if any.
+fn auth_args(dir: &Path, extra: &[String], open: bool) -> (Vec<String>, Option<AuthKey>) {
+    if open || extra.iter().any(|a| a == "--auth-secret-file") {
+        return (extra.to_vec(), None);
+    }
+    let key = AuthKey::at(&dir.join("auth.key"));
+    let mut args = extra.to_vec();
+    args.extend(key.server_args());
+    (args, Some(key))
+}
+
 /// A running crescentd on a temporary data dir.
 #[derive(Debug)]
 pub struct Server {
@@ -133,6 +248,9 @@ pub struct Server {
     pub proc: Proc,
     pub dir: tempfile::TempDir,
     args: Vec<String>,
+    /// The harness's key (`None` in open mode, or when the test passed its own).
+    pub key: Option<AuthKey>,
+    open: bool,
 }
 
 impl Server {
@@ -141,16 +259,63 @@ impl Server {
     }
 
     pub fn start_with(extra: &[&str]) -> Server {
-        Self::launch(extra, None)
+        Self::launch(extra, None, false)
     }
 
-    /// A fresh node on a given HTTP address (e.g. where a stopped one listened).
+    /// [`Server::start_with`] in open mode (no `[auth]`): only for tests whose subject is
+    /// open mode or that cannot run with credentials (each says why).
+    pub fn start_open_with(extra: &[&str]) -> Server {
+        Self::launch(extra, None, true)
+    }
+
+    /// A fresh node on a given HTTP address (e.g. where a stopped one listened), with the key
+    /// of the node that listened there (the same deployment: its clients' tokens stay valid).
     pub fn start_at(addr: &str) -> Server {
-        Self::launch(&[], Some(addr.parse().expect("HOST:PORT")))
+        let dir = tempfile::tempdir().unwrap();
+        if let Some(key) = key_of(addr) {
+            key.write_to(&dir.path().join("auth.key"));
+        }
+        Self::launch_in(dir, &[], Some(addr.parse().expect("HOST:PORT")), false)
     }
 
-    fn launch(extra: &[&str], fixed: Option<SocketAddr>) -> Server {
-        Self::launch_in(tempfile::tempdir().unwrap(), extra, fixed)
+    fn launch(extra: &[&str], fixed: Option<SocketAddr>, open: bool) -> Server {
+        Self::launch_in(tempfile::tempdir().unwrap(), extra, fixed, open)
+    }
+
+    /// An `admin` token of this node (`None` without a harness key).
+    pub fn admin_token(&self) -> Option<String> {
+        self.key.as_ref().map(AuthKey::admin)
+    }
+
+    /// A `client` token of `tenant` (`None` without a harness key).
+    pub fn client_token(&self, tenant: &str) -> Option<String> {
+        self.key.as_ref().map(|k| k.client(tenant))
+    }
+
+    /// An `owner` token for `owner` (`None` without a harness key).
+    pub fn owner_token(&self, owner: &str) -> Option<String> {
+        self.key.as_ref().map(|k| k.owner(owner))
+    }
+
+    /// Client options for this node with `token` (open mode: none).
+    pub fn options_with(&self, token: Option<String>) -> ClientOptions {
+        with_token(ClientOptions::servers(&self.server()), token)
+    }
+
+    /// A library client of the default tenant.
+    pub fn client(&self) -> CrescentClient {
+        connect(self.options_with(self.client_token(auth::DEFAULT_TENANT)))
+    }
+
+    /// A library client holding the owner token of `owner`, for a [`crescent_client::Owner`]
+    /// started with that owner id.
+    pub fn owner_client(&self, owner: &str) -> CrescentClient {
+        connect(self.options_with(self.owner_token(owner)))
+    }
+
+    /// A library client holding the admin token (operator calls).
+    pub fn admin_client(&self) -> CrescentClient {
+        connect(self.options_with(self.admin_token()))
     }
 
     /// SIGKILLs this crescentd and starts it again on the same data dir and address.
@@ -160,10 +325,12 @@ impl Server {
             proc,
             dir,
             args,
+            open,
+            ..
         } = self;
         drop(proc);
         let extra: Vec<&str> = args.iter().map(String::as_str).collect();
-        Self::launch_in(dir, &extra, Some(addr))
+        Self::launch_in(dir, &extra, Some(addr), open)
     }
 
     /// Stops this crescentd cleanly (SIGTERM, waits for its exit) and starts it again on the
@@ -174,18 +341,26 @@ impl Server {
             mut proc,
             dir,
             args,
+            open,
+            ..
         } = self;
         proc.signal(libc::SIGTERM);
         let status = proc.0.wait().expect("waiting for crescentd");
         assert!(status.success(), "crescentd stopped with {status}");
         drop(proc);
         let extra: Vec<&str> = args.iter().map(String::as_str).collect();
-        Self::launch_in(dir, &extra, Some(addr))
+        Self::launch_in(dir, &extra, Some(addr), open)
     }
 
-    fn launch_in(dir: tempfile::TempDir, extra: &[&str], fixed: Option<SocketAddr>) -> Server {
+    fn launch_in(
+        dir: tempfile::TempDir,
+        extra: &[&str],
+        fixed: Option<SocketAddr>,
+        open: bool,
+    ) -> Server {
         let bin = crescentd_bin();
         let args: Vec<String> = extra.iter().map(|a| a.to_string()).collect();
+        let (with_auth, key) = auth_args(dir.path(), &args, open);
         for _ in 0..5 {
             let addr: SocketAddr = fixed.unwrap_or_else(|| ([127, 0, 0, 1], free_port()).into());
             let log_path = dir.path().join("crescentd.log");
@@ -202,7 +377,7 @@ impl Server {
                 .arg(dir.path().join("data"))
                 .arg("--listen")
                 .arg(addr.to_string())
-                .args(extra)
+                .args(&with_auth)
                 .env_remove("CRESCENT_CONFIG")
                 .stdin(Stdio::null())
                 .stdout(Stdio::from(log.try_clone().unwrap()))
@@ -211,11 +386,16 @@ impl Server {
                 .expect("spawning crescentd");
             let mut proc = Proc(child);
             if wait_listening(&mut proc, addr, &log_path, log_from) {
+                if let Some(k) = &key {
+                    register_key(addr, k);
+                }
                 return Server {
                     addr,
                     proc,
                     dir,
                     args,
+                    key,
+                    open,
                 };
             }
             drop(proc); // port taken or crash: try again, then report
@@ -236,10 +416,16 @@ fn self_log(dir: &Path) -> String {
     std::fs::read_to_string(dir.join("crescentd.log")).unwrap_or_default()
 }
 
-/// Runs `crescent --server S ARGS...`, returning (exit code, stdout, stderr).
+/// Runs `crescent --server S ARGS...`, returning (exit code, stdout, stderr). Unless `args`
+/// carry a `--token`, it gets the token its command needs from the harness key of `S`.
 pub fn crescent(server: &str, args: &[&str], stdin: Option<&[u8]>) -> (i32, Vec<u8>, String) {
     use std::io::Write;
-    let mut child = Command::new(crescent_bin())
+    let mut cmd = Command::new(crescent_bin());
+    cmd.env_remove("CRESCENT_TOKEN");
+    if let Some(key) = key_of(server).filter(|_| !args.contains(&"--token")) {
+        cmd.env("CRESCENT_TOKEN", key.token_for_cli(args));
+    }
+    let mut child = cmd
         .arg("--server")
         .arg(server)
         .args(args)
@@ -271,6 +457,8 @@ pub struct DirNode {
     pub addr: SocketAddr,
     pub proc: Proc,
     pub log: PathBuf,
+    /// The harness's key (`<dir>/auth.key`; `None` in open mode).
+    pub key: Option<AuthKey>,
 }
 
 impl DirNode {
@@ -289,6 +477,28 @@ impl DirNode {
         env: &[(&str, &str)],
         fixed: Option<SocketAddr>,
     ) -> DirNode {
+        Self::launch(dir, config, env, fixed, false)
+    }
+
+    /// [`DirNode::start_at`] in open mode (no `[auth]`): only for tests that cannot run with
+    /// credentials (each says why).
+    pub fn start_open_at(
+        dir: &Path,
+        config: Option<&str>,
+        env: &[(&str, &str)],
+        fixed: Option<SocketAddr>,
+    ) -> DirNode {
+        Self::launch(dir, config, env, fixed, true)
+    }
+
+    fn launch(
+        dir: &Path,
+        config: Option<&str>,
+        env: &[(&str, &str)],
+        fixed: Option<SocketAddr>,
+        open: bool,
+    ) -> DirNode {
+        let (auth, key) = auth_args(dir, &[], open);
         let config_path = config.map(|text| {
             let path = dir.join("crescentd.toml");
             std::fs::write(&path, text).unwrap();
@@ -311,6 +521,7 @@ impl DirNode {
             if let Some(path) = &config_path {
                 cmd.arg("--config").arg(path);
             }
+            cmd.args(&auth);
             cmd.env_remove("CRESCENT_CONFIG")
                 .env_remove("CRESCENT_COLD_KILL_AT")
                 .env_remove("CRESCENT_WEIGHTS_KILL_AT")
@@ -323,7 +534,15 @@ impl DirNode {
             }
             let mut proc = Proc(cmd.spawn().expect("spawning crescentd"));
             if wait_listening(&mut proc, addr, &log, log_from) {
-                return DirNode { addr, proc, log };
+                if let Some(k) = &key {
+                    register_key(addr, k);
+                }
+                return DirNode {
+                    addr,
+                    proc,
+                    log,
+                    key,
+                };
             }
             drop(proc); // port taken or crash: try again, then report
         }
@@ -335,6 +554,27 @@ impl DirNode {
 
     pub fn s(&self) -> String {
         self.addr.to_string()
+    }
+
+    /// Client options for this node with `token` (open mode: none).
+    pub fn options_with(&self, token: Option<String>) -> ClientOptions {
+        with_token(ClientOptions::servers(&self.s()), token)
+    }
+
+    /// A library client of the default tenant.
+    pub fn client(&self) -> CrescentClient {
+        let token = self.key.as_ref().map(|k| k.client(auth::DEFAULT_TENANT));
+        connect(self.options_with(token))
+    }
+
+    /// A library client holding the owner token of `owner`.
+    pub fn owner_client(&self, owner: &str) -> CrescentClient {
+        connect(self.options_with(self.key.as_ref().map(|k| k.owner(owner))))
+    }
+
+    /// A library client holding the admin token (operator calls: cold tier, weights).
+    pub fn admin_client(&self) -> CrescentClient {
+        connect(self.options_with(self.key.as_ref().map(AuthKey::admin)))
     }
 
     pub fn log(&self) -> String {
@@ -364,7 +604,12 @@ impl DirNode {
 /// once it printed its ready line (JSON: segment_id, size, ...).
 pub fn start_owner(server: &str, id: &str, size: &str) -> (Proc, String) {
     use std::io::{BufRead, BufReader};
-    let child = Command::new(crescent_bin())
+    let mut cmd = Command::new(crescent_bin());
+    cmd.env_remove("CRESCENT_TOKEN");
+    if let Some(key) = key_of(server) {
+        cmd.env("CRESCENT_TOKEN", key.owner(id));
+    }
+    let child = cmd
         .args([
             "--server", server, "--json", "owner", "--size", size, "--id", id,
         ])

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 #[path = "../common/mod.rs"]
-mod common;
+pub mod common;
 #[allow(unused_imports)] // each test binary uses its own part
 pub use common::{crescent, crescentd_bin, start_owner, DirNode, Proc};
 

@@ -147,6 +147,22 @@ async fn read_body(
     }
 }
 
+/// Reads `req`'s body as the handlers do (at most `max_bytes`, 413 for a larger declared
+/// length, 408 past `net.http_body_timeout_ms`): for the auth guard, which reads a body before
+/// the handler to scope it (docs/security.md), so that a slow or oversized body is bounded
+/// there exactly as without auth.
+pub(crate) async fn read_bounded_body(
+    req: &HttpRequest,
+    payload: Payload,
+    max_bytes: usize,
+) -> Result<web::Bytes, ApiError> {
+    let limits = BodyLimits {
+        max_bytes,
+        ..req.app_data::<BodyLimits>().copied().unwrap_or_default()
+    };
+    read_body(payload, declared_length(req), limits).await
+}
+
 /// A request body extractor for either format.
 #[derive(Debug)]
 pub struct Wire<T>(pub T);

@@ -12,7 +12,6 @@ use actix_web::{web, Error, HttpMessage, ResponseError};
 use crescent_auth::{authorize, Claims, Denied, Operation, Role, Scope, Target};
 use crescent_wire::{ApiError, ErrorCode};
 use futures::future::{ready, LocalBoxFuture, Ready};
-use futures::StreamExt;
 
 use super::routes::{operation_of, PUBLIC};
 use super::target::Body;
@@ -76,6 +75,19 @@ where
     }
 }
 
+/// Why the guard stopped a request: a refusal, or a body it could not read within the HTTP
+/// bounds (answered as the handler would answer it, and not counted as a refusal).
+enum Stop {
+    Refused(Refusal),
+    Body(ApiError),
+}
+
+impl From<Refusal> for Stop {
+    fn from(r: Refusal) -> Self {
+        Stop::Refused(r)
+    }
+}
+
 /// A refusal: counted, logged (rate-limited) and turned into the wire error.
 struct Refusal {
     class: &'static str,
@@ -108,10 +120,11 @@ async fn admit(req: &mut ServiceRequest, max_body: usize) -> Result<(), ApiError
             req.extensions_mut().insert(claims);
             Ok(())
         }
-        Err(r) => {
+        Err(Stop::Refused(r)) => {
             auth.refused(r.class, r.reason, peer, &r.error.message);
             Err(r.error)
         }
+        Err(Stop::Body(e)) => Err(e),
     }
 }
 
@@ -119,7 +132,7 @@ async fn check(
     state: &NodeState,
     req: &mut ServiceRequest,
     max_body: usize,
-) -> Result<Claims, Refusal> {
+) -> Result<Claims, Stop> {
     let pattern = req.match_pattern();
     let op = pattern.as_deref().and_then(operation_of);
     let class = op.map_or("unknown", Operation::as_str);
@@ -142,14 +155,14 @@ async fn check(
         if pattern.is_none() || claims.role == Role::Admin {
             return Ok(claims);
         }
-        return Err(Refusal {
+        return Err(Stop::Refused(Refusal {
             class,
             reason: "role",
             error: ApiError::new(
                 ErrorCode::PermissionDenied,
                 "this route is not in the authorization table: admin only",
             ),
-        });
+        }));
     };
     let scope = authorize(&claims, op, Target::default()).map_err(|d| Refusal::denied(op, d))?;
     match scope {
@@ -162,26 +175,13 @@ async fn check(
     Ok(claims)
 }
 
-/// Reads the whole body (bounded), leaving the request without one until it is put back.
-async fn read_body(req: &mut ServiceRequest, max_body: usize) -> Result<web::Bytes, Refusal> {
-    let mut payload = req.take_payload();
-    let mut buf = web::BytesMut::new();
-    while let Some(chunk) = payload.next().await {
-        let chunk = chunk.map_err(|e| Refusal {
-            class: "unknown",
-            reason: "body",
-            error: ApiError::invalid(format!("cannot read the request body: {e}")),
-        })?;
-        if buf.len() + chunk.len() > max_body {
-            return Err(Refusal {
-                class: "unknown",
-                reason: "body",
-                error: ApiError::invalid(format!("request body over {max_body} bytes")),
-            });
-        }
-        buf.extend_from_slice(&chunk);
-    }
-    Ok(buf.freeze())
+/// Reads the whole body within the HTTP bounds the handlers apply (size, declared length,
+/// `net.http_body_timeout_ms`), leaving the request without one until it is put back.
+async fn read_body(req: &mut ServiceRequest, max_body: usize) -> Result<web::Bytes, Stop> {
+    let payload = req.take_payload();
+    crate::api::wire::read_bounded_body(req.request(), payload, max_body)
+        .await
+        .map_err(Stop::Body)
 }
 
 fn put_back(req: &mut ServiceRequest, bytes: web::Bytes) {
@@ -196,7 +196,7 @@ async fn scope_tenant(
     op: Operation,
     tenant: &str,
     max_body: usize,
-) -> Result<(), Refusal> {
+) -> Result<(), Stop> {
     let bytes = read_body(req, max_body).await?;
     let format = Format::of_request(req.request());
     let Some(mut body) = format.ok().and_then(|f| Body::decode(f, &bytes)) else {
@@ -226,7 +226,7 @@ async fn check_owner(
     claims: &Claims,
     op: Operation,
     max_body: usize,
-) -> Result<(), Refusal> {
+) -> Result<(), Stop> {
     let bytes = read_body(req, max_body).await?;
     let body = Format::of_request(req.request())
         .ok()

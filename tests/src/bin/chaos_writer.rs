@@ -30,12 +30,22 @@ fn options() -> ClientOptions {
         .collect::<Vec<_>>()
         .as_slice()
     {
-        ["--server", server] => ClientOptions::servers(server),
-        ["--etcd", etcd, "--cluster", cluster] => ClientOptions::etcd(etcd, cluster),
+        ["--server", server] => with_env_token(ClientOptions::servers(server)),
+        ["--etcd", etcd, "--cluster", cluster] => {
+            with_env_token(ClientOptions::etcd(etcd, cluster))
+        }
         _ => fail(
             2,
             "usage: chaos-writer --server ADDR | --etcd URL --cluster NAME",
         ),
+    }
+}
+
+/// The credential in `CRESCENT_TOKEN`, as the `crescent` CLI takes it.
+fn with_env_token(options: ClientOptions) -> ClientOptions {
+    match std::env::var("CRESCENT_TOKEN") {
+        Ok(t) => options.with_token(crescent_client::BearerToken::new(t)),
+        Err(_) => options,
     }
 }
 
