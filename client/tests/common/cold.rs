@@ -174,9 +174,13 @@ pub fn cold_only(dir: &Path, node: &Node, key: &str, data: &[u8]) -> PathBuf {
 }
 
 /// Reads a staged payload's bytes from wherever its answer names (crescentd's staging pool or
-/// a storage owner's region) over the data plane, as a (late) reader would.
+/// a storage owner's region) over the data plane, as a (late) reader would, presenting the
+/// payload's read grant (with `[auth]`, docs/security.md "The data plane").
 pub fn read_staged(rt: &tokio::runtime::Runtime, staged: &Value) -> Result<Vec<u8>, String> {
     let length = staged["length"].as_u64().unwrap();
+    let grant = serde_json::from_value::<Option<Vec<u8>>>(staged["grant"].clone())
+        .unwrap()
+        .and_then(|g| crescent_transport::Grant::decode(&g));
     rt.block_on(async {
         let transport = TcpTransport::start(TcpConfig::default(), TransportMetrics::unregistered())
             .await
@@ -193,7 +197,7 @@ pub fn read_staged(rt: &tokio::runtime::Runtime, staged: &Value) -> Result<Vec<u
             local,
             local_offset: 0,
             length,
-            grant: None,
+            grant,
         }];
         let done = transport.submit(&desc).await.map_err(|e| e.to_string())?;
         done.into_result().map_err(|e| e.to_string())?;
