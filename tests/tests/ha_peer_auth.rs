@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 use crescent_journal::replication::protocol::{read_message, write_message};
 use crescent_journal::replication::{refusal, Credential, Message, PROTOCOL_VERSION};
 use crescent_tests::auth::AuthKey;
-use crescent_tests::crescentd::{log_tail, Outcome, SegmentsClient};
+use crescent_tests::crescentd::{http_status, log_tail, Outcome, SegmentsClient};
 use crescent_tests::ha_pair::{health, wait_active, HaPair};
 use crescent_tests::store_e2e::counter;
 
@@ -72,6 +72,25 @@ fn fake_standby(addr: SocketAddr, version: u16, token: Option<String>) -> Vec<Me
     got
 }
 
+/// The standby's own routes need a credential as the active's do: `/v1/status` and the
+/// NOT_LEADER answer of every other route are 401 without a valid token (only `/healthz` and
+/// `/metrics` stay open).
+async fn assert_standby_routes_need_a_token(standby: SocketAddr, token: &str) {
+    assert_eq!(http_status(standby, "/healthz").unwrap(), 200);
+    assert_eq!(http_status(standby, "/v1/status").unwrap(), 401);
+    let http = reqwest::Client::builder().no_proxy().build().unwrap();
+    let status = |req: reqwest::RequestBuilder| async move {
+        req.send().await.expect("the standby answers").status().as_u16()
+    };
+    let url = |path: &str| format!("http://{standby}{path}");
+    assert_eq!(status(http.get(url("/v1/status")).bearer_auth(token)).await, 200);
+    assert_eq!(status(http.get(url("/v1/status")).bearer_auth("forged")).await, 401);
+    let get = || http.post(url("/v1/objects/get")).json(&serde_json::json!({"id": {"key": "k"}}));
+    assert_eq!(status(get()).await, 401);
+    let not_leader = crescent_wire::ErrorCode::NotLeader.http_status();
+    assert_eq!(status(get().bearer_auth(token)).await, not_leader);
+}
+
 /// The `ha` part of `node`'s health, asserting the standby `name` is connected and in sync.
 async fn assert_standby_in_sync(active: SocketAddr, name: &str) {
     let h = health(active).await.expect("active answers");
@@ -113,6 +132,7 @@ async fn an_auth_pair_refuses_fake_standbys_and_survives_a_failover() {
         ),
         "auth is on"
     );
+    assert_standby_routes_need_a_token(pair.node(standby).addr, &admin).await;
     let before = ha_counters(&base).await;
 
     let acked: Arc<Mutex<Vec<String>>> = Arc::default();

@@ -8,7 +8,7 @@
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
-use actix_web::{web, App, HttpResponse, HttpServer};
+use actix_web::{web, App, HttpRequest, HttpResponse, HttpServer};
 use crescent_ha::{Elector, Role};
 use crescent_journal::replication::{Follower, FollowerConfig, FollowerStatus, PeerToken};
 use crescent_snapshot::{restore, SnapshotDir, SnapshotMetrics, Snapshotter, SnapshotterConfig};
@@ -27,6 +27,10 @@ pub struct StandbyView {
     /// `DATA_DIR/journal` and the journal's metrics (its quarantine is reported in `/healthz`).
     pub journal_dir: std::path::PathBuf,
     pub journal_metrics: crescent_journal::JournalMetrics,
+    /// With `[auth]`: the keys `/v1/status` and the NOT_LEADER answer check a token against
+    /// (signature and expiry; the revocation list is the active's, and a revoked token learns
+    /// nothing here but where the active is). `None`: open mode.
+    pub keys: Option<crescent_auth::KeySet>,
 }
 
 impl StandbyView {
@@ -79,6 +83,43 @@ async fn healthz(view: web::Data<Arc<StandbyView>>) -> HttpResponse {
     HttpResponse::Ok().json(view.status())
 }
 
+/// `/v1/status`: `/healthz`'s answer, to a caller with a valid token when auth is on (every
+/// route but `/healthz` and `/metrics` needs one, docs/security.md).
+async fn status(view: web::Data<Arc<StandbyView>>, req: HttpRequest) -> HttpResponse {
+    match refuse_unauthenticated(&view, &req) {
+        Some(refusal) => refusal,
+        None => HttpResponse::Ok().json(view.status()),
+    }
+}
+
+/// 401 UNAUTHENTICATED when auth is on and `req` carries no valid token.
+fn refuse_unauthenticated(view: &StandbyView, req: &HttpRequest) -> Option<HttpResponse> {
+    let keys = view.keys.as_ref()?;
+    let token = req
+        .headers()
+        .get(actix_web::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|h| h.strip_prefix(crescent_wire::auth::AUTHORIZATION_SCHEME));
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let refused = match token.map(str::trim).filter(|t| !t.is_empty()) {
+        None => "no credential: send Authorization: Bearer TOKEN".to_string(),
+        Some(t) => match crescent_auth::verify(keys, t, now) {
+            Ok(_) => return None,
+            Err(e) => e.to_string(),
+        },
+    };
+    let err = ApiError::new(ErrorCode::Unauthenticated, refused);
+    Some(
+        HttpResponse::build(
+            actix_web::http::StatusCode::from_u16(ErrorCode::Unauthenticated.http_status())
+                .expect("valid status"),
+        )
+        .json(err),
+    )
+}
+
 async fn metrics(view: web::Data<Arc<StandbyView>>) -> HttpResponse {
     // Refreshes the quarantine gauge (docs/journal-format.md, "Quarantine").
     crate::journal_health::journal_health(&view.journal_dir, &view.journal_metrics);
@@ -88,7 +129,10 @@ async fn metrics(view: web::Data<Arc<StandbyView>>) -> HttpResponse {
 }
 
 /// Everything else: NOT_LEADER, naming the leader when one is known.
-async fn not_leader(view: web::Data<Arc<StandbyView>>) -> HttpResponse {
+async fn not_leader(view: web::Data<Arc<StandbyView>>, req: HttpRequest) -> HttpResponse {
+    if let Some(refusal) = refuse_unauthenticated(&view, &req) {
+        return refusal;
+    }
     let message = match view.leader() {
         Some(l) => format!(
             "this node is a standby; the active is {} at {}",
@@ -227,6 +271,7 @@ pub async fn run(
         metrics: opened.metrics.clone(),
         journal_dir: opened.dir.journal_dir(),
         journal_metrics: journal.metrics().clone(),
+        keys: standby_keys(&config.auth)?,
     });
     let follower = {
         let leader_repl = leader_repl.clone();
@@ -274,7 +319,7 @@ pub async fn run(
             .app_data(body_limits)
             .route("/healthz", web::get().to(healthz))
             .route("/metrics", web::get().to(metrics))
-            .route("/v1/status", web::get().to(healthz))
+            .route("/v1/status", web::get().to(status))
             .default_service(web::to(not_leader))
     })
     .disable_signals();
@@ -341,4 +386,16 @@ pub async fn run(
         tracing::warn!(error = %e, "standby snapshotter stopped with an error");
     }
     term
+}
+
+/// The verification keys of `[auth]` (the same files the active loads), if it is on.
+fn standby_keys(
+    settings: &crate::config_auth::AuthSettings,
+) -> Result<Option<crescent_auth::KeySet>, ServerError> {
+    let Some(path) = &settings.secret_file else {
+        return Ok(None);
+    };
+    crescent_auth::KeySet::from_files(path, &settings.previous_secret_files)
+        .map(Some)
+        .map_err(|e| ServerError::Recovery(format!("auth: {e}")))
 }
