@@ -118,9 +118,10 @@ pub struct OwnerDeviceIo {
 /// token may not get objects). Set when the owner registers; unset, the owner reads with a
 /// get (open mode needs nothing more).
 #[derive(Default)]
-pub struct ReadSources(
-    std::sync::OnceLock<Box<dyn Fn(&ObjectRoute) -> Vec<ReplicaDesc> + Send + Sync>>,
-);
+pub struct ReadSources(std::sync::OnceLock<Box<DescribeReplicas>>);
+
+/// Describes a route's hot replicas (see [`ReadSources`]).
+type DescribeReplicas = dyn Fn(&ObjectRoute) -> Vec<ReplicaDesc> + Send + Sync;
 
 impl std::fmt::Debug for ReadSources {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
