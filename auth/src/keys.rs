@@ -57,8 +57,9 @@ impl Key {
     }
 }
 
+/// Refuses a secret file (a signing key, a TLS private key) that group or others may read.
 #[cfg(unix)]
-fn check_private(path: &Path) -> Result<(), String> {
+pub fn check_private(path: &Path) -> Result<(), String> {
     use std::os::unix::fs::PermissionsExt;
     let mode = std::fs::metadata(path)
         .map_err(|e| e.to_string())?
@@ -74,7 +75,7 @@ fn check_private(path: &Path) -> Result<(), String> {
 }
 
 #[cfg(not(unix))]
-fn check_private(_path: &Path) -> Result<(), String> {
+pub fn check_private(_path: &Path) -> Result<(), String> {
     Ok(())
 }
 

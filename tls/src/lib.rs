@@ -53,31 +53,10 @@ pub fn load_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError>
 /// The private key of a PEM file, refusing a file readable by group or others (as the token
 /// key: docs/security.md).
 pub fn load_key(path: &Path) -> Result<PrivateKeyDer<'static>, TlsError> {
-    check_private(path).map_err(|reason| file_err(path, reason))?;
+    crescent_auth::keys::check_private(path).map_err(|reason| file_err(path, reason))?;
     let bytes = std::fs::read(path).map_err(|e| file_err(path, e.to_string()))?;
     PrivateKeyDer::from_pem_slice(&bytes)
         .map_err(|e| file_err(path, format!("no PEM private key: {e}")))
-}
-
-#[cfg(unix)]
-fn check_private(path: &Path) -> Result<(), String> {
-    use std::os::unix::fs::PermissionsExt;
-    let mode = std::fs::metadata(path)
-        .map_err(|e| e.to_string())?
-        .permissions()
-        .mode();
-    if mode & 0o077 != 0 {
-        return Err(format!(
-            "mode {:o} lets group or others read the private key; chmod 600 it",
-            mode & 0o777
-        ));
-    }
-    Ok(())
-}
-
-#[cfg(not(unix))]
-fn check_private(_path: &Path) -> Result<(), String> {
-    Ok(())
 }
 
 /// A server configuration presenting the chain of `cert_file` with the key of `key_file`.
