@@ -170,6 +170,10 @@ fn upsert_killed_at(mode: &str, point: &str, phase: &str) {
 
     let node = Node::restart(dir.path(), OWNED, addr);
     node.wait_recovered();
+    // The claims are resumed (and logged) right after the recovery pass's own line.
+    node.wait_for("the upsert claim to resume", || {
+        node.this_run_log().contains("resuming upsert claim")
+    });
     let run = node.this_run_log();
     let gate_open = run.find("rebuild gate open").expect("the gate opened");
     let recovered = run.find(RECOVERED).unwrap();
