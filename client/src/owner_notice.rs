@@ -57,12 +57,7 @@ fn notice_granted(keys: &GrantKeys, e: &ReplayEntry) -> bool {
     let Some(grant) = e.grant.as_deref().and_then(Grant::decode) else {
         return false;
     };
-    let subject = put_subject(
-        e.id.tenant.as_deref().unwrap_or(""),
-        e.id.domain.as_deref().unwrap_or(""),
-        &e.id.key,
-        e.put_id,
-    );
+    let subject = put_subject(&e.id, e.put_id);
     let checked = keys.verify_notice(&e.segment_id, e.offset, e.length, &subject, &grant);
     if let Err(reason) = checked {
         tracing::debug!(

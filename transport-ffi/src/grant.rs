@@ -28,6 +28,7 @@
 
 use std::collections::VecDeque;
 
+use crescent_wire::store::ObjectId;
 use ring::{digest, hmac};
 
 use crate::transport::{TransferOp, MAX_SEGMENT_ID_LEN};
@@ -176,12 +177,13 @@ pub fn subject_of(parts: &[&[u8]]) -> [u8; SUBJECT_LEN] {
 }
 
 /// The subject of a put's write grants: the object version (tenant, domain, key, put id;
-/// absent scope parts as empty strings) the range is written for.
-pub fn put_subject(tenant: &str, domain: &str, key: &str, put_id: u64) -> [u8; SUBJECT_LEN] {
+/// absent scope parts as empty strings) the range is written for. crescentd binds it when it
+/// mints; an owner checks a notice against it.
+pub fn put_subject(id: &ObjectId, put_id: u64) -> [u8; SUBJECT_LEN] {
     subject_of(&[
-        tenant.as_bytes(),
-        domain.as_bytes(),
-        key.as_bytes(),
+        id.tenant.as_deref().unwrap_or("").as_bytes(),
+        id.domain.as_deref().unwrap_or("").as_bytes(),
+        id.key.as_bytes(),
         &put_id.to_le_bytes(),
     ])
 }

@@ -18,8 +18,8 @@ use crescent_wire::{ApiError, ErrorCode};
 use crescent_transport::TransferOp;
 
 use super::error::from_cold;
-use crate::auth::grants::put_subject;
 use crate::node::NodeState;
+use crescent_transport::grant::put_subject;
 
 /// The wire's default placement (`random`) stands for "the server's default".
 pub fn with_default_placement(state: &NodeState, mut req: PutStartRequest) -> PutStartRequest {

@@ -8,9 +8,9 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use crescent_transport::grant::{self, GrantKey, SUBJECT_LEN};
+use crescent_transport::grant::{GrantKey, SUBJECT_LEN};
 use crescent_transport::{Grant, TransferOp};
-use crescent_wire::store::{ObjectId, ReplicaDesc};
+use crescent_wire::store::ReplicaDesc;
 
 /// Owner keys kept derived (more owners than this: the cache starts over).
 const MAX_CACHED_KEYS: usize = 4096;
@@ -27,16 +27,6 @@ impl std::fmt::Debug for DataGrants {
             .field("ttl_ms", &self.ttl_ms)
             .finish_non_exhaustive()
     }
-}
-
-/// The subject of a put's write grants: the object version the range is written for.
-pub fn put_subject(id: &ObjectId, put_id: u64) -> [u8; SUBJECT_LEN] {
-    grant::put_subject(
-        id.tenant.as_deref().unwrap_or(""),
-        id.domain.as_deref().unwrap_or(""),
-        &id.key,
-        put_id,
-    )
 }
 
 impl DataGrants {
@@ -106,8 +96,10 @@ impl DataGrants {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crescent_transport::grant::put_subject;
     use crescent_transport::GrantKeys;
     use crescent_wire::segments::TransportKind;
+    use crescent_wire::store::ObjectId;
     use crescent_wire::store::ReplicaState;
 
     #[test]
