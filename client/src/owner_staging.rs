@@ -41,7 +41,7 @@ pub const DEFAULT_OWNER_STAGING_TTL_MS: u64 = 5_000;
 
 /// The id of an owner's staging segment (served beside `<owner_id>/seg0`).
 pub fn staging_segment_id_for(owner_id: &str) -> String {
-    format!("{owner_id}/staging0")
+    crescent_wire::cold_owner::staging_segment_id(owner_id)
 }
 
 /// Slot ids and tokens of an owner's pool: the top bit set (crescentd's own pool counts

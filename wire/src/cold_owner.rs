@@ -54,6 +54,19 @@ pub struct OwnerStagingRegion {
 /// Version of [`OwnerStagingRegion`] and of the staging work kinds.
 pub const OWNER_STAGING_VERSION: u32 = 1;
 
+const STAGING_SEGMENT_SUFFIX: &str = "/staging0";
+
+/// The id of a storage owner's staging segment (served beside `<owner_id>/seg0`).
+pub fn staging_segment_id(owner_id: &str) -> String {
+    format!("{owner_id}{STAGING_SEGMENT_SUFFIX}")
+}
+
+/// The owner whose staging segment `segment_id` is, if it names one
+/// ([`staging_segment_id`] read backwards).
+pub fn staging_owner(segment_id: &str) -> Option<&str> {
+    segment_id.strip_suffix(STAGING_SEGMENT_SUFFIX)
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RegisterOwnerDeviceReply {
     pub version: u32,

@@ -36,13 +36,13 @@ use prometheus::{IntCounterVec, IntGauge, Opts, Registry};
 pub const STAGING_SEGMENT_ID: &str = "crescentd-staging-0";
 
 /// The owner whose listener serves a staged payload's segment: crescentd's own (the embedded
-/// segment's listener) or the storage owner whose staging region it is (`OWNER/staging0`,
-/// `crescent_client::owner_staging`). Its key signs the payload's read grant.
+/// segment's listener) or the storage owner whose staging region it is
+/// (`crescent_wire::cold_owner::staging_segment_id`). Its key signs the payload's read grant.
 pub fn staged_owner(segment_id: &str) -> &str {
     if segment_id == STAGING_SEGMENT_ID {
         return crescent_wire::segments::EMBEDDED_OWNER_ID;
     }
-    segment_id.strip_suffix("/staging0").unwrap_or(segment_id)
+    crescent_wire::cold_owner::staging_owner(segment_id).unwrap_or(segment_id)
 }
 
 /// Outcomes of a remote restore's staging attempt (the `outcome` label).
