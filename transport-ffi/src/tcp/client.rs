@@ -95,20 +95,11 @@ impl TcpTransport {
     /// the key is new. Transfers from this very process (the same-process fast path) are not
     /// checked.
     pub fn install_grant_key(&self, key: crate::grant::GrantKey) -> bool {
-        let mut keys = self
-            .served
-            .grant_keys()
-            .map(|k| (*k).clone())
-            .unwrap_or_default();
-        let changed = keys.install(key);
-        if changed {
-            self.served.set_grant_keys(Some(keys));
-        }
-        changed
+        self.served.install_grant_key(key)
     }
 
     /// The keys this listener verifies grants with (`None`: it requires none).
-    pub fn grant_keys(&self) -> Option<Arc<crate::grant::GrantKeys>> {
+    pub fn grant_keys(&self) -> Option<crate::grant::GrantKeys> {
         self.served.grant_keys()
     }
 

@@ -10,7 +10,7 @@ use tracing::{debug, warn};
 
 use super::protocol::{Status, MAX_NOTIFY_LEN};
 use crate::error::{Result, TransportError};
-use crate::grant::{Grant, GrantKeys, GrantRefusal};
+use crate::grant::{Grant, GrantKey, GrantKeys, GrantRefusal};
 use crate::memory::SegmentMemory;
 use crate::transport::{check_segment_id, TransferOp};
 
@@ -23,6 +23,10 @@ struct ServedSegment {
 struct TableInner {
     by_id: HashMap<Arc<str>, u32>,
     by_handle: HashMap<u32, ServedSegment>,
+    /// With keys, every READ and WRITE needs a grant signed by one of them; without, the
+    /// listener serves any transfer (docs/security.md, "The data plane"). Beside the
+    /// segments so that a request takes one lock.
+    grants: Option<GrantKeys>,
 }
 
 /// Answers a NOTIFY payload (`Err`: refused, answered with status INVALID). It runs on the
@@ -35,9 +39,6 @@ pub(crate) struct SegmentTable {
     next_handle: AtomicU32,
     inner: RwLock<TableInner>,
     notify: RwLock<Option<NotifyHandler>>,
-    /// With keys, every READ and WRITE needs a grant signed by one of them; without, the
-    /// listener serves any transfer (docs/security.md, "The data plane").
-    grants: RwLock<Option<Arc<GrantKeys>>>,
 }
 
 /// What a request carried in the grant position.
@@ -54,19 +55,19 @@ impl SegmentTable {
             next_handle: AtomicU32::new(1),
             inner: RwLock::default(),
             notify: RwLock::new(None),
-            grants: RwLock::new(None),
         }
     }
 
-    pub(crate) fn set_grant_keys(&self, keys: Option<GrantKeys>) {
-        *self.grants.write().unwrap_or_else(|p| p.into_inner()) = keys.map(Arc::new);
+    /// Makes `key` the newest grant key (requiring grants from now on); whether it is new.
+    pub(crate) fn install_grant_key(&self, key: GrantKey) -> bool {
+        self.write()
+            .grants
+            .get_or_insert_with(GrantKeys::default)
+            .install(key)
     }
 
-    pub(crate) fn grant_keys(&self) -> Option<Arc<GrantKeys>> {
-        self.grants
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+    pub(crate) fn grant_keys(&self) -> Option<GrantKeys> {
+        self.read().grants.clone()
     }
 
     /// The segment behind `handle`, if a transfer of `op` on `[offset, offset+length)` with
@@ -81,16 +82,13 @@ impl SegmentTable {
         length: u64,
         presented: &Presented,
     ) -> std::result::Result<Arc<SegmentMemory>, (Status, Option<GrantRefusal>)> {
-        let (id, memory) = {
-            let inner = self.read();
-            let served = inner
-                .by_handle
-                .get(&handle)
-                .ok_or((Status::NotFound, None))?;
-            (served.id.clone(), served.memory.clone())
-        };
-        let Some(keys) = self.grant_keys() else {
-            return Ok(memory);
+        let inner = self.read();
+        let served = inner
+            .by_handle
+            .get(&handle)
+            .ok_or((Status::NotFound, None))?;
+        let Some(keys) = &inner.grants else {
+            return Ok(served.memory.clone());
         };
         let refused = |r: GrantRefusal| (Status::Denied, Some(r));
         let grant = match presented {
@@ -98,9 +96,9 @@ impl SegmentTable {
             Presented::Malformed => return Err(refused(GrantRefusal::Malformed)),
             Presented::Grant(g) => g,
         };
-        keys.verify(&id, op, offset, length, now_ms(), grant)
+        keys.verify(&served.id, op, offset, length, now_ms(), grant)
             .map_err(refused)?;
-        Ok(memory)
+        Ok(served.memory.clone())
     }
 
     pub(crate) fn set_notify_handler(&self, handler: Option<NotifyHandler>) {
