@@ -390,7 +390,11 @@ async fn write(
     // token may not get objects under `[auth]` (docs/security.md, "The data plane").
     let read = match replicas.is_empty() {
         true => client.get_object(object.clone()).await,
-        false => client.read_replicas(&object.key, &replicas, length).await,
+        false => {
+            client
+                .read_replicas(&object.key, &replicas, length, None)
+                .await
+        }
     };
     let payload = read.map_err(|e| ColdError::Io {
         path: object.key.clone(),

@@ -408,44 +408,19 @@ impl CrescentClient {
         if size >= DIRECT_READ_MIN_BYTES && transport.kind() == TransportKind::Tcp {
             return self.read_object_direct(key, reply, transport).await;
         }
-        let staging = self.data.staging.take(transport, size)?;
-        let local = self.data.local();
-        let mut last = no_replica(key);
-        for replica in read_order(&reply.replicas, local.as_ref()) {
-            let read = read_replica(
-                transport.as_ref(),
-                replica,
-                local.as_ref(),
-                staging.buffer(),
-                0,
-                reply.size,
-            )
-            .await;
-            if let Err(e) = read {
-                last = e;
-                continue;
-            }
-            let mut value = vec![0u8; size];
-            staging.buffer().read(0, &mut value).await?;
-            let checked = match reply.checksum {
-                Some(_) => verify(key, reply.checksum, crescent_checksum::crc32c(&value)),
-                None => Ok(()),
-            };
-            match checked {
-                Ok(()) => return Ok(value),
-                Err(e) => last = e,
-            }
-        }
-        Err(last)
+        self.read_replicas(key, &reply.replicas, reply.size, reply.checksum)
+            .await
     }
 
-    /// The `size` bytes of one of `replicas` (local first; the first that reads), unchecked:
-    /// for a caller that verifies them itself (an owner's cold device writing an offload).
+    /// The `size` bytes of the first of `replicas` (local first) that reads and, when a
+    /// `checksum` is given, matches it; through a pooled staging buffer. `None`: unchecked,
+    /// for a caller that verifies the bytes itself (an owner's cold device writing an offload).
     pub(crate) async fn read_replicas(
         &self,
         key: &str,
         replicas: &[ReplicaDesc],
         size: u64,
+        checksum: Option<u32>,
     ) -> Result<Vec<u8>, ClientError> {
         let transport = self.data.transport().await?;
         let staging = self.data.staging.take(transport, size as usize)?;
@@ -461,8 +436,18 @@ impl CrescentClient {
                 size,
             )
             .await;
-            match read {
-                Ok(()) => return Ok(staging.buffer().memory.read_to_vec(0, size).await?),
+            if let Err(e) = read {
+                last = e;
+                continue;
+            }
+            let mut value = vec![0u8; size as usize];
+            staging.buffer().read(0, &mut value).await?;
+            let checked = match checksum {
+                Some(_) => verify(key, checksum, crescent_checksum::crc32c(&value)),
+                None => Ok(()),
+            };
+            match checked {
+                Ok(()) => return Ok(value),
                 Err(e) => last = e,
             }
         }
