@@ -109,6 +109,16 @@ async fn malformed_frames_close_only_their_connection() {
         .all_ok());
 }
 
+/// Reads one OPEN request (header and segment id) as a fake listener.
+async fn read_open(s: &mut TcpStream) -> RequestHeader {
+    let mut head = [0u8; protocol::REQUEST_HEADER_LEN];
+    s.read_exact(&mut head).await.unwrap();
+    let open = RequestHeader::decode(&head, 1 << 30).unwrap();
+    let mut name = vec![0u8; open.length as usize];
+    s.read_exact(&mut name).await.unwrap();
+    open
+}
+
 /// A fake owner that handshakes, answers OPEN, then misbehaves per `mode`.
 async fn fake_owner(mode: &'static str) -> String {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -120,11 +130,7 @@ async fn fake_owner(mode: &'static str) -> String {
         s.write_all(&protocol::encode_hello_ack(protocol::VERSION, 0, 1))
             .await
             .unwrap();
-        let mut head = [0u8; protocol::REQUEST_HEADER_LEN];
-        s.read_exact(&mut head).await.unwrap();
-        let open = RequestHeader::decode(&head, 1 << 30).unwrap();
-        let mut name = vec![0u8; open.length as usize];
-        s.read_exact(&mut name).await.unwrap();
+        let open = read_open(&mut s).await;
         let answer = protocol::ResponseHeader {
             request_id: open.request_id,
             status: 0,
@@ -134,6 +140,7 @@ async fn fake_owner(mode: &'static str) -> String {
         s.write_all(&answer.encode()).await.unwrap();
         s.write_all(&(1u64 << 30).to_le_bytes()).await.unwrap();
         // Take the first request of the batch, then die (or stall).
+        let mut head = [0u8; protocol::REQUEST_HEADER_LEN];
         s.read_exact(&mut head).await.unwrap();
         if mode == "stall" {
             tokio::time::sleep(Duration::from_secs(60)).await;
@@ -264,11 +271,7 @@ async fn a_version_1_listener_is_reached_in_version_1() {
             s.write_all(&protocol::encode_hello_ack(1, protocol::HELLO_ACCEPTED, 1))
                 .await
                 .unwrap();
-            let mut head = [0u8; protocol::REQUEST_HEADER_LEN];
-            s.read_exact(&mut head).await.unwrap();
-            let open = RequestHeader::decode(&head, 1 << 30).unwrap();
-            let mut name = vec![0u8; open.length as usize];
-            s.read_exact(&mut name).await.unwrap();
+            let open = read_open(&mut s).await;
             let answer = protocol::ResponseHeader {
                 request_id: open.request_id,
                 status: protocol::Status::NotFound as u16,
