@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
-use actix_web::{middleware, web, App, HttpServer};
+use actix_web::{web, HttpServer};
 use crescent_actors::runtime::RuntimeMetrics;
 use crescent_actors::segment_registry::SegmentRegistry;
 use crescent_actors::{AggregateRegistry, Runtime};
@@ -538,22 +538,9 @@ impl Node {
             }
         }
         let data = web::Data::new(state.clone());
-        let max_body = config.http.max_body_bytes;
-        let body_limits = crate::api::wire::BodyLimits {
-            max_bytes: max_body,
-            timeout: config.net.http_body_timeout(),
-        };
-        let mut server = HttpServer::new(move || {
-            App::new()
-                .app_data(data.clone())
-                .app_data(web::PayloadConfig::new(max_body))
-                .app_data(body_limits)
-                .wrap(crate::auth::guard::Guard { max_body })
-                .wrap_fn(crate::api::observe)
-                .wrap(middleware::NormalizePath::trim())
-                .configure(crate::api::configure)
-        })
-        .shutdown_timeout(config.http.shutdown_timeout_secs);
+        let limits = crate::api::wire::BodyLimits::of(config);
+        let mut server = HttpServer::new(move || crate::api::app(data.clone(), limits))
+            .shutdown_timeout(config.http.shutdown_timeout_secs);
         let workers = match config.http.workers {
             0 => std::thread::available_parallelism().map_or(2, |n| n.get()),
             n => n,

@@ -16,8 +16,8 @@ pub mod wire;
 use std::sync::Arc;
 use std::time::Instant;
 
-use actix_web::dev::{Service, ServiceRequest, ServiceResponse};
-use actix_web::{web, Error};
+use actix_web::dev::{Service, ServiceFactory, ServiceRequest, ServiceResponse};
+use actix_web::{middleware, web, App, Error};
 use crescent_wire::store::routes;
 use futures::future::{FutureExt, LocalBoxFuture};
 use tracing::Instrument;
@@ -29,6 +29,33 @@ fn rel(route: &'static str) -> &'static str {
     route
         .strip_prefix("/v1")
         .expect("every wire route is under /v1")
+}
+
+/// The HTTP application of a node, as every crescentd worker serves it: the node's state and
+/// body bounds, the authorization guard (docs/security.md), request metrics, path
+/// normalization and every route. The in-process tests (server/tests) serve this one too.
+pub fn app(
+    state: web::Data<Arc<NodeState>>,
+    limits: wire::BodyLimits,
+) -> App<
+    impl ServiceFactory<
+        ServiceRequest,
+        Config = (),
+        Response = ServiceResponse,
+        Error = Error,
+        InitError = (),
+    >,
+> {
+    App::new()
+        .app_data(state)
+        .app_data(web::PayloadConfig::new(limits.max_bytes))
+        .app_data(limits)
+        .wrap(crate::auth::guard::Guard {
+            max_body: limits.max_bytes,
+        })
+        .wrap_fn(observe)
+        .wrap(middleware::NormalizePath::trim())
+        .configure(configure)
 }
 
 /// Registers every route on an actix-web app.

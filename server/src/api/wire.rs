@@ -92,6 +92,16 @@ impl Default for BodyLimits {
     }
 }
 
+impl BodyLimits {
+    /// The bounds `config` sets.
+    pub fn of(config: &crate::config::Config) -> Self {
+        BodyLimits {
+            max_bytes: config.http.max_body_bytes,
+            timeout: config.net.http_body_timeout(),
+        }
+    }
+}
+
 /// The `Content-Length` header's value, when present and a number.
 fn declared_length(req: &HttpRequest) -> Option<u64> {
     req.headers()
