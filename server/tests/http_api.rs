@@ -1,63 +1,21 @@
 //! The HTTP API in-process: routes, both body formats, error codes, health and metrics.
 
-use std::sync::Arc;
+mod common;
 
-use actix_web::{test, web, App};
-use crescent_server::node::{Node, NodeState};
-use crescent_server::Config;
+use actix_web::test;
+use common::*;
+use crescent_server::node::Node;
 use serde_json::{json, Value};
-
-fn config(dir: &std::path::Path) -> Config {
-    Config {
-        data_dir: dir.to_path_buf(),
-        ..Config::default()
-    }
-}
-
-macro_rules! app {
-    ($state:expr) => {
-        test::init_service(
-            App::new()
-                .app_data(web::Data::new($state.clone()))
-                .wrap_fn(crescent_server::api::observe)
-                .configure(crescent_server::api::configure),
-        )
-        .await
-    };
-}
-
-async fn post_json(
-    app: &impl actix_web::dev::Service<
-        actix_http::Request,
-        Response = actix_web::dev::ServiceResponse,
-        Error = actix_web::Error,
-    >,
-    path: &str,
-    body: Value,
-) -> (u16, Value) {
-    let req = test::TestRequest::post()
-        .uri(path)
-        .set_json(body)
-        .to_request();
-    let resp = test::call_service(app, req).await;
-    let status = resp.status().as_u16();
-    let body: Value = test::read_body_json(resp).await;
-    (status, body)
-}
-
-fn start(dir: &std::path::Path) -> Arc<NodeState> {
-    Node::start(&config(dir)).expect("node starts")
-}
 
 #[actix_web::test]
 async fn mount_list_unmount_round_trip_with_seqs() {
     let t = tempfile::tempdir().unwrap();
-    let state = start(t.path());
+    let state = start(&config(t.path()));
     // every start journals its incarnation first
     let base = state.journal.last_seq();
-    let app = app!(state);
+    let app = app_for(&state).await;
 
-    let (s, b) = post_json(
+    let (s, b) = post(
         &app,
         "/v1/segments/mount",
         json!({"owner_id": "a", "segment_id": "s1", "size": 4096}),
@@ -69,7 +27,7 @@ async fn mount_list_unmount_round_trip_with_seqs() {
     assert_eq!(b["last_seq"], json!(base + 2));
 
     // Identical repeat: idempotent, journals nothing.
-    let (s, b) = post_json(
+    let (s, b) = post(
         &app,
         "/v1/segments/mount",
         json!({"owner_id": "a", "segment_id": "s1", "size": 4096}),
@@ -79,18 +37,12 @@ async fn mount_list_unmount_round_trip_with_seqs() {
     assert_eq!(b["events"], json!([]));
     assert_eq!(state.journal.last_seq(), base + 2);
 
-    let resp = test::call_service(
-        &app,
-        test::TestRequest::get().uri("/v1/segments").to_request(),
-    )
-    .await;
-    assert_eq!(resp.status().as_u16(), 200);
-    let list: Value = test::read_body_json(resp).await;
+    let list = get_json(&app, "/v1/segments").await;
     assert_eq!(list["segments"][0]["segment_id"], "s1");
     assert_eq!(list["segments"][0]["size"], 4096);
     assert_eq!(list["owners"][0]["owner_id"], "a");
 
-    let (s, b) = post_json(&app, "/v1/segments/unmount", json!({"segment_id": "s1"})).await;
+    let (s, b) = post(&app, "/v1/segments/unmount", json!({"segment_id": "s1"})).await;
     assert_eq!(s, 200, "{b}");
     assert_eq!(b["events"], json!(["segment_unmounted"]));
     Node::stop(&state);
@@ -99,10 +51,10 @@ async fn mount_list_unmount_round_trip_with_seqs() {
 #[actix_web::test]
 async fn errors_have_stable_codes_and_store_nothing() {
     let t = tempfile::tempdir().unwrap();
-    let state = start(t.path());
+    let state = start(&config(t.path()));
     // every start journals its incarnation first
     let base = state.journal.last_seq();
-    let app = app!(state);
+    let app = app_for(&state).await;
     let cases = [
         (
             "/v1/segments/mount",
@@ -143,7 +95,7 @@ async fn errors_have_stable_codes_and_store_nothing() {
         ),
     ];
     for (path, body, status, code) in cases {
-        let (s, b) = post_json(&app, path, body.clone()).await;
+        let (s, b) = post(&app, path, body.clone()).await;
         assert_eq!(s, status, "{path} {body}: {b}");
         assert_eq!(b["code"], code, "{path} {body}: {b}");
         assert_eq!(b["retryable"], false);
@@ -155,14 +107,14 @@ async fn errors_have_stable_codes_and_store_nothing() {
     );
 
     // A conflicting re-mount after a good one.
-    let (s, _) = post_json(
+    let (s, _) = post(
         &app,
         "/v1/segments/mount",
         json!({"owner_id": "a", "segment_id": "s", "size": 4096}),
     )
     .await;
     assert_eq!(s, 200);
-    let (s, b) = post_json(
+    let (s, b) = post(
         &app,
         "/v1/segments/mount",
         json!({"owner_id": "a", "segment_id": "s", "size": 8192}),
@@ -180,9 +132,8 @@ async fn errors_have_stable_codes_and_store_nothing() {
         let req = test::TestRequest::post()
             .uri("/v1/segments/mount")
             .insert_header(("content-type", ct))
-            .set_payload(body.to_vec())
-            .to_request();
-        let resp = test::call_service(&app, req).await;
+            .set_payload(body.to_vec());
+        let resp = app.call(req, app.admin_token()).await;
         assert_eq!(resp.status().as_u16(), 400, "{ct}");
         let b: Value = test::read_body_json(resp).await;
         assert_eq!(b["code"], "INVALID_ARGUMENT", "{ct}");
@@ -194,19 +145,18 @@ async fn errors_have_stable_codes_and_store_nothing() {
 #[actix_web::test]
 async fn msgpack_in_msgpack_out() {
     let t = tempfile::tempdir().unwrap();
-    let state = start(t.path());
+    let state = start(&config(t.path()));
     // every start journals its incarnation first
     let base = state.journal.last_seq();
-    let app = app!(state);
-    let body =
-        rmp_serde::to_vec_named(&json!({"owner_id": "a", "segment_id": "m", "size": 64})).unwrap();
+    let app = app_for(&state).await;
+    let body = json!({"owner_id": "a", "segment_id": "m", "size": 64});
+    let token = app.token_for("/v1/segments/mount", &body);
     let req = test::TestRequest::post()
         .uri("/v1/segments/mount")
         .insert_header(("content-type", "application/msgpack"))
         .insert_header(("accept", "application/msgpack"))
-        .set_payload(body)
-        .to_request();
-    let resp = test::call_service(&app, req).await;
+        .set_payload(rmp_serde::to_vec_named(&body).unwrap());
+    let resp = app.call(req, token).await;
     assert_eq!(resp.status().as_u16(), 200);
     assert_eq!(
         resp.headers().get("content-type").unwrap(),
@@ -221,28 +171,22 @@ async fn msgpack_in_msgpack_out() {
 #[actix_web::test]
 async fn health_metrics_and_stats() {
     let t = tempfile::tempdir().unwrap();
-    let state = start(t.path());
+    let state = start(&config(t.path()));
     // every start journals its incarnation first
     let base = state.journal.last_seq();
-    let app = app!(state);
-    let resp =
-        test::call_service(&app, test::TestRequest::get().uri("/healthz").to_request()).await;
-    assert_eq!(resp.status().as_u16(), 200);
-    let h: Value = test::read_body_json(resp).await;
+    let app = app_for(&state).await;
+    let h = get_json(&app, "/healthz").await;
     assert_eq!(h["status"], "serving");
     assert_eq!(h["role"], "standalone");
     assert_eq!(h["gate"], "SERVING");
 
-    let _ = post_json(
+    let _ = post(
         &app,
         "/v1/segments/mount",
         json!({"owner_id": "a", "segment_id": "x", "size": 4096}),
     )
     .await;
-    let resp =
-        test::call_service(&app, test::TestRequest::get().uri("/metrics").to_request()).await;
-    assert_eq!(resp.status().as_u16(), 200);
-    let text = String::from_utf8(test::read_body(resp).await.to_vec()).unwrap();
+    let text = get_text(&app, "/metrics").await;
     for name in [
         "crescent_http_requests_total",
         "crescent_actor_commands_total",
@@ -263,8 +207,7 @@ async fn health_metrics_and_stats() {
     assert!(text.contains("route=\"/v1/segments/mount\""), "{text}");
     assert!(!text.contains("segment_id=\"x\""));
 
-    let resp = test::call_service(&app, test::TestRequest::get().uri("/stats").to_request()).await;
-    let s: Value = test::read_body_json(resp).await;
+    let s = get_json(&app, "/stats").await;
     assert_eq!(s["journal"]["last_seq"], base + 2);
     assert_eq!(s["journal"]["backend"], "file");
     Node::stop(&state);
@@ -274,10 +217,10 @@ async fn health_metrics_and_stats() {
 async fn state_survives_restart_through_journal_and_snapshot() {
     let t = tempfile::tempdir().unwrap();
     {
-        let state = start(t.path());
-        let app = app!(state);
+        let state = start(&config(t.path()));
+        let app = app_for(&state).await;
         for i in 0..10 {
-            let (s, b) = post_json(
+            let (s, b) = post(
                 &app,
                 "/v1/segments/mount",
                 json!({"owner_id": format!("o{}", i % 3), "segment_id": format!("s{i}"), "size": 100 + i}),
@@ -288,18 +231,13 @@ async fn state_survives_restart_through_journal_and_snapshot() {
         // Snapshot in the middle, then more events in the tail.
         let info = state.snapshot_now().await.expect("snapshot written");
         assert_eq!(info.position.seq, state.journal.last_seq());
-        let (s, _) = post_json(&app, "/v1/segments/unmount", json!({"segment_id": "s3"})).await;
+        let (s, _) = post(&app, "/v1/segments/unmount", json!({"segment_id": "s3"})).await;
         assert_eq!(s, 200);
         Node::stop(&state);
     }
-    let state = start(t.path());
-    let app = app!(state);
-    let resp = test::call_service(
-        &app,
-        test::TestRequest::get().uri("/v1/segments").to_request(),
-    )
-    .await;
-    let list: Value = test::read_body_json(resp).await;
+    let state = start(&config(t.path()));
+    let app = app_for(&state).await;
+    let list = get_json(&app, "/v1/segments").await;
     let ids: Vec<&str> = list["segments"]
         .as_array()
         .unwrap()
@@ -310,7 +248,7 @@ async fn state_survives_restart_through_journal_and_snapshot() {
     assert!(!ids.contains(&"s3"));
     assert_eq!(list["owners"].as_array().unwrap().len(), 3);
     // Seqs continue after the restart.
-    let (s, b) = post_json(
+    let (s, b) = post(
         &app,
         "/v1/segments/mount",
         json!({"owner_id": "o9", "segment_id": "new", "size": 64}),
@@ -324,17 +262,19 @@ async fn state_survives_restart_through_journal_and_snapshot() {
 #[actix_web::test]
 async fn a_data_dir_of_a_newer_format_is_refused_untouched() {
     let t = tempfile::tempdir().unwrap();
+    let c = config(t.path());
+    std::fs::create_dir(&c.data_dir).unwrap();
     let marker =
         r#"{"format_version": 7, "created_at": "2030-01-01T00:00:00Z", "journal_backend": "file"}"#;
-    std::fs::write(t.path().join("CRESCENT_DATA_DIR"), marker).unwrap();
-    let err = match Node::start(&config(t.path())) {
+    std::fs::write(c.data_dir.join("CRESCENT_DATA_DIR"), marker).unwrap();
+    let err = match Node::start(&c) {
         Ok(_) => panic!("a newer data dir must be refused"),
         Err(e) => e,
     };
     assert!(err.to_string().contains("format version 7"), "{err}");
     assert_eq!(
-        std::fs::read_to_string(t.path().join("CRESCENT_DATA_DIR")).unwrap(),
+        std::fs::read_to_string(c.data_dir.join("CRESCENT_DATA_DIR")).unwrap(),
         marker
     );
-    assert_eq!(std::fs::read_dir(t.path()).unwrap().count(), 1);
+    assert_eq!(std::fs::read_dir(&c.data_dir).unwrap().count(), 1);
 }

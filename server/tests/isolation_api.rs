@@ -10,7 +10,7 @@ use serde_json::json;
 async fn tenants_and_domains_never_see_each_other() {
     let t = tempfile::tempdir().unwrap();
     let state = start(&config(t.path()));
-    let app = app!(state);
+    let app = app_for(&state).await;
     owner_with_segment(&app, "o1", "seg1", 1 << 20).await;
     let scopes = [
         json!({"key": "k"}),

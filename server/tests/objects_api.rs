@@ -19,7 +19,7 @@ fn put_start_req(key: &str, size: u64) -> PutStartRequest {
 async fn single_operations_round_trip_in_json() {
     let t = tempfile::tempdir().unwrap();
     let state = start(&config(t.path()));
-    let app = app!(state);
+    let app = app_for(&state).await;
     owner_with_segment(&app, "o1", "seg1", 1 << 20).await;
 
     let (s, b) = post(
@@ -199,7 +199,7 @@ async fn single_operations_round_trip_in_json() {
 async fn msgpack_bodies_and_batch_forms() {
     let t = tempfile::tempdir().unwrap();
     let state = start(&config(t.path()));
-    let app = app!(state);
+    let app = app_for(&state).await;
     owner_with_segment(&app, "o1", "seg1", 1 << 20).await;
 
     let started: PutStartReply =
@@ -410,7 +410,7 @@ async fn bad_input_has_stable_codes_and_loses_nothing() {
     let mut c = config(t.path());
     c.store.max_object_bytes = 1 << 20;
     let state = start(&c);
-    let app = app!(state);
+    let app = app_for(&state).await;
 
     // Nothing mounted yet: nowhere to place.
     refused(

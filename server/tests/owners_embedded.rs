@@ -10,11 +10,13 @@ use common::*;
 use crescent_server::embedded::{mount_embedded, EMBEDDED_OWNER_ID, EMBEDDED_SEGMENT_ID};
 use crescent_server::housekeeping::run_pass;
 use crescent_server::node::Node;
+use crescent_transport::grant::Grant;
 use crescent_transport::tcp::{TcpConfig, TcpTransport};
 use crescent_transport::{
     RemoteSegment, SegmentMemory, TransferDescriptor, TransferOp, Transport, TransportMetrics,
 };
-use serde_json::json;
+use crescent_wire::store::ReplicaDesc;
+use serde_json::{json, Value};
 
 #[actix_web::test]
 async fn silent_owners_expire_and_take_their_objects_with_them() {
@@ -22,7 +24,7 @@ async fn silent_owners_expire_and_take_their_objects_with_them() {
     let mut c = config(t.path());
     c.store.client_ttl_secs = 1;
     let state = start(&c);
-    let app = app!(state);
+    let app = app_for(&state).await;
     owner_with_segment(&app, "quiet", "s-quiet", 1 << 20).await;
     owner_with_segment(&app, "alive", "s-alive", 1 << 20).await;
     for i in 0..20 {
@@ -114,20 +116,7 @@ async fn silent_owners_expire_and_take_their_objects_with_them() {
         "random placement put some on the expired owner"
     );
 
-    let metrics = String::from_utf8(
-        actix_web::test::read_body(
-            actix_web::test::call_service(
-                &app,
-                actix_web::test::TestRequest::get()
-                    .uri("/metrics")
-                    .to_request(),
-            )
-            .await,
-        )
-        .await
-        .to_vec(),
-    )
-    .unwrap();
+    let metrics = get_text(&app, "/metrics").await;
     assert!(
         metrics.contains("crescent_owners_expired_total 1"),
         "{metrics}"
@@ -160,23 +149,24 @@ async fn silent_owners_expire_and_take_their_objects_with_them() {
     Node::stop(&state);
 }
 
-async fn transfer(
-    client: &TcpTransport,
-    op: TransferOp,
-    endpoint: &str,
-    offset: u64,
-    buf: Arc<SegmentMemory>,
-) {
+/// Reads or writes `buf` at the replica `r` (a put_start or get reply's, in JSON) through its
+/// segment's transfer listener, presenting the data-plane grant the reply carries.
+async fn transfer(client: &TcpTransport, op: TransferOp, r: &Value, buf: Arc<SegmentMemory>) {
+    let r: ReplicaDesc = serde_json::from_value(r.clone()).unwrap();
     let len = buf.len() as u64;
+    assert_eq!(r.length, len);
     let local = client.register(buf).unwrap();
     let batch = [TransferDescriptor {
         op,
-        remote: RemoteSegment::new(endpoint, EMBEDDED_SEGMENT_ID),
-        remote_offset: offset,
+        remote: RemoteSegment::new(r.endpoint.expect("an endpoint"), r.segment_id),
+        remote_offset: r.offset,
         local,
         local_offset: 0,
         length: len,
-        grant: None,
+        grant: r
+            .grant
+            .as_deref()
+            .map(|g| Grant::decode(g).expect("a grant")),
     }];
     client.submit(&batch).await.unwrap().into_result().unwrap();
     client.unregister(local).unwrap();
@@ -194,7 +184,7 @@ async fn embedded_segment_serves_a_fresh_start_and_survives_restarts() {
         mount_embedded(&state)
             .await
             .expect("embedded segment mounted");
-        let app = app!(state);
+        let app = app_for(&state).await;
         let segs = get_json(&app, "/v1/segments").await;
         assert_eq!(segs["segments"][0]["segment_id"], EMBEDDED_SEGMENT_ID);
         assert_eq!(segs["segments"][0]["size"], 4 << 20);
@@ -218,14 +208,14 @@ async fn embedded_segment_serves_a_fresh_start_and_survives_restarts() {
         assert_eq!(s, 200, "{b}");
         let r = &b["replicas"][0];
         assert_eq!(r["endpoint"], first_endpoint);
-        let offset = r["offset"].as_u64().unwrap();
+        assert!(r["grant"].is_array(), "with [auth], a write grant: {r}");
         let client = TcpTransport::start(TcpConfig::default(), TransportMetrics::unregistered())
             .await
             .unwrap();
         let value: Vec<u8> = (0..5000u32).map(|i| (i * 7 % 251) as u8).collect();
         let src =
             Arc::new(SegmentMemory::from_boxed_slice(value.clone().into_boxed_slice()).unwrap());
-        transfer(&client, TransferOp::Write, &first_endpoint, offset, src).await;
+        transfer(&client, TransferOp::Write, r, src).await;
         let put_id = b["put_id"].as_u64().unwrap();
         let (s, _) = post(
             &app,
@@ -238,14 +228,7 @@ async fn embedded_segment_serves_a_fresh_start_and_survives_restarts() {
         let r = &g["replicas"][0];
         let dst =
             Arc::new(SegmentMemory::from_boxed_slice(vec![0u8; 5000].into_boxed_slice()).unwrap());
-        transfer(
-            &client,
-            TransferOp::Read,
-            r["endpoint"].as_str().unwrap(),
-            r["offset"].as_u64().unwrap(),
-            dst.clone(),
-        )
-        .await;
+        transfer(&client, TransferOp::Read, r, dst.clone()).await;
         let mut back = vec![0u8; 5000];
         dst.read_at(0, &mut back).await.unwrap();
         assert_eq!(back, value);
@@ -264,7 +247,7 @@ async fn embedded_segment_serves_a_fresh_start_and_survives_restarts() {
     mount_embedded(&state)
         .await
         .expect("embedded segment mounted again");
-    let app = app!(state);
+    let app = app_for(&state).await;
     let segs = get_json(&app, "/v1/segments").await;
     let owners = segs["owners"].as_array().unwrap();
     let embedded = owners

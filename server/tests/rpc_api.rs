@@ -11,7 +11,7 @@ use crescent_wire::rpc::{
 use crescent_wire::store::{
     Ack, BatchReply, BatchRequest, ExistReply, GetReply, HeartbeatReply, HeartbeatRequest,
     ItemResult, ObjectId, ObjectRequest, PutEndRequest, PutStartReply, ReleaseReply,
-    ReleaseRequest, RemoveRequest, SizeReply,
+    ReleaseRequest, RemoveRequest, SizeReply, DEFAULT_TENANT,
 };
 use crescent_wire::{ApiError, ErrorCode};
 use serde_json::{json, Value};
@@ -32,42 +32,56 @@ fn code(r: Result<impl std::fmt::Debug, ApiError>) -> ErrorCode {
 
 #[actix_web::test]
 async fn discovery_routes_advertise_the_listener() {
-    let t = tempfile::tempdir().unwrap();
-    let state = start(&config(t.path()));
-    let app = app!(state);
-    let (s, b) = post(&app, "/v1/rpc", json!({})).await;
-    assert_eq!(s, 404, "POST is not a route: {b}");
-    let resp = actix_web::test::call_service(
-        &app,
-        actix_web::test::TestRequest::get()
-            .uri("/v1/rpc")
-            .to_request(),
-    )
-    .await;
-    assert_eq!(resp.status().as_u16(), 404, "off until started");
-    assert!(get_json(&app, "/healthz").await.get("rpc").is_none());
+    // The public /healthz names the listener only in open mode: with [auth], the
+    // authenticated GET /v1/rpc does.
+    for open in [false, true] {
+        let t = tempfile::tempdir().unwrap();
+        let c = if open {
+            open_config(t.path())
+        } else {
+            config(t.path())
+        };
+        let state = start(&c);
+        let app = app_for(&state).await;
+        let (s, b) = post(&app, "/v1/rpc", json!({})).await;
+        assert_eq!(s, 404, "POST is not a route: {b}");
+        let resp = app
+            .call(
+                actix_web::test::TestRequest::get().uri("/v1/rpc"),
+                state.admin_token(),
+            )
+            .await;
+        assert_eq!(resp.status().as_u16(), 404, "off until started");
+        assert!(get_json(&app, "/healthz").await.get("rpc").is_none());
 
-    let addr = state
-        .start_rpc("127.0.0.1:0".parse().unwrap(), MAX_BODY)
-        .unwrap();
-    assert_ne!(addr.port(), 0);
-    let info = get_json(&app, "/v1/rpc").await;
-    assert_eq!(info["address"], addr.to_string());
-    assert_eq!(info["version"], crescent_wire::rpc::RPC_VERSION);
-    assert_eq!(get_json(&app, "/healthz").await["rpc"], addr.to_string());
-    crescent_server::Node::stop(&state);
+        let addr = state
+            .start_rpc("127.0.0.1:0".parse().unwrap(), MAX_BODY)
+            .unwrap();
+        assert_ne!(addr.port(), 0);
+        let info = get_json(&app, "/v1/rpc").await;
+        assert_eq!(info["address"], addr.to_string());
+        assert_eq!(info["version"], crescent_wire::rpc::RPC_VERSION);
+        let health = get_json(&app, "/healthz").await;
+        let advertised = open.then(|| addr.to_string());
+        assert_eq!(
+            health["rpc"].as_str(),
+            advertised.as_deref(),
+            "open: {open}"
+        );
+        crescent_server::Node::stop(&state);
+    }
 }
 
 #[actix_web::test]
 async fn every_op_answers_like_its_http_route() {
     let t = tempfile::tempdir().unwrap();
     let state = start(&config(t.path()));
-    let app = app!(state);
+    let app = app_for(&state).await;
     owner_with_segment(&app, "o1", "seg1", 1 << 20).await;
-    let addr = state
+    state
         .start_rpc("127.0.0.1:0".parse().unwrap(), MAX_BODY)
         .unwrap();
-    let mut rpc = Rpc::connect(addr).await;
+    let mut rpc = Rpc::client(&state, DEFAULT_TENANT).await;
 
     // put_start / put_end, then read back through RPC and HTTP alike.
     let started: PutStartReply = rpc
@@ -281,18 +295,22 @@ async fn every_op_answers_like_its_http_route() {
         incarnation,
         releases_applied: None,
     };
-    let r: HeartbeatReply = rpc.call(RpcOp::Heartbeat, &hb("o1", 1)).await.unwrap();
+    // Each on a connection with its owner's token.
+    let mut o1 = Rpc::owner(&state, "o1").await;
+    let r: HeartbeatReply = o1.call(RpcOp::Heartbeat, &hb("o1", 1)).await.unwrap();
     assert!(r.interval_ms > 0);
+    let mut ghost = Rpc::owner(&state, "ghost").await;
     assert_eq!(
         code(
-            rpc.call::<_, HeartbeatReply>(RpcOp::Heartbeat, &hb("ghost", 1))
+            ghost
+                .call::<_, HeartbeatReply>(RpcOp::Heartbeat, &hb("ghost", 1))
                 .await
         ),
         ErrorCode::NotFound
     );
     assert_eq!(
         code(
-            rpc.call::<_, HeartbeatReply>(RpcOp::Heartbeat, &hb("o1", 0))
+            o1.call::<_, HeartbeatReply>(RpcOp::Heartbeat, &hb("o1", 0))
                 .await
         ),
         ErrorCode::StaleGeneration
@@ -314,12 +332,12 @@ async fn every_op_answers_like_its_http_route() {
 async fn released_leases_let_a_remove_through_over_rpc_and_http() {
     let t = tempfile::tempdir().unwrap();
     let state = start(&config(t.path()));
-    let app = app!(state);
+    let app = app_for(&state).await;
     owner_with_segment(&app, "o1", "seg1", 1 << 20).await;
-    let addr = state
+    state
         .start_rpc("127.0.0.1:0".parse().unwrap(), MAX_BODY)
         .unwrap();
-    let mut rpc = Rpc::connect(addr).await;
+    let mut rpc = Rpc::client(&state, DEFAULT_TENANT).await;
     let mut releases = Vec::new();
     for key in ["r1", "r2", "r3"] {
         let started: PutStartReply = rpc
@@ -399,10 +417,10 @@ async fn released_leases_let_a_remove_through_over_rpc_and_http() {
 async fn pipelined_requests_are_answered_in_order_by_id() {
     let t = tempfile::tempdir().unwrap();
     let state = start(&config(t.path()));
-    let addr = state
+    state
         .start_rpc("127.0.0.1:0".parse().unwrap(), MAX_BODY)
         .unwrap();
-    let mut rpc = Rpc::connect(addr).await;
+    let mut rpc = Rpc::client(&state, DEFAULT_TENANT).await;
     let mut buf = Vec::new();
     for (i, key) in ["p1", "", "p3"].iter().enumerate() {
         encode_request(
@@ -432,13 +450,13 @@ async fn malformed_input_closes_only_that_connection() {
     let addr = state
         .start_rpc("127.0.0.1:0".parse().unwrap(), 1024)
         .unwrap();
-    let mut good = Rpc::connect(addr).await;
+    let mut good = Rpc::client(&state, DEFAULT_TENANT).await;
     let probe = ObjectRequest { id: id("k") };
     let e: ExistReply = good.call(RpcOp::Exist, &probe).await.unwrap();
     assert!(!e.exists);
 
     // An unknown op.
-    let mut bad = Rpc::connect(addr).await;
+    let mut bad = Rpc::client(&state, DEFAULT_TENANT).await;
     let mut buf = Vec::new();
     encode_request(&mut buf, RpcOp::Exist, 1, &probe).unwrap();
     buf[4] = 0xEE;
@@ -446,7 +464,7 @@ async fn malformed_input_closes_only_that_connection() {
     assert!(bad.closed_by_server().await);
 
     // A frame longer than the limit: answered PAYLOAD_TOO_LARGE under its id, then closed.
-    let mut big = Rpc::connect(addr).await;
+    let mut big = Rpc::client(&state, DEFAULT_TENANT).await;
     let mut header = [0u8; HEADER_LEN];
     header[..4].copy_from_slice(&(1024u32 + 100).to_le_bytes());
     header[4] = RpcOp::Exist as u8;

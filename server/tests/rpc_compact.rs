@@ -15,7 +15,7 @@ use crescent_wire::rpc_compact::{
 };
 use crescent_wire::store::{
     BatchReply, BatchRequest, DataType, GetReply, ItemResult, ObjectId, ObjectRequest, Placement,
-    PutEndRequest,
+    PutEndRequest, DEFAULT_TENANT,
 };
 use crescent_wire::ErrorCode;
 use serde_json::json;
@@ -46,9 +46,9 @@ fn put_request(keys: &[&str], size: u64) -> CompactPutStartRequest {
 async fn compact_ops_answer_like_the_classic_ones() {
     let t = tempfile::tempdir().unwrap();
     let state = start(&config(t.path()));
-    let app = app!(state);
+    let app = app_for(&state).await;
     owner_with_segment(&app, "o1", "s1", 1 << 20).await;
-    let addr = state
+    state
         .start_rpc("127.0.0.1:0".parse().unwrap(), MAX_BODY)
         .unwrap();
     let info = get_json(&app, "/v1/rpc").await;
@@ -56,7 +56,7 @@ async fn compact_ops_answer_like_the_classic_ones() {
         info["features"],
         json!([FEATURE_COMPACT_BATCH, FEATURE_COMPACT_PUT_END])
     );
-    let mut rpc = Rpc::connect(addr).await;
+    let mut rpc = Rpc::client(&state, "acme").await;
 
     // One bad item (an empty key) fails alone.
     let started: CompactPutStartReply = rpc
@@ -210,14 +210,14 @@ async fn turned_off_the_compact_ops_are_unknown_as_on_an_older_server() {
     let mut c = config(t.path());
     c.store.rpc_compact_batch = false;
     let state = start(&c);
-    let app = app!(state);
-    let addr = state
+    let app = app_for(&state).await;
+    state
         .start_rpc("127.0.0.1:0".parse().unwrap(), MAX_BODY)
         .unwrap();
     let info = get_json(&app, "/v1/rpc").await;
     assert!(info.get("features").is_none(), "{info}");
     // The classic batch get still works (an old client against this server).
-    let mut rpc = Rpc::connect(addr).await;
+    let mut rpc = Rpc::client(&state, DEFAULT_TENANT).await;
     let classic: BatchReply<GetReply> = rpc
         .call(
             RpcOp::BatchGet,
@@ -281,12 +281,12 @@ async fn started(rpc: &mut Rpc, keys: &[&str]) -> Vec<u64> {
 async fn compact_put_end_answers_like_the_classic_one() {
     let t = tempfile::tempdir().unwrap();
     let state = start(&config(t.path()));
-    let app = app!(state);
+    let app = app_for(&state).await;
     owner_with_segment(&app, "o1", "s1", 1 << 20).await;
-    let addr = state
+    state
         .start_rpc("127.0.0.1:0".parse().unwrap(), MAX_BODY)
         .unwrap();
-    let mut rpc = Rpc::connect(addr).await;
+    let mut rpc = Rpc::client(&state, "acme").await;
     let ids = started(&mut rpc, &["a", "b", "c", "d"]).await;
 
     // One bad item (a put_id that is not the key's) fails alone, with the classic op's code.
@@ -375,14 +375,14 @@ async fn without_the_put_end_feature_op_19_is_unknown_and_ops_17_18_still_served
     let mut c = config(t.path());
     c.store.rpc_compact_put_end = false;
     let state = start(&c);
-    let app = app!(state);
+    let app = app_for(&state).await;
     owner_with_segment(&app, "o1", "s1", 1 << 20).await;
-    let addr = state
+    state
         .start_rpc("127.0.0.1:0".parse().unwrap(), MAX_BODY)
         .unwrap();
     let info = get_json(&app, "/v1/rpc").await;
     assert_eq!(info["features"], json!([FEATURE_COMPACT_BATCH]));
-    let mut rpc = Rpc::connect(addr).await;
+    let mut rpc = Rpc::client(&state, "acme").await;
     let ids = started(&mut rpc, &["a"]).await;
     let mut buf = Vec::new();
     encode_request(

@@ -1,18 +1,27 @@
 //! A bare-bones client of the RPC fast path over one connection, for the in-process RPC tests:
-//! the handshake, raw frames (`send` / `recv`, for pipelining and protocol violations) and
+//! the handshake (version 2, with the connection's token), raw frames (`send` / `recv`, for pipelining and protocol violations) and
 //! `call` (one request, its decoded answer).
 
 use std::net::SocketAddr;
 
 use crescent_wire::rpc::{
-    check_server_hello, client_hello, decode_body, encode_request, FrameHeader, RpcOp, RpcStatus,
-    HANDSHAKE_LEN, HEADER_LEN,
+    check_server_hello_for, client_hello_v2, decode_body, encode_request, FrameHeader, RpcError,
+    RpcOp, RpcStatus, HANDSHAKE_ERROR_REQUEST_ID, HANDSHAKE_LEN, HANDSHAKE_UNAUTHENTICATED,
+    HEADER_LEN, RPC_VERSION,
 };
 use crescent_wire::ApiError;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+
+use super::TestNode;
+
+/// Where `node`'s RPC fast path listens (started by the test).
+fn listener(node: &TestNode) -> SocketAddr {
+    node.rpc_address()
+        .expect("the test started the RPC listener")
+}
 
 /// The largest body the tests' server and client accept.
 pub const MAX_BODY: usize = 1 << 20;
@@ -23,13 +32,47 @@ pub struct Rpc {
 }
 
 impl Rpc {
-    pub async fn connect(addr: SocketAddr) -> Rpc {
+    /// A connection to `node`'s RPC listener as a client of `tenant` (open mode: no token).
+    pub async fn client(node: &TestNode, tenant: &str) -> Rpc {
+        Self::connect(listener(node), node.client_token(tenant).as_deref()).await
+    }
+
+    /// A connection to `node`'s RPC listener as the owner `owner` (open mode: no token).
+    pub async fn owner(node: &TestNode, owner: &str) -> Rpc {
+        Self::connect(listener(node), node.owner_token(owner).as_deref()).await
+    }
+
+    /// Connects with a version 2 handshake presenting `token` (`None`: an empty one, as a
+    /// client of an open node sends).
+    pub async fn connect(addr: SocketAddr, token: Option<&str>) -> Rpc {
+        Self::try_connect(addr, token)
+            .await
+            .unwrap_or_else(|(status, e)| panic!("handshake refused ({status}): {e:?}"))
+    }
+
+    /// [`Rpc::connect`], or the refused handshake's status and the error frame that follows
+    /// an UNAUTHENTICATED one.
+    pub async fn try_connect(
+        addr: SocketAddr,
+        token: Option<&str>,
+    ) -> Result<Rpc, (u16, Option<ApiError>)> {
         let mut stream = TcpStream::connect(addr).await.unwrap();
-        stream.write_all(&client_hello()).await.unwrap();
-        let mut hello = [0u8; HANDSHAKE_LEN];
-        stream.read_exact(&mut hello).await.unwrap();
-        check_server_hello(&hello).unwrap();
-        Rpc { stream, next_id: 1 }
+        let mut hello = Vec::new();
+        client_hello_v2(token, &mut hello).unwrap();
+        stream.write_all(&hello).await.unwrap();
+        let mut answer = [0u8; HANDSHAKE_LEN];
+        stream.read_exact(&mut answer).await.unwrap();
+        match check_server_hello_for(&answer, RPC_VERSION) {
+            Ok(()) => Ok(Rpc { stream, next_id: 1 }),
+            Err(RpcError::HandshakeRefused(HANDSHAKE_UNAUTHENTICATED)) => {
+                let mut rpc = Rpc { stream, next_id: 1 };
+                let (status, id, body) = rpc.recv().await;
+                assert_eq!((status, id), (RpcStatus::Error, HANDSHAKE_ERROR_REQUEST_ID));
+                Err((HANDSHAKE_UNAUTHENTICATED, Some(decode_body(&body).unwrap())))
+            }
+            Err(RpcError::HandshakeRefused(status)) => Err((status, None)),
+            Err(e) => panic!("not a handshake answer: {e}"),
+        }
     }
 
     /// Sends one request without waiting; returns its request id.
