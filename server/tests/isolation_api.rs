@@ -1,9 +1,15 @@
-//! Tenant and domain isolation through the HTTP object API.
+//! Tenant and domain isolation through the HTTP object API, and the credential checks in
+//! front of it: with `[auth]` on, no token is UNAUTHENTICATED and a client naming another
+//! tenant PERMISSION_DENIED, over HTTP and RPC; open mode asks for neither.
 
 mod common;
 
+use common::rpc::{Rpc, MAX_BODY};
 use common::*;
 use crescent_server::node::Node;
+use crescent_wire::rpc::{RpcOp, HANDSHAKE_UNAUTHENTICATED};
+use crescent_wire::store::{ExistReply, ObjectId, ObjectRequest};
+use crescent_wire::ErrorCode;
 use serde_json::json;
 
 #[actix_web::test]
@@ -66,5 +72,84 @@ async fn tenants_and_domains_never_see_each_other() {
     }))
     .await;
     assert_eq!(live, [true, false, false, true]);
+    Node::stop(&state);
+}
+
+#[actix_web::test]
+async fn no_token_is_unauthenticated_and_another_tenant_is_denied() {
+    let t = tempfile::tempdir().unwrap();
+    let state = start(&config(t.path()));
+    let app = app_for(&state).await;
+    let exist = "/v1/objects/exist";
+    let other = json!({"id": {"key": "k", "tenant": "other"}});
+    refused(
+        post_as(&app, exist, other.clone(), None).await,
+        401,
+        "UNAUTHENTICATED",
+    );
+    refused(
+        post_as(&app, exist, other.clone(), Some("not-a-token".into())).await,
+        401,
+        "UNAUTHENTICATED",
+    );
+    let acme = app.client_token("acme");
+    refused(
+        post_as(&app, exist, other.clone(), acme.clone()).await,
+        403,
+        "PERMISSION_DENIED",
+    );
+    let (s, b) = post_as(&app, exist, json!({"id": {"key": "k"}}), acme).await;
+    assert_eq!((s, b["exists"].as_bool()), (200, Some(false)), "{b}");
+
+    // The RPC fast path: the handshake wants a token; a connection's token binds its tenant.
+    let addr = state
+        .start_rpc("127.0.0.1:0".parse().unwrap(), MAX_BODY)
+        .unwrap();
+    let Err((status, Some(e))) = Rpc::try_connect(addr, None).await else {
+        panic!("a handshake without a token is refused with its reason")
+    };
+    assert_eq!(
+        (status, e.code),
+        (HANDSHAKE_UNAUTHENTICATED, ErrorCode::Unauthenticated)
+    );
+    let mut rpc = Rpc::connect(addr, state.client_token("acme").as_deref()).await;
+    let other = ObjectRequest {
+        id: ObjectId::scoped(Some("other"), None, "k"),
+    };
+    let e = rpc
+        .call::<_, ExistReply>(RpcOp::Exist, &other)
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, ErrorCode::PermissionDenied, "{e}");
+    Node::stop(&state);
+}
+
+#[actix_web::test]
+async fn open_mode_asks_for_no_token() {
+    let t = tempfile::tempdir().unwrap();
+    let state = start(&open_config(t.path()));
+    let app = app_for(&state).await;
+    let (s, b) = post_as(
+        &app,
+        "/v1/objects/exist",
+        json!({"id": {"key": "k", "tenant": "other"}}),
+        None,
+    )
+    .await;
+    assert_eq!((s, b["exists"].as_bool()), (200, Some(false)), "{b}");
+    let addr = state
+        .start_rpc("127.0.0.1:0".parse().unwrap(), MAX_BODY)
+        .unwrap();
+    let mut rpc = Rpc::connect(addr, None).await;
+    let e: ExistReply = rpc
+        .call(
+            RpcOp::Exist,
+            &ObjectRequest {
+                id: ObjectId::new("k"),
+            },
+        )
+        .await
+        .unwrap();
+    assert!(!e.exists);
     Node::stop(&state);
 }
