@@ -22,7 +22,7 @@ use crate::dataplane::{Committed, LocalSegment};
 use crate::error::ClientError;
 use crate::leader::Current;
 use crate::options::PutOptions;
-use crate::store::{write_descriptors, PutOutcome};
+use crate::store::{write_descriptors, write_own_replicas, PutOutcome};
 
 /// A compact batch put_start body borrowing the keys (encodes exactly as
 /// `CompactPutStartRequest`).
@@ -179,27 +179,7 @@ impl CrescentClient {
         staging_offset: usize,
         descs: &mut Vec<TransferDescriptor>,
     ) -> Result<(), ClientError> {
-        let own = local.and_then(|l| Some((&*l.remote.segment_id, l.memory.as_ref()?)));
-        let mut others: Vec<ReplicaDesc> = Vec::new();
-        for r in replicas {
-            match own {
-                Some((id, memory)) if *id == *r.segment_id => {
-                    if r.length != value.len() as u64 {
-                        return Err(ClientError::Protocol(format!(
-                            "replica on segment {} is {} bytes for a {}-byte value",
-                            r.segment_id,
-                            r.length,
-                            value.len()
-                        )));
-                    }
-                    memory
-                        .write_at(r.offset, value)
-                        .await
-                        .map_err(|e| ClientError::transfer(format!("writing segment {id}"), e))?;
-                }
-                _ => others.push(r.clone()),
-            }
-        }
+        let others = write_own_replicas(replicas, local, value).await?;
         if others.is_empty() {
             return Ok(());
         }

@@ -101,6 +101,65 @@ pub(crate) async fn read_replica(
         .map_err(|e| ClientError::transfer(format!("reading segment {}", replica.segment_id), e))
 }
 
+/// Our own segment's id and memory, when this process owns one it can touch in place.
+pub(crate) fn own_memory(local: Option<&LocalSegment>) -> Option<(&str, &Arc<SegmentMemory>)> {
+    local.and_then(|l| Some((&*l.remote.segment_id, l.memory.as_ref()?)))
+}
+
+/// A replica in our own segment, copied straight out of its memory (range-locked, so never
+/// while a transfer writes there).
+async fn read_own_replica(
+    memory: &SegmentMemory,
+    replica: &ReplicaDesc,
+    size: u64,
+) -> Result<Vec<u8>, ClientError> {
+    if replica.length != size {
+        return Err(ClientError::Protocol(format!(
+            "replica on segment {} is {} bytes for a {size}-byte object",
+            replica.segment_id, replica.length
+        )));
+    }
+    memory
+        .read_to_vec(replica.offset, size)
+        .await
+        .map_err(|e| ClientError::transfer(format!("reading segment {}", replica.segment_id), e))
+}
+
+/// Writes `value` straight into our own segment's memory for each of `replicas` there
+/// (range-locked like a transfer); returns the others, for the transport. Every replica must
+/// be the value's length.
+pub(crate) async fn write_own_replicas(
+    replicas: &[ReplicaDesc],
+    local: Option<&LocalSegment>,
+    value: &[u8],
+) -> Result<Vec<ReplicaDesc>, ClientError> {
+    let own = own_memory(local);
+    let mut others = Vec::new();
+    for r in replicas {
+        if r.length != value.len() as u64 {
+            return Err(ClientError::Protocol(format!(
+                "replica on segment {} is {} bytes for a {}-byte value",
+                r.segment_id,
+                r.length,
+                value.len()
+            )));
+        }
+        match own {
+            Some((id, memory)) if *id == *r.segment_id => {
+                if value.is_empty() {
+                    continue;
+                }
+                memory
+                    .write_at(r.offset, value)
+                    .await
+                    .map_err(|e| ClientError::transfer(format!("writing segment {id}"), e))?;
+            }
+            _ => others.push(r.clone()),
+        }
+    }
+    Ok(others)
+}
+
 /// Smallest value a `get` over TCP reads straight into the `Vec` it returns: below it, the
 /// copy out of a pooled staging buffer costs less than registering a fresh buffer.
 const DIRECT_READ_MIN_BYTES: usize = 64 << 10;
@@ -118,7 +177,8 @@ impl CrescentClient {
         self.put_with(key, value, &PutOptions::default()).await
     }
 
-    /// Stores `value` under `key`.
+    /// Stores `value` under `key`. A replica in our own segment is written straight from
+    /// `value`; the others are sent from a pooled staging buffer.
     pub async fn put_with(
         &self,
         key: &str,
@@ -127,12 +187,8 @@ impl CrescentClient {
     ) -> Result<PutOutcome, ClientError> {
         let operation = async {
             let id = self.scope.object_id(key)?;
-            let transport = self.data.transport().await?;
-            let staging = self.data.staging.take(transport, value.len())?;
-            staging.buffer().write(0, value).await?;
             let checksum = opts.checksum.then(|| crescent_checksum::crc32c(value));
-            self.put_source(id, staging.buffer(), 0, value.len(), checksum, opts)
-                .await
+            self.put_bytes(id, value, checksum, opts).await
         }
         .instrument(tracing::debug_span!("client.put", size = value.len()));
         let bytes = value.len() as u64;
@@ -163,6 +219,67 @@ impl CrescentClient {
             .metrics
             .metered("put_from", operation, |_| len as u64)
             .await
+    }
+
+    async fn put_bytes(
+        &self,
+        id: ObjectId,
+        value: &[u8],
+        checksum: Option<u32>,
+        opts: &PutOptions,
+    ) -> Result<PutOutcome, ClientError> {
+        let local = self.data.local();
+        let own = local.as_ref().map(|l| &*l.remote.segment_id);
+        let req = opts.request(id, value.len() as u64, checksum, own)?;
+        let (started, leader): (PutStartReply, _) = self.call_at(RpcOp::PutStart, &req).await?;
+        if started.already_exists {
+            return Ok(PutOutcome {
+                put_id: started.put_id,
+                already_existed: true,
+                replicas: 0,
+            });
+        }
+        let end = PutEndRequest {
+            id: req.id,
+            put_id: started.put_id,
+        };
+        let transferred = self
+            .place_bytes(&started.replicas, local.as_ref(), value)
+            .await;
+        self.finish_put(
+            &leader,
+            &end,
+            transferred,
+            checksum,
+            req.data_type,
+            &started.replicas,
+        )
+        .await?;
+        Ok(PutOutcome {
+            put_id: end.put_id,
+            already_existed: false,
+            replicas: started.replicas.len(),
+        })
+    }
+
+    /// Writes `value` to every replica: our own segment's in place, the others through the
+    /// transport from a staging buffer (taken only for them).
+    async fn place_bytes(
+        &self,
+        replicas: &[ReplicaDesc],
+        local: Option<&LocalSegment>,
+        value: &[u8],
+    ) -> Result<(), ClientError> {
+        let others = write_own_replicas(replicas, local, value).await?;
+        if others.is_empty() {
+            return Ok(());
+        }
+        let transport = self.data.transport().await?;
+        let staging = self.data.staging.take(transport, value.len())?;
+        staging.buffer().write(0, value).await?;
+        let mut descs = Vec::with_capacity(others.len());
+        write_descriptors(&others, local, staging.buffer(), 0, value.len(), &mut descs)?;
+        self.write_all(&descs).await
     }
 
     async fn put_source(
@@ -400,12 +517,21 @@ impl CrescentClient {
     }
 
     /// Copies the object a get answered out of its replicas (local first), checksum verified.
-    /// A large value over TCP lands straight in the `Vec` returned (registered for the one
-    /// read); a small one goes through a pooled staging buffer, then a copy.
+    /// A replica in our own segment is copied straight out of its memory; otherwise a large
+    /// value over TCP lands straight in the `Vec` returned (registered for the one read) and a
+    /// small one goes through a pooled staging buffer, then a copy.
     async fn read_object(&self, key: &str, reply: &GetReply) -> Result<Vec<u8>, ClientError> {
         let size = reply.size as usize;
         let transport = self.data.transport().await?;
-        if size >= DIRECT_READ_MIN_BYTES && transport.kind() == TransportKind::Tcp {
+        let local = self.data.local();
+        let own_first = match (
+            own_memory(local.as_ref()),
+            read_order(&reply.replicas, local.as_ref()).first(),
+        ) {
+            (Some((own, _)), Some(first)) => *own == *first.segment_id,
+            _ => false,
+        };
+        if !own_first && size >= DIRECT_READ_MIN_BYTES && transport.kind() == TransportKind::Tcp {
             return self.read_object_direct(key, reply, transport).await;
         }
         self.read_replicas(key, &reply.replicas, reply.size, reply.checksum)
@@ -413,8 +539,10 @@ impl CrescentClient {
     }
 
     /// The `size` bytes of the first of `replicas` (local first) that reads and, when a
-    /// `checksum` is given, matches it; through a pooled staging buffer. `None`: unchecked,
-    /// for a caller that verifies the bytes itself (an owner's cold device writing an offload).
+    /// `checksum` is given, matches it. A replica in our own segment is copied straight out of
+    /// its memory (range-locked like a transfer, as the batch get does); any other goes
+    /// through a pooled staging buffer, taken only then. `None`: unchecked, for a caller that
+    /// verifies the bytes itself (an owner's cold device writing an offload).
     pub(crate) async fn read_replicas(
         &self,
         key: &str,
@@ -422,26 +550,32 @@ impl CrescentClient {
         size: u64,
         checksum: Option<u32>,
     ) -> Result<Vec<u8>, ClientError> {
-        let transport = self.data.transport().await?;
-        let staging = self.data.staging.take(transport, size as usize)?;
         let local = self.data.local();
+        let own = own_memory(local.as_ref());
+        let mut staging = None;
         let mut last = no_replica(key);
         for replica in read_order(replicas, local.as_ref()) {
-            let read = read_replica(
-                transport.as_ref(),
-                replica,
-                local.as_ref(),
-                staging.buffer(),
-                0,
-                size,
-            )
-            .await;
-            if let Err(e) = read {
-                last = e;
-                continue;
-            }
-            let mut value = vec![0u8; size as usize];
-            staging.buffer().read(0, &mut value).await?;
+            let read = match own {
+                Some((id, memory)) if *id == *replica.segment_id => {
+                    read_own_replica(memory, replica, size).await
+                }
+                _ => {
+                    let transport = self.data.transport().await?;
+                    if staging.is_none() {
+                        staging = Some(self.data.staging.take(transport, size as usize)?);
+                    }
+                    let buffer = staging.as_ref().expect("taken above").buffer();
+                    self.read_through(transport.as_ref(), replica, local.as_ref(), buffer, size)
+                        .await
+                }
+            };
+            let value = match read {
+                Ok(value) => value,
+                Err(e) => {
+                    last = e;
+                    continue;
+                }
+            };
             let checked = match checksum {
                 Some(_) => verify(key, checksum, crescent_checksum::crc32c(&value)),
                 None => Ok(()),
@@ -452,6 +586,21 @@ impl CrescentClient {
             }
         }
         Err(last)
+    }
+
+    /// One replica read by the transport into `staging`, then copied out.
+    async fn read_through(
+        &self,
+        transport: &dyn Transport,
+        replica: &ReplicaDesc,
+        local: Option<&LocalSegment>,
+        staging: &RegisteredBuffer,
+        size: u64,
+    ) -> Result<Vec<u8>, ClientError> {
+        read_replica(transport, replica, local, staging, 0, size).await?;
+        let mut value = vec![0u8; size as usize];
+        staging.read(0, &mut value).await?;
+        Ok(value)
     }
 
     /// [`Self::read_object`] into a fresh buffer registered for this read only: the bytes
