@@ -85,12 +85,31 @@ impl RpcConn {
                 }
             }
         };
-        Ok(RpcConn {
+        Ok(RpcConn::over(wire))
+    }
+
+    /// A connection to the server's local socket at `path` (docs/api.md, "Local socket").
+    async fn connect_local(
+        path: &std::path::Path,
+        version: u16,
+        token: Option<&BearerToken>,
+    ) -> Result<RpcConn, HandshakeFailure> {
+        let mut stream = tokio::net::UnixStream::connect(path).await?;
+        handshake(&mut stream, version, token).await?;
+        let wire = ClientWire::Local {
+            input: FrameInput::new(&stream)?,
+            stream,
+        };
+        Ok(RpcConn::over(wire))
+    }
+
+    fn over(wire: ClientWire) -> RpcConn {
+        RpcConn {
             wire,
             out: Vec::with_capacity(4096),
             next_id: 1,
             unanswered: 0,
-        })
+        }
     }
 
     /// Whether an idle pooled connection is still open (the server may have restarted or
@@ -239,6 +258,9 @@ pub(crate) struct RpcPool {
     token: Option<BearerToken>,
     /// Set when the listener speaks TLS (`RpcInfo::tls`).
     tls: Option<RpcTls>,
+    /// The server's local socket, while it is worth trying (`RpcInfo::local`, for a server
+    /// reached on a loopback address); cleared when a connect there fails.
+    local: Mutex<Option<std::path::PathBuf>>,
     idle: Mutex<Vec<RpcConn>>,
     releases: PendingReleases,
 }
@@ -249,6 +271,7 @@ impl RpcPool {
         info: &RpcInfo,
         token: Option<BearerToken>,
         tls: Option<RpcTls>,
+        local: Option<std::path::PathBuf>,
     ) -> Self {
         Self {
             addr,
@@ -256,6 +279,7 @@ impl RpcPool {
             version: version_for(info.version),
             token,
             tls,
+            local: Mutex::new(local),
             idle: Mutex::new(Vec::new()),
             releases: PendingReleases::default(),
         }
@@ -290,9 +314,12 @@ impl RpcPool {
         }
     }
 
-    /// An idle connection, or a new one.
+    /// An idle connection, or a new one (to the local socket when there is one).
     async fn connection(&self) -> Result<RpcConn, RpcFailure> {
         if let Some(c) = self.checkout() {
+            return Ok(c);
+        }
+        if let Some(c) = self.connect_local().await? {
             return Ok(c);
         }
         let connect = RpcConn::connect(
@@ -303,16 +330,48 @@ impl RpcPool {
         );
         match tokio::time::timeout(CONNECT_TIMEOUT, connect).await {
             Ok(Ok(c)) => Ok(c),
-            Ok(Err(HandshakeFailure::Io(e))) => Err(RpcFailure::NotSent(self.lost(e))),
-            Ok(Err(HandshakeFailure::Refused(e))) => Err(RpcFailure::Failed(ClientError::Api(e))),
-            Ok(Err(HandshakeFailure::Tls(detail))) => Err(RpcFailure::Failed(ClientError::Tls {
-                server: self.addr.to_string(),
-                detail,
-            })),
+            Ok(Err(e)) => Err(self.connect_failure(e)),
             Err(_) => {
                 let e = std::io::Error::new(std::io::ErrorKind::TimedOut, "connect timed out");
                 Err(RpcFailure::NotSent(self.lost(e)))
             }
+        }
+    }
+
+    /// A connection to the local socket, if there is one to try. One that cannot be reached
+    /// (gone, not permitted, another host's path) is not tried again: TCP serves instead.
+    async fn connect_local(&self) -> Result<Option<RpcConn>, RpcFailure> {
+        let Some(path) = self.local.lock().expect("rpc pool mutex").clone() else {
+            return Ok(None);
+        };
+        let connect = RpcConn::connect_local(&path, self.version, self.token.as_ref());
+        match tokio::time::timeout(CONNECT_TIMEOUT, connect).await {
+            Ok(Ok(c)) => Ok(Some(c)),
+            Ok(Err(HandshakeFailure::Refused(e))) => Err(RpcFailure::Failed(ClientError::Api(e))),
+            Ok(Err(e)) => {
+                let detail = match e {
+                    HandshakeFailure::Io(e) => e.to_string(),
+                    _ => "handshake failed".to_string(),
+                };
+                tracing::debug!(path = %path.display(), error = %detail, "RPC local socket unusable; using TCP");
+                *self.local.lock().expect("rpc pool mutex") = None;
+                Ok(None)
+            }
+            Err(_) => {
+                *self.local.lock().expect("rpc pool mutex") = None;
+                Ok(None)
+            }
+        }
+    }
+
+    fn connect_failure(&self, e: HandshakeFailure) -> RpcFailure {
+        match e {
+            HandshakeFailure::Io(e) => RpcFailure::NotSent(self.lost(e)),
+            HandshakeFailure::Refused(e) => RpcFailure::Failed(ClientError::Api(e)),
+            HandshakeFailure::Tls(detail) => RpcFailure::Failed(ClientError::Tls {
+                server: self.addr.to_string(),
+                detail,
+            }),
         }
     }
 
@@ -488,7 +547,9 @@ impl RpcLink {
         let found = match http.get::<RpcInfo>(&http.routes.rpc).await {
             Ok(info) => match (resolve(http, &info).await, self.tls_for(http, &info)) {
                 (Some(addr), Ok(tls)) => {
-                    Discovery::Ready(Arc::new(RpcPool::new(addr, &info, self.token.clone(), tls)))
+                    let local = local_socket(http, &info);
+                    let pool = RpcPool::new(addr, &info, self.token.clone(), tls, local);
+                    Discovery::Ready(Arc::new(pool))
                 }
                 _ => Discovery::HttpOnly {
                     since: Instant::now(),
@@ -541,4 +602,17 @@ impl RpcLink {
     pub(crate) fn forget(&self) {
         *self.state.lock().expect("rpc link mutex") = Discovery::Unknown;
     }
+}
+
+/// The server's local socket, when `info` names one and the HTTP API was reached on a
+/// loopback address (so the server runs on this host; docs/api.md, "Local socket").
+fn local_socket(http: &HttpConn, info: &RpcInfo) -> Option<std::path::PathBuf> {
+    let path = info.local.as_deref()?;
+    let host = http.routes.healthz.host_str()?;
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let loopback = host == "localhost"
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback());
+    loopback.then(|| std::path::PathBuf::from(path))
 }

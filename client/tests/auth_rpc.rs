@@ -76,8 +76,11 @@ fn rpc_addr(server: &Server, token: &str) -> SocketAddr {
 /// Sends `hello` on a new connection: the stream, the answer's status and, after a refused
 /// credential, the error frame.
 fn open(addr: SocketAddr, hello: &[u8]) -> (TcpStream, u16, Option<ApiError>) {
-    let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    open_on(TcpStream::connect(addr).unwrap(), hello)
+}
+
+/// [`open`] on a connected stream (TCP or the local socket).
+fn open_on<S: Read + Write>(mut s: S, hello: &[u8]) -> (S, u16, Option<ApiError>) {
     s.write_all(hello).unwrap();
     let mut answer = [0u8; HANDSHAKE_LEN];
     s.read_exact(&mut answer).unwrap();
@@ -97,7 +100,7 @@ fn open_v2(addr: SocketAddr, token: Option<&str>) -> (TcpStream, u16, Option<Api
     open(addr, &hello)
 }
 
-fn read_frame(s: &mut TcpStream) -> (u8, u64, Vec<u8>) {
+fn read_frame(s: &mut impl Read) -> (u8, u64, Vec<u8>) {
     let mut header = [0u8; HEADER_LEN];
     s.read_exact(&mut header).unwrap();
     let h = FrameHeader::parse(&header, 1 << 20).unwrap();
@@ -107,7 +110,11 @@ fn read_frame(s: &mut TcpStream) -> (u8, u64, Vec<u8>) {
 }
 
 /// One request on an open connection: `Ok(reply body)` or the error answer.
-fn call<B: serde::Serialize>(s: &mut TcpStream, op: RpcOp, body: &B) -> Result<Vec<u8>, ApiError> {
+fn call<B: serde::Serialize>(
+    s: &mut (impl Read + Write),
+    op: RpcOp,
+    body: &B,
+) -> Result<Vec<u8>, ApiError> {
     let mut frame = Vec::new();
     encode_request(&mut frame, op, 7, body).unwrap();
     s.write_all(&frame).unwrap();
@@ -126,7 +133,7 @@ fn exist(key: &str, tenant: Option<&str>) -> ObjectRequest {
 }
 
 /// The connection was closed by the server (a read returns end of stream).
-fn closed(s: &mut TcpStream) -> bool {
+fn closed(s: &mut impl Read) -> bool {
     let mut b = [0u8; 1];
     matches!(s.read(&mut b), Ok(0))
 }
@@ -355,4 +362,38 @@ fn a_revoked_or_expired_token_stops_working_on_an_open_connection() {
     assert!(e.message.contains("expired"), "{e:?}");
     assert!(closed(&mut s), "an expired credential's connection closes");
     assert_eq!(refusals(&server, "object_read", "expired"), 1);
+}
+
+#[test]
+fn the_local_socket_asks_for_the_same_credential() {
+    use std::os::unix::net::UnixStream;
+    let key = AuthKey::new();
+    let server = start(&key);
+    let a = key.token("client", Some("a"), None);
+    let (status, body) = get(&server, "/v1/rpc", Some(&a));
+    assert_eq!(status, 200, "{body}");
+    let info: Value = serde_json::from_str(&body).unwrap();
+    let path = info["local"]
+        .as_str()
+        .expect("a local socket is advertised")
+        .to_string();
+    let connect = || {
+        let s = UnixStream::connect(&path).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        s
+    };
+    let mut hello = Vec::new();
+    client_hello_v2(None, &mut hello).unwrap();
+    let (mut s, status, error) = open_on(connect(), &hello);
+    assert_eq!(status, HANDSHAKE_UNAUTHENTICATED);
+    assert_eq!(error.unwrap().code.as_str(), "UNAUTHENTICATED");
+    assert!(closed(&mut s));
+    let mut hello = Vec::new();
+    client_hello_v2(Some(&a), &mut hello).unwrap();
+    let (mut s, status, _) = open_on(connect(), &hello);
+    assert_eq!(status, HANDSHAKE_OK);
+    call(&mut s, RpcOp::Exist, &exist("k", None)).unwrap();
+    let e = call(&mut s, RpcOp::Exist, &exist("k", Some("b"))).unwrap_err();
+    assert_eq!(e.code.as_str(), "PERMISSION_DENIED", "{e:?}");
+    assert_eq!(refusals(&server, "rpc_handshake", "missing"), 1);
 }

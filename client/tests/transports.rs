@@ -1,5 +1,6 @@
-//! The object operations take the RPC fast path when crescentd offers it, and fall back to HTTP
-//! when it does not (an older server, or `--rpc-listen off`), with the same results.
+//! The object operations take the RPC fast path when crescentd offers it (over its local socket
+//! when the client runs on crescentd's host, else TCP), and fall back to HTTP when it does not
+//! (an older server, or `--rpc-listen off`), with the same results.
 
 mod common;
 
@@ -69,6 +70,51 @@ async fn object_operations_use_the_rpc_fast_path() {
         0,
         "no object operation went over HTTP"
     );
+    o.shutdown().await.unwrap();
+}
+
+/// RPC connections crescentd accepted on `socket` (`tcp` or `local`).
+async fn accepted(server: &Server, socket: &str) -> u64 {
+    let filter = format!("socket=\"{socket}\"");
+    counted(server, "crescent_rpc_connections_accepted_total", &filter).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_on_the_host_uses_the_local_socket_across_a_kill_restart() {
+    use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+    let server = Server::start();
+    let socket = server.dir.path().join("data/rpc.sock");
+    let meta = std::fs::symlink_metadata(&socket).expect("the socket is in the data dir");
+    assert!(meta.file_type().is_socket());
+    assert_eq!(meta.permissions().mode() & 0o777, 0o660);
+    let (o, client) = owner_and_writer(&server.server(), "transports-owner", 8 << 20).await;
+    exercise(&client).await;
+    assert!(accepted(&server, "local").await >= 1);
+    // The owner's restart watch (one idle connection, server_watch) dials TCP; every request
+    // connection went to the local socket.
+    assert!(accepted(&server, "tcp").await <= 1);
+    assert_eq!(
+        counted(&server, "crescent_http_requests_total", "/objects/").await,
+        0
+    );
+    client.put("kept", b"across the restart").await.unwrap();
+    // Killed, its socket file stays behind: the restarted node replaces it.
+    let server = server.kill_and_restart();
+    assert_eq!(client.get("kept").await.unwrap(), b"across the restart");
+    assert!(accepted(&server, "local").await >= 1);
+    assert!(accepted(&server, "tcp").await <= 1);
+    o.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_the_local_socket_off_the_client_uses_tcp() {
+    let server = Server::start_with(&["--rpc-local-socket", "off"]);
+    assert!(!server.dir.path().join("data/rpc.sock").exists());
+    let (o, client) = owner_and_writer(&server.server(), "transports-owner", 8 << 20).await;
+    exercise(&client).await;
+    assert!(accepted(&server, "tcp").await >= 1);
+    assert_eq!(accepted(&server, "local").await, 0);
+    assert!(counted(&server, "crescent_rpc_requests_total", "op=\"get\"").await >= 1);
     o.shutdown().await.unwrap();
 }
 

@@ -46,6 +46,10 @@ pub struct Args {
     /// RPC fast-path listener: `auto`, `off` or IP:PORT (store.rpc_listen).
     #[arg(long, env = "CRESCENT_RPC_LISTEN")]
     pub rpc_listen: Option<String>,
+    /// RPC local socket for clients on this host: `auto`, `off` or an absolute path
+    /// (store.rpc_local_socket).
+    #[arg(long, env = "CRESCENT_RPC_LOCAL_SOCKET")]
+    pub rpc_local_socket: Option<String>,
     /// etcd endpoints (comma-separated): run as one node of an HA pair (ha.etcd).
     #[arg(long, env = "CRESCENT_ETCD", value_delimiter = ',')]
     pub etcd: Option<Vec<String>>,
@@ -100,6 +104,9 @@ impl Args {
         }
         if let Some(v) = &self.rpc_listen {
             c.store.rpc_listen = v.clone();
+        }
+        if let Some(v) = &self.rpc_local_socket {
+            c.store.rpc_local_socket = v.clone();
         }
         if let Some(v) = &self.etcd {
             c.ha.etcd = v.clone();

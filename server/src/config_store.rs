@@ -1,6 +1,7 @@
 //! The `[store]` section: the object directory, the embedded segment and owner liveness.
 
 use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 
 use crescent_store::StoreConfig;
 use crescent_wire::store::Placement;
@@ -44,6 +45,12 @@ pub struct StoreSettings {
     /// binds the HTTP listen address's IP on a port the OS picks; `off` disables it; or an
     /// explicit `IP:PORT`. Clients find the bound address in `GET /v1/rpc` and `/healthz`.
     pub rpc_listen: String,
+    /// The RPC fast path's local socket (docs/api.md, "Local socket"): a Unix stream socket
+    /// serving the same protocol to clients on this host, which reach it instead of TCP when
+    /// `GET /v1/rpc` names it. `auto` (default): `rpc.sock` in the data dir, or none with
+    /// `[tls]` (whose clients expect every RPC connection verified); `off`; or an absolute
+    /// path (also with `[tls]`).
+    pub rpc_local_socket: String,
     /// After answering, an RPC connection polls for the client's next request this long (µs)
     /// before sleeping: much lower latency for a busy client at the price of a core spinning
     /// that long per answer (and other connections on that thread waiting). 0 disables it.
@@ -79,6 +86,7 @@ impl Default for StoreSettings {
             default_placement: Placement::Random,
             housekeeping_interval_ms: 1000,
             rpc_listen: RPC_LISTEN_AUTO.into(),
+            rpc_local_socket: RPC_LISTEN_AUTO.into(),
             rpc_busy_poll_us: 50,
             rpc_compact_batch: true,
             rpc_compact_put_end: true,
@@ -91,6 +99,9 @@ impl Default for StoreSettings {
 pub const RPC_LISTEN_AUTO: &str = "auto";
 /// `store.rpc_listen`: no RPC listener (HTTP only).
 pub const RPC_LISTEN_OFF: &str = "off";
+
+/// Longest Unix socket path (`sun_path` holds 108 bytes with its terminating NUL).
+const MAX_SOCKET_PATH: usize = 107;
 
 /// Largest embedded segment: 1 TiB.
 const MAX_EMBEDDED_BYTES: u64 = 1 << 40;
@@ -187,6 +198,19 @@ impl StoreSettings {
                 ),
             ));
         }
+        let l = self.rpc_local_socket.as_str();
+        if l != RPC_LISTEN_AUTO && l != RPC_LISTEN_OFF && !Path::new(l).is_absolute() {
+            return Err(invalid(
+                "store.rpc_local_socket",
+                format!("{l:?} is neither \"auto\", \"off\" nor an absolute path"),
+            ));
+        }
+        if l.len() > MAX_SOCKET_PATH {
+            return Err(invalid(
+                "store.rpc_local_socket",
+                format!("{l:?} is longer than a Unix socket path may be ({MAX_SOCKET_PATH} bytes)"),
+            ));
+        }
         let r = self.rpc_listen.as_str();
         if r != RPC_LISTEN_AUTO && r != RPC_LISTEN_OFF && r.parse::<SocketAddr>().is_err() {
             return Err(invalid(
@@ -204,6 +228,19 @@ impl StoreSettings {
             RPC_LISTEN_AUTO => Some(SocketAddr::new(http_listen.ip(), 0)),
             explicit => explicit.parse().ok(),
         }
+    }
+
+    /// Where the RPC local socket is created, given the data dir and whether `[tls]` is on;
+    /// `None` when it is off, or when `auto` would make a path too long for a Unix socket
+    /// (the TCP listener still serves every client then).
+    pub fn rpc_local_path(&self, data_dir: &Path, tls: bool) -> Option<PathBuf> {
+        let path = match self.rpc_local_socket.as_str() {
+            RPC_LISTEN_OFF => return None,
+            RPC_LISTEN_AUTO if tls => return None,
+            RPC_LISTEN_AUTO => data_dir.join("rpc.sock"),
+            explicit => PathBuf::from(explicit),
+        };
+        (path.as_os_str().len() <= MAX_SOCKET_PATH).then_some(path)
     }
 
     /// The object directory's tunables.

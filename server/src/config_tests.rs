@@ -105,6 +105,10 @@ fn store_section_defaults_and_validation_name_the_key() {
         ),
         ("[store]\nrpc_listen = \"somewhere\"\n", "store.rpc_listen"),
         (
+            "[store]\nrpc_local_socket = \"relative/rpc.sock\"\n",
+            "store.rpc_local_socket",
+        ),
+        (
             "[store]\nrpc_busy_poll_us = 20000\n",
             "store.rpc_busy_poll_us",
         ),
@@ -194,4 +198,34 @@ fn converted_values_are_range_checked_before_conversion() {
     .unwrap();
     c.validate().unwrap();
     assert_eq!(c.store.rebuild_degraded_timeout_ms(), 86_400_000);
+}
+
+#[test]
+fn rpc_local_socket_resolves_against_the_data_dir() {
+    let mut s = crate::config::StoreSettings::default();
+    let dir = Path::new("/var/lib/crescent");
+    assert_eq!(s.rpc_local_socket, "auto");
+    assert_eq!(
+        s.rpc_local_path(dir, false),
+        Some(Path::new("/var/lib/crescent/rpc.sock").to_path_buf())
+    );
+    assert_eq!(s.rpc_local_path(dir, true), None, "auto is off with [tls]");
+    let deep = Path::new("/").join("d".repeat(120));
+    assert_eq!(
+        s.rpc_local_path(&deep, false),
+        None,
+        "too long for sun_path: TCP only"
+    );
+    s.rpc_local_socket = "/run/crescent.sock".into();
+    for tls in [false, true] {
+        assert_eq!(
+            s.rpc_local_path(dir, tls),
+            Some(Path::new("/run/crescent.sock").to_path_buf())
+        );
+    }
+    s.rpc_local_socket = "off".into();
+    assert_eq!(s.rpc_local_path(dir, false), None);
+    s.rpc_local_socket = format!("/{}", "x".repeat(120));
+    let err = s.validate().unwrap_err();
+    assert!(err.to_string().contains("store.rpc_local_socket"), "{err}");
 }

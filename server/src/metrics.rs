@@ -23,6 +23,8 @@ pub struct ServerMetrics {
     pub rpc_latency: HistogramVec,
     /// Open RPC connections.
     pub rpc_connections: IntGauge,
+    /// RPC connections accepted, by socket (`tcp`, `local`: docs/api.md "Local socket").
+    pub rpc_accepted: IntCounterVec,
     /// RPC connections closed for a protocol violation, by reason (`handshake`, `frame`).
     pub rpc_protocol_errors: IntCounterVec,
     /// Failed accepts by listener (`rpc`, `http`, `transfer`): EMFILE and the like.
@@ -107,6 +109,14 @@ impl ServerMetrics {
         .expect("valid metric");
         let rpc_connections = IntGauge::new("crescent_rpc_connections", "Open RPC connections")
             .expect("valid metric");
+        let rpc_accepted = IntCounterVec::new(
+            Opts::new(
+                "crescent_rpc_connections_accepted_total",
+                "RPC connections accepted, by socket (tcp, local)",
+            ),
+            &["socket"],
+        )
+        .expect("valid metric");
         let rpc_protocol_errors = IntCounterVec::new(
             Opts::new(
                 "crescent_rpc_protocol_errors_total",
@@ -167,6 +177,7 @@ impl ServerMetrics {
             Box::new(rpc_requests.clone()),
             Box::new(rpc_latency.clone()),
             Box::new(rpc_connections.clone()),
+            Box::new(rpc_accepted.clone()),
             Box::new(rpc_protocol_errors.clone()),
         ] {
             registry.register(c).expect("metric registered once");
@@ -185,6 +196,7 @@ impl ServerMetrics {
             rpc_requests,
             rpc_latency,
             rpc_connections,
+            rpc_accepted,
             rpc_protocol_errors,
             accept_failures,
             connections_closed,

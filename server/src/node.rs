@@ -92,9 +92,10 @@ impl NodeState {
         self: &Arc<Self>,
         addr: SocketAddr,
         max_body: usize,
+        local_path: Option<&std::path::Path>,
     ) -> Result<SocketAddr, ServerError> {
         let limits = self.net_settings.rpc_limits(max_body);
-        let server = RpcServer::start(self.clone(), addr, limits)?;
+        let server = RpcServer::start(self.clone(), addr, limits, local_path)?;
         let bound = server.local_addr();
         if let Some(old) = self.rpc.lock().expect("rpc mutex").replace(server) {
             old.stop();
@@ -109,6 +110,15 @@ impl NodeState {
             .expect("rpc mutex")
             .as_ref()
             .map(RpcServer::local_addr)
+    }
+
+    /// Where the RPC fast path's local socket listens, if it does.
+    pub fn rpc_local_path(&self) -> Option<std::path::PathBuf> {
+        self.rpc
+            .lock()
+            .expect("rpc mutex")
+            .as_ref()
+            .and_then(|s| s.local_path().map(std::path::Path::to_path_buf))
     }
 
     /// Updates gauges that are read rather than pushed.
@@ -532,7 +542,10 @@ impl Node {
         state.weights.resume_all(state.rebuild.clone());
         crate::auth::log_mode(config);
         if let Some(addr) = config.store.rpc_listen_addr(config.listen) {
-            if let Err(e) = state.start_rpc(addr, config.http.max_body_bytes) {
+            let local = config
+                .store
+                .rpc_local_path(&config.data_dir, state.tls.is_some());
+            if let Err(e) = state.start_rpc(addr, config.http.max_body_bytes, local.as_deref()) {
                 Self::stop(state);
                 return Err(e);
             }

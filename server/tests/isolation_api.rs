@@ -103,7 +103,7 @@ async fn no_token_is_unauthenticated_and_another_tenant_is_denied() {
 
     // The RPC fast path: the handshake wants a token; a connection's token binds its tenant.
     let addr = state
-        .start_rpc("127.0.0.1:0".parse().unwrap(), MAX_BODY)
+        .start_rpc("127.0.0.1:0".parse().unwrap(), MAX_BODY, None)
         .unwrap();
     let Err((status, Some(e))) = Rpc::try_connect(addr, None).await else {
         panic!("a handshake without a token is refused with its reason")
@@ -138,7 +138,7 @@ async fn open_mode_asks_for_no_token() {
     .await;
     assert_eq!((s, b["exists"].as_bool()), (200, Some(false)), "{b}");
     let addr = state
-        .start_rpc("127.0.0.1:0".parse().unwrap(), MAX_BODY)
+        .start_rpc("127.0.0.1:0".parse().unwrap(), MAX_BODY, None)
         .unwrap();
     let mut rpc = Rpc::connect(addr, None).await;
     let e: ExistReply = rpc

@@ -55,7 +55,7 @@ async fn discovery_routes_advertise_the_listener() {
         assert!(get_json(&app, "/healthz").await.get("rpc").is_none());
 
         let addr = state
-            .start_rpc("127.0.0.1:0".parse().unwrap(), MAX_BODY)
+            .start_rpc("127.0.0.1:0".parse().unwrap(), MAX_BODY, None)
             .unwrap();
         assert_ne!(addr.port(), 0);
         let info = get_json(&app, "/v1/rpc").await;
@@ -79,7 +79,7 @@ async fn every_op_answers_like_its_http_route() {
     let app = app_for(&state).await;
     owner_with_segment(&app, "o1", "seg1", 1 << 20).await;
     state
-        .start_rpc("127.0.0.1:0".parse().unwrap(), MAX_BODY)
+        .start_rpc("127.0.0.1:0".parse().unwrap(), MAX_BODY, None)
         .unwrap();
     let mut rpc = Rpc::client(&state, DEFAULT_TENANT).await;
 
@@ -335,7 +335,7 @@ async fn released_leases_let_a_remove_through_over_rpc_and_http() {
     let app = app_for(&state).await;
     owner_with_segment(&app, "o1", "seg1", 1 << 20).await;
     state
-        .start_rpc("127.0.0.1:0".parse().unwrap(), MAX_BODY)
+        .start_rpc("127.0.0.1:0".parse().unwrap(), MAX_BODY, None)
         .unwrap();
     let mut rpc = Rpc::client(&state, DEFAULT_TENANT).await;
     let mut releases = Vec::new();
@@ -418,7 +418,7 @@ async fn pipelined_requests_are_answered_in_order_by_id() {
     let t = tempfile::tempdir().unwrap();
     let state = start(&config(t.path()));
     state
-        .start_rpc("127.0.0.1:0".parse().unwrap(), MAX_BODY)
+        .start_rpc("127.0.0.1:0".parse().unwrap(), MAX_BODY, None)
         .unwrap();
     let mut rpc = Rpc::client(&state, DEFAULT_TENANT).await;
     let mut buf = Vec::new();
@@ -448,7 +448,7 @@ async fn malformed_input_closes_only_that_connection() {
     let t = tempfile::tempdir().unwrap();
     let state = start(&config(t.path()));
     let addr = state
-        .start_rpc("127.0.0.1:0".parse().unwrap(), 1024)
+        .start_rpc("127.0.0.1:0".parse().unwrap(), 1024, None)
         .unwrap();
     let mut good = Rpc::client(&state, DEFAULT_TENANT).await;
     let probe = ObjectRequest { id: id("k") };

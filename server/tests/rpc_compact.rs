@@ -49,7 +49,7 @@ async fn compact_ops_answer_like_the_classic_ones() {
     let app = app_for(&state).await;
     owner_with_segment(&app, "o1", "s1", 1 << 20).await;
     state
-        .start_rpc("127.0.0.1:0".parse().unwrap(), MAX_BODY)
+        .start_rpc("127.0.0.1:0".parse().unwrap(), MAX_BODY, None)
         .unwrap();
     let info = get_json(&app, "/v1/rpc").await;
     assert_eq!(
@@ -212,7 +212,7 @@ async fn turned_off_the_compact_ops_are_unknown_as_on_an_older_server() {
     let state = start(&c);
     let app = app_for(&state).await;
     state
-        .start_rpc("127.0.0.1:0".parse().unwrap(), MAX_BODY)
+        .start_rpc("127.0.0.1:0".parse().unwrap(), MAX_BODY, None)
         .unwrap();
     let info = get_json(&app, "/v1/rpc").await;
     assert!(info.get("features").is_none(), "{info}");
@@ -284,7 +284,7 @@ async fn compact_put_end_answers_like_the_classic_one() {
     let app = app_for(&state).await;
     owner_with_segment(&app, "o1", "s1", 1 << 20).await;
     state
-        .start_rpc("127.0.0.1:0".parse().unwrap(), MAX_BODY)
+        .start_rpc("127.0.0.1:0".parse().unwrap(), MAX_BODY, None)
         .unwrap();
     let mut rpc = Rpc::client(&state, "acme").await;
     let ids = started(&mut rpc, &["a", "b", "c", "d"]).await;
@@ -378,7 +378,7 @@ async fn without_the_put_end_feature_op_19_is_unknown_and_ops_17_18_still_served
     let app = app_for(&state).await;
     owner_with_segment(&app, "o1", "s1", 1 << 20).await;
     state
-        .start_rpc("127.0.0.1:0".parse().unwrap(), MAX_BODY)
+        .start_rpc("127.0.0.1:0".parse().unwrap(), MAX_BODY, None)
         .unwrap();
     let info = get_json(&app, "/v1/rpc").await;
     assert_eq!(info["features"], json!([FEATURE_COMPACT_BATCH]));

@@ -8,21 +8,51 @@
 //! through a duplicate of the descriptor, since tokio's own `try_read` answers from cached
 //! readiness and would never see new data without yielding; only then does it wait for the
 //! reactor. Each poll yields the CPU to other runnable threads, so the spin never starves the
-//! thread it is waiting for.
+//! thread it is waiting for. The socket is TCP or, for a client on crescentd's own host, a
+//! Unix stream socket ([`PolledSocket`]).
 
 use std::io::{ErrorKind, Read};
+use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
 use crescent_wire::rpc::{FrameHeader, RpcError, HEADER_LEN};
 use tokio::io::Interest;
-use tokio::net::TcpStream;
+use tokio::net::{TcpStream, UnixStream};
+
+/// A tokio stream socket whose readiness [`FrameInput`] waits on once its spin is over.
+pub trait PolledSocket: AsFd {
+    /// Waits until the reactor reports the socket readable.
+    fn readable(&self) -> impl std::future::Future<Output = std::io::Result<()>>;
+    /// Runs a read on the duplicate, clearing the readiness it saw if it would block.
+    fn try_read_io<R>(&self, f: impl FnOnce() -> std::io::Result<R>) -> std::io::Result<R>;
+}
+
+impl PolledSocket for TcpStream {
+    fn readable(&self) -> impl std::future::Future<Output = std::io::Result<()>> {
+        TcpStream::readable(self)
+    }
+    fn try_read_io<R>(&self, f: impl FnOnce() -> std::io::Result<R>) -> std::io::Result<R> {
+        self.try_io(Interest::READABLE, f)
+    }
+}
+
+impl PolledSocket for UnixStream {
+    fn readable(&self) -> impl std::future::Future<Output = std::io::Result<()>> {
+        UnixStream::readable(self)
+    }
+    fn try_read_io<R>(&self, f: impl FnOnce() -> std::io::Result<R>) -> std::io::Result<R> {
+        self.try_io(Interest::READABLE, f)
+    }
+}
 
 /// Initial input buffer (a batch answer of a few dozen keys fits at once).
 const INITIAL: usize = 16 << 10;
 
 /// Buffered input of one connection.
 pub struct FrameInput {
-    raw: std::net::TcpStream,
+    /// A duplicate of the socket's descriptor (read(2) works on any socket; the duplicate
+    /// shares the original's non-blocking flag).
+    raw: std::fs::File,
     buf: Vec<u8>,
     start: usize,
     end: usize,
@@ -36,9 +66,8 @@ pub enum ReadFailure {
 
 impl FrameInput {
     /// `stream` stays the tokio side (readiness, writes); reads go through a duplicate.
-    pub fn new(stream: &TcpStream) -> std::io::Result<FrameInput> {
-        let raw = socket_dup(stream)?;
-        raw.set_nonblocking(true)?;
+    pub fn new(stream: &impl PolledSocket) -> std::io::Result<FrameInput> {
+        let raw = std::fs::File::from(stream.as_fd().try_clone_to_owned()?);
         Ok(FrameInput {
             raw,
             buf: vec![0; INITIAL],
@@ -66,7 +95,7 @@ impl FrameInput {
     /// closed between frames.
     pub async fn next_frame_starts(
         &mut self,
-        stream: &TcpStream,
+        stream: &impl PolledSocket,
         spin: Duration,
     ) -> Result<bool, ReadFailure> {
         if self.has_buffered() {
@@ -83,7 +112,7 @@ impl FrameInput {
     /// call.
     pub async fn read_frame(
         &mut self,
-        stream: &TcpStream,
+        stream: &impl PolledSocket,
         max_body: usize,
         spin: Duration,
     ) -> Result<FrameHeader, ReadFailure> {
@@ -128,7 +157,7 @@ impl FrameInput {
 
     async fn fill_to(
         &mut self,
-        stream: &TcpStream,
+        stream: &impl PolledSocket,
         want: usize,
         spin: Duration,
     ) -> Result<(), ReadFailure> {
@@ -163,7 +192,7 @@ impl FrameInput {
                     stream.readable().await.map_err(ReadFailure::Io)?;
                     let raw = &self.raw;
                     let buf = &mut self.buf[self.end..];
-                    match stream.try_io(Interest::READABLE, || (&*raw).read(buf)) {
+                    match stream.try_read_io(|| (&*raw).read(buf)) {
                         Err(e) if e.kind() == ErrorKind::WouldBlock => continue,
                         other => other,
                     }
@@ -184,11 +213,4 @@ impl FrameInput {
         }
         Ok(())
     }
-}
-
-/// A second descriptor for the same socket.
-fn socket_dup(stream: &TcpStream) -> std::io::Result<std::net::TcpStream> {
-    use std::os::fd::AsFd;
-    let owned = stream.as_fd().try_clone_to_owned()?;
-    Ok(std::net::TcpStream::from(owned))
 }

@@ -324,6 +324,11 @@ pub struct RpcInfo {
     /// opens a TLS session before the handshake. Wire v1 addition: absent means plain TCP.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub tls: bool,
+    /// Path of the local socket serving the same protocol to clients on the server's host
+    /// (docs/api.md, "Local socket"); a client that reached the HTTP API on a loopback address
+    /// connects there when it can, else to `address`. Wire v1 addition: absent means none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local: Option<String>,
 }
 
 impl RpcInfo {

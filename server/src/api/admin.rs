@@ -121,6 +121,7 @@ pub async fn rpc_info(
             version: crescent_wire::rpc::RPC_VERSION,
             features: crate::rpc::features(&state.store_settings),
             tls: state.tls.is_some(),
+            local: state.rpc_local_path().map(|p| p.display().to_string()),
         })),
         None => Err(super::error::HttpError(crescent_wire::ApiError::new(
             crescent_wire::ErrorCode::NotFound,

@@ -73,11 +73,46 @@ pub(super) async fn serve(
 ) {
     let span = tracing::debug_span!("rpc.connection", %peer, tls = tls.is_some());
     let metrics = state.metrics.clone();
+    metrics.rpc_accepted.with_label_values(&["tcp"]).inc();
     metrics.rpc_connections.inc();
-    match run(&state, stream, peer, limits, tls)
+    let end = run(&state, stream, peer, limits, tls)
         .instrument(span)
-        .await
-    {
+        .await;
+    log_end(&state, peer, end);
+    metrics.rpc_connections.dec();
+}
+
+/// A client on the local socket (docs/api.md, "Local socket"): its peer is this host, so
+/// refusals and logs name the loopback address.
+pub(super) const LOCAL_PEER: SocketAddr =
+    SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 0);
+
+/// Serves one connection of the local socket: the handshake and the frames of a TCP one.
+pub(super) async fn serve_local(
+    state: Arc<NodeState>,
+    stream: tokio::net::UnixStream,
+    limits: RpcLimits,
+) {
+    let span = tracing::debug_span!("rpc.connection", peer = "local");
+    let metrics = state.metrics.clone();
+    metrics.rpc_accepted.with_label_values(&["local"]).inc();
+    metrics.rpc_connections.inc();
+    let end = async {
+        let mut stream = stream;
+        let session = super::handshake::accept(&state, &mut stream, LOCAL_PEER, &limits).await?;
+        let input = FrameInput::new(&stream)?;
+        frames(&state, Plain { stream, input }, session, limits).await
+    }
+    .instrument(span)
+    .await;
+    log_end(&state, LOCAL_PEER, end);
+    metrics.rpc_connections.dec();
+}
+
+/// Counts and logs how a connection ended.
+fn log_end(state: &NodeState, peer: SocketAddr, end: Result<(), ConnectionEnd>) {
+    let metrics = &state.metrics;
+    match end {
         Ok(()) => tracing::debug!(%peer, "RPC connection closed"),
         Err(ConnectionEnd::Protocol(e)) => {
             let reason = match e {
@@ -104,7 +139,6 @@ pub(super) async fn serve(
             tracing::debug!(%peer, which, "RPC connection closed: timeout");
         }
     }
-    metrics.rpc_connections.dec();
 }
 
 /// Answers a connection over `net.rpc_max_connections` with handshake status busy and closes

@@ -14,6 +14,7 @@ mod compact;
 mod connection;
 mod dispatch;
 mod handshake;
+mod local;
 mod scoped;
 mod session;
 mod wire;
@@ -59,6 +60,8 @@ pub(crate) fn serves(settings: &StoreSettings, op: crescent_wire::rpc::RpcOp) ->
 /// connection.
 pub struct RpcServer {
     local_addr: SocketAddr,
+    /// The local socket, when it listens (its file is removed when the server stops).
+    local: Option<local::LocalSocket>,
     /// Dropping a sender ends its thread's runtime (and the tasks on it).
     stops: Vec<oneshot::Sender<()>>,
 }
@@ -67,6 +70,7 @@ impl std::fmt::Debug for RpcServer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RpcServer")
             .field("local_addr", &self.local_addr)
+            .field("local", &self.local.as_ref().map(local::LocalSocket::path))
             .field("threads", &self.stops.len())
             .finish()
     }
@@ -91,12 +95,15 @@ fn spawn_thread(index: usize) -> std::io::Result<(Handle, oneshot::Sender<()>)> 
 }
 
 impl RpcServer {
-    /// Binds `addr` and starts serving within `limits` (frame size, connections, timeouts).
-    /// With `[tls]` (`state.tls`) the listener speaks TLS only (docs/security.md, "TLS").
+    /// Binds `addr` (and the local socket at `local_path`, if given) and starts serving within
+    /// `limits` (frame size, connections, timeouts; one connection budget for both). With
+    /// `[tls]` (`state.tls`) the TCP listener speaks TLS only (docs/security.md, "TLS"); the
+    /// local socket never leaves the host and speaks the plain protocol.
     pub fn start(
         state: Arc<NodeState>,
         addr: SocketAddr,
         limits: RpcLimits,
+        local_path: Option<&std::path::Path>,
     ) -> Result<RpcServer, ServerError> {
         let tls = state
             .tls
@@ -121,16 +128,35 @@ impl RpcServer {
             let _guard = handles[0].enter();
             TcpListener::from_std(std_listener).map_err(listen_err)?
         };
-        handles[0]
-            .clone()
-            .spawn(accept_loop(listener, handles, state, limits, tls.clone()));
+        let open = Arc::new(AtomicUsize::new(0));
+        let local = match local_path {
+            Some(path) => local::start(&state, path, &handles, limits, open.clone()),
+            None => None,
+        };
+        handles[0].clone().spawn(accept_loop(
+            listener,
+            handles,
+            state,
+            limits,
+            tls.clone(),
+            open,
+        ));
         tracing::info!(rpc_listen = %local_addr, threads, tls = tls.is_some(), "RPC fast path listening");
-        Ok(RpcServer { local_addr, stops })
+        Ok(RpcServer {
+            local_addr,
+            local,
+            stops,
+        })
     }
 
     /// The bound address (the real port when configured with port 0).
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
+    }
+
+    /// The local socket's path, when it listens.
+    pub fn local_path(&self) -> Option<&std::path::Path> {
+        self.local.as_ref().map(local::LocalSocket::path)
     }
 
     /// Closes the listener and every connection (in-flight requests are dropped; clients see
@@ -141,7 +167,7 @@ impl RpcServer {
 }
 
 /// Open connections of one listener; a slot is freed when its connection task ends.
-struct Slot(Arc<AtomicUsize>);
+pub(super) struct Slot(Arc<AtomicUsize>);
 
 impl Drop for Slot {
     fn drop(&mut self) {
@@ -149,7 +175,7 @@ impl Drop for Slot {
     }
 }
 
-fn take_slot(open: &Arc<AtomicUsize>, max: usize) -> Option<Slot> {
+pub(super) fn take_slot(open: &Arc<AtomicUsize>, max: usize) -> Option<Slot> {
     open.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
         (n < max).then_some(n + 1)
     })
@@ -163,8 +189,8 @@ async fn accept_loop(
     state: Arc<NodeState>,
     limits: RpcLimits,
     tls: Option<crescent_tls::TlsAcceptor>,
+    open: Arc<AtomicUsize>,
 ) {
-    let open = Arc::new(AtomicUsize::new(0));
     let mut next = 0usize;
     let mut backoff = ACCEPT_BACKOFF_MIN;
     loop {
@@ -211,5 +237,5 @@ async fn accept_loop(
 }
 
 /// First and longest wait after a failed accept (EMFILE and the like).
-const ACCEPT_BACKOFF_MIN: Duration = Duration::from_millis(10);
-const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
+pub(super) const ACCEPT_BACKOFF_MIN: Duration = Duration::from_millis(10);
+pub(super) const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);

@@ -1,13 +1,13 @@
-//! What one RPC connection reads frames from and writes answers to: the plain TCP socket (with
-//! `crescent_transport::frame_input`'s busy-poll) or a TLS session over it (`[tls]`,
-//! docs/security.md "TLS"). The connection loop is generic over it, so each kind is compiled
+//! What one RPC connection reads frames from and writes answers to: a plain socket, TCP or the
+//! local Unix socket (with `crescent_transport::frame_input`'s busy-poll), or a TLS session over
+//! TCP (`[tls]`, docs/security.md "TLS"). The connection loop is generic over it, so each kind is compiled
 //! on its own and the plain path stays exactly as it was: nothing is chosen per frame.
 
 use std::time::Duration;
 
-use crescent_transport::frame_input::{FrameInput, ReadFailure};
+use crescent_transport::frame_input::{FrameInput, PolledSocket, ReadFailure};
 use crescent_wire::rpc::FrameHeader;
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 pub(super) trait Wire {
@@ -24,13 +24,14 @@ pub(super) trait Wire {
     async fn write_all(&mut self, bytes: &[u8]) -> std::io::Result<()>;
 }
 
-/// Plain TCP: reads through a duplicate of the descriptor with a short busy-poll.
-pub(super) struct Plain {
-    pub stream: TcpStream,
+/// A plain socket (TCP or Unix): reads through a duplicate of the descriptor with a short
+/// busy-poll.
+pub(super) struct Plain<S> {
+    pub stream: S,
     pub input: FrameInput,
 }
 
-impl Wire for Plain {
+impl<S: PolledSocket + AsyncWrite + Unpin> Wire for Plain<S> {
     fn has_buffered(&self) -> bool {
         self.input.has_buffered()
     }
