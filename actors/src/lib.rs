@@ -3,6 +3,8 @@
 pub mod aggregate;
 pub mod event_codec;
 pub mod event_payload;
+#[cfg(test)]
+mod given_when_then;
 pub mod incarnation;
 pub mod removed_puts;
 pub mod runtime;

@@ -2,63 +2,7 @@
 
 use super::*;
 use crate::aggregate::{DecodeError, DomainEvent};
-
-const NOW: i64 = 1_700_000_000_000;
-
-/// cqrs-es style: the state after `events`, a command, then the exact outcome.
-struct Given<A: Aggregate> {
-    state: A,
-}
-
-fn given<A: Aggregate>(events: Vec<A::Event>) -> Given<A> {
-    let mut state = A::default();
-    for e in &events {
-        state.apply(e);
-    }
-    Given { state }
-}
-
-struct When<A: Aggregate> {
-    state: A,
-    result: Result<Vec<A::Event>, A::Error>,
-}
-
-impl<A: Aggregate> Given<A> {
-    fn when(self, cmd: A::Command) -> When<A> {
-        let result = self.state.decide(&cmd, &Ctx::at(NOW));
-        When {
-            state: self.state,
-            result,
-        }
-    }
-}
-
-impl<A: Aggregate> When<A>
-where
-    A::Error: PartialEq,
-{
-    /// Asserts the events and returns the state after applying them.
-    fn then(self, expected: Vec<A::Event>) -> A {
-        match self.result {
-            Ok(events) => {
-                assert_eq!(events, expected);
-                let mut state = self.state;
-                for e in &events {
-                    state.apply(e);
-                }
-                state
-            }
-            Err(e) => panic!("expected events {expected:?}, got error {e}"),
-        }
-    }
-
-    fn then_error(self, expected: A::Error) {
-        match self.result {
-            Ok(events) => panic!("expected error {expected}, got events {events:?}"),
-            Err(e) => assert_eq!(e, expected),
-        }
-    }
-}
+use crate::given_when_then::{given, NOW};
 
 fn registered(
     owner: &str,
