@@ -6,6 +6,7 @@ pub mod event_payload;
 #[cfg(test)]
 mod given_when_then;
 pub mod incarnation;
+pub mod quota_root;
 pub mod removed_puts;
 pub mod runtime;
 pub mod segment_registry;
