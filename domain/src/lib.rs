@@ -1,12 +1,14 @@
 //! Every aggregate kind of this build, registered in one [`World`].
 //!
-//! The aggregates live in their own crates (segment registry in `crescent-actors`, token revocations in `crescent-auth`, weight
-//! revisions and lineage claims in `crescent-weights`, cold devices in `crescent-cold`), which
-//! depend on the actors crate, so the list of all of them lives here, above them: crescentd's
-//! recovery, snapshotter and standby replay, the replication handshake (which event versions
-//! a node writes) and crescent-replay all take their world from [`standard_world`].
+//! The aggregates live in their own crates (segment registry and tenant quota roots in
+//! `crescent-actors`, token revocations in `crescent-auth`, weight revisions and lineage claims
+//! in `crescent-weights`, cold devices in `crescent-cold`), which depend on the actors crate,
+//! so the list of all of them lives here, above them: crescentd's recovery, snapshotter and
+//! standby replay, the replication handshake (which event versions a node writes) and
+//! crescent-replay all take their world from [`standard_world`].
 
 use crescent_actors::incarnation::NodeIncarnation;
+use crescent_actors::quota_root::QuotaRoot;
 use crescent_actors::removed_puts::RemovedPuts;
 use crescent_actors::segment_registry::SegmentRegistry;
 use crescent_actors::World;
@@ -42,6 +44,9 @@ pub fn standard_world() -> World {
         .register::<RevocationList>()
         .expect("aggregate kinds are distinct");
     world
+        .register::<QuotaRoot>()
+        .expect("aggregate kinds are distinct");
+    world
 }
 
 #[cfg(test)]
@@ -63,6 +68,7 @@ mod tests {
         assert!(kinds.contains(&"segment_registry"), "{kinds:?}");
         assert!(kinds.contains(&"cold_device"), "{kinds:?}");
         assert!(kinds.contains(&"token_revocation"), "{kinds:?}");
+        assert!(kinds.contains(&"quota_root"), "{kinds:?}");
         let mut sorted = kinds.clone();
         sorted.dedup();
         assert_eq!(sorted, kinds);

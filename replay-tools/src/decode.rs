@@ -6,6 +6,7 @@
 //! [`tests::every_world_kind_has_a_decoder`] keeps the two lists in step.
 
 use crescent_actors::incarnation::{IncarnationEvent, STREAM_KIND as NODE_INCARNATION};
+use crescent_actors::quota_root::{QuotaEvent, STREAM_KIND as QUOTA_ROOT};
 use crescent_actors::removed_puts::{RemovedPutsEvent, STREAM_KIND as REMOVED_PUTS};
 use crescent_actors::segment_registry::STREAM_KIND as SEGMENT_REGISTRY;
 use crescent_actors::{DecodeError, DomainEvent, SegmentRegistryEvent};
@@ -42,6 +43,7 @@ pub const DECODABLE_KINDS: &[&str] = &[
     COLD_DEVICE,
     REMOVED_PUTS,
     TOKEN_REVOCATION,
+    QUOTA_ROOT,
 ];
 
 /// The record's event, decoded and upcast to the current version, as JSON:
@@ -56,6 +58,7 @@ pub fn decode_event(rec: &Record) -> Result<Value, EventDecodeError> {
         COLD_DEVICE => render(rec, cold_device_json),
         REMOVED_PUTS => render(rec, removed_puts_json),
         TOKEN_REVOCATION => render(rec, token_revocation_json),
+        QUOTA_ROOT => render(rec, quota_root_json),
         other => Err(EventDecodeError::UnknownStream(other.to_string())),
     }
 }
@@ -93,6 +96,17 @@ fn token_revocation_json(event: &RevocationEvent) -> Result<Value, EventDecodeEr
     match event {
         RevocationEvent::Revoked(e) => to_json(e),
         RevocationEvent::Pruned(e) => to_json(e),
+    }
+}
+
+fn quota_root_json(event: &QuotaEvent) -> Result<Value, EventDecodeError> {
+    match event {
+        QuotaEvent::PolicySet(e) => to_json(e),
+        QuotaEvent::Reserved(e) => to_json(e),
+        QuotaEvent::Publishing(e) => to_json(e),
+        QuotaEvent::Finalized(e) => to_json(e),
+        QuotaEvent::Aborted(e) => to_json(e),
+        QuotaEvent::TerminalPruned(e) => to_json(e),
     }
 }
 

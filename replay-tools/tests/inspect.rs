@@ -223,3 +223,130 @@ fn stats_counts_match_the_journal() {
     assert_eq!(text.code, 0);
     assert!(text.stdout.contains("segment_registry:"), "{}", text.stdout);
 }
+
+/// A tenant's quota history, each command decided against the state: a policy, a create
+/// that went all the way, an overwrite aborted, a delete that refunded.
+fn quota_history() -> Vec<crescent_journal::NewRecord> {
+    use crescent_actors::event_codec::new_record;
+    use crescent_actors::quota_root::{
+        AbortReason, ObjectChange, PolicyMode, QuotaCommand as C, QuotaLimits, QuotaRoot,
+        ReserveItem,
+    };
+    use crescent_actors::{Aggregate, Ctx};
+    let item = |op: &str, change| ReserveItem {
+        op_id: op.into(),
+        key: "d/a".into(),
+        change,
+    };
+    let publish = |op: &str, rv| {
+        (
+            C::Publish {
+                op_id: op.into(),
+                route_version: rv,
+                deadline_ms: T0 + 60_000,
+            },
+            C::Finalize {
+                op_id: op.into(),
+                route_version: rv,
+            },
+        )
+    };
+    let mut cmds = vec![C::SetPolicy {
+        limits: QuotaLimits {
+            max_bytes: Some(1000),
+            max_objects: Some(10),
+        },
+        mode: PolicyMode::Bootstrap,
+    }];
+    let put = |op: &str, size| C::Reserve {
+        item: item(op, ObjectChange::Put { size }),
+        deadline_ms: T0 + 30_000,
+    };
+    cmds.push(put("p1", 300));
+    let (p, f) = publish("p1", 11);
+    cmds.extend([p, f, put("p2", 900)]);
+    cmds.push(C::Abort {
+        op_id: "p2".into(),
+        reason: AbortReason::Failed,
+    });
+    cmds.push(C::Reserve {
+        item: item("d1", ObjectChange::Delete),
+        deadline_ms: T0 + 30_000,
+    });
+    let (p, f) = publish("d1", 12);
+    cmds.extend([p, f]);
+    let mut state = QuotaRoot::default();
+    let mut out = Vec::new();
+    for (i, cmd) in cmds.iter().enumerate() {
+        let now = T0 + i as i64;
+        for e in state.decide(cmd, &Ctx::at(now)).expect("command accepted") {
+            state.apply(&e);
+            out.push(new_record::<QuotaRoot>("acme", &e, now));
+        }
+    }
+    out
+}
+
+#[test]
+fn dump_and_replay_show_quota_root_events_and_state() {
+    let t = tempfile::tempdir().unwrap();
+    let root = t.path().join("data");
+    let mut recs = history(2);
+    let before = recs.len() as u64;
+    recs.extend(quota_history());
+    make_data_dir(&root, recs);
+    let r = s(&root);
+    let dump = run(&[
+        "dump",
+        r,
+        "--json",
+        "--decode",
+        "--stream",
+        "quota_root/acme",
+    ]);
+    assert_eq!(dump.code, 0, "{dump:?}");
+    let lines: Vec<Value> = dump
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let kinds: Vec<&str> = lines
+        .iter()
+        .map(|l| l["decoded"]["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "quota_policy_set",
+            "quota_reserved",
+            "quota_publishing",
+            "quota_finalized",
+            "quota_reserved",
+            "quota_aborted",
+            "quota_reserved",
+            "quota_publishing",
+            "quota_finalized",
+        ]
+    );
+    assert_eq!(lines[0]["seq"], before + 1);
+    assert_eq!(lines[0]["decoded"]["data"]["max_bytes"], 1000);
+    assert_eq!(lines[0]["decoded"]["data"]["policy_version"], 1);
+    assert_eq!(lines[4]["decoded"]["data"]["kind"], "overwrite");
+    assert_eq!(lines[4]["decoded"]["data"]["reserved_bytes"], 600);
+    assert_eq!(lines[5]["decoded"]["data"]["reason"], "failed");
+    assert_eq!(lines[8]["decoded"]["data"]["bytes_delta"], -300);
+    assert_eq!(lines[8]["decoded"]["data"]["objects_delta"], -1);
+
+    let all = records(&root);
+    let replay = run(&["replay", r, "--to", &all.len().to_string(), "--json"]);
+    assert_eq!(replay.code, 0, "{replay:?}");
+    let state = &replay.json()["state"];
+    assert_eq!(*state, world_of(&all).to_json().unwrap());
+    let acme = &state["aggregates"]["quota_root"]["acme"];
+    assert_eq!(
+        (acme["used_bytes"].as_u64(), acme["pending_bytes"].as_u64()),
+        (Some(0), Some(0))
+    );
+    assert_eq!(acme["operations"]["p2"]["state"], "aborted");
+    assert_eq!(acme["objects"], serde_json::json!({}));
+}
