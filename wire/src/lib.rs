@@ -13,6 +13,7 @@ pub mod rpc_compact;
 pub mod rpc_handshake;
 pub mod segments;
 pub mod store;
+pub mod tenants;
 pub mod weights;
 
 pub use error::{ApiError, ErrorCode};

@@ -41,10 +41,14 @@ pub enum Operation {
     Replication,
     /// Revoking a token.
     TokenRevoke,
+    /// A tenant's quota policy and usage (a client: its own tenant's).
+    TenantRead,
+    /// Setting a tenant's quota policy.
+    TenantQuotaSet,
 }
 
 impl Operation {
-    pub const ALL: [Operation; 16] = [
+    pub const ALL: [Operation; 18] = [
         Operation::Status,
         Operation::ObjectRead,
         Operation::ObjectWrite,
@@ -61,6 +65,8 @@ impl Operation {
         Operation::Snapshot,
         Operation::Replication,
         Operation::TokenRevoke,
+        Operation::TenantRead,
+        Operation::TenantQuotaSet,
     ];
 
     /// A bounded metric label.
@@ -82,6 +88,8 @@ impl Operation {
             Operation::Snapshot => "snapshot",
             Operation::Replication => "replication",
             Operation::TokenRevoke => "token_revoke",
+            Operation::TenantRead => "tenant_read",
+            Operation::TenantQuotaSet => "tenant_quota_set",
         }
     }
 
@@ -90,11 +98,11 @@ impl Operation {
         use Operation::*;
         match self {
             Status => &[Role::Client, Role::Owner, Role::Peer],
-            ObjectRead | ObjectWrite | WeightRead => &[Role::Client],
+            ObjectRead | ObjectWrite | WeightRead | TenantRead => &[Role::Client],
             OwnerRegister | OwnerHeartbeat | SegmentMount | SegmentUnmount | RebuildReplay
             | RebuildComplete => &[Role::Owner],
             Replication => &[Role::Peer],
-            WeightWrite | SegmentList | Cold | Snapshot | TokenRevoke => &[],
+            WeightWrite | SegmentList | Cold | Snapshot | TokenRevoke | TenantQuotaSet => &[],
         }
     }
 
@@ -102,7 +110,7 @@ impl Operation {
     fn scoping(self) -> Scoping {
         use Operation::*;
         match self {
-            ObjectRead | ObjectWrite | WeightRead | WeightWrite => Scoping::Tenant,
+            ObjectRead | ObjectWrite | WeightRead | WeightWrite | TenantRead => Scoping::Tenant,
             OwnerRegister | OwnerHeartbeat | SegmentMount | SegmentUnmount | RebuildReplay
             | RebuildComplete => Scoping::Owner,
             _ => Scoping::Node,

@@ -36,7 +36,16 @@ fn a_client_acts_only_in_its_tenant() {
         authorize(&c, Operation::ObjectRead, target(Some("b"), None)),
         Err(Denied::OtherTenant)
     );
+    assert_eq!(
+        authorize(&c, Operation::TenantRead, none),
+        Ok(Scope::Tenant("a".into()))
+    );
+    assert_eq!(
+        authorize(&c, Operation::TenantRead, target(Some("b"), None)),
+        Err(Denied::OtherTenant)
+    );
     for op in [
+        Operation::TenantQuotaSet,
         Operation::SegmentUnmount,
         Operation::RebuildComplete,
         Operation::RebuildReplay,

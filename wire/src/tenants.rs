@@ -1,0 +1,52 @@
+//! Tenant quota policy and usage on the wire (docs/tenants.md, "Admin API").
+
+use serde::{Deserialize, Serialize};
+
+/// Routes (admin).
+pub mod routes {
+    pub const QUOTA_SET: &str = "/v1/tenants/quota";
+    pub const SHOW: &str = "/v1/tenants/show";
+}
+
+/// `POST /v1/tenants/quota`: sets the tenant's hard limits (the admin change: creates the
+/// policy or replaces it, bumping its version). A limit left out is unlimited.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SetTenantQuotaRequest {
+    pub tenant: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_objects: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SetTenantQuotaReply {
+    /// False when the tenant already had these limits (nothing was journaled).
+    pub changed: bool,
+    pub quota: TenantQuota,
+}
+
+/// `POST /v1/tenants/show`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShowTenantRequest {
+    pub tenant: String,
+}
+
+/// A tenant's quota policy and accounting, as committed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TenantQuota {
+    pub tenant: String,
+    /// `None`: unlimited (also when the tenant has no stored policy).
+    pub max_bytes: Option<u64>,
+    pub max_objects: Option<u64>,
+    /// `None`: no stored policy.
+    pub policy_version: Option<u64>,
+    pub fingerprint: Option<String>,
+    pub used_bytes: u64,
+    pub used_objects: u64,
+    pub pending_bytes: u64,
+    /// Accounting operations reserved and not yet publishing.
+    pub pending_operations: u64,
+    /// Accounting operations publishing: charged until finalized.
+    pub in_doubt_operations: u64,
+}
