@@ -64,6 +64,8 @@ pub struct NodeState {
     pub rebuild: Arc<crate::rebuild::Rebuild>,
     /// Removes wait here until what they removed from owners' segments is journaled.
     pub removals: Arc<crate::removals::DurableRemovals>,
+    /// Tenant quota roots (docs/tenants.md).
+    pub quotas: Arc<crate::quotas::TenantQuotas>,
     /// Managed weight revisions (registries, workflows, group guard).
     pub weights: Arc<crate::weights::WeightService>,
     /// The cold tier, once [`crate::cold::start`] has reconciled it.
@@ -415,6 +417,7 @@ impl Node {
             directory.clone(),
         ));
         let removals = recover_removals(&runtime, &world, directory.clone(), &metrics)?;
+        let quotas = Arc::new(crate::quotas::TenantQuotas::recover(&runtime, &world));
         let liveness = Arc::new(OwnerLiveness::new(config.store.client_ttl_ms()));
         let mirror = SegmentMirror::new(segments.clone(), directory.clone(), liveness.clone());
         mirror.mirror_recovered(&recovered_registry, now_ms);
@@ -465,6 +468,7 @@ impl Node {
             ha: std::sync::OnceLock::new(),
             rebuild,
             removals,
+            quotas,
             weights,
             cold: std::sync::OnceLock::new(),
             cold_recovered,

@@ -9,6 +9,7 @@ pub mod ops;
 pub mod owners;
 pub mod rebuild;
 pub mod segments;
+pub mod tenants;
 pub mod tokens;
 pub mod weights;
 pub mod wire;
@@ -130,6 +131,14 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 .route(
                     rel(crescent_wire::auth::routes::REVOKE),
                     web::post().to(tokens::revoke),
+                )
+                .route(
+                    rel(crescent_wire::tenants::routes::QUOTA_SET),
+                    web::post().to(tenants::set_quota),
+                )
+                .route(
+                    rel(crescent_wire::tenants::routes::SHOW),
+                    web::post().to(tenants::show),
                 )
                 .configure(cold::configure),
         );

@@ -61,6 +61,8 @@ pub fn operation_of(pattern: &str) -> Option<Operation> {
         "/v1/admin/snapshot" => Snapshot,
         "/v1/ha/replication" => Replication,
         crescent_wire::auth::routes::REVOKE => TokenRevoke,
+        crescent_wire::tenants::routes::SHOW => TenantRead,
+        crescent_wire::tenants::routes::QUOTA_SET => TenantQuotaSet,
         _ => return None,
     };
     Some(op)
@@ -85,6 +87,14 @@ mod tests {
         assert_eq!(
             operation_of(crescent_wire::rebuild::routes::COMPLETE),
             Some(Operation::RebuildComplete)
+        );
+        assert_eq!(
+            operation_of(crescent_wire::tenants::routes::SHOW),
+            Some(Operation::TenantRead)
+        );
+        assert_eq!(
+            operation_of(crescent_wire::tenants::routes::QUOTA_SET),
+            Some(Operation::TenantQuotaSet)
         );
         assert_eq!(operation_of("/v1/nope"), None);
         for p in PUBLIC {
