@@ -42,6 +42,7 @@ mod rpc_release;
 mod rpc_wire;
 mod server_conn;
 pub mod store;
+pub mod tenant;
 pub mod weights;
 
 pub use buffer::RegisteredBuffer;

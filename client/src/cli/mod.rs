@@ -12,6 +12,7 @@ macro_rules! outln {
 mod cold;
 mod cold_bench;
 mod run;
+mod tenant;
 #[cfg(test)]
 mod tests;
 pub mod token;
@@ -159,6 +160,11 @@ pub enum Command {
     },
     /// KEY's replicas and cold backing state.
     Stat { key: String },
+    /// Tenant quota policy and usage (--tenant).
+    Tenant {
+        #[command(subcommand)]
+        command: tenant::TenantCommand,
+    },
     /// Credentials: issue (offline, with the key file) and revoke (admin).
     Token {
         #[command(subcommand)]

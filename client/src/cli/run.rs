@@ -171,6 +171,9 @@ pub(super) async fn run(cli: Cli) -> Result<u8, ClientError> {
         }
         Command::Segments { command } => segments(&client, command, json).await?,
         Command::Token { command } => return super::token::run(&client, command, json).await,
+        Command::Tenant { command } => {
+            return super::tenant::run(&client, cli.tenant.as_deref(), command, json).await
+        }
         Command::Status => {
             let health = client.health().await?;
             // A standby answers /stats with NOT_LEADER: its status is in /healthz alone.

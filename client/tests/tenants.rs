@@ -1,0 +1,117 @@
+//! `crescent tenant quota set` and `crescent tenant show` against a real crescentd with
+//! [auth] on: the policy is journaled (versions bump only on change, it survives SIGKILL),
+//! setting is the admin's, and a client sees only its own tenant.
+
+mod common;
+
+use common::{crescent, Server};
+
+fn json(out: &[u8]) -> serde_json::Value {
+    serde_json::from_slice(out).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(out)))
+}
+
+fn show(server: &str, tenant: &str) -> serde_json::Value {
+    let (code, out, err) = crescent(
+        server,
+        &["--json", "tenant", "show", "--tenant", tenant],
+        None,
+    );
+    assert_eq!(code, 0, "{err}");
+    json(&out)
+}
+
+fn set(server: &str, args: &[&str]) -> (i32, serde_json::Value) {
+    let mut all = vec!["--json", "tenant", "quota", "set"];
+    all.extend_from_slice(args);
+    let (code, out, err) = crescent(server, &all, None);
+    assert!(!out.is_empty(), "exit {code}: {err}");
+    (code, json(&out))
+}
+
+#[test]
+fn quota_policies_are_set_by_admins_journaled_and_shown_to_their_tenant() {
+    let server = Server::start();
+    let s = server.server();
+    let fresh = show(&s, "acme");
+    assert_eq!(
+        fresh,
+        serde_json::json!({
+            "tenant": "acme", "max_bytes": null, "max_objects": null,
+            "policy_version": null, "fingerprint": null, "used_bytes": 0, "used_objects": 0,
+            "pending_bytes": 0, "pending_operations": 0, "in_doubt_operations": 0,
+        })
+    );
+
+    let args = [
+        "--tenant",
+        "acme",
+        "--max-bytes",
+        "1000",
+        "--max-objects",
+        "5",
+    ];
+    let (code, reply) = set(&s, &args);
+    assert_eq!(code, 0, "{reply}");
+    assert_eq!(reply["changed"], true);
+    let quota = &reply["quota"];
+    assert_eq!(
+        (quota["max_bytes"].as_u64(), quota["max_objects"].as_u64()),
+        (Some(1000), Some(5))
+    );
+    assert_eq!(quota["policy_version"], 1);
+    // sha256 of "quota-policy/v1/max_bytes=1000/max_objects=5"
+    assert_eq!(
+        quota["fingerprint"],
+        "0b4c07d46c826b7d2ff395a360ee7885a39128642dad3dd90f031221b9ea984b"
+    );
+    let (code, again) = set(&s, &args);
+    assert_eq!(
+        (code, &again["changed"], &again["quota"]),
+        (0, &serde_json::json!(false), quota)
+    );
+    let (code, changed) = set(&s, &["--tenant", "acme", "--max-bytes", "2000"]);
+    assert_eq!(code, 0, "{changed}");
+    assert_eq!(changed["quota"]["policy_version"], 2);
+    assert_eq!(changed["quota"]["max_objects"], serde_json::Value::Null);
+    assert_eq!(show(&s, "other")["policy_version"], serde_json::Value::Null);
+
+    // A client may show its own tenant only, and set nothing.
+    let key = server.key.clone().expect("the harness runs with [auth]");
+    let as_client = |tenant: &str, args: &[&str]| {
+        let token = key.client(tenant);
+        let mut all = vec!["--json", "--token", token.as_str()];
+        all.extend_from_slice(args);
+        let (code, out, _) = crescent(&s, &all, None);
+        (code, json(&out))
+    };
+    let (code, own) = as_client("acme", &["tenant", "show", "--tenant", "acme"]);
+    assert_eq!((code, &own["max_bytes"]), (0, &serde_json::json!(2000)));
+    let (code, denied) = as_client("other", &["tenant", "show", "--tenant", "acme"]);
+    assert_eq!(
+        (code, &denied["error"]["code"]),
+        (10, &serde_json::json!("PERMISSION_DENIED"))
+    );
+    let (code, denied) = as_client(
+        "acme",
+        &[
+            "tenant",
+            "quota",
+            "set",
+            "--tenant",
+            "acme",
+            "--max-bytes",
+            "1",
+        ],
+    );
+    assert_eq!(
+        (code, &denied["error"]["code"]),
+        (10, &serde_json::json!("PERMISSION_DENIED"))
+    );
+    let (code, _, err) = crescent(&s, &["tenant", "show"], None);
+    assert_eq!(code, 2, "no --tenant is a usage error: {err}");
+
+    // Journaled: a SIGKILLed crescentd recovers the policy and its version.
+    let server = server.kill_and_restart();
+    let after = show(&server.server(), "acme");
+    assert_eq!(after, changed["quota"]);
+}
