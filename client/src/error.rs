@@ -240,7 +240,7 @@ impl ClientError {
             "CONFLICT" | "STALE_GENERATION" | "FENCED" => 5,
             "CHECKSUM_MISMATCH" => 6,
             "IO_ERROR" => 7,
-            "QUOTA_EXCEEDED" | "DURABILITY_FAILED" | "POLICY_UNSATISFIABLE" => 8,
+            "OUT_OF_SPACE" | "QUOTA_EXCEEDED" | "DURABILITY_FAILED" | "POLICY_UNSATISFIABLE" => 8,
             "UNAUTHENTICATED" | "PERMISSION_DENIED" => 10,
             _ => 9,
         }

@@ -220,3 +220,20 @@ fn an_empty_value_round_trips_through_the_cli() {
     let (code, _, _) = crescent(&s, &["exist", "empty"], None);
     assert_eq!(code, 1);
 }
+
+#[test]
+fn a_value_the_store_has_no_room_for_is_out_of_space_exit_8() {
+    // A 1 MiB embedded segment and nothing else mounted: a 2 MiB value fits nowhere, even
+    // after eviction. That is the store's space, not a tenant's quota (docs/api.md).
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("crescentd.toml");
+    std::fs::write(&config, "[store]\nembedded_segment_bytes = 1048576\n").unwrap();
+    let server = Server::start_with(&["--config", config.to_str().unwrap()]);
+    let s = server.server();
+    let big = vec![7u8; 2 << 20];
+    let (code, out, err) = crescent(&s, &["--json", "put", "big", "-"], Some(&big));
+    assert_eq!(code, 8, "{err}");
+    assert_eq!(json(&out)["error"]["code"], "OUT_OF_SPACE", "{err}");
+    let (code, _, err) = crescent(&s, &["put", "small", "-"], Some(b"fits"));
+    assert_eq!(code, 0, "{err}");
+}

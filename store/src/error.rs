@@ -111,10 +111,9 @@ impl StoreError {
             StoreError::NotReady { .. } => ErrorCode::NotReady,
             StoreError::Conflict { .. } | StoreError::Managed { .. } => ErrorCode::Conflict,
             StoreError::Busy { .. } | StoreError::ColdBacked { .. } => ErrorCode::Busy,
-            // 507 Insufficient Storage: the cluster is full, not the request malformed.
-            StoreError::NoSpace { .. } | StoreError::LimitReached { .. } => {
-                ErrorCode::QuotaExceeded
-            }
+            // 507 Insufficient Storage: the store is full, not the request malformed (and not
+            // the tenant's quota: QUOTA_EXCEEDED, docs/tenants.md).
+            StoreError::NoSpace { .. } | StoreError::LimitReached { .. } => ErrorCode::OutOfSpace,
             StoreError::Unavailable { .. } => ErrorCode::Unavailable,
             StoreError::StaleTerm { .. } => ErrorCode::StaleGeneration,
             StoreError::Rebuilding { .. } => ErrorCode::Unavailable,

@@ -224,7 +224,7 @@ mod tests {
         let e = i
             .intern(ScopeName::parse(Some("u"), None).unwrap())
             .unwrap_err();
-        assert_eq!(e.code(), "QUOTA_EXCEEDED");
+        assert_eq!(e.code(), "OUT_OF_SPACE");
         assert_eq!(i.name(b).unwrap().1.as_deref(), Some("d"));
     }
 }

@@ -31,7 +31,7 @@ impl ObjectDirectory {
     ///   put_end swaps).
     /// - A put of this key in progress: BUSY, unless it is older than the discard timeout, in
     ///   which case it is pre-empted (its slots are reclaimed after the release timeout).
-    /// - No room even after one eviction: QUOTA_EXCEEDED; no segment mounted: UNAVAILABLE.
+    /// - No room even after one eviction: OUT_OF_SPACE; no segment mounted: UNAVAILABLE.
     pub fn put_start(
         &self,
         req: &PutStartRequest,

@@ -155,7 +155,7 @@ fn futile_allocation_eviction_backs_off() {
     }
     for _ in 0..3 {
         let e = d.put_start(&req(id(None, None, "x"), 64), T0).unwrap_err();
-        assert_eq!(e.code(), "QUOTA_EXCEEDED");
+        assert_eq!(e.code(), "OUT_OF_SPACE");
     }
     // One sweep counted the pinned objects once; the next two puts did not sweep again.
     assert_eq!(d.metrics().count("eviction_skips", &["hard_pinned"]), 1000);

@@ -201,7 +201,7 @@ fn bad_input_gets_stable_codes() {
 }
 
 #[test]
-fn no_segment_is_unavailable_and_full_is_quota_exceeded() {
+fn no_segment_is_unavailable_and_full_is_out_of_space() {
     let d = dir();
     let e = d.put_start(&req(id(None, None, "k"), 10), T0).unwrap_err();
     assert_eq!(e.code(), "UNAVAILABLE");
@@ -210,7 +210,7 @@ fn no_segment_is_unavailable_and_full_is_quota_exceeded() {
     r.hard_pin = true;
     put_req(&d, r, T0);
     let e = d.put_start(&req(id(None, None, "b"), 100), T0).unwrap_err();
-    assert_eq!(e.code(), "QUOTA_EXCEEDED");
+    assert_eq!(e.code(), "OUT_OF_SPACE");
     assert_eq!(d.stats().objects, 1);
 }
 

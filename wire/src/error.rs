@@ -29,10 +29,13 @@ pub enum ErrorCode {
     Unauthenticated,
     /// A valid credential whose role or scope (tenant, owner) does not allow the request.
     PermissionDenied,
+    /// The store has no room for the object even after eviction (or a bounded table is
+    /// full); a tenant's own quota is `QuotaExceeded`.
+    OutOfSpace,
 }
 
 impl ErrorCode {
-    pub const ALL: [ErrorCode; 18] = [
+    pub const ALL: [ErrorCode; 19] = [
         ErrorCode::InvalidArgument,
         ErrorCode::NotFound,
         ErrorCode::NotReady,
@@ -51,6 +54,7 @@ impl ErrorCode {
         ErrorCode::RequestTimeout,
         ErrorCode::Unauthenticated,
         ErrorCode::PermissionDenied,
+        ErrorCode::OutOfSpace,
     ];
 
     /// The code as it appears on the wire.
@@ -74,6 +78,7 @@ impl ErrorCode {
             ErrorCode::RequestTimeout => "REQUEST_TIMEOUT",
             ErrorCode::Unauthenticated => "UNAUTHENTICATED",
             ErrorCode::PermissionDenied => "PERMISSION_DENIED",
+            ErrorCode::OutOfSpace => "OUT_OF_SPACE",
         }
     }
 
@@ -103,6 +108,7 @@ impl ErrorCode {
             ErrorCode::RequestTimeout => 408,
             ErrorCode::Unauthenticated => 401,
             ErrorCode::PermissionDenied => 403,
+            ErrorCode::OutOfSpace => 507,
         }
     }
 
@@ -226,6 +232,7 @@ mod tests {
             ("REQUEST_TIMEOUT", 408),
             ("UNAUTHENTICATED", 401),
             ("PERMISSION_DENIED", 403),
+            ("OUT_OF_SPACE", 507),
         ];
         assert_eq!(expect.len(), ErrorCode::ALL.len());
         for (name, status) in expect {

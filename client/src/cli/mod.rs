@@ -306,7 +306,8 @@ Exit status:
   5  conflict (CONFLICT, STALE_GENERATION, FENCED)
   6  checksum mismatch (CHECKSUM_MISMATCH)
   7  local IO error, including a closed or full stdout (IO_ERROR)
-  8  quota or durability (QUOTA_EXCEEDED, DURABILITY_FAILED, POLICY_UNSATISFIABLE)
+  8  space, quota or durability (OUT_OF_SPACE, QUOTA_EXCEEDED, DURABILITY_FAILED,
+     POLICY_UNSATISFIABLE)
   9  anything else (INTERNAL)";
 
 /// Writes one line of command output to stdout (see `outln!`).
