@@ -125,6 +125,26 @@ async fn read_own_replica(
         .map_err(|e| ClientError::transfer(format!("reading segment {}", replica.segment_id), e))
 }
 
+/// What a single put sends: a value's bytes, or a range of a registered buffer.
+#[derive(Clone, Copy)]
+enum PutSource<'a> {
+    Bytes(&'a [u8]),
+    Registered {
+        src: &'a RegisteredBuffer,
+        offset: usize,
+        len: usize,
+    },
+}
+
+impl PutSource<'_> {
+    fn len(&self) -> usize {
+        match self {
+            PutSource::Bytes(value) => value.len(),
+            PutSource::Registered { len, .. } => *len,
+        }
+    }
+}
+
 /// Writes `value` straight into our own segment's memory for each of `replicas` there
 /// (range-locked like a transfer); returns the others, for the transport. Every replica must
 /// be the value's length.
@@ -188,7 +208,8 @@ impl CrescentClient {
         let operation = async {
             let id = self.scope.object_id(key)?;
             let checksum = opts.checksum.then(|| crescent_checksum::crc32c(value));
-            self.put_bytes(id, value, checksum, opts).await
+            self.put_from_source(id, PutSource::Bytes(value), checksum, opts)
+                .await
         }
         .instrument(tracing::debug_span!("client.put", size = value.len()));
         let bytes = value.len() as u64;
@@ -212,7 +233,8 @@ impl CrescentClient {
                 true => Some(src.crc32c(offset, len).await?),
                 false => None,
             };
-            self.put_source(id, src, offset, len, checksum, opts).await
+            let source = PutSource::Registered { src, offset, len };
+            self.put_from_source(id, source, checksum, opts).await
         }
         .instrument(tracing::debug_span!("client.put_from", size = len));
         self.data
@@ -221,16 +243,17 @@ impl CrescentClient {
             .await
     }
 
-    async fn put_bytes(
+    /// put_start, the bytes to every replica, then put_end (revoked if the transfer failed).
+    async fn put_from_source(
         &self,
         id: ObjectId,
-        value: &[u8],
+        source: PutSource<'_>,
         checksum: Option<u32>,
         opts: &PutOptions,
     ) -> Result<PutOutcome, ClientError> {
         let local = self.data.local();
         let own = local.as_ref().map(|l| &*l.remote.segment_id);
-        let req = opts.request(id, value.len() as u64, checksum, own)?;
+        let req = opts.request(id, source.len() as u64, checksum, own)?;
         let (started, leader): (PutStartReply, _) = self.call_at(RpcOp::PutStart, &req).await?;
         if started.already_exists {
             return Ok(PutOutcome {
@@ -244,7 +267,7 @@ impl CrescentClient {
             put_id: started.put_id,
         };
         let transferred = self
-            .place_bytes(&started.replicas, local.as_ref(), value)
+            .place_source(&started.replicas, local.as_ref(), source)
             .await;
         self.finish_put(
             &leader,
@@ -262,77 +285,33 @@ impl CrescentClient {
         })
     }
 
-    /// Writes `value` to every replica: our own segment's in place, the others through the
-    /// transport from a staging buffer (taken only for them).
-    async fn place_bytes(
+    /// Writes the source to every replica. Bytes go to our own segment's replicas in place and
+    /// to the others through the transport from a staging buffer (taken only for them); a
+    /// registered buffer is sent straight out of itself to every replica.
+    async fn place_source(
         &self,
         replicas: &[ReplicaDesc],
         local: Option<&LocalSegment>,
-        value: &[u8],
+        source: PutSource<'_>,
     ) -> Result<(), ClientError> {
-        let others = write_own_replicas(replicas, local, value).await?;
-        if others.is_empty() {
-            return Ok(());
+        let mut descs = Vec::with_capacity(replicas.len());
+        match source {
+            PutSource::Bytes(value) => {
+                let others = write_own_replicas(replicas, local, value).await?;
+                if others.is_empty() {
+                    return Ok(());
+                }
+                let transport = self.data.transport().await?;
+                let staging = self.data.staging.take(transport, value.len())?;
+                staging.buffer().write(0, value).await?;
+                write_descriptors(&others, local, staging.buffer(), 0, value.len(), &mut descs)?;
+                self.write_all(&descs).await
+            }
+            PutSource::Registered { src, offset, len } => {
+                write_descriptors(replicas, local, src, offset, len, &mut descs)?;
+                self.write_all(&descs).await
+            }
         }
-        let transport = self.data.transport().await?;
-        let staging = self.data.staging.take(transport, value.len())?;
-        staging.buffer().write(0, value).await?;
-        let mut descs = Vec::with_capacity(others.len());
-        write_descriptors(&others, local, staging.buffer(), 0, value.len(), &mut descs)?;
-        self.write_all(&descs).await
-    }
-
-    async fn put_source(
-        &self,
-        id: ObjectId,
-        src: &RegisteredBuffer,
-        offset: usize,
-        len: usize,
-        checksum: Option<u32>,
-        opts: &PutOptions,
-    ) -> Result<PutOutcome, ClientError> {
-        let local = self.data.local();
-        let own = local.as_ref().map(|l| &*l.remote.segment_id);
-        let req = opts.request(id, len as u64, checksum, own)?;
-        let (started, leader): (PutStartReply, _) = self.call_at(RpcOp::PutStart, &req).await?;
-        let id = req.id;
-        if started.already_exists {
-            return Ok(PutOutcome {
-                put_id: started.put_id,
-                already_existed: true,
-                replicas: 0,
-            });
-        }
-        let end = PutEndRequest {
-            id,
-            put_id: started.put_id,
-        };
-        let mut descs = Vec::with_capacity(started.replicas.len());
-        let transferred = match write_descriptors(
-            &started.replicas,
-            local.as_ref(),
-            src,
-            offset,
-            len,
-            &mut descs,
-        ) {
-            Ok(()) => self.write_all(&descs).await,
-            Err(e) => Err(e),
-        };
-        self.finish_put(
-            &leader,
-            &end,
-            transferred,
-            checksum,
-            req.data_type,
-            &started.replicas,
-        )
-        .await?;
-        Ok(PutOutcome {
-            put_id: end.put_id,
-            already_existed: false,
-            replicas: started.replicas.len(),
-        })
     }
 
     /// Writes `value` to the replicas a put_start already allocated (for a put that was started

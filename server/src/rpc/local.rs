@@ -17,7 +17,7 @@ use crescent_wire::rpc::{server_hello, HANDSHAKE_BUSY, RPC_VERSION};
 use tokio::net::UnixListener;
 use tokio::runtime::Handle;
 
-use super::{connection, take_slot, ACCEPT_BACKOFF_MAX, ACCEPT_BACKOFF_MIN};
+use super::{connection, take_slot, ACCEPT_BACKOFF_MIN};
 use crate::config_net::RpcLimits;
 use crate::node::NodeState;
 
@@ -145,16 +145,7 @@ async fn accept_loop(
                 });
                 next = next.wrapping_add(1);
             }
-            Err(e) => {
-                state
-                    .metrics
-                    .accept_failures
-                    .with_label_values(&["rpc"])
-                    .inc();
-                tracing::warn!(error = %e, backoff_ms = backoff.as_millis() as u64, "RPC local accept failed");
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(ACCEPT_BACKOFF_MAX);
-            }
+            Err(e) => backoff = super::accept_failed(&state, &e, backoff).await,
         }
     }
 }

@@ -220,22 +220,29 @@ async fn accept_loop(
                 });
                 next = next.wrapping_add(1);
             }
-            Err(e) => {
-                // Out of descriptors and the like: back off (doubling) rather than spin; the
-                // journal's reserved descriptors are not touched (docs/configuration.md).
-                state
-                    .metrics
-                    .accept_failures
-                    .with_label_values(&["rpc"])
-                    .inc();
-                tracing::warn!(error = %e, backoff_ms = backoff.as_millis() as u64, "RPC accept failed");
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(ACCEPT_BACKOFF_MAX);
-            }
+            Err(e) => backoff = accept_failed(&state, &e, backoff).await,
         }
     }
 }
 
+/// After a failed accept (out of descriptors and the like): counts it and waits `backoff`
+/// rather than spin; returns the next, doubled wait. The journal's reserved descriptors are
+/// not touched (docs/configuration.md).
+pub(super) async fn accept_failed(
+    state: &NodeState,
+    e: &std::io::Error,
+    backoff: Duration,
+) -> Duration {
+    state
+        .metrics
+        .accept_failures
+        .with_label_values(&["rpc"])
+        .inc();
+    tracing::warn!(error = %e, backoff_ms = backoff.as_millis() as u64, "RPC accept failed");
+    tokio::time::sleep(backoff).await;
+    (backoff * 2).min(ACCEPT_BACKOFF_MAX)
+}
+
 /// First and longest wait after a failed accept (EMFILE and the like).
 pub(super) const ACCEPT_BACKOFF_MIN: Duration = Duration::from_millis(10);
-pub(super) const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
+const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
