@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use crescent_wire::rpc::{
     decode_body, encode_request, FrameHeader, RpcError, RpcInfo, RpcOp, RpcStatus,
 };
-use crescent_wire::store::ReleaseRequest;
+use crescent_wire::store::{ReleaseRequest, MAX_BATCH};
 use crescent_wire::{ApiError, ErrorCode};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -167,10 +167,14 @@ impl RpcConn {
         body: &B,
     ) -> Result<Result<T, ApiError>, CallFailure> {
         self.out.clear();
-        if !releases.is_empty() {
+        // One frame per MAX_BATCH releases: the server refuses a larger batch whole, which
+        // would leave every lease in it held until its deadline (docs/api.md, "Read leases").
+        let frames = releases.chunks(MAX_BATCH);
+        let release_frames = frames.len() as u32;
+        for chunk in frames {
             let id = self.next_id;
             self.next_id = self.next_id.wrapping_add(1);
-            let batch = BatchRequestRef { items: releases };
+            let batch = BatchRequestRef { items: chunk };
             encode_request(&mut self.out, RpcOp::BatchRelease, id, &batch)
                 .map_err(CallFailure::Encode)?;
         }
@@ -181,9 +185,7 @@ impl RpcConn {
             .write_all(&self.out)
             .await
             .map_err(CallFailure::Io)?;
-        if !releases.is_empty() {
-            self.unanswered += 1;
-        }
+        self.unanswered += release_frames;
         let mut header = self.read_header(spin_for(op)).await?;
         // Answers of earlier sent-only requests come first: drop them.
         while header.request_id != id && self.unanswered > 0 {
@@ -448,12 +450,14 @@ impl RpcPool {
         if releases.is_empty() {
             return;
         }
-        let count = releases.len();
-        let body = BatchRequestRef { items: &releases };
-        let answered: Result<serde::de::IgnoredAny, _> =
-            self.call_plain(RpcOp::BatchRelease, &body).await;
-        if answered.is_err() {
-            tracing::debug!(server = %self.addr, count, "lease releases lost; the leases expire at their deadline");
+        for chunk in releases.chunks(MAX_BATCH) {
+            let count = chunk.len();
+            let body = BatchRequestRef { items: chunk };
+            let answered: Result<serde::de::IgnoredAny, _> =
+                self.call_plain(RpcOp::BatchRelease, &body).await;
+            if answered.is_err() {
+                tracing::debug!(server = %self.addr, count, "lease releases lost; the leases expire at their deadline");
+            }
         }
     }
 

@@ -57,3 +57,41 @@ async fn releases_reach_the_server_without_settle() {
         r.unwrap();
     }
 }
+
+/// More releases than one batch holds (`MAX_BATCH`): they leave as several frames (one refused
+/// whole would keep every lease until its deadline), riding in front of the remove and on the
+/// linger timer alike.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn more_releases_than_a_batch_holds_are_all_released() {
+    let server = Server::start();
+    let reader = server.client();
+    let other = server.client();
+    let n = crescent_wire::store::MAX_BATCH + 300;
+    let keys: Vec<String> = (0..n).map(|i| format!("many/{i}")).collect();
+    let values: Vec<Vec<u8>> = (0..n).map(|i| (i as u32).to_le_bytes().to_vec()).collect();
+    for r in reader.put_batch(&keys, &values).await.unwrap() {
+        r.unwrap();
+    }
+    // Riding in front of the reader's own remove.
+    for (got, want) in reader
+        .get_batch(&keys)
+        .await
+        .unwrap()
+        .into_iter()
+        .zip(&values)
+    {
+        assert_eq!(&got.unwrap(), want);
+    }
+    let (first, rest) = keys.split_at(n / 2);
+    for r in reader.remove_batch(first).await.unwrap() {
+        r.unwrap_or_else(|e| panic!("reader's remove: {e}"));
+    }
+    // Sent by the timer, found released by another client.
+    for got in reader.get_batch(rest).await.unwrap() {
+        got.unwrap();
+    }
+    reader.settle().await;
+    for r in other.remove_batch(rest).await.unwrap() {
+        r.unwrap_or_else(|e| panic!("other's remove: {e}"));
+    }
+}
