@@ -106,6 +106,14 @@ pub(crate) fn own_memory(local: Option<&LocalSegment>) -> Option<(&str, &Arc<Seg
     local.and_then(|l| Some((&*l.remote.segment_id, l.memory.as_ref()?)))
 }
 
+/// Whether the replica a read tries first is in our own segment.
+fn own_first(replicas: &[ReplicaDesc], local: Option<&LocalSegment>) -> bool {
+    match (own_memory(local), read_order(replicas, local).first()) {
+        (Some((own, _)), Some(first)) => *own == *first.segment_id,
+        _ => false,
+    }
+}
+
 /// A replica in our own segment, copied straight out of its memory (range-locked, so never
 /// while a transfer writes there).
 async fn read_own_replica(
@@ -503,17 +511,14 @@ impl CrescentClient {
         let size = reply.size as usize;
         let transport = self.data.transport().await?;
         let local = self.data.local();
-        let own_first = match (
-            own_memory(local.as_ref()),
-            read_order(&reply.replicas, local.as_ref()).first(),
-        ) {
-            (Some((own, _)), Some(first)) => *own == *first.segment_id,
-            _ => false,
-        };
-        if !own_first && size >= DIRECT_READ_MIN_BYTES && transport.kind() == TransportKind::Tcp {
+        let local = local.as_ref();
+        if size >= DIRECT_READ_MIN_BYTES
+            && transport.kind() == TransportKind::Tcp
+            && !own_first(&reply.replicas, local)
+        {
             return self.read_object_direct(key, reply, transport).await;
         }
-        self.read_replicas(key, &reply.replicas, reply.size, reply.checksum)
+        self.read_replicas_with(local, key, &reply.replicas, reply.size, reply.checksum)
             .await
     }
 
@@ -530,10 +535,23 @@ impl CrescentClient {
         checksum: Option<u32>,
     ) -> Result<Vec<u8>, ClientError> {
         let local = self.data.local();
-        let own = own_memory(local.as_ref());
+        self.read_replicas_with(local.as_ref(), key, replicas, size, checksum)
+            .await
+    }
+
+    /// [`Self::read_replicas`] with our own segment already looked up.
+    async fn read_replicas_with(
+        &self,
+        local: Option<&LocalSegment>,
+        key: &str,
+        replicas: &[ReplicaDesc],
+        size: u64,
+        checksum: Option<u32>,
+    ) -> Result<Vec<u8>, ClientError> {
+        let own = own_memory(local);
         let mut staging = None;
         let mut last = no_replica(key);
-        for replica in read_order(replicas, local.as_ref()) {
+        for replica in read_order(replicas, local) {
             let read = match own {
                 Some((id, memory)) if *id == *replica.segment_id => {
                     read_own_replica(memory, replica, size).await
@@ -544,7 +562,7 @@ impl CrescentClient {
                         staging = Some(self.data.staging.take(transport, size as usize)?);
                     }
                     let buffer = staging.as_ref().expect("taken above").buffer();
-                    self.read_through(transport.as_ref(), replica, local.as_ref(), buffer, size)
+                    self.read_through(transport.as_ref(), replica, local, buffer, size)
                         .await
                 }
             };
