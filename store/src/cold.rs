@@ -371,6 +371,7 @@ impl ObjectDirectory {
         e.route_rev = version;
         e.flags = COMPLETE | HAS_CHECKSUM;
         let slot = shard.insert(scope, key.into(), e);
+        self.tenant_of(scope).add_committed(route.length, 1);
         shard.cold.insert(
             slot,
             ColdSlot {

@@ -4,7 +4,8 @@
 //!
 //! Lock order (deadlock freedom): a segment's replay ledger lock (at most one at a time,
 //! rebuild/ledger.rs) before shard locks, shard locks before the segment table lock, the segment
-//! table before an allocator's lock. A thread holds one shard lock at a time, except unmount and
+//! table before an allocator's lock. The tenant ledger's lock (`tenants.rs`) is taken last, under
+//! any of them, and takes only the scope interner's. A thread holds one shard lock at a time, except unmount and
 //! owner drop, which take all of them in ascending order.
 
 use std::hash::{DefaultHasher, Hash, Hasher};
@@ -61,9 +62,6 @@ pub struct ObjectDirectory {
     pub(crate) managed_skips: RwLock<Option<crate::groups::ManagedSkipHook>>,
     pub(crate) group_namer: RwLock<Option<crate::groups::GroupNamer>>,
     pub(crate) metrics: StoreMetrics,
-    /// After an allocation-triggered eviction freed nothing, further ones wait until this
-    /// tick, so a full store of protected objects does not sweep on every put.
-    pub(crate) evict_backoff_until: AtomicU32,
     /// Eviction-triggered offload: eviction drops hot replicas only of entries whose cold
     /// copy allows it and never an entry without one (the server offloads those first).
     pub(crate) cold_first: std::sync::atomic::AtomicBool,
@@ -71,6 +69,8 @@ pub struct ObjectDirectory {
     pub(crate) releases: ReleaseQueues,
     /// Put ids removed from remote owners' segments: to journal, and fenced from replays.
     pub(crate) removals: crate::removals::RemovalLog,
+    /// Per-tenant usage and hard limits (docs/tenants.md, "Enforcement on the put path").
+    pub(crate) tenants: crate::tenants::TenantLedger,
 }
 
 impl std::fmt::Debug for ObjectDirectory {
@@ -114,10 +114,10 @@ impl ObjectDirectory {
             managed_skips: RwLock::new(None),
             group_namer: RwLock::new(None),
             metrics: metrics.clone(),
-            evict_backoff_until: AtomicU32::new(0),
             cold_first: std::sync::atomic::AtomicBool::new(false),
             releases: ReleaseQueues::new(config.release_queue_limit, metrics.releases.clone()),
             removals: Default::default(),
+            tenants: Default::default(),
             config,
         })
     }
@@ -227,6 +227,15 @@ impl ObjectDirectory {
     }
 
     /// Put ids removed from remote owners' segments (module `removals`).
+    pub fn tenants(&self) -> &crate::tenants::TenantLedger {
+        &self.tenants
+    }
+
+    /// The usage counters of the tenant of `scope`.
+    pub(crate) fn tenant_of(&self, scope: ScopeId) -> Arc<crate::tenants::TenantUsage> {
+        self.tenants.of_scope(scope, &self.scopes)
+    }
+
     pub fn removals(&self) -> &crate::removals::RemovalLog {
         &self.removals
     }

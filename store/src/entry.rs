@@ -86,6 +86,8 @@ pub(crate) struct PendingPut {
     pub soft_pin_until: Ticks,
     pub hard_pin: bool,
     pub group: Option<GroupId>,
+    /// What it reserved of its tenant's quota (`tenants.rs`).
+    pub reserved: crate::tenants::Reservation,
 }
 
 pub(crate) const COMPLETE: u8 = 1;

@@ -41,6 +41,10 @@ pub enum StoreError {
     #[error("no space for {requested} bytes: {reason}")]
     NoSpace { requested: u64, reason: String },
 
+    /// The tenant's hard quota (docs/tenants.md) has no room for the value.
+    #[error("QUOTA_EXCEEDED: tenant {tenant}: {reason}")]
+    QuotaExceeded { tenant: String, reason: String },
+
     /// Nothing to place the value on: no segment is mounted.
     #[error("unavailable: {reason}")]
     Unavailable { reason: String },
@@ -114,6 +118,7 @@ impl StoreError {
             // 507 Insufficient Storage: the store is full, not the request malformed (and not
             // the tenant's quota: QUOTA_EXCEEDED, docs/tenants.md).
             StoreError::NoSpace { .. } | StoreError::LimitReached { .. } => ErrorCode::OutOfSpace,
+            StoreError::QuotaExceeded { .. } => ErrorCode::QuotaExceeded,
             StoreError::Unavailable { .. } => ErrorCode::Unavailable,
             StoreError::StaleTerm { .. } => ErrorCode::StaleGeneration,
             StoreError::Rebuilding { .. } => ErrorCode::Unavailable,
@@ -137,6 +142,7 @@ impl StoreError {
             StoreError::Busy { .. } => "busy",
             StoreError::ColdBacked { .. } => "cold_backed",
             StoreError::NoSpace { .. } => "no_space",
+            StoreError::QuotaExceeded { .. } => "quota_exceeded",
             StoreError::Unavailable { .. } => "unavailable",
             StoreError::LimitReached { .. } => "limit_reached",
             StoreError::StaleTerm { .. } => "stale_term",
@@ -152,6 +158,8 @@ impl StoreError {
             | StoreError::Conflict { .. }
             | StoreError::Managed { .. }
             | StoreError::LimitReached { .. }
+            // Room comes back only through the tenant's own removals or a raised limit.
+            | StoreError::QuotaExceeded { .. }
             | StoreError::StaleTerm { .. } => ErrorClass::User,
             // Space frees up through eviction, removals and owners joining.
             StoreError::NotReady { .. }

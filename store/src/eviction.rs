@@ -7,12 +7,16 @@
 //! upsert) or in a guarded group are never touched; soft-pinned objects are only considered
 //! once every other candidate is gone.
 
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
 use rand::Rng;
 
 use crate::allocator::slot_len;
 use crate::cold::ColdSlot;
 use crate::directory::ObjectDirectory;
 use crate::entry::{Entry, Replicas};
+use crate::tenants::TenantUsage;
 use crate::time::Ticks;
 
 const SAMPLES_PER_SHARD: usize = 32;
@@ -30,6 +34,15 @@ pub struct EvictReport {
     pub skipped_hard_pinned: u64,
     pub skipped_incomplete: u64,
     pub skipped_group_guarded: u64,
+}
+
+/// What one sweep evicts: `phase` objects last accessed at or before `threshold`, of the
+/// tenant `only` or of anyone.
+struct Pass<'a> {
+    phase: Class,
+    threshold: Ticks,
+    now: Ticks,
+    only: Option<&'a Arc<TenantUsage>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -84,18 +97,25 @@ impl ObjectDirectory {
         self.evict(target, now_ms, "watermark")
     }
 
-    /// Eviction before an allocation's retry: at least `needed` bytes, at least the ratio.
-    pub(crate) fn evict_for_allocation(&self, needed: u64, now_ms: i64) -> EvictReport {
+    /// Eviction before an allocation's retry: at least `needed` bytes, at least the ratio, of
+    /// the writing tenant's own objects only: a write never evicts another tenant's object to
+    /// admit itself (docs/tenants.md, "Eviction").
+    pub(crate) fn evict_for_allocation(
+        &self,
+        tenant: &Arc<TenantUsage>,
+        needed: u64,
+        now_ms: i64,
+    ) -> EvictReport {
         let now = self.now(now_ms);
-        use std::sync::atomic::Ordering;
-        if now < self.evict_backoff_until.load(Ordering::Relaxed) {
+        if now < tenant.evict_backoff_until.load(Ordering::Relaxed) {
             return EvictReport::default();
         }
         let (_, cap) = self.usage();
         let target = needed.max((self.config.evict_ratio * cap as f64).ceil() as u64);
-        let r = self.evict(target, now_ms, "allocation");
+        let r = self.evict_in(target, now_ms, "allocation", Some(tenant));
         if r.evicted_bytes == 0 {
-            self.evict_backoff_until
+            tenant
+                .evict_backoff_until
                 .store(now.saturating_add(FUTILE_BACKOFF), Ordering::Relaxed);
         }
         r
@@ -103,6 +123,17 @@ impl ObjectDirectory {
 
     /// Frees at least `target` slot bytes if enough unprotected objects exist.
     pub fn evict(&self, target: u64, now_ms: i64, reason: &'static str) -> EvictReport {
+        self.evict_in(target, now_ms, reason, None)
+    }
+
+    /// [`Self::evict`] among the objects of `only` (a tenant), or of everyone.
+    fn evict_in(
+        &self,
+        target: u64,
+        now_ms: i64,
+        reason: &'static str,
+        only: Option<&Arc<TenantUsage>>,
+    ) -> EvictReport {
         let _span = tracing::debug_span!("store.evict", target, reason).entered();
         let now = self.now(now_ms);
         let mut report = EvictReport {
@@ -146,7 +177,13 @@ impl ObjectDirectory {
                 } else {
                     sample[((q * sample.len() as f64).ceil() as usize).clamp(1, sample.len()) - 1]
                 };
-                self.sweep(phase, threshold, now, &guard, first_sweep, &mut report);
+                let pass = Pass {
+                    phase,
+                    threshold,
+                    now,
+                    only,
+                };
+                self.sweep(&pass, &guard, first_sweep, &mut report);
                 first_sweep = false;
                 if report.evicted_bytes >= target || threshold == Ticks::MAX {
                     break;
@@ -183,18 +220,21 @@ impl ObjectDirectory {
         report
     }
 
-    /// One pass over every shard evicting `phase` objects last accessed at or before
-    /// `threshold`, stopping once the target is met.
+    /// One pass over every shard evicting what `pass` names, stopping once the target is met.
     fn sweep(
         &self,
-        phase: Class,
-        threshold: Ticks,
-        now: Ticks,
+        pass: &Pass<'_>,
         guard: &dyn Fn(&Entry) -> bool,
         count_skips: bool,
         report: &mut EvictReport,
     ) {
-        let cold_first = self.cold_first.load(std::sync::atomic::Ordering::Relaxed);
+        let cold_first = self.cold_first.load(Ordering::Relaxed);
+        let Pass {
+            phase,
+            threshold,
+            now,
+            only,
+        } = *pass;
         for i in 0..self.shards.len() {
             if report.evicted_bytes >= report.target_bytes && !count_skips {
                 return;
@@ -205,7 +245,11 @@ impl ObjectDirectory {
             let mut released = Vec::new();
             let slab = &mut shard.slab;
             let cold = &shard.cold;
-            for index in shard.scopes.values_mut() {
+            for (&scope, index) in shard.scopes.iter_mut() {
+                let usage = self.tenant_of(scope);
+                if only.is_some_and(|t| !Arc::ptr_eq(t, &usage)) {
+                    continue;
+                }
                 index.retain(|_, slot| {
                     let e = slab[*slot as usize].as_mut().expect("indexed slot");
                     let backing = cold.get(slot);
@@ -237,6 +281,8 @@ impl ObjectDirectory {
                         return true;
                     }
                     self.free_replicas(&table, e.replicas.as_slice(), e.size, e.put_id);
+                    // Complete with no put in progress (`Class::Incomplete` is never taken).
+                    usage.refund(e.size, 1);
                     released.push(*slot);
                     false
                 });

@@ -34,6 +34,7 @@ pub mod releases;
 pub mod removals;
 pub mod segments;
 mod shard;
+pub mod tenants;
 pub mod time;
 
 pub use cold::{cold_object_key, parse_cold_object_key, DirectoryRoutes, PromotionSlot};
@@ -50,3 +51,4 @@ pub use rebuild::{OperationClass, RebuildGate, DEFAULT_DEGRADED_TIMEOUT_MS};
 pub use releases::{ReleaseMetrics, ReleaseQueues};
 pub use removals::{RemovalLog, RemovedByOwner};
 pub use segments::{MountSpec, SegmentUsage};
+pub use tenants::{TenantFigures, TenantLedger};

@@ -121,7 +121,8 @@ impl ObjectDirectory {
                 ..
             } = &mut **shard;
             let mut released = Vec::new();
-            for index in scopes.values_mut() {
+            for (&scope, index) in scopes.iter_mut() {
+                let usage = self.tenant_of(scope);
                 index.retain(|_, slot| {
                     let e = slab[*slot as usize].as_mut().expect("indexed slot");
                     let mut dropped_complete = 0;
@@ -136,12 +137,14 @@ impl ObjectDirectory {
                     let cold_only = cold.get(slot).is_some_and(|c| c.backing.is_materialized());
                     if e.is_complete() && e.replicas.is_empty() && !cold_only {
                         e.flags &= !crate::entry::COMPLETE;
+                        usage.refund(e.size, 1);
                     }
                     if dropped_complete > 0 {
                         // Replicas left the route: another version of it.
                         e.route_rev = e.route_rev.saturating_add(1);
                     }
                     if let Some(p) = e.pending.take_if(|p| p.replicas.is_empty()) {
+                        usage.release(p.reserved);
                         pending.remove(&p.put_id);
                     }
                     let keep = e.is_complete() || e.pending.is_some();

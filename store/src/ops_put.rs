@@ -13,6 +13,7 @@ use crate::error::StoreError;
 use crate::identity::{ObjectName, ScopeId};
 use crate::segments::SegmentTable;
 use crate::shard::{Claim, Shard};
+use crate::tenants::{Reservation, TenantUsage};
 use crate::time::{Clock, Ticks};
 
 enum Attempt {
@@ -80,14 +81,15 @@ impl ObjectDirectory {
         let scope = self.scopes.intern(name.scope)?;
         let key = name.key.as_bytes();
         let shard_i = self.shard_of(scope, key);
+        let tenant = self.tenant_of(scope);
         for attempt in 0..2 {
             let mut shard = self.lock_shard(shard_i);
-            match self.try_put_start(&mut shard, scope, key, req, group, now_ms)? {
+            match self.try_put_start(&mut shard, (scope, key, &tenant), req, group, now_ms)? {
                 Attempt::Done(reply) => return Ok(reply),
                 Attempt::NoSpace if attempt == 0 => {
                     drop(shard);
                     let needed = slot_len(req.size).saturating_mul(req.replicas as u64);
-                    self.evict_for_allocation(needed, now_ms);
+                    self.evict_for_allocation(&tenant, needed, now_ms);
                 }
                 Attempt::NoSpace => {}
             }
@@ -101,18 +103,22 @@ impl ObjectDirectory {
     fn try_put_start(
         &self,
         shard: &mut Shard,
-        scope: ScopeId,
-        key: &[u8],
+        (scope, key, usage): (ScopeId, &[u8], &TenantUsage),
         req: &PutStartRequest,
         group: Option<GroupId>,
         now_ms: i64,
     ) -> Result<Attempt, StoreError> {
         let now = self.now(now_ms);
+        let create = Reservation {
+            bytes: req.size,
+            objects: 1,
+        };
         // A new key (the common case) is looked up and inserted with one search of the key
         // index; a key already there goes on below.
         let mut started = None;
         let claim = shard.insert_if_absent(scope, key, |rng| {
-            let Some((pending, reply)) = self.new_put(rng, scope, key, req, group, now_ms)? else {
+            let new = self.new_put(rng, (scope, key), req, group, (usage, create), now_ms)?;
+            let Some((pending, reply)) = new else {
                 return Ok(None);
             };
             started = Some(reply);
@@ -177,9 +183,23 @@ impl ObjectDirectory {
                 )));
             }
         }
-        let Some((pending, reply)) =
-            self.new_put(&mut shard.rng, scope, key, req, group, now_ms)?
-        else {
+        // An overwrite reserves only what it adds to the committed version (docs/tenants.md).
+        let want = match slot.map(|s| shard.entry(s)) {
+            Some(e) if e.is_complete() => Reservation {
+                bytes: req.size.saturating_sub(e.size),
+                objects: 0,
+            },
+            _ => create,
+        };
+        let new = self.new_put(
+            &mut shard.rng,
+            (scope, key),
+            req,
+            group,
+            (usage, want),
+            now_ms,
+        )?;
+        let Some((pending, reply)) = new else {
             return Ok(Attempt::NoSpace);
         };
         let s = match slot {
@@ -202,15 +222,16 @@ impl ObjectDirectory {
         Attempt::Done(reply)
     }
 
-    /// A new put of `key`: its put id and its slots allocated (`None`: no room). The caller
-    /// attaches the pending put to the key's entry.
+    /// A new put of `key`: `want` reserved of its tenant's quota, its put id and its slots
+    /// allocated (`None`: no room, nothing reserved). The caller attaches the pending put to
+    /// the key's entry.
     fn new_put(
         &self,
         rng: &mut StdRng,
-        scope: ScopeId,
-        key: &[u8],
+        (scope, key): (ScopeId, &[u8]),
         req: &PutStartRequest,
         group: Option<GroupId>,
+        (usage, want): (&TenantUsage, Reservation),
         now_ms: i64,
     ) -> Result<Option<(Box<PendingPut>, PutStartReply)>, StoreError> {
         let table = self.table();
@@ -219,9 +240,18 @@ impl ObjectDirectory {
                 reason: "no segment is mounted".into(),
             });
         }
-        let put_id = self.next_put_id()?;
+        // Before any allocation or eviction: a put over the tenant's quota takes nothing.
+        usage.reserve(req.size, want)?;
+        let put_id = match self.next_put_id() {
+            Ok(id) => id,
+            Err(e) => {
+                usage.release(want);
+                return Err(e);
+            }
+        };
         let placed = self.allocate(&table, rng, req);
         if placed.is_empty() {
+            usage.release(want);
             return Ok(None);
         }
         let replicas = placed
@@ -250,6 +280,7 @@ impl ObjectDirectory {
             },
             hard_pin: req.hard_pin,
             group,
+            reserved: want,
         });
         let reply = PutStartReply {
             put_id,
@@ -293,6 +324,7 @@ impl ObjectDirectory {
             return;
         };
         shard.pending.remove(&p.put_id);
+        self.tenant_of(p.scope).release(p.reserved);
         // Its writer may have had the owners record it: a later remove of the key covers it.
         self.log_removal(&self.table(), p.replicas.as_slice(), p.put_id);
         let at = p
@@ -353,6 +385,7 @@ impl ObjectDirectory {
         shard.pending.remove(&req.put_id);
         if revoke {
             let p = shard.entry_mut(slot).pending.take().expect("checked");
+            self.tenant_of(scope).release(p.reserved);
             let table = self.table();
             self.log_removal(&table, p.replicas.as_slice(), p.put_id);
             self.free_replicas(&table, p.replicas.as_slice(), p.size, p.put_id);
@@ -367,9 +400,20 @@ impl ObjectDirectory {
         // The new content has no cold backing; the old one's reclaim is the server's (planned
         // before this call for a materialized backing).
         shard.cold.remove(&slot);
-        if let Some((old, size, old_put_id, lease_until)) =
-            shard.entry_mut(slot).complete_pending(now)
-        {
+        let e = shard.entry_mut(slot);
+        let (reserved, new_size) = e
+            .pending
+            .as_ref()
+            .map(|p| (p.reserved, p.size))
+            .expect("checked");
+        let replaced = e.complete_pending(now);
+        let old_size = replaced.as_ref().map(|r| r.1);
+        self.tenant_of(scope).commit(
+            reserved,
+            (new_size, u64::from(old_size.is_none())),
+            (old_size.unwrap_or(0), 0),
+        );
+        if let Some((old, size, old_put_id, lease_until)) = replaced {
             // The replaced version's owner holds it until its release arrives: a later remove
             // of the key must fence it too.
             let table = self.table();
@@ -406,6 +450,7 @@ impl ObjectDirectory {
         for &slot in &stale {
             let p = shard.entry_mut(slot).pending.take().expect("filtered");
             shard.pending.remove(&p.put_id);
+            self.tenant_of(p.scope).release(p.reserved);
             self.log_removal(&table, p.replicas.as_slice(), p.put_id);
             self.free_replicas(&table, p.replicas.as_slice(), p.size, p.put_id);
             if !shard.entry(slot).is_complete() {

@@ -71,6 +71,13 @@ impl ObjectDirectory {
             return;
         };
         self.metrics.objects.dec();
+        let usage = self.tenant_of(scope);
+        if e.is_complete() {
+            usage.refund(e.size, 1);
+        }
+        if let Some(p) = &e.pending {
+            usage.release(p.reserved);
+        }
         // One hold of the segment table for the removal log and the free below.
         let table = self.table();
         self.log_removal(&table, e.replicas.as_slice(), e.put_id);

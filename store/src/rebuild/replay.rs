@@ -299,6 +299,9 @@ impl ObjectDirectory {
         let gone = Replica { offset, segment };
         self.free_replicas(&self.table(), &[gone], holder.size, holder.put_id);
         if e.replicas.is_empty() {
+            if e.is_complete() {
+                self.tenant_of(holder.scope).refund(e.size, 1);
+            }
             e.flags &= !COMPLETE;
             if e.pending.is_none() {
                 shard.remove(holder.scope, &holder.key);
@@ -359,6 +362,11 @@ impl ObjectDirectory {
             }
             (_, Some(s)) => {
                 let current = shard.entry_mut(s);
+                let usage = self.tenant_of(e.scope);
+                if current.is_complete() {
+                    usage.refund(current.size, 1);
+                }
+                usage.add_committed(entry.length, 1);
                 let old = current.is_complete().then(|| {
                     (
                         std::mem::replace(&mut current.replicas, Replicas::one(replica)),
@@ -406,6 +414,7 @@ impl ObjectDirectory {
                 fresh.data_type = entry.data_type;
                 fresh.flags = flags;
                 shard.insert(e.scope, e.key.into(), fresh);
+                self.tenant_of(e.scope).add_committed(entry.length, 1);
                 self.metrics.objects.inc();
             }
         }

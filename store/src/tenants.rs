@@ -1,0 +1,296 @@
+//! Per-tenant usage and hard limits, kept exactly by the directory (docs/tenants.md,
+//! "Enforcement on the put path").
+//!
+//! A tenant's committed usage is the sum and count of its complete object versions; its pending
+//! usage is what its puts in progress reserved at put_start. Both are counters changed under the
+//! same shard lock that changes the entry, so they are exact at every instant, and admission
+//! (`used + pending + requested <= limit`) is one atomic reservation: concurrent writers of one
+//! tenant never exceed its limit together. Nothing here is journaled: after a restart or a
+//! failover the directory is rebuilt from the owners' replays, and the counters with it; the
+//! limits come from the journaled `QuotaRoot` aggregates, which the server installs with
+//! [`TenantLedger::set_limits`].
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+
+use crate::error::StoreError;
+use crate::identity::{ScopeId, ScopeInterner};
+
+/// No limit (the default of a tenant without a policy).
+pub const UNLIMITED: u64 = u64::MAX;
+
+/// One tenant's counters and limits. Domains share their tenant's.
+#[derive(Debug)]
+pub struct TenantUsage {
+    name: Arc<str>,
+    used_bytes: AtomicU64,
+    used_objects: AtomicU64,
+    pending_bytes: AtomicU64,
+    pending_objects: AtomicU64,
+    /// Puts in progress holding a reservation (overwrites reserve no object).
+    pending_puts: AtomicU64,
+    max_bytes: AtomicU64,
+    max_objects: AtomicU64,
+    /// After an allocation-triggered eviction of this tenant's objects freed nothing, the
+    /// next waits until this tick, so a tenant of protected objects does not sweep on every
+    /// put (`eviction.rs`).
+    pub(crate) evict_backoff_until: AtomicU32,
+}
+
+/// What a put in progress reserved for its tenant, released when it ends either way.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Reservation {
+    pub bytes: u64,
+    pub objects: u64,
+}
+
+/// A tenant's figures at one instant, for `tenant show` and `/v1/stats?tenant=`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct TenantFigures {
+    pub tenant: String,
+    pub used_bytes: u64,
+    pub used_objects: u64,
+    pub pending_bytes: u64,
+    pub pending_objects: u64,
+    /// Puts in progress.
+    pub pending_puts: u64,
+    /// `None`: unlimited.
+    pub max_bytes: Option<u64>,
+    pub max_objects: Option<u64>,
+}
+
+fn limit(v: u64) -> Option<u64> {
+    (v != UNLIMITED).then_some(v)
+}
+
+impl TenantUsage {
+    fn new(name: Arc<str>, (max_bytes, max_objects): (u64, u64)) -> Self {
+        Self {
+            name,
+            used_bytes: AtomicU64::new(0),
+            used_objects: AtomicU64::new(0),
+            pending_bytes: AtomicU64::new(0),
+            pending_objects: AtomicU64::new(0),
+            pending_puts: AtomicU64::new(0),
+            max_bytes: AtomicU64::new(max_bytes),
+            max_objects: AtomicU64::new(max_objects),
+            evict_backoff_until: AtomicU32::new(0),
+        }
+    }
+
+    /// Reserves `want` for a put of a `size`-byte value, or refuses it with `QUOTA_EXCEEDED`.
+    /// A value larger than the byte limit is refused whatever the usage: no eviction or
+    /// removal could admit it.
+    pub(crate) fn reserve(&self, size: u64, want: Reservation) -> Result<(), StoreError> {
+        let max_bytes = self.max_bytes.load(Ordering::Acquire);
+        if size > max_bytes {
+            return Err(StoreError::QuotaExceeded {
+                tenant: self.name.to_string(),
+                reason: format!("a {size}-byte value is over the limit of {max_bytes} bytes"),
+            });
+        }
+        self.admit(
+            &self.pending_bytes,
+            &self.used_bytes,
+            max_bytes,
+            want.bytes,
+            "bytes",
+        )?;
+        let max_objects = self.max_objects.load(Ordering::Acquire);
+        let admitted = self.admit(
+            &self.pending_objects,
+            &self.used_objects,
+            max_objects,
+            want.objects,
+            "objects",
+        );
+        match admitted {
+            Ok(()) => self.pending_puts.fetch_add(1, Ordering::AcqRel),
+            Err(_) => self.pending_bytes.fetch_sub(want.bytes, Ordering::AcqRel),
+        };
+        admitted
+    }
+
+    /// Adds `want` to `pending` unless `used + pending + want` would pass `max`. The
+    /// reservation is taken first and given back on refusal, so two concurrent ones can never
+    /// both fit where only one does (one of them may be refused where, a moment later, it
+    /// would fit: that is the safe side).
+    fn admit(
+        &self,
+        pending: &AtomicU64,
+        used: &AtomicU64,
+        max: u64,
+        want: u64,
+        what: &str,
+    ) -> Result<(), StoreError> {
+        if want == 0 {
+            return Ok(());
+        }
+        let before = pending.fetch_add(want, Ordering::AcqRel);
+        let used_now = used.load(Ordering::Acquire);
+        let total = used_now.saturating_add(before).saturating_add(want);
+        if max != UNLIMITED && total > max {
+            pending.fetch_sub(want, Ordering::AcqRel);
+            return Err(StoreError::QuotaExceeded {
+                tenant: self.name.to_string(),
+                reason: format!(
+                    "{what}: used {used_now} + pending {before} + {want} is over the limit of \
+                     {max}"
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    /// A put ended: its reservation leaves pending and its committed delta enters used. Used
+    /// grows before pending shrinks, so a concurrent admission never sees less than is held.
+    pub(crate) fn commit(&self, r: Reservation, added: (u64, u64), removed: (u64, u64)) {
+        self.used_bytes.fetch_add(added.0, Ordering::AcqRel);
+        self.used_objects.fetch_add(added.1, Ordering::AcqRel);
+        self.release(r);
+        self.refund(removed.0, removed.1);
+    }
+
+    /// A put ended without committing (revoked, pre-empted, reclaimed, dropped).
+    pub(crate) fn release(&self, r: Reservation) {
+        self.pending_bytes.fetch_sub(r.bytes, Ordering::AcqRel);
+        self.pending_objects.fetch_sub(r.objects, Ordering::AcqRel);
+        self.pending_puts.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    /// A complete version appeared without a put of this run (an owner's replay, a cold
+    /// route restored).
+    pub(crate) fn add_committed(&self, bytes: u64, objects: u64) {
+        self.used_bytes.fetch_add(bytes, Ordering::AcqRel);
+        self.used_objects.fetch_add(objects, Ordering::AcqRel);
+    }
+
+    /// A complete version left the directory (removed, evicted, its last replica lost).
+    pub(crate) fn refund(&self, bytes: u64, objects: u64) {
+        self.used_bytes.fetch_sub(bytes, Ordering::AcqRel);
+        self.used_objects.fetch_sub(objects, Ordering::AcqRel);
+    }
+
+    fn figures(&self) -> TenantFigures {
+        TenantFigures {
+            tenant: self.name.to_string(),
+            used_bytes: self.used_bytes.load(Ordering::Acquire),
+            used_objects: self.used_objects.load(Ordering::Acquire),
+            pending_bytes: self.pending_bytes.load(Ordering::Acquire),
+            pending_objects: self.pending_objects.load(Ordering::Acquire),
+            pending_puts: self.pending_puts.load(Ordering::Acquire),
+            max_bytes: limit(self.max_bytes.load(Ordering::Acquire)),
+            max_objects: limit(self.max_objects.load(Ordering::Acquire)),
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct LedgerState {
+    by_tenant: HashMap<Arc<str>, Arc<TenantUsage>>,
+    /// Indexed by scope id (ids are dense, from 0).
+    by_scope: Vec<Arc<TenantUsage>>,
+    /// Limits installed for tenants not seen yet.
+    limits: HashMap<Arc<str>, (u64, u64)>,
+}
+
+/// Every tenant's [`TenantUsage`], found by name or by scope id.
+#[derive(Debug, Default)]
+pub struct TenantLedger {
+    state: RwLock<LedgerState>,
+}
+
+impl TenantLedger {
+    /// The usage of the tenant of `scope` (an interned id of `interner`).
+    pub(crate) fn of_scope(&self, scope: ScopeId, interner: &ScopeInterner) -> Arc<TenantUsage> {
+        if let Some(u) = self
+            .state
+            .read()
+            .expect("ledger lock")
+            .by_scope
+            .get(scope as usize)
+        {
+            return u.clone();
+        }
+        let mut state = self.state.write().expect("ledger lock");
+        while state.by_scope.len() <= scope as usize {
+            let id = state.by_scope.len() as ScopeId;
+            let (tenant, _) = interner.name(id).expect("scope ids are interned densely");
+            let usage = Self::tenant_in(&mut state, tenant);
+            state.by_scope.push(usage);
+        }
+        state.by_scope[scope as usize].clone()
+    }
+
+    fn tenant_in(state: &mut LedgerState, tenant: Arc<str>) -> Arc<TenantUsage> {
+        if let Some(u) = state.by_tenant.get(&tenant) {
+            return u.clone();
+        }
+        let limits = state
+            .limits
+            .get(&tenant)
+            .copied()
+            .unwrap_or((UNLIMITED, UNLIMITED));
+        let usage = Arc::new(TenantUsage::new(tenant.clone(), limits));
+        state.by_tenant.insert(tenant, usage.clone());
+        usage
+    }
+
+    /// Installs a tenant's hard limits (`None`: unlimited). Puts admitted before keep their
+    /// reservations; a lowered limit refuses only what asks for more.
+    pub fn set_limits(&self, tenant: &str, max_bytes: Option<u64>, max_objects: Option<u64>) {
+        let limits = (
+            max_bytes.unwrap_or(UNLIMITED),
+            max_objects.unwrap_or(UNLIMITED),
+        );
+        let mut state = self.state.write().expect("ledger lock");
+        let name: Arc<str> = Arc::from(tenant);
+        state.limits.insert(name.clone(), limits);
+        let usage = Self::tenant_in(&mut state, name);
+        usage.max_bytes.store(limits.0, Ordering::Release);
+        usage.max_objects.store(limits.1, Ordering::Release);
+    }
+
+    /// One tenant's figures (zeros and its limits if it never stored anything).
+    pub fn figures(&self, tenant: &str) -> TenantFigures {
+        let state = self.state.read().expect("ledger lock");
+        match state.by_tenant.get(tenant) {
+            Some(u) => u.figures(),
+            None => {
+                let (b, o) = state
+                    .limits
+                    .get(tenant)
+                    .copied()
+                    .unwrap_or((UNLIMITED, UNLIMITED));
+                TenantFigures {
+                    tenant: tenant.to_string(),
+                    max_bytes: limit(b),
+                    max_objects: limit(o),
+                    ..TenantFigures::default()
+                }
+            }
+        }
+    }
+
+    /// Every tenant that stored something or has limits, by name.
+    pub fn all(&self) -> Vec<TenantFigures> {
+        let names: Vec<Arc<str>> = {
+            let state = self.state.read().expect("ledger lock");
+            let mut names: Vec<Arc<str>> = state
+                .by_tenant
+                .keys()
+                .chain(state.limits.keys())
+                .cloned()
+                .collect();
+            names.sort();
+            names.dedup();
+            names
+        };
+        names.iter().map(|n| self.figures(n)).collect()
+    }
+}
+
+#[cfg(test)]
+#[path = "tenants_tests.rs"]
+mod tests;
