@@ -21,19 +21,39 @@ macro_rules! bounded_http_server {
 
 pub(crate) use bounded_http_server;
 
-/// `$server` bound to `$addr`: TLS only with `$tls` (a `Option<&LoadedTls>`, docs/security.md
-/// "TLS"; the handshake must finish within `net.http_head_timeout_ms`), plain HTTP without.
-macro_rules! bind_http {
-    ($server:expr, $addr:expr, $tls:expr, $net:expr) => {{
+/// The HTTP listening socket on `addr`, bound once. An HA node binds it before its standby
+/// phase and keeps it through promotion, so the port is never free in between: nothing else
+/// (the active's own replication listener on an ephemeral port, say) can take it, and clients
+/// that connect during promotion wait in the backlog instead of being refused.
+pub(crate) fn bind_listener(
+    addr: std::net::SocketAddr,
+) -> Result<std::net::TcpListener, crate::error::ServerError> {
+    std::net::TcpListener::bind(addr)
+        .map_err(|source| crate::error::ServerError::Listen { addr, source })
+}
+
+/// `$server` serving on a duplicate of `$listener` (a `&std::net::TcpListener`, see
+/// [`bind_listener`]): the caller keeps the socket open when this server stops. TLS only with
+/// `$tls` (a `Option<&LoadedTls>`, docs/security.md "TLS"; the handshake must finish within
+/// `net.http_head_timeout_ms`), plain HTTP without.
+macro_rules! listen_http {
+    ($server:expr, $listener:expr, $tls:expr, $net:expr) => {{
+        let listener: &::std::net::TcpListener = $listener;
         let tls: Option<&$crate::config_tls::LoadedTls> = $tls;
         let net: &$crate::config_net::NetConfig = $net;
-        match tls {
-            Some(tls) => $server
-                .tls_handshake_timeout(net.http_head_timeout())
-                .bind_rustls_0_23($addr, (*tls.server).clone()),
-            None => $server.bind($addr),
-        }
+        let addr = listener
+            .local_addr()
+            .unwrap_or_else(|_| ::std::net::SocketAddr::from(([0, 0, 0, 0], 0)));
+        listener
+            .try_clone()
+            .and_then(|listener| match tls {
+                Some(tls) => $server
+                    .tls_handshake_timeout(net.http_head_timeout())
+                    .listen_rustls_0_23(listener, (*tls.server).clone()),
+                None => $server.listen(listener),
+            })
+            .map_err(|source| $crate::error::ServerError::Listen { addr, source })
     }};
 }
 
-pub(crate) use bind_http;
+pub(crate) use listen_http;

@@ -527,7 +527,8 @@ impl Node {
             Self::stop(&state);
             return Err(e);
         }
-        let server = Self::serve(&state, &config)?;
+        let listener = crate::http_bounds::bind_listener(config.listen)?;
+        let server = Self::serve(&state, &config, &listener)?;
         tracing::info!(listen = %config.listen, data_dir = %config.data_dir.display(), "crescentd serving (standalone)");
         let result = server.await.map_err(ServerError::Http);
         tracing::info!("shutting down");
@@ -536,10 +537,11 @@ impl Node {
     }
 
     /// Starts housekeeping, the RPC fast path and the HTTP server of a node; the returned server
-    /// runs until stopped (or SIGTERM/SIGINT).
+    /// runs until stopped (or SIGTERM/SIGINT). It serves on a duplicate of `listener`.
     pub fn serve(
         state: &Arc<NodeState>,
         config: &Config,
+        listener: &std::net::TcpListener,
     ) -> Result<actix_web::dev::Server, ServerError> {
         crate::housekeeping::spawn(state);
         state.weights.spawn_lease_expiry();
@@ -564,11 +566,7 @@ impl Node {
         };
         server = crate::http_bounds::bounded_http_server!(server, &config.net, workers);
         let server =
-            crate::http_bounds::bind_http!(server, config.listen, state.tls.as_ref(), &config.net)
-                .map_err(|source| ServerError::Listen {
-                    addr: config.listen,
-                    source,
-                })?;
+            crate::http_bounds::listen_http!(server, listener, state.tls.as_ref(), &config.net)?;
         Ok(server.run())
     }
 }

@@ -38,6 +38,10 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
     }
     rewind::apply_pending(&config)?;
     let opened = Node::open_journal(&config)?;
+    // Bound before campaigning and held to the end of the active term, so a node that cannot
+    // listen never leads and the port is never free during promotion
+    // (`http_bounds::bind_listener`).
+    let listener = crate::http_bounds::bind_listener(config.listen)?;
     let node = identity::node_name(opened.dir.root())?;
     let span = tracing::info_span!("ha", node = %node, cluster = %config.ha.cluster);
     let _g = span.enter();
@@ -68,7 +72,7 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
             .map_err(|e| ServerError::Recovery(format!("election: {e}")))?,
     );
 
-    let term = match standby::run(&config, &opened, &elector, &node).await {
+    let term = match standby::run(&config, &opened, &elector, &node, &listener).await {
         Ok(standby::Outcome::Elected(term)) => term,
         Ok(standby::Outcome::MustRewind) => {
             resign(elector).await;
@@ -147,7 +151,7 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
         resign(elector).await;
         return Err(e);
     }
-    let server = Node::serve(&state, &config)?;
+    let server = Node::serve(&state, &config, &listener)?;
     let http = server.handle();
     let serving = actix_rt::spawn(server);
     let sync = actix_rt::spawn(sync::manage(

@@ -224,6 +224,7 @@ pub async fn run(
     opened: &OpenedJournal,
     elector: &Elector,
     node: &str,
+    listener: &std::net::TcpListener,
 ) -> Result<Outcome, ServerError> {
     let journal = opened.journal.clone();
     // Before the follower starts: every record above this seq comes from the active.
@@ -325,12 +326,8 @@ pub async fn run(
     .disable_signals();
     // The same `[net]` bounds as the active's listener, on one worker (docs/configuration.md).
     let server = crate::http_bounds::bounded_http_server!(server, &config.net, 1);
-    let server = crate::http_bounds::bind_http!(server, config.listen, tls.as_ref(), &config.net)
-        .map_err(|source| ServerError::Listen {
-            addr: config.listen,
-            source,
-        })?
-        .run();
+    let server =
+        crate::http_bounds::listen_http!(server, listener, tls.as_ref(), &config.net)?.run();
     let http = server.handle();
     let http_task = actix_rt::spawn(server);
     tracing::info!(listen = %config.listen, node, "crescentd standby: following the active");
