@@ -1,7 +1,8 @@
 //! Tenant quota calls (docs/tenants.md, "Admin API").
 
 use crescent_wire::tenants::{
-    routes, SetTenantQuotaReply, SetTenantQuotaRequest, ShowTenantRequest, TenantQuota,
+    routes, ListTenantsReply, ListTenantsRequest, SetTenantQuotaReply, SetTenantQuotaRequest,
+    ShowTenantRequest, TenantQuota,
 };
 
 use crate::client::CrescentClient;
@@ -38,5 +39,14 @@ impl CrescentClient {
         };
         self.post_route("tenant_show", Retry::Idempotent, routes::SHOW, &req)
             .await
+    }
+
+    /// Every tenant with a policy or with objects, and its usage (admin).
+    pub async fn tenant_list(&self) -> Result<Vec<TenantQuota>, ClientError> {
+        let req = ListTenantsRequest {};
+        let reply: ListTenantsReply = self
+            .post_route("tenant_list", Retry::Idempotent, routes::LIST, &req)
+            .await?;
+        Ok(reply.tenants)
     }
 }

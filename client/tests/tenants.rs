@@ -115,3 +115,121 @@ fn quota_policies_are_set_by_admins_journaled_and_shown_to_their_tenant() {
     let after = show(&server.server(), "acme");
     assert_eq!(after, changed["quota"]);
 }
+
+fn put(server: &str, tenant: &str, key: &str, bytes: usize) -> (i32, serde_json::Value) {
+    let value = vec![7u8; bytes];
+    let (code, out, err) = crescent(
+        server,
+        &["--json", "--tenant", tenant, "put", key, "-"],
+        Some(&value),
+    );
+    match out.is_empty() {
+        true => (code, serde_json::json!({ "stderr": err })),
+        false => (code, json(&out)),
+    }
+}
+
+fn usage(server: &str, tenant: &str) -> (u64, u64, u64) {
+    let q = show(server, tenant);
+    let n = |f: &str| q[f].as_u64().unwrap_or_else(|| panic!("{f} in {q}"));
+    (n("used_bytes"), n("used_objects"), n("pending_bytes"))
+}
+
+/// Polls `crescent get` of `tenant`'s `key` until it answers (the owner replayed its table
+/// into the restarted crescentd).
+fn wait_readable(server: &str, tenant: &str, key: &str) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let (code, _, err) = crescent(server, &["--tenant", tenant, "get", key], None);
+        if code == 0 {
+            return;
+        }
+        assert!(std::time::Instant::now() < deadline, "never readable: {err}");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn puts_past_a_tenants_quota_are_refused_and_usage_survives_sigkill() {
+    // The bytes live in a separate owner process, so they outlive crescentd.
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("crescentd.toml");
+    std::fs::write(&config, "[store]\nembedded_segment_bytes = 0\n").unwrap();
+    let server = Server::start_with(&["--config", config.to_str().unwrap()]);
+    let s = server.server();
+    let _owner = common::start_owner(&s, "quota-owner", "16M");
+    let (code, _) = set(
+        &s,
+        &[
+            "--tenant",
+            "acme",
+            "--max-bytes",
+            "3000",
+            "--max-objects",
+            "3",
+        ],
+    );
+    assert_eq!(code, 0);
+    for key in ["a", "b"] {
+        let (code, reply) = put(&s, "acme", key, 1000);
+        assert_eq!(code, 0, "{reply}");
+    }
+    // Each CLI process exits right after its put: the refusal is the server's, exit code 8.
+    let (code, refused) = put(&s, "acme", "c", 1500);
+    assert_eq!(code, 8, "{refused}");
+    assert_eq!(refused["error"]["code"], "QUOTA_EXCEEDED", "{refused}");
+    let (code, reply) = put(&s, "other", "c", 5000);
+    assert_eq!(
+        code, 0,
+        "another tenant is not held by acme's quota: {reply}"
+    );
+    assert_eq!(usage(&s, "acme"), (2000, 2, 0));
+    assert_eq!(usage(&s, "other"), (5000, 1, 0));
+
+    let (code, out, err) = crescent(&s, &["--json", "tenant", "ls"], None);
+    assert_eq!(code, 0, "{err}");
+    let listed = json(&out);
+    let names: Vec<&str> = listed["tenants"]
+        .as_array()
+        .expect("tenants")
+        .iter()
+        .map(|t| t["tenant"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["acme", "other"]);
+    let stats = reqwest::Client::new()
+        .get(format!("http://{s}/v1/stats?tenant=acme"))
+        .bearer_auth(server.admin_token().expect("harness key"));
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let stats: serde_json::Value =
+        runtime.block_on(async { stats.send().await.unwrap().json().await.unwrap() });
+    assert_eq!(
+        (stats["used_bytes"].as_u64(), stats["max_bytes"].as_u64()),
+        (Some(2000), Some(3000))
+    );
+
+    // After SIGKILL the limits come back from the journal and the usage with the directory.
+    let server = server.kill_and_restart();
+    let s = server.server();
+    for key in ["a", "b"] {
+        wait_readable(&s, "acme", key);
+    }
+    wait_readable(&s, "other", "c");
+    assert_eq!(usage(&s, "acme"), (2000, 2, 0));
+    assert_eq!(usage(&s, "other"), (5000, 1, 0));
+    let (code, refused) = put(&s, "acme", "c", 1500);
+    assert_eq!(
+        (code, &refused["error"]["code"]),
+        (8, &serde_json::json!("QUOTA_EXCEEDED"))
+    );
+    let (code, reply) = put(&s, "acme", "c", 1000);
+    assert_eq!(code, 0, "{reply}");
+    let (code, refused) = put(&s, "acme", "d", 1);
+    assert_eq!(
+        (code, &refused["error"]["code"]),
+        (8, &serde_json::json!("QUOTA_EXCEEDED")),
+        "max_objects"
+    );
+    let (code, _, err) = crescent(&s, &["--tenant", "acme", "rm", "a"], None);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(usage(&s, "acme"), (2000, 2, 0));
+}

@@ -417,7 +417,11 @@ impl Node {
             directory.clone(),
         ));
         let removals = recover_removals(&runtime, &world, directory.clone(), &metrics)?;
-        let quotas = Arc::new(crate::quotas::TenantQuotas::recover(&runtime, &world));
+        let quotas = Arc::new(crate::quotas::TenantQuotas::recover(
+            &runtime,
+            &world,
+            directory.clone(),
+        ));
         let liveness = Arc::new(OwnerLiveness::new(config.store.client_ttl_ms()));
         let mirror = SegmentMirror::new(segments.clone(), directory.clone(), liveness.clone());
         mirror.mirror_recovered(&recovered_registry, now_ms);

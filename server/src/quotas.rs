@@ -1,14 +1,17 @@
 //! Tenant quota roots in crescentd: one `QuotaRoot` actor per tenant, seeded from the
 //! recovered world, through which every quota command is journaled (docs/tenants.md).
 //!
-//! The admin routes set and show policies here; the put and remove paths send no commands
-//! through it.
+//! A policy's limits are installed in the object directory's tenant ledger once journaled
+//! (and at recovery), and the put path admits against them there; usage is the ledger's
+//! exact counters (docs/tenants.md, "Enforcement on the put path").
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use crescent_actors::quota_root::{PolicyMode, QuotaCommand, QuotaEvent, QuotaLimits, QuotaRoot};
 use crescent_actors::{AggregateRegistry, Runtime, World};
 use crescent_store::identity::validate_scope_name;
+use crescent_store::ObjectDirectory;
 use crescent_wire::tenants::TenantQuota;
 use tracing::Instrument;
 
@@ -16,11 +19,13 @@ use crate::api::error::{from_runtime, HttpError};
 
 pub struct TenantQuotas {
     registry: AggregateRegistry<QuotaRoot>,
+    directory: Arc<ObjectDirectory>,
 }
 
 impl TenantQuotas {
-    /// The registry seeded with every recovered quota root.
-    pub fn recover(runtime: &Runtime, world: &World) -> Self {
+    /// The registry seeded with every recovered quota root, whose limits `directory` enforces
+    /// from now on.
+    pub fn recover(runtime: &Runtime, world: &World, directory: Arc<ObjectDirectory>) -> Self {
         let states: BTreeMap<String, QuotaRoot> = world
             .iter::<QuotaRoot>()
             .map(|(id, s)| (id.clone(), s.clone()))
@@ -28,10 +33,19 @@ impl TenantQuotas {
         if !states.is_empty() {
             tracing::info!(tenants = states.len(), "quota roots recovered");
         }
+        for (tenant, root) in &states {
+            let limits = root.limits();
+            directory
+                .tenants()
+                .set_limits(tenant, limits.max_bytes, limits.max_objects);
+        }
         let registry = AggregateRegistry::<QuotaRoot>::builder(runtime.clone())
             .recovered(states, world.last_seq())
             .build();
-        Self { registry }
+        Self {
+            registry,
+            directory,
+        }
     }
 
     /// Runs `cmd` on `tenant`'s quota root; resolves once its events are committed.
@@ -60,21 +74,49 @@ impl TenantQuotas {
         mode: PolicyMode,
     ) -> Result<bool, HttpError> {
         let cmd = QuotaCommand::SetPolicy { limits, mode };
-        Ok(!self.execute(tenant, cmd).await?.is_empty())
+        let changed = !self.execute(tenant, cmd).await?.is_empty();
+        // Journaled (or already stored): what the root holds now is what the put path admits
+        // against.
+        let stored = self
+            .registry
+            .read(tenant, |root| root.limits())
+            .await
+            .map_err(from_runtime)?;
+        self.directory
+            .tenants()
+            .set_limits(tenant, stored.max_bytes, stored.max_objects);
+        Ok(changed)
     }
 
-    /// `tenant`'s policy and accounting, as committed.
+    /// `tenant`'s policy, as committed, and its usage, as the directory holds it now.
     pub async fn show(&self, tenant: &str) -> Result<TenantQuota, HttpError> {
         validate_scope_name("tenant", tenant)?;
         let name = tenant.to_string();
-        self.registry
+        let quota = self
+            .registry
             .read(tenant, move |root| quota_of(name, root))
             .await
-            .map_err(from_runtime)
+            .map_err(from_runtime)?;
+        Ok(with_usage(quota, &self.directory.tenants().figures(tenant)))
+    }
+
+    /// Every tenant with a policy or with objects, by name.
+    pub async fn list(&self) -> Result<Vec<TenantQuota>, HttpError> {
+        let mut out = Vec::new();
+        for figures in self.directory.tenants().all() {
+            let name = figures.tenant.clone();
+            let quota = self
+                .registry
+                .read(&figures.tenant, move |root| quota_of(name, root))
+                .await
+                .map_err(from_runtime)?;
+            out.push(with_usage(quota, &figures));
+        }
+        Ok(out)
     }
 }
 
-/// The wire view of a quota root.
+/// The wire view of a quota root: its policy and its journaled accounting operations.
 pub fn quota_of(tenant: String, root: &QuotaRoot) -> TenantQuota {
     let limits = root.limits();
     TenantQuota {
@@ -88,6 +130,18 @@ pub fn quota_of(tenant: String, root: &QuotaRoot) -> TenantQuota {
         pending_bytes: root.pending_bytes(),
         pending_operations: root.pending_operations() as u64,
         in_doubt_operations: root.in_doubt_operations() as u64,
+    }
+}
+
+/// `quota` with the directory's exact usage: its committed objects, and its puts in progress
+/// with what they reserved (beside the root's own accounting operations).
+fn with_usage(quota: TenantQuota, figures: &crescent_store::TenantFigures) -> TenantQuota {
+    TenantQuota {
+        used_bytes: figures.used_bytes,
+        used_objects: figures.used_objects,
+        pending_bytes: figures.pending_bytes,
+        pending_operations: quota.pending_operations + figures.pending_puts,
+        ..quota
     }
 }
 

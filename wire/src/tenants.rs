@@ -6,6 +6,9 @@ use serde::{Deserialize, Serialize};
 pub mod routes {
     pub const QUOTA_SET: &str = "/v1/tenants/quota";
     pub const SHOW: &str = "/v1/tenants/show";
+    pub const LIST: &str = "/v1/tenants/list";
+    /// `GET /v1/stats?tenant=T`: one tenant's [`super::TenantQuota`] as JSON.
+    pub const STATS: &str = "/v1/stats";
 }
 
 /// `POST /v1/tenants/quota`: sets the tenant's hard limits (the admin change: creates the
@@ -32,7 +35,23 @@ pub struct ShowTenantRequest {
     pub tenant: String,
 }
 
-/// A tenant's quota policy and accounting, as committed.
+/// `POST /v1/tenants/list` (admin).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ListTenantsRequest {}
+
+/// Every tenant with a stored policy or with objects, by name.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ListTenantsReply {
+    pub tenants: Vec<TenantQuota>,
+}
+
+/// `GET /v1/stats?tenant=T` (admin).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TenantStatsQuery {
+    pub tenant: String,
+}
+
+/// A tenant's quota policy (as committed) and usage (exact, as the directory holds it now).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TenantQuota {
     pub tenant: String,

@@ -45,10 +45,12 @@ pub enum Operation {
     TenantRead,
     /// Setting a tenant's quota policy.
     TenantQuotaSet,
+    /// Every tenant's policy and usage.
+    TenantList,
 }
 
 impl Operation {
-    pub const ALL: [Operation; 18] = [
+    pub const ALL: [Operation; 19] = [
         Operation::Status,
         Operation::ObjectRead,
         Operation::ObjectWrite,
@@ -67,6 +69,7 @@ impl Operation {
         Operation::TokenRevoke,
         Operation::TenantRead,
         Operation::TenantQuotaSet,
+        Operation::TenantList,
     ];
 
     /// A bounded metric label.
@@ -90,6 +93,7 @@ impl Operation {
             Operation::TokenRevoke => "token_revoke",
             Operation::TenantRead => "tenant_read",
             Operation::TenantQuotaSet => "tenant_quota_set",
+            Operation::TenantList => "tenant_list",
         }
     }
 
@@ -102,7 +106,8 @@ impl Operation {
             OwnerRegister | OwnerHeartbeat | SegmentMount | SegmentUnmount | RebuildReplay
             | RebuildComplete => &[Role::Owner],
             Replication => &[Role::Peer],
-            WeightWrite | SegmentList | Cold | Snapshot | TokenRevoke | TenantQuotaSet => &[],
+            WeightWrite | SegmentList | Cold | Snapshot | TokenRevoke | TenantQuotaSet
+            | TenantList => &[],
         }
     }
 

@@ -1,4 +1,5 @@
-//! `crescent tenant show` and `crescent tenant quota set` (docs/tenants.md, "Admin API").
+//! `crescent tenant show`, `crescent tenant ls` and `crescent tenant quota set`
+//! (docs/tenants.md, "Admin API").
 
 use clap::Subcommand;
 use crescent_wire::tenants::TenantQuota;
@@ -11,6 +12,8 @@ use crate::CrescentClient;
 pub enum TenantCommand {
     /// The --tenant's quota policy and usage (an admin, or a client of that tenant).
     Show,
+    /// Every tenant with a policy or with objects, and its usage (admin; no --tenant).
+    Ls,
     /// Quota policy (admin).
     Quota {
         #[command(subcommand)]
@@ -63,12 +66,25 @@ pub async fn run(
     command: TenantCommand,
     json: bool,
 ) -> Result<u8, ClientError> {
-    let tenant = tenant.ok_or_else(|| {
-        ClientError::InvalidArgument("tenant commands need --tenant NAME".to_string())
-    })?;
+    let tenant = || {
+        tenant.ok_or_else(|| {
+            ClientError::InvalidArgument("this tenant command needs --tenant NAME".to_string())
+        })
+    };
     match command {
+        TenantCommand::Ls => {
+            let tenants = client.tenant_list().await?;
+            match json {
+                true => print_json(&json!({ "tenants": tenants }))?,
+                false => {
+                    for q in &tenants {
+                        print_quota(q)?;
+                    }
+                }
+            }
+        }
         TenantCommand::Show => {
-            let quota = client.tenant_quota(tenant).await?;
+            let quota = client.tenant_quota(tenant()?).await?;
             match json {
                 true => print_json(&quota)?,
                 false => print_quota(&quota)?,
@@ -82,7 +98,7 @@ pub async fn run(
                 },
         } => {
             let reply = client
-                .set_tenant_quota(tenant, Some(max_bytes), max_objects)
+                .set_tenant_quota(tenant()?, Some(max_bytes), max_objects)
                 .await?;
             match json {
                 true => print_json(&json!({"changed": reply.changed, "quota": reply.quota}))?,

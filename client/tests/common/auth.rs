@@ -156,8 +156,9 @@ impl AuthKey {
             Some("segments" | "cold" | "offload" | "evict" | "weights" | "token" | "bench") => {
                 self.admin()
             }
-            // Setting a quota is the admin's; showing one a client of that tenant may do.
-            Some("tenant") if args.contains(&"quota") => self.admin(),
+            // Setting a quota and listing tenants are the admin's; showing one a client of that
+            // tenant may do.
+            Some("tenant") if args.contains(&"quota") || args.contains(&"ls") => self.admin(),
             _ => self.client(value_of("--tenant").unwrap_or(DEFAULT_TENANT)),
         }
     }

@@ -140,6 +140,14 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                     rel(crescent_wire::tenants::routes::SHOW),
                     web::post().to(tenants::show),
                 )
+                .route(
+                    rel(crescent_wire::tenants::routes::LIST),
+                    web::post().to(tenants::list),
+                )
+                .route(
+                    rel(crescent_wire::tenants::routes::STATS),
+                    web::get().to(tenants::stats),
+                )
                 .configure(cold::configure),
         );
 }

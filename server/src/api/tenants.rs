@@ -1,9 +1,13 @@
 //! `POST /v1/tenants/quota` (admin) and `POST /v1/tenants/show`: a tenant's quota policy and
-//! usage (docs/tenants.md, "Admin API").
+//! usage; `POST /v1/tenants/list` and `GET /v1/stats?tenant=T` (admin): every tenant's, and one
+//! tenant's as plain JSON (docs/tenants.md, "Admin API"). Usage comes from the directory's
+//! exact per-tenant counters, never a scan.
 
+use actix_web::web;
 use crescent_actors::quota_root::{PolicyMode, QuotaLimits};
 use crescent_wire::tenants::{
-    SetTenantQuotaReply, SetTenantQuotaRequest, ShowTenantRequest, TenantQuota,
+    ListTenantsReply, ListTenantsRequest, SetTenantQuotaReply, SetTenantQuotaRequest,
+    ShowTenantRequest, TenantQuota, TenantStatsQuery,
 };
 
 use super::error::HttpError;
@@ -31,4 +35,19 @@ pub async fn show(
     Wire(req): Wire<ShowTenantRequest>,
 ) -> Result<Reply<TenantQuota>, HttpError> {
     Ok(Reply(state.quotas.show(&req.tenant).await?))
+}
+
+pub async fn list(
+    state: State,
+    Wire(_): Wire<ListTenantsRequest>,
+) -> Result<Reply<ListTenantsReply>, HttpError> {
+    let tenants = state.quotas.list().await?;
+    Ok(Reply(ListTenantsReply { tenants }))
+}
+
+pub async fn stats(
+    state: State,
+    query: web::Query<TenantStatsQuery>,
+) -> Result<web::Json<TenantQuota>, HttpError> {
+    Ok(web::Json(state.quotas.show(&query.tenant).await?))
 }

@@ -63,6 +63,7 @@ pub fn operation_of(pattern: &str) -> Option<Operation> {
         crescent_wire::auth::routes::REVOKE => TokenRevoke,
         crescent_wire::tenants::routes::SHOW => TenantRead,
         crescent_wire::tenants::routes::QUOTA_SET => TenantQuotaSet,
+        crescent_wire::tenants::routes::LIST | crescent_wire::tenants::routes::STATS => TenantList,
         _ => return None,
     };
     Some(op)
@@ -95,6 +96,10 @@ mod tests {
         assert_eq!(
             operation_of(crescent_wire::tenants::routes::QUOTA_SET),
             Some(Operation::TenantQuotaSet)
+        );
+        assert_eq!(
+            operation_of(crescent_wire::tenants::routes::STATS),
+            Some(Operation::TenantList)
         );
         assert_eq!(operation_of("/v1/nope"), None);
         for p in PUBLIC {
