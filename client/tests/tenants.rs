@@ -144,7 +144,10 @@ fn wait_readable(server: &str, tenant: &str, key: &str) {
         if code == 0 {
             return;
         }
-        assert!(std::time::Instant::now() < deadline, "never readable: {err}");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never readable: {err}"
+        );
         std::thread::sleep(std::time::Duration::from_millis(200));
     }
 }
@@ -232,4 +235,79 @@ fn puts_past_a_tenants_quota_are_refused_and_usage_survives_sigkill() {
     let (code, _, err) = crescent(&s, &["--tenant", "acme", "rm", "a"], None);
     assert_eq!(code, 0, "{err}");
     assert_eq!(usage(&s, "acme"), (2000, 2, 0));
+}
+
+fn tenants_config(max_bytes: u64) -> String {
+    format!("[[tenants]]\nname = \"acme\"\nmax_bytes = {max_bytes}\n")
+}
+
+/// crescentd on `dir/data` with `config`, expected to stop on its own: its exit status and log.
+fn start_refused(dir: &std::path::Path, config: &str) -> (std::process::ExitStatus, String) {
+    let path = dir.join("refused.toml");
+    std::fs::write(&path, config).unwrap();
+    let mut child = std::process::Command::new(common::crescentd_bin())
+        .arg("--data-dir")
+        .arg(dir.join("data"))
+        .args([
+            "--listen",
+            "127.0.0.1:0",
+            "--config",
+            path.to_str().unwrap(),
+        ])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            child.kill().unwrap();
+            panic!("crescentd started with a [[tenants]] policy that differs from the stored one");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status,
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn tenants_in_the_config_are_created_if_absent_and_a_changed_config_is_not_ignored() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = common::DirNode::start(dir.path(), Some(&tenants_config(1000)), &[]);
+    let s = node.s();
+    let q = show(&s, "acme");
+    assert_eq!(
+        (q["max_bytes"].as_u64(), q["policy_version"].as_u64()),
+        (Some(1000), Some(1))
+    );
+    let (code, refused) = put(&s, "acme", "big", 1500);
+    assert_eq!(
+        (code, &refused["error"]["code"]),
+        (8, &serde_json::json!("QUOTA_EXCEEDED"))
+    );
+    drop(node);
+
+    // The config now says otherwise about a policy only the config set: startup fails.
+    let (status, err) = start_refused(dir.path(), &tenants_config(2000));
+    assert!(!status.success());
+    assert!(
+        err.contains("\"acme\"") && err.contains("tenant quota set"),
+        "{err}"
+    );
+
+    // An admin's change wins over a config that is out of date.
+    let node = common::DirNode::start(dir.path(), Some(&tenants_config(1000)), &[]);
+    let (code, _) = set(&node.s(), &["--tenant", "acme", "--max-bytes", "5000"]);
+    assert_eq!(code, 0);
+    drop(node);
+    let node = common::DirNode::start(dir.path(), Some(&tenants_config(2000)), &[]);
+    let q = show(&node.s(), "acme");
+    assert_eq!(
+        (q["max_bytes"].as_u64(), q["policy_version"].as_u64()),
+        (Some(5000), Some(2))
+    );
 }

@@ -55,6 +55,20 @@ pub struct Config {
     pub auth: crate::config_auth::AuthSettings,
     /// TLS on HTTP, RPC and replication (`[tls]`, docs/security.md "TLS").
     pub tls: crate::config_tls::TlsSettings,
+    /// `[[tenants]]`: quota policies created if absent at startup (docs/tenants.md, "Policy
+    /// bootstrap").
+    pub tenants: Vec<TenantPolicyConfig>,
+}
+
+/// One `[[tenants]]` entry: a tenant's hard limits (left out: unlimited).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TenantPolicyConfig {
+    pub name: String,
+    #[serde(default)]
+    pub max_bytes: Option<u64>,
+    #[serde(default)]
+    pub max_objects: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -121,6 +135,7 @@ impl Default for Config {
             net: crate::config_net::NetConfig::default(),
             auth: crate::config_auth::AuthSettings::default(),
             tls: crate::config_tls::TlsSettings::default(),
+            tenants: Vec::new(),
         }
     }
 }
@@ -215,6 +230,7 @@ impl Config {
         if let Err(e) = self.weights.validate() {
             return Err(invalid("weights", e.to_string()));
         }
+        self.validate_tenants()?;
         let j = &self.journal;
         if !(1 << 20..=1 << 34).contains(&j.segment_bytes) {
             return Err(invalid(
@@ -290,3 +306,29 @@ impl Config {
 #[cfg(test)]
 #[path = "config_tests.rs"]
 mod tests;
+
+impl Config {
+    /// `[[tenants]]`: valid names, each once, limits within the aggregate's range.
+    fn validate_tenants(&self) -> Result<(), ConfigError> {
+        let mut seen = std::collections::BTreeSet::new();
+        for t in &self.tenants {
+            crescent_store::identity::validate_scope_name("tenant", &t.name)
+                .map_err(|e| invalid("tenants.name", e.to_string()))?;
+            if !seen.insert(t.name.as_str()) {
+                return Err(invalid(
+                    "tenants.name",
+                    format!("{:?} is listed twice", t.name),
+                ));
+            }
+            for (key, v) in [
+                ("tenants.max_bytes", t.max_bytes),
+                ("tenants.max_objects", t.max_objects),
+            ] {
+                if v.is_some_and(|v| v > i64::MAX as u64) {
+                    return Err(invalid(key, format!("{:?}: at most 2^63 - 1", t.name)));
+                }
+            }
+        }
+        Ok(())
+    }
+}

@@ -523,6 +523,10 @@ impl Node {
             return crate::ha::run(config).await;
         }
         let state = Self::start(&config)?;
+        if let Err(e) = state.quotas.bootstrap(&config.tenants).await {
+            Self::stop(&state);
+            return Err(e);
+        }
         if let Err(e) = crate::cold::start_node(&state, &config).await {
             Self::stop(&state);
             return Err(e);

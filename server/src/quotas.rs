@@ -88,6 +88,57 @@ impl TenantQuotas {
         Ok(changed)
     }
 
+    /// Creates every `[[tenants]]` policy that is absent (docs/tenants.md, "Policy
+    /// bootstrap"). A stored policy that differs stays: if an admin changed it (version 2 or
+    /// more) the config is only out of date and a warning says so; a version 1 that differs
+    /// fails startup, naming the tenant, so a config change is never silently ignored.
+    pub async fn bootstrap(
+        &self,
+        tenants: &[crate::config::TenantPolicyConfig],
+    ) -> Result<(), crate::error::ServerError> {
+        use crescent_actors::quota_root::QuotaError;
+        use crescent_actors::runtime::RuntimeError;
+        for t in tenants {
+            let limits = QuotaLimits {
+                max_bytes: t.max_bytes,
+                max_objects: t.max_objects,
+            };
+            let cmd = QuotaCommand::SetPolicy {
+                limits,
+                mode: PolicyMode::Bootstrap,
+            };
+            match self.registry.execute(&t.name, cmd).await {
+                Ok(done) => {
+                    if !done.events.is_empty() {
+                        tracing::info!(tenant = %t.name, "tenant quota policy created from the config");
+                    }
+                }
+                Err(RuntimeError::Domain(QuotaError::PolicyMismatch {
+                    policy_version, ..
+                })) if policy_version >= 2 => {
+                    tracing::warn!(tenant = %t.name, policy_version, "[[tenants]] differs from \
+                        the policy an admin set; the stored policy stays (update the config)");
+                }
+                Err(e) => {
+                    return Err(crate::error::ServerError::Recovery(format!(
+                        "[[tenants]] {:?}: {e}; set it with `crescent tenant quota set` or make \
+                         the config match",
+                        t.name
+                    )))
+                }
+            }
+            let stored = self
+                .registry
+                .read(&t.name, |root| root.limits())
+                .await
+                .map_err(|e| crate::error::ServerError::Recovery(e.to_string()))?;
+            self.directory
+                .tenants()
+                .set_limits(&t.name, stored.max_bytes, stored.max_objects);
+        }
+        Ok(())
+    }
+
     /// `tenant`'s policy, as committed, and its usage, as the directory holds it now.
     pub async fn show(&self, tenant: &str) -> Result<TenantQuota, HttpError> {
         validate_scope_name("tenant", tenant)?;

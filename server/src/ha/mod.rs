@@ -140,8 +140,13 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
     )?;
     let _ = state.ha.set(ha.clone());
     ha.set_auth(state.auth.clone());
-    // The cold tier on a shared mount (docs/cold-tier.md, "HA"), before the embedded segment.
-    let started = match crate::cold::start_active(&state, &config).await {
+    // `[[tenants]]` policies, then the cold tier on a shared mount (docs/cold-tier.md, "HA"),
+    // then the embedded segment.
+    let started = match state.quotas.bootstrap(&config.tenants).await {
+        Ok(()) => crate::cold::start_active(&state, &config).await,
+        Err(e) => Err(e),
+    };
+    let started = match started {
         Ok(()) if config.ha.embedded_segment => crate::embedded::mount_embedded(&state).await,
         other => other,
     };
