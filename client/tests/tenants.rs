@@ -209,6 +209,18 @@ fn puts_past_a_tenants_quota_are_refused_and_usage_survives_sigkill() {
         (stats["used_bytes"].as_u64(), stats["max_bytes"].as_u64()),
         (Some(2000), Some(3000))
     );
+    let metrics = runtime.block_on(async {
+        let m = reqwest::get(format!("http://{s}/metrics")).await.unwrap();
+        m.text().await.unwrap()
+    });
+    for line in [
+        "crescent_tenant_used_bytes{tenant=\"acme\"} 2000",
+        "crescent_tenant_max_bytes{tenant=\"acme\"} 3000",
+        "crescent_tenant_used_bytes{tenant=\"other\"} 5000",
+        "crescent_store_ops_total{op=\"put_start\",outcome=\"quota_exceeded\"} 1",
+    ] {
+        assert!(metrics.lines().any(|l| l == line), "{line} in:\n{metrics}");
+    }
 
     // After SIGKILL the limits come back from the journal and the usage with the directory.
     let server = server.kill_and_restart();

@@ -29,6 +29,7 @@ pub mod rebuild;
 pub mod removals;
 pub mod rpc;
 pub mod segment_mirror;
+pub mod tenant_metrics;
 pub mod tls_metrics;
 pub mod weights;
 

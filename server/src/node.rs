@@ -128,6 +128,7 @@ impl NodeState {
         crate::journal_health::journal_health(&self.journal_dir, self.journal.metrics());
         self.metrics.term.set(self.runtime.term() as i64);
         self.metrics.last_seq.set(self.journal.last_seq() as i64);
+        self.quotas.refresh_metrics();
         self.metrics
             .commit_seq
             .set(self.runtime.commit().get() as i64);
@@ -421,7 +422,8 @@ impl Node {
             &runtime,
             &world,
             directory.clone(),
-        ));
+            &metrics.registry,
+        )?);
         let liveness = Arc::new(OwnerLiveness::new(config.store.client_ttl_ms()));
         let mirror = SegmentMirror::new(segments.clone(), directory.clone(), liveness.clone());
         mirror.mirror_recovered(&recovered_registry, now_ms);

@@ -20,12 +20,18 @@ use crate::api::error::{from_runtime, HttpError};
 pub struct TenantQuotas {
     registry: AggregateRegistry<QuotaRoot>,
     directory: Arc<ObjectDirectory>,
+    metrics: crate::tenant_metrics::TenantMetrics,
 }
 
 impl TenantQuotas {
     /// The registry seeded with every recovered quota root, whose limits `directory` enforces
     /// from now on.
-    pub fn recover(runtime: &Runtime, world: &World, directory: Arc<ObjectDirectory>) -> Self {
+    pub fn recover(
+        runtime: &Runtime,
+        world: &World,
+        directory: Arc<ObjectDirectory>,
+        metrics: &prometheus::Registry,
+    ) -> Result<Self, crate::error::ServerError> {
         let states: BTreeMap<String, QuotaRoot> = world
             .iter::<QuotaRoot>()
             .map(|(id, s)| (id.clone(), s.clone()))
@@ -42,10 +48,18 @@ impl TenantQuotas {
         let registry = AggregateRegistry::<QuotaRoot>::builder(runtime.clone())
             .recovered(states, world.last_seq())
             .build();
-        Self {
+        let metrics = crate::tenant_metrics::TenantMetrics::register(metrics)
+            .map_err(|e| crate::error::ServerError::Recovery(format!("tenant metrics: {e}")))?;
+        Ok(Self {
             registry,
             directory,
-        }
+            metrics,
+        })
+    }
+
+    /// Sets the per-tenant gauges from the directory's figures (at scrape time).
+    pub fn refresh_metrics(&self) {
+        self.metrics.refresh(&self.directory.tenants().all());
     }
 
     /// Runs `cmd` on `tenant`'s quota root; resolves once its events are committed.
