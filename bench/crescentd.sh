@@ -26,6 +26,14 @@ if [ "${CRESCENT_BENCH_AUTH:-0}" = 1 ]; then
   auth_args=(--token "$(issue --role client --tenant bench)")
   bench_auth_args=(--owner-token "$(issue --role owner --owner bench-owner)" --owner-id bench-owner)
 fi
+# CRESCENT_BENCH_QUOTA=BYTES gives the bench's tenant (`default`, or `bench` with auth) a
+# quota policy of that many bytes, so every put is admitted against a limit (docs/tenants.md).
+if [ -n "${CRESCENT_BENCH_QUOTA:-}" ]; then
+  for t in default bench; do
+    printf '[[tenants]]\nname = "%s"\nmax_bytes = %s\n' "$t" "$CRESCENT_BENCH_QUOTA"
+  done >"$work/crescentd.toml"
+  server_auth_args+=(--config "$work/crescentd.toml")
+fi
 # The log stays outside the data dir: crescentd refuses to start on a non-empty one.
 "$bin/crescentd" --data-dir "$work/data" --listen "127.0.0.1:$port" --log warn \
   "${server_auth_args[@]}" >"$work/crescentd.log" 2>&1 &
