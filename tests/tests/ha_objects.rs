@@ -14,6 +14,9 @@
 //! A second test kills the active under 32 concurrent writers and checks every acknowledged
 //! object.
 //!
+//! The tenant has a quota policy: after each failover its limits (journaled, replicated) and
+//! its usage (rebuilt from the owners' replays) are the same on the new active.
+//!
 //! The killed node comes back as a standby, so rounds alternate the active.
 //! `CRESCENT_HA_OBJECT_ROUNDS` (default 2) and `CRESCENT_HA_OBJECTS` (objects per round,
 //! default 120) make it longer.
@@ -119,6 +122,17 @@ async fn owners_follow_a_failover_and_every_object_reads_back_byte_identical() {
     let writer = CrescentClient::connect(pair.client_options(DEFAULT_TENANT))
         .await
         .expect("a client following the leader through etcd");
+    let admin = CrescentClient::connect(with_token(
+        ClientOptions::etcd(&etcd, &cluster),
+        Some(pair.admin_token()),
+    ))
+    .await
+    .unwrap();
+    let policy = admin
+        .set_tenant_quota(DEFAULT_TENANT, Some(1 << 30), Some(100_000))
+        .await
+        .expect("a quota policy")
+        .quota;
 
     let mut written: Vec<Written> = Vec::new();
     // Of `written`, the puts of CLI processes (counted in their own metrics, not the writer's).
@@ -193,6 +207,23 @@ async fn owners_follow_a_failover_and_every_object_reads_back_byte_identical() {
             );
         }
         check_all("client following etcd", &written, &read);
+        let quota = admin.tenant_quota(DEFAULT_TENANT).await.unwrap();
+        let used_bytes: usize = written.iter().map(|w| w.len).sum();
+        assert_eq!(
+            (
+                quota.max_bytes,
+                quota.policy_version,
+                quota.used_objects,
+                quota.used_bytes
+            ),
+            (
+                policy.max_bytes,
+                policy.policy_version,
+                written.len() as u64,
+                used_bytes as u64
+            ),
+            "round {round}: the quota after the failover"
+        );
 
         let static_list = format!("{dead_addr},{}", node.addr);
         let fallback = CrescentClient::connect(with_token(
