@@ -28,9 +28,22 @@ pub(crate) use bounded_http_server;
 pub(crate) fn bind_listener(
     addr: std::net::SocketAddr,
 ) -> Result<std::net::TcpListener, crate::error::ServerError> {
-    std::net::TcpListener::bind(addr)
-        .map_err(|source| crate::error::ServerError::Listen { addr, source })
+    use socket2::{Domain, Protocol, Socket, Type};
+    let socket = (|| {
+        let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+        socket.set_reuse_address(true)?;
+        socket.bind(&addr.into())?;
+        // Connections beyond what the process accepts (the connection cap, or no descriptor
+        // left) wait in the backlog: actix-web's own default when it binds.
+        socket.listen(HTTP_BACKLOG)?;
+        Ok(socket)
+    })()
+    .map_err(|source| crate::error::ServerError::Listen { addr, source })?;
+    Ok(socket.into())
 }
+
+/// The HTTP listen backlog.
+const HTTP_BACKLOG: i32 = 1024;
 
 /// `$server` serving on a duplicate of `$listener` (a `&std::net::TcpListener`, see
 /// [`bind_listener`]): the caller keeps the socket open when this server stops. TLS only with
