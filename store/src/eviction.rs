@@ -16,6 +16,7 @@ use crate::allocator::slot_len;
 use crate::cold::ColdSlot;
 use crate::directory::ObjectDirectory;
 use crate::entry::{Entry, Replicas};
+use crate::eviction_budgets::TenantBudgets;
 use crate::tenants::TenantUsage;
 use crate::time::Ticks;
 
@@ -36,13 +37,13 @@ pub struct EvictReport {
     pub skipped_group_guarded: u64,
 }
 
-/// What one sweep evicts: `phase` objects last accessed at or before `threshold`, of the
-/// tenant `only` or of anyone.
+/// What one sweep evicts: `phase` objects last accessed at or before `threshold`, within each
+/// tenant's budget (`None`: of anyone).
 struct Pass<'a> {
     phase: Class,
     threshold: Ticks,
     now: Ticks,
-    only: Option<&'a Arc<TenantUsage>>,
+    budgets: Option<&'a TenantBudgets>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -94,7 +95,8 @@ impl ObjectDirectory {
             return EvictReport::default();
         }
         let target = (self.config.evict_ratio * cap as f64).ceil() as u64;
-        self.evict(target, now_ms, "watermark")
+        let budgets = TenantBudgets::fair(&self.tenants.usages(), target, cap);
+        self.evict_in(target, now_ms, "watermark", (Some(&budgets), true))
     }
 
     /// Eviction before an allocation's retry: at least `needed` bytes, at least the ratio, of
@@ -112,7 +114,8 @@ impl ObjectDirectory {
         }
         let (_, cap) = self.usage();
         let target = needed.max((self.config.evict_ratio * cap as f64).ceil() as u64);
-        let r = self.evict_in(target, now_ms, "allocation", Some(tenant));
+        let budgets = TenantBudgets::only(tenant, target);
+        let r = self.evict_in(target, now_ms, "allocation", (Some(&budgets), false));
         if r.evicted_bytes == 0 {
             tenant
                 .evict_backoff_until
@@ -123,16 +126,17 @@ impl ObjectDirectory {
 
     /// Frees at least `target` slot bytes if enough unprotected objects exist.
     pub fn evict(&self, target: u64, now_ms: i64, reason: &'static str) -> EvictReport {
-        self.evict_in(target, now_ms, reason, None)
+        self.evict_in(target, now_ms, reason, (None, false))
     }
 
-    /// [`Self::evict`] among the objects of `only` (a tenant), or of everyone.
+    /// [`Self::evict`] within each tenant's budget (`None`: of anyone); with `spill`, what the
+    /// budgets cannot free is then taken from anyone.
     fn evict_in(
         &self,
         target: u64,
         now_ms: i64,
         reason: &'static str,
-        only: Option<&Arc<TenantUsage>>,
+        (budgets, spill): (Option<&TenantBudgets>, bool),
     ) -> EvictReport {
         let _span = tracing::debug_span!("store.evict", target, reason).entered();
         let now = self.now(now_ms);
@@ -170,25 +174,34 @@ impl ObjectDirectory {
         let mut first_sweep = true;
         for (phase, mut sample) in [(Class::Normal, normal), (Class::SoftPinned, soft)] {
             sample.sort_unstable();
-            let mut q = (frac * 1.5).min(1.0);
-            loop {
-                let threshold = if q >= 1.0 || sample.is_empty() {
-                    Ticks::MAX
-                } else {
-                    sample[((q * sample.len() as f64).ceil() as usize).clamp(1, sample.len()) - 1]
-                };
-                let pass = Pass {
-                    phase,
-                    threshold,
-                    now,
-                    only,
-                };
-                self.sweep(&pass, &guard, first_sweep, &mut report);
-                first_sweep = false;
-                if report.evicted_bytes >= target || threshold == Ticks::MAX {
-                    break;
+            let mut sweeps = |budgets: Option<&TenantBudgets>, report: &mut EvictReport| {
+                let mut q = (frac * 1.5).min(1.0);
+                loop {
+                    let threshold = if q >= 1.0 || sample.is_empty() {
+                        Ticks::MAX
+                    } else {
+                        let at = (q * sample.len() as f64).ceil() as usize;
+                        sample[at.clamp(1, sample.len()) - 1]
+                    };
+                    let pass = Pass {
+                        phase,
+                        threshold,
+                        now,
+                        budgets,
+                    };
+                    self.sweep(&pass, &guard, first_sweep, report);
+                    first_sweep = false;
+                    if report.evicted_bytes >= target || threshold == Ticks::MAX {
+                        break;
+                    }
+                    q = (q * 2.0).min(1.0);
                 }
-                q = (q * 2.0).min(1.0);
+            };
+            sweeps(budgets, &mut report);
+            // Within each phase, what the budgets could not free (a tenant's objects all
+            // protected) may come from anyone, if `spill`.
+            if spill && budgets.is_some() && report.evicted_bytes < target {
+                sweeps(None, &mut report);
             }
             if report.evicted_bytes >= target {
                 break;
@@ -233,7 +246,7 @@ impl ObjectDirectory {
             phase,
             threshold,
             now,
-            only,
+            budgets,
         } = *pass;
         for i in 0..self.shards.len() {
             if report.evicted_bytes >= report.target_bytes && !count_skips {
@@ -247,7 +260,9 @@ impl ObjectDirectory {
             let cold = &shard.cold;
             for (&scope, index) in shard.scopes.iter_mut() {
                 let usage = self.tenant_of(scope);
-                if only.is_some_and(|t| !Arc::ptr_eq(t, &usage)) {
+                let spent = |b: &TenantBudgets| b.remaining(&usage) == 0;
+                // (The first sweep looks at every entry: it counts what is protected.)
+                if !count_skips && budgets.is_some_and(spent) {
                     continue;
                 }
                 index.retain(|_, slot| {
@@ -266,11 +281,16 @@ impl ObjectDirectory {
                     if class != phase
                         || e.last_access > threshold
                         || report.evicted_bytes >= report.target_bytes
+                        || budgets.is_some_and(spent)
                     {
                         return true;
                     }
+                    let freed = slot_len(e.size) * e.replicas.as_slice().len() as u64;
                     report.evicted_objects += 1;
-                    report.evicted_bytes += slot_len(e.size) * e.replicas.as_slice().len() as u64;
+                    report.evicted_bytes += freed;
+                    if let Some(b) = budgets {
+                        b.spend(&usage, freed);
+                    }
                     if backing.is_some() {
                         // Materialized, UsageCommitted, readable (`evictable`): the entry
                         // stays as a cold-only route; the route changes first, then the

@@ -20,6 +20,7 @@ mod directory;
 mod entry;
 pub mod error;
 mod eviction;
+mod eviction_budgets;
 mod groups;
 mod housekeeping;
 pub mod identity;

@@ -65,7 +65,7 @@ fn limit(v: u64) -> Option<u64> {
 }
 
 impl TenantUsage {
-    fn new(name: Arc<str>, (max_bytes, max_objects): (u64, u64)) -> Self {
+    pub(crate) fn new(name: Arc<str>, (max_bytes, max_objects): (u64, u64)) -> Self {
         Self {
             name,
             used_bytes: AtomicU64::new(0),
@@ -271,6 +271,16 @@ impl TenantLedger {
                 }
             }
         }
+    }
+
+    /// Every tenant seen, with its used bytes now (for eviction's budgets).
+    pub(crate) fn usages(&self) -> Vec<(Arc<TenantUsage>, u64)> {
+        let state = self.state.read().expect("ledger lock");
+        state
+            .by_tenant
+            .values()
+            .map(|u| (u.clone(), u.used_bytes.load(Ordering::Acquire)))
+            .collect()
     }
 
     /// Every tenant that stored something or has limits, by name.

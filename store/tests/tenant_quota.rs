@@ -183,3 +183,24 @@ fn a_write_that_needs_room_evicts_only_its_own_tenants_objects() {
     assert_eq!(e.code(), "OUT_OF_SPACE");
     assert_eq!(figures(&d, "other"), (90 * 64, 90, 0, 0));
 }
+
+#[test]
+fn watermark_eviction_takes_from_the_tenant_above_its_share_not_the_least_recent() {
+    let d = dir_with(StoreConfig {
+        shards: 4,
+        ..Default::default()
+    });
+    mount(&d, "s1", "o1", 64 * 1000);
+    // The quiet tenant's objects are the oldest: plain LRU would evict them first.
+    for i in 0..100 {
+        put(&d, id(Some("quiet"), None, &format!("k{i}")), 64, T0);
+    }
+    for i in 0..870 {
+        put(&d, acme(&format!("k{i}")), 64, T0 + 10_000);
+    }
+    let r = d.maybe_evict(T0 + 20_000);
+    assert!(r.evicted_objects > 0, "{r:?}");
+    assert_eq!(figures(&d, "quiet"), (6400, 100, 0, 0), "{r:?}");
+    let left = 870 - r.evicted_objects;
+    assert_eq!(figures(&d, "acme"), (left * 64, left, 0, 0));
+}
