@@ -37,6 +37,9 @@ pub struct StoreSettings {
     pub evict_ratio: f64,
     /// Largest value a put may announce.
     pub max_object_bytes: u64,
+    /// Most value bytes one tenant's puts in progress may hold together (0: no bound;
+    /// docs/tenants.md, "Soft isolation").
+    pub max_inflight_bytes_per_tenant: u64,
     /// Placement used when a put asks for the wire default (`random`).
     pub default_placement: Placement,
     /// Period of housekeeping: lease expiry, stale puts, eviction, owner expiry.
@@ -83,6 +86,7 @@ impl Default for StoreSettings {
             high_watermark: store.high_watermark,
             evict_ratio: store.evict_ratio,
             max_object_bytes: store.max_object_bytes,
+            max_inflight_bytes_per_tenant: store.max_inflight_bytes_per_tenant,
             default_placement: Placement::Random,
             housekeeping_interval_ms: 1000,
             rpc_listen: RPC_LISTEN_AUTO.into(),
@@ -253,6 +257,7 @@ impl StoreSettings {
             high_watermark: self.high_watermark,
             evict_ratio: self.evict_ratio,
             max_object_bytes: self.max_object_bytes,
+            max_inflight_bytes_per_tenant: self.max_inflight_bytes_per_tenant,
             ..StoreConfig::default()
         }
     }

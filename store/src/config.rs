@@ -33,6 +33,10 @@ pub struct StoreConfig {
     /// Bound of each owner's queue of undelivered replica releases, in entries (default
     /// 65,536; `releases.rs`). On overflow the oldest is dropped and counted.
     pub release_queue_limit: usize,
+    /// Most bytes (value sizes) one tenant's puts in progress may hold together; a put past
+    /// it is `BUSY` unless the tenant has none in progress (0: no bound; docs/tenants.md
+    /// "Soft isolation").
+    pub max_inflight_bytes_per_tenant: u64,
 }
 
 impl Default for StoreConfig {
@@ -50,6 +54,7 @@ impl Default for StoreConfig {
             max_scopes: 1 << 16,
             seed: 0x6372_6573_6365_6e74,
             release_queue_limit: crate::releases::DEFAULT_RELEASE_QUEUE_LIMIT,
+            max_inflight_bytes_per_tenant: 0,
         }
     }
 }

@@ -112,6 +112,7 @@ impl ObjectDirectory {
         let create = Reservation {
             bytes: req.size,
             objects: 1,
+            inflight: 0,
         };
         // A new key (the common case) is looked up and inserted with one search of the key
         // index; a key already there goes on below.
@@ -188,6 +189,7 @@ impl ObjectDirectory {
             Some(e) if e.is_complete() => Reservation {
                 bytes: req.size.saturating_sub(e.size),
                 objects: 0,
+                inflight: 0,
             },
             _ => create,
         };
@@ -241,7 +243,7 @@ impl ObjectDirectory {
             });
         }
         // Before any allocation or eviction: a put over the tenant's quota takes nothing.
-        usage.reserve(req.size, want)?;
+        let want = usage.reserve(req.size, want, self.config.max_inflight_bytes_per_tenant)?;
         let put_id = match self.next_put_id() {
             Ok(id) => id,
             Err(e) => {

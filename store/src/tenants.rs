@@ -30,6 +30,8 @@ pub struct TenantUsage {
     pending_objects: AtomicU64,
     /// Puts in progress holding a reservation (overwrites reserve no object).
     pending_puts: AtomicU64,
+    /// The value bytes of those puts (soft isolation: `max_inflight_bytes_per_tenant`).
+    inflight_bytes: AtomicU64,
     max_bytes: AtomicU64,
     max_objects: AtomicU64,
     /// After an allocation-triggered eviction of this tenant's objects freed nothing, the
@@ -41,8 +43,11 @@ pub struct TenantUsage {
 /// What a put in progress reserved for its tenant, released when it ends either way.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Reservation {
+    /// Of the quota: what the put adds to the committed usage.
     pub bytes: u64,
     pub objects: u64,
+    /// In flight: the value's whole size (set by [`TenantUsage::reserve`]).
+    pub inflight: u64,
 }
 
 /// A tenant's figures at one instant, for `tenant show` and `/v1/stats?tenant=`.
@@ -73,6 +78,7 @@ impl TenantUsage {
             pending_bytes: AtomicU64::new(0),
             pending_objects: AtomicU64::new(0),
             pending_puts: AtomicU64::new(0),
+            inflight_bytes: AtomicU64::new(0),
             max_bytes: AtomicU64::new(max_bytes),
             max_objects: AtomicU64::new(max_objects),
             evict_backoff_until: AtomicU32::new(0),
@@ -81,8 +87,41 @@ impl TenantUsage {
 
     /// Reserves `want` for a put of a `size`-byte value, or refuses it with `QUOTA_EXCEEDED`.
     /// A value larger than the byte limit is refused whatever the usage: no eviction or
-    /// removal could admit it.
-    pub(crate) fn reserve(&self, size: u64, want: Reservation) -> Result<(), StoreError> {
+    /// removal could admit it. Returns the reservation to release when the put ends.
+    pub(crate) fn reserve(
+        &self,
+        size: u64,
+        want: Reservation,
+        max_inflight: u64,
+    ) -> Result<Reservation, StoreError> {
+        let want = Reservation {
+            inflight: size,
+            ..want
+        };
+        self.admit_inflight(size, max_inflight)?;
+        let admitted = self.reserve_quota(size, want);
+        if admitted.is_err() {
+            self.inflight_bytes.fetch_sub(size, Ordering::AcqRel);
+        }
+        admitted.map(|()| want)
+    }
+
+    /// Soft isolation: one tenant's puts in progress hold at most `max` bytes together (0: no
+    /// bound), except that a tenant with none in progress may always start one.
+    fn admit_inflight(&self, size: u64, max: u64) -> Result<(), StoreError> {
+        let before = self.inflight_bytes.fetch_add(size, Ordering::AcqRel);
+        if max != 0 && before > 0 && before.saturating_add(size) > max {
+            self.inflight_bytes.fetch_sub(size, Ordering::AcqRel);
+            return Err(StoreError::busy(format!(
+                "tenant {} has {before} bytes of puts in progress; at most {max} \
+                 (store.max_inflight_bytes_per_tenant)",
+                self.name
+            )));
+        }
+        Ok(())
+    }
+
+    fn reserve_quota(&self, size: u64, want: Reservation) -> Result<(), StoreError> {
         let max_bytes = self.max_bytes.load(Ordering::Acquire);
         if size > max_bytes {
             return Err(StoreError::QuotaExceeded {
@@ -157,6 +196,7 @@ impl TenantUsage {
         self.pending_bytes.fetch_sub(r.bytes, Ordering::AcqRel);
         self.pending_objects.fetch_sub(r.objects, Ordering::AcqRel);
         self.pending_puts.fetch_sub(1, Ordering::AcqRel);
+        self.inflight_bytes.fetch_sub(r.inflight, Ordering::AcqRel);
     }
 
     /// A complete version appeared without a put of this run (an owner's replay, a cold

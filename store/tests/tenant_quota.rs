@@ -204,3 +204,19 @@ fn watermark_eviction_takes_from_the_tenant_above_its_share_not_the_least_recent
     let left = 870 - r.evicted_objects;
     assert_eq!(figures(&d, "acme"), (left * 64, left, 0, 0));
 }
+
+#[test]
+fn a_tenants_puts_in_progress_are_bounded_and_other_tenants_write_on() {
+    let d = dir_with(StoreConfig {
+        max_inflight_bytes_per_tenant: 1000,
+        ..Default::default()
+    });
+    mount(&d, "s1", "o1", 1 << 20);
+    d.put_start(&req(acme("a"), 600), T0).unwrap();
+    d.put_start(&req(acme("b"), 400), T0).unwrap();
+    let e = d.put_start(&req(acme("c"), 1), T0).unwrap_err();
+    assert_eq!(e.code(), "BUSY");
+    assert!(!d.exist(&acme("c"), T0).unwrap());
+    put(&d, id(Some("other"), None, "x"), 5000, T0);
+    assert_eq!(figures(&d, "acme"), (0, 0, 1000, 2));
+}
