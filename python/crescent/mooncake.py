@@ -77,6 +77,23 @@ def _put_code(error: BaseException) -> int:
     return OK if code == OBJECT_ALREADY_EXISTS else code
 
 
+class ReplicateConfig:
+    """Mooncake's ``ReplicateConfig``: ``replica_num`` is honoured; the pin and segment
+    preferences are accepted and ignored (docs/python.md, "Differences")."""
+
+    def __init__(self) -> None:
+        self.replica_num = 1
+        self.with_soft_pin = False
+        self.with_hard_pin = False
+        self.preferred_segment = ""
+        self.preferred_segments: list[str] = []
+
+
+def _replicas(config: Any) -> int:
+    n = getattr(config, "replica_num", 1) if config is not None else 1
+    return max(int(n or 1), 1)
+
+
 def _tenant(tenant_id: str | None) -> str | None:
     return None if tenant_id in (None, "", "default") else tenant_id
 
@@ -166,16 +183,16 @@ class MooncakeDistributedStore:
 
     # --- bytes in, bytes out ----------------------------------------------------------------
     def put(self, key: str, value: Any, config: Any = None) -> int:
-        return self._put(key, value, upsert=False)
+        return self._put(key, value, config, upsert=False)
 
     def upsert(self, key: str, value: Any, config: Any = None) -> int:
-        return self._put(key, value, upsert=True)
+        return self._put(key, value, config, upsert=True)
 
-    def _put(self, key: str, value: Any, upsert: bool) -> int:
+    def _put(self, key: str, value: Any, config: Any, upsert: bool) -> int:
         if len(memoryview(value)) == 0:
             return INVALID_PARAMS  # Mooncake refuses empty values
         try:
-            self._s().put(key, value, upsert=upsert)
+            self._s().put(key, value, replicas=_replicas(config), upsert=upsert)
             return OK
         except _native.CrescentError as e:
             return _put_code(e)
@@ -185,7 +202,7 @@ class MooncakeDistributedStore:
         if len(keys) != len(values) or any(len(memoryview(v)) == 0 for v in values):
             return INVALID_PARAMS
         try:
-            results = self._s().put_batch(keys, values)
+            results = self._s().put_batch(keys, values, replicas=_replicas(config))
         except _native.CrescentError as e:
             return _put_code(e)
         for r in results:
@@ -283,18 +300,18 @@ class MooncakeDistributedStore:
         return self._s().register_buffer_ptr(int(ptr), int(size))
 
     def put_from(self, key: str, buffer_ptr: int, size: int, config: Any = None) -> int:
-        return self._put_from(key, buffer_ptr, size, upsert=False)
+        return self._put_from(key, buffer_ptr, size, config, upsert=False)
 
     def upsert_from(self, key: str, buffer_ptr: int, size: int, config: Any = None) -> int:
-        return self._put_from(key, buffer_ptr, size, upsert=True)
+        return self._put_from(key, buffer_ptr, size, config, upsert=True)
 
-    def _put_from(self, key: str, ptr: int, size: int, upsert: bool) -> int:
+    def _put_from(self, key: str, ptr: int, size: int, config: Any, upsert: bool) -> int:
         if ptr <= 0 or size <= 0:
             return INVALID_PARAMS
         try:
             buf = self._range(ptr, size)
             try:
-                self._s().put_from(key, buf, 0, size, upsert=upsert)
+                self._s().put_from(key, buf, 0, size, replicas=_replicas(config), upsert=upsert)
             finally:
                 self._s().unregister_buffer(buf)
             return OK
@@ -318,24 +335,24 @@ class MooncakeDistributedStore:
     def batch_put_from(
         self, keys: list[str], buffer_ptrs: list[int], sizes: list[int], config: Any = None
     ) -> list[int]:
-        return self._batch_put_from(keys, buffer_ptrs, sizes, upsert=False)
+        return self._batch_put_from(keys, buffer_ptrs, sizes, config, upsert=False)
 
     def batch_upsert_from(
         self, keys: list[str], buffer_ptrs: list[int], sizes: list[int], config: Any = None
     ) -> list[int]:
-        return self._batch_put_from(keys, buffer_ptrs, sizes, upsert=True)
+        return self._batch_put_from(keys, buffer_ptrs, sizes, config, upsert=True)
 
-    def _batch_put_from(self, keys, ptrs, sizes, upsert: bool) -> list[int]:
+    def _batch_put_from(self, keys, ptrs, sizes, config: Any, upsert: bool) -> list[int]:
         if not (len(keys) == len(ptrs) == len(sizes)):
             return [INVALID_PARAMS] * len(keys)
-        return self._batch(keys, ptrs, sizes, put=True, upsert=upsert)
+        return self._batch(keys, ptrs, sizes, put=True, upsert=upsert, replicas=_replicas(config))
 
     def batch_get_into(self, keys: list[str], buffer_ptrs: list[int], sizes: list[int]) -> list[int]:
         if not (len(keys) == len(buffer_ptrs) == len(sizes)):
             return [INVALID_PARAMS] * len(keys)
-        return self._batch(keys, buffer_ptrs, sizes, put=False, upsert=False)
+        return self._batch(keys, buffer_ptrs, sizes, put=False, upsert=False, replicas=1)
 
-    def _batch(self, keys, ptrs, sizes, put: bool, upsert: bool) -> list[int]:
+    def _batch(self, keys, ptrs, sizes, put: bool, upsert: bool, replicas: int) -> list[int]:
         out: list[int] = [INVALID_PARAMS] * len(keys)
         valid = [i for i, (p, s) in enumerate(zip(ptrs, sizes)) if p > 0 and s > 0]
         try:
@@ -347,7 +364,7 @@ class MooncakeDistributedStore:
             if put:
                 vsizes = [sizes[i] for i in valid]
                 results = self._s().batch_put_from(
-                    vkeys, bufs, [0] * len(bufs), vsizes, upsert=upsert
+                    vkeys, bufs, [0] * len(bufs), vsizes, replicas=replicas, upsert=upsert
                 )
             else:
                 results = self._s().batch_get_into(vkeys, bufs, [0] * len(bufs))
@@ -367,6 +384,7 @@ class MooncakeDistributedStore:
 __all__: Iterable[str] = [
     "CODE_MAP",
     "MooncakeDistributedStore",
+    "ReplicateConfig",
     "code_of",
     "OBJECT_NOT_FOUND",
     "NO_AVAILABLE_HANDLE",

@@ -40,6 +40,10 @@ def test_bytes_api_and_codes(mc, prefix):
     assert mc.remove(k) == -704
     assert mc.upsert(k, b"v1") == 0 and mc.upsert(k, b"v2") == 0
     assert mc.get(k) == b"v2"
+    config = mooncake.ReplicateConfig()
+    config.replica_num = 2
+    assert mc.put(prefix + "two", b"twice", config) == 0
+    assert mc.get(prefix + "two") == b"twice"
     assert mc.get_hostname() == "127.0.0.1"
     assert mc.health_check() == 0
 
