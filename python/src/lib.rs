@@ -7,6 +7,7 @@ mod buffers;
 mod errors;
 mod runtime;
 mod store;
+mod weights;
 
 use pyo3::prelude::*;
 
