@@ -57,9 +57,10 @@ cargo test --workspace --no-fail-fast "$@"
 # --- the Python package (python/, docs/python.md) --------------------------------------------
 # A virtualenv kept in the target dir: the first run creates it and installs maturin and pytest
 # from PyPI (about 20 s); later runs reuse it. `maturin develop` builds the extension with the
-# dev profile in the same target dir, so it reuses the workspace's compiled crates (a few
-# seconds warm; a minute or two the first time). pytest then runs against the crescentd built
-# above.
+# dev profile in the same target dir, so it reuses the workspace's compiled crates: a few
+# seconds warm (build and the whole pytest suite: about 10 s); the first time it also builds
+# pyo3 and any dependency whose features differ from the workspace build's. pytest then runs
+# against the crescentd built above.
 if [ "$#" -eq 0 ]; then
   venv="$target/python-venv"
   if [ ! -x "$venv/bin/maturin" ] || [ ! -x "$venv/bin/pytest" ]; then
