@@ -45,14 +45,14 @@ impl Buffer {
 impl Drop for Buffer {
     fn drop(&mut self) {
         if let Err(e) = self.unregister() {
-            tracing_free_warning(&e);
+            report_unregister_failure(&e);
         }
     }
 }
 
 /// A failed unregistration at garbage collection has no caller to tell; it cannot leave the
 /// memory in use (transfers completed before their calls returned).
-fn tracing_free_warning(e: &crescent_client::ClientError) {
+fn report_unregister_failure(e: &crescent_client::ClientError) {
     eprintln!("crescent: unregistering a buffer at collection failed: {e}");
 }
 
