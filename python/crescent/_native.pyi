@@ -37,6 +37,8 @@ class Store:
         segment_size: int = 0,
         local_hostname: str = "127.0.0.1",
         failover_timeout: float | None = None,
+        owner_token: str | None = None,
+        owner_id: str | None = None,
     ) -> None: ...
     @property
     def tenant(self) -> str | None: ...

@@ -65,11 +65,13 @@ impl Store {
     /// `etcd` + `cluster`: follow the HA pair's leader through etcd instead (or as well).
     /// `tenant`/`domain`: the namespace keys live in. `token`: a bearer token when crescentd
     /// runs with `[auth]`. `segment_size > 0`: this process also serves a segment of that many
-    /// bytes (a storage owner, its transfer listener on `local_hostname`).
+    /// bytes (a storage owner, its transfer listener on `local_hostname`); with `[auth]` it
+    /// mounts with `owner_token` (an `owner` token, for `owner_id`) when the client token
+    /// cannot.
     #[new]
     #[pyo3(signature = (server=None, *, etcd=None, cluster=None, tenant=None, domain=None,
         token=None, ca_file=None, segment_size=0, local_hostname="127.0.0.1",
-        failover_timeout=None))]
+        failover_timeout=None, owner_token=None, owner_id=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -83,6 +85,8 @@ impl Store {
         segment_size: u64,
         local_hostname: &str,
         failover_timeout: Option<f64>,
+        owner_token: Option<&str>,
+        owner_id: Option<&str>,
     ) -> PyResult<Self> {
         let mut options = match (etcd, cluster) {
             (Some(e), Some(c)) => ClientOptions::etcd(e, c),
@@ -105,9 +109,18 @@ impl Store {
                 let config = OwnerConfig {
                     size,
                     listen: format!("{local_hostname}:0"),
+                    owner_id: owner_id.map(str::to_string),
                     ..OwnerConfig::default()
                 };
-                Some(check(py, block(py, || Owner::start(&client, config)))?)
+                // The same data plane either way: puts still find the segment as their own.
+                let owner_client = match owner_token {
+                    Some(t) => check(py, client.with_token(BearerToken::new(t)))?,
+                    None => client.clone(),
+                };
+                Some(check(
+                    py,
+                    block(py, || Owner::start(&owner_client, config)),
+                )?)
             }
         };
         Ok(Self {

@@ -38,3 +38,16 @@ def test_a_client_token_is_held_to_its_tenant(auth_server, prefix):
     with pytest.raises(crescent.AuthError) as e:
         crescent.Store(addr, token=token, tenant="beta").get(prefix + "k")
     assert e.value.code == "PERMISSION_DENIED"
+
+
+def test_a_segment_under_auth_mounts_with_an_owner_token(auth_server, prefix):
+    addr, issue = auth_server
+    client_token = issue("client", tenant="alpha")
+    with pytest.raises(crescent.AuthError):
+        crescent.Store(addr, token=client_token, segment_size=16 << 20)
+    owner_token = issue("owner", owner="py-owner")
+    with crescent.Store(addr, token=client_token, segment_size=16 << 20,
+                        owner_token=owner_token, owner_id="py-owner") as s:
+        assert s.segment and s.segment.startswith("py-owner/")
+        s.put(prefix + "k", b"on my own segment")
+        assert s.get(prefix + "k") == b"on my own segment"
