@@ -11,7 +11,7 @@ use pyo3::buffer::PyBuffer;
 use pyo3::prelude::*;
 
 use crate::errors::{check, invalid, to_py};
-use crate::runtime::{block, runtime};
+use crate::runtime::{block, run};
 use crate::store::{byte_buffer, put_options, Store};
 
 /// A buffer registered with a [`Store`]'s transport. Unregistered by
@@ -29,7 +29,7 @@ pub struct Buffer {
 impl Buffer {
     fn unregister(&self) -> Result<(), crescent_client::ClientError> {
         if self.registered.swap(false, Ordering::AcqRel) {
-            return runtime().block_on(self.client.unregister_buffer(&self.inner));
+            return run(self.client.unregister_buffer(&self.inner));
         }
         Ok(())
     }
