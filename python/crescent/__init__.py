@@ -5,6 +5,8 @@ Mooncake's store API. Every network call releases the GIL; a ``Store`` may be sh
 threads. Failures raise ``CrescentError`` subclasses whose ``.code`` is the stable code.
 """
 
+import atexit
+
 from ._native import (
     AuthError,
     Buffer,
@@ -17,7 +19,11 @@ from ._native import (
     Store,
     UnavailableError,
     __version__,
+    settle_all,
 )
+
+# Gets release their leases without waiting; send what is queued before the process exits.
+atexit.register(settle_all)
 
 __all__ = [
     "AuthError",

@@ -251,7 +251,7 @@ impl Store {
         });
         Ok(Buffer {
             inner: check(py, registered)?,
-            client: self.client.clone(),
+            client: (*self.client).clone(),
             registered: AtomicBool::new(true),
             _export: export,
         })

@@ -16,6 +16,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     errors::register(m)?;
     m.add_class::<store::Store>()?;
     m.add_class::<buffers::Buffer>()?;
+    m.add_function(wrap_pyfunction!(store::settle_all, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -3,7 +3,7 @@
 //! the registered buffers in `buffers.rs`. Every network call releases the GIL.
 
 use std::borrow::Cow;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use crescent_client::{BearerToken, ClientOptions, CrescentClient, Owner, OwnerConfig, PutOptions};
@@ -18,11 +18,49 @@ use crate::runtime::block;
 /// zero-copy registered buffers. Thread-safe; share one between threads.
 #[pyclass(frozen, module = "crescent._native")]
 pub struct Store {
-    pub(crate) client: CrescentClient,
+    pub(crate) client: Arc<CrescentClient>,
     /// The segment this process serves (`segment_size > 0`), shared with the stores
     /// [`Store::scoped`] makes; only the store that started it stops it.
     owner: Arc<Mutex<Option<Owner>>>,
     starts_owner: bool,
+}
+
+/// Every live store's client, for [`settle_all`] at interpreter exit.
+static LIVE: Mutex<Vec<Weak<CrescentClient>>> = Mutex::new(Vec::new());
+
+fn live(client: CrescentClient) -> Arc<CrescentClient> {
+    let client = Arc::new(client);
+    let mut all = LIVE.lock().unwrap_or_else(|p| p.into_inner());
+    all.retain(|w| w.strong_count() > 0);
+    all.push(Arc::downgrade(&client));
+    client
+}
+
+/// Sends every live store's queued lease releases and waits for their answers: a get's lease
+/// is released without waiting (it rides on a later request), so a process that exits right
+/// after a get would otherwise leave the lease until its TTL (remove, unmount answer BUSY).
+/// `crescent/__init__.py` registers it with `atexit`.
+#[pyfunction]
+pub fn settle_all(py: Python<'_>) {
+    let clients: Vec<Arc<CrescentClient>> = LIVE
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .iter()
+        .filter_map(Weak::upgrade)
+        .collect();
+    block(py, || async {
+        for c in &clients {
+            c.settle().await;
+        }
+    });
+}
+
+impl Drop for Store {
+    /// A collected store settles too (see [`settle_all`]): `crescent.Store(addr).get(k)` in a
+    /// short script must not leave `k` leased. Quick when nothing is queued.
+    fn drop(&mut self) {
+        crate::runtime::run(self.client.settle());
+    }
 }
 
 /// The options of one put, from Python keyword arguments.
@@ -124,7 +162,7 @@ impl Store {
             }
         };
         Ok(Self {
-            client,
+            client: live(client),
             owner: Arc::new(Mutex::new(owner)),
             starts_owner: true,
         })
@@ -134,7 +172,7 @@ impl Store {
     #[pyo3(signature = (tenant=None, domain=None))]
     fn scoped(&self, py: Python<'_>, tenant: Option<&str>, domain: Option<&str>) -> PyResult<Self> {
         Ok(Self {
-            client: check(py, self.client.with_scope(tenant, domain))?,
+            client: live(check(py, self.client.with_scope(tenant, domain))?),
             owner: self.owner.clone(),
             starts_owner: false,
         })
@@ -223,9 +261,16 @@ impl Store {
             .collect())
     }
 
-    /// Stops serving this process's segment (unmounted; its objects go with it). Calls
-    /// after `close` still work as a plain client. Idempotent.
+    /// Waits until crescentd has run the lease releases this store queued (gets release their
+    /// leases without waiting). `close` and interpreter exit do it.
+    fn settle(&self, py: Python<'_>) {
+        block(py, || self.client.settle());
+    }
+
+    /// Settles, then stops serving this process's segment (unmounted; its objects go with
+    /// it). Calls after `close` still work as a plain client. Idempotent.
     fn close(&self, py: Python<'_>) -> PyResult<()> {
+        self.settle(py);
         if !self.starts_owner {
             return Ok(());
         }

@@ -76,3 +76,18 @@ def test_threads_share_one_store(store, prefix):
         th.join()
     assert errors == []
     assert len(store.list(prefix)) == 800
+
+
+def test_a_segment_is_served_between_calls(server, store, prefix):
+    # The value lands on this process's own segment (local first); another process reads it
+    # while this one makes no call: the extension's driver thread serves the transfer.
+    value = bytes(range(256)) * 64
+    store.put(prefix + "mine", value)
+    reader = ("import crescent, sys; "
+              "sys.stdout.buffer.write(crescent.Store(sys.argv[1]).get(sys.argv[2]))")
+    out = subprocess.run([sys.executable, "-c", reader, server, prefix + "mine"],
+                         capture_output=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == value
+    # The reader's store settled its lease release when it was collected: the key is free.
+    store.remove(prefix + "mine")
