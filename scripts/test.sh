@@ -53,3 +53,22 @@ if [ "$#" -eq 0 ]; then
   done
 fi
 cargo test --workspace --no-fail-fast "$@"
+
+# --- the Python package (python/, docs/python.md) --------------------------------------------
+# A virtualenv kept in the target dir: the first run creates it and installs maturin and pytest
+# from PyPI (about 20 s); later runs reuse it. `maturin develop` builds the extension with the
+# dev profile in the same target dir, so it reuses the workspace's compiled crates: a few
+# seconds warm (build and the whole pytest suite: about 10 s); the first time it also builds
+# pyo3 and any dependency whose features differ from the workspace build's (and a cargo build
+# or clippy of crescent-py in between makes it rebuild pyo3 once: maturin sets PYO3_* variables
+# that pyo3's build script reads). pytest then runs against the crescentd built above.
+if [ "$#" -eq 0 ]; then
+  venv="$target/python-venv"
+  if [ ! -x "$venv/bin/maturin" ] || [ ! -x "$venv/bin/pytest" ]; then
+    log "creating $venv (maturin, pytest)"
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install -q --disable-pip-version-check maturin pytest
+  fi
+  (cd python && VIRTUAL_ENV="$venv" PATH="$venv/bin:$PATH" maturin develop -q)
+  "$venv/bin/python" -m pytest -q python/tests
+fi
