@@ -1,5 +1,5 @@
-//! `crescent admin snapshot` (docs/api.md) and `crescent admin backup` (docs/operations.md, "Backup and
-//! restore").
+//! `crescent admin snapshot` (docs/api.md) and `crescent admin backup` (docs/operations.md,
+//! "Backup and restore").
 
 use std::path::{Path, PathBuf};
 
