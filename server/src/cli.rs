@@ -172,4 +172,13 @@ mod tests {
         let a = Args::try_parse_from(["crescentd", "--snapshot-every-events", "0"]).unwrap();
         assert!(a.resolve().is_err());
     }
+
+    #[test]
+    fn restore_only_needs_a_backup_to_restore_from() {
+        assert!(Args::try_parse_from(["crescentd", "--restore-only"]).is_err());
+        let a =
+            Args::try_parse_from(["crescentd", "--restore-from", "b", "--restore-only"]).unwrap();
+        assert_eq!(a.restore_from, Some(PathBuf::from("b")));
+        assert!(a.restore_only);
+    }
 }
