@@ -137,6 +137,23 @@ fn backup_kill_wipe_restore_reads_everything_back() {
     let (code, _, err) = backup_args(&backup);
     assert_ne!(code, 0);
     assert!(err.contains("TARGET_NOT_EMPTY"), "{err}");
+    // Not a data dir: refused, and the target is left empty.
+    let elsewhere = tmp.path().join("elsewhere");
+    let (code, _, err) = crescent(
+        &s,
+        &[
+            "admin",
+            "backup",
+            "--data-dir",
+            tmp.path().to_str().unwrap(),
+            "--to",
+            elsewhere.to_str().unwrap(),
+        ],
+        None,
+    );
+    assert_ne!(code, 0);
+    assert!(err.contains("BACKUP_SOURCE_INVALID"), "{err}");
+    assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0);
 
     drop(node); // SIGKILL
 

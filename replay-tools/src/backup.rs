@@ -58,7 +58,7 @@ pub enum BackupError {
     Unsupported { backend: String },
     /// The source changed under the copy (a snapshot or segment removed by retention):
     /// taking a new snapshot and starting again succeeds.
-    #[error("the source data dir changed during the copy ({detail}); take the backup again")]
+    #[error("the source changed under the copy: {detail}; take the backup again")]
     SourceChanged { detail: String },
     #[error("the source data dir {} cannot be backed up: {detail}", path.display())]
     Source { path: PathBuf, detail: String },
@@ -167,9 +167,14 @@ fn copy_cut_verify(data_dir: &Path, seq: u64, to: &Path) -> Result<Manifest> {
     let snap_from = datadir::snapshot_dir(data_dir).join(&snap_name);
     let position = match SnapshotDir::read(&snap_from) {
         Ok(s) => s.header.position,
-        Err(e) if !snap_from.exists() => {
+        Err(_) if !snap_from.exists() => {
             return Err(BackupError::SourceChanged {
-                detail: format!("{}: {e}", snap_from.display()),
+                detail: format!(
+                    "{} is missing: retention removed it, or {} is not the data dir of the \
+                     crescentd that wrote the snapshot",
+                    snap_from.display(),
+                    data_dir.display()
+                ),
             })
         }
         Err(e) => return Err(source(e.to_string())),
