@@ -1,4 +1,4 @@
-//! The control-plane admin calls: health, stats, owners, segments, heartbeats.
+//! The control-plane admin calls: health, stats, snapshots, owners, segments, heartbeats.
 
 use crescent_wire::segments::{
     CommandReply, MountSegmentRequest, RegisterOwnerReply, RegisterOwnerRequest, SegmentList,
@@ -14,6 +14,18 @@ impl CrescentClient {
     /// `GET /healthz`: the server's health document.
     pub async fn health(&self) -> Result<serde_json::Value, ClientError> {
         self.get_from("health", |r| &r.healthz).await
+    }
+
+    /// `POST /v1/admin/snapshot` (admin): writes a snapshot now, or returns the newest one
+    /// when nothing changed since it (so it is safe to retry).
+    pub async fn snapshot_now(&self) -> Result<crescent_wire::admin::SnapshotWritten, ClientError> {
+        self.post_route(
+            "snapshot",
+            Retry::Idempotent,
+            crescent_wire::admin::routes::SNAPSHOT,
+            &serde_json::json!({}),
+        )
+        .await
     }
 
     /// `GET /stats`: journal, snapshot and store statistics.

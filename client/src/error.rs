@@ -84,6 +84,10 @@ pub enum ClientError {
     /// unreachable).
     #[error("leader discovery through etcd: {0}")]
     Discovery(#[source] crescent_ha::HaError),
+    /// `crescent admin backup` refused or failed; its code is the backup's own
+    /// (docs/operations.md, "Backup and restore").
+    #[error("backup: {0}")]
+    Backup(#[source] crescent_replay_tools::backup::BackupError),
 }
 
 /// What went wrong under a failed HTTP request, in words a user acts on: "connection
@@ -196,6 +200,16 @@ impl ClientError {
                 crescent_ha::ErrorClass::Retryable => ErrorClass::Retryable,
                 crescent_ha::ErrorClass::Fatal => ErrorClass::Fatal,
             },
+            ClientError::Backup(e) => match e {
+                crescent_replay_tools::backup::BackupError::SourceChanged { .. } => {
+                    ErrorClass::Retryable
+                }
+                crescent_replay_tools::backup::BackupError::TargetNotEmpty { .. }
+                | crescent_replay_tools::backup::BackupError::Unsupported { .. } => {
+                    ErrorClass::User
+                }
+                _ => ErrorClass::Fatal,
+            },
         }
     }
 
@@ -220,6 +234,7 @@ impl ClientError {
                 crescent_ha::ErrorClass::Retryable => "UNAVAILABLE",
                 crescent_ha::ErrorClass::Fatal => "INTERNAL",
             },
+            ClientError::Backup(e) => e.code(),
         }
     }
 

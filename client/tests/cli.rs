@@ -1,5 +1,5 @@
 //! The `crescent` CLI against a real crescentd: put/get/exist/rm/ls with --json, exit codes,
-//! and `bench --json`.
+//! `admin snapshot`, and `bench --json`.
 
 mod common;
 
@@ -236,4 +236,38 @@ fn a_value_the_store_has_no_room_for_is_out_of_space_exit_8() {
     assert_eq!(json(&out)["error"]["code"], "OUT_OF_SPACE", "{err}");
     let (code, _, err) = crescent(&s, &["put", "small", "-"], Some(b"fits"));
     assert_eq!(code, 0, "{err}");
+}
+
+#[test]
+fn admin_snapshot_writes_one_and_needs_an_admin() {
+    let server = Server::start();
+    let s = server.server();
+    let (code, _, err) = crescent(&s, &["put", "snap/1", "-"], Some(b"v"));
+    assert_eq!(code, 0, "{err}");
+    let (code, out, err) = crescent(&s, &["--json", "admin", "snapshot"], None);
+    assert_eq!(code, 0, "{err}");
+    let first = json(&out);
+    let seq = first["seq"].as_u64().unwrap();
+    assert!(seq > 0, "{first}");
+    let file = std::path::Path::new(first["path"].as_str().unwrap())
+        .file_name()
+        .unwrap();
+    let on_disk = server.dir.path().join("data/snapshots").join(file);
+    assert_eq!(
+        std::fs::metadata(&on_disk).unwrap().len(),
+        first["bytes"].as_u64().unwrap()
+    );
+    // Nothing new: the same snapshot again, in text too.
+    let (code, out, err) = crescent(&s, &["admin", "snapshot"], None);
+    assert_eq!(code, 0, "{err}");
+    let text = String::from_utf8(out).unwrap();
+    assert!(
+        text.starts_with(&format!("snapshot at seq {seq} ")),
+        "{text}"
+    );
+    // A client token is not enough.
+    let client = server.client_token(common::auth::DEFAULT_TENANT).unwrap();
+    let (code, _, err) = crescent(&s, &["--token", &client, "admin", "snapshot"], None);
+    assert_eq!(code, 10, "{err}");
+    assert!(err.contains("PERMISSION_DENIED"), "{err}");
 }

@@ -69,6 +69,14 @@ pub struct Args {
     /// Print the merged configuration as TOML and exit.
     #[arg(long)]
     pub print_config: bool,
+    /// Before starting, restore the data dir from this backup (`crescent admin backup`). The
+    /// data dir must be new or empty, and the backup must verify; otherwise crescentd exits
+    /// with a stable code and changes nothing (docs/operations.md, "Backup and restore").
+    #[arg(long, value_name = "BACKUP_DIR")]
+    pub restore_from: Option<PathBuf>,
+    /// With --restore-from: restore, then exit instead of starting.
+    #[arg(long, requires = "restore_from")]
+    pub restore_only: bool,
 }
 
 impl Args {
@@ -163,5 +171,14 @@ mod tests {
         assert!(Args::try_parse_from(["crescentd", "--recovery-mode", "yolo"]).is_err());
         let a = Args::try_parse_from(["crescentd", "--snapshot-every-events", "0"]).unwrap();
         assert!(a.resolve().is_err());
+    }
+
+    #[test]
+    fn restore_only_needs_a_backup_to_restore_from() {
+        assert!(Args::try_parse_from(["crescentd", "--restore-only"]).is_err());
+        let a =
+            Args::try_parse_from(["crescentd", "--restore-from", "b", "--restore-only"]).unwrap();
+        assert_eq!(a.restore_from, Some(PathBuf::from("b")));
+        assert!(a.restore_only);
     }
 }

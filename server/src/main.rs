@@ -1,5 +1,7 @@
 //! crescentd entry point: parse flags, resolve the configuration, run the node.
 
+use std::path::Path;
+
 use clap::Parser;
 use crescent_server::cli::Args;
 use crescent_server::config::LogFormat;
@@ -18,6 +20,28 @@ fn init_tracing(level: &str, format: LogFormat) {
     }
 }
 
+/// Restores the data dir from `backup`, or exits 1 naming the refusal's stable code.
+fn restore(backup: &Path, data_dir: &Path) {
+    match crescent_replay_tools::backup::restore(backup, data_dir) {
+        Ok(m) => {
+            tracing::info!(backup = %backup.display(), data_dir = %data_dir.display(),
+                seq = m.seq, term = m.term, "data dir restored from a backup");
+            eprintln!(
+                "crescentd: restored {} from {} (seq {}, term {})",
+                data_dir.display(),
+                backup.display(),
+                m.seq,
+                m.term
+            );
+        }
+        Err(e) => {
+            tracing::error!(code = e.code(), error = %e, "restore refused");
+            eprintln!("crescentd: restore refused: {}: {e}", e.code());
+            std::process::exit(1);
+        }
+    }
+}
+
 fn main() {
     let args = Args::parse();
     let config = match args.resolve() {
@@ -32,6 +56,12 @@ fn main() {
         return;
     }
     init_tracing(&config.log.level, config.log.format);
+    if let Some(backup) = &args.restore_from {
+        restore(backup, &config.data_dir);
+        if args.restore_only {
+            return;
+        }
+    }
     let result = actix_rt::System::new().block_on(async move { Node::run(config).await });
     if let Err(e) = result {
         tracing::error!(error = %e, "crescentd stopped");

@@ -237,3 +237,37 @@ fn a_failed_write_is_retried() {
     assert_eq!(snapshotter.status().last_error, None);
     snapshotter.stop().unwrap();
 }
+
+#[test]
+fn after_retention_the_oldest_retained_snapshot_still_restores() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = SnapshotDir::new(tmp.path());
+    let journal = RecordBuffer::new();
+    let snapshotter = Snapshotter::start(
+        Tally::default(),
+        journal.clone(),
+        dir.clone(),
+        config(10, Duration::from_secs(3600)),
+        SnapshotMetrics::new(),
+    )
+    .unwrap();
+    let all = records(35);
+    for chunk in all.chunks(5) {
+        journal.push(chunk.to_vec()).unwrap();
+        let last = chunk.last().unwrap().seq;
+        wait_until("the shadow state to catch up", || {
+            snapshotter.status().applied.seq == last
+        });
+    }
+    snapshotter.stop().unwrap();
+    // The newest snapshot is damaged: restore falls back to the oldest retained one, and the
+    // journal the snapshotter truncated must still continue its chain.
+    let newest = tmp.path().join(SnapshotDir::file_name(30));
+    let mut bytes = std::fs::read(&newest).unwrap();
+    bytes[100] ^= 0x01;
+    std::fs::write(&newest, bytes).unwrap();
+    let r = restore(&dir, &journal, Tally::default()).unwrap();
+    assert_eq!(r.snapshot.as_ref().unwrap().1.seq, 20);
+    assert_eq!(r.state, tally_of(&all));
+    assert_eq!(r.replayed, 15);
+}

@@ -3,6 +3,7 @@
 //!
 //! This crate is serde-only so that clients do not pull in the server's stack.
 
+pub mod admin;
 pub mod auth;
 pub mod cold;
 pub mod cold_owner;

@@ -9,6 +9,7 @@ macro_rules! outln {
     };
 }
 
+mod admin;
 mod cold;
 mod cold_bench;
 mod run;
@@ -169,6 +170,11 @@ pub enum Command {
     Token {
         #[command(subcommand)]
         command: token::TokenCommand,
+    },
+    /// Operations: snapshot now, back up the data dir (admin).
+    Admin {
+        #[command(subcommand)]
+        command: admin::AdminCommand,
     },
     /// Managed weight revisions.
     Weights {

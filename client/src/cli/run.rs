@@ -170,6 +170,7 @@ pub(super) async fn run(cli: Cli) -> Result<u8, ClientError> {
             }
         }
         Command::Segments { command } => segments(&client, command, json).await?,
+        Command::Admin { command } => return super::admin::run(&client, command, json).await,
         Command::Token { command } => return super::token::run(&client, command, json).await,
         Command::Tenant { command } => {
             return super::tenant::run(&client, cli.tenant.as_deref(), command, json).await

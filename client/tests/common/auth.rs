@@ -153,9 +153,9 @@ impl AuthKey {
                 Some(id) => self.owner(id),
                 None => self.admin(),
             },
-            Some("segments" | "cold" | "offload" | "evict" | "weights" | "token" | "bench") => {
-                self.admin()
-            }
+            Some(
+                "segments" | "cold" | "offload" | "evict" | "weights" | "token" | "bench" | "admin",
+            ) => self.admin(),
             // Setting a quota and listing tenants are the admin's; showing one a client of that
             // tenant may do.
             Some("tenant") if args.contains(&"quota") || args.contains(&"ls") => self.admin(),

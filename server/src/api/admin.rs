@@ -246,13 +246,7 @@ pub async fn stats(state: State) -> HttpResponse {
     HttpResponse::Ok().json(body)
 }
 
-#[derive(Debug, Serialize)]
-pub struct SnapshotWritten {
-    pub path: String,
-    pub seq: u64,
-    pub term: u64,
-    pub bytes: u64,
-}
+pub use crescent_wire::admin::SnapshotWritten;
 
 /// `POST /v1/admin/snapshot`: write a snapshot now (before maintenance, or to bound recovery).
 pub async fn snapshot_now(

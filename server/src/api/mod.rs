@@ -127,7 +127,10 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 .route("/segments/mount", web::post().to(segments::mount))
                 .route("/segments/unmount", web::post().to(segments::unmount))
                 .route("/segments", web::get().to(segments::list))
-                .route("/admin/snapshot", web::post().to(admin::snapshot_now))
+                .route(
+                    rel(crescent_wire::admin::routes::SNAPSHOT),
+                    web::post().to(admin::snapshot_now),
+                )
                 .route(
                     rel(crescent_wire::auth::routes::REVOKE),
                     web::post().to(tokens::revoke),
