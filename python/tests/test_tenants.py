@@ -51,3 +51,25 @@ def test_a_segment_under_auth_mounts_with_an_owner_token(auth_server, prefix):
         assert s.segment and s.segment.startswith("py-owner/")
         s.put(prefix + "k", b"on my own segment")
         assert s.get(prefix + "k") == b"on my own segment"
+
+
+def test_a_tenants_quota_refuses_puts_past_it_and_shows_usage(server, prefix):
+    import json
+    import subprocess
+    import uuid
+
+    from conftest import binary
+
+    tenant = "quota-" + uuid.uuid4().hex[:8]
+    cli = [str(binary("crescent")), "--server", server, "--tenant", tenant]
+    subprocess.run([*cli, "tenant", "quota", "set", "--max-bytes", "1000"],
+                   check=True, capture_output=True)
+    s = crescent.Store(server, tenant=tenant)
+    s.put(prefix + "a", b"x" * 600)
+    with pytest.raises(crescent.CapacityError) as e:
+        s.put(prefix + "b", b"x" * 600)
+    assert e.value.code == "QUOTA_EXCEEDED"
+    assert not s.exists(prefix + "b")
+    shown = subprocess.run([*cli, "--json", "tenant", "show"], check=True, capture_output=True)
+    usage = json.loads(shown.stdout)
+    assert (usage["used_bytes"], usage["used_objects"], usage["max_bytes"]) == (600, 1, 1000)
