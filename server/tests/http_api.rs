@@ -179,6 +179,12 @@ async fn health_metrics_and_stats() {
     assert_eq!(h["status"], "serving");
     assert_eq!(h["role"], "standalone");
     assert_eq!(h["gate"], "SERVING");
+    // Public like /healthz: the harness sends no token for it.
+    let r = get_json(&app, "/readyz").await;
+    assert_eq!(
+        r,
+        json!({"ready": true, "role": "standalone", "gate": "SERVING"})
+    );
 
     let _ = post(
         &app,

@@ -269,6 +269,18 @@ async fn embedded_segment_serves_a_fresh_start_and_survives_restarts() {
     // are served.
     let health = get_json(&app, "/healthz").await;
     assert_eq!(health["gate"], "REBUILDING", "{health}");
+    // Alive, not ready: /readyz is 503 until the gate is SERVING.
+    let resp = app
+        .call(actix_web::test::TestRequest::get().uri("/readyz"), None)
+        .await;
+    assert_eq!(resp.status().as_u16(), 503);
+    let ready: serde_json::Value =
+        serde_json::from_slice(&actix_web::test::read_body(resp).await).unwrap();
+    assert_eq!(
+        (ready["ready"].as_bool(), ready["gate"].as_str()),
+        (Some(false), Some("REBUILDING")),
+        "{ready}"
+    );
     let (s, b) = post(&app, "/v1/objects/exist", json!({"id": {"key": "hello"}})).await;
     assert_eq!((s, b["code"].as_str()), (503, Some("UNAVAILABLE")), "{b}");
     assert!(b["message"].as_str().unwrap().contains("REBUILDING"), "{b}");
@@ -281,6 +293,7 @@ async fn embedded_segment_serves_a_fresh_start_and_survives_restarts() {
     .await;
     assert_eq!(s, 200, "{b}");
     assert_eq!(b["gate"]["state"], "SERVING", "{b}");
+    assert_eq!(get_json(&app, "/readyz").await["ready"], true);
     // The embedded segment's objects do not survive a restart (its memory is new).
     let (_, b) = post(&app, "/v1/objects/exist", json!({"id": {"key": "hello"}})).await;
     assert_eq!(b["exists"], false);

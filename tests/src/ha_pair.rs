@@ -100,6 +100,18 @@ pub async fn health(addr: SocketAddr) -> Option<serde_json::Value> {
         .ok()
 }
 
+/// `GET /readyz` of `addr`: its status code and body (`None` if it does not answer).
+pub async fn readiness(addr: SocketAddr) -> Option<(u16, serde_json::Value)> {
+    let c = reqwest::Client::builder()
+        .timeout(Duration::from_millis(500))
+        .no_proxy()
+        .build()
+        .ok()?;
+    let resp = c.get(format!("http://{addr}/readyz")).send().await.ok()?;
+    let status = resp.status().as_u16();
+    Some((status, resp.json().await.ok()?))
+}
+
 /// Waits until exactly one of `nodes` is active with an in-sync standby; returns its index.
 pub async fn wait_pair_in_sync(nodes: &[&CrescentdProcess]) -> usize {
     let started = Instant::now();

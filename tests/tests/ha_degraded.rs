@@ -7,13 +7,18 @@
 //! - serves owner 1's objects as soon as owner 1 has replayed, while its gate still waits for
 //!   owner 2 (REBUILDING);
 //! - answers owner 2's keys with UNAVAILABLE (REBUILDING), not NOT_FOUND, before the timeout;
-//! - opens DEGRADED at the timeout, visible in /healthz, and keeps serving owner 1's objects.
+//! - opens DEGRADED at the timeout, visible in /healthz (and /readyz answers 503), and keeps
+//!   serving owner 1's objects.
+//!
+//! Before the failover, /readyz is 200 on the active and 503 on the standby.
 
 use std::time::{Duration, Instant};
 
 use crescent_client::{ClientOptions, CrescentClient, Placement, PutOptions};
 use crescent_tests::auth::{with_token, DEFAULT_TENANT};
-use crescent_tests::ha_pair::{assert_owners_recorded, health, wait_active, wait_gate, HaPair};
+use crescent_tests::ha_pair::{
+    assert_owners_recorded, health, readiness, wait_active, wait_gate, HaPair,
+};
 use crescent_tests::store_e2e::{check_value, object_value, OwnerProcess};
 
 const DEGRADED_SECS: u64 = 8;
@@ -58,6 +63,23 @@ async fn an_owner_that_never_returns_opens_the_new_actives_gate_degraded_at_the_
     let mut pair = HaPair::start_with(true, &extra).await;
     let active = pair.wait_in_sync().await;
     let survivor = 1 - active;
+    // Readiness: the active serves writes, the standby does not (both are alive).
+    let (code, r) = readiness(pair.node(active).addr)
+        .await
+        .expect("active /readyz");
+    assert_eq!(
+        (code, &r["role"]),
+        (200, &serde_json::json!("active")),
+        "{r}"
+    );
+    let (code, r) = readiness(pair.node(survivor).addr)
+        .await
+        .expect("standby /readyz");
+    assert_eq!(
+        (code, &r["role"]),
+        (503, &serde_json::json!("standby")),
+        "{r}"
+    );
 
     let owner1 = pair.start_owner("deg-owner-1", OWNER_SEGMENT);
     let mut owner2 = pair.start_owner("deg-owner-2", OWNER_SEGMENT);
@@ -105,6 +127,13 @@ async fn an_owner_that_never_returns_opens_the_new_actives_gate_degraded_at_the_
     let h = wait_gate(node, "DEGRADED", Duration::from_secs(DEGRADED_SECS + 20)).await;
     assert!(promoted_at.elapsed() >= Duration::from_secs(DEGRADED_SECS - 1));
     assert_eq!(h["rebuild"]["owners_completed"].as_u64(), Some(1), "{h}");
+    // DEGRADED serves, but a load balancer is told the node is not whole.
+    let (code, r) = readiness(node.addr).await.expect("/readyz");
+    assert_eq!(
+        (code, &r["gate"]),
+        (503, &serde_json::json!("DEGRADED")),
+        "{r}"
+    );
     let err = writer.get(&on2[0].0).await.unwrap_err().to_string();
     assert!(err.contains("NOT_FOUND"), "{err}");
     read_back(&writer, &on1[1]).await;

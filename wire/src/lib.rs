@@ -8,6 +8,7 @@ pub mod auth;
 pub mod cold;
 pub mod cold_owner;
 pub mod error;
+pub mod health;
 pub mod rebuild;
 pub mod rpc;
 pub mod rpc_compact;

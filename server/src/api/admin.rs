@@ -110,6 +110,37 @@ pub async fn healthz(state: State) -> HttpResponse {
     }
 }
 
+/// `GET /readyz`: 200 only when this node serves writes, the active (or a standalone node)
+/// with its rebuild gate SERVING and its journal healthy; 503 otherwise (docs/api.md,
+/// "Readiness"). `/healthz` stays liveness.
+pub async fn readyz(state: State) -> HttpResponse {
+    let gate = state.rebuild.status().state;
+    let (role, deposed) = match state.ha.get() {
+        Some(ha) if ha.stepped_down() => ("deposed", true),
+        Some(_) => ("active", false),
+        None => ("standalone", false),
+    };
+    let reason = if state.journal.durable().fault().is_some() {
+        Some("the journal failed".to_string())
+    } else if deposed {
+        Some("this node lost its term".to_string())
+    } else if gate != crescent_wire::rebuild::GateState::Serving {
+        Some(format!("the rebuild gate is {}", gate.as_str()))
+    } else {
+        None
+    };
+    let body = crescent_wire::health::Readiness {
+        ready: reason.is_none(),
+        role: role.into(),
+        gate: Some(gate.as_str().into()),
+        reason,
+    };
+    match body.ready {
+        true => HttpResponse::Ok().json(body),
+        false => HttpResponse::ServiceUnavailable().json(body),
+    }
+}
+
 /// `GET /v1/rpc`: where the RPC fast path listens; 404 NOT_FOUND when it is off (clients then
 /// stay on HTTP).
 pub async fn rpc_info(

@@ -62,6 +62,7 @@ pub fn app(
 /// Registers every route on an actix-web app.
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.route("/healthz", web::get().to(admin::healthz))
+        .route("/readyz", web::get().to(admin::readyz))
         .route("/metrics", web::get().to(admin::metrics))
         .route("/v1/ha/replication", web::get().to(admin::ha_replication))
         .route("/v1/status", web::get().to(admin::healthz))

@@ -5,7 +5,7 @@ use crescent_wire::store::routes as store;
 use crescent_wire::weights::routes as weights;
 
 /// Routes any caller may reach without a token.
-pub const PUBLIC: [&str; 2] = ["/healthz", "/metrics"];
+pub const PUBLIC: [&str; 3] = ["/healthz", "/readyz", "/metrics"];
 
 /// The operation a matched route pattern performs; `None` for a route this table does not
 /// know (refused: a new route must be classed here before it can be reached with auth on).

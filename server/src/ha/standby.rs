@@ -83,6 +83,16 @@ async fn healthz(view: web::Data<Arc<StandbyView>>) -> HttpResponse {
     HttpResponse::Ok().json(view.status())
 }
 
+/// `/readyz`: a standby never serves writes (docs/api.md, "Readiness").
+async fn readyz() -> HttpResponse {
+    HttpResponse::ServiceUnavailable().json(crescent_wire::health::Readiness {
+        ready: false,
+        role: "standby".into(),
+        gate: None,
+        reason: Some("a standby serves no writes; clients follow the active".into()),
+    })
+}
+
 /// `/v1/status`: `/healthz`'s answer, to a caller with a valid token when auth is on (every
 /// route but `/healthz` and `/metrics` needs one, docs/security.md).
 async fn status(view: web::Data<Arc<StandbyView>>, req: HttpRequest) -> HttpResponse {
@@ -319,6 +329,7 @@ pub async fn run(
             .app_data(web::PayloadConfig::new(max_body))
             .app_data(body_limits)
             .route("/healthz", web::get().to(healthz))
+            .route("/readyz", web::get().to(readyz))
             .route("/metrics", web::get().to(metrics))
             .route("/v1/status", web::get().to(status))
             .default_service(web::to(not_leader))
