@@ -24,6 +24,7 @@ pub mod journal_health;
 pub mod liveness;
 pub mod metrics;
 pub mod node;
+pub mod process_metrics;
 pub mod quotas;
 pub mod rebuild;
 pub mod removals;

@@ -40,6 +40,8 @@ pub struct ServerMetrics {
     /// Failed TLS handshakes by listener (`rpc`, `replication`) and reason (a fixed set:
     /// `crescent_tls::failure_reason`).
     pub tls_handshake_failures: IntCounterVec,
+    /// `process_*` and `crescent_build_info`, refreshed at scrape time.
+    pub process: crate::process_metrics::ProcessMetrics,
 }
 
 impl ServerMetrics {
@@ -182,7 +184,10 @@ impl ServerMetrics {
         ] {
             registry.register(c).expect("metric registered once");
         }
+        let process =
+            crate::process_metrics::ProcessMetrics::register(&registry).expect("valid metric");
         Self {
+            process,
             registry,
             http_requests,
             http_latency,

@@ -129,6 +129,7 @@ impl NodeState {
         self.metrics.term.set(self.runtime.term() as i64);
         self.metrics.last_seq.set(self.journal.last_seq() as i64);
         self.quotas.refresh_metrics();
+        self.metrics.process.refresh();
         self.metrics
             .commit_seq
             .set(self.runtime.commit().get() as i64);

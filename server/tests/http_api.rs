@@ -198,6 +198,9 @@ async fn health_metrics_and_stats() {
         "crescent_actor_commands_total",
         "crescent_journal_durable_seq",
         "crescent_up 1",
+        "process_resident_memory_bytes",
+        "process_open_fds",
+        "crescent_build_info{version=",
     ] {
         assert!(text.contains(name), "missing {name} in\n{text}");
     }

@@ -133,6 +133,7 @@ fn refuse_unauthenticated(view: &StandbyView, req: &HttpRequest) -> Option<HttpR
 async fn metrics(view: web::Data<Arc<StandbyView>>) -> HttpResponse {
     // Refreshes the quarantine gauge (docs/journal-format.md, "Quarantine").
     crate::journal_health::journal_health(&view.journal_dir, &view.journal_metrics);
+    view.metrics.process.refresh();
     HttpResponse::Ok()
         .content_type("text/plain; version=0.0.4; charset=utf-8")
         .body(view.metrics.render())
