@@ -49,7 +49,9 @@ impl World {
         }
     }
 
-    /// Every aggregate of this build: the world recovery and the snapshotter use.
+    /// This crate's own aggregate kind (`SegmentRegistry`) only: the world of this crate's
+    /// tests and benches. crescentd recovers and snapshots `crescent_domain::standard_world`,
+    /// which registers every aggregate of the build.
     pub fn standard() -> Self {
         let mut world = Self::empty();
         world
