@@ -292,12 +292,27 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         Some('T') => (&digits[..digits.len() - 1], 40),
         _ => (digits, 0),
     };
-    let n: u64 = num
-        .trim()
-        .parse()
-        .map_err(|_| format!("{s:?} is not a byte count (e.g. 4096, 64M, 1G)"))?;
-    n.checked_mul(1u64 << shift)
-        .ok_or_else(|| format!("{s:?} is too large"))
+    let bad = || format!("{s:?} is not a byte count (e.g. 4096, 64M, 1.5G)");
+    // A decimal fraction ("1.5G") counts exactly: whole * 2^shift plus fraction * 2^shift /
+    // 10^digits, which must come out a whole number of bytes.
+    let (whole, fraction) = match num.trim().split_once('.') {
+        Some((whole, fraction)) => (whole, fraction),
+        None => (num.trim(), "0"),
+    };
+    let digit_string =
+        |d: &str| !d.is_empty() && d.len() <= 18 && d.bytes().all(|b| b.is_ascii_digit());
+    if !digit_string(whole) || !digit_string(fraction) {
+        return Err(bad());
+    }
+    let whole: u128 = whole.parse().map_err(|_| bad())?;
+    let scale = 10u128.pow(fraction.len() as u32);
+    let fraction: u128 = fraction.parse().map_err(|_| bad())?;
+    let fraction_bytes = (fraction << shift) / scale;
+    if (fraction_bytes * scale) != (fraction << shift) {
+        return Err(format!("{s:?} is not a whole number of bytes"));
+    }
+    let bytes = (whole << shift) + fraction_bytes;
+    u64::try_from(bytes).map_err(|_| format!("{s:?} is too large"))
 }
 
 /// The exit statuses, shown by `--help` (docs/api.md, "CLI exit statuses", lists the same).

@@ -26,7 +26,8 @@ pub enum QuotaCommand {
     /// Set the --tenant's hard limits (journaled; replaces the stored policy and bumps its
     /// version). Usage above a lowered limit stays; only growth is refused.
     Set {
-        #[arg(long)]
+        /// Bytes, with an optional K, M, G or T (powers of 1024; "1.5G" too).
+        #[arg(long, value_parser = crate::cli::parse_size)]
         max_bytes: u64,
         /// Default: unlimited.
         #[arg(long)]

@@ -264,4 +264,14 @@ fn sizes() {
     assert!(parse_size("x").is_err());
     assert!(parse_size("-1").is_err());
     assert!(parse_size("99999999999T").is_err());
+    assert_eq!(parse_size("1.5G"), Ok(3 << 29));
+    assert_eq!(parse_size("0.5k"), Ok(512));
+    assert_eq!(parse_size("2.0M"), Ok(2 << 20));
+    assert!(parse_size("0.1K")
+        .unwrap_err()
+        .contains("whole number of bytes"));
+    assert!(parse_size("1.").is_err());
+    assert!(parse_size(".5G").is_err());
+    assert!(parse_size("1.5.1G").is_err());
+    assert!(parse_size("1e3").is_err());
 }
