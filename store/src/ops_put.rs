@@ -410,11 +410,7 @@ impl ObjectDirectory {
             .expect("checked");
         let replaced = e.complete_pending(now);
         let old_size = replaced.as_ref().map(|r| r.1);
-        self.tenant_of(scope).commit(
-            reserved,
-            (new_size, u64::from(old_size.is_none())),
-            (old_size.unwrap_or(0), 0),
-        );
+        self.tenant_of(scope).commit(reserved, new_size, old_size);
         if let Some((old, size, old_put_id, lease_until)) = replaced {
             // The replaced version's owner holds it until its release arrives: a later remove
             // of the key must fence it too.

@@ -182,13 +182,13 @@ impl TenantUsage {
         Ok(())
     }
 
-    /// A put ended: its reservation leaves pending and its committed delta enters used. Used
-    /// grows before pending shrinks, so a concurrent admission never sees less than is held.
-    pub(crate) fn commit(&self, r: Reservation, added: (u64, u64), removed: (u64, u64)) {
-        self.used_bytes.fetch_add(added.0, Ordering::AcqRel);
-        self.used_objects.fetch_add(added.1, Ordering::AcqRel);
+    /// A put of a `size`-byte value ended: its reservation leaves pending, and its version
+    /// replaces the complete one of `replaced` bytes (`None`: a new object). Used grows before
+    /// pending shrinks, so a concurrent admission never sees less than is held.
+    pub(crate) fn commit(&self, r: Reservation, size: u64, replaced: Option<u64>) {
+        self.add_committed(size, u64::from(replaced.is_none()));
         self.release(r);
-        self.refund(removed.0, removed.1);
+        self.refund(replaced.unwrap_or(0), 0);
     }
 
     /// A put ended without committing (revoked, pre-empted, reclaimed, dropped).
@@ -231,8 +231,6 @@ struct LedgerState {
     by_tenant: HashMap<Arc<str>, Arc<TenantUsage>>,
     /// Indexed by scope id (ids are dense, from 0).
     by_scope: Vec<Arc<TenantUsage>>,
-    /// Limits installed for tenants not seen yet.
-    limits: HashMap<Arc<str>, (u64, u64)>,
 }
 
 /// Every tenant's [`TenantUsage`], found by name or by scope id.
@@ -267,49 +265,39 @@ impl TenantLedger {
         if let Some(u) = state.by_tenant.get(&tenant) {
             return u.clone();
         }
-        let limits = state
-            .limits
-            .get(&tenant)
-            .copied()
-            .unwrap_or((UNLIMITED, UNLIMITED));
-        let usage = Arc::new(TenantUsage::new(tenant.clone(), limits));
+        let usage = Arc::new(TenantUsage::new(tenant.clone(), (UNLIMITED, UNLIMITED)));
         state.by_tenant.insert(tenant, usage.clone());
         usage
     }
 
-    /// Installs a tenant's hard limits (`None`: unlimited). Puts admitted before keep their
+    /// Installs a tenant's hard limits (`None`: unlimited), creating its counters if it has
+    /// none yet (its scopes find them when interned). Puts admitted before keep their
     /// reservations; a lowered limit refuses only what asks for more.
     pub fn set_limits(&self, tenant: &str, max_bytes: Option<u64>, max_objects: Option<u64>) {
-        let limits = (
-            max_bytes.unwrap_or(UNLIMITED),
-            max_objects.unwrap_or(UNLIMITED),
-        );
         let mut state = self.state.write().expect("ledger lock");
-        let name: Arc<str> = Arc::from(tenant);
-        state.limits.insert(name.clone(), limits);
-        let usage = Self::tenant_in(&mut state, name);
-        usage.max_bytes.store(limits.0, Ordering::Release);
-        usage.max_objects.store(limits.1, Ordering::Release);
+        let usage = Self::tenant_in(&mut state, Arc::from(tenant));
+        usage
+            .max_bytes
+            .store(max_bytes.unwrap_or(UNLIMITED), Ordering::Release);
+        usage
+            .max_objects
+            .store(max_objects.unwrap_or(UNLIMITED), Ordering::Release);
     }
 
-    /// One tenant's figures (zeros and its limits if it never stored anything).
+    /// One tenant's figures (zeros, unlimited, if it never stored anything nor had limits).
     pub fn figures(&self, tenant: &str) -> TenantFigures {
-        let state = self.state.read().expect("ledger lock");
-        match state.by_tenant.get(tenant) {
+        match self
+            .state
+            .read()
+            .expect("ledger lock")
+            .by_tenant
+            .get(tenant)
+        {
             Some(u) => u.figures(),
-            None => {
-                let (b, o) = state
-                    .limits
-                    .get(tenant)
-                    .copied()
-                    .unwrap_or((UNLIMITED, UNLIMITED));
-                TenantFigures {
-                    tenant: tenant.to_string(),
-                    max_bytes: limit(b),
-                    max_objects: limit(o),
-                    ..TenantFigures::default()
-                }
-            }
+            None => TenantFigures {
+                tenant: tenant.to_string(),
+                ..TenantFigures::default()
+            },
         }
     }
 
@@ -325,19 +313,10 @@ impl TenantLedger {
 
     /// Every tenant that stored something or has limits, by name.
     pub fn all(&self) -> Vec<TenantFigures> {
-        let names: Vec<Arc<str>> = {
-            let state = self.state.read().expect("ledger lock");
-            let mut names: Vec<Arc<str>> = state
-                .by_tenant
-                .keys()
-                .chain(state.limits.keys())
-                .cloned()
-                .collect();
-            names.sort();
-            names.dedup();
-            names
-        };
-        names.iter().map(|n| self.figures(n)).collect()
+        let state = self.state.read().expect("ledger lock");
+        let mut all: Vec<TenantFigures> = state.by_tenant.values().map(|u| u.figures()).collect();
+        all.sort_by(|a, b| a.tenant.cmp(&b.tenant));
+        all
     }
 }
 

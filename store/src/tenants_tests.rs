@@ -20,7 +20,7 @@ fn admission_counts_used_and_pending_against_the_limit() {
     u.reserve(60, create(60), 0).unwrap();
     let e = u.reserve(50, create(50), 0).unwrap_err();
     assert_eq!(e.code(), "QUOTA_EXCEEDED");
-    u.commit(create(60), (60, 1), (0, 0));
+    u.commit(create(60), 60, None);
     assert_eq!((u.figures().used_bytes, u.figures().pending_bytes), (60, 0));
     u.reserve(40, create(40), 0).unwrap();
     assert!(u.reserve(1, create(1), 0).is_err());
@@ -102,7 +102,7 @@ fn a_tenants_puts_in_progress_hold_at_most_the_inflight_bound() {
     let a = u.reserve(150, create(150), 200).unwrap();
     assert!(u.reserve(60, create(60), 200).is_err());
     let b = u.reserve(50, create(50), 200).unwrap();
-    u.commit(a, (150, 1), (0, 0));
+    u.commit(a, 150, None);
     u.release(b);
     assert_eq!(u.inflight_bytes.load(Ordering::Acquire), 0);
     assert_eq!(u.figures().pending_bytes, 0);
