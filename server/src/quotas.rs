@@ -89,17 +89,21 @@ impl TenantQuotas {
     ) -> Result<bool, HttpError> {
         let cmd = QuotaCommand::SetPolicy { limits, mode };
         let changed = !self.execute(tenant, cmd).await?.is_empty();
-        // Journaled (or already stored): what the root holds now is what the put path admits
-        // against.
-        let stored = self
-            .registry
-            .read(tenant, |root| root.limits())
-            .await
-            .map_err(from_runtime)?;
+        self.install_stored(tenant).await.map_err(from_runtime)?;
+        Ok(changed)
+    }
+
+    /// Installs in the directory the limits `tenant`'s root holds now (journaled or already
+    /// stored): what the put path admits against.
+    async fn install_stored(
+        &self,
+        tenant: &str,
+    ) -> Result<(), crescent_actors::RuntimeError<crescent_actors::quota_root::QuotaError>> {
+        let stored = self.registry.read(tenant, |root| root.limits()).await?;
         self.directory
             .tenants()
             .set_limits(tenant, stored.max_bytes, stored.max_objects);
-        Ok(changed)
+        Ok(())
     }
 
     /// Creates every `[[tenants]]` policy that is absent (docs/tenants.md, "Policy
@@ -141,14 +145,9 @@ impl TenantQuotas {
                     )))
                 }
             }
-            let stored = self
-                .registry
-                .read(&t.name, |root| root.limits())
+            self.install_stored(&t.name)
                 .await
                 .map_err(|e| crate::error::ServerError::Recovery(e.to_string()))?;
-            self.directory
-                .tenants()
-                .set_limits(&t.name, stored.max_bytes, stored.max_objects);
         }
         Ok(())
     }
