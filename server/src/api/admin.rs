@@ -78,13 +78,22 @@ pub async fn ha_replication(state: State) -> Result<HttpResponse, super::error::
 }
 
 /// 200 while serving; 503 once the journal has failed.
+/// This node's role as `/healthz` and `/readyz` name it.
+fn role(state: &NodeState) -> &'static str {
+    match state.ha.get() {
+        Some(ha) if ha.stepped_down() => "deposed",
+        Some(_) => "active",
+        None => "standalone",
+    }
+}
+
 pub async fn healthz(state: State) -> HttpResponse {
     let failed = state.journal.durable().fault().is_some();
     let gate = state.rebuild.status();
-    let (role, term, ha) = match state.ha.get() {
-        Some(ha) if ha.stepped_down() => ("deposed", ha.term, Some(ha.status())),
-        Some(ha) => ("active", ha.term, Some(ha.status())),
-        None => ("standalone", state.runtime.term(), None),
+    let role = role(&state);
+    let (term, ha) = match state.ha.get() {
+        Some(ha) => (ha.term, Some(ha.status())),
+        None => (state.runtime.term(), None),
     };
     let body = Health {
         status: if failed { "failed" } else { "serving" },
@@ -115,14 +124,10 @@ pub async fn healthz(state: State) -> HttpResponse {
 /// "Readiness"). `/healthz` stays liveness.
 pub async fn readyz(state: State) -> HttpResponse {
     let gate = state.rebuild.status().state;
-    let (role, deposed) = match state.ha.get() {
-        Some(ha) if ha.stepped_down() => ("deposed", true),
-        Some(_) => ("active", false),
-        None => ("standalone", false),
-    };
+    let role = role(&state);
     let reason = if state.journal.durable().fault().is_some() {
         Some("the journal failed".to_string())
-    } else if deposed {
+    } else if role == "deposed" {
         Some("this node lost its term".to_string())
     } else if gate != crescent_wire::rebuild::GateState::Serving {
         Some(format!("the rebuild gate is {}", gate.as_str()))
