@@ -13,7 +13,6 @@ pub struct ProcessMetrics {
     open_fds: IntGauge,
     max_fds: IntGauge,
     threads: IntGauge,
-    start_time_seconds: Gauge,
 }
 
 /// What `/proc/self/stat` and `statm` say now.
@@ -88,6 +87,14 @@ impl ProcessMetrics {
         )?;
         registry.register(Box::new(build.clone()))?;
         build.with_label_values(&[env!("CARGO_PKG_VERSION")]).set(1);
+        // The start time never changes: read once.
+        let sample = parse(
+            &std::fs::read_to_string("/proc/self/stat").unwrap_or_default(),
+            &std::fs::read_to_string("/proc/self/statm").unwrap_or_default(),
+        );
+        if let (Some(s), Some(boot)) = (sample, boot_time_seconds()) {
+            start_time_seconds.set(boot + s.start_after_boot);
+        }
         Ok(Self {
             cpu_seconds,
             resident_bytes: int("process_resident_memory_bytes", "Resident memory, in bytes")?,
@@ -95,7 +102,6 @@ impl ProcessMetrics {
             open_fds: int("process_open_fds", "Open file descriptors")?,
             max_fds: int("process_max_fds", "The open file descriptor limit")?,
             threads: int("process_threads", "Threads of the process")?,
-            start_time_seconds,
         })
     }
 
@@ -112,9 +118,6 @@ impl ProcessMetrics {
             self.resident_bytes.set(s.resident_bytes);
             self.virtual_bytes.set(s.virtual_bytes);
             self.threads.set(s.threads);
-            if let Some(boot) = boot_time_seconds() {
-                self.start_time_seconds.set(boot + s.start_after_boot);
-            }
         }
         if let Ok(fds) = std::fs::read_dir("/proc/self/fd") {
             self.open_fds.set(fds.count() as i64);
@@ -156,6 +159,11 @@ mod tests {
         assert!(m.resident_bytes.get() > 0);
         assert!(m.open_fds.get() > 0);
         assert!(m.threads.get() >= 1);
-        assert!(m.start_time_seconds.get() > 1.6e9);
+        let families = registry.gather();
+        let start = families
+            .iter()
+            .find(|f| f.name() == "process_start_time_seconds")
+            .expect("registered");
+        assert!(start.get_metric()[0].get_gauge().get_value() > 1.6e9);
     }
 }
