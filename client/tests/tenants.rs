@@ -39,6 +39,7 @@ fn quota_policies_are_set_by_admins_journaled_and_shown_to_their_tenant() {
             "tenant": "acme", "max_bytes": null, "max_objects": null,
             "policy_version": null, "fingerprint": null, "used_bytes": 0, "used_objects": 0,
             "pending_bytes": 0, "pending_operations": 0, "in_doubt_operations": 0,
+            "removing_bytes": 0,
         })
     );
 

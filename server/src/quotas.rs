@@ -194,17 +194,21 @@ pub fn quota_of(tenant: String, root: &QuotaRoot) -> TenantQuota {
         pending_bytes: root.pending_bytes(),
         pending_operations: root.pending_operations() as u64,
         in_doubt_operations: root.in_doubt_operations() as u64,
+        removing_bytes: 0,
     }
 }
 
-/// `quota` with the directory's exact usage: its committed objects, and its puts in progress
-/// with what they reserved (beside the root's own accounting operations).
+/// `quota` with the directory's exact usage: its committed objects, its puts in progress with
+/// what they reserved and its removes not yet durable (beside the root's own accounting
+/// operations).
 fn with_usage(quota: TenantQuota, figures: &crescent_store::TenantFigures) -> TenantQuota {
     TenantQuota {
         used_bytes: figures.used_bytes,
         used_objects: figures.used_objects,
         pending_bytes: figures.pending_bytes,
         pending_operations: quota.pending_operations + figures.pending_puts,
+        in_doubt_operations: quota.in_doubt_operations + figures.removing_objects,
+        removing_bytes: figures.removing_bytes,
         ..quota
     }
 }

@@ -91,12 +91,12 @@ impl DurableRemovals {
                 break;
             }
             let log = self.directory.removals();
-            let (by_owner, reached) = log.take();
-            let n: usize = by_owner.values().map(Vec::len).sum();
+            let mut taken = log.take();
+            let n: usize = taken.by_owner.values().map(Vec::len).sum();
             if n > 0 {
-                let cmd = RemovedPutsCommand::Remember(by_owner.clone());
+                let cmd = RemovedPutsCommand::Remember(taken.by_owner.clone());
                 if let Err(e) = self.registry.execute(INSTANCE_ID, cmd).await {
-                    log.restore(by_owner);
+                    log.restore(taken);
                     let e = crate::api::error::from_runtime(e).0;
                     return Err(ApiError::new(
                         e.code,
@@ -107,7 +107,9 @@ impl DurableRemovals {
                     .with_label_values(&["journaled"])
                     .inc_by(n as u64);
             }
-            self.durable.fetch_max(reached, Ordering::AcqRel);
+            // Durable: the removed versions' quota is free again (docs/tenants.md, "Removes").
+            taken.settle_refunds();
+            self.durable.fetch_max(taken.reached, Ordering::AcqRel);
         }
         Ok(())
     }

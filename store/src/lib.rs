@@ -50,6 +50,6 @@ pub use metrics::StoreMetrics;
 pub use mount::UnmountReport;
 pub use rebuild::{OperationClass, RebuildGate, DEFAULT_DEGRADED_TIMEOUT_MS};
 pub use releases::{ReleaseMetrics, ReleaseQueues};
-pub use removals::{RemovalLog, RemovedByOwner};
+pub use removals::{RemovalLog, RemovedByOwner, TakenRemovals};
 pub use segments::{MountSpec, SegmentUsage};
-pub use tenants::{TenantFigures, TenantLedger};
+pub use tenants::{HeldRefund, TenantFigures, TenantLedger};

@@ -10,6 +10,7 @@ use crate::error::StoreError;
 use crate::identity::{validate_key, ObjectName, ScopeId, ScopeName};
 use crate::segments::SegmentTable;
 use crate::shard::Shard;
+use crate::tenants::HeldRefund;
 use crate::time::{Clock, Ticks};
 
 impl ObjectDirectory {
@@ -72,15 +73,18 @@ impl ObjectDirectory {
         };
         self.metrics.objects.dec();
         let usage = self.tenant_of(scope);
-        if e.is_complete() {
-            usage.refund(e.size, 1);
-        }
+        // The removed version's quota is held until its remove is journaled (a crash before
+        // would replay it back), unless no owner can replay it.
+        let refund = e.is_complete().then(|| usage.hold_refund(e.size, 1));
         if let Some(p) = &e.pending {
             usage.release(p.reserved);
         }
         // One hold of the segment table for the removal log and the free below.
         let table = self.table();
-        self.log_removal(&table, e.replicas.as_slice(), e.put_id);
+        let unrecorded = self.log_removal_holding(&table, e.replicas.as_slice(), e.put_id, refund);
+        if let Some(refund) = unrecorded {
+            refund.settle();
+        }
         if let Some(p) = e.pending.take() {
             self.log_removal(&table, p.replicas.as_slice(), p.put_id);
             let at = p
@@ -106,16 +110,25 @@ impl ObjectDirectory {
     /// (docs/rebuild.md, "Removes are journaled"). Only for a put id that no replica serves
     /// any more: a fenced put id is `Stale` to every replay.
     pub(crate) fn log_removal(&self, table: &SegmentTable, replicas: &[Replica], put_id: u64) {
-        if put_id == 0 || replicas.is_empty() {
-            return;
-        }
-        for r in replicas {
-            if let Some(seg) = table.get(r.segment) {
-                if self.releases.tracks(&seg.spec.owner_id) {
-                    self.removals.record(&seg.spec.owner_id, put_id);
-                }
-            }
-        }
+        let _none = self.log_removal_holding(table, replicas, put_id, None);
+    }
+
+    /// [`Self::log_removal`] with the quota the removal holds until it is journaled; returns
+    /// `refund` if nothing was logged (to settle at once).
+    fn log_removal_holding(
+        &self,
+        table: &SegmentTable,
+        replicas: &[Replica],
+        put_id: u64,
+        refund: Option<HeldRefund>,
+    ) -> Option<HeldRefund> {
+        let owners: Vec<&str> = replicas
+            .iter()
+            .filter_map(|r| table.get(r.segment))
+            .map(|seg| seg.spec.owner_id.as_str())
+            .filter(|owner| self.releases.tracks(owner))
+            .collect();
+        self.removals.record_all(&owners, put_id, refund)
     }
 
     /// Removes every object of one scope whose key starts with `prefix` (non-empty), except

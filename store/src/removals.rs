@@ -15,12 +15,35 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, RwLock};
 
+use crate::tenants::HeldRefund;
+
 /// Removed put ids by owner, waiting to be journaled.
 pub type RemovedByOwner = BTreeMap<String, Vec<u64>>;
+
+/// What [`RemovalLog::take`] took: journal `by_owner`, then settle `refunds`; or, when the
+/// journal write fails, give both back with [`RemovalLog::restore`].
+#[derive(Debug, Default)]
+pub struct TakenRemovals {
+    pub by_owner: RemovedByOwner,
+    /// The quota of the removed versions among them (tenants get it back once durable).
+    pub refunds: Vec<HeldRefund>,
+    /// The removal number the journal covers once `by_owner` is journaled.
+    pub reached: u64,
+}
+
+impl TakenRemovals {
+    /// The removals are durable: their tenants' quota is free again.
+    pub fn settle_refunds(&mut self) {
+        for r in self.refunds.drain(..) {
+            r.settle();
+        }
+    }
+}
 
 #[derive(Debug, Default)]
 struct Pending {
     by_owner: RemovedByOwner,
+    refunds: Vec<HeldRefund>,
     /// Put ids recorded so far (the number a remove waits for).
     recorded: u64,
 }
@@ -34,21 +57,39 @@ pub struct RemovalLog {
 
 impl RemovalLog {
     /// Records that `put_id` was removed from `owner`'s segments (fenced at once).
+    #[cfg(test)]
     pub(crate) fn record(&self, owner: &str, put_id: u64) {
-        if put_id == 0 {
-            return;
+        let _unrecorded = self.record_all(&[owner], put_id, None);
+    }
+
+    /// Records that `put_id` was removed from each of `owners`' segments (fenced at once),
+    /// with the quota its removal holds, which goes to the journal write that covers it.
+    /// Returns `refund` when nothing was recorded (no owner, or put id 0): nothing can replay
+    /// such a version back, so the caller settles it at once.
+    pub(crate) fn record_all(
+        &self,
+        owners: &[&str],
+        put_id: u64,
+        refund: Option<HeldRefund>,
+    ) -> Option<HeldRefund> {
+        if put_id == 0 || owners.is_empty() {
+            return refund;
         }
-        fence_one(
-            &mut self.fence.write().unwrap_or_else(|p| p.into_inner()),
-            put_id,
-            owner,
-        );
+        let mut fence = self.fence.write().unwrap_or_else(|p| p.into_inner());
+        for owner in owners {
+            fence_one(&mut fence, put_id, owner);
+        }
+        drop(fence);
         let mut p = self.pending.lock().unwrap_or_else(|p| p.into_inner());
-        p.by_owner
-            .entry(owner.to_string())
-            .or_default()
-            .push(put_id);
-        p.recorded += 1;
+        for owner in owners {
+            p.by_owner
+                .entry(owner.to_string())
+                .or_default()
+                .push(put_id);
+            p.recorded += 1;
+        }
+        p.refunds.extend(refund);
+        None
     }
 
     /// How many removals were recorded so far: a remove that just ran is durable once the
@@ -61,18 +102,23 @@ impl RemovalLog {
     }
 
     /// Takes what waits to be journaled, with the number it reaches.
-    pub fn take(&self) -> (RemovedByOwner, u64) {
+    pub fn take(&self) -> TakenRemovals {
         let mut p = self.pending.lock().unwrap_or_else(|p| p.into_inner());
-        (std::mem::take(&mut p.by_owner), p.recorded)
+        TakenRemovals {
+            by_owner: std::mem::take(&mut p.by_owner),
+            refunds: std::mem::take(&mut p.refunds),
+            reached: p.recorded,
+        }
     }
 
     /// Puts back what [`Self::take`] took when journaling it failed (retried by the next
-    /// flush; the number is not counted again).
-    pub fn restore(&self, by_owner: RemovedByOwner) {
+    /// flush; the number is not counted again, and the refunds stay held).
+    pub fn restore(&self, taken: TakenRemovals) {
         let mut p = self.pending.lock().unwrap_or_else(|p| p.into_inner());
-        for (owner, ids) in by_owner {
+        for (owner, ids) in taken.by_owner {
             p.by_owner.entry(owner).or_default().extend(ids);
         }
+        p.refunds.extend(taken.refunds);
     }
 
     /// Fences put ids recovered from the journal (removed by an earlier run, not settled).
@@ -156,10 +202,10 @@ mod tests {
         log.record("b", 6);
         assert_eq!(log.recorded(), 2);
         assert!(log.is_fenced(5) && log.is_fenced(6) && !log.is_fenced(0));
-        let (taken, upto) = log.take();
-        assert_eq!(upto, 2);
-        assert_eq!(taken["a"], vec![5]);
-        assert!(log.take().0.is_empty(), "taken once");
+        let taken = log.take();
+        assert_eq!(taken.reached, 2);
+        assert_eq!(taken.by_owner["a"], vec![5]);
+        assert!(log.take().by_owner.is_empty(), "taken once");
         assert!(log.is_fenced(5), "journaling does not lift the fence");
         log.settle("b", &[5]);
         assert!(log.is_fenced(5), "only the owner's own put ids");
@@ -173,14 +219,21 @@ mod tests {
         log.settle("b", &[7]);
         assert!(!log.is_fenced(7));
         let _ = log.take();
-        log.restore(RemovedByOwner::from([("a".to_string(), vec![7])]));
-        assert_eq!(log.take().0["a"], vec![7], "restored for the next flush");
+        log.restore(TakenRemovals {
+            by_owner: RemovedByOwner::from([("a".to_string(), vec![7])]),
+            ..TakenRemovals::default()
+        });
+        assert_eq!(
+            log.take().by_owner["a"],
+            vec![7],
+            "restored for the next flush"
+        );
         log.record("a", 8);
         log.record("a", 9);
         log.settle("a", &[8]);
         assert!(!log.is_fenced(8) && log.is_fenced(9));
         assert_eq!(
-            log.take().0["a"],
+            log.take().by_owner["a"],
             vec![9],
             "a settled put id is not journaled"
         );

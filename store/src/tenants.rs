@@ -32,6 +32,10 @@ pub struct TenantUsage {
     pending_puts: AtomicU64,
     /// The value bytes of those puts (soft isolation: `max_inflight_bytes_per_tenant`).
     inflight_bytes: AtomicU64,
+    /// What removes took out of `used` that the journal does not cover yet ([`HeldRefund`]):
+    /// admission still counts it.
+    removing_bytes: AtomicU64,
+    removing_objects: AtomicU64,
     max_bytes: AtomicU64,
     max_objects: AtomicU64,
     /// After an allocation-triggered eviction of this tenant's objects freed nothing, the
@@ -60,6 +64,9 @@ pub struct TenantFigures {
     pub pending_objects: u64,
     /// Puts in progress.
     pub pending_puts: u64,
+    /// Removed, and not yet durably: admission still counts these ([`HeldRefund`]).
+    pub removing_bytes: u64,
+    pub removing_objects: u64,
     /// `None`: unlimited.
     pub max_bytes: Option<u64>,
     pub max_objects: Option<u64>,
@@ -79,6 +86,8 @@ impl TenantUsage {
             pending_objects: AtomicU64::new(0),
             pending_puts: AtomicU64::new(0),
             inflight_bytes: AtomicU64::new(0),
+            removing_bytes: AtomicU64::new(0),
+            removing_objects: AtomicU64::new(0),
             max_bytes: AtomicU64::new(max_bytes),
             max_objects: AtomicU64::new(max_objects),
             evict_backoff_until: AtomicU32::new(0),
@@ -131,7 +140,7 @@ impl TenantUsage {
         }
         self.admit(
             &self.pending_bytes,
-            &self.used_bytes,
+            [&self.used_bytes, &self.removing_bytes],
             max_bytes,
             want.bytes,
             "bytes",
@@ -139,7 +148,7 @@ impl TenantUsage {
         let max_objects = self.max_objects.load(Ordering::Acquire);
         let admitted = self.admit(
             &self.pending_objects,
-            &self.used_objects,
+            [&self.used_objects, &self.removing_objects],
             max_objects,
             want.objects,
             "objects",
@@ -151,14 +160,14 @@ impl TenantUsage {
         admitted
     }
 
-    /// Adds `want` to `pending` unless `used + pending + want` would pass `max`. The
+    /// Adds `want` to `pending` unless `used + removing + pending + want` would pass `max`. The
     /// reservation is taken first and given back on refusal, so two concurrent ones can never
     /// both fit where only one does (one of them may be refused where, a moment later, it
     /// would fit: that is the safe side).
     fn admit(
         &self,
         pending: &AtomicU64,
-        used: &AtomicU64,
+        [used, removing]: [&AtomicU64; 2],
         max: u64,
         want: u64,
         what: &str,
@@ -167,7 +176,9 @@ impl TenantUsage {
             return Ok(());
         }
         let before = pending.fetch_add(want, Ordering::AcqRel);
-        let used_now = used.load(Ordering::Acquire);
+        // `removing` first: a hold moves bytes into it before it takes them out of `used`.
+        let held = removing.load(Ordering::Acquire);
+        let used_now = used.load(Ordering::Acquire).saturating_add(held);
         let total = used_now.saturating_add(before).saturating_add(want);
         if max != UNLIMITED && total > max {
             pending.fetch_sub(want, Ordering::AcqRel);
@@ -212,6 +223,20 @@ impl TenantUsage {
         self.used_objects.fetch_sub(objects, Ordering::AcqRel);
     }
 
+    /// A remove took a complete version out of the directory, but until the journal covers
+    /// the remove the version may replay back after a crash: its bytes leave `used` now and
+    /// stay counted by admission until [`HeldRefund::settle`] (docs/tenants.md, "Removes").
+    pub(crate) fn hold_refund(self: &Arc<Self>, bytes: u64, objects: u64) -> HeldRefund {
+        self.removing_bytes.fetch_add(bytes, Ordering::AcqRel);
+        self.removing_objects.fetch_add(objects, Ordering::AcqRel);
+        self.refund(bytes, objects);
+        HeldRefund {
+            usage: self.clone(),
+            bytes,
+            objects,
+        }
+    }
+
     fn figures(&self) -> TenantFigures {
         TenantFigures {
             tenant: self.name.to_string(),
@@ -220,9 +245,33 @@ impl TenantUsage {
             pending_bytes: self.pending_bytes.load(Ordering::Acquire),
             pending_objects: self.pending_objects.load(Ordering::Acquire),
             pending_puts: self.pending_puts.load(Ordering::Acquire),
+            removing_bytes: self.removing_bytes.load(Ordering::Acquire),
+            removing_objects: self.removing_objects.load(Ordering::Acquire),
             max_bytes: limit(self.max_bytes.load(Ordering::Acquire)),
             max_objects: limit(self.max_objects.load(Ordering::Acquire)),
         }
+    }
+}
+
+/// A removed version's quota, given back once its remove is durable (the removal log carries
+/// it: `crate::removals`). Dropping it without settling keeps the quota held.
+#[derive(Debug)]
+#[must_use = "a held refund is given back only by settle"]
+pub struct HeldRefund {
+    usage: Arc<TenantUsage>,
+    bytes: u64,
+    objects: u64,
+}
+
+impl HeldRefund {
+    /// The remove is durable: the tenant may use the quota again.
+    pub fn settle(self) {
+        self.usage
+            .removing_bytes
+            .fetch_sub(self.bytes, Ordering::AcqRel);
+        self.usage
+            .removing_objects
+            .fetch_sub(self.objects, Ordering::AcqRel);
     }
 }
 

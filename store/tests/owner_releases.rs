@@ -93,7 +93,7 @@ fn versions_gone_while_their_key_lives_on_are_fenced_for_a_later_remove() {
     assert!(d.removals().is_fenced(started.put_id), "the revoked put");
     assert!(!d.removals().is_fenced(new));
     assert_eq!(
-        d.removals().take().0["o1"],
+        d.removals().take().by_owner["o1"],
         vec![old, started.put_id],
         "waiting for the next journal write"
     );

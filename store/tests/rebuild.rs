@@ -94,7 +94,7 @@ fn a_newer_put_replaces_and_frees_the_old_route() {
     // remove of k keeps it from coming back (docs/rebuild.md, "Removes are journaled").
     assert!(d.removals().is_fenced(old_put(5)));
     assert!(!d.removals().is_fenced(old_put(9)));
-    assert_eq!(d.removals().take().0["a"], vec![old_put(5)]);
+    assert_eq!(d.removals().take().by_owner["a"], vec![old_put(5)]);
 }
 
 #[test]

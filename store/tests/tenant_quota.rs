@@ -220,3 +220,40 @@ fn a_tenants_puts_in_progress_are_bounded_and_other_tenants_write_on() {
     put(&d, id(Some("other"), None, "x"), 5000, T0);
     assert_eq!(figures(&d, "acme"), (0, 0, 1000, 2));
 }
+
+#[test]
+fn a_removes_quota_is_held_until_the_remove_is_journaled() {
+    let d = dir();
+    mount(&d, "s1", "o1", 1 << 20);
+    d.tenants().set_limits("acme", Some(1000), None);
+    put(&d, acme("a"), 600, T0);
+    d.remove(&acme("a"), false, T0).unwrap();
+    let f = d.tenants().figures("acme");
+    assert_eq!(
+        (
+            f.used_bytes,
+            f.used_objects,
+            f.removing_bytes,
+            f.removing_objects
+        ),
+        (0, 0, 600, 1)
+    );
+    // Until the remove is journaled, a crash would replay the object back: its quota stays
+    // taken, so the tenant cannot end up above its limit.
+    let e = d.put_start(&req(acme("b"), 500), T0).unwrap_err();
+    assert_eq!(e.code(), "QUOTA_EXCEEDED");
+    let taken = d.removals().take();
+    assert_eq!(taken.refunds.len(), 1);
+    d.removals().restore(taken);
+    assert!(
+        d.put_start(&req(acme("b"), 500), T0).is_err(),
+        "a failed journal write keeps it held"
+    );
+    let mut taken = d.removals().take();
+    assert_eq!(taken.by_owner["o1"].len(), 1, "restored with its put id");
+    taken.settle_refunds();
+    let f = d.tenants().figures("acme");
+    assert_eq!((f.removing_bytes, f.removing_objects), (0, 0));
+    put(&d, acme("b"), 500, T0);
+    assert_eq!(figures(&d, "acme"), (500, 1, 0, 0));
+}

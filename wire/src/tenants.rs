@@ -66,6 +66,11 @@ pub struct TenantQuota {
     pub pending_bytes: u64,
     /// Accounting operations reserved and not yet publishing.
     pub pending_operations: u64,
-    /// Accounting operations publishing: charged until finalized.
+    /// Accounting operations publishing (charged until finalized), and removes not yet
+    /// durable (their objects' quota held until they are).
     pub in_doubt_operations: u64,
+    /// What those removes hold: out of `used_bytes`, still counted by admission. Wire
+    /// addition: absent from older servers (0).
+    #[serde(default)]
+    pub removing_bytes: u64,
 }
