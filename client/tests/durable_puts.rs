@@ -10,10 +10,8 @@ mod common;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 
 use common::{crescent, crescent_bin, Proc, Server};
-use crescent_wire::rebuild::GateState;
 use rand::{Rng, RngCore, SeedableRng};
 
 fn config(dir: &std::path::Path) -> String {
@@ -50,28 +48,6 @@ fn start_owner(server: &Server) -> Proc {
     // Keep reading its stdout so the owner never blocks on a full pipe.
     std::thread::spawn(move || for _ in lines {});
     proc
-}
-
-/// Waits until crescentd's rebuild gate is SERVING (the owner replayed its table).
-fn wait_serving(server: &Server) {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let client = server.client();
-    let started = Instant::now();
-    loop {
-        let state = rt.block_on(client.rebuild_status()).map(|s| s.state);
-        if matches!(state, Ok(GateState::Serving)) {
-            return;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "gate not SERVING within 60 s (last: {state:?})\n{}",
-            server.log()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
 }
 
 /// Removes `key` with a `crescent rm` process.
@@ -136,7 +112,7 @@ fn cli_puts_into_an_owner_survive_sigkill_and_sigterm_restarts() {
     let (gone, _) = objects.remove(0);
     remove(&server, &gone);
     let server = server.kill_and_restart();
-    wait_serving(&server);
+    server.wait_serving();
     assert_all_readable(&server, &objects, "a SIGKILL restart");
     assert_removed(&server, &gone, "a SIGKILL restart");
 
@@ -151,14 +127,14 @@ fn cli_puts_into_an_owner_survive_sigkill_and_sigterm_restarts() {
     let (gone_too, _) = objects.remove(0);
     remove(&server, &gone_too);
     let server = server.terminate_and_restart();
-    wait_serving(&server);
+    server.wait_serving();
     assert_all_readable(&server, &objects, "a SIGTERM restart");
     for key in [&gone, &gone_too] {
         assert_removed(&server, key, "a SIGTERM restart");
     }
     // And once more: the journaled removes still fence the replay of a later start.
     let server = server.kill_and_restart();
-    wait_serving(&server);
+    server.wait_serving();
     assert_all_readable(&server, &objects, "a second SIGKILL restart");
     assert_removed(&server, &gone, "a second SIGKILL restart");
 }

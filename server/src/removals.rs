@@ -94,6 +94,7 @@ impl DurableRemovals {
             let mut taken = log.take();
             let n: usize = taken.by_owner.values().map(Vec::len).sum();
             if n > 0 {
+                crescent_crash::point("remove.before_journal");
                 let cmd = RemovedPutsCommand::Remember(taken.by_owner.clone());
                 if let Err(e) = self.registry.execute(INSTANCE_ID, cmd).await {
                     log.restore(taken);
@@ -108,6 +109,7 @@ impl DurableRemovals {
                     .inc_by(n as u64);
             }
             // Durable: the removed versions' quota is free again (docs/tenants.md, "Removes").
+            crescent_crash::point("remove.after_journal");
             taken.settle_refunds();
             self.durable.fetch_max(taken.reached, Ordering::AcqRel);
         }

@@ -275,11 +275,48 @@ impl Server {
         if let Some(key) = key_of(addr) {
             key.write_to(&dir.path().join("auth.key"));
         }
-        Self::launch_in(dir, &[], Some(addr.parse().expect("HOST:PORT")), false)
+        Self::launch_in(dir, &[], Some(addr.parse().expect("HOST:PORT")), false, &[])
     }
 
     fn launch(extra: &[&str], fixed: Option<SocketAddr>, open: bool) -> Server {
-        Self::launch_in(tempfile::tempdir().unwrap(), extra, fixed, open)
+        Self::launch_in(tempfile::tempdir().unwrap(), extra, fixed, open, &[])
+    }
+
+    /// [`Server::start_with`], armed to SIGKILL itself the first time it reaches the crash
+    /// point `point` (`crescent_crash`, docs/testing.md).
+    pub fn start_crashing_at(extra: &[&str], point: &str) -> Server {
+        let env = [(crescent_crash::CRASH_AT_ENV.to_string(), point.to_string())];
+        Self::launch_in(tempfile::tempdir().unwrap(), extra, None, false, &env)
+    }
+
+    /// Waits for this crescentd to have killed itself at its crash point (SIGKILL), then
+    /// starts it again, unarmed, on the same data dir and address.
+    pub fn restart_after_crash(self) -> Server {
+        use std::os::unix::process::ExitStatusExt;
+        let Server {
+            addr,
+            mut proc,
+            dir,
+            args,
+            open,
+            ..
+        } = self;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let status = loop {
+            if let Some(status) = proc.0.try_wait().expect("waiting for crescentd") {
+                break status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "crescentd did not reach its crash point:\n{}",
+                self_log(dir.path())
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        assert_eq!(status.signal(), Some(libc::SIGKILL), "{status}");
+        drop(proc);
+        let extra: Vec<&str> = args.iter().map(String::as_str).collect();
+        Self::launch_in(dir, &extra, Some(addr), open, &[])
     }
 
     /// An `admin` token of this node (`None` without a harness key).
@@ -330,7 +367,7 @@ impl Server {
         } = self;
         drop(proc);
         let extra: Vec<&str> = args.iter().map(String::as_str).collect();
-        Self::launch_in(dir, &extra, Some(addr), open)
+        Self::launch_in(dir, &extra, Some(addr), open, &[])
     }
 
     /// Stops this crescentd cleanly (SIGTERM, waits for its exit) and starts it again on the
@@ -349,7 +386,7 @@ impl Server {
         assert!(status.success(), "crescentd stopped with {status}");
         drop(proc);
         let extra: Vec<&str> = args.iter().map(String::as_str).collect();
-        Self::launch_in(dir, &extra, Some(addr), open)
+        Self::launch_in(dir, &extra, Some(addr), open, &[])
     }
 
     fn launch_in(
@@ -357,6 +394,7 @@ impl Server {
         extra: &[&str],
         fixed: Option<SocketAddr>,
         open: bool,
+        env: &[(String, String)],
     ) -> Server {
         let bin = crescentd_bin();
         let args: Vec<String> = extra.iter().map(|a| a.to_string()).collect();
@@ -379,6 +417,8 @@ impl Server {
                 .arg(addr.to_string())
                 .args(&with_auth)
                 .env_remove("CRESCENT_CONFIG")
+                .env_remove(crescent_crash::CRASH_AT_ENV)
+                .envs(env.iter().map(|(k, v)| (k, v)))
                 .stdin(Stdio::null())
                 .stdout(Stdio::from(log.try_clone().unwrap()))
                 .stderr(Stdio::from(log))
@@ -405,6 +445,29 @@ impl Server {
 
     pub fn server(&self) -> String {
         self.addr.to_string()
+    }
+
+    /// Waits until the rebuild gate is SERVING (every owner replayed its table into this
+    /// crescentd after a restart).
+    pub fn wait_serving(&self) {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let client = self.client();
+        let started = Instant::now();
+        loop {
+            let state = rt.block_on(client.rebuild_status()).map(|s| s.state);
+            if matches!(state, Ok(crescent_wire::rebuild::GateState::Serving)) {
+                return;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "gate not SERVING within 60 s (last: {state:?})\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
     }
 
     pub fn log(&self) -> String {

@@ -37,6 +37,7 @@ pub fn put_start(state: &NodeState, req: PutStartRequest) -> Result<PutStartRepl
     }
     let now = state.now_ms();
     let mut reply = state.directory.put_start(&req, now)?;
+    crescent_crash::point("put_start.after_reserve");
     grant_put(state, &req.id, &mut reply, now);
     Ok(reply)
 }
@@ -73,6 +74,7 @@ pub fn grant_get(state: &NodeState, reply: &mut GetReply, now_ms: i64) {
 
 pub fn put_end(state: &NodeState, req: PutEndRequest) -> Result<Ack, ApiError> {
     state.rebuild.admit_object()?;
+    crescent_crash::point("put_end.before_commit");
     match state.cold.get() {
         // An overwrite makes the old content's cold copy obsolete: its reclaim is planned
         // before the swap and run after it.
@@ -86,6 +88,7 @@ pub fn put_end(state: &NodeState, req: PutEndRequest) -> Result<Ack, ApiError> {
     if let Some(cold) = state.cold.get() {
         cold.put_completed(state, &req.id);
     }
+    crescent_crash::point("put_end.after_commit");
     Ok(Ack {})
 }
 

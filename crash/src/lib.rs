@@ -1,0 +1,107 @@
+//! Named crash points: the crash tests' way to stop a process at an exact place, as a power
+//! cut or `kill -9` would.
+//!
+//! A process started with `CRESCENT_CRASH_AT=NAME` (or `NAME:N`) sends itself SIGKILL the
+//! first (or N-th) time it reaches [`point`]`(NAME)`. Points are compiled into debug builds
+//! only (the ones tests run); in a release build [`point`] is empty and the variable is
+//! ignored. Names are `subsystem.place`, listed in docs/testing.md.
+//!
+//! ```
+//! // Nothing is armed unless the variable names this point, so this returns.
+//! crescent_crash::point("example.after_step");
+//! ```
+
+/// The variable that arms a crash point.
+pub const CRASH_AT_ENV: &str = "CRESCENT_CRASH_AT";
+
+/// Kills this process if [`CRASH_AT_ENV`] names `name` and this is the armed hit.
+#[inline]
+pub fn point(name: &'static str) {
+    #[cfg(debug_assertions)]
+    armed::hit(name);
+    #[cfg(not(debug_assertions))]
+    let _ = name;
+}
+
+/// Whether a crash point is armed in this process (to skip work that only names points).
+pub fn armed() -> bool {
+    #[cfg(debug_assertions)]
+    return armed::get().is_some();
+    #[cfg(not(debug_assertions))]
+    false
+}
+
+#[cfg(debug_assertions)]
+mod armed {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::OnceLock;
+
+    pub struct Armed {
+        pub name: String,
+        pub nth: u64,
+        seen: AtomicU64,
+    }
+
+    pub fn get() -> Option<&'static Armed> {
+        static ARMED: OnceLock<Option<Armed>> = OnceLock::new();
+        ARMED
+            .get_or_init(|| {
+                let value = std::env::var(super::CRASH_AT_ENV).ok()?;
+                let armed = parse(&value);
+                match &armed {
+                    Some(a) => tracing::warn!(point = %a.name, nth = a.nth, "crash point armed"),
+                    None => tracing::warn!(%value, "{} ignored: not NAME or NAME:N", super::CRASH_AT_ENV),
+                }
+                armed
+            })
+            .as_ref()
+    }
+
+    pub fn parse(value: &str) -> Option<Armed> {
+        let (name, nth) = match value.rsplit_once(':') {
+            Some((name, n)) => (name, n.parse::<u64>().ok().filter(|n| *n > 0)?),
+            None => (value, 1),
+        };
+        (!name.is_empty()).then(|| Armed {
+            name: name.to_string(),
+            nth,
+            seen: AtomicU64::new(0),
+        })
+    }
+
+    impl Armed {
+        /// Counts a pass through `name`; true on the armed one.
+        pub fn counts(&self, name: &str) -> bool {
+            self.name == name && self.seen.fetch_add(1, Ordering::SeqCst) + 1 == self.nth
+        }
+    }
+
+    pub fn hit(name: &'static str) {
+        let Some(armed) = get() else { return };
+        if armed.counts(name) {
+            tracing::error!(point = name, "crash point reached: SIGKILL");
+            // SAFETY: raise(2) has no memory-safety preconditions.
+            #[allow(unsafe_code)]
+            unsafe {
+                libc::raise(libc::SIGKILL);
+            }
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn names_and_counts() {
+            let a = parse("put_end.after_commit:2").unwrap();
+            assert_eq!((a.name.as_str(), a.nth), ("put_end.after_commit", 2));
+            assert!(!a.counts("other"));
+            assert!(!a.counts("put_end.after_commit"));
+            assert!(a.counts("put_end.after_commit"));
+            assert!(!a.counts("put_end.after_commit"), "once");
+            assert_eq!(parse("x").unwrap().nth, 1);
+            assert!(parse("x:0").is_none() && parse(":2").is_none() && parse("x:y").is_none());
+        }
+    }
+}
