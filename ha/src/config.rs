@@ -198,12 +198,10 @@ pub(crate) fn validate_endpoints(endpoints: &[String]) -> Result<(), HaError> {
     Ok(())
 }
 
-/// A Redis URL: `redis://` (or `rediss://`, TLS) then HOST:PORT; the client parses the rest.
+/// A Redis URL: `redis://` then HOST:PORT (optionally `user:password@` before it, `/DB` after
+/// it); the client parses the rest. TLS (`rediss://`) is not built in.
 pub(crate) fn validate_redis_url(url: &str) -> Result<(), HaError> {
-    let rest = url
-        .strip_prefix("redis://")
-        .or_else(|| url.strip_prefix("rediss://"));
-    match rest {
+    match url.strip_prefix("redis://") {
         Some(rest) if !rest.trim().is_empty() => Ok(()),
         _ => Err(HaError::InvalidConfig(format!(
             "redis endpoint {url:?} is not redis://HOST:PORT"

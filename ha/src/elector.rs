@@ -22,7 +22,8 @@ use crate::role::Role;
 /// The backend as the handle uses it (marker reads and writes); the election task is generic.
 #[derive(Clone, Debug)]
 enum Backend {
-    Etcd(EtcdCoordination),
+    /// Boxed: the etcd client is several kilobytes.
+    Etcd(Box<EtcdCoordination>),
     Redis(RedisCoordination),
 }
 
@@ -30,10 +31,8 @@ impl Backend {
     async fn connect(config: &ElectorConfig, keys: &ClusterKeys) -> Result<Self, HaError> {
         let timeout = config.request_timeout;
         Ok(match &config.coordination {
-            CoordinationEndpoint::Etcd(endpoints) => Backend::Etcd(EtcdCoordination::new(
-                connect(endpoints).await?,
-                keys.clone(),
-                timeout,
+            CoordinationEndpoint::Etcd(endpoints) => Backend::Etcd(Box::new(
+                EtcdCoordination::new(connect(endpoints).await?, keys.clone(), timeout),
             )),
             CoordinationEndpoint::Redis(url) => Backend::Redis(RedisCoordination::new(
                 connect_redis(url, timeout)?,
@@ -67,7 +66,7 @@ impl Backend {
     /// Runs the election loop on this backend until shutdown.
     async fn run(self, parts: TaskParts) {
         match self {
-            Backend::Etcd(b) => ElectorTask::new(parts, Arc::new(b)).run().await,
+            Backend::Etcd(b) => ElectorTask::new(parts, Arc::new(*b)).run().await,
             Backend::Redis(b) => ElectorTask::new(parts, Arc::new(b)).run().await,
         }
     }

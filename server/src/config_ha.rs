@@ -134,10 +134,9 @@ impl HaSettings {
                     "set either ha.etcd or ha.redis, not both",
                 ));
             }
-            if !(url.starts_with("redis://") || url.starts_with("rediss://"))
-                || url
-                    .split_once("://")
-                    .is_some_and(|(_, rest)| rest.trim().is_empty())
+            if url
+                .strip_prefix("redis://")
+                .is_none_or(|rest| rest.trim().is_empty())
             {
                 return Err(invalid(
                     "ha.redis",
