@@ -68,9 +68,10 @@ pub struct Won<L> {
     /// earlier than `sent_at + ttl`.
     pub sent_at: Instant,
     pub ttl: Duration,
-    /// How long after `sent_at` the winner must wait (renewing) before it serves: zero, unless
-    /// the backend cannot rule out that a leader of its earlier state still holds a fence
-    /// (a Redis that lost its data).
+    /// How long after `sent_at` the winner must wait (renewing) before it takes office and
+    /// serves: zero, unless the backend cannot rule out that a leader of its earlier state
+    /// still holds a fence (a Redis that lost its data). Meanwhile readers see the slot as
+    /// taken but not serving.
     pub serve_after: Duration,
 }
 
@@ -138,6 +139,17 @@ pub trait Coordination: Send + Sync + 'static {
         term: u64,
         lease: &mut Self::Lease,
     ) -> impl Future<Output = Result<Renewal, HaError>> + Send;
+
+    /// After a win with a non-zero [`Won::serve_after`], once that time has passed: publishes
+    /// the record as serving (until then readers see [`LeaderSlot::TakingOffice`]).
+    /// `Ok(false)`: the record is no longer ours.
+    fn take_office(
+        &self,
+        _term: u64,
+        _lease: &mut Self::Lease,
+    ) -> impl Future<Output = Result<bool, HaError>> + Send {
+        async { Ok(true) }
+    }
 
     /// Called after a renewal failed or was abandoned: drop whatever connection state the
     /// backend keeps for renewals so the next attempt starts fresh.

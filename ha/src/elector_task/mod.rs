@@ -148,6 +148,26 @@ impl<B: Coordination> ElectorTask<B> {
         });
     }
 
+    /// Publishes a delayed win as serving (nothing to do after an immediate one).
+    async fn take_office(
+        &self,
+        term: u64,
+        lease: &mut B::Lease,
+        schedule: &RenewalSchedule,
+        serve_after: Duration,
+    ) -> Result<bool, HaError> {
+        if serve_after.is_zero() {
+            return Ok(true);
+        }
+        let attempt = self.backend.take_office(term, lease);
+        tokio::time::timeout(schedule.attempt_timeout, attempt)
+            .await
+            .unwrap_or(Err(HaError::Timeout {
+                op: "take office",
+                after: schedule.attempt_timeout,
+            }))
+    }
+
     /// One round as a non-leader: read the records; follow, wait, or campaign. `Ok(None)`: no
     /// win this round (go again).
     async fn campaign_round(&self) -> Result<Option<Won<B::Lease>>, HaError> {
@@ -273,8 +293,9 @@ impl<B: Coordination> ElectorTask<B> {
         } = won;
         let mut deadline = self.deadline_after(renewed_at, ttl);
         let span = info_span!("leadership", term, backend = B::NAME);
-        // Office starts once `serve_at` has passed, holding the lease meanwhile (zero on etcd).
-        let serve_at = renewed_at + serve_after;
+        // Office starts once `serve_at` has passed, holding the lease meanwhile (at once on
+        // etcd; one TTL later on a Redis that may have lost an earlier leader's record).
+        let mut serve_at = renewed_at + serve_after;
         let mut serving = false;
 
         let mut shutdown = self.shutdown.clone();
@@ -289,6 +310,16 @@ impl<B: Coordination> ElectorTask<B> {
                     _ = sleep_until(deadline) => return Some(StepDownReason::DeadlinePassed),
                     _ = shutdown_requested(&mut shutdown) => return None,
                     _ = sleep_until(serve_at), if !serving => {
+                        match self.take_office(term, &mut lease, &schedule, serve_after).await {
+                            Ok(true) if Instant::now() < deadline => {}
+                            Ok(true) => continue,
+                            Ok(false) => return Some(StepDownReason::KeyLost),
+                            Err(e) => {
+                                warn!(error = %e, "taking office failed; retrying");
+                                serve_at = Instant::now() + schedule.retry_after;
+                                continue;
+                            }
+                        }
                         serving = true;
                         self.fence.set(term, deadline.into_std());
                         self.metrics.won();

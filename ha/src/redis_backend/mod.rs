@@ -50,6 +50,9 @@ pub struct RedisLease {
     record: Vec<u8>,
     /// The TTL the slot was won with; every renewal sets it again.
     ttl: Duration,
+    /// The serving record to replace `record` with on taking office, after a win that must
+    /// wait ([`Won::serve_after`]).
+    stamped: Option<Vec<u8>>,
 }
 
 /// The raw values of the leader record and the marker, as last read.
@@ -193,21 +196,23 @@ impl Coordination for RedisCoordination {
         // Without the counter this Redis may have lost its data while a leader of its earlier
         // incarnation still holds a fence: that fence ends within one TTL of its last renewal,
         // which that Redis acknowledged before this campaign was sent (docs/ha.md, "Redis").
-        let serve_after = if counter_missing == 1 {
+        let (serve_after, stamped) = if counter_missing == 1 {
             info!(
                 term,
                 "won on a Redis without a term counter; serving after one TTL"
             );
-            bid.ttl
+            let stamped = LeaderRecord::new(bid.node, bid.advertise, Some(term)).encode();
+            (bid.ttl, Some(stamped))
         } else {
             info!(term, "won the election");
-            Duration::ZERO
+            (Duration::ZERO, None)
         };
         Ok(Some(Won {
             term,
             lease: RedisLease {
                 record,
                 ttl: bid.ttl,
+                stamped,
             },
             sent_at,
             ttl: bid.ttl,
@@ -234,6 +239,26 @@ impl Coordination for RedisCoordination {
                 answer: other.to_string(),
             }),
         }
+    }
+
+    #[instrument(name = "redis.take_office", level = "info", skip_all, fields(term = term))]
+    async fn take_office(&self, term: u64, lease: &mut RedisLease) -> Result<bool, HaError> {
+        let Some(stamped) = lease.stamped.clone() else {
+            return Ok(true);
+        };
+        let mut conn = self.conn.clone();
+        let mut call = self.scripts.take_office.prepare_invoke();
+        call.key(&self.keys.leader)
+            .arg(lease.record.as_slice())
+            .arg(stamped.as_slice());
+        let done: i64 = self
+            .bounded("take office", call.invoke_async(&mut conn))
+            .await?;
+        if done == 1 {
+            lease.record = stamped;
+            lease.stamped = None;
+        }
+        Ok(done == 1)
     }
 
     #[instrument(name = "redis.release", level = "info", skip_all, fields(term = term))]

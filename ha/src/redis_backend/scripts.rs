@@ -11,7 +11,9 @@ use redis::Script;
 /// the new term is one above the highest of the counter, the candidate's floor `ARGV[2]` and
 /// the marker's term; the script stores it in the counter, sets the leader record with a PX
 /// TTL of `ARGV[3]` ms and writes the claim marker (`standby: null`) under it.
-/// `ARGV[4..7]`: node, address, leader record version, marker version.
+/// `ARGV[4..7]`: node, address, leader record version, marker version. Without a counter (see
+/// the answer) the record is written with `term: null` and the term in `pending_term` (which
+/// readers ignore): the winner takes office one TTL later ([`TAKE_OFFICE`]).
 /// Answers `{term, leader record, counter_was_missing}` (1: the counter did not exist, so this
 /// is the first election of this Redis's data: a fresh cluster, or a Redis that lost its
 /// data), or `{0, reason, 0}` when the slot was taken or the marker changed.
@@ -32,8 +34,14 @@ if marker ~= '' then
 end
 term = term + 1
 redis.call('SET', KEYS[3], string.format('%d', term))
-local record = cjson.encode({format_version = tonumber(ARGV[6]), node = ARGV[4],
-  address = ARGV[5], term = term})
+local record
+if missing == 1 then
+  record = cjson.encode({format_version = tonumber(ARGV[6]), node = ARGV[4],
+    address = ARGV[5], term = cjson.null, pending_term = term})
+else
+  record = cjson.encode({format_version = tonumber(ARGV[6]), node = ARGV[4],
+    address = ARGV[5], term = term})
+end
 redis.call('SET', KEYS[1], record, 'PX', ARGV[3])
 redis.call('SET', KEYS[2], cjson.encode({format_version = tonumber(ARGV[7]),
   leader = ARGV[4], term = term, standby = cjson.null}))
@@ -48,6 +56,16 @@ if v == false then return 0 end
 if v ~= ARGV[1] then return -1 end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return 1
+"#;
+
+/// Take office: replaces the leader record `ARGV[1]` (ours, not yet serving) with the stamped
+/// record `ARGV[2]`, keeping its TTL. Answers 1 done, 0 not ours any more.
+const TAKE_OFFICE: &str = r#"
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('SET', KEYS[1], ARGV[2], 'KEEPTTL')
+  return 1
+end
+return 0
 "#;
 
 /// Release: deletes the leader record only if its value is still ours (`ARGV[1]`).
@@ -78,6 +96,7 @@ return 1
 pub(super) struct Scripts {
     pub(super) campaign: Script,
     pub(super) renew: Script,
+    pub(super) take_office: Script,
     pub(super) release: Script,
     pub(super) write_marker: Script,
 }
@@ -87,6 +106,7 @@ impl Scripts {
         Scripts {
             campaign: Script::new(CAMPAIGN),
             renew: Script::new(RENEW),
+            take_office: Script::new(TAKE_OFFICE),
             release: Script::new(RELEASE),
             write_marker: Script::new(WRITE_MARKER),
         }
