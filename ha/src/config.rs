@@ -1,7 +1,8 @@
-//! Elector configuration and the etcd key layout of one cluster.
+//! Elector configuration and the key layout of one cluster (the same in etcd and Redis).
 
 use std::time::Duration;
 
+use crate::coordination::CoordinationEndpoint;
 use crate::error::HaError;
 
 /// Default lease TTL.
@@ -17,8 +18,9 @@ pub const MAX_NAME_LEN: usize = 128;
 /// What one candidate needs to take part in the election of a cluster.
 #[derive(Debug, Clone)]
 pub struct ElectorConfig {
-    /// etcd client URLs, e.g. `http://127.0.0.1:2379`.
-    pub endpoints: Vec<String>,
+    /// Where the coordination records live: etcd client URLs (e.g. `http://127.0.0.1:2379`)
+    /// or one Redis server.
+    pub coordination: CoordinationEndpoint,
     /// Cluster name: the `<cluster>` in `/crescent/<cluster>/...`.
     pub cluster: String,
     /// This node's stable name. It must be unique in the cluster and bound to the node's data
@@ -38,6 +40,20 @@ pub struct ElectorConfig {
     pub request_timeout: Duration,
     /// A local reason not to campaign, consulted before every campaign (none: never held).
     pub campaign_hold: Option<CampaignHold>,
+    /// The highest term this node knows from its own storage (crescentd: its journal's term),
+    /// consulted before every campaign. A backend that can lose its term counter (Redis
+    /// without persistence) starts the next term above it (docs/ha.md, "Redis").
+    pub term_floor: Option<TermFloor>,
+}
+
+/// A local lower bound for the next term: see [`ElectorConfig::term_floor`].
+#[derive(Clone)]
+pub struct TermFloor(pub std::sync::Arc<dyn Fn() -> u64 + Send + Sync>);
+
+impl std::fmt::Debug for TermFloor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("TermFloor(..)")
+    }
 }
 
 /// A local check run before every campaign: `Some(reason)` keeps the node from campaigning
@@ -54,15 +70,30 @@ impl std::fmt::Debug for CampaignHold {
 }
 
 impl ElectorConfig {
-    /// A configuration with the default TTL and intervals.
+    /// A configuration on etcd `endpoints` with the default TTL and intervals.
     pub fn new(
         endpoints: Vec<String>,
         cluster: impl Into<String>,
         node_name: impl Into<String>,
         advertise: impl Into<String>,
     ) -> Self {
+        Self::with_coordination(
+            CoordinationEndpoint::Etcd(endpoints),
+            cluster,
+            node_name,
+            advertise,
+        )
+    }
+
+    /// A configuration on any backend with the default TTL and intervals.
+    pub fn with_coordination(
+        coordination: CoordinationEndpoint,
+        cluster: impl Into<String>,
+        node_name: impl Into<String>,
+        advertise: impl Into<String>,
+    ) -> Self {
         ElectorConfig {
-            endpoints,
+            coordination,
             cluster: cluster.into(),
             node_name: node_name.into(),
             advertise: advertise.into(),
@@ -71,7 +102,13 @@ impl ElectorConfig {
             recheck_interval: Duration::from_secs(2),
             request_timeout: Duration::from_secs(2),
             campaign_hold: None,
+            term_floor: None,
         }
+    }
+
+    pub fn with_term_floor(mut self, floor: impl Fn() -> u64 + Send + Sync + 'static) -> Self {
+        self.term_floor = Some(TermFloor(std::sync::Arc::new(floor)));
+        self
     }
 
     pub fn with_campaign_hold(
@@ -89,7 +126,10 @@ impl ElectorConfig {
 
     /// Checks every field; the elector refuses to start on any error.
     pub fn validate(&self) -> Result<(), HaError> {
-        validate_endpoints(&self.endpoints)?;
+        match &self.coordination {
+            CoordinationEndpoint::Etcd(endpoints) => validate_endpoints(endpoints)?,
+            CoordinationEndpoint::Redis(url) => validate_redis_url(url)?,
+        }
         validate_name("cluster name", &self.cluster)?;
         validate_name("node name", &self.node_name)?;
         if self.advertise.trim().is_empty() {
@@ -108,11 +148,6 @@ impl ElectorConfig {
             }
         }
         Ok(())
-    }
-
-    /// The TTL in whole seconds, as etcd takes it.
-    pub(crate) fn ttl_secs(&self) -> i64 {
-        self.lease_ttl.as_secs() as i64
     }
 
     /// How often the leader renews its lease: six times per TTL, so that between one
@@ -163,6 +198,17 @@ pub(crate) fn validate_endpoints(endpoints: &[String]) -> Result<(), HaError> {
     Ok(())
 }
 
+/// A Redis URL: `redis://` then HOST:PORT (optionally `user:password@` before it, `/DB` after
+/// it); the client parses the rest. TLS (`rediss://`) is not built in.
+pub(crate) fn validate_redis_url(url: &str) -> Result<(), HaError> {
+    match url.strip_prefix("redis://") {
+        Some(rest) if !rest.trim().is_empty() => Ok(()),
+        _ => Err(HaError::InvalidConfig(format!(
+            "redis endpoint {url:?} is not redis://HOST:PORT"
+        ))),
+    }
+}
+
 /// Names become etcd key components: keep them to a conservative character set so that no
 /// name can contain `/` and reach into another cluster's keys.
 pub(crate) fn validate_name(what: &str, name: &str) -> Result<(), HaError> {
@@ -195,6 +241,9 @@ pub struct ClusterKeys {
     /// `/crescent/<cluster>/replication`: the in-sync marker (not lease-bound: it must outlive
     /// the leader that wrote it).
     pub replication: String,
+    /// `/crescent/<cluster>/term`: the Redis backend's term counter (etcd needs none: its
+    /// revisions are the terms).
+    pub term_counter: String,
 }
 
 impl ClusterKeys {
@@ -204,6 +253,7 @@ impl ClusterKeys {
         Ok(ClusterKeys {
             leader: format!("{prefix}leader"),
             replication: format!("{prefix}replication"),
+            term_counter: format!("{prefix}term"),
             prefix,
         })
     }
@@ -258,7 +308,13 @@ mod tests {
         c.node_name = "n/1".into();
         assert!(c.validate().is_err());
         let mut c = config();
-        c.endpoints.clear();
+        c.coordination = CoordinationEndpoint::Etcd(Vec::new());
         assert!(c.validate().is_err());
+        for bad in ["", "127.0.0.1:6379", "redis://", "http://x:1"] {
+            c.coordination = CoordinationEndpoint::Redis(bad.into());
+            assert!(c.validate().is_err(), "{bad:?}");
+        }
+        c.coordination = CoordinationEndpoint::Redis("redis://127.0.0.1:6379".into());
+        c.validate().unwrap();
     }
 }

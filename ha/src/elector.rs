@@ -1,21 +1,76 @@
 //! The handle of one election candidate.
 
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Duration;
 
-use etcd_client::Client;
 use tokio::sync::{oneshot, watch, Mutex};
 use tracing::{info, instrument, Instrument};
 
 use crate::config::{validate_name, ClusterKeys, ElectorConfig};
-use crate::elector_task::{ElectorTask, PauseSwitch};
+use crate::coordination::{Coordination, CoordinationEndpoint};
+use crate::elector_task::{ElectorTask, PauseSwitch, TaskParts};
 use crate::error::HaError;
 use crate::etcd::connect;
+use crate::etcd_backend::EtcdCoordination;
 use crate::fence::LeaderFence;
-use crate::marker_store::ReplicationMarkerStore;
 use crate::metrics::HaMetrics;
 use crate::records::ReplicationMarker;
+use crate::redis_backend::{connect_redis, RedisCoordination};
 use crate::role::Role;
+
+/// The backend as the handle uses it (marker reads and writes); the election task is generic.
+#[derive(Clone, Debug)]
+enum Backend {
+    /// Boxed: the etcd client is several kilobytes.
+    Etcd(Box<EtcdCoordination>),
+    Redis(RedisCoordination),
+}
+
+impl Backend {
+    async fn connect(config: &ElectorConfig, keys: &ClusterKeys) -> Result<Self, HaError> {
+        let timeout = config.request_timeout;
+        Ok(match &config.coordination {
+            CoordinationEndpoint::Etcd(endpoints) => Backend::Etcd(Box::new(
+                EtcdCoordination::new(connect(endpoints).await?, keys.clone(), timeout),
+            )),
+            CoordinationEndpoint::Redis(url) => Backend::Redis(RedisCoordination::new(
+                connect_redis(url, timeout)?,
+                keys.clone(),
+                timeout,
+            )),
+        })
+    }
+
+    fn name(&self) -> &'static str {
+        match self {
+            Backend::Etcd(_) => EtcdCoordination::NAME,
+            Backend::Redis(_) => RedisCoordination::NAME,
+        }
+    }
+
+    async fn read_marker(&self) -> Result<Option<ReplicationMarker>, HaError> {
+        match self {
+            Backend::Etcd(b) => b.read_marker().await,
+            Backend::Redis(b) => b.read_marker().await,
+        }
+    }
+
+    async fn write_marker(&self, term: u64, marker: &ReplicationMarker) -> Result<(), HaError> {
+        match self {
+            Backend::Etcd(b) => b.write_marker(term, marker).await,
+            Backend::Redis(b) => b.write_marker(term, marker).await,
+        }
+    }
+
+    /// Runs the election loop on this backend until shutdown.
+    async fn run(self, parts: TaskParts) {
+        match self {
+            Backend::Etcd(b) => ElectorTask::new(parts, Arc::new(*b)).run().await,
+            Backend::Redis(b) => ElectorTask::new(parts, Arc::new(b)).run().await,
+        }
+    }
+}
 
 /// Runs this node as a candidate for its cluster's leadership until [`Elector::resign`] (or
 /// drop, which resigns in the background), on a thread of its own.
@@ -27,9 +82,10 @@ use crate::role::Role;
 ///   its standby may take over.
 pub struct Elector {
     node_name: String,
+    cluster: String,
     role_rx: watch::Receiver<Role>,
     fence: LeaderFence,
-    markers: ReplicationMarkerStore,
+    backend: Backend,
     /// Serializes marker writes of this node and remembers the last seq written per term, so
     /// that concurrent or late calls cannot reorder "in sync" after "out of sync".
     marker_writes: Arc<Mutex<Option<(u64, u64)>>>,
@@ -50,14 +106,15 @@ impl std::fmt::Debug for Elector {
 }
 
 impl Elector {
-    /// Validates `config`, connects to etcd and starts campaigning on the elector's own thread.
-    /// etcd need not be reachable yet: the elector retries until it is.
+    /// Validates `config`, connects to its backend (etcd or Redis) and starts campaigning on
+    /// the elector's own thread. The backend need not be reachable yet: the elector retries
+    /// until it is.
     ///
-    /// The election loop and the etcd client's connection tasks run on a dedicated OS thread
-    /// with its own single-threaded tokio runtime, never on the caller's runtime: crescentd
-    /// serves on a single-threaded actix runtime, and a promotion's restore or a burst of
-    /// requests there once held the keep-alive back past the local deadline (docs/ha.md,
-    /// "Holding leadership"). The handle itself works from any runtime.
+    /// The election loop and the backend client's connection tasks run on a dedicated OS
+    /// thread with its own single-threaded tokio runtime, never on the caller's runtime:
+    /// crescentd serves on a single-threaded actix runtime, and a promotion's restore or a
+    /// burst of requests there once held the keep-alive back past the local deadline
+    /// (docs/ha.md, "Holding leadership"). The handle itself works from any runtime.
     pub async fn start(config: ElectorConfig, metrics: HaMetrics) -> Result<Self, HaError> {
         config.validate()?;
         let keys = ClusterKeys::new(&config.cluster)?;
@@ -68,15 +125,21 @@ impl Elector {
         let fence = LeaderFence::default();
         let pause = PauseSwitch::default();
         let node_name = config.node_name.clone();
-        let request_timeout = config.request_timeout;
+        let cluster = config.cluster.clone();
         info!(cluster = %config.cluster, node = %node_name, advertise = %config.advertise,
-              ttl = ?config.lease_ttl, "starting HA elector");
-        let (ready_tx, ready_rx) = oneshot::channel::<Result<Client, HaError>>();
+              backend = config.coordination.backend(), ttl = ?config.lease_ttl,
+              "starting HA elector");
+        let (ready_tx, ready_rx) = oneshot::channel::<Result<Backend, HaError>>();
         let (done_tx, done_rx) = oneshot::channel::<()>();
-        let task_fence = fence.clone();
-        let task_metrics = metrics.clone();
-        let task_pause = pause.clone();
-        let task_keys = keys.clone();
+        let parts = TaskParts {
+            config,
+            highest_term: Arc::new(AtomicU64::new(0)),
+            role_tx,
+            fence: fence.clone(),
+            metrics: metrics.clone(),
+            pause: pause.clone(),
+            shutdown: shutdown_rx,
+        };
         let parent_span = tracing::Span::current();
         std::thread::Builder::new()
             .name("crescent-elector".into())
@@ -95,44 +158,34 @@ impl Elector {
                 };
                 runtime.block_on(
                     async move {
-                        let client = match connect(&config.endpoints).await {
-                            Ok(c) => c,
+                        let backend = match Backend::connect(&parts.config, &keys).await {
+                            Ok(b) => b,
                             Err(e) => {
                                 let _ = ready_tx.send(Err(e));
                                 return;
                             }
                         };
-                        if ready_tx.send(Ok(client.clone())).is_err() {
+                        if ready_tx.send(Ok(backend.clone())).is_err() {
                             return;
                         }
-                        let task = ElectorTask {
-                            config,
-                            keys: task_keys,
-                            client,
-                            role_tx,
-                            fence: task_fence,
-                            metrics: task_metrics,
-                            pause: task_pause,
-                            shutdown: shutdown_rx,
-                        };
-                        task.run().await;
+                        backend.run(parts).await;
                     }
                     .instrument(parent_span),
                 );
-                // Dropping the runtime ends the etcd client's connection tasks too.
+                // Dropping the runtime ends the backend client's connection tasks too.
                 drop(runtime);
                 let _ = done_tx.send(());
             })
             .map_err(|e| HaError::TaskFailed(format!("cannot start the election thread: {e}")))?;
-        let client = ready_rx.await.map_err(|_| {
+        let backend = ready_rx.await.map_err(|_| {
             HaError::TaskFailed("the election thread stopped while connecting".into())
         })??;
-        let markers = ReplicationMarkerStore::new(client, keys, request_timeout);
         Ok(Elector {
             node_name,
+            cluster,
             role_rx,
             fence,
-            markers,
+            backend,
             marker_writes: Arc::new(Mutex::new(None)),
             pause,
             shutdown_tx,
@@ -143,6 +196,10 @@ impl Elector {
 
     pub fn node_name(&self) -> &str {
         &self.node_name
+    }
+
+    pub fn cluster(&self) -> &str {
+        &self.cluster
     }
 
     /// The role now.
@@ -169,22 +226,27 @@ impl Elector {
         &self.metrics
     }
 
-    /// Records in etcd that `standby` holds every record committed up to `seq` and that this
+    /// Records in the backend that `standby` holds every record committed up to `seq` and that this
     /// leader commits nothing more without its ack (until it calls
     /// [`Elector::mark_out_of_sync`]). From then on `standby` may campaign.
     pub async fn mark_in_sync(&self, standby: &str, seq: u64) -> Result<(), HaError> {
         self.write_marker(standby, true, seq).await
     }
 
-    /// Records in etcd that `standby` may lack records from `seq` on, so it must not campaign.
+    /// Records in the backend that `standby` may lack records from `seq` on, so it must not campaign.
     /// Call it, and wait for `Ok`, before committing anything the standby has not acked.
     pub async fn mark_out_of_sync(&self, standby: &str, seq: u64) -> Result<(), HaError> {
         self.write_marker(standby, false, seq).await
     }
 
-    /// The marker as stored in etcd (`None`: fresh cluster).
+    /// The marker as stored (`None`: fresh cluster).
     pub async fn replication_marker(&self) -> Result<Option<ReplicationMarker>, HaError> {
-        Ok(self.markers.read().await?.map(|m| m.marker))
+        self.backend.read_marker().await
+    }
+
+    /// The coordination backend's name (`etcd`, `redis`).
+    pub fn backend(&self) -> &'static str {
+        self.backend.name()
     }
 
     #[instrument(level = "info", skip(self), fields(node = %self.node_name))]
@@ -210,7 +272,10 @@ impl Elector {
             }
         }
         let marker = ReplicationMarker::with_standby(&self.node_name, term, standby, in_sync, seq);
-        match self.markers.write_as_leader(term, &marker).await {
+        let result = self.backend.write_marker(term, &marker).await;
+        self.metrics
+            .coordination(self.backend.name(), "write_marker", &result);
+        match result {
             Ok(()) => {
                 *last = Some((term, seq));
                 self.metrics.marker_write(state, "ok");

@@ -30,14 +30,14 @@ pub enum CampaignBlock {
         term: u64,
         standby: Option<String>,
     },
-    /// The marker in etcd cannot be read by this build; campaigning blind could lose data.
+    /// The stored marker cannot be read by this build; campaigning blind could lose data.
     UnreadableMarker(String),
     /// The node itself holds back (its [`crate::CampaignHold`]), e.g. its journal lacks a
     /// record it quarantined that a peer may hold.
     LocalHold(String),
 }
 
-/// Applies the rule to the marker read from etcd (`None`: no marker key).
+/// Applies the rule to the marker read from the backend (`None`: no marker).
 pub fn campaign_eligibility(
     node: &str,
     marker: Option<&ReplicationMarker>,

@@ -29,9 +29,9 @@ pub enum HaError {
     #[error("this node is not the leader")]
     NotLeader,
 
-    /// etcd refused a write guarded by `term`: the leader key no longer carries that term, so a
-    /// newer leader may exist. Nothing was written.
-    #[error("fenced: term {term} is no longer the leader's term in etcd")]
+    /// The coordination backend refused a write guarded by `term`: the leader record no longer
+    /// carries that term, so a newer leader may exist. Nothing was written.
+    #[error("fenced: term {term} is no longer the leader's term")]
     Fenced { term: u64 },
 
     /// A replication-marker write would move the sequence backwards within one term.
@@ -42,8 +42,8 @@ pub enum HaError {
     #[error("no leader within {0:?}")]
     NoLeader(Duration),
 
-    /// An etcd request did not answer in time.
-    #[error("etcd {op} timed out after {after:?}")]
+    /// A request to the coordination backend did not answer in time.
+    #[error("{op} timed out after {after:?}")]
     Timeout { op: &'static str, after: Duration },
 
     /// An etcd request failed.
@@ -54,7 +54,19 @@ pub enum HaError {
         source: etcd_client::Error,
     },
 
-    /// A record in etcd carries a format version this build cannot read.
+    /// A Redis request failed.
+    #[error("redis {op} failed: {source}")]
+    Redis {
+        op: &'static str,
+        #[source]
+        source: redis::RedisError,
+    },
+
+    /// Redis answered a script with something no Crescent script returns.
+    #[error("redis {op} answered {answer}")]
+    UnexpectedAnswer { op: &'static str, answer: String },
+
+    /// A record in the backend carries a format version this build cannot read.
     #[error("{record} at {key} has format version {found}; this build reads version {supported}")]
     UnsupportedVersion {
         record: &'static str,
@@ -67,7 +79,7 @@ pub enum HaError {
     #[error("the election task failed: {0}")]
     TaskFailed(String),
 
-    /// A record in etcd is not what any Crescent version writes.
+    /// A record in the backend is not what any Crescent version writes.
     #[error("malformed {record} at {key}: {reason}")]
     Malformed {
         record: &'static str,
@@ -81,6 +93,27 @@ impl HaError {
         move |source| HaError::Etcd { op, source }
     }
 
+    pub(crate) fn redis(op: &'static str) -> impl FnOnce(redis::RedisError) -> HaError {
+        move |source| HaError::Redis { op, source }
+    }
+
+    /// The stable code of this error (logs, status output; a fixed set).
+    pub fn code(&self) -> &'static str {
+        match self {
+            HaError::InvalidConfig(_) => "INVALID_CONFIG",
+            HaError::InvalidArgument(_) => "INVALID_ARGUMENT",
+            HaError::NotLeader => "NOT_LEADER",
+            HaError::Fenced { .. } => "FENCED",
+            HaError::MarkerSeqRegression { .. } => "MARKER_SEQ_REGRESSION",
+            HaError::NoLeader(_) => "NO_LEADER",
+            HaError::Timeout { .. } => "TIMEOUT",
+            HaError::Etcd { .. } | HaError::Redis { .. } => "UNAVAILABLE",
+            HaError::UnexpectedAnswer { .. } | HaError::Malformed { .. } => "MALFORMED",
+            HaError::UnsupportedVersion { .. } => "UNSUPPORTED_VERSION",
+            HaError::TaskFailed(_) => "INTERNAL",
+        }
+    }
+
     pub fn class(&self) -> ErrorClass {
         match self {
             HaError::InvalidConfig(_)
@@ -91,7 +124,9 @@ impl HaError {
                 ErrorClass::Retryable
             }
             HaError::Etcd { source, .. } => etcd_error_class(source),
+            HaError::Redis { source, .. } => redis_error_class(source),
             HaError::UnsupportedVersion { .. }
+            | HaError::UnexpectedAnswer { .. }
             | HaError::Malformed { .. }
             | HaError::TaskFailed(_) => ErrorClass::Fatal,
         }
@@ -109,6 +144,21 @@ fn etcd_error_class(err: &etcd_client::Error) -> ErrorClass {
             tonic_code::INVALID_ARGUMENT | tonic_code::FAILED_PRECONDITION => ErrorClass::User,
             _ => ErrorClass::Retryable,
         },
+        _ => ErrorClass::Retryable,
+    }
+}
+
+/// Refused credentials or a malformed URL are fatal; a script error is ours (fatal: retrying
+/// runs the same script); everything else (connection refused or dropped, LOADING while a
+/// restarted server reads its data, timeouts) can pass.
+fn redis_error_class(err: &redis::RedisError) -> ErrorClass {
+    use redis::ErrorKind as K;
+    match err.kind() {
+        K::AuthenticationFailed | K::InvalidClientConfig => ErrorClass::Fatal,
+        K::Server(redis::ServerErrorKind::NoPerm) => ErrorClass::Fatal,
+        K::Server(redis::ServerErrorKind::ResponseError) if err.to_string().contains("script") => {
+            ErrorClass::Fatal
+        }
         _ => ErrorClass::Retryable,
     }
 }

@@ -1,4 +1,5 @@
-//! Leader discovery for clients and standbys: get + watch the leader key.
+//! Leader discovery for clients and standbys: get + watch the leader key in etcd, or poll the
+//! leader record in Redis.
 
 use std::time::Duration;
 
@@ -9,9 +10,11 @@ use tokio::time::sleep;
 use tracing::{debug, info_span, warn, Instrument};
 
 use crate::config::ClusterKeys;
+use crate::coordination::LeaderSlot;
 use crate::error::HaError;
 use crate::etcd::connect;
 use crate::records::LeaderRecord;
+use crate::redis_backend::{connect_redis, RedisCoordination, POLL_INTERVAL};
 use crate::role::LeaderInfo;
 
 const BACKOFF_MIN: Duration = Duration::from_millis(100);
@@ -46,6 +49,18 @@ impl LeaderWatch {
         let (tx, rx) = watch::channel(None);
         let span = info_span!("leader_watch", cluster = %cluster);
         let task = tokio::spawn(follow(client, keys, tx).instrument(span));
+        Ok(LeaderWatch { rx, task })
+    }
+
+    /// Follows the leader of `cluster` in the Redis server at `url` (`redis://HOST:PORT`),
+    /// reading its record every [`POLL_INTERVAL`]. Needs a tokio runtime.
+    pub fn start_redis(url: &str, cluster: &str) -> Result<Self, HaError> {
+        let keys = ClusterKeys::new(cluster)?;
+        let timeout = Duration::from_secs(2);
+        let backend = RedisCoordination::new(connect_redis(url, timeout)?, keys, timeout);
+        let (tx, rx) = watch::channel(None);
+        let span = info_span!("leader_watch", cluster = %cluster, backend = "redis");
+        let task = tokio::spawn(poll_redis(backend, tx).instrument(span));
         Ok(LeaderWatch { rx, task })
     }
 
@@ -181,4 +196,26 @@ async fn follow_once(
         }
     }
     Ok(())
+}
+
+/// Reads the Redis leader record every [`POLL_INTERVAL`] until the receivers are gone; a failed
+/// read keeps the last leader published (the next read decides).
+async fn poll_redis(backend: RedisCoordination, tx: watch::Sender<Option<LeaderInfo>>) {
+    while !tx.is_closed() {
+        match backend.read_raw().await {
+            Ok((leader, _)) => {
+                let leader = match backend.leader_slot(leader.as_deref()) {
+                    Ok(LeaderSlot::Serving(info)) => Some(info),
+                    Ok(_) => None,
+                    Err(e) => {
+                        warn!(error = %e, "ignoring an unreadable leader record");
+                        None
+                    }
+                };
+                publish(&tx, leader);
+            }
+            Err(e) => debug!(error = %e, "reading the leader record failed"),
+        }
+        sleep(POLL_INTERVAL).await;
+    }
 }

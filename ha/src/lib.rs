@@ -1,4 +1,5 @@
-//! The HA pair: etcd leader election with terms, the in-sync marker, leader discovery.
+//! The HA pair: leader election with terms, the in-sync marker, leader discovery, on etcd or
+//! on one Redis server ([`Coordination`]; docs/ha.md, "Coordination backends").
 //!
 //! - [`Elector`]: runs this node as a candidate; the leader key `/crescent/<cluster>/leader` is
 //!   bound to an etcd lease and its create_revision is the **term**, monotonic across the
@@ -15,26 +16,33 @@
 //! See docs/ha.md for the rules and the failure modes they cover.
 
 mod config;
+mod coordination;
 mod elector;
 mod elector_task;
 mod eligibility;
 mod error;
 mod etcd;
+mod etcd_backend;
 mod fence;
 mod leader_watch;
 mod marker_store;
 mod metrics;
 mod records;
+mod redis_backend;
 mod role;
 
 pub use config::{
-    validate_lease_ttl, CampaignHold, ClusterKeys, ElectorConfig, DEFAULT_LEASE_TTL, MAX_LEASE_TTL,
-    MAX_NAME_LEN, MIN_LEASE_TTL,
+    validate_lease_ttl, CampaignHold, ClusterKeys, ElectorConfig, TermFloor, DEFAULT_LEASE_TTL,
+    MAX_LEASE_TTL, MAX_NAME_LEN, MIN_LEASE_TTL,
+};
+pub use coordination::{
+    Bid, ClusterView, Coordination, CoordinationEndpoint, LeaderSlot, Renewal, Won,
 };
 pub use elector::Elector;
 pub use eligibility::{campaign_eligibility, CampaignBlock, Eligible};
 pub use error::{ErrorClass, HaError};
 pub use etcd::connect;
+pub use etcd_backend::{EtcdCoordination, EtcdLease};
 pub use fence::LeaderFence;
 pub use leader_watch::{leader_from_kv, LeaderWatch};
 pub use marker_store::{ReplicationMarkerStore, StoredMarker};
@@ -43,7 +51,9 @@ pub use records::{
     LeaderRecord, ReplicationMarker, StandbyState, LEADER_RECORD_VERSION,
     REPLICATION_MARKER_VERSION,
 };
+pub use redis_backend::{connect_redis, RawRecords, RedisCoordination, RedisLease, POLL_INTERVAL};
 pub use role::{LeaderInfo, Role, StepDownReason};
 
 /// Re-exported so callers can pass an existing client without naming the crate themselves.
 pub use etcd_client;
+pub use redis;

@@ -1,5 +1,6 @@
 //! Prometheus metrics of the elector. Labels are fixed sets (role, step-down reason, marker
-//! state and outcome); never node names, cluster names or terms.
+//! state and outcome, coordination backend, operation and outcome); never node names, cluster
+//! names or terms.
 
 use prometheus::{IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry};
 
@@ -13,6 +14,7 @@ pub struct HaMetrics {
     step_downs: IntCounterVec,
     keepalive_failures: IntCounter,
     marker_writes: IntCounterVec,
+    coordination: IntCounterVec,
 }
 
 impl HaMetrics {
@@ -25,6 +27,7 @@ impl HaMetrics {
         registry.register(Box::new(m.step_downs.clone()))?;
         registry.register(Box::new(m.keepalive_failures.clone()))?;
         registry.register(Box::new(m.marker_writes.clone()))?;
+        registry.register(Box::new(m.coordination.clone()))?;
         Ok(m)
     }
 
@@ -70,6 +73,14 @@ impl HaMetrics {
                 &["state", "outcome"],
             )
             .expect("valid metric"),
+            coordination: IntCounterVec::new(
+                Opts::new(
+                    "crescent_ha_coordination_requests_total",
+                    "Requests to the coordination backend, by backend, operation and outcome",
+                ),
+                &["backend", "op", "outcome"],
+            )
+            .expect("valid metric"),
         };
         m.set_role(&Role::Candidate { blocked: None });
         m
@@ -105,6 +116,32 @@ impl HaMetrics {
         self.marker_writes
             .with_label_values(&[state, outcome])
             .inc();
+    }
+
+    /// One request to the coordination backend. `backend`: `etcd`, `redis`; `op`: `campaign`,
+    /// `renew`, `write_marker`; outcome: `ok`, `timeout`, `error`.
+    pub(crate) fn coordination<T>(
+        &self,
+        backend: &'static str,
+        op: &'static str,
+        result: &Result<T, crate::HaError>,
+    ) {
+        let outcome = match result {
+            Ok(_) => "ok",
+            Err(crate::HaError::Timeout { .. }) => "timeout",
+            Err(crate::HaError::Fenced { .. }) => "fenced",
+            Err(_) => "error",
+        };
+        self.coordination
+            .with_label_values(&[backend, op, outcome])
+            .inc();
+    }
+
+    /// Requests counted by [`HaMetrics::coordination`] (tests).
+    pub fn coordination_requests(&self, backend: &str, op: &str, outcome: &str) -> u64 {
+        self.coordination
+            .with_label_values(&[backend, op, outcome])
+            .get()
     }
 
     pub fn elections_won(&self) -> u64 {

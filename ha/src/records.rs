@@ -1,5 +1,6 @@
-//! The versioned JSON values Crescent keeps in etcd: the leader record and the replication
-//! (in-sync) marker. JSON so that `etcdctl get` shows them to an operator as they are.
+//! The versioned JSON values Crescent keeps in etcd (or Redis): the leader record and the
+//! replication (in-sync) marker. JSON so that `etcdctl get` (`redis-cli get`) shows them to an
+//! operator as they are.
 
 use serde::{Deserialize, Serialize};
 
@@ -12,9 +13,11 @@ pub const REPLICATION_MARKER_VERSION: u32 = 1;
 
 /// The value of `/crescent/<cluster>/leader`.
 ///
-/// The authoritative term is the key's create_revision; `term` repeats it for readers once the
-/// winner has finished taking office. It is `None` between winning the key and finishing the
-/// claim (the node does not serve yet), so watchers treat such a record as "no leader yet".
+/// In etcd the authoritative term is the key's create_revision; `term` repeats it for readers
+/// once the winner has finished taking office. In Redis `term` is the term itself (the campaign
+/// script writes it). It is `None` between winning and taking office (the node does not serve
+/// yet), so watchers treat such a record as "no leader yet". Fields this build does not know
+/// (Redis's `pending_term`) are ignored.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LeaderRecord {
     pub format_version: u32,

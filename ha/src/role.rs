@@ -2,7 +2,7 @@
 
 use crate::eligibility::CampaignBlock;
 
-/// The current leader as seen in etcd.
+/// The current leader as seen in the coordination backend (etcd or Redis).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LeaderInfo {
     pub node: String,
@@ -18,7 +18,8 @@ pub enum StepDownReason {
     /// No renewal was acknowledged in time: the local deadline (TTL minus a margin after the
     /// last acknowledged keep-alive was sent) passed.
     DeadlinePassed,
-    /// etcd answered that the lease no longer exists.
+    /// The backend answered that the lease no longer exists (etcd lease gone, Redis record
+    /// expired).
     LeaseLost,
     /// The leader key is gone or belongs to another term (deleted by hand, lease revoked).
     KeyLost,

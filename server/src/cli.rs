@@ -53,6 +53,10 @@ pub struct Args {
     /// etcd endpoints (comma-separated): run as one node of an HA pair (ha.etcd).
     #[arg(long, env = "CRESCENT_ETCD", value_delimiter = ',')]
     pub etcd: Option<Vec<String>>,
+    /// One Redis server, redis://HOST:PORT: run as one node of an HA pair coordinated through
+    /// it instead of etcd (ha.redis).
+    #[arg(long, env = "CRESCENT_REDIS", conflicts_with = "etcd")]
+    pub redis: Option<String>,
     /// The HA pair's name (ha.cluster).
     #[arg(long, env = "CRESCENT_CLUSTER")]
     pub cluster: Option<String>,
@@ -118,6 +122,9 @@ impl Args {
         }
         if let Some(v) = &self.etcd {
             c.ha.etcd = v.clone();
+        }
+        if let Some(v) = &self.redis {
+            c.ha.redis = Some(v.clone());
         }
         if let Some(v) = &self.cluster {
             c.ha.cluster = v.clone();

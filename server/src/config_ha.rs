@@ -1,4 +1,4 @@
-//! The `[ha]` section: running as one node of an HA pair behind etcd (docs/ha.md).
+//! The `[ha]` section: running as one node of an HA pair behind etcd or Redis (docs/ha.md).
 
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::time::Duration;
@@ -21,8 +21,11 @@ pub enum ReplicationMode {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct HaSettings {
-    /// etcd endpoints; empty: standalone.
+    /// etcd endpoints; empty (and no `redis`): standalone.
     pub etcd: Vec<String>,
+    /// One Redis server (`redis://HOST:PORT`) as the coordination backend instead of etcd
+    /// (docs/ha.md, "Redis").
+    pub redis: Option<String>,
     /// The pair's name (keys live under /crescent/<cluster>/).
     pub cluster: String,
     /// The HTTP address other nodes and clients reach this node at (HOST:PORT).
@@ -48,6 +51,7 @@ impl Default for HaSettings {
     fn default() -> Self {
         Self {
             etcd: Vec::new(),
+            redis: None,
             cluster: "crescent".into(),
             advertise: String::new(),
             lease_ttl_secs: 3,
@@ -62,7 +66,15 @@ impl Default for HaSettings {
 
 impl HaSettings {
     pub fn enabled(&self) -> bool {
-        !self.etcd.is_empty()
+        !self.etcd.is_empty() || self.redis.is_some()
+    }
+
+    /// Where the election runs: Redis when `redis` is set, else the etcd endpoints.
+    pub fn coordination(&self) -> crescent_ha::CoordinationEndpoint {
+        match &self.redis {
+            Some(url) => crescent_ha::CoordinationEndpoint::Redis(url.clone()),
+            None => crescent_ha::CoordinationEndpoint::Etcd(self.etcd.clone()),
+        }
     }
 
     pub fn lease_ttl(&self) -> Duration {
@@ -115,6 +127,23 @@ impl HaSettings {
         if self.etcd.iter().any(|e| e.trim().is_empty()) {
             return Err(invalid("ha.etcd", "empty endpoint"));
         }
+        if let Some(url) = &self.redis {
+            if !self.etcd.is_empty() {
+                return Err(invalid(
+                    "ha.redis",
+                    "set either ha.etcd or ha.redis, not both",
+                ));
+            }
+            if url
+                .strip_prefix("redis://")
+                .is_none_or(|rest| rest.trim().is_empty())
+            {
+                return Err(invalid(
+                    "ha.redis",
+                    format!("{url:?} is not redis://HOST:PORT"),
+                ));
+            }
+        }
         crescent_ha::validate_lease_ttl(self.lease_ttl())
             .map_err(|e| invalid("ha.lease_ttl_secs", e.to_string()))?;
         if self.cluster.is_empty()
@@ -137,7 +166,7 @@ impl HaSettings {
             return Err(invalid(
                 "ha.advertise",
                 format!(
-                    "{:?} is not HOST:PORT (required with ha.etcd)",
+                    "{:?} is not HOST:PORT (required with ha.etcd or ha.redis)",
                     self.advertise
                 ),
             ));
@@ -193,6 +222,20 @@ mod tests {
                 etcd: vec![" ".into()],
                 ..ha()
             },
+            HaSettings {
+                redis: Some("redis://127.0.0.1:6379".into()),
+                ..ha()
+            },
+            HaSettings {
+                etcd: Vec::new(),
+                redis: Some("127.0.0.1:6379".into()),
+                ..ha()
+            },
+            HaSettings {
+                etcd: Vec::new(),
+                redis: Some("redis://".into()),
+                ..ha()
+            },
         ];
         for b in bad {
             assert!(b.validate().is_err(), "{b:?}");
@@ -203,6 +246,17 @@ mod tests {
         }
         .validate()
         .is_ok());
+        let on_redis = HaSettings {
+            etcd: Vec::new(),
+            redis: Some("redis://127.0.0.1:6379".into()),
+            ..ha()
+        };
+        assert!(on_redis.enabled());
+        assert!(on_redis.validate().is_ok());
+        assert_eq!(
+            on_redis.coordination(),
+            crescent_ha::CoordinationEndpoint::Redis("redis://127.0.0.1:6379".into())
+        );
     }
 
     #[test]

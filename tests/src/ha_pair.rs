@@ -24,6 +24,23 @@ pub fn etcd() -> String {
     )
 }
 
+/// Where a pair coordinates: etcd endpoints, or one Redis server.
+#[derive(Debug, Clone)]
+pub enum Backend {
+    Etcd(String),
+    Redis(String),
+}
+
+impl Backend {
+    /// The crescentd flag and value that select it.
+    fn args(&self) -> [String; 2] {
+        match self {
+            Backend::Etcd(endpoints) => ["--etcd".into(), endpoints.clone()],
+            Backend::Redis(url) => ["--redis".into(), url.clone()],
+        }
+    }
+}
+
 /// A fresh cluster name, so runs never see each other's keys.
 pub fn cluster_name() -> String {
     format!("t{}", &uuid::Uuid::new_v4().simple().to_string()[..12])
@@ -57,17 +74,30 @@ pub fn start_node_as(
     rpc: bool,
     auth: Auth,
 ) -> CrescentdProcess {
+    start_node_on(dir, name, cluster, rpc, auth, &Backend::Etcd(etcd()))
+}
+
+/// [`start_node_as`] coordinating through `backend`.
+pub fn start_node_on(
+    dir: &Path,
+    name: &str,
+    cluster: &str,
+    rpc: bool,
+    auth: Auth,
+    backend: &Backend,
+) -> CrescentdProcess {
     let bin = ensure_workspace_binary("crescent-server", "crescentd");
     let data = dir.join(name);
     let config = dir.join(format!("{name}.toml"));
     if !config.exists() {
         write_node_config(dir, name, "");
     }
+    let [flag, endpoint] = backend.args();
     let mut args: Vec<String> = [
         "--config",
         config.to_str().unwrap(),
-        "--etcd",
-        &etcd(),
+        &flag,
+        &endpoint,
         "--cluster",
         cluster,
         "--advertise",

@@ -18,7 +18,9 @@
 //! - [`etcd`]: a throwaway etcd for benchmarks run without scripts/test.sh.
 //! - [`ha_cold_owner`]: a storage owner's cold device under an HA pair, for the cold-tier
 //!   failover tests.
-//! - [`ha_pair`]: an HA pair of crescentd processes on a real etcd, for the failover tests.
+//! - [`ha_pair`]: an HA pair of crescentd processes on a real etcd (or Redis), for the
+//!   failover tests.
+//! - [`redis`]: a throwaway redis-server for the HA tests on Redis run without scripts/test.sh.
 //! - [`store_e2e`]: deterministic object contents and sizes, `crescent owner` processes and
 //!   Prometheus counters for the store end-to-end test.
 //! - [`tls_node`]: crescentd with `[tls]` (a test PKI, HTTPS health), for the TLS tests.
@@ -39,6 +41,7 @@ pub mod ha_cold_owner;
 pub mod ha_pair;
 pub mod net_probe;
 pub mod process;
+pub mod redis;
 pub mod segment_model;
 pub mod store_e2e;
 pub mod tls_node;

@@ -1,27 +1,24 @@
 //! The election loop run by [`crate::Elector`]: campaign when the rule allows, then hold the
-//! lease with a local deadline that always expires before etcd's.
+//! lease with a local deadline that always expires before the backend's. The loop is the same
+//! for every [`Coordination`] backend.
 
-mod campaign;
 mod schedule;
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use etcd_client::{
-    Client, LeaseKeepAliveStream, LeaseKeeper, Txn, TxnOp, TxnOpResponse, WatchOptions,
-};
 use tokio::sync::watch;
 use tokio::time::{sleep, sleep_until, Instant};
 use tracing::{debug, info, info_span, warn, Instrument};
 
-use crate::config::{ClusterKeys, ElectorConfig};
+use crate::config::ElectorConfig;
+use crate::coordination::{terms_seen, Bid, Coordination, LeaderSlot, Renewal, Won};
 use crate::eligibility::{campaign_eligibility, CampaignBlock};
 use crate::error::HaError;
-use crate::etcd::bounded;
 use crate::fence::LeaderFence;
 use crate::metrics::HaMetrics;
-use crate::records::{LeaderRecord, ReplicationMarker};
-use crate::role::{LeaderInfo, Role, StepDownReason};
+use crate::role::{Role, StepDownReason};
 use schedule::RenewalSchedule;
 
 /// Fault injection: while set, the elector sends no keep-alive, does not revoke and does not
@@ -40,10 +37,12 @@ impl PauseSwitch {
     }
 }
 
-pub(crate) struct ElectorTask {
+/// Everything the election loop needs besides its backend.
+pub(crate) struct TaskParts {
     pub(crate) config: ElectorConfig,
-    pub(crate) keys: ClusterKeys,
-    pub(crate) client: Client,
+    /// The highest term this node has seen (its wins, leaders and markers it read): the floor
+    /// of its next campaign's term.
+    pub(crate) highest_term: Arc<AtomicU64>,
     pub(crate) role_tx: watch::Sender<Role>,
     pub(crate) fence: LeaderFence,
     pub(crate) metrics: HaMetrics,
@@ -51,13 +50,15 @@ pub(crate) struct ElectorTask {
     pub(crate) shutdown: watch::Receiver<bool>,
 }
 
-/// A won campaign: the term and the lease that holds the leader key.
-struct Won {
-    term: u64,
-    lease_id: i64,
-    /// When the lease's last acknowledged renewal (here: its grant) was sent.
-    renewed_at: Instant,
-    deadline: Instant,
+pub(crate) struct ElectorTask<B> {
+    config: ElectorConfig,
+    backend: Arc<B>,
+    highest_term: Arc<AtomicU64>,
+    role_tx: watch::Sender<Role>,
+    fence: LeaderFence,
+    metrics: HaMetrics,
+    pause: PauseSwitch,
+    shutdown: watch::Receiver<bool>,
 }
 
 enum LeadEnd {
@@ -65,28 +66,37 @@ enum LeadEnd {
     Shutdown,
 }
 
-enum Renewal {
-    Renewed { sent_at: Instant, ttl: Duration },
-    LeaseGone,
-    KeyLost,
-}
-
-/// Leader and marker read at one etcd revision.
-struct ClusterState {
-    revision: i64,
-    leader: Option<(etcd_client::KeyValue, Result<LeaderRecord, HaError>)>,
-    marker: Option<(i64, Result<ReplicationMarker, HaError>)>,
-}
-
 /// Resolves when shutdown was requested or the handle is gone.
 async fn shutdown_requested(rx: &mut watch::Receiver<bool>) {
     let _ = rx.wait_for(|stop| *stop).await;
 }
 
-impl ElectorTask {
+impl<B: Coordination> ElectorTask<B> {
+    pub(crate) fn new(parts: TaskParts, backend: Arc<B>) -> Self {
+        let TaskParts {
+            config,
+            highest_term,
+            role_tx,
+            fence,
+            metrics,
+            pause,
+            shutdown,
+        } = parts;
+        ElectorTask {
+            config,
+            backend,
+            highest_term,
+            role_tx,
+            fence,
+            metrics,
+            pause,
+            shutdown,
+        }
+    }
+
     pub(crate) async fn run(self) {
-        let span =
-            info_span!("elector", cluster = %self.config.cluster, node = %self.config.node_name);
+        let span = info_span!("elector", cluster = %self.config.cluster,
+                              node = %self.config.node_name, backend = B::NAME);
         async move {
             let mut shutdown = self.shutdown.clone();
             loop {
@@ -138,43 +148,63 @@ impl ElectorTask {
         });
     }
 
-    /// One round as a non-leader: read the keys; follow, wait, or campaign. `Ok(None)`: no
+    /// Publishes a delayed win as serving (nothing to do after an immediate one).
+    async fn take_office(
+        &self,
+        term: u64,
+        lease: &mut B::Lease,
+        schedule: &RenewalSchedule,
+        serve_after: Duration,
+    ) -> Result<bool, HaError> {
+        if serve_after.is_zero() {
+            return Ok(true);
+        }
+        let attempt = self.backend.take_office(term, lease);
+        tokio::time::timeout(schedule.attempt_timeout, attempt)
+            .await
+            .unwrap_or(Err(HaError::Timeout {
+                op: "take office",
+                after: schedule.attempt_timeout,
+            }))
+    }
+
+    /// One round as a non-leader: read the records; follow, wait, or campaign. `Ok(None)`: no
     /// win this round (go again).
-    async fn campaign_round(&self) -> Result<Option<Won>, HaError> {
-        let state = self.read_state().await?;
-        if let Some((kv, record)) = &state.leader {
-            match record {
-                Ok(LeaderRecord {
-                    node,
-                    address,
-                    term: Some(term),
-                    ..
-                }) if *term == kv.create_revision() as u64 => {
-                    self.publish(Role::Follower {
-                        leader: LeaderInfo {
-                            node: node.clone(),
-                            address: address.clone(),
-                            term: *term,
-                        },
-                    });
-                }
-                // A winner still taking office: not serving yet, but the key is taken.
-                Ok(_) => self.publish(Role::Candidate { blocked: None }),
-                Err(e) => warn!(error = %e, "leader key holds an unreadable record"),
+    async fn campaign_round(&self) -> Result<Option<Won<B::Lease>>, HaError> {
+        let view = self.backend.read_state().await?;
+        self.highest_term
+            .fetch_max(terms_seen(&view), Ordering::AcqRel);
+        match &view.leader {
+            Ok(LeaderSlot::Free) => {}
+            Ok(LeaderSlot::Serving(leader)) => {
+                self.publish(Role::Follower {
+                    leader: leader.clone(),
+                });
+                self.wait_for_change(&view.cursor).await;
+                return Ok(None);
             }
-            self.wait_for_change(state.revision).await;
-            return Ok(None);
+            // A winner still taking office: not serving yet, but the slot is taken.
+            Ok(LeaderSlot::TakingOffice) => {
+                self.publish(Role::Candidate { blocked: None });
+                self.wait_for_change(&view.cursor).await;
+                return Ok(None);
+            }
+            Err(e) => {
+                warn!(error = %e, "the leader record is unreadable");
+                self.wait_for_change(&view.cursor).await;
+                return Ok(None);
+            }
         }
 
-        let (marker_rev, marker) = match &state.marker {
-            None => (0, None),
-            Some((rev, Ok(marker))) => (*rev, Some(marker)),
+        let (marker_version, marker) = match &view.marker {
+            None => (None, None),
+            Some((version, Ok(marker))) => (Some(version), Some(marker)),
             Some((_, Err(e))) => {
                 warn!(error = %e, "not campaigning: the replication marker is unreadable");
                 self.publish(Role::Candidate {
                     blocked: Some(CampaignBlock::UnreadableMarker(e.to_string())),
                 });
-                self.wait_for_change(state.revision).await;
+                self.wait_for_change(&view.cursor).await;
                 return Ok(None);
             }
         };
@@ -189,103 +219,87 @@ impl ElectorTask {
                 self.publish(Role::Candidate {
                     blocked: Some(block),
                 });
-                self.wait_for_change(state.revision).await;
+                self.wait_for_change(&view.cursor).await;
                 Ok(None)
             }
             Ok(why) => {
                 debug!(?why, "eligible; campaigning");
                 self.publish(Role::Candidate { blocked: None });
-                self.campaign(marker_rev).await
+                self.campaign(marker_version).await
             }
         }
     }
 
-    async fn read_state(&self) -> Result<ClusterState, HaError> {
-        let txn = Txn::new().and_then([
-            TxnOp::get(self.keys.leader.as_str(), None),
-            TxnOp::get(self.keys.replication.as_str(), None),
-        ]);
-        let mut kv = self.client.kv_client();
-        let resp = bounded(
-            "read cluster state",
-            self.config.request_timeout,
-            kv.txn(txn),
-        )
-        .await?;
-        let revision = resp.header().map(|h| h.revision()).unwrap_or(0);
-        let mut gets = resp.op_responses().into_iter().map(|r| match r {
-            TxnOpResponse::Get(g) => g.kvs().first().cloned(),
-            _ => None,
-        });
-        let leader = gets.next().flatten().map(|kv| {
-            let record = LeaderRecord::decode(&self.keys.leader, kv.value());
-            (kv, record)
-        });
-        let marker = gets.next().flatten().map(|kv| {
-            (
-                kv.mod_revision(),
-                ReplicationMarker::decode(&self.keys.replication, kv.value()),
-            )
-        });
-        Ok(ClusterState {
-            revision,
-            leader,
-            marker,
-        })
+    /// Campaigns; a win whose deadline already passed while taking office is given up at once.
+    async fn campaign(
+        &self,
+        marker_version: Option<&B::MarkerVersion>,
+    ) -> Result<Option<Won<B::Lease>>, HaError> {
+        let floor = self.config.term_floor.as_ref().map_or(0, |f| (f.0)());
+        let bid = Bid {
+            node: &self.config.node_name,
+            advertise: &self.config.advertise,
+            ttl: self.config.lease_ttl,
+            term_floor: floor.max(self.highest_term.load(Ordering::Acquire)),
+        };
+        let result = self.backend.campaign(&bid, marker_version).await;
+        self.metrics.coordination(B::NAME, "campaign", &result);
+        let Some(won) = result? else {
+            debug!("lost the race for the leader slot, or the marker changed");
+            return Ok(None);
+        };
+        self.metrics.marker_write("claim", "ok");
+        self.highest_term.fetch_max(won.term, Ordering::AcqRel);
+        if Instant::now() >= self.deadline_after(won.sent_at, won.ttl) {
+            warn!(
+                term = won.term,
+                "won, but the lease deadline passed while taking office"
+            );
+            self.backend.release(won.term, won.lease).await;
+            return Ok(None);
+        }
+        Ok(Some(won))
     }
 
-    /// Waits until a key of the cluster changes after `revision`, the recheck interval passes,
-    /// or shutdown; a failing watch just turns into a short sleep.
-    async fn wait_for_change(&self, revision: i64) {
+    /// The local deadline of a lease renewed by a request sent at `sent_at` for `ttl`.
+    fn deadline_after(&self, sent_at: Instant, ttl: Duration) -> Instant {
+        let ttl = ttl.min(self.config.lease_ttl);
+        sent_at + ttl.saturating_sub(self.config.deadline_margin())
+    }
+
+    /// Waits until a record of the cluster changes, the recheck interval passes, or shutdown.
+    async fn wait_for_change(&self, cursor: &B::Cursor) {
         let mut shutdown = self.shutdown.clone();
-        let mut watch_client = self.client.watch_client();
-        let prefix = self.keys.prefix.clone();
-        let watch = async move {
-            let options = WatchOptions::new()
-                .with_prefix()
-                .with_start_revision(revision + 1);
-            let mut stream = watch_client.watch(prefix, Some(options)).await?;
-            while let Some(resp) = stream.message().await? {
-                if resp.canceled() || !resp.events().is_empty() {
-                    break;
-                }
-            }
-            Ok::<(), etcd_client::Error>(())
-        };
         tokio::select! {
             _ = shutdown_requested(&mut shutdown) => {}
-            _ = sleep(self.config.recheck_interval) => {}
-            result = watch => {
-                if let Err(e) = result {
-                    debug!(error = %e, "cluster watch failed");
-                    sleep(self.config.retry_interval).await;
-                }
-            }
+            _ = self.backend.wait_for_change(cursor, self.config.recheck_interval) => {}
         }
     }
 
-    /// Holds leadership until the deadline passes, the lease or key is lost, or shutdown.
+    /// Holds leadership until the deadline passes, the lease or record is lost, or shutdown.
     ///
     /// Renewals are scheduled from the *send time of the last acknowledged renewal* (the grant,
     /// at first), not from when the previous attempt ended or when office was taken: a
     /// campaign that took half the margin under load is followed by an immediate renewal, not
     /// one a full interval later. A failed or slow attempt is retried within a fraction of the
     /// interval, so several attempts fit between a renewal and the deadline.
-    async fn lead(&self, won: Won) -> LeadEnd {
+    async fn lead(&self, won: Won<B::Lease>) -> LeadEnd {
         let Won {
             term,
-            lease_id,
-            renewed_at,
-            mut deadline,
+            mut lease,
+            sent_at: renewed_at,
+            ttl,
+            serve_after,
         } = won;
-        let span = info_span!("leadership", term);
-        self.fence.set(term, deadline.into_std());
-        self.metrics.won();
-        self.publish(Role::Leader { term });
+        let mut deadline = self.deadline_after(renewed_at, ttl);
+        let span = info_span!("leadership", term, backend = B::NAME);
+        // Office starts once `serve_at` has passed, holding the lease meanwhile (at once on
+        // etcd; one TTL later on a Redis that may have lost an earlier leader's record).
+        let mut serve_at = renewed_at + serve_after;
+        let mut serving = false;
 
         let mut shutdown = self.shutdown.clone();
         let schedule = RenewalSchedule::new(&self.config);
-        let mut keepalive: Option<(LeaseKeeper, LeaseKeepAliveStream)> = None;
         let mut next_attempt = schedule.after_success(renewed_at, Instant::now());
         let reason = async {
             loop {
@@ -295,16 +309,31 @@ impl ElectorTask {
                     biased;
                     _ = sleep_until(deadline) => return Some(StepDownReason::DeadlinePassed),
                     _ = shutdown_requested(&mut shutdown) => return None,
+                    _ = sleep_until(serve_at), if !serving => {
+                        match self.take_office(term, &mut lease, &schedule, serve_after).await {
+                            Ok(true) if Instant::now() < deadline => {}
+                            Ok(true) => continue,
+                            Ok(false) => return Some(StepDownReason::KeyLost),
+                            Err(e) => {
+                                warn!(error = %e, "taking office failed; retrying");
+                                serve_at = Instant::now() + schedule.retry_after;
+                                continue;
+                            }
+                        }
+                        serving = true;
+                        self.fence.set(term, deadline.into_std());
+                        self.metrics.won();
+                        self.publish(Role::Leader { term });
+                        continue;
+                    }
                     _ = sleep_until(next_attempt) => {}
                 }
                 if self.pause.until().is_some() {
                     next_attempt = schedule.after_failure(Instant::now());
                     continue;
                 }
-                let attempt = tokio::time::timeout(
-                    schedule.attempt_timeout,
-                    self.renew(term, lease_id, &mut keepalive),
-                );
+                let attempt =
+                    tokio::time::timeout(schedule.attempt_timeout, self.backend.renew(term, &mut lease));
                 let renewal = tokio::select! {
                     biased;
                     _ = sleep_until(deadline) => return Some(StepDownReason::DeadlinePassed),
@@ -314,11 +343,11 @@ impl ElectorTask {
                         after: schedule.attempt_timeout,
                     })),
                 };
+                self.metrics.coordination(B::NAME, "renew", &renewal);
                 let now = Instant::now();
                 match renewal {
                     Ok(Renewal::Renewed { sent_at, ttl }) => {
-                        let ttl = ttl.min(self.config.lease_ttl);
-                        let renewed = sent_at + ttl.saturating_sub(self.config.deadline_margin());
+                        let renewed = self.deadline_after(sent_at, ttl);
                         if renewed > deadline {
                             deadline = renewed;
                             self.fence.extend(term, deadline.into_std());
@@ -334,8 +363,7 @@ impl ElectorTask {
                     Err(e) => {
                         self.metrics.keepalive_failed();
                         warn!(error = %e, remaining = ?deadline.saturating_duration_since(now), "lease renewal failed; retrying");
-                        // A stream that failed or hung is not trusted again: open a fresh one.
-                        keepalive = None;
+                        self.backend.renewal_failed(&mut lease);
                         next_attempt = schedule.after_failure(now);
                     }
                 }
@@ -345,112 +373,17 @@ impl ElectorTask {
         .await;
 
         let reason = reason.unwrap_or(StepDownReason::Resigned);
-        // Stop serving first, then tell etcd: the fence must not outlive the decision.
+        // Stop serving first, then tell the backend: the fence must not outlive the decision.
         self.fence.clear();
         self.metrics.stepped_down(reason);
         self.publish(Role::SteppedDown { term, reason });
         info!(parent: &span, term, reason = reason.as_str(), "stepped down");
-        drop(keepalive);
         if self.pause.until().is_none() {
-            self.revoke(lease_id).await;
+            self.backend.release(term, lease).await;
         }
         match reason {
             StepDownReason::Resigned => LeadEnd::Shutdown,
             _ => LeadEnd::SteppedDown,
-        }
-    }
-
-    /// One renewal: a keep-alive round trip, then a check that the leader key is still ours.
-    /// The deadline it yields counts from when the keep-alive was *sent*.
-    async fn renew(
-        &self,
-        term: u64,
-        lease_id: i64,
-        keepalive: &mut Option<(LeaseKeeper, LeaseKeepAliveStream)>,
-    ) -> Result<Renewal, HaError> {
-        let sent_at = Instant::now();
-        // The key check runs beside the keep-alive rather than after it: both are issued after
-        // `sent_at`, which is all the deadline needs, and the renewal costs one round trip.
-        let mut kv = self.client.kv_client();
-        let key_check = kv.get(self.keys.leader.as_str(), None);
-        let (ttl_secs, key) = tokio::join!(self.keep_alive(lease_id, keepalive), key_check);
-        let ttl_secs = match ttl_secs? {
-            Some(ttl) => ttl,
-            None => return Ok(Renewal::LeaseGone),
-        };
-        let resp = key.map_err(HaError::etcd("get leader key"))?;
-        match resp.kvs().first() {
-            Some(kv) if kv.create_revision() as u64 == term && kv.lease() == lease_id => {
-                Ok(Renewal::Renewed {
-                    sent_at,
-                    ttl: Duration::from_secs(ttl_secs as u64),
-                })
-            }
-            _ => Ok(Renewal::KeyLost),
-        }
-    }
-
-    /// One keep-alive round trip; `Ok(None)`: etcd no longer knows the lease.
-    async fn keep_alive(
-        &self,
-        lease_id: i64,
-        keepalive: &mut Option<(LeaseKeeper, LeaseKeepAliveStream)>,
-    ) -> Result<Option<i64>, HaError> {
-        match keepalive {
-            None => {
-                // Opening the stream sends the first keep-alive and waits for its answer.
-                let mut lease_client = self.client.lease_client();
-                match lease_client.keep_alive(lease_id).await {
-                    Ok(pair) => {
-                        *keepalive = Some(pair);
-                        Ok(Some(self.config.ttl_secs()))
-                    }
-                    Err(etcd_client::Error::LeaseKeepAliveError(msg))
-                        if msg.contains("not found") =>
-                    {
-                        Ok(None)
-                    }
-                    Err(e) => Err(HaError::Etcd {
-                        op: "lease keep-alive",
-                        source: e,
-                    }),
-                }
-            }
-            Some((keeper, stream)) => {
-                keeper
-                    .keep_alive()
-                    .await
-                    .map_err(HaError::etcd("lease keep-alive"))?;
-                match stream
-                    .message()
-                    .await
-                    .map_err(HaError::etcd("lease keep-alive"))?
-                {
-                    Some(resp) if resp.ttl() > 0 => Ok(Some(resp.ttl())),
-                    Some(_) => Ok(None),
-                    None => Err(HaError::Etcd {
-                        op: "lease keep-alive",
-                        source: etcd_client::Error::LeaseKeepAliveError(
-                            "keep-alive stream closed".into(),
-                        ),
-                    }),
-                }
-            }
-        }
-    }
-
-    /// Best-effort lease revoke (deletes the leader key at once so a peer can win without
-    /// waiting for expiry). Failure is harmless: the lease then expires on its own.
-    async fn revoke(&self, lease_id: i64) {
-        let mut lease_client = self.client.lease_client();
-        if let Err(e) = bounded(
-            "lease revoke",
-            self.config.request_timeout,
-            lease_client.revoke(lease_id),
-        )
-        .await
-        {
-            debug!(error = %e, lease_id, "lease revoke failed; it will expire");
         }
     }
 }

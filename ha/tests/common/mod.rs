@@ -7,6 +7,9 @@
 
 #![allow(dead_code)]
 
+pub mod conformance;
+pub mod servers;
+
 use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
 use std::process::{Child, ChildStdin, Command, Stdio};

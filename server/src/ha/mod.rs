@@ -1,8 +1,8 @@
 //! crescentd as one node of an HA pair (docs/ha.md).
 //!
 //! A node starts as a standby: it follows the active's journal, replays it, answers clients
-//! with NOT_LEADER, and campaigns in etcd when the marker allows. Elected, it fences its
-//! journal at the new term, restores every aggregate from its journal, starts the replication
+//! with NOT_LEADER, and campaigns in etcd (or Redis) when the marker allows. Elected, it fences
+//! its journal at the new term, restores every aggregate from its journal, starts the replication
 //! listener and serves. When its term ends (lease lost, deadline passed, key gone) it stops
 //! writing at once (appends are fenced, waiting replies fail, the standby is told), stops
 //! serving, closes its journal and re-executes itself ([`restart`]): the fresh process rejoins
@@ -47,8 +47,8 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
     let _g = span.enter();
     let metrics = HaMetrics::register(&opened.metrics.registry)
         .map_err(|e| ServerError::Recovery(format!("ha metrics: {e}")))?;
-    let elector_config = ElectorConfig::new(
-        config.ha.etcd.clone(),
+    let elector_config = ElectorConfig::with_coordination(
+        config.ha.coordination(),
         config.ha.cluster.clone(),
         node.clone(),
         // With [tls] the leader key carries the scheme, so clients and the standby following
@@ -65,6 +65,12 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
         let journal = opened.journal.clone();
         let dir = opened.dir.journal_dir();
         move || crate::journal_health::campaign_hold(&dir, journal.last_seq())
+    })
+    .with_term_floor({
+        // A backend that lost its term counter (Redis without persistence) starts the next
+        // term above the highest this node's journal has seen (docs/ha.md, "Redis").
+        let journal = opened.journal.clone();
+        move || journal.term()
     });
     let elector = Arc::new(
         Elector::start(elector_config, metrics)

@@ -1,4 +1,5 @@
-//! Winning the leader key and taking office: the two guarded transactions of a campaign.
+//! Winning the leader key and taking office: the two guarded transactions of an etcd
+//! campaign (docs/ha.md, "The term").
 
 use std::time::Duration;
 
@@ -6,63 +7,69 @@ use etcd_client::{Compare, CompareOp, PutOptions, Txn, TxnOp, TxnOpResponse};
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
-use super::{ElectorTask, Won};
+use super::{EtcdCoordination, EtcdLease};
+use crate::coordination::{Bid, Won};
 use crate::error::HaError;
 use crate::etcd::bounded;
 use crate::records::{LeaderRecord, ReplicationMarker};
 
-impl ElectorTask {
+impl EtcdCoordination {
     /// Grants a lease, creates the leader key if it is absent and the marker unchanged since it
     /// was read, then takes office: stamps the term into the leader record and writes the claim
-    /// marker, both guarded by the term.
-    pub(super) async fn campaign(&self, marker_rev: i64) -> Result<Option<Won>, HaError> {
-        let timeout = self.config.request_timeout;
+    /// marker, both guarded by the term. A lost race revokes the lease.
+    pub(super) async fn campaign_with_lease(
+        &self,
+        bid: &Bid<'_>,
+        marker_rev: i64,
+    ) -> Result<Option<Won<EtcdLease>>, HaError> {
         let mut lease_client = self.client.lease_client();
         let granted_at = Instant::now();
         let lease = bounded(
             "lease grant",
-            timeout,
-            lease_client.grant(self.config.ttl_secs(), None),
+            self.timeout,
+            lease_client.grant(bid.ttl.as_secs() as i64, None),
         )
         .await?;
         let lease_id = lease.id();
         // etcd may grant a longer TTL than asked, never a shorter one honestly; use the
         // shorter of the two so the local deadline can only be early.
-        let ttl = Duration::from_secs(lease.ttl().max(0) as u64).min(self.config.lease_ttl);
-        let deadline = granted_at + ttl.saturating_sub(self.config.deadline_margin());
-
-        match self.take_office(lease_id, marker_rev).await {
-            Ok(Some(term)) if Instant::now() < deadline => {
+        let ttl = Duration::from_secs(lease.ttl().max(0) as u64).min(bid.ttl);
+        match self.take_office(bid, lease_id, marker_rev).await {
+            Ok(Some(term)) => {
                 info!(term, lease_id, "won the election");
                 Ok(Some(Won {
                     term,
-                    lease_id,
-                    renewed_at: granted_at,
-                    deadline,
+                    lease: EtcdLease {
+                        id: lease_id,
+                        ttl: bid.ttl,
+                        keepalive: None,
+                    },
+                    sent_at: granted_at,
+                    ttl,
+                    serve_after: Duration::ZERO,
                 }))
             }
-            other => {
+            Ok(None) => {
                 self.revoke(lease_id).await;
-                match other {
-                    Ok(Some(term)) => {
-                        warn!(
-                            term,
-                            "won, but the lease deadline passed while taking office"
-                        );
-                        Ok(None)
-                    }
-                    Ok(None) => Ok(None),
-                    Err(e) => Err(e),
-                }
+                Ok(None)
+            }
+            Err(e) => {
+                self.revoke(lease_id).await;
+                Err(e)
             }
         }
     }
 
-    async fn take_office(&self, lease_id: i64, marker_rev: i64) -> Result<Option<u64>, HaError> {
-        let timeout = self.config.request_timeout;
+    async fn take_office(
+        &self,
+        bid: &Bid<'_>,
+        lease_id: i64,
+        marker_rev: i64,
+    ) -> Result<Option<u64>, HaError> {
+        let timeout = self.timeout;
         let leader_key = self.keys.leader.as_str();
         let mut kv = self.client.kv_client();
-        let record = LeaderRecord::new(&self.config.node_name, &self.config.advertise, None);
+        let record = LeaderRecord::new(bid.node, bid.advertise, None);
         let win = Txn::new()
             .when([
                 Compare::create_revision(leader_key, CompareOp::Equal, 0),
@@ -95,8 +102,8 @@ impl ElectorTask {
                 reason: "the winning transaction did not return the leader key".into(),
             })? as u64;
 
-        let claim = ReplicationMarker::claim(&self.config.node_name, term);
-        let stamped = LeaderRecord::new(&self.config.node_name, &self.config.advertise, Some(term));
+        let claim = ReplicationMarker::claim(bid.node, term);
+        let stamped = LeaderRecord::new(bid.node, bid.advertise, Some(term));
         let office = Txn::new()
             .when([
                 Compare::create_revision(leader_key, CompareOp::Equal, term as i64),
@@ -112,19 +119,12 @@ impl ElectorTask {
             ]);
         let resp = bounded("take office", timeout, kv.txn(office)).await;
         match resp {
-            Ok(r) if r.succeeded() => {
-                self.metrics.marker_write("claim", "ok");
-                Ok(Some(term))
-            }
+            Ok(r) if r.succeeded() => Ok(Some(term)),
             Ok(_) => {
-                self.metrics.marker_write("claim", "fenced");
                 warn!(term, "the leader key changed before taking office");
                 Ok(None)
             }
-            Err(e) => {
-                self.metrics.marker_write("claim", "error");
-                Err(e)
-            }
+            Err(e) => Err(e),
         }
     }
 }
