@@ -116,7 +116,7 @@ impl OwnerColdDeviceConfig {
                 .ok_or_else(|| format!("{arg:?}: {part:?} is not KEY=VALUE"))?;
             match k {
                 "capacity" => {
-                    config.capacity = crate::cli::parse_size(v)?;
+                    config.capacity = crate::size::parse_size(v)?;
                     if config.capacity == 0 {
                         return Err(format!("{arg:?}: capacity must be positive"));
                     }

@@ -1,4 +1,4 @@
-//! Crescent's Rust client library (and the `crescent` CLI in [`cli`]).
+//! Crescent's Rust client library (the `crescent` CLI is the crescent-cli package).
 //!
 //! - [`CrescentClient`]: admin calls, and the object API users of KV-cache stores know:
 //!   `put`, `get`, `put_batch`, `get_batch`, `is_exist`, `batch_is_exist`, `remove`,
@@ -8,13 +8,10 @@
 //!   mounted, heartbeated) with its [`OwnershipTable`] of committed replicas.
 //! - Leader following: with [`ClientOptions`] (a static server list, the etcd leader key) a
 //!   client finds the active of an HA pair and follows failovers (docs/ha.md, "Clients").
-//! - [`bench`]: the five-figure benchmark behind `crescent bench`.
 
 pub mod admin;
 pub mod batch;
-pub mod bench;
 pub mod buffer;
-pub mod cli;
 pub mod client;
 pub mod client_options;
 pub mod cold;
@@ -41,6 +38,7 @@ mod rpc_io;
 mod rpc_release;
 mod rpc_wire;
 mod server_conn;
+pub mod size;
 pub mod store;
 pub mod tenant;
 pub mod weights;

@@ -5,8 +5,8 @@ use clap::Subcommand;
 use crescent_wire::tenants::TenantQuota;
 use serde_json::json;
 
-use crate::error::ClientError;
-use crate::CrescentClient;
+use crescent_client::ClientError;
+use crescent_client::CrescentClient;
 
 #[derive(Debug, Subcommand)]
 pub enum TenantCommand {
@@ -27,7 +27,7 @@ pub enum QuotaCommand {
     /// version). Usage above a lowered limit stays; only growth is refused.
     Set {
         /// Bytes, with an optional K, M, G or T (powers of 1024; "1.5G" too).
-        #[arg(long, value_parser = crate::cli::parse_size)]
+        #[arg(long, value_parser = crate::parse_size)]
         max_bytes: u64,
         /// Default: unlimited.
         #[arg(long)]

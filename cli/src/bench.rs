@@ -10,9 +10,9 @@ use std::time::{Duration, Instant};
 use rand::RngCore;
 use serde::Serialize;
 
-use crate::client::CrescentClient;
-use crate::error::ClientError;
-use crate::owner::{Owner, OwnerConfig};
+use crescent_client::CrescentClient;
+use crescent_client::ClientError;
+use crescent_client::owner::{Owner, OwnerConfig};
 
 /// One timed phase of the benchmark (`bench --only`), named as its figure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -90,7 +90,7 @@ pub struct BenchConfig {
     pub phases: Vec<Phase>,
     /// The storage owner's credential, when it is not the client's (`--owner-token`: an
     /// `owner` token beside a `client` one, with `[auth]` on).
-    pub owner_token: Option<crate::BearerToken>,
+    pub owner_token: Option<crescent_client::BearerToken>,
     /// The storage owner's id (an `owner` token's); `None` picks a fresh one.
     pub owner_id: Option<String>,
 }

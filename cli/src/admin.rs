@@ -7,8 +7,8 @@ use clap::Subcommand;
 use crescent_replay_tools::backup::{self, BackupError, Manifest};
 use serde_json::json;
 
-use crate::error::ClientError;
-use crate::CrescentClient;
+use crescent_client::ClientError;
+use crescent_client::CrescentClient;
 
 #[derive(Debug, Subcommand)]
 pub enum AdminCommand {

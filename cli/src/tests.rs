@@ -251,27 +251,3 @@ fn segments_commands_still_parse() {
     assert!(parse(&["rm", "k", "--force"]).is_ok());
     assert!(parse(&["frobnicate"]).is_err());
 }
-
-#[test]
-fn sizes() {
-    assert_eq!(parse_size("4096"), Ok(4096));
-    assert_eq!(parse_size("4k"), Ok(4096));
-    assert_eq!(parse_size("4KiB"), Ok(4096));
-    assert_eq!(parse_size("2MB"), Ok(2 << 20));
-    assert_eq!(parse_size("1G"), Ok(1 << 30));
-    assert_eq!(parse_size(" 3T "), Ok(3 << 40));
-    assert!(parse_size("").is_err());
-    assert!(parse_size("x").is_err());
-    assert!(parse_size("-1").is_err());
-    assert!(parse_size("99999999999T").is_err());
-    assert_eq!(parse_size("1.5G"), Ok(3 << 29));
-    assert_eq!(parse_size("0.5k"), Ok(512));
-    assert_eq!(parse_size("2.0M"), Ok(2 << 20));
-    assert!(parse_size("0.1K")
-        .unwrap_err()
-        .contains("whole number of bytes"));
-    assert!(parse_size("1.").is_err());
-    assert!(parse_size(".5G").is_err());
-    assert!(parse_size("1.5.1G").is_err());
-    assert!(parse_size("1e3").is_err());
-}

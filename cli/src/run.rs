@@ -8,9 +8,9 @@ use serde_json::json;
 
 use super::{Cli, Command, SegmentsCommand};
 use crate::bench::{self, BenchConfig, Phase};
-use crate::error::ClientError;
-use crate::owner::{Owner, OwnerConfig};
-use crate::{CrescentClient, PutOptions};
+use crescent_client::ClientError;
+use crescent_client::owner::{Owner, OwnerConfig};
+use crescent_client::{CrescentClient, PutOptions};
 
 fn print_json(v: &impl serde::Serialize) -> Result<(), ClientError> {
     outln!("{}", serde_json::to_string(v).expect("json output"))
@@ -316,7 +316,7 @@ pub(super) async fn run(cli: Cli) -> Result<u8, ClientError> {
                 batch,
                 segment_size: None,
                 phases: Phase::selected(&only),
-                owner_token: owner_token.map(crate::BearerToken::new),
+                owner_token: owner_token.map(crescent_client::BearerToken::new),
                 owner_id,
             };
             let r = bench::run(&client, &config).await?;

@@ -10,9 +10,9 @@ use serde_json::json;
 
 use super::weights_args::weight_id;
 use super::weights_args::{parse_policy, RevisionArgs, WeightIdArgs};
-use crate::error::ClientError;
-use crate::weights::{WeightStore, WeightWriter};
-use crate::CrescentClient;
+use crescent_client::ClientError;
+use crescent_client::weights::{WeightStore, WeightWriter};
+use crescent_client::CrescentClient;
 
 /// How often `rm`, `migrate` and `upsert` poll a running operation.
 const POLL: Duration = Duration::from_millis(200);

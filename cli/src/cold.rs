@@ -3,8 +3,8 @@
 use clap::Subcommand;
 use crescent_wire::cold::{ColdDeviceInfo, ObjectStat};
 
-use crate::error::ClientError;
-use crate::CrescentClient;
+use crescent_client::ClientError;
+use crescent_client::CrescentClient;
 
 #[derive(Debug, Subcommand)]
 pub enum ColdCommand {

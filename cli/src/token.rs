@@ -7,8 +7,8 @@ use clap::Subcommand;
 use crescent_auth::{Claims, KeySet, Role};
 use serde_json::json;
 
-use crate::error::ClientError;
-use crate::CrescentClient;
+use crescent_client::ClientError;
+use crescent_client::CrescentClient;
 
 /// Default lifetime of an issued token.
 pub const DEFAULT_TTL_SECS: u64 = 3600;

@@ -1,22 +1,24 @@
-//! The `crescent` command line. Every command takes `--json` for scripts; errors print their
-//! stable code and exit non-zero (see [`crate::ClientError::exit_code`]).
+//! `crescent`: the command line on top of the client library (`crescent-client`) and the
+//! storage-owner role. Every command takes `--json` for scripts; errors print their stable
+//! code and exit non-zero (see [`crescent_client::ClientError::exit_code`]).
 
 /// `println!` for the command's output: a closed or full stdout (EPIPE, ENOSPC) becomes an
 /// IO_ERROR the command returns, where `println!` would panic.
 macro_rules! outln {
     ($($arg:tt)*) => {
-        $crate::cli::write_stdout_line(format_args!($($arg)*))
+        $crate::write_stdout_line(format_args!($($arg)*))
     };
 }
 
 mod admin;
+mod bench;
 mod cold;
 mod cold_bench;
 mod run;
 mod tenant;
 #[cfg(test)]
 mod tests;
-pub mod token;
+mod token;
 mod weights;
 mod weights_args;
 mod weights_bench;
@@ -26,6 +28,7 @@ use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use crescent_client::size::parse_size;
 use crescent_wire::segments::TransportKind;
 
 #[derive(Debug, Parser)]
@@ -135,14 +138,14 @@ pub enum Command {
         resident: bool,
         /// A cold device this owner serves: `ID=DIR[,capacity=SIZE][,tags=a+b]` (repeatable).
         /// crescentd places and drives it; this process performs its IO.
-        #[arg(long = "cold-device", value_parser = crate::cold_device::OwnerColdDeviceConfig::parse)]
-        cold_device: Vec<crate::cold_device::OwnerColdDeviceConfig>,
+        #[arg(long = "cold-device", value_parser = crescent_client::cold_device::OwnerColdDeviceConfig::parse)]
+        cold_device: Vec<crescent_client::cold_device::OwnerColdDeviceConfig>,
         /// Bytes of the staging region remote restores of this owner's cold devices are
         /// read from (K, M, G suffixes; 0: none, the payload then goes through crescentd).
         #[arg(long, value_parser = parse_size, default_value = "128M")]
         cold_staging_bytes: u64,
         /// How long a remote reader may hold a staged payload (ms) before it is fenced.
-        #[arg(long, default_value_t = crate::owner_staging::DEFAULT_OWNER_STAGING_TTL_MS)]
+        #[arg(long, default_value_t = crescent_client::owner_staging::DEFAULT_OWNER_STAGING_TTL_MS)]
         cold_staging_ttl_ms: u64,
     },
     /// Cold tier devices.
@@ -256,63 +259,27 @@ pub const DEFAULT_SERVER: &str = "127.0.0.1:7480";
 impl Cli {
     /// Where the client finds crescentd: --server (or the default without --etcd), --etcd
     /// and --cluster, and the failover deadline.
-    pub fn client_options(&self) -> crate::ClientOptions {
+    pub fn client_options(&self) -> crescent_client::ClientOptions {
         let servers = match (&self.server, &self.etcd) {
-            (Some(list), _) => crate::client_options::split_list(list),
+            (Some(list), _) => crescent_client::client_options::split_list(list),
             (None, None) => vec![DEFAULT_SERVER.to_string()],
             (None, Some(_)) => Vec::new(),
         };
-        crate::ClientOptions {
+        crescent_client::ClientOptions {
             servers,
             etcd_endpoints: self
                 .etcd
                 .as_deref()
-                .map(crate::client_options::split_list)
+                .map(crescent_client::client_options::split_list)
                 .unwrap_or_default(),
             cluster: self.cluster.clone(),
             no_local_cold_restore: self.no_local_cold_restore,
-            token: self.token.clone().map(crate::BearerToken::new),
+            token: self.token.clone().map(crescent_client::BearerToken::new),
             ca_file: self.ca_file.clone(),
-            ..crate::ClientOptions::default()
+            ..crescent_client::ClientOptions::default()
         }
         .with_failover_timeout(std::time::Duration::from_millis(self.failover_timeout_ms))
     }
-}
-
-/// Parses a byte count: digits with an optional K/M/G/T suffix (powers of 1024, `iB`/`B`
-/// tolerated).
-pub fn parse_size(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let upper = t.to_ascii_uppercase();
-    let digits = upper.trim_end_matches("IB").trim_end_matches('B');
-    let (num, shift) = match digits.chars().last() {
-        Some('K') => (&digits[..digits.len() - 1], 10),
-        Some('M') => (&digits[..digits.len() - 1], 20),
-        Some('G') => (&digits[..digits.len() - 1], 30),
-        Some('T') => (&digits[..digits.len() - 1], 40),
-        _ => (digits, 0),
-    };
-    let bad = || format!("{s:?} is not a byte count (e.g. 4096, 64M, 1.5G)");
-    // A decimal fraction ("1.5G") counts exactly: whole * 2^shift plus fraction * 2^shift /
-    // 10^digits, which must come out a whole number of bytes.
-    let (whole, fraction) = match num.trim().split_once('.') {
-        Some((whole, fraction)) => (whole, fraction),
-        None => (num.trim(), "0"),
-    };
-    let digit_string =
-        |d: &str| !d.is_empty() && d.len() <= 18 && d.bytes().all(|b| b.is_ascii_digit());
-    if !digit_string(whole) || !digit_string(fraction) {
-        return Err(bad());
-    }
-    let whole: u128 = whole.parse().map_err(|_| bad())?;
-    let scale = 10u128.pow(fraction.len() as u32);
-    let fraction: u128 = fraction.parse().map_err(|_| bad())?;
-    let fraction_bytes = (fraction << shift) / scale;
-    if (fraction_bytes * scale) != (fraction << shift) {
-        return Err(format!("{s:?} is not a whole number of bytes"));
-    }
-    let bytes = (whole << shift) + fraction_bytes;
-    u64::try_from(bytes).map_err(|_| format!("{s:?} is too large"))
 }
 
 /// The exit statuses, shown by `--help` (docs/api.md, "CLI exit statuses", lists the same).
@@ -332,22 +299,21 @@ Exit status:
   9  anything else (INTERNAL)";
 
 /// Writes one line of command output to stdout (see `outln!`).
-pub(crate) fn write_stdout_line(args: std::fmt::Arguments<'_>) -> Result<(), crate::ClientError> {
+pub(crate) fn write_stdout_line(args: std::fmt::Arguments<'_>) -> Result<(), crescent_client::ClientError> {
     let mut out = std::io::stdout().lock();
     out.write_fmt(args)
         .and_then(|()| out.write_all(b"\n"))
         .map_err(stdout_err)
 }
 
-fn stdout_err(source: std::io::Error) -> crate::ClientError {
-    crate::ClientError::Io {
+fn stdout_err(source: std::io::Error) -> crescent_client::ClientError {
+    crescent_client::ClientError::Io {
         context: "cannot write to stdout".into(),
         source,
     }
 }
 
-/// The `crescent` binary's entry point.
-pub fn main_entry() -> ExitCode {
+fn main() -> ExitCode {
     let cli = Cli::parse();
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -386,7 +352,7 @@ pub fn main_entry() -> ExitCode {
                 let _ = outln!("{body}");
             }
             match &e {
-                crate::ClientError::Api(_) => eprintln!("crescent: {e}"),
+                crescent_client::ClientError::Api(_) => eprintln!("crescent: {e}"),
                 other => eprintln!("crescent: {}: {other}", other.code_str()),
             }
             ExitCode::from(e.exit_code())

@@ -24,9 +24,9 @@ use clap::Args;
 use crescent_wire::weights as w;
 use serde::Serialize;
 
-use crate::error::ClientError;
-use crate::weights::{LoadedWeights, WeightStore};
-use crate::CrescentClient;
+use crescent_client::ClientError;
+use crescent_client::weights::{LoadedWeights, WeightStore};
+use crescent_client::CrescentClient;
 
 const MIB: u64 = 1 << 20;
 const GIB: f64 = (1u64 << 30) as f64;
@@ -477,7 +477,7 @@ mod tests {
     #[test]
     fn the_model_file_is_a_valid_safetensors_file_of_the_asked_shape() {
         let file = model_file(3 * MIB, 30, 1);
-        let layout = crate::weights::manifest::parse_safetensors(FILE_NAME, &file).unwrap();
+        let layout = crescent_client::weights::manifest::parse_safetensors(FILE_NAME, &file).unwrap();
         let tensors = layout.spans.iter().filter(|s| s.0.is_some()).count();
         assert_eq!(tensors, 30);
         assert_eq!(layout.spans.iter().filter(|s| s.0.is_none()).count(), 1);

@@ -4,7 +4,7 @@
 use clap::Args;
 use crescent_wire::weights as w;
 
-use crate::error::ClientError;
+use crescent_client::ClientError;
 
 #[derive(Debug, Clone, Args)]
 pub struct RevisionArgs {

@@ -23,8 +23,8 @@ use clap::Args;
 use rand::{RngCore, SeedableRng};
 use serde::Serialize;
 
-use crate::error::ClientError;
-use crate::CrescentClient;
+use crescent_client::ClientError;
+use crescent_client::CrescentClient;
 
 #[derive(Debug, Args)]
 pub struct BenchRestoreArgs {

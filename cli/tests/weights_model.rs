@@ -5,7 +5,7 @@
 //!
 //! Small by default (CI). The acceptance run (at least 1 GiB, a few hundred tensors):
 //! `CRESCENT_WEIGHTS_MODEL_MIB=1024 CRESCENT_WEIGHTS_MODEL_TENSORS=300 cargo test --release
-//! -p crescent-client --test weights_model -- --nocapture` (the embedded segment is sized
+//! -p crescent-cli --test weights_model -- --nocapture` (the embedded segment is sized
 //! for it here).
 
 mod weights_common;
