@@ -10,9 +10,9 @@ use std::time::{Duration, Instant};
 use rand::RngCore;
 use serde::Serialize;
 
-use crescent_client::CrescentClient;
 use crescent_client::ClientError;
-use crescent_client::owner::{Owner, OwnerConfig};
+use crescent_client::CrescentClient;
+use crescent_owner::{Owner, OwnerConfig};
 
 /// One timed phase of the benchmark (`bench --only`), named as its figure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -138,14 +138,14 @@ pub enum Command {
         resident: bool,
         /// A cold device this owner serves: `ID=DIR[,capacity=SIZE][,tags=a+b]` (repeatable).
         /// crescentd places and drives it; this process performs its IO.
-        #[arg(long = "cold-device", value_parser = crescent_client::cold_device::OwnerColdDeviceConfig::parse)]
-        cold_device: Vec<crescent_client::cold_device::OwnerColdDeviceConfig>,
+        #[arg(long = "cold-device", value_parser = crescent_owner::cold_device::OwnerColdDeviceConfig::parse)]
+        cold_device: Vec<crescent_owner::cold_device::OwnerColdDeviceConfig>,
         /// Bytes of the staging region remote restores of this owner's cold devices are
         /// read from (K, M, G suffixes; 0: none, the payload then goes through crescentd).
         #[arg(long, value_parser = parse_size, default_value = "128M")]
         cold_staging_bytes: u64,
         /// How long a remote reader may hold a staged payload (ms) before it is fenced.
-        #[arg(long, default_value_t = crescent_client::owner_staging::DEFAULT_OWNER_STAGING_TTL_MS)]
+        #[arg(long, default_value_t = crescent_owner::owner_staging::DEFAULT_OWNER_STAGING_TTL_MS)]
         cold_staging_ttl_ms: u64,
     },
     /// Cold tier devices.
@@ -299,7 +299,9 @@ Exit status:
   9  anything else (INTERNAL)";
 
 /// Writes one line of command output to stdout (see `outln!`).
-pub(crate) fn write_stdout_line(args: std::fmt::Arguments<'_>) -> Result<(), crescent_client::ClientError> {
+pub(crate) fn write_stdout_line(
+    args: std::fmt::Arguments<'_>,
+) -> Result<(), crescent_client::ClientError> {
     let mut out = std::io::stdout().lock();
     out.write_fmt(args)
         .and_then(|()| out.write_all(b"\n"))

@@ -9,8 +9,8 @@ use serde_json::json;
 use super::{Cli, Command, SegmentsCommand};
 use crate::bench::{self, BenchConfig, Phase};
 use crescent_client::ClientError;
-use crescent_client::owner::{Owner, OwnerConfig};
 use crescent_client::{CrescentClient, PutOptions};
+use crescent_owner::{Owner, OwnerConfig};
 
 fn print_json(v: &impl serde::Serialize) -> Result<(), ClientError> {
     outln!("{}", serde_json::to_string(v).expect("json output"))

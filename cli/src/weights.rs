@@ -10,8 +10,8 @@ use serde_json::json;
 
 use super::weights_args::weight_id;
 use super::weights_args::{parse_policy, RevisionArgs, WeightIdArgs};
-use crescent_client::ClientError;
 use crescent_client::weights::{WeightStore, WeightWriter};
+use crescent_client::ClientError;
 use crescent_client::CrescentClient;
 
 /// How often `rm`, `migrate` and `upsert` poll a running operation.

@@ -24,8 +24,8 @@ use clap::Args;
 use crescent_wire::weights as w;
 use serde::Serialize;
 
-use crescent_client::ClientError;
 use crescent_client::weights::{LoadedWeights, WeightStore};
+use crescent_client::ClientError;
 use crescent_client::CrescentClient;
 
 const MIB: u64 = 1 << 20;
@@ -477,7 +477,8 @@ mod tests {
     #[test]
     fn the_model_file_is_a_valid_safetensors_file_of_the_asked_shape() {
         let file = model_file(3 * MIB, 30, 1);
-        let layout = crescent_client::weights::manifest::parse_safetensors(FILE_NAME, &file).unwrap();
+        let layout =
+            crescent_client::weights::manifest::parse_safetensors(FILE_NAME, &file).unwrap();
         let tensors = layout.spans.iter().filter(|s| s.0.is_some()).count();
         assert_eq!(tensors, 30);
         assert_eq!(layout.spans.iter().filter(|s| s.0.is_none()).count(), 1);

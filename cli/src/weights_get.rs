@@ -8,8 +8,8 @@ use clap::Args;
 use crescent_wire::weights as w;
 use serde_json::json;
 
-use crescent_client::ClientError;
 use crescent_client::weights::{SplitRule, TargetLayout, TensorRule, WeightStore};
+use crescent_client::ClientError;
 
 /// The target layout of `weights get` (all optional: without `--tp-size` the whole revision
 /// is read).

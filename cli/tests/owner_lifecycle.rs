@@ -7,7 +7,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
 use common::{crescent_bin, Proc, Server};
-use crescent_client::{Owner, OwnerConfig};
+use crescent_owner::{Owner, OwnerConfig};
 
 #[tokio::test]
 async fn owner_registers_mounts_and_unmounts_its_segment() {

@@ -8,7 +8,8 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::Server;
-use crescent_client::{Owner, OwnerConfig, Placement, PutOptions};
+use crescent_client::{Placement, PutOptions};
+use crescent_owner::{Owner, OwnerConfig};
 use crescent_wire::rebuild::GateState;
 use crescent_wire::ErrorCode;
 use rand::{Rng, RngCore, SeedableRng};

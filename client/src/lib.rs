@@ -4,8 +4,10 @@
 //!   `put`, `get`, `put_batch`, `get_batch`, `is_exist`, `batch_is_exist`, `remove`,
 //!   `remove_batch`, `remove_prefix`, `get_size`, `list`/`list_all`, and the zero-copy
 //!   `register_buffer` + `put_from` / `get_into`.
-//! - [`Owner`]: the storage-owner role (a segment of this process's memory, served over TCP,
-//!   mounted, heartbeated) with its [`OwnershipTable`] of committed replicas.
+//! - The storage-owner role (a segment of this process's memory, served over TCP, mounted,
+//!   heartbeated) is the crescent-owner package; this one keeps what a client in the same
+//!   process shares with it: the [`OwnershipTable`] its puts record their own replicas in, and
+//!   the calls and hooks of [`owner_calls`].
 //! - Leader following: with [`ClientOptions`] (a static server list, the etcd leader key) a
 //!   client finds the active of an HA pair and follows failovers (docs/ha.md, "Clients").
 
@@ -15,21 +17,22 @@ pub mod buffer;
 pub mod client;
 pub mod client_options;
 pub mod cold;
-pub mod cold_device;
 pub mod cold_restore;
 pub mod cold_restore_target;
 mod dataplane;
 pub mod error;
 pub mod failover;
 pub mod failover_metrics;
+#[cfg(any(test, feature = "test-support"))]
+#[doc(hidden)]
+pub mod fake_server;
 mod http;
 mod leader;
 mod lease;
 pub mod metrics;
 pub mod options;
-pub mod owner;
-mod owner_notice;
-pub mod owner_staging;
+pub mod owner_calls;
+pub mod owner_staging_metrics;
 pub mod ownership;
 pub mod rebuild;
 mod rpc;
@@ -46,12 +49,12 @@ pub mod weights;
 pub use buffer::RegisteredBuffer;
 pub use client::CrescentClient;
 pub use client_options::{BearerToken, ClientOptions};
+pub use dataplane::LocalSegment;
 pub use error::{ClientError, ErrorClass};
 pub use failover::{FailoverConfig, Retry};
 pub use failover_metrics::{FailoverMetrics, LeaderSource, RetryReason};
 pub use metrics::{ClientMetrics, RebuildMetrics};
 pub use options::{PutOptions, Scope};
-pub use owner::{Owner, OwnerConfig};
 pub use ownership::{OwnedReplica, OwnershipTable, ReleaseReport};
 pub use store::PutOutcome;
 pub use weights::{LoadedWeights, WeightStore, WeightWriter};

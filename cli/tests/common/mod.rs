@@ -23,18 +23,18 @@ pub async fn owner_and_writer(
     server: &str,
     id: &str,
     size: u64,
-) -> (crescent_client::Owner, CrescentClient) {
+) -> (crescent_owner::Owner, CrescentClient) {
     let key = key_of(server);
     let owner_client = connect(with_token(
         ClientOptions::servers(server),
         key.as_ref().map(|k| k.owner(id)),
     ));
-    let config = crescent_client::OwnerConfig {
+    let config = crescent_owner::OwnerConfig {
         owner_id: Some(id.to_string()),
         size,
-        ..crescent_client::OwnerConfig::default()
+        ..crescent_owner::OwnerConfig::default()
     };
-    let owner = crescent_client::Owner::start(&owner_client, config)
+    let owner = crescent_owner::Owner::start(&owner_client, config)
         .await
         .unwrap();
     let writer = match key {
@@ -307,7 +307,7 @@ impl Server {
         connect(self.options_with(self.client_token(auth::DEFAULT_TENANT)))
     }
 
-    /// A library client holding the owner token of `owner`, for a [`crescent_client::Owner`]
+    /// A library client holding the owner token of `owner`, for a [`crescent_owner::Owner`]
     /// started with that owner id.
     pub fn owner_client(&self, owner: &str) -> CrescentClient {
         connect(self.options_with(self.owner_token(owner)))

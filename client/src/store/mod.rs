@@ -467,9 +467,10 @@ impl CrescentClient {
             .await
     }
 
-    /// The value of object `id` (any scope; the caller checked the id). The get's read lease
-    /// is released once the bytes are copied out.
-    pub(crate) async fn get_object(&self, id: ObjectId) -> Result<Vec<u8>, ClientError> {
+    /// The value of object `id` (any scope; the caller checked the id, as a storage owner
+    /// does with the objects crescentd has it write to its cold devices). The get's read
+    /// lease is released once the bytes are copied out.
+    pub async fn get_object(&self, id: ObjectId) -> Result<Vec<u8>, ClientError> {
         self.get_with(&id, &IntoValue).await
     }
 
@@ -527,7 +528,7 @@ impl CrescentClient {
     /// its memory (range-locked like a transfer, as the batch get does); any other goes
     /// through a pooled staging buffer, taken only then. `None`: unchecked, for a caller that
     /// verifies the bytes itself (an owner's cold device writing an offload).
-    pub(crate) async fn read_replicas(
+    pub async fn read_replicas(
         &self,
         key: &str,
         replicas: &[ReplicaDesc],

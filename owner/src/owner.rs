@@ -21,13 +21,12 @@ use crescent_wire::segments::{MountSegmentRequest, RegisterOwnerRequest, Transpo
 use crescent_wire::store::ReleasedReplica;
 use crescent_wire::ErrorCode;
 
-use crate::client::CrescentClient;
-use crate::dataplane::LocalSegment;
-use crate::error::ClientError;
+use crescent_client::rebuild::WatchConfig;
+use crescent_client::{ClientError, CrescentClient, LocalSegment, OwnershipTable, RebuildMetrics};
+
+use crate::overwrite_check::forget_overwritten;
 use crate::owner_notice::{install_data_key, notice_handler};
-use crate::ownership::OwnershipTable;
-use crate::rebuild::server_watch::run_server_watch;
-use crate::rebuild::{forget_overwritten, replay_table, ReplayConfig, ReplayReport, WatchConfig};
+use crate::replayer::{replay_table, ReplayConfig, ReplayReport};
 
 /// Longest owner id (the segment id `<owner_id>/seg0` must stay within the server's 256).
 pub const MAX_OWNER_ID_BYTES: usize = 200;
@@ -163,7 +162,7 @@ fn start_cold_staging(
         staging_segment_id_for(owner_id),
         bytes,
         ttl_ms,
-        client.data.metrics.owner_staging.clone(),
+        client.metrics().owner_staging().clone(),
         first_owner_staging_id(now_ms()),
     )
     .map_err(|e| ClientError::InvalidArgument(format!("cold staging region: {e}")))?;
@@ -209,7 +208,7 @@ impl Owner {
             ..TcpConfig::default()
         };
         let transport =
-            Arc::new(TcpTransport::start(tcp, client.data.metrics.transport.clone()).await?);
+            Arc::new(TcpTransport::start(tcp, client.metrics().transport().clone()).await?);
         let endpoint = transport
             .local_endpoint()
             .ok_or_else(|| ClientError::Protocol("transfer listener has no endpoint".into()))?;
@@ -232,7 +231,7 @@ impl Owner {
         transport.serve_segment(&segment_id, memory.clone())?;
         client.mount_segment(&mount).await?;
         let table = Arc::new(OwnershipTable::new(
-            client.data.metrics.owned_replicas.clone(),
+            client.metrics().owned_replicas().clone(),
         ));
         table.serve_segment(&segment_id, config.size);
         transport.set_notify_handler(Some(notice_handler(
@@ -242,19 +241,14 @@ impl Owner {
         )));
         let owner_id: Arc<str> = owner_id.into();
         let segment_id: Arc<str> = segment_id.into();
-        client.data.attach(LocalSegment {
+        client.attach_own_segment(LocalSegment {
             remote: RemoteSegment::new(endpoint.as_str(), segment_id.clone()),
             table: table.clone(),
             memory: Some(memory.clone()),
         });
         let state = Arc::new(HeartbeatState::default());
         let wake = Arc::new(tokio::sync::Notify::new());
-        let watch = tokio::spawn(run_server_watch(
-            client.locator.clone(),
-            wake.clone(),
-            client.data.metrics.rebuild.clone(),
-            config.watch.clone(),
-        ));
+        let watch = tokio::spawn(client.watch_server(wake.clone(), config.watch.clone()));
         let heartbeat = tokio::spawn(heartbeat_loop(
             client.clone(),
             register,
@@ -386,7 +380,7 @@ impl Owner {
         }
         self.state.abort_replay();
         self.cold_devices.clear();
-        self.client.data.detach(&self.segment_id);
+        self.client.detach_own_segment(&self.segment_id);
         let deadline = tokio::time::Instant::now() + self.unmount_timeout;
         loop {
             match self.client.unmount_segment(&self.segment_id).await {
@@ -420,7 +414,7 @@ impl Drop for Owner {
             h.abort();
         }
         self.state.abort_replay();
-        self.client.data.detach(&self.segment_id);
+        self.client.detach_own_segment(&self.segment_id);
     }
 }
 
@@ -452,7 +446,7 @@ async fn heartbeat_loop(
         memory,
         transport,
     } = served;
-    let metrics = client.data.metrics.clone();
+    let metrics = client.metrics().clone();
     let mut interval = initial;
     let mut failing = false;
     // The highest release sequence applied to the table; acknowledged on the next heartbeat.
@@ -470,7 +464,7 @@ async fn heartbeat_loop(
                 if let Err(e) = install_data_key(&transport, reply.data_key.as_deref()) {
                     tracing::warn!(error = %e, "heartbeat carried an unusable data-plane key");
                 }
-                if let Some(seq) = apply_releases(&table, &reply.released, &metrics.rebuild) {
+                if let Some(seq) = apply_releases(&table, &reply.released, metrics.rebuild()) {
                     releases_applied = Some(releases_applied.map_or(seq, |a| a.max(seq)));
                 }
                 let before = state.term.swap(reply.term, Ordering::Relaxed);
@@ -499,14 +493,14 @@ async fn heartbeat_loop(
                     reply.term,
                 );
                 state.ok.fetch_add(1, Ordering::Relaxed);
-                metrics.heartbeats.with_label_values(&["ok"]).inc();
+                metrics.owner_heartbeat("ok");
                 if failing {
                     tracing::info!("heartbeats answered again");
                     failing = false;
                 }
             }
             Err(e) if e.code() == Some(ErrorCode::NotFound) => {
-                metrics.heartbeats.with_label_values(&["not_found"]).inc();
+                metrics.owner_heartbeat("not_found");
                 tracing::warn!(error = %e, "crescentd does not know this owner; registering again");
                 let again = async {
                     let registered = client.register_owner(&register).await?;
@@ -516,7 +510,7 @@ async fn heartbeat_loop(
                 .await;
                 match again {
                     Ok(reply) => {
-                        metrics.reregistrations.inc();
+                        metrics.owner_reregistered();
                         if !reply.events.is_empty() {
                             let dropped = table.forget_segment(&mount.segment_id);
                             table.serve_segment(&mount.segment_id, mount.size);
@@ -530,7 +524,7 @@ async fn heartbeat_loop(
                 }
             }
             Err(e) => {
-                metrics.heartbeats.with_label_values(&["error"]).inc();
+                metrics.owner_heartbeat("error");
                 if !failing {
                     tracing::warn!(error = %e, "heartbeat failed");
                     failing = true;
@@ -549,7 +543,7 @@ async fn heartbeat_loop(
 fn apply_releases(
     table: &OwnershipTable,
     released: &[ReleasedReplica],
-    metrics: &crate::metrics::RebuildMetrics,
+    metrics: &RebuildMetrics,
 ) -> Option<u64> {
     let highest = released.iter().map(|r| r.seq).max()?;
     let _span = tracing::debug_span!("owner.forget_released", n = released.len()).entered();
@@ -607,7 +601,7 @@ fn maybe_replay(
     );
     let (segment_id, memory) = (ours.segment_id.to_string(), ours.memory.clone());
     *running = Some(tokio::spawn(async move {
-        let metrics = client.data.metrics.rebuild.clone();
+        let metrics = client.metrics().rebuild().clone();
         // Reading every replica's bytes takes a while on a large table: off the runtime.
         let checked = {
             let table = table.clone();
@@ -615,7 +609,9 @@ fn maybe_replay(
                 .await
         };
         match checked {
-            Ok(check) => metrics.owner_replay_checked(&check),
+            Ok(check) => {
+                metrics.owner_replay_checked(check.intact, check.overwritten, check.unverifiable)
+            }
             Err(e) => {
                 tracing::warn!(error = %e, "overwrite check did not finish; replaying unchecked")
             }
@@ -638,15 +634,15 @@ fn maybe_replay(
             Ok(report) => {
                 st.replayed_term.store(term, Ordering::Relaxed);
                 *st.replay_retry.lock().unwrap_or_else(|p| p.into_inner()) = None;
-                metrics.replays.with_label_values(&["completed"]).inc();
+                metrics.replay_finished("completed");
                 *st.last_replay.lock().unwrap_or_else(|p| p.into_inner()) = Some(report);
             }
             Err(e) if e.code() == Some(ErrorCode::StaleGeneration) => {
-                metrics.replays.with_label_values(&["superseded"]).inc();
+                metrics.replay_finished("superseded");
                 tracing::info!(term, error = %e, "replay superseded by a newer term");
             }
             Err(e) => {
-                metrics.replays.with_label_values(&["failed"]).inc();
+                metrics.replay_finished("failed");
                 let mut retry = st.replay_retry.lock().unwrap_or_else(|p| p.into_inner());
                 let failures = retry.map_or(1, |(_, n)| n.saturating_add(1));
                 // 1 s doubling to 60 s between whole replays.

@@ -12,7 +12,7 @@ use crescent_wire::store::{DataType, ObjectId};
 use prometheus::IntGauge;
 
 use super::*;
-use crate::ownership::OwnedReplica;
+use crescent_client::ownership::OwnedReplica;
 
 const T0: i64 = 1_700_000_000_000;
 const TERM: u64 = 9;

@@ -6,7 +6,8 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::time::Instant;
 
-use crescent_client::{CrescentClient, Owner, OwnerConfig};
+use crescent_client::CrescentClient;
+use crescent_owner::{Owner, OwnerConfig};
 use crescent_wire::store::{ObjectId, ObjectRequest};
 use prometheus::Registry;
 

@@ -18,18 +18,13 @@
 
 use std::sync::{Arc, Mutex};
 
+use crescent_client::owner_staging_metrics::OwnerStagingMetrics;
 use crescent_cold::local_dir::LocalDirDevice;
 use crescent_cold::restore::staging::{
     AckOutcome, StagingConfig, StagingPool, StagingRefusal, StagingToken,
 };
 use crescent_cold::ColdError;
 use crescent_transport::SegmentMemory;
-use prometheus::{IntCounter, IntCounterVec, IntGauge, Opts, Registry};
-
-/// Outcomes of a `Stage` work item (the `outcome` label).
-pub const OWNER_STAGE_OUTCOMES: [&str; 3] = ["staged", "busy", "failed"];
-/// Outcomes of a released token (the `outcome` label).
-pub const OWNER_STAGING_ACK_OUTCOMES: [&str; 4] = ["released", "repeat", "fenced", "unknown"];
 
 /// Allocation unit of the owner's region.
 pub const OWNER_STAGING_UNIT: u64 = 64 << 10;
@@ -49,78 +44,6 @@ pub fn staging_segment_id_for(owner_id: &str) -> String {
 /// a reader acks it; then the owner's start time, so a token of an earlier run is unknown.
 pub fn first_owner_staging_id(now_ms: u64) -> u64 {
     (1 << 63) | ((now_ms & ((1 << 47) - 1)) << 16)
-}
-
-/// The owner staging metrics (client-side owner metrics; no ids or keys as labels).
-#[derive(Clone, Debug)]
-pub struct OwnerStagingMetrics {
-    capacity_bytes: IntGauge,
-    used_bytes: IntGauge,
-    live_tokens: IntGauge,
-    stages: IntCounterVec,
-    acks: IntCounterVec,
-    expired: IntCounter,
-}
-
-impl OwnerStagingMetrics {
-    pub fn unregistered() -> Self {
-        let gauge = |name: &str, help: &str| IntGauge::new(name, help).expect("valid metric");
-        let counter_vec = |name: &str, help: &str| {
-            IntCounterVec::new(Opts::new(name, help), &["outcome"]).expect("valid metric")
-        };
-        Self {
-            capacity_bytes: gauge(
-                "crescent_client_owner_staging_capacity_bytes",
-                "Bytes of this owner's remote-restore staging region (0: none).",
-            ),
-            used_bytes: gauge(
-                "crescent_client_owner_staging_used_bytes",
-                "Bytes of this owner's staging slots allocated (occupancy).",
-            ),
-            live_tokens: gauge(
-                "crescent_client_owner_staging_tokens",
-                "Staged payload tokens of this owner not yet released or fenced and retired.",
-            ),
-            stages: counter_vec(
-                "crescent_client_owner_staging_total",
-                "Stage work items performed by this owner, by outcome (staged; busy: region \
-                 saturated, explicit backpressure; failed: the read or check failed).",
-            ),
-            acks: counter_vec(
-                "crescent_client_owner_staging_acks_total",
-                "Staged tokens released by readers, by outcome (released; repeat; fenced: \
-                 after expiry; unknown: retired or from an earlier run).",
-            ),
-            expired: IntCounter::new(
-                "crescent_client_owner_staging_expired_total",
-                "Staged tokens of this owner fenced because their reader did not ack in time.",
-            )
-            .expect("valid metric"),
-        }
-    }
-
-    pub fn register(&self, registry: &Registry) -> prometheus::Result<()> {
-        registry.register(Box::new(self.capacity_bytes.clone()))?;
-        registry.register(Box::new(self.used_bytes.clone()))?;
-        registry.register(Box::new(self.live_tokens.clone()))?;
-        registry.register(Box::new(self.stages.clone()))?;
-        registry.register(Box::new(self.acks.clone()))?;
-        registry.register(Box::new(self.expired.clone()))
-    }
-
-    /// `crescent_client_owner_staging_total{outcome}` so far.
-    pub fn stages(&self, outcome: &str) -> u64 {
-        self.stages.with_label_values(&[outcome]).get()
-    }
-
-    /// `crescent_client_owner_staging_acks_total{outcome}` so far.
-    pub fn acks(&self, outcome: &str) -> u64 {
-        self.acks.with_label_values(&[outcome]).get()
-    }
-
-    pub fn expired(&self) -> u64 {
-        self.expired.get()
-    }
 }
 
 /// A payload staged for one reader.
@@ -185,9 +108,8 @@ impl OwnerStaging {
             unit_bytes: OWNER_STAGING_UNIT,
             reader_ttl_ms: ttl_ms,
         };
-        metrics.capacity_bytes.set(capacity as i64);
-        metrics.used_bytes.set(0);
-        metrics.live_tokens.set(0);
+        metrics.set_capacity(capacity);
+        metrics.set_occupancy(0, 0);
         Ok(Self {
             inner: Mutex::new(Inner {
                 pool: StagingPool::new(config, first_id),
@@ -244,7 +166,7 @@ impl OwnerStaging {
                     drop(inner);
                     return Err(match refusal {
                         StagingRefusal::Busy => {
-                            self.metrics.stages.with_label_values(&["busy"]).inc();
+                            self.metrics.staged("busy");
                             ColdError::Backpressure {
                                 queue: "owner restore staging",
                                 reason: format!(
@@ -253,7 +175,7 @@ impl OwnerStaging {
                             }
                         }
                         StagingRefusal::NotStageable => {
-                            self.metrics.stages.with_label_values(&["failed"]).inc();
+                            self.metrics.staged("failed");
                             ColdError::InvalidArgument {
                                 field: "length",
                                 reason: format!(
@@ -294,7 +216,7 @@ impl OwnerStaging {
                 ColdError::Backpressure { .. } => "busy",
                 _ => "failed",
             };
-            self.metrics.stages.with_label_values(&[label]).inc();
+            self.metrics.staged(label);
             self.observe(&inner);
             return Err(e);
         }
@@ -310,7 +232,7 @@ impl OwnerStaging {
             .pool
             .release_owner(placed.slot)
             .expect("the owner holds a slot it reserved");
-        self.metrics.stages.with_label_values(&["staged"]).inc();
+        self.metrics.staged("staged");
         self.observe(&inner);
         Ok(StagedSlot {
             offset: placed.offset,
@@ -327,10 +249,7 @@ impl OwnerStaging {
         let mut released = 0;
         for &token in tokens {
             let outcome = inner.pool.ack(token);
-            self.metrics
-                .acks
-                .with_label_values(&[outcome.label()])
-                .inc();
+            self.metrics.acked(outcome.label());
             if outcome == AckOutcome::Released {
                 released += 1;
                 let _ = inner.pool.transfer_terminal(token);
@@ -351,7 +270,7 @@ impl OwnerStaging {
     fn sweep(&self, inner: &mut Inner, now_ms: u64) {
         let fenced = inner.pool.expire(now_ms);
         if !fenced.is_empty() {
-            self.metrics.expired.inc_by(fenced.len() as u64);
+            self.metrics.fenced(fenced.len() as u64);
             tracing::debug!(
                 tokens = fenced.len(),
                 "owner staged payloads expired unacked"
@@ -366,10 +285,8 @@ impl OwnerStaging {
     }
 
     fn observe(&self, inner: &Inner) {
-        self.metrics.used_bytes.set(inner.pool.used_bytes() as i64);
         self.metrics
-            .live_tokens
-            .set(inner.pool.live_tokens() as i64);
+            .set_occupancy(inner.pool.used_bytes(), inner.pool.live_tokens());
     }
 }
 

@@ -16,11 +16,8 @@ use crescent_wire::{ApiError, ErrorCode};
 use futures::future::BoxFuture;
 use tracing::Instrument;
 
-use crate::client::CrescentClient;
-use crate::error::ClientError;
-use crate::failover::Retry;
-use crate::metrics::RebuildMetrics;
-use crate::ownership::{OwnedReplica, OwnershipTable};
+use crescent_client::ownership::{OwnedReplica, OwnershipTable};
+use crescent_client::{ClientError, CrescentClient, RebuildMetrics};
 
 /// Where replays go: crescentd's rebuild endpoints (a fake in tests).
 pub trait RebuildSink: Send + Sync {
@@ -40,32 +37,14 @@ impl RebuildSink for CrescentClient {
         &'a self,
         req: &'a RebuildReplayRequest,
     ) -> BoxFuture<'a, Result<RebuildReplayReply, ClientError>> {
-        // Replays merge idempotently (docs/rebuild.md): retried on the current leader.
-        Box::pin(self.post_to(
-            "rebuild_replay",
-            Retry::Idempotent,
-            |r| &r.rebuild_replay,
-            req,
-        ))
+        Box::pin(self.rebuild_replay(req))
     }
 
     fn complete<'a>(
         &'a self,
         req: &'a RebuildCompleteRequest,
     ) -> BoxFuture<'a, Result<RebuildCompleteReply, ClientError>> {
-        Box::pin(self.post_to(
-            "rebuild_complete",
-            Retry::Idempotent,
-            |r| &r.rebuild_complete,
-            req,
-        ))
-    }
-}
-
-impl CrescentClient {
-    /// `GET /v1/rebuild/status`: the rebuild gate and its progress.
-    pub async fn rebuild_status(&self) -> Result<GateStatus, ClientError> {
-        self.get_from("rebuild_status", |r| &r.rebuild_status).await
+        Box::pin(self.rebuild_complete(req))
     }
 }
 

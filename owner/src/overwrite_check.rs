@@ -13,7 +13,7 @@
 
 use crescent_transport::SegmentMemory;
 
-use crate::ownership::{OwnedReplica, OwnershipTable};
+use crescent_client::ownership::{OwnedReplica, OwnershipTable};
 
 /// What the check found, over one table.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]

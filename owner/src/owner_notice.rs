@@ -11,8 +11,8 @@ use crescent_wire::rebuild::{
     check_version, OwnerNotice, OwnerNoticeReply, ReplayEntry, REBUILD_WIRE_VERSION,
 };
 
-use crate::error::ClientError;
-use crate::ownership::OwnershipTable;
+use crescent_client::ClientError;
+use crescent_client::OwnershipTable;
 
 /// The owner's answer to NOTIFY: notices from writers that committed replicas in our segment.
 pub(crate) fn notice_handler(

@@ -17,17 +17,15 @@ use std::time::{Duration, Instant};
 use crescent_cold::local_dir::LocalDirDevice;
 use crescent_cold::{payload_checksum, ColdError, ColdOpId};
 use crescent_wire::cold_owner::{
-    routes, OwnerDevicePollReply, OwnerDevicePollRequest, OwnerIoError, OwnerIoOutcome,
-    OwnerIoResult, OwnerIoWork, OwnerStagingRegion, RegisterOwnerDeviceReply,
-    RegisterOwnerDeviceRequest, ScannedPayloadInfo, OWNER_DEVICE_WIRE_VERSION,
+    OwnerDevicePollRequest, OwnerIoError, OwnerIoOutcome, OwnerIoResult, OwnerIoWork,
+    OwnerStagingRegion, RegisterOwnerDeviceRequest, ScannedPayloadInfo, OWNER_DEVICE_WIRE_VERSION,
     OWNER_STAGING_VERSION,
 };
 use crescent_wire::ErrorCode;
 use tracing::Instrument;
 
-use crate::client::CrescentClient;
-use crate::error::ClientError;
-use crate::failover::Retry;
+use crescent_client::{ClientError, CrescentClient};
+
 use crate::owner_staging::OwnerStaging;
 
 /// How often the owner probes its device (write, sync, read back, delete).
@@ -116,7 +114,7 @@ impl OwnerColdDeviceConfig {
                 .ok_or_else(|| format!("{arg:?}: {part:?} is not KEY=VALUE"))?;
             match k {
                 "capacity" => {
-                    config.capacity = crate::size::parse_size(v)?;
+                    config.capacity = crescent_client::size::parse_size(v)?;
                     if config.capacity == 0 {
                         return Err(format!("{arg:?}: capacity must be positive"));
                     }
@@ -131,31 +129,6 @@ impl OwnerColdDeviceConfig {
             }
         }
         Ok(config)
-    }
-}
-
-impl CrescentClient {
-    /// Registers a storage owner's cold device with crescentd.
-    pub async fn register_owner_device(
-        &self,
-        req: &RegisterOwnerDeviceRequest,
-    ) -> Result<RegisterOwnerDeviceReply, ClientError> {
-        self.post_route(
-            "register_owner_device",
-            Retry::Idempotent,
-            routes::REGISTER,
-            req,
-        )
-        .await
-    }
-
-    /// One long poll for an owner device's IO work (carrying the previous work's results).
-    pub async fn poll_owner_device(
-        &self,
-        req: &OwnerDevicePollRequest,
-    ) -> Result<OwnerDevicePollReply, ClientError> {
-        self.post_route("poll_owner_device", Retry::NotIdempotent, routes::POLL, req)
-            .await
     }
 }
 
@@ -609,5 +582,53 @@ mod tests {
             (w.kind.as_str(), w.locator.as_str()),
             ("payload_missing", "l")
         );
+    }
+
+    /// A storage owner's cold device registers again when the leader answers its poll
+    /// NOT_FOUND (a new active after a failover, or a restarted crescentd, that never saw it
+    /// register), then polls on (tests/tests/ha_cold_owner.rs runs it across a real
+    /// failover).
+    #[tokio::test]
+    async fn an_owner_device_registers_again_when_its_poll_is_not_found() {
+        use crescent_client::fake_server::{Answer, FakeServer};
+        use crescent_client::ClientOptions;
+        use crescent_wire::cold_owner::routes;
+        const REGISTERED: &str = r#"{"version":1,"device_id":"ob","poll_wait_ms":2000}"#;
+        const NO_WORK: &str = r#"{"version":1,"items":[]}"#;
+        let server = FakeServer::start(vec![
+            Answer::Ok(REGISTERED),
+            Answer::NotFound,
+            Answer::Ok(REGISTERED),
+            Answer::Ok(NO_WORK),
+        ])
+        .await;
+        let options =
+            ClientOptions::servers(&server.address()).with_failover_timeout(Duration::from_secs(5));
+        let c = CrescentClient::connect(options).await.unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let config = OwnerColdDeviceConfig::parse(&format!("ob={}", dir.path().display())).unwrap();
+        let device = OwnerColdDevice::start(&c, "node-b", 7, "", config)
+            .await
+            .unwrap();
+        let started = std::time::Instant::now();
+        while server.requests().len() < 5 {
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "{:?}",
+                server.requests()
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(
+            server.requests()[..5],
+            [
+                routes::REGISTER,
+                routes::POLL,
+                routes::REGISTER,
+                routes::POLL,
+                routes::POLL
+            ]
+        );
+        drop(device);
     }
 }
