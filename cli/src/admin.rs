@@ -7,8 +7,8 @@ use clap::Subcommand;
 use crescent_replay_tools::backup::{self, BackupError, Manifest};
 use serde_json::json;
 
-use crescent_client::ClientError;
 use crescent_client::CrescentClient;
+use crescent_client::{ClientError, ErrorClass};
 
 #[derive(Debug, Subcommand)]
 pub enum AdminCommand {
@@ -89,7 +89,22 @@ async fn backup_with_retries(
                 tracing::warn!(%detail, attempt, "the data dir changed during the backup; again");
                 attempt += 1;
             }
-            other => return other.map_err(ClientError::Backup),
+            other => return other.map_err(backup_failure),
         }
+    }
+}
+
+/// A backup's error as the CLI reports it: the backup's own code, and whether running it
+/// again can help.
+fn backup_failure(e: BackupError) -> ClientError {
+    let class = match e {
+        BackupError::SourceChanged { .. } => ErrorClass::Retryable,
+        BackupError::TargetNotEmpty { .. } | BackupError::Unsupported { .. } => ErrorClass::User,
+        _ => ErrorClass::Fatal,
+    };
+    ClientError::Backup {
+        code: e.code(),
+        class,
+        source: Box::new(e),
     }
 }

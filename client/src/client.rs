@@ -49,9 +49,9 @@ impl CrescentClient {
     }
 
     /// A client following the leader as `options` say: with etcd endpoints it starts
-    /// watching the cluster's leader key (needs a tokio runtime). If etcd cannot be reached
-    /// and `options.servers` is not empty, it starts on the static list and says so in the
-    /// log; without servers that is an error.
+    /// watching the cluster's leader key (needs a tokio runtime and the `etcd` feature). If
+    /// etcd cannot be reached and `options.servers` is not empty, it starts on the static
+    /// list and says so in the log; without servers that is an error.
     pub async fn connect(options: ClientOptions) -> Result<Self, ClientError> {
         Self::connect_with(options, ClientMetrics::unregistered()).await
     }
@@ -72,19 +72,34 @@ impl CrescentClient {
     ) -> Result<Self, ClientError> {
         let client = Self::build(&options, metrics)?;
         if let (false, Some(cluster)) = (options.etcd_endpoints.is_empty(), &options.cluster) {
-            match crescent_ha::LeaderWatch::connect(&options.etcd_endpoints, cluster).await {
-                Ok(watch) => client.locator.follow_etcd(watch, cluster),
-                Err(e)
-                    if !options.servers.is_empty()
-                        && e.class() != crescent_ha::ErrorClass::User =>
-                {
-                    tracing::warn!(error = %e, servers = ?options.servers,
-                        "etcd unreachable; following the static server list only");
-                }
-                Err(e) => return Err(ClientError::Discovery(e)),
-            }
+            client.follow_etcd(&options, cluster).await?;
         }
         Ok(client)
+    }
+
+    /// Starts following the etcd leader key of `cluster`.
+    #[cfg(feature = "etcd")]
+    async fn follow_etcd(&self, options: &ClientOptions, cluster: &str) -> Result<(), ClientError> {
+        match crescent_ha::LeaderWatch::connect(&options.etcd_endpoints, cluster).await {
+            Ok(watch) => self.locator.follow_etcd(watch, cluster),
+            Err(e) if !options.servers.is_empty() && e.class() != crescent_ha::ErrorClass::User => {
+                tracing::warn!(error = %e, servers = ?options.servers,
+                    "etcd unreachable; following the static server list only");
+            }
+            Err(e) => return Err(ClientError::Discovery(e)),
+        }
+        Ok(())
+    }
+
+    /// Built without etcd: a client given etcd endpoints is refused rather than left on its
+    /// static list (or none) without saying so.
+    #[cfg(not(feature = "etcd"))]
+    async fn follow_etcd(&self, _: &ClientOptions, _: &str) -> Result<(), ClientError> {
+        Err(ClientError::InvalidArgument(
+            "this client was built without etcd support (crescent-client feature `etcd`); \
+             give crescentd addresses (--server) instead"
+                .into(),
+        ))
     }
 
     fn build(options: &ClientOptions, metrics: ClientMetrics) -> Result<Self, ClientError> {

@@ -2,10 +2,7 @@
 //! NOT_LEADER hints, the rebuild gate, the deadline, and non-idempotent operations surfacing
 //! FAILOVER_INTERRUPTED instead of running twice.
 
-use std::sync::Arc;
 use std::time::Duration;
-
-use tokio::net::TcpListener;
 
 use super::*;
 use crate::client_options::ClientOptions;
@@ -253,6 +250,7 @@ fn failures_are_classified() {
 }
 
 /// A client with no static list (etcd only) before etcd named a leader.
+#[cfg(feature = "etcd")]
 fn leaderless(timeout: Duration) -> CrescentClient {
     let metrics = crate::metrics::ClientMetrics::unregistered();
     CrescentClient {
@@ -262,17 +260,18 @@ fn leaderless(timeout: Duration) -> CrescentClient {
             metrics.failover.clone(),
         )
         .unwrap(),
-        failover: Arc::new(FailoverConfig {
+        failover: std::sync::Arc::new(FailoverConfig {
             timeout,
             ..FailoverConfig::default()
         }),
         scope: crate::options::Scope::default(),
         token_tenant: None,
         data: crate::dataplane::DataPlane::new(metrics),
-        cold_restore: Arc::new(crate::cold_restore::LocalColdRestore::new(true)),
+        cold_restore: std::sync::Arc::new(crate::cold_restore::LocalColdRestore::new(true)),
     }
 }
 
+#[cfg(feature = "etcd")]
 #[tokio::test]
 async fn a_request_waits_for_the_first_leader_etcd_names() {
     let s = FakeServer::start(vec![Answer::Ok(EXISTS)]).await;
@@ -299,10 +298,11 @@ async fn a_request_waits_for_the_first_leader_etcd_names() {
     assert_eq!(e.code_str(), "NO_LEADER", "{e}");
 }
 
+#[cfg(feature = "etcd")]
 #[tokio::test]
 async fn an_idempotent_request_stuck_on_a_frozen_leader_moves_to_the_new_one() {
     // A server that accepts and never answers: a frozen (SIGSTOPped) active.
-    let frozen = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let frozen = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let frozen_addr = frozen.local_addr().unwrap().to_string();
     let hold = tokio::spawn(async move {
         let mut held = Vec::new();

@@ -10,6 +10,7 @@
 //!   the calls and hooks of [`owner_calls`].
 //! - Leader following: with [`ClientOptions`] (a static server list, the etcd leader key) a
 //!   client finds the active of an HA pair and follows failovers (docs/ha.md, "Clients").
+//!   Following etcd needs the `etcd` feature (off by default: it brings in the etcd client).
 
 pub mod admin;
 pub mod batch;
@@ -28,6 +29,7 @@ pub mod failover_metrics;
 pub mod fake_server;
 mod http;
 mod leader;
+mod leader_etcd;
 mod lease;
 pub mod metrics;
 pub mod options;
