@@ -33,6 +33,16 @@ pub struct CrescentClient {
 impl CrescentClient {
     /// `server` is `HOST:PORT` (or a full `http://` URL), or a comma-separated list of them
     /// (tried in order, see [`ClientOptions::servers`]). Nothing is contacted yet.
+    ///
+    /// ```
+    /// use crescent_client::CrescentClient;
+    ///
+    /// let client = CrescentClient::new("127.0.0.1:7480").unwrap();
+    /// // A handle on another tenant's namespace shares the connections.
+    /// let acme = client.with_scope(Some("acme"), None).unwrap();
+    /// # drop(acme);
+    /// assert!(CrescentClient::new("http://[bad").is_err());
+    /// ```
     pub fn new(server: &str) -> Result<Self, ClientError> {
         Self::build(
             &ClientOptions::servers(server),
@@ -52,6 +62,20 @@ impl CrescentClient {
     /// watching the cluster's leader key (needs a tokio runtime and the `etcd` feature). If
     /// etcd cannot be reached and `options.servers` is not empty, it starts on the static
     /// list and says so in the log; without servers that is an error.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use crescent_client::{BearerToken, ClientOptions, CrescentClient};
+    ///
+    /// # async fn run() -> Result<(), crescent_client::ClientError> {
+    /// let options = ClientOptions::servers("10.0.0.1:7480,10.0.0.2:7480")
+    ///     .with_failover_timeout(Duration::from_secs(30))
+    ///     .with_token(BearerToken::new(std::env::var("CRESCENT_TOKEN").unwrap_or_default()));
+    /// let client = CrescentClient::connect(options).await?;
+    /// println!("{}", client.health().await?);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn connect(options: ClientOptions) -> Result<Self, ClientError> {
         Self::connect_with(options, ClientMetrics::unregistered()).await
     }

@@ -11,6 +11,44 @@
 //! - Leader following: with [`ClientOptions`] (a static server list, the etcd leader key) a
 //!   client finds the active of an HA pair and follows failovers (docs/ha.md, "Clients").
 //!   Following etcd needs the `etcd` feature (off by default: it brings in the etcd client).
+//!
+//! # Examples
+//!
+//! Store and read one object, then a batch, against a crescentd on the default port (the
+//! calls are async; any tokio runtime runs them):
+//!
+//! ```no_run
+//! use crescent_client::{ClientError, ClientOptions, CrescentClient};
+//!
+//! # async fn run() -> Result<(), ClientError> {
+//! // Two addresses: the second is tried when the first is unreachable (an HA pair).
+//! let client = CrescentClient::connect(ClientOptions::servers("10.0.0.1:7480,10.0.0.2:7480"))
+//!     .await?;
+//! client.put("greeting", b"hello").await?;
+//! assert_eq!(client.get("greeting").await?, b"hello");
+//!
+//! // One round trip per phase for the whole batch; each item succeeds or fails on its own.
+//! let keys = ["a", "b", "c"];
+//! let values = [b"1".to_vec(), b"2".to_vec(), b"3".to_vec()];
+//! for outcome in client.put_batch(&keys, &values).await? {
+//!     outcome?;
+//! }
+//! let read = client.get_batch(&keys).await?;
+//! assert_eq!(read[1].as_deref().ok(), Some(&b"2"[..]));
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! Errors carry a stable code for scripts and a class for retry decisions:
+//!
+//! ```
+//! use crescent_client::{ClientError, ErrorClass};
+//!
+//! let e = ClientError::InvalidArgument("empty key".into());
+//! assert_eq!(e.code_str(), "INVALID_ARGUMENT");
+//! assert_eq!(e.class(), ErrorClass::User);
+//! assert!(!e.retryable());
+//! ```
 
 pub mod admin;
 pub mod batch;
