@@ -17,7 +17,7 @@ use crate::options::Scope;
 use crate::ownership::OwnershipTable;
 
 /// A connection to crescentd: the admin API, the object API (see `store.rs` and `batch.rs`)
-/// and, with an [`crate::Owner`], the storage-owner role.
+/// and, with a storage owner of the crescent-owner package, the storage-owner role.
 #[derive(Debug, Clone)]
 pub struct CrescentClient {
     pub(crate) locator: Arc<LeaderLocator>,

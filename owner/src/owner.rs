@@ -49,7 +49,7 @@ pub struct OwnerConfig {
     /// How long shutdown retries an unmount refused while replicas are read-leased.
     pub unmount_timeout: Duration,
     /// How the owner watches crescentd so that it heartbeats at once after a restart or a
-    /// leader change (`rebuild::server_watch`).
+    /// leader change (`crescent_client::rebuild::server_watch`).
     pub watch: WatchConfig,
     /// Commit the whole segment's memory at start (`SegmentMemory::allocate_resident`) rather
     /// than page by page on first write: no page fault on the write path, at the price of the
@@ -573,7 +573,7 @@ struct OwnSegment<'a> {
 }
 
 /// Starts a replay of the table for `term` unless it is done or running. Replicas whose
-/// bytes no longer match their checksum are dropped first (`rebuild::forget_overwritten`).
+/// bytes no longer match their checksum are dropped first (`overwrite_check::forget_overwritten`).
 fn maybe_replay(
     client: &CrescentClient,
     owner_id: &str,
