@@ -17,7 +17,7 @@ use crate::options::Scope;
 use crate::ownership::OwnershipTable;
 
 /// A connection to crescentd: the admin API, the object API (see `store.rs` and `batch.rs`)
-/// and, with an [`crate::Owner`], the storage-owner role.
+/// and, with a storage owner of the crescent-owner package, the storage-owner role.
 #[derive(Debug, Clone)]
 pub struct CrescentClient {
     pub(crate) locator: Arc<LeaderLocator>,
@@ -33,6 +33,16 @@ pub struct CrescentClient {
 impl CrescentClient {
     /// `server` is `HOST:PORT` (or a full `http://` URL), or a comma-separated list of them
     /// (tried in order, see [`ClientOptions::servers`]). Nothing is contacted yet.
+    ///
+    /// ```
+    /// use crescent_client::CrescentClient;
+    ///
+    /// let client = CrescentClient::new("127.0.0.1:7480").unwrap();
+    /// // A handle on another tenant's namespace shares the connections.
+    /// let acme = client.with_scope(Some("acme"), None).unwrap();
+    /// # drop(acme);
+    /// assert!(CrescentClient::new("http://[bad").is_err());
+    /// ```
     pub fn new(server: &str) -> Result<Self, ClientError> {
         Self::build(
             &ClientOptions::servers(server),
@@ -49,9 +59,23 @@ impl CrescentClient {
     }
 
     /// A client following the leader as `options` say: with etcd endpoints it starts
-    /// watching the cluster's leader key (needs a tokio runtime). If etcd cannot be reached
-    /// and `options.servers` is not empty, it starts on the static list and says so in the
-    /// log; without servers that is an error.
+    /// watching the cluster's leader key (needs a tokio runtime and the `etcd` feature). If
+    /// etcd cannot be reached and `options.servers` is not empty, it starts on the static
+    /// list and says so in the log; without servers that is an error.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use crescent_client::{BearerToken, ClientOptions, CrescentClient};
+    ///
+    /// # async fn run() -> Result<(), crescent_client::ClientError> {
+    /// let options = ClientOptions::servers("10.0.0.1:7480,10.0.0.2:7480")
+    ///     .with_failover_timeout(Duration::from_secs(30))
+    ///     .with_token(BearerToken::new(std::env::var("CRESCENT_TOKEN").unwrap_or_default()));
+    /// let client = CrescentClient::connect(options).await?;
+    /// println!("{}", client.health().await?);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn connect(options: ClientOptions) -> Result<Self, ClientError> {
         Self::connect_with(options, ClientMetrics::unregistered()).await
     }
@@ -72,19 +96,34 @@ impl CrescentClient {
     ) -> Result<Self, ClientError> {
         let client = Self::build(&options, metrics)?;
         if let (false, Some(cluster)) = (options.etcd_endpoints.is_empty(), &options.cluster) {
-            match crescent_ha::LeaderWatch::connect(&options.etcd_endpoints, cluster).await {
-                Ok(watch) => client.locator.follow_etcd(watch, cluster),
-                Err(e)
-                    if !options.servers.is_empty()
-                        && e.class() != crescent_ha::ErrorClass::User =>
-                {
-                    tracing::warn!(error = %e, servers = ?options.servers,
-                        "etcd unreachable; following the static server list only");
-                }
-                Err(e) => return Err(ClientError::Discovery(e)),
-            }
+            client.follow_etcd(&options, cluster).await?;
         }
         Ok(client)
+    }
+
+    /// Starts following the etcd leader key of `cluster`.
+    #[cfg(feature = "etcd")]
+    async fn follow_etcd(&self, options: &ClientOptions, cluster: &str) -> Result<(), ClientError> {
+        match crescent_ha::LeaderWatch::connect(&options.etcd_endpoints, cluster).await {
+            Ok(watch) => self.locator.follow_etcd(watch, cluster),
+            Err(e) if !options.servers.is_empty() && e.class() != crescent_ha::ErrorClass::User => {
+                tracing::warn!(error = %e, servers = ?options.servers,
+                    "etcd unreachable; following the static server list only");
+            }
+            Err(e) => return Err(ClientError::Discovery(e)),
+        }
+        Ok(())
+    }
+
+    /// Built without etcd: a client given etcd endpoints is refused rather than left on its
+    /// static list (or none) without saying so.
+    #[cfg(not(feature = "etcd"))]
+    async fn follow_etcd(&self, _: &ClientOptions, _: &str) -> Result<(), ClientError> {
+        Err(ClientError::InvalidArgument(
+            "this client was built without etcd support (crescent-client feature `etcd`); \
+             give crescentd addresses (--server) instead"
+                .into(),
+        ))
     }
 
     fn build(options: &ClientOptions, metrics: ClientMetrics) -> Result<Self, ClientError> {

@@ -21,10 +21,13 @@ use crate::rebuild::{
     NoticeSender, NoticeTarget, Notifier, NotifyConfig, SendFailure, TaggedEntries,
 };
 
-/// This process's own segment (set while an [`crate::Owner`] runs).
+/// This process's own segment (set while a storage owner of the crescent-owner package runs
+/// on this client, see [`crate::CrescentClient::attach_own_segment`]).
 #[derive(Debug, Clone)]
-pub(crate) struct LocalSegment {
+pub struct LocalSegment {
+    /// Where its transfer listener serves it.
     pub remote: RemoteSegment,
+    /// Its ownership table, where this client records its committed replicas there.
     pub table: Arc<OwnershipTable>,
     /// The segment's memory, for the batch paths that read and write their own replicas in
     /// place (range-locked like every transfer, so they never race one). `None` leaves every

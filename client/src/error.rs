@@ -82,12 +82,19 @@ pub enum ClientError {
     },
     /// Leader discovery through etcd could not start (bad endpoint or cluster name, etcd
     /// unreachable).
+    #[cfg(feature = "etcd")]
     #[error("leader discovery through etcd: {0}")]
     Discovery(#[source] crescent_ha::HaError),
-    /// `crescent admin backup` refused or failed; its code is the backup's own
-    /// (docs/operations.md, "Backup and restore").
-    #[error("backup: {0}")]
-    Backup(#[source] crescent_replay_tools::backup::BackupError),
+    /// `crescent admin backup` refused or failed; its code and class are the backup's own
+    /// (docs/operations.md, "Backup and restore"). The backup itself is the CLI's (it needs
+    /// the journal crates, which a client library does not), so its error comes boxed.
+    #[error("backup: {source}")]
+    Backup {
+        code: &'static str,
+        class: ErrorClass,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
 }
 
 /// What went wrong under a failed HTTP request, in words a user acts on: "connection
@@ -195,21 +202,13 @@ impl ClientError {
             // Retrying the whole operation is the caller's decision: it knows whether a
             // second run is harmless.
             ClientError::Interrupted { .. } | ClientError::NoLeader { .. } => ErrorClass::Retryable,
+            #[cfg(feature = "etcd")]
             ClientError::Discovery(e) => match e.class() {
                 crescent_ha::ErrorClass::User => ErrorClass::User,
                 crescent_ha::ErrorClass::Retryable => ErrorClass::Retryable,
                 crescent_ha::ErrorClass::Fatal => ErrorClass::Fatal,
             },
-            ClientError::Backup(e) => match e {
-                crescent_replay_tools::backup::BackupError::SourceChanged { .. } => {
-                    ErrorClass::Retryable
-                }
-                crescent_replay_tools::backup::BackupError::TargetNotEmpty { .. }
-                | crescent_replay_tools::backup::BackupError::Unsupported { .. } => {
-                    ErrorClass::User
-                }
-                _ => ErrorClass::Fatal,
-            },
+            ClientError::Backup { class, .. } => *class,
         }
     }
 
@@ -229,12 +228,13 @@ impl ClientError {
             ClientError::Io { .. } => "IO_ERROR",
             ClientError::Interrupted { .. } => "FAILOVER_INTERRUPTED",
             ClientError::NoLeader { .. } => "NO_LEADER",
+            #[cfg(feature = "etcd")]
             ClientError::Discovery(e) => match e.class() {
                 crescent_ha::ErrorClass::User => "INVALID_ARGUMENT",
                 crescent_ha::ErrorClass::Retryable => "UNAVAILABLE",
                 crescent_ha::ErrorClass::Fatal => "INTERNAL",
             },
-            ClientError::Backup(e) => e.code(),
+            ClientError::Backup { code, .. } => code,
         }
     }
 
@@ -339,11 +339,14 @@ mod tests {
             detail: "x".into(),
         };
         assert_eq!((none.code_str(), none.exit_code()), ("NO_LEADER", 3));
-        let bad = ClientError::Discovery(crescent_ha::HaError::InvalidConfig("x".into()));
-        assert_eq!(
-            (bad.code_str(), bad.class()),
-            ("INVALID_ARGUMENT", ErrorClass::User)
-        );
+        #[cfg(feature = "etcd")]
+        {
+            let bad = ClientError::Discovery(crescent_ha::HaError::InvalidConfig("x".into()));
+            assert_eq!(
+                (bad.code_str(), bad.class()),
+                ("INVALID_ARGUMENT", ErrorClass::User)
+            );
+        }
         assert!(!ClientError::item(ErrorCode::InvalidArgument, "x".into()).retryable());
         assert!(ClientError::item(ErrorCode::Unavailable, "x".into()).retryable());
     }

@@ -127,6 +127,8 @@ impl FailoverMetrics {
         self.exhausted.with_label_values(&[op]).inc();
     }
 
+    /// The term of a leader record etcd published (only a client following etcd sees one).
+    #[cfg(feature = "etcd")]
     pub(crate) fn observe_term(&self, term: u64) {
         self.leader_term
             .set(i64::try_from(term).unwrap_or(i64::MAX));

@@ -2,176 +2,12 @@
 //! NOT_LEADER hints, the rebuild gate, the deadline, and non-idempotent operations surfacing
 //! FAILOVER_INTERRUPTED instead of running twice.
 
-use std::collections::VecDeque;
-use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
-
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
 
 use super::*;
 use crate::client_options::ClientOptions;
 use crate::failover_metrics::LeaderSource;
-
-/// One scripted answer.
-#[derive(Debug, Clone)]
-enum Answer {
-    /// 200 with this JSON body.
-    Ok(&'static str),
-    /// NOT_LEADER, naming the leader in the `x-crescent-leader` header.
-    NotLeader(Option<String>),
-    /// UNAVAILABLE with this message.
-    Unavailable(&'static str),
-    /// UNAVAILABLE marked `not_run` (refused before running), with this message and state.
-    Refused(&'static str, &'static str),
-    /// Read the request, then close the connection without answering.
-    Drop,
-    /// NOT_FOUND (an answer, never retried).
-    NotFound,
-}
-
-/// A fake crescentd: answers `/v1/rpc` with 404 (HTTP only) and every other request with the
-/// next scripted answer (the last one repeats). Counts the requests it read.
-struct FakeServer {
-    addr: SocketAddr,
-    seen: Arc<Mutex<Vec<String>>>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for FakeServer {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-impl FakeServer {
-    async fn start(script: Vec<Answer>) -> FakeServer {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let seen: Arc<Mutex<Vec<String>>> = Arc::default();
-        let script = Arc::new(Mutex::new(VecDeque::from(script)));
-        let task = tokio::spawn({
-            let seen = seen.clone();
-            async move {
-                loop {
-                    let Ok((stream, _)) = listener.accept().await else {
-                        return;
-                    };
-                    tokio::spawn(serve(stream, seen.clone(), script.clone()));
-                }
-            }
-        });
-        FakeServer { addr, seen, task }
-    }
-
-    fn address(&self) -> String {
-        self.addr.to_string()
-    }
-
-    /// Requests read so far (paths), `/v1/rpc` discovery excluded.
-    fn requests(&self) -> Vec<String> {
-        self.seen.lock().unwrap().clone()
-    }
-}
-
-async fn serve(
-    mut stream: TcpStream,
-    seen: Arc<Mutex<Vec<String>>>,
-    script: Arc<Mutex<VecDeque<Answer>>>,
-) {
-    let mut buf = Vec::new();
-    loop {
-        let Some(path) = read_request(&mut stream, &mut buf).await else {
-            return;
-        };
-        let answer = if path == "/v1/rpc" {
-            Answer::Unavailable("unused")
-        } else {
-            seen.lock().unwrap().push(path.clone());
-            let mut s = script.lock().unwrap();
-            if s.len() > 1 {
-                s.pop_front().unwrap()
-            } else {
-                s.front().cloned().expect("a script")
-            }
-        };
-        let (status, body, extra) = match (&answer, path == "/v1/rpc") {
-            (_, true) => (
-                "404 Not Found",
-                r#"{"code":"NOT_FOUND","message":"no rpc","retryable":false}"#.to_string(),
-                String::new(),
-            ),
-            (Answer::Ok(body), _) => ("200 OK", body.to_string(), String::new()),
-            (Answer::NotLeader(leader), _) => (
-                "421 Misdirected Request",
-                r#"{"code":"NOT_LEADER","message":"standby","retryable":true}"#.to_string(),
-                leader
-                    .as_ref()
-                    .map(|l| format!("x-crescent-leader: {l}\r\n"))
-                    .unwrap_or_default(),
-            ),
-            (Answer::Unavailable(message), _) => (
-                "503 Service Unavailable",
-                format!(r#"{{"code":"UNAVAILABLE","message":"{message}","retryable":true}}"#),
-                String::new(),
-            ),
-            (Answer::Refused(message, state), _) => (
-                "503 Service Unavailable",
-                format!(
-                    r#"{{"code":"UNAVAILABLE","message":"{message}","retryable":true,"not_run":true,"state":"{state}"}}"#
-                ),
-                String::new(),
-            ),
-            (Answer::NotFound, _) => (
-                "404 Not Found",
-                r#"{"code":"NOT_FOUND","message":"unknown","retryable":false}"#.to_string(),
-                String::new(),
-            ),
-            (Answer::Drop, _) => return,
-        };
-        let response = format!(
-            "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n{extra}\r\n{body}",
-            body.len()
-        );
-        if stream.write_all(response.as_bytes()).await.is_err() {
-            return;
-        }
-    }
-}
-
-/// Reads one request (headers and a content-length body); returns its path.
-async fn read_request(stream: &mut TcpStream, buf: &mut Vec<u8>) -> Option<String> {
-    loop {
-        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            let head = String::from_utf8_lossy(&buf[..end]).to_string();
-            let length = head
-                .lines()
-                .find_map(|l| {
-                    let (k, v) = l.split_once(':')?;
-                    k.eq_ignore_ascii_case("content-length")
-                        .then(|| v.trim().parse::<usize>().ok())?
-                })
-                .unwrap_or(0);
-            while buf.len() < end + 4 + length {
-                let mut chunk = [0u8; 4096];
-                let n = stream.read(&mut chunk).await.ok()?;
-                if n == 0 {
-                    return None;
-                }
-                buf.extend_from_slice(&chunk[..n]);
-            }
-            buf.drain(..end + 4 + length);
-            return head.split_whitespace().nth(1).map(str::to_string);
-        }
-        let mut chunk = [0u8; 4096];
-        let n = stream.read(&mut chunk).await.ok()?;
-        if n == 0 {
-            return None;
-        }
-        buf.extend_from_slice(&chunk[..n]);
-    }
-}
+use crate::fake_server::{Answer, FakeServer};
 
 /// An address nothing listens on (connection refused).
 fn dead_address() -> String {
@@ -414,6 +250,7 @@ fn failures_are_classified() {
 }
 
 /// A client with no static list (etcd only) before etcd named a leader.
+#[cfg(feature = "etcd")]
 fn leaderless(timeout: Duration) -> CrescentClient {
     let metrics = crate::metrics::ClientMetrics::unregistered();
     CrescentClient {
@@ -423,17 +260,18 @@ fn leaderless(timeout: Duration) -> CrescentClient {
             metrics.failover.clone(),
         )
         .unwrap(),
-        failover: Arc::new(FailoverConfig {
+        failover: std::sync::Arc::new(FailoverConfig {
             timeout,
             ..FailoverConfig::default()
         }),
         scope: crate::options::Scope::default(),
         token_tenant: None,
         data: crate::dataplane::DataPlane::new(metrics),
-        cold_restore: Arc::new(crate::cold_restore::LocalColdRestore::new(true)),
+        cold_restore: std::sync::Arc::new(crate::cold_restore::LocalColdRestore::new(true)),
     }
 }
 
+#[cfg(feature = "etcd")]
 #[tokio::test]
 async fn a_request_waits_for_the_first_leader_etcd_names() {
     let s = FakeServer::start(vec![Answer::Ok(EXISTS)]).await;
@@ -460,10 +298,11 @@ async fn a_request_waits_for_the_first_leader_etcd_names() {
     assert_eq!(e.code_str(), "NO_LEADER", "{e}");
 }
 
+#[cfg(feature = "etcd")]
 #[tokio::test]
 async fn an_idempotent_request_stuck_on_a_frozen_leader_moves_to_the_new_one() {
     // A server that accepts and never answers: a frozen (SIGSTOPped) active.
-    let frozen = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let frozen = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let frozen_addr = frozen.local_addr().unwrap().to_string();
     let hold = tokio::spawn(async move {
         let mut held = Vec::new();
@@ -493,49 +332,4 @@ async fn an_idempotent_request_stuck_on_a_frozen_leader_moves_to_the_new_one() {
     );
     switch.await.unwrap();
     hold.abort();
-}
-
-/// A storage owner's cold device registers again when the leader answers its poll NOT_FOUND
-/// (a new active after a failover, or a restarted crescentd, that never saw it register),
-/// then polls on (tests/tests/ha_cold_owner.rs runs it across a real failover).
-#[tokio::test]
-async fn an_owner_device_registers_again_when_its_poll_is_not_found() {
-    use crescent_wire::cold_owner::routes;
-    const REGISTERED: &str = r#"{"version":1,"device_id":"ob","poll_wait_ms":2000}"#;
-    const NO_WORK: &str = r#"{"version":1,"items":[]}"#;
-    let server = FakeServer::start(vec![
-        Answer::Ok(REGISTERED),
-        Answer::NotFound,
-        Answer::Ok(REGISTERED),
-        Answer::Ok(NO_WORK),
-    ])
-    .await;
-    let c = client(&[server.address()], Duration::from_secs(5)).await;
-    let dir = tempfile::tempdir().unwrap();
-    let config =
-        crate::cold_device::OwnerColdDeviceConfig::parse(&format!("ob={}", dir.path().display()))
-            .unwrap();
-    let device = crate::cold_device::OwnerColdDevice::start(&c, "node-b", 7, "", config)
-        .await
-        .unwrap();
-    let started = std::time::Instant::now();
-    while server.requests().len() < 5 {
-        assert!(
-            started.elapsed() < Duration::from_secs(10),
-            "{:?}",
-            server.requests()
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    assert_eq!(
-        server.requests()[..5],
-        [
-            routes::REGISTER,
-            routes::POLL,
-            routes::REGISTER,
-            routes::POLL,
-            routes::POLL
-        ]
-    );
-    drop(device);
 }

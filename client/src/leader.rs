@@ -4,9 +4,9 @@
 //! Sources, strongest first:
 //! 1. a NOT_LEADER answer naming the active (`x-crescent-leader` header or the error body's
 //!    `leader`): the standby knows who it follows right now;
-//! 2. the etcd leader key, followed by a [`LeaderWatch`] when the client was given etcd
-//!    endpoints and a cluster name; a change is applied at once, without waiting for a
-//!    request to fail, and only for a term at least as new as the newest seen;
+//! 2. the etcd leader key (feature `etcd`, `leader_etcd.rs`), followed when the client was
+//!    given etcd endpoints and a cluster name; a change is applied at once, without waiting
+//!    for a request to fail, and only for a term at least as new as the newest seen;
 //! 3. the static server list: after a connection failure, the next address in the list.
 //!
 //! Every switch starts a new *epoch*. A failure is resolved only against the epoch it
@@ -14,13 +14,13 @@
 //! operation pinned to the leader that started it (put_end) can tell that the leader changed.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::sync::{Arc, Mutex, OnceLock};
 
-use crescent_ha::{LeaderInfo, LeaderWatch};
 use tokio::sync::watch;
 
 use crate::error::ClientError;
 use crate::failover_metrics::{FailoverMetrics, LeaderSource};
+use crate::leader_etcd::EtcdFollower;
 use crate::server_conn::{Connector, ServerConn};
 
 /// The server requests go to, and the epoch in which it became current.
@@ -36,13 +36,6 @@ struct State {
     epoch: u64,
 }
 
-/// The etcd side: the watch and the task applying its changes.
-struct EtcdFollower {
-    watch: LeaderWatch,
-    task: tokio::task::JoinHandle<()>,
-    cluster: String,
-}
-
 pub(crate) struct LeaderLocator {
     connector: Connector,
     /// The static list (`--server A,B`), as given; may be empty when etcd is configured.
@@ -50,9 +43,9 @@ pub(crate) struct LeaderLocator {
     state: Mutex<State>,
     epoch_tx: watch::Sender<u64>,
     /// The newest leader term seen in etcd: older records (a lagging watch) are ignored.
-    known_term: AtomicU64,
-    etcd: OnceLock<EtcdFollower>,
-    metrics: FailoverMetrics,
+    pub(crate) known_term: AtomicU64,
+    pub(crate) etcd: OnceLock<EtcdFollower>,
+    pub(crate) metrics: FailoverMetrics,
     /// Some request has been answered: a refused connection from now on is a restart to
     /// ride out, not a wrong address.
     reached: std::sync::atomic::AtomicBool,
@@ -65,14 +58,14 @@ impl std::fmt::Debug for LeaderLocator {
             .field("candidates", &self.candidates)
             .field("current", &state.current.as_ref().map(|c| c.base.clone()))
             .field("epoch", &state.epoch)
-            .field("etcd_cluster", &self.etcd.get().map(|e| e.cluster.clone()))
+            .field("etcd_cluster", &self.etcd.get().map(EtcdFollower::cluster))
             .finish()
     }
 }
 
 impl LeaderLocator {
     /// A locator over a static list (the first address is current). An empty list is allowed
-    /// only when etcd is attached afterwards ([`LeaderLocator::follow_etcd`]).
+    /// only when etcd is attached afterwards (`LeaderLocator::follow_etcd`).
     pub fn new(
         candidates: Vec<String>,
         connector: Connector,
@@ -120,40 +113,6 @@ impl LeaderLocator {
         Self::new(candidates, connector, self.metrics.clone())
     }
 
-    /// Follows the etcd leader key through `watch` from now on. Needs a tokio runtime.
-    pub fn follow_etcd(self: &Arc<Self>, watch: LeaderWatch, cluster: &str) {
-        let mut rx = watch.subscribe();
-        let weak: Weak<Self> = Arc::downgrade(self);
-        let span = tracing::info_span!("client.leader_follow", cluster = %cluster);
-        let task = tokio::spawn(tracing::Instrument::instrument(
-            async move {
-                loop {
-                    let seen = rx.borrow_and_update().clone();
-                    let Some(locator) = weak.upgrade() else {
-                        return;
-                    };
-                    if let Some(leader) = seen {
-                        locator.observe_leader(&leader);
-                    }
-                    drop(locator);
-                    if rx.changed().await.is_err() {
-                        return;
-                    }
-                }
-            },
-            span,
-        ));
-        let follower = EtcdFollower {
-            watch,
-            task,
-            cluster: cluster.to_string(),
-        };
-        if let Err(extra) = self.etcd.set(follower) {
-            // Attached twice: keep the first, stop the second.
-            extra.task.abort();
-        }
-    }
-
     /// The server requests go to now, if any is known.
     pub fn current(&self) -> Option<Current> {
         let state = self.state.lock().unwrap_or_else(|p| p.into_inner());
@@ -181,13 +140,7 @@ impl LeaderLocator {
     pub fn describe(&self) -> String {
         let mut parts = Vec::new();
         if let Some(e) = self.etcd.get() {
-            match e.watch.current() {
-                Some(l) => parts.push(format!(
-                    "etcd cluster {}: leader {} at {} (term {})",
-                    e.cluster, l.node, l.address, l.term
-                )),
-                None => parts.push(format!("etcd cluster {}: no leader", e.cluster)),
-            }
+            parts.push(e.describe());
         }
         if !self.candidates.is_empty() {
             parts.push(format!("servers {}", self.candidates.join(",")));
@@ -197,7 +150,12 @@ impl LeaderLocator {
 
     /// Makes `address` current (unless it already is). With `from_epoch`, only if no other
     /// switch happened since that epoch. Returns whether it switched.
-    fn switch_to(&self, from_epoch: Option<u64>, address: &str, source: LeaderSource) -> bool {
+    pub(crate) fn switch_to(
+        &self,
+        from_epoch: Option<u64>,
+        address: &str,
+        source: LeaderSource,
+    ) -> bool {
         let base = match self.connector.base(address) {
             Ok(b) => b,
             Err(e) => {
@@ -236,21 +194,6 @@ impl LeaderLocator {
         true
     }
 
-    /// A leader published in etcd: followed if its term is not older than the newest seen.
-    pub(crate) fn observe_leader(&self, leader: &LeaderInfo) {
-        let newest = self.known_term.fetch_max(leader.term, Ordering::AcqRel);
-        if leader.term < newest {
-            tracing::debug!(
-                term = leader.term,
-                newest,
-                "ignoring an older leader record"
-            );
-            return;
-        }
-        self.metrics.observe_term(leader.term);
-        self.switch_to(None, &leader.address, LeaderSource::Etcd);
-    }
-
     /// Whether waiting out the failover deadline after a refused connection can help: etcd
     /// is followed, the static list names another server, or the one server answered before
     /// (it is restarting). A client that never reached its one static server has a wrong
@@ -277,9 +220,9 @@ impl LeaderLocator {
                 return Some(LeaderSource::NotLeader);
             }
         }
-        if let Some(leader) = self.etcd.get().and_then(|e| e.watch.current()) {
-            if leader.term >= self.known_term.load(Ordering::Acquire)
-                && self.switch_to(Some(failed.epoch), &leader.address, LeaderSource::Etcd)
+        if let Some((address, term)) = self.etcd.get().and_then(EtcdFollower::leader) {
+            if term >= self.known_term.load(Ordering::Acquire)
+                && self.switch_to(Some(failed.epoch), &address, LeaderSource::Etcd)
             {
                 return Some(LeaderSource::Etcd);
             }
@@ -310,7 +253,7 @@ impl LeaderLocator {
 impl Drop for LeaderLocator {
     fn drop(&mut self) {
         if let Some(e) = self.etcd.get() {
-            e.task.abort();
+            e.stop();
         }
     }
 }

@@ -1,4 +1,6 @@
 use super::*;
+#[cfg(feature = "etcd")]
+use crescent_ha::LeaderInfo;
 
 fn locator(servers: &[&str]) -> Arc<LeaderLocator> {
     LeaderLocator::new(
@@ -9,6 +11,7 @@ fn locator(servers: &[&str]) -> Arc<LeaderLocator> {
     .unwrap()
 }
 
+#[cfg(feature = "etcd")]
 fn leader(address: &str, term: u64) -> LeaderInfo {
     LeaderInfo {
         node: format!("n{term}"),
@@ -73,6 +76,7 @@ fn a_single_server_stays_put() {
     assert_eq!(l.current().unwrap().epoch, 0);
 }
 
+#[cfg(feature = "etcd")]
 #[tokio::test]
 async fn etcd_leaders_are_followed_by_term() {
     let l = locator(&[]);
@@ -123,10 +127,13 @@ fn with_a_ca_file_bare_addresses_and_etcd_leaders_use_https() {
     l.after_failure(&second, None);
     assert_eq!(base(&l), "http://c:3", "an explicit scheme is kept");
     // A leader key with the scheme (an active with [tls]) and one without both get TLS.
-    l.observe_leader(&leader("https://10.0.0.1:7480", 5));
-    assert_eq!(base(&l), "https://10.0.0.1:7480");
-    l.observe_leader(&leader("10.0.0.2:7480", 6));
-    assert_eq!(base(&l), "https://10.0.0.2:7480");
+    #[cfg(feature = "etcd")]
+    {
+        l.observe_leader(&leader("https://10.0.0.1:7480", 5));
+        assert_eq!(base(&l), "https://10.0.0.1:7480");
+        l.observe_leader(&leader("10.0.0.2:7480", 6));
+        assert_eq!(base(&l), "https://10.0.0.2:7480");
+    }
     // Without a CA the bare form stays http://, and a bad CA file is the caller's mistake.
     assert_eq!(base(&locator(&["a:1"])), "http://a:1");
     let bad = crate::server_conn::Connector::with_ca_file(None, Some(&dir.path().join("none")));

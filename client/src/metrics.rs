@@ -17,14 +17,14 @@ pub struct ClientMetrics {
     ops: IntCounterVec,
     op_seconds: HistogramVec,
     bytes: IntCounterVec,
-    pub(crate) owned_replicas: IntGauge,
-    pub(crate) heartbeats: IntCounterVec,
-    pub(crate) reregistrations: IntCounter,
+    owned_replicas: IntGauge,
+    heartbeats: IntCounterVec,
+    reregistrations: IntCounter,
     pub(crate) transport: TransportMetrics,
     pub(crate) rebuild: RebuildMetrics,
     pub(crate) failover: FailoverMetrics,
-    /// The owner's remote-restore staging region (`crate::owner_staging`).
-    pub(crate) owner_staging: crate::owner_staging::OwnerStagingMetrics,
+    /// The owner's remote-restore staging region (crescent-owner's `owner_staging`).
+    pub(crate) owner_staging: crate::owner_staging_metrics::OwnerStagingMetrics,
 }
 
 /// Metrics of the rebuild roles: the owner's replay and the writer's owner notices.
@@ -34,11 +34,11 @@ pub struct RebuildMetrics {
     replay_entries: IntCounterVec,
     notices: IntCounterVec,
     notices_failed: IntCounterVec,
-    pub(crate) replays: IntCounterVec,
+    replays: IntCounterVec,
     /// Owner heartbeats sent early because crescentd came back or the leader changed.
     pub(crate) owner_wakeups: IntCounterVec,
     /// Releases crescentd delivered to this owner, by what the table did with them.
-    pub(crate) owner_releases: IntCounterVec,
+    owner_releases: IntCounterVec,
     /// Replicas checked against their bytes before a replay, by verdict.
     owner_replay_checks: IntCounterVec,
 }
@@ -107,11 +107,12 @@ impl RebuildMetrics {
         registry.register(Box::new(self.replays.clone()))
     }
 
-    pub(crate) fn replay_batch(&self, outcome: &'static str) {
+    /// One replay batch finished: `ok`, `retried` or `failed`.
+    pub fn replay_batch(&self, outcome: &'static str) {
         self.replay_batches.with_label_values(&[outcome]).inc();
     }
 
-    pub(crate) fn replay_entry(&self, outcome: crescent_wire::rebuild::ReplayOutcome) {
+    pub fn replay_entry(&self, outcome: crescent_wire::rebuild::ReplayOutcome) {
         self.replay_entries
             .with_label_values(&[outcome.label()])
             .inc();
@@ -126,11 +127,17 @@ impl RebuildMetrics {
         self.notices.with_label_values(&[label]).inc();
     }
 
-    pub(crate) fn owner_replay_checked(&self, check: &crate::rebuild::OverwriteCheck) {
+    /// A whole replay finished: `completed`, `superseded` or `failed`.
+    pub fn replay_finished(&self, outcome: &'static str) {
+        self.replays.with_label_values(&[outcome]).inc();
+    }
+
+    /// The replicas checked against their bytes before a replay, by verdict.
+    pub fn owner_replay_checked(&self, intact: u64, overwritten: u64, unverifiable: u64) {
         for (label, n) in [
-            ("intact", check.intact),
-            ("overwritten", check.overwritten),
-            ("unverifiable", check.unverifiable),
+            ("intact", intact),
+            ("overwritten", overwritten),
+            ("unverifiable", unverifiable),
         ] {
             if n > 0 {
                 self.owner_replay_checks
@@ -140,7 +147,7 @@ impl RebuildMetrics {
         }
     }
 
-    pub(crate) fn owner_releases_applied(&self, report: &crate::ownership::ReleaseReport) {
+    pub fn owner_releases_applied(&self, report: &crate::ownership::ReleaseReport) {
         for (label, n) in [
             ("forgotten", report.forgotten),
             ("unmatched", report.unmatched),
@@ -220,7 +227,7 @@ impl ClientMetrics {
             transport: TransportMetrics::unregistered(),
             rebuild: RebuildMetrics::unregistered(),
             failover: FailoverMetrics::unregistered(),
-            owner_staging: crate::owner_staging::OwnerStagingMetrics::unregistered(),
+            owner_staging: crate::owner_staging_metrics::OwnerStagingMetrics::unregistered(),
         }
     }
 
@@ -280,6 +287,31 @@ impl ClientMetrics {
     /// The rebuild roles' metrics.
     pub fn rebuild(&self) -> &RebuildMetrics {
         &self.rebuild
+    }
+
+    /// The data plane's transport metrics (an owner's transfer listener counts there too).
+    pub fn transport(&self) -> &TransportMetrics {
+        &self.transport
+    }
+
+    /// The gauge of the replicas in this process's own segments (its ownership table).
+    pub fn owned_replicas(&self) -> &IntGauge {
+        &self.owned_replicas
+    }
+
+    /// The remote-restore staging region of this process's owner cold devices.
+    pub fn owner_staging(&self) -> &crate::owner_staging_metrics::OwnerStagingMetrics {
+        &self.owner_staging
+    }
+
+    /// One owner heartbeat: `ok`, `not_found` or `error`.
+    pub fn owner_heartbeat(&self, outcome: &'static str) {
+        self.heartbeats.with_label_values(&[outcome]).inc();
+    }
+
+    /// The owner registered and mounted again after crescentd forgot it.
+    pub fn owner_reregistered(&self) {
+        self.reregistrations.inc();
     }
 
     /// The leader-following metrics (leader changes, retries, interruptions).

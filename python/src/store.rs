@@ -6,7 +6,8 @@ use std::borrow::Cow;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
-use crescent_client::{BearerToken, ClientOptions, CrescentClient, Owner, OwnerConfig, PutOptions};
+use crescent_client::{BearerToken, ClientOptions, CrescentClient, PutOptions};
+use crescent_owner::{Owner, OwnerConfig};
 use pyo3::buffer::PyBuffer;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyMemoryView};

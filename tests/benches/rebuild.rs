@@ -17,7 +17,8 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crescent_client::{CrescentClient, Owner, OwnerConfig};
+use crescent_client::CrescentClient;
+use crescent_owner::{Owner, OwnerConfig};
 use crescent_tests::binaries::ensure_workspace_binary;
 use crescent_tests::bulk_fill::{
     fill, key_of, segment_bytes_for, value_of, wait_healthy, BenchArgs,

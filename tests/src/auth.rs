@@ -94,7 +94,7 @@ impl AuthKey {
 
     /// `crescent token issue` for `role` (a client of `tenant`), valid `ttl_secs`.
     pub fn token(&self, role: &str, tenant: Option<&str>, ttl_secs: u64) -> String {
-        let bin = ensure_workspace_binary("crescent-client", "crescent");
+        let bin = ensure_workspace_binary("crescent-cli", "crescent");
         let mut cmd = std::process::Command::new(bin);
         cmd.env_remove("CRESCENT_TENANT")
             .env_remove("CRESCENT_TOKEN");

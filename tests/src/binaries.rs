@@ -99,7 +99,7 @@ fn build_binary(package: &str, bin: &str, bin_dir: &Path) {
 /// `crescent GLOBALS` (the CLI, built if needed) with no input and none of the caller's
 /// `CRESCENT_*` settings, so only `globals` and the test's own arguments choose its target.
 pub fn crescent_command(globals: &[&str]) -> Command {
-    let mut cmd = Command::new(ensure_workspace_binary("crescent-client", "crescent"));
+    let mut cmd = Command::new(ensure_workspace_binary("crescent-cli", "crescent"));
     cmd.args(globals)
         .env_remove("CRESCENT_SERVER")
         .env_remove("CRESCENT_ETCD")

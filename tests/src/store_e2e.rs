@@ -150,7 +150,7 @@ impl OwnerProcess {
         size: u64,
         owner_args: &[&str],
     ) -> OwnerProcess {
-        let bin = ensure_workspace_binary("crescent-client", "crescent");
+        let bin = ensure_workspace_binary("crescent-cli", "crescent");
         let mut cmd = Command::new(bin);
         with_token(&mut cmd, token);
         cmd.args(globals)
@@ -248,7 +248,7 @@ pub fn with_token(cmd: &mut Command, token: Option<&str>) {
 /// Runs the `crescent` CLI (`crescent --server SERVER ARGS...`) with `token` to completion:
 /// (exit code, stdout, stderr).
 pub fn crescent_cli(server: &str, token: Option<&str>, args: &[&str]) -> (i32, Vec<u8>, String) {
-    let bin = ensure_workspace_binary("crescent-client", "crescent");
+    let bin = ensure_workspace_binary("crescent-cli", "crescent");
     let mut cmd = Command::new(bin);
     with_token(&mut cmd, token);
     let out = cmd

@@ -44,7 +44,7 @@ fn crescent(
     stdin: Option<&[u8]>,
 ) -> (i32, Vec<u8>) {
     use std::io::Write;
-    let bin = ensure_workspace_binary("crescent-client", "crescent");
+    let bin = ensure_workspace_binary("crescent-cli", "crescent");
     let token = match who {
         As::Client => node.client_token(DEFAULT_TENANT),
         As::Admin => node.admin_token(),

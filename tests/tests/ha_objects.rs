@@ -27,7 +27,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crescent_client::{ClientOptions, CrescentClient, LeaderSource, Owner, OwnerConfig};
+use crescent_client::{ClientOptions, CrescentClient, LeaderSource};
+use crescent_owner::{Owner, OwnerConfig};
 use crescent_tests::auth::{with_token, DEFAULT_TENANT};
 use crescent_tests::binaries::crescent_command;
 use crescent_tests::crescentd::log_tail;

@@ -201,6 +201,21 @@ fn no_replica(key: &str) -> ClientError {
 
 impl CrescentClient {
     /// Stores `value` under `key` (default options).
+    ///
+    /// ```no_run
+    /// use crescent_client::{CrescentClient, PutOptions};
+    ///
+    /// # async fn run(client: &CrescentClient) -> Result<(), crescent_client::ClientError> {
+    /// let first = client.put("k", b"v1").await?;
+    /// // The same content again is an idempotent success; other content needs `upsert`.
+    /// assert!(client.put("k", b"v1").await?.already_existed);
+    /// let opts = PutOptions { upsert: true, replicas: 2, ..PutOptions::default() };
+    /// let second = client.put_with("k", b"v2", &opts).await?;
+    /// assert!(second.put_id > first.put_id);
+    /// assert_eq!(client.get("k").await?, b"v2");
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn put(&self, key: &str, value: &[u8]) -> Result<PutOutcome, ClientError> {
         self.put_with(key, value, &PutOptions::default()).await
     }
@@ -467,9 +482,10 @@ impl CrescentClient {
             .await
     }
 
-    /// The value of object `id` (any scope; the caller checked the id). The get's read lease
-    /// is released once the bytes are copied out.
-    pub(crate) async fn get_object(&self, id: ObjectId) -> Result<Vec<u8>, ClientError> {
+    /// The value of object `id` (any scope; the caller checked the id, as a storage owner
+    /// does with the objects crescentd has it write to its cold devices). The get's read
+    /// lease is released once the bytes are copied out.
+    pub async fn get_object(&self, id: ObjectId) -> Result<Vec<u8>, ClientError> {
         self.get_with(&id, &IntoValue).await
     }
 
@@ -527,7 +543,7 @@ impl CrescentClient {
     /// its memory (range-locked like a transfer, as the batch get does); any other goes
     /// through a pooled staging buffer, taken only then. `None`: unchecked, for a caller that
     /// verifies the bytes itself (an owner's cold device writing an offload).
-    pub(crate) async fn read_replicas(
+    pub async fn read_replicas(
         &self,
         key: &str,
         replicas: &[ReplicaDesc],
@@ -629,6 +645,18 @@ impl CrescentClient {
 
     /// Reads the value of `key` straight into `dst` at `offset` (zero copy); returns its size.
     /// The object must fit in `[offset, dst.len())`.
+    ///
+    /// ```no_run
+    /// # async fn run(client: &crescent_client::CrescentClient) -> Result<(), crescent_client::ClientError> {
+    /// // Registered once, reused for many transfers.
+    /// let buffer = client.register_buffer(vec![0u8; 1 << 20]).await?;
+    /// buffer.write(0, b"payload").await?;
+    /// client.put_from("k", &buffer, 0, 7, &Default::default()).await?;
+    /// let size = client.get_into("k", &buffer, 4096).await?;
+    /// assert_eq!(size, 7);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn get_into(
         &self,
         key: &str,

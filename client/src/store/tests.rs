@@ -23,6 +23,20 @@ fn replica(seg: &str, endpoint: &str, offset: u64, length: u64) -> ReplicaDesc {
     }
 }
 
+/// An owner's NOTIFY answer as crescent-owner gives it without `[auth]`: the notice's entries
+/// go into `table`.
+fn recording_notices(table: Arc<OwnershipTable>) -> crescent_transport::tcp::NotifyHandler {
+    use crescent_wire::rebuild::{OwnerNotice, OwnerNoticeReply, REBUILD_WIRE_VERSION};
+    Arc::new(move |payload: &[u8]| {
+        let notice: OwnerNotice = rmp_serde::from_slice(payload).map_err(|e| e.to_string())?;
+        let reply = OwnerNoticeReply {
+            version: REBUILD_WIRE_VERSION,
+            outcomes: table.accept_notice(&notice.entries),
+        };
+        rmp_serde::to_vec_named(&reply).map_err(|e| e.to_string())
+    })
+}
+
 /// A transport with a transfer listener on loopback, and its endpoint.
 async fn listener() -> (TcpTransport, String) {
     let config = TcpConfig {
@@ -91,11 +105,7 @@ async fn replica_writes_and_reads_move_the_exact_bytes() {
     // its own ownership table); our own replica (s2) is left for after put_end.
     let owner_table = Arc::new(OwnershipTable::new(IntGauge::new("o", "o").unwrap()));
     owner_table.serve_segment("s1", 1 << 20);
-    served.set_notify_handler(Some(crate::owner_notice::notice_handler(
-        "o",
-        owner_table.clone(),
-        std::sync::Weak::new(),
-    )));
+    served.set_notify_handler(Some(recording_notices(owner_table.clone())));
     local.table.serve_segment("s2", 1 << 20);
     let data = crate::dataplane::DataPlane::new(crate::ClientMetrics::unregistered());
     data.attach(local.clone());

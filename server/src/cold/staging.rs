@@ -462,7 +462,7 @@ pub fn ack_released(
     }
 }
 
-/// The bit every token of an owner's staging region carries (`crescent_client::owner_staging`
+/// The bit every token of an owner's staging region carries (`crescent_owner::owner_staging`
 /// seeds its pool with it); crescentd's own pool counts from `now_ms << 16`, below it.
 pub const OWNER_TOKEN_BIT: u64 = 1 << 63;
 

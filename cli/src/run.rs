@@ -1,0 +1,381 @@
+//! Running one parsed `crescent` command. Returns the exit status on success (0, or 1 for a
+//! "no" answer such as `exist` of an absent key).
+
+use std::io::{Read, Write};
+
+use crescent_wire::segments::{MountSegmentRequest, SegmentList};
+use serde_json::json;
+
+use super::{Cli, Command, SegmentsCommand};
+use crate::bench::{self, BenchConfig, Phase};
+use crescent_client::ClientError;
+use crescent_client::{CrescentClient, PutOptions};
+use crescent_owner::{Owner, OwnerConfig};
+
+fn print_json(v: &impl serde::Serialize) -> Result<(), ClientError> {
+    outln!("{}", serde_json::to_string(v).expect("json output"))
+}
+
+fn io_err(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> ClientError {
+    let context = context.into();
+    move |source| ClientError::Io { context, source }
+}
+
+fn read_input(file: &str) -> Result<Vec<u8>, ClientError> {
+    if file == "-" {
+        let mut buf = Vec::new();
+        std::io::stdin()
+            .read_to_end(&mut buf)
+            .map_err(io_err("reading stdin"))?;
+        Ok(buf)
+    } else {
+        std::fs::read(file).map_err(io_err(format!("reading {file}")))
+    }
+}
+
+fn print_segments(list: &SegmentList) -> Result<(), ClientError> {
+    outln!(
+        "{:<24} {:<24} {:>14} {:>14}  TRANSPORT",
+        "SEGMENT",
+        "OWNER",
+        "BASE",
+        "SIZE"
+    )?;
+    for s in &list.segments {
+        outln!(
+            "{:<24} {:<24} {:>14} {:>14}  {:?}",
+            s.segment_id,
+            s.owner_id,
+            s.base,
+            s.size,
+            s.transport
+        )?;
+    }
+    outln!(
+        "{} segment(s), {} owner(s)",
+        list.segments.len(),
+        list.owners.len()
+    )?;
+    Ok(())
+}
+
+/// Waits for SIGINT or SIGTERM.
+async fn stop_signal() -> Result<(), ClientError> {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .map_err(io_err("installing the SIGTERM handler"))?;
+    tokio::select! {
+        r = tokio::signal::ctrl_c() => r.map_err(io_err("waiting for SIGINT")),
+        _ = term.recv() => Ok(()),
+    }
+}
+
+pub(super) async fn run(cli: Cli) -> Result<u8, ClientError> {
+    if let Command::Token { command } = &cli.command {
+        if let Some(done) = super::token::run_offline(command, cli.tenant.as_deref(), cli.json) {
+            return done;
+        }
+    }
+    let client = CrescentClient::connect(cli.client_options())
+        .await?
+        .with_scope(cli.tenant.as_deref(), cli.domain.as_deref())?;
+    let json = cli.json;
+    match cli.command {
+        Command::Weights { command } => {
+            let done = super::weights::run(&client, cli.tenant.as_deref(), json, command).await;
+            // Reads release their leases without waiting: make sure they ran before exiting.
+            client.settle().await;
+            return done;
+        }
+        Command::Put {
+            key,
+            file,
+            upsert,
+            replicas,
+        } => {
+            let value = read_input(&file)?;
+            let opts = PutOptions {
+                upsert,
+                replicas,
+                ..PutOptions::default()
+            };
+            let out = client.put_with(&key, &value, &opts).await?;
+            if json {
+                print_json(
+                    &json!({"key": key, "size": value.len(), "put_id": out.put_id,
+                    "already_existed": out.already_existed, "replicas": out.replicas}),
+                )?;
+            } else if out.already_existed {
+                outln!("{key}: already holds this content ({} bytes)", value.len())?;
+            } else {
+                outln!("{key}: stored {} bytes", value.len())?;
+            }
+        }
+        Command::Get { key, output } => {
+            let value = client.get(&key).await?;
+            // The get released its lease without waiting for the answer: wait for it before
+            // this process exits, so `crescent get K; crescent rm K` finds K unleased.
+            client.settle().await;
+            match output.as_deref() {
+                Some(path) if path != "-" => {
+                    std::fs::write(path, &value).map_err(io_err(format!("writing {path}")))?;
+                    if json {
+                        print_json(&json!({"key": key, "size": value.len(), "file": path}))?;
+                    }
+                }
+                _ if json => {
+                    let body = match std::str::from_utf8(&value) {
+                        Ok(text) => json!({"key": key, "size": value.len(), "value_utf8": text}),
+                        Err(_) => json!({"key": key, "size": value.len(),
+                            "value_hex": value.iter().map(|b| format!("{b:02x}")).collect::<String>()}),
+                    };
+                    print_json(&body)?;
+                }
+                _ => {
+                    let mut out = std::io::stdout().lock();
+                    out.write_all(&value)
+                        .and_then(|()| out.flush())
+                        .map_err(io_err("writing stdout"))?;
+                }
+            }
+        }
+        Command::Exist { key } => {
+            let exists = client.is_exist(&key).await?;
+            if json {
+                print_json(&json!({"key": key, "exists": exists}))?;
+            } else {
+                outln!("{exists}")?;
+            }
+            return Ok(if exists { 0 } else { 1 });
+        }
+        Command::Rm { key, force } => {
+            match force {
+                true => client.remove_forced(&key).await?,
+                false => client.remove(&key).await?,
+            }
+            if json {
+                print_json(&json!({"key": key, "removed": true}))?;
+            } else {
+                outln!("removed {key}")?;
+            }
+        }
+        Command::Ls { prefix } => {
+            let keys = client.list_all(prefix.as_deref().unwrap_or("")).await?;
+            if json {
+                print_json(&json!({"count": keys.len(), "keys": keys}))?;
+            } else {
+                for k in &keys {
+                    let state = if k.complete { "" } else { "  (in progress)" };
+                    outln!("{:>12}  {}{state}", k.size, k.key)?;
+                }
+            }
+        }
+        Command::Segments { command } => segments(&client, command, json).await?,
+        Command::Admin { command } => return super::admin::run(&client, command, json).await,
+        Command::Token { command } => return super::token::run(&client, command, json).await,
+        Command::Tenant { command } => {
+            return super::tenant::run(&client, cli.tenant.as_deref(), command, json).await
+        }
+        Command::Status => {
+            let health = client.health().await?;
+            // A standby answers /stats with NOT_LEADER: its status is in /healthz alone.
+            let stats = client.stats().await.ok();
+            let field = |k: &str| health.get(k).cloned().unwrap_or_default();
+            let replication = health
+                .get("ha")
+                .or_else(|| health.get("replication"))
+                .cloned()
+                .unwrap_or_default();
+            if json {
+                print_json(&json!({
+                    "role": field("role"),
+                    "term": field("term"),
+                    "commit_seq": field("commit_seq"),
+                    "gate": field("gate"),
+                    "rebuild": field("rebuild"),
+                    "replication": replication,
+                    "journal": field("journal"),
+                    "health": health,
+                    "stats": stats,
+                }))?;
+            } else {
+                outln!(
+                    "server {}: {} (role {}, term {}, commit seq {}, gate {})",
+                    client.server(),
+                    field("status"),
+                    field("role"),
+                    field("term"),
+                    field("commit_seq"),
+                    field("gate"),
+                )?;
+                if let Some(r) = health.get("rebuild") {
+                    outln!(
+                        "rebuild: owners {}/{} completed, entries {}",
+                        r.get("owners_completed").cloned().unwrap_or_default(),
+                        r.get("owners_expected").cloned().unwrap_or_default(),
+                        r.get("entries").cloned().unwrap_or_default(),
+                    )?;
+                }
+                if !replication.is_null() {
+                    outln!("replication: {replication}")?;
+                }
+                if let Some(j) = health.get("journal").filter(|j| !j.is_null()) {
+                    println!("WARNING journal quarantine (see crescent-replay verify): {j}");
+                }
+                if let Some(stats) = stats {
+                    outln!("{}", serde_json::to_string_pretty(&stats).expect("json"))?;
+                }
+            }
+        }
+        Command::Cold { command } => return super::cold::cold(&client, command, json).await,
+        Command::Offload { key } => {
+            let stat = client.offload(&key).await?;
+            super::cold::print_object(&stat, json)?;
+        }
+        Command::Evict { key, hot } => {
+            if !hot {
+                return Err(ClientError::InvalidArgument(
+                    "evict needs --hot (the only tier that can be evicted)".into(),
+                ));
+            }
+            let stat = client.evict_hot(&key).await?;
+            super::cold::print_object(&stat, json)?;
+        }
+        Command::Stat { key } => {
+            let stat = client.stat(&key).await?;
+            super::cold::print_object(&stat, json)?;
+        }
+        Command::Health => {
+            let h = client.health().await?;
+            print_json(&h)?;
+        }
+        Command::Owner {
+            size,
+            listen,
+            advertise,
+            id,
+            resident,
+            cold_device,
+            cold_staging_bytes,
+            cold_staging_ttl_ms,
+        } => {
+            let owner = Owner::start(
+                &client,
+                OwnerConfig {
+                    owner_id: id,
+                    size,
+                    listen,
+                    advertise,
+                    resident,
+                    cold_devices: cold_device,
+                    cold_staging_bytes,
+                    cold_staging_ttl_ms,
+                    ..OwnerConfig::default()
+                },
+            )
+            .await?;
+            if json {
+                print_json(
+                    &json!({"owner_id": owner.owner_id(), "segment_id": owner.segment_id(),
+                    "endpoint": owner.endpoint(), "size": owner.size(),
+                    "incarnation": owner.incarnation(),
+                    "cold_devices": owner.cold_device_ids()}),
+                )?;
+            } else {
+                outln!(
+                    "owner {} serving segment {} ({} bytes) at {}",
+                    owner.owner_id(),
+                    owner.segment_id(),
+                    owner.size(),
+                    owner.endpoint()
+                )?;
+            }
+            std::io::stdout()
+                .flush()
+                .map_err(io_err("writing stdout"))?;
+            stop_signal().await?;
+            let dropped = owner.shutdown().await?;
+            if json {
+                print_json(&json!({"stopped": true, "dropped_replicas": dropped}))?;
+            } else {
+                outln!("unmounted; {dropped} owned replica(s) dropped")?;
+            }
+        }
+        Command::Bench {
+            n,
+            size,
+            batch,
+            only,
+            owner_token,
+            owner_id,
+        } => {
+            let size = usize::try_from(size)
+                .map_err(|_| ClientError::InvalidArgument("value size too large".into()))?;
+            let config = BenchConfig {
+                n,
+                size,
+                batch,
+                segment_size: None,
+                phases: Phase::selected(&only),
+                owner_token: owner_token.map(crescent_client::BearerToken::new),
+                owner_id,
+            };
+            let r = bench::run(&client, &config).await?;
+            if json {
+                print_json(&r)?;
+            } else {
+                outln!("{}", r.text())?;
+            }
+        }
+    }
+    Ok(0)
+}
+
+async fn segments(
+    client: &CrescentClient,
+    command: SegmentsCommand,
+    json: bool,
+) -> Result<(), ClientError> {
+    match command {
+        SegmentsCommand::Mount {
+            owner,
+            segment,
+            size,
+            base,
+            transport,
+        } => {
+            let reply = client
+                .mount_segment(&MountSegmentRequest {
+                    owner_id: owner,
+                    segment_id: segment.clone(),
+                    base,
+                    size,
+                    transport: transport.into(),
+                })
+                .await?;
+            if json {
+                print_json(&reply)?;
+            } else if reply.events.is_empty() {
+                outln!("segment {segment} already mounted (no change)")?;
+            } else {
+                outln!("mounted {segment} (seq {:?})", reply.last_seq.unwrap_or(0))?;
+            }
+        }
+        SegmentsCommand::Unmount { segment } => {
+            let reply = client.unmount_segment(&segment).await?;
+            if json {
+                print_json(&reply)?;
+            } else {
+                outln!("unmounted {segment}")?;
+            }
+        }
+        SegmentsCommand::Ls => {
+            let list = client.list_segments().await?;
+            if json {
+                print_json(&list)?;
+            } else {
+                print_segments(&list)?;
+            }
+        }
+    }
+    Ok(())
+}

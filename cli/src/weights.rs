@@ -1,0 +1,433 @@
+//! `crescent weights ...`: managed weight revisions (issue 6 item 12). `put` takes a
+//! .safetensors file or a directory of them; `get -o DIR` writes them back byte-identical.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use clap::Subcommand;
+use crescent_wire::weights as w;
+use serde_json::json;
+
+use super::weights_args::weight_id;
+use super::weights_args::{parse_policy, RevisionArgs, WeightIdArgs};
+use crescent_client::weights::{WeightStore, WeightWriter};
+use crescent_client::ClientError;
+use crescent_client::CrescentClient;
+
+/// How often `rm`, `migrate` and `upsert` poll a running operation.
+const POLL: Duration = Duration::from_millis(200);
+
+#[derive(Debug, Subcommand)]
+pub enum WeightsCommand {
+    /// Model-shaped round trip (put, MIXED, COLD, HOT, upsert, remove; byte-identical reads)
+    /// and the weight_get benchmark against plain gets of the same bytes.
+    Bench(super::weights_bench::WeightsBenchArgs),
+    /// Import a .safetensors file (or a directory of them) as a READY revision.
+    Put {
+        #[command(flatten)]
+        id: WeightIdArgs,
+        /// hot, cold, mixed or mixed:RATIO (default: the cluster's).
+        #[arg(long)]
+        policy: Option<String>,
+        /// pinned, manual or auto.
+        #[arg(long)]
+        mode: Option<String>,
+        path: PathBuf,
+    },
+    /// Read a revision (under a lease) and write its files into DIR byte-identical, or with
+    /// --tp-size/--tp-rank only one tensor-parallel rank's shards (NAME.tp-R-of-N.safetensors).
+    Get {
+        #[command(flatten)]
+        id: WeightIdArgs,
+        #[arg(short, long)]
+        output: PathBuf,
+        #[command(flatten)]
+        tp: super::weights_get::TpArgs,
+    },
+    /// A revision's metadata (availability, residency, generation, observed HOT ratio).
+    Meta {
+        #[command(flatten)]
+        id: WeightIdArgs,
+    },
+    /// List revisions (metadata only, every page).
+    Ls {
+        #[arg(long)]
+        namespace: Option<String>,
+        #[arg(long)]
+        resource: Option<String>,
+    },
+    /// Change a revision's storage policy.
+    Policy {
+        #[command(flatten)]
+        id: WeightIdArgs,
+        #[arg(long)]
+        policy: Option<String>,
+        #[arg(long)]
+        mode: Option<String>,
+        #[arg(long)]
+        expected_generation: Option<u64>,
+    },
+    /// Migrate a revision's residency and wait for the migration to finish.
+    Migrate {
+        #[command(flatten)]
+        id: WeightIdArgs,
+        /// hot, cold, mixed or mixed:RATIO.
+        #[arg(long)]
+        to: String,
+        #[arg(long)]
+        expected_generation: Option<u64>,
+        /// Give up waiting after this many seconds (the migration goes on in crescentd).
+        #[arg(long, default_value_t = 600)]
+        wait_secs: u64,
+    },
+    /// Replace generation OLD of a revision by NEW imported from PATH; waits for the claim.
+    Upsert {
+        #[command(flatten)]
+        id: RevisionArgs,
+        /// The new generation.
+        #[arg(long)]
+        generation: u64,
+        /// The generation being replaced.
+        #[arg(long)]
+        replacing: u64,
+        /// put-first (default) or delete-first.
+        #[arg(long, default_value = "put-first")]
+        upsert_mode: String,
+        #[arg(long)]
+        policy: Option<String>,
+        #[arg(long)]
+        mode: Option<String>,
+        /// Give up waiting after this many seconds (the claim goes on in crescentd).
+        #[arg(long, default_value_t = 600)]
+        wait_secs: u64,
+        path: PathBuf,
+    },
+    /// Show an operation (migration, repair, deletion).
+    Op { operation_id: String },
+    /// Delete a revision and wait for the deletion to finish.
+    Rm {
+        #[command(flatten)]
+        id: WeightIdArgs,
+        /// Give up waiting after this many seconds (the deletion goes on in crescentd).
+        #[arg(long, default_value_t = 120)]
+        wait_secs: u64,
+    },
+}
+
+fn io_err(context: String) -> impl FnOnce(std::io::Error) -> ClientError {
+    move |source| ClientError::Io { context, source }
+}
+
+/// The .safetensors files of PATH (a file, or a directory's files in name order).
+fn safetensors_files(path: &Path) -> Result<Vec<PathBuf>, ClientError> {
+    let meta = std::fs::metadata(path).map_err(io_err(format!("reading {}", path.display())))?;
+    if !meta.is_dir() {
+        return Ok(vec![path.to_path_buf()]);
+    }
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(path).map_err(io_err(format!("listing {}", path.display())))? {
+        let p = entry
+            .map_err(io_err(format!("listing {}", path.display())))?
+            .path();
+        if p.is_file() && p.extension().is_some_and(|e| e == "safetensors") {
+            files.push(p);
+        }
+    }
+    files.sort();
+    if files.is_empty() {
+        return Err(ClientError::InvalidArgument(format!(
+            "{} holds no .safetensors file",
+            path.display()
+        )));
+    }
+    Ok(files)
+}
+
+async fn write_files(writer: &mut WeightWriter, path: &Path) -> Result<(), ClientError> {
+    for file in safetensors_files(path)? {
+        let name = file
+            .file_name()
+            .and_then(|n| n.to_str())
+            .ok_or_else(|| {
+                ClientError::InvalidArgument(format!("{} has no UTF-8 file name", file.display()))
+            })?
+            .to_string();
+        let bytes = std::fs::read(&file).map_err(io_err(format!("reading {}", file.display())))?;
+        writer.add_safetensors(&name, &bytes).await?;
+    }
+    Ok(())
+}
+
+fn print_meta(m: &w::WeightMetadata, json_out: bool) -> Result<(), ClientError> {
+    if json_out {
+        outln!("{}", serde_json::to_string(m).expect("json output"))?;
+    } else {
+        outln!(
+            "{}/{}/{} generation {}: {} {} (hot ratio {:.3}), metadata generation {}, {} bytes",
+            m.id.namespace,
+            m.id.resource_id,
+            m.id.revision,
+            m.id.generation,
+            m.availability,
+            m.residency,
+            m.observed_hot_ratio,
+            m.metadata_generation,
+            m.logical_bytes.unwrap_or(0)
+        )?;
+    }
+    Ok(())
+}
+
+fn print_op(op: &w::OperationReply, json_out: bool) -> Result<(), ClientError> {
+    if json_out {
+        outln!("{}", serde_json::to_string(op).expect("json output"))?;
+    } else {
+        outln!(
+            "{} {} {} ({} of {} members, {} bytes done)",
+            op.operation_id,
+            op.kind,
+            op.status,
+            op.members_done,
+            op.members_total.map_or("?".into(), |n| n.to_string()),
+            op.bytes_done
+        )?;
+    }
+    Ok(())
+}
+
+/// Polls an operation until it is no longer RUNNING (or `wait` passes).
+async fn wait_op(
+    store: &WeightStore,
+    mut op: w::OperationReply,
+    wait: Duration,
+) -> Result<w::OperationReply, ClientError> {
+    let deadline = tokio::time::Instant::now() + wait;
+    while op.status == "RUNNING" && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(POLL).await;
+        op = store.weight_get_operation(&op.operation_id).await?;
+    }
+    Ok(op)
+}
+
+/// Drives a replacement claim: imports the target when the claim asks for it, then polls the
+/// claim until it is done, failed, or `wait` passes.
+async fn upsert(
+    store: &WeightStore,
+    req: &w::UpsertRequest,
+    path: &Path,
+    wait: Duration,
+) -> Result<w::UpsertReply, ClientError> {
+    let deadline = tokio::time::Instant::now() + wait;
+    let mut reply = store.weight_upsert(req).await?;
+    let status = w::UpsertStatusRequest {
+        tenant: req.base.tenant.clone(),
+        namespace: req.base.namespace.clone(),
+        resource_id: req.base.resource_id.clone(),
+        revision: req.base.revision.clone(),
+        request_id: reply.request_id.clone(),
+    };
+    let mut imported = false;
+    while reply.next_step != "done" && reply.failure.is_none() {
+        if reply.next_step == "import_target" && !imported {
+            let mut writer = store
+                .weight_put_with(w::PutBeginRequest {
+                    id: reply.target.clone(),
+                    policy: req.policy,
+                    request_id: Some(reply.request_id.clone()),
+                })
+                .await?;
+            write_files(&mut writer, path).await?;
+            writer.close().await?;
+            imported = true;
+        } else if tokio::time::Instant::now() >= deadline {
+            break;
+        } else {
+            tokio::time::sleep(POLL).await;
+        }
+        reply = store.weight_upsert_status(&status).await?;
+    }
+    Ok(reply)
+}
+
+pub(super) async fn run(
+    client: &CrescentClient,
+    tenant: Option<&str>,
+    json_out: bool,
+    command: WeightsCommand,
+) -> Result<u8, ClientError> {
+    let store = WeightStore::new(client);
+    match command {
+        WeightsCommand::Bench(args) => {
+            let report = super::weights_bench::run(client, &store, tenant, &args).await?;
+            if json_out {
+                outln!("{}", serde_json::to_string(&report).expect("json output"))?;
+            } else {
+                for s in &report.lifecycle {
+                    outln!(
+                        "{:<14} {:<6} hot {:.3}  byte-identical {}  {:.2}s",
+                        s.step,
+                        s.residency,
+                        s.observed_hot_ratio,
+                        s.byte_identical,
+                        s.seconds
+                    )?;
+                }
+                outln!(
+                    "weight_get {:.3} GiB/s, plain get {:.3} GiB/s, ratio {:.3} ({} objects, {} bytes)",
+                    report.weight_get_gib_s,
+                    report.plain_get_gib_s,
+                    report.ratio,
+                    report.payload_objects,
+                    report.payload_bytes
+                )?;
+            }
+            if !report.all_byte_identical {
+                return Ok(1);
+            }
+        }
+        WeightsCommand::Put {
+            id,
+            policy,
+            mode,
+            path,
+        } => {
+            let policy = parse_policy(policy.as_deref(), mode.as_deref())?;
+            let mut writer = store.weight_put(id.id(tenant), policy).await?;
+            write_files(&mut writer, &path).await?;
+            let meta = writer.close().await?;
+            print_meta(&meta, json_out)?;
+        }
+        WeightsCommand::Get { id, output, tp } => {
+            let wid = id.id(tenant);
+            super::weights_get::get(&store, &wid, &output, &tp, json_out).await?;
+        }
+        WeightsCommand::Meta { id } => {
+            let meta = store.weight_get_metadata(&id.id(tenant)).await?;
+            print_meta(&meta, json_out)?;
+        }
+        WeightsCommand::Ls {
+            namespace,
+            resource,
+        } => {
+            let req = w::WeightListRequest {
+                tenant: tenant.map(str::to_string),
+                namespace,
+                resource_id: resource,
+                after: None,
+                limit: None,
+            };
+            let all = store.weight_list_all(&req).await?;
+            if json_out {
+                outln!("{}", json!({"revisions": all}))?;
+            } else {
+                for m in &all {
+                    print_meta(m, false)?;
+                }
+                outln!("{} revision(s)", all.len())?;
+            }
+        }
+        WeightsCommand::Policy {
+            id,
+            policy,
+            mode,
+            expected_generation,
+        } => {
+            let policy = parse_policy(policy.as_deref(), mode.as_deref())?.ok_or_else(|| {
+                ClientError::InvalidArgument("give --policy and/or --mode".into())
+            })?;
+            let meta = store
+                .weight_update_policy(&w::UpdatePolicyRequest {
+                    id: id.id(tenant),
+                    policy,
+                    expected_metadata_generation: expected_generation,
+                })
+                .await?;
+            print_meta(&meta, json_out)?;
+        }
+        WeightsCommand::Migrate {
+            id,
+            to,
+            expected_generation,
+            wait_secs,
+        } => {
+            let target = parse_policy(Some(&to), None)?.unwrap_or_default();
+            let to = target.preferred_residency.ok_or_else(|| {
+                ClientError::InvalidArgument("--to needs hot, cold or mixed".into())
+            })?;
+            let op = store
+                .weight_migrate(&w::MigrateRequest {
+                    id: id.id(tenant),
+                    to,
+                    hot_ratio: target.mixed_hot_ratio,
+                    expected_metadata_generation: expected_generation,
+                })
+                .await?;
+            let op = wait_op(&store, op, Duration::from_secs(wait_secs)).await?;
+            print_op(&op, json_out)?;
+            if op.status != "SUCCEEDED" {
+                return Ok(1);
+            }
+        }
+        WeightsCommand::Upsert {
+            id,
+            generation,
+            replacing,
+            upsert_mode,
+            policy,
+            mode,
+            wait_secs,
+            path,
+        } => {
+            let upsert_mode = match upsert_mode.to_ascii_lowercase().as_str() {
+                "put-first" | "put_first" => w::UpsertMode::PutFirst,
+                "delete-first" | "delete_first" => w::UpsertMode::DeleteFirst,
+                other => {
+                    return Err(ClientError::InvalidArgument(format!(
+                        "upsert mode {other:?}: expected put-first or delete-first"
+                    )))
+                }
+            };
+            let policy = parse_policy(policy.as_deref(), mode.as_deref())?;
+            let req = w::UpsertRequest {
+                base: weight_id(tenant, &id, replacing),
+                target_generation: generation,
+                mode: upsert_mode,
+                expected_base_metadata_generation: None,
+                request_id: None,
+                policy,
+            };
+            let reply = upsert(&store, &req, &path, Duration::from_secs(wait_secs)).await?;
+            if json_out {
+                outln!("{}", serde_json::to_string(&reply).expect("json output"))?;
+            } else {
+                outln!(
+                    "upsert {}: phase {}, next {}",
+                    reply.request_id,
+                    reply.phase,
+                    reply.next_step
+                )?;
+            }
+            if reply.next_step != "done" || reply.failure.is_some() {
+                return Ok(1);
+            }
+        }
+        WeightsCommand::Op { operation_id } => {
+            let op = store.weight_get_operation(&operation_id).await?;
+            print_op(&op, json_out)?;
+        }
+        WeightsCommand::Rm { id, wait_secs } => {
+            let op = store
+                .weight_remove(&w::RemoveWeightRequest {
+                    id: id.id(tenant),
+                    expected_metadata_generation: None,
+                })
+                .await?;
+            let op = wait_op(&store, op, Duration::from_secs(wait_secs)).await?;
+            print_op(&op, json_out)?;
+            if op.status != "SUCCEEDED" {
+                return Ok(1);
+            }
+        }
+    }
+    Ok(0)
+}
