@@ -10,6 +10,7 @@
 pub mod convert;
 pub mod fault;
 mod groups;
+mod health;
 mod migration;
 mod recovery;
 pub mod workflows;
@@ -69,6 +70,8 @@ struct WeightIndex {
     leased: HashSet<String>,
     /// IMPORTING revisions (stream ids): invisible to discovery until READY.
     importing: HashSet<String>,
+    /// DEGRADED revisions (stream ids): what the run-time repair check looks at.
+    degraded: HashSet<String>,
 }
 
 pub struct WeightService {
@@ -353,12 +356,23 @@ impl WeightService {
     }
 
     fn leased_revisions(&self) -> Vec<RevisionIdentity> {
+        self.indexed_revisions(|index, stream| index.leased.contains(stream))
+    }
+
+    fn degraded_revisions(&self) -> Vec<RevisionIdentity> {
+        self.indexed_revisions(|index, stream| index.degraded.contains(stream))
+    }
+
+    fn indexed_revisions(
+        &self,
+        keep: impl Fn(&WeightIndex, &str) -> bool,
+    ) -> Vec<RevisionIdentity> {
         let index = self.index.lock().expect("weight index");
         index
             .lineages
             .values()
             .flat_map(|g| g.values())
-            .filter(|i| index.leased.contains(&i.stream_id()))
+            .filter(|i| keep(&index, &i.stream_id()))
             .cloned()
             .collect()
     }
@@ -395,6 +409,11 @@ fn index_revision(index: &mut WeightIndex, groups: &GroupTable, state: &WeightRe
         index.importing.insert(stream.clone());
     } else {
         index.importing.remove(&stream);
+    }
+    if rec.availability == crescent_weights::Availability::Degraded {
+        index.degraded.insert(stream.clone());
+    } else {
+        index.degraded.remove(&stream);
     }
     if state.leases().is_empty() {
         index.leased.remove(&stream);
