@@ -23,7 +23,7 @@ fn safetensors(tensors: usize, len: usize, seed: u8) -> Vec<u8> {
         );
     }
     let mut text = serde_json::to_string(&header).unwrap();
-    while text.len() % 8 != 0 {
+    while !text.len().is_multiple_of(8) {
         text.push(' ');
     }
     let mut file = (text.len() as u64).to_le_bytes().to_vec();

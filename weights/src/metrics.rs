@@ -343,7 +343,6 @@ impl WeightMetrics {
         }
     }
 
-    /// The server resumed a persisted claim after a restart or failover.
     /// A loss check moved a revision to `to` (DEGRADED or READY) for `reason`.
     pub fn availability_changed(&self, to: crate::Availability, reason: AvailabilityReason) {
         self.availability_transitions
@@ -351,6 +350,7 @@ impl WeightMetrics {
             .inc();
     }
 
+    /// The server resumed a persisted claim after a restart or failover.
     pub fn claim_resumed(&self, mode: UpsertMode, phase: ClaimPhase) {
         self.claim_resumptions
             .with_label_values(&[mode_label(mode), phase_label(phase)])
@@ -371,6 +371,19 @@ mod tests {
     use crate::lineage::{ClaimAdvanced, ClaimStarted};
     use crate::RevisionIdentity;
     use crescent_actors::Aggregate;
+
+    #[test]
+    fn availability_transitions_are_counted_by_availability_and_reason() {
+        let m = WeightMetrics::unregistered();
+        let degraded = crate::Availability::Degraded;
+        m.availability_changed(degraded, AvailabilityReason::OwnerLost);
+        m.availability_changed(degraded, AvailabilityReason::OwnerLost);
+        m.availability_changed(crate::Availability::Ready, AvailabilityReason::Repaired);
+        let count = |a: &str, r: &str| m.availability_transitions.with_label_values(&[a, r]).get();
+        assert_eq!(count("DEGRADED", "owner_lost"), 2);
+        assert_eq!(count("READY", "repaired"), 1);
+        assert_eq!(count("DEGRADED", "recovery"), 0);
+    }
 
     #[test]
     fn registers_once_and_counts_claim_transitions_by_mode_and_phase() {

@@ -11,8 +11,10 @@
 //! * above the store's high watermark, AUTO revisions are demoted one step colder
 //!   (`AutoDemote`, reason `memory_pressure`), chosen by `crescent_weights::pressure`.
 //!
-//! Each check runs in the background, one at a time per kind: a pass never waits for it.
+//! Each check runs in the background, one at a time per kind: a pass never waits for it; an
+//! owner expiring while the loss check runs makes it run once more.
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use crescent_weights::pressure::{plan_auto_demotions, MemoryUsage};
@@ -30,19 +32,45 @@ const PRESSURE_CHECK: &str = "health:pressure";
 const MAX_DEMOTIONS_PER_PASS: usize = 8;
 
 impl WeightService {
-    /// After storage owners expired: checks every published revision for lost payloads.
+    /// After storage owners expired: checks every published revision for lost payloads. An
+    /// expiry during a running check makes it run once more (that owner's replicas may have
+    /// been dropped after the check looked at a revision).
     pub fn check_after_owner_loss(self: &Arc<Self>) {
-        self.spawn_check(LOSS_CHECK, "weights.loss_check", |me| async move {
-            let (identities, _) = me.list_identities(|_| true, false, None, usize::MAX);
-            for identity in identities {
-                if let Err(e) = me
-                    .reconcile_losses(&identity, AvailabilityReason::OwnerLost)
-                    .await
-                {
-                    tracing::warn!(revision = %identity, error = %e, "loss check failed");
+        self.loss_check_again.store(true, Ordering::SeqCst);
+        if !self.start_driving(LOSS_CHECK) {
+            return;
+        }
+        let me = self.clone();
+        let span = tracing::info_span!("weights.check", check = "weights.loss_check");
+        actix_rt::spawn(
+            async move {
+                loop {
+                    while me.loss_check_again.swap(false, Ordering::SeqCst) {
+                        me.check_all_losses().await;
+                    }
+                    me.stop_driving(LOSS_CHECK);
+                    // An expiry between the last swap and the release found the check
+                    // running: take it up again unless another task already did.
+                    if !me.loss_check_again.load(Ordering::SeqCst) || !me.start_driving(LOSS_CHECK)
+                    {
+                        break;
+                    }
                 }
             }
-        });
+            .instrument(span),
+        );
+    }
+
+    async fn check_all_losses(self: &Arc<Self>) {
+        let (identities, _) = self.list_identities(|_| true, false, None, usize::MAX);
+        for identity in identities {
+            if let Err(e) = self
+                .reconcile_losses(&identity, AvailabilityReason::OwnerLost)
+                .await
+            {
+                tracing::warn!(revision = %identity, error = %e, "loss check failed");
+            }
+        }
     }
 
     /// Checks each DEGRADED revision again: an owner that came back and replayed its table

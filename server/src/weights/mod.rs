@@ -91,6 +91,8 @@ pub struct WeightService {
     serial: tokio::sync::Mutex<()>,
     /// Revisions and lineages whose workflow is being driven right now.
     driving: Mutex<HashSet<String>>,
+    /// An owner expired while a loss check was running: the check runs once more.
+    loss_check_again: std::sync::atomic::AtomicBool,
 }
 
 fn world_states<A: crescent_actors::Aggregate + Clone>(world: &World) -> BTreeMap<String, A> {
@@ -163,6 +165,7 @@ impl WeightService {
             kill_point: fault::KillPoint::from_env(),
             serial: tokio::sync::Mutex::new(()),
             driving: Mutex::new(HashSet::new()),
+            loss_check_again: std::sync::atomic::AtomicBool::new(false),
         }))
     }
 
