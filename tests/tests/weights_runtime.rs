@@ -1,8 +1,9 @@
 //! Managed weights at run time, without a restart (docs/weights.md, "Run-time checks"): a
 //! storage owner SIGKILLed while it holds a READY revision's only replicas makes the revision
-//! DEGRADED + ABSENT within the owner TTL; an AUTO revision above the store's high watermark
-//! is demoted by crescentd with reason `memory_pressure`. Real crescentd, `crescent owner`
-//! and CLI processes.
+//! DEGRADED + ABSENT within the owner TTL; a revision degraded at a restart is repaired once
+//! its late owner replays, without another restart; an AUTO revision above the store's high
+//! watermark is demoted by crescentd with reason `memory_pressure`. Real crescentd, `crescent
+//! owner` and CLI processes.
 
 use std::time::{Duration, Instant};
 
@@ -52,6 +53,22 @@ impl Node {
         )
         .unwrap_or_else(|e| panic!("starting crescentd: {e}"));
         Node { crescentd, dir }
+    }
+
+    /// SIGKILLs crescentd and starts it again on the same data dir and address.
+    fn restart(&mut self) {
+        self.crescentd.guard.sigkill();
+        let bin = ensure_workspace_binary("crescent-server", "crescentd");
+        let config = self.dir.path().join("crescentd.toml");
+        let args = vec!["--config".to_string(), config.display().to_string()];
+        self.crescentd = CrescentdProcess::start_at(
+            &bin,
+            &self.dir.path().join("data"),
+            &self.dir.path().join("crescentd.log"),
+            &args,
+            self.crescentd.addr,
+        )
+        .unwrap_or_else(|e| panic!("restarting crescentd: {e}"));
     }
 
     /// `crescent --json weights CMD --namespace llm --resource R --revision main
@@ -181,4 +198,38 @@ async fn memory_pressure_demotes_an_auto_revision_step_by_step() {
     let (code, bytes, err) = read_back(&node, "auto");
     assert_eq!(code, 0, "{err}");
     assert!(bytes == Some(auto_model), "byte-identical after demotion");
+}
+
+/// The rebuild gate opens 1 s after a restart even without the owner (degraded timeout); the
+/// owner TTL (10 s) is longer, so a late owner is still known when it comes back.
+const LATE_OWNER: &str = "[store]\nembedded_segment_bytes = 0\nclient_ttl_secs = 10\n\
+                          rebuild_degraded_timeout_secs = 1\n";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revision_degraded_at_restart_is_repaired_when_its_late_owner_replays() {
+    let mut node = Node::start(LATE_OWNER);
+    let mut owner = OwnerProcess::start(&node.crescentd, "late-owner", OWNER_SEGMENT);
+    let model = safetensors(4, 64 << 10, 9);
+    node.put("late", &model, "hot", "manual");
+
+    // The owner is frozen across the restart: the gate opens without it and the startup
+    // check finds every payload missing.
+    owner.guard.signal(libc::SIGSTOP);
+    node.restart();
+    let meta = node.wait_meta("late", "DEGRADED", |m| m["availability"] == "DEGRADED");
+    assert_eq!(meta["residency"], "ABSENT", "{meta}");
+    let transitions = "crescent_weight_availability_transitions_total";
+    let at_recovery = "availability=\"DEGRADED\",reason=\"recovery\"";
+    assert_eq!(node.counter(transitions, at_recovery).await, 1);
+
+    // It wakes up within its TTL and replays its table: the run-time check repairs the
+    // revision, without another restart.
+    owner.guard.signal(libc::SIGCONT);
+    let meta = node.wait_meta("late", "READY", |m| m["availability"] == "READY");
+    assert_eq!(meta["residency"], "HOT", "{meta}");
+    let repaired = "availability=\"READY\",reason=\"repaired\"";
+    assert_eq!(node.counter(transitions, repaired).await, 1);
+    let (code, bytes, err) = read_back(&node, "late");
+    assert_eq!(code, 0, "{err}");
+    assert!(bytes == Some(model), "byte-identical after the repair");
 }
