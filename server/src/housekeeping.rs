@@ -1,6 +1,7 @@
 //! Periodic housekeeping (every `store.housekeeping_interval_ms`, default 1 s): the directory's
 //! tick (expired leases, stale puts, deferred frees), eviction above the high watermark,
-//! expiry of owners that stopped heartbeating (journaled RemoveOwner, replicas dropped), and
+//! expiry of owners that stopped heartbeating (journaled RemoveOwner, replicas dropped), the
+//! run-time checks of managed weights (losses, repairs, AUTO demotion: docs/weights.md), and
 //! the pruning of revocations whose tokens have expired (docs/security.md, "Revocation").
 
 use std::sync::Arc;
@@ -67,6 +68,7 @@ async fn run_pass_inner(state: &Arc<NodeState>, now_ms: i64) -> PassReport {
         }
     }
     state.rebuild.poll(now_ms);
+    check_weights(state, &report);
     match state
         .auth
         .prune_revocations((now_ms / 1000).max(0) as u64)
@@ -81,6 +83,27 @@ async fn run_pass_inner(state: &Arc<NodeState>, now_ms: i64) -> PassReport {
         tracing::warn!(error = %e, "removed puts not journaled yet");
     }
     report
+}
+
+/// The run-time checks of managed weights (server/src/weights/health.rs), in the background:
+/// losses after an owner expired, repairs of DEGRADED revisions, AUTO demotion above the high
+/// watermark. Only once the rebuild gate is open: before, recovery's own check is pending and
+/// replaying owners' objects would look lost.
+fn check_weights(state: &Arc<NodeState>, report: &PassReport) {
+    if !state.rebuild.is_open() {
+        return;
+    }
+    let weights = &state.weights;
+    if !report.owners_expired.is_empty() {
+        weights.check_after_owner_loss();
+    }
+    weights.recheck_degraded();
+    let (used_bytes, capacity_bytes) = state.directory.usage();
+    weights.relieve_memory_pressure(crescent_weights::pressure::MemoryUsage {
+        used_bytes,
+        capacity_bytes,
+        high_watermark: state.directory.config().high_watermark,
+    });
 }
 
 /// Starts the periodic task on the current (actix) runtime; [`crate::Node::stop`] ends it.

@@ -317,8 +317,8 @@ impl ObjectDirectory {
             .collect()
     }
 
-    /// (used, capacity) over all mounted segments.
-    pub(crate) fn usage(&self) -> (u64, u64) {
+    /// (used, capacity) over all mounted segments (what the high watermark is checked against).
+    pub fn usage(&self) -> (u64, u64) {
         let table = self.table();
         table.iter().fold((0, 0), |(u, c), (_, seg)| {
             let a = seg.allocator();

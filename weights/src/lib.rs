@@ -4,6 +4,7 @@
 //!   leases, operations, tombstone).
 //! - [`LineageClaim`]: the single replacement claim and generation watermark of a lineage.
 //! - [`planner`]: the MIXED planner, migration rounds and AUTO candidate order.
+//! - [`pressure`]: the AUTO demotion decision under memory pressure.
 //! - [`units`]: the `WeightUnits` record of a revision's affinity units (beside its metadata).
 //! - [`policy`] and [`WeightConfig`]: residency policy, its resolution and cluster defaults.
 //!
@@ -18,6 +19,7 @@ pub mod lineage;
 pub mod metrics;
 pub mod planner;
 pub mod policy;
+pub mod pressure;
 pub mod revision;
 pub mod units;
 
@@ -27,7 +29,7 @@ pub use identity::{
     derive_request_id, payload_keys_sha256, LineageId, RevisionIdentity, DEFAULT_TENANT,
 };
 pub use lineage::{ClaimPhase, LineageClaim, LineageClaimCommand, LineageClaimEvent, UpsertMode};
-pub use metrics::{GuardedOperation, WeightMetrics};
+pub use metrics::{AvailabilityReason, GuardedOperation, WeightMetrics};
 pub use planner::{affinity_digest, plan_mixed, AffinityUnit, ResidencyPlan};
 pub use policy::{
     resolve_policy, MigrationLimits, MigrationMode, PolicyOverride, PreferredResidency, Residency,

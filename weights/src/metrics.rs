@@ -36,6 +36,27 @@ impl GuardedOperation {
     }
 }
 
+/// Why crescentd's loss check changed a published revision's availability.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AvailabilityReason {
+    /// The check after a restart or promotion found payloads lost.
+    Recovery,
+    /// A storage owner stopped heartbeating and its replicas were dropped.
+    OwnerLost,
+    /// Every payload of a DEGRADED revision is readable again: repaired.
+    Repaired,
+}
+
+impl AvailabilityReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AvailabilityReason::Recovery => "recovery",
+            AvailabilityReason::OwnerLost => "owner_lost",
+            AvailabilityReason::Repaired => "repaired",
+        }
+    }
+}
+
 fn kind_label(kind: OperationKind) -> &'static str {
     match kind {
         OperationKind::Migrating => "migrating",
@@ -94,6 +115,7 @@ pub struct WeightMetrics {
     claims: IntCounterVec,
     claim_resumptions: IntCounterVec,
     guard_skips: IntCounterVec,
+    availability_transitions: IntCounterVec,
 }
 
 fn gauge_vec(name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
@@ -171,6 +193,11 @@ impl WeightMetrics {
                 "Generic store lifecycle operations that skipped a managed-group member",
                 &["operation"],
             ),
+            availability_transitions: counter_vec(
+                "crescent_weight_availability_transitions_total",
+                "Published revisions moved to an availability by the loss check, by reason",
+                &["availability", "reason"],
+            ),
         }
     }
 
@@ -189,6 +216,7 @@ impl WeightMetrics {
         registry.register(Box::new(m.claims.clone()))?;
         registry.register(Box::new(m.claim_resumptions.clone()))?;
         registry.register(Box::new(m.guard_skips.clone()))?;
+        registry.register(Box::new(m.availability_transitions.clone()))?;
         Ok(m)
     }
 
@@ -315,6 +343,13 @@ impl WeightMetrics {
         }
     }
 
+    /// A loss check moved a revision to `to` (DEGRADED or READY) for `reason`.
+    pub fn availability_changed(&self, to: crate::Availability, reason: AvailabilityReason) {
+        self.availability_transitions
+            .with_label_values(&[to.as_str(), reason.as_str()])
+            .inc();
+    }
+
     /// The server resumed a persisted claim after a restart or failover.
     pub fn claim_resumed(&self, mode: UpsertMode, phase: ClaimPhase) {
         self.claim_resumptions
@@ -336,6 +371,19 @@ mod tests {
     use crate::lineage::{ClaimAdvanced, ClaimStarted};
     use crate::RevisionIdentity;
     use crescent_actors::Aggregate;
+
+    #[test]
+    fn availability_transitions_are_counted_by_availability_and_reason() {
+        let m = WeightMetrics::unregistered();
+        let degraded = crate::Availability::Degraded;
+        m.availability_changed(degraded, AvailabilityReason::OwnerLost);
+        m.availability_changed(degraded, AvailabilityReason::OwnerLost);
+        m.availability_changed(crate::Availability::Ready, AvailabilityReason::Repaired);
+        let count = |a: &str, r: &str| m.availability_transitions.with_label_values(&[a, r]).get();
+        assert_eq!(count("DEGRADED", "owner_lost"), 2);
+        assert_eq!(count("READY", "repaired"), 1);
+        assert_eq!(count("DEGRADED", "recovery"), 0);
+    }
 
     #[test]
     fn registers_once_and_counts_claim_transitions_by_mode_and_phase() {

@@ -10,6 +10,7 @@
 pub mod convert;
 pub mod fault;
 mod groups;
+mod health;
 mod migration;
 mod recovery;
 pub mod workflows;
@@ -69,6 +70,8 @@ struct WeightIndex {
     leased: HashSet<String>,
     /// IMPORTING revisions (stream ids): invisible to discovery until READY.
     importing: HashSet<String>,
+    /// DEGRADED revisions (stream ids): what the run-time repair check looks at.
+    degraded: HashSet<String>,
 }
 
 pub struct WeightService {
@@ -88,6 +91,8 @@ pub struct WeightService {
     serial: tokio::sync::Mutex<()>,
     /// Revisions and lineages whose workflow is being driven right now.
     driving: Mutex<HashSet<String>>,
+    /// An owner expired while a loss check was running: the check runs once more.
+    loss_check_again: std::sync::atomic::AtomicBool,
 }
 
 fn world_states<A: crescent_actors::Aggregate + Clone>(world: &World) -> BTreeMap<String, A> {
@@ -160,6 +165,7 @@ impl WeightService {
             kill_point: fault::KillPoint::from_env(),
             serial: tokio::sync::Mutex::new(()),
             driving: Mutex::new(HashSet::new()),
+            loss_check_again: std::sync::atomic::AtomicBool::new(false),
         }))
     }
 
@@ -353,12 +359,23 @@ impl WeightService {
     }
 
     fn leased_revisions(&self) -> Vec<RevisionIdentity> {
+        self.indexed_revisions(|index, stream| index.leased.contains(stream))
+    }
+
+    fn degraded_revisions(&self) -> Vec<RevisionIdentity> {
+        self.indexed_revisions(|index, stream| index.degraded.contains(stream))
+    }
+
+    fn indexed_revisions(
+        &self,
+        keep: impl Fn(&WeightIndex, &str) -> bool,
+    ) -> Vec<RevisionIdentity> {
         let index = self.index.lock().expect("weight index");
         index
             .lineages
             .values()
             .flat_map(|g| g.values())
-            .filter(|i| index.leased.contains(&i.stream_id()))
+            .filter(|i| keep(&index, &i.stream_id()))
             .cloned()
             .collect()
     }
@@ -395,6 +412,11 @@ fn index_revision(index: &mut WeightIndex, groups: &GroupTable, state: &WeightRe
         index.importing.insert(stream.clone());
     } else {
         index.importing.remove(&stream);
+    }
+    if rec.availability == crescent_weights::Availability::Degraded {
+        index.degraded.insert(stream.clone());
+    } else {
+        index.degraded.remove(&stream);
     }
     if state.leases().is_empty() {
         index.leased.remove(&stream);

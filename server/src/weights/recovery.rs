@@ -11,7 +11,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crescent_weights::revision::OperationKind;
-use crescent_weights::{Availability, RevisionIdentity, WeightRevision, WeightRevisionCommand};
+use crescent_weights::{
+    Availability, AvailabilityReason, RevisionIdentity, WeightRevision, WeightRevisionCommand,
+};
 
 use crescent_store::StoreError;
 use crescent_wire::store::RemovePrefixRequest;
@@ -68,7 +70,10 @@ impl WeightService {
                             "replayed objects of a deleted revision were not removed");
                     }
                 }
-                if let Err(e) = me.reconcile_losses(&identity).await {
+                if let Err(e) = me
+                    .reconcile_losses(&identity, AvailabilityReason::Recovery)
+                    .await
+                {
                     tracing::warn!(revision = %identity, error = %e, "loss reconciliation failed");
                 }
                 let running = me
@@ -144,7 +149,9 @@ impl WeightService {
                     "the manifest was not restored into memory; reads restore it on demand");
             }
         }
-        tracing::info!(revision = %identity, adopted, "weight revision members recovered");
+        if adopted > 0 {
+            tracing::info!(revision = %identity, adopted, "weight revision members recovered");
+        }
         Ok(())
     }
 
@@ -186,11 +193,14 @@ impl WeightService {
     }
 
     /// Compares a published revision's payloads with the replicas that exist: lost ones
-    /// degrade it (journaled, residency corrected); a degraded one with every payload back is
-    /// repaired. A revision committed without recorded units cannot be checked.
+    /// degrade it (journaled, residency corrected; `reason` labels the transition); a degraded
+    /// one with every payload back is repaired. A revision committed without recorded units
+    /// cannot be checked. Recovery runs it once per start, the run-time check
+    /// (`health.rs`) after an owner expired and while a revision is DEGRADED.
     pub(super) async fn reconcile_losses(
         self: &Arc<Self>,
         identity: &RevisionIdentity,
+        reason: AvailabilityReason,
     ) -> Result<(), HttpError> {
         let Some(state) = self
             .recovered_revision(identity, |a| {
@@ -216,7 +226,8 @@ impl WeightService {
             }
         }
         if lost > 0 {
-            self.degrade(identity, &state, lost, hot_bytes).await
+            self.degrade(identity, &state, (lost, hot_bytes), reason)
+                .await
         } else if rec.availability == Availability::Degraded {
             self.repair(identity, &state, hot_bytes).await
         } else {
@@ -228,10 +239,10 @@ impl WeightService {
         self: &Arc<Self>,
         identity: &RevisionIdentity,
         state: &WeightRevision,
-        lost: u64,
-        hot_bytes: u64,
+        (lost, hot_bytes): (u64, u64),
+        reason: AvailabilityReason,
     ) -> Result<(), HttpError> {
-        tracing::warn!(revision = %identity, lost, hot_bytes,
+        tracing::warn!(revision = %identity, lost, hot_bytes, reason = reason.as_str(),
             "weight payloads have no replica and no cold copy: the revision is DEGRADED");
         // A migration cannot move what is gone: it ends FAILED before the report (a deletion
         // goes on: it removes what is left).
@@ -249,14 +260,22 @@ impl WeightService {
             )
             .await?;
         }
-        self.revision(
-            identity,
-            WeightRevisionCommand::ReportMembersLost {
-                lost_members: lost,
-                hot_bytes: Some(hot_bytes),
-            },
-        )
-        .await?;
+        let before = state.record().map(|r| r.availability);
+        let after = self
+            .revision(
+                identity,
+                WeightRevisionCommand::ReportMembersLost {
+                    lost_members: lost,
+                    hot_bytes: Some(hot_bytes),
+                },
+            )
+            .await?;
+        if before != Some(Availability::Degraded)
+            && after.record().map(|r| r.availability) == Some(Availability::Degraded)
+        {
+            self.metrics
+                .availability_changed(Availability::Degraded, reason);
+        }
         Ok(())
     }
 
@@ -289,14 +308,19 @@ impl WeightService {
         };
         tracing::info!(revision = %identity, operation = %operation_id,
             "every payload of a DEGRADED revision is back: repaired");
-        self.revision(
-            identity,
-            WeightRevisionCommand::CompleteRepair {
-                operation_id,
-                hot_bytes,
-            },
-        )
-        .await?;
+        let after = self
+            .revision(
+                identity,
+                WeightRevisionCommand::CompleteRepair {
+                    operation_id,
+                    hot_bytes,
+                },
+            )
+            .await?;
+        if after.record().map(|r| r.availability) == Some(Availability::Ready) {
+            self.metrics
+                .availability_changed(Availability::Ready, AvailabilityReason::Repaired);
+        }
         Ok(())
     }
 }
