@@ -40,9 +40,13 @@ pub struct Cli {
     pub server: Option<String>,
     /// etcd endpoints (URL[,URL]): find the HA pair's leader through its leader key and follow
     /// failovers. Needs --cluster.
-    #[arg(long, global = true, env = "CRESCENT_ETCD")]
+    #[arg(long, global = true, env = "CRESCENT_ETCD", conflicts_with = "redis")]
     pub etcd: Option<String>,
-    /// The HA pair's cluster name (with --etcd).
+    /// The Redis of an HA pair run with `crescentd --redis` (redis://HOST:PORT[/DB]): find
+    /// and follow its leader there. Needs --cluster.
+    #[arg(long, global = true, env = "CRESCENT_REDIS")]
+    pub redis: Option<String>,
+    /// The HA pair's cluster name (with --etcd or --redis).
     #[arg(long, global = true, env = "CRESCENT_CLUSTER")]
     pub cluster: Option<String>,
     /// How long one request follows a failover (retries included), in milliseconds.
@@ -260,10 +264,11 @@ impl Cli {
     /// Where the client finds crescentd: --server (or the default without --etcd), --etcd
     /// and --cluster, and the failover deadline.
     pub fn client_options(&self) -> crescent_client::ClientOptions {
-        let servers = match (&self.server, &self.etcd) {
+        let follows = self.etcd.is_some() || self.redis.is_some();
+        let servers = match (&self.server, follows) {
             (Some(list), _) => crescent_client::client_options::split_list(list),
-            (None, None) => vec![DEFAULT_SERVER.to_string()],
-            (None, Some(_)) => Vec::new(),
+            (None, false) => vec![DEFAULT_SERVER.to_string()],
+            (None, true) => Vec::new(),
         };
         crescent_client::ClientOptions {
             servers,
@@ -272,6 +277,7 @@ impl Cli {
                 .as_deref()
                 .map(crescent_client::client_options::split_list)
                 .unwrap_or_default(),
+            redis: self.redis.clone(),
             cluster: self.cluster.clone(),
             no_local_cold_restore: self.no_local_cold_restore,
             token: self.token.clone().map(crescent_client::BearerToken::new),

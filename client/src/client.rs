@@ -95,17 +95,25 @@ impl CrescentClient {
         metrics: ClientMetrics,
     ) -> Result<Self, ClientError> {
         let client = Self::build(&options, metrics)?;
-        if let (false, Some(cluster)) = (options.etcd_endpoints.is_empty(), &options.cluster) {
-            client.follow_etcd(&options, cluster).await?;
+        if let (true, Some(cluster)) = (options.follows_leader(), &options.cluster) {
+            client.follow_leader(&options, cluster).await?;
         }
         Ok(client)
     }
 
-    /// Starts following the etcd leader key of `cluster`.
+    /// Starts following the leader record of `cluster` in etcd or Redis.
     #[cfg(feature = "etcd")]
-    async fn follow_etcd(&self, options: &ClientOptions, cluster: &str) -> Result<(), ClientError> {
-        match crescent_ha::LeaderWatch::connect(&options.etcd_endpoints, cluster).await {
-            Ok(watch) => self.locator.follow_etcd(watch, cluster),
+    async fn follow_leader(
+        &self,
+        options: &ClientOptions,
+        cluster: &str,
+    ) -> Result<(), ClientError> {
+        let watch = match &options.redis {
+            Some(url) => crescent_ha::LeaderWatch::start_redis(url, cluster),
+            None => crescent_ha::LeaderWatch::connect(&options.etcd_endpoints, cluster).await,
+        };
+        match watch {
+            Ok(watch) => self.locator.follow_watch(watch, cluster),
             Err(e) if !options.servers.is_empty() && e.class() != crescent_ha::ErrorClass::User => {
                 tracing::warn!(error = %e, servers = ?options.servers,
                     "etcd unreachable; following the static server list only");
@@ -115,13 +123,13 @@ impl CrescentClient {
         Ok(())
     }
 
-    /// Built without etcd: a client given etcd endpoints is refused rather than left on its
-    /// static list (or none) without saying so.
+    /// Built without etcd: a client given etcd endpoints or a Redis is refused rather than
+    /// left on its static list (or none) without saying so.
     #[cfg(not(feature = "etcd"))]
-    async fn follow_etcd(&self, _: &ClientOptions, _: &str) -> Result<(), ClientError> {
+    async fn follow_leader(&self, _: &ClientOptions, _: &str) -> Result<(), ClientError> {
         Err(ClientError::InvalidArgument(
-            "this client was built without etcd support (crescent-client feature `etcd`); \
-             give crescentd addresses (--server) instead"
+            "this client was built without leader following (crescent-client feature `etcd`, \
+             which covers etcd and Redis); give crescentd addresses (--server) instead"
                 .into(),
         ))
     }

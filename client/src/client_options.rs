@@ -1,5 +1,5 @@
-//! [`ClientOptions`]: where a client finds crescentd (a static server list, the etcd leader
-//! key, or both) and how long it follows a failover.
+//! [`ClientOptions`]: where a client finds crescentd (a static server list, the leader record
+//! in etcd or Redis, or both) and how long it follows a failover.
 
 use std::time::Duration;
 
@@ -13,10 +13,14 @@ use crate::http::base_url;
 ///   failure the next one is tried, and a standby's NOT_LEADER answer names the active.
 /// - `etcd_endpoints` + `cluster`: follow `/crescent/<cluster>/leader` (the HA pair's leader
 ///   key). `servers` is then optional: it is the fallback while etcd is unreachable.
+/// - `redis` + `cluster`: the same through a pair coordinated by Redis (`crescentd --redis`,
+///   docs/ha.md "Redis"), polled rather than watched.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ClientOptions {
     pub servers: Vec<String>,
     pub etcd_endpoints: Vec<String>,
+    /// `redis://HOST:PORT[/DB]` of the pair's Redis (exclusive with `etcd_endpoints`).
+    pub redis: Option<String>,
     pub cluster: Option<String>,
     pub failover: FailoverConfig,
     /// Never read a cold-only object's backing file directly, even on its device's host:
@@ -95,6 +99,15 @@ impl ClientOptions {
         }
     }
 
+    /// Follow the leader of `cluster` through Redis (`url` is `redis://HOST:PORT[/DB]`).
+    pub fn redis(url: &str, cluster: &str) -> Self {
+        Self {
+            redis: Some(url.to_string()),
+            cluster: Some(cluster.to_string()),
+            ..Self::default()
+        }
+    }
+
     /// The same options with overall failover deadline `timeout`.
     pub fn with_failover_timeout(mut self, timeout: Duration) -> Self {
         self.failover.timeout = timeout;
@@ -118,26 +131,36 @@ impl ClientOptions {
         !self.etcd_endpoints.is_empty()
     }
 
+    /// Whether the leader is followed through a coordination backend (etcd or Redis).
+    pub fn follows_leader(&self) -> bool {
+        self.uses_etcd() || self.redis.is_some()
+    }
+
     /// Checks the combination before anything is contacted.
     pub fn validate(&self) -> Result<(), ClientError> {
         for s in &self.servers {
             base_url(s)?;
         }
-        match (self.etcd_endpoints.is_empty(), &self.cluster) {
-            (false, None) => {
+        if self.uses_etcd() && self.redis.is_some() {
+            return Err(ClientError::InvalidArgument(
+                "give etcd endpoints (--etcd) or a Redis (--redis), not both".into(),
+            ));
+        }
+        match (self.follows_leader(), &self.cluster) {
+            (true, None) => {
                 return Err(ClientError::InvalidArgument(
-                    "etcd endpoints need a cluster name (--cluster)".into(),
+                    "etcd endpoints or a Redis need a cluster name (--cluster)".into(),
                 ))
             }
-            (true, Some(_)) => {
+            (false, Some(_)) => {
                 return Err(ClientError::InvalidArgument(
-                    "a cluster name needs etcd endpoints (--etcd)".into(),
+                    "a cluster name needs etcd endpoints (--etcd) or a Redis (--redis)".into(),
                 ))
             }
-            (true, None) if self.servers.is_empty() => {
+            (false, None) if self.servers.is_empty() => {
                 return Err(ClientError::InvalidArgument(
-                    "no crescentd address: give a server (--server) or etcd and a cluster \
-                     (--etcd, --cluster)"
+                    "no crescentd address: give a server (--server), or etcd or Redis and a \
+                     cluster (--etcd or --redis, --cluster)"
                         .into(),
                 ))
             }
@@ -189,6 +212,13 @@ mod tests {
             ..ClientOptions::servers("a:1")
         };
         assert!(no_etcd.validate().is_err());
+        let redis = ClientOptions::redis("redis://127.0.0.1:6379", "c");
+        assert!(redis.validate().is_ok() && redis.follows_leader() && !redis.uses_etcd());
+        let both = ClientOptions {
+            etcd_endpoints: vec!["http://127.0.0.1:2379".into()],
+            ..redis
+        };
+        assert!(both.validate().is_err(), "etcd or Redis, not both");
         let zero = ClientOptions::servers("a:1").with_failover_timeout(Duration::ZERO);
         assert!(zero.validate().is_err());
         assert!(ClientOptions::servers(" , ").validate().is_err());

@@ -65,7 +65,7 @@ impl std::fmt::Debug for LeaderLocator {
 
 impl LeaderLocator {
     /// A locator over a static list (the first address is current). An empty list is allowed
-    /// only when etcd is attached afterwards (`LeaderLocator::follow_etcd`).
+    /// only when etcd is attached afterwards (`LeaderLocator::follow_watch`).
     pub fn new(
         candidates: Vec<String>,
         connector: Connector,

@@ -53,8 +53,9 @@ mod follow {
     }
 
     impl LeaderLocator {
-        /// Follows the etcd leader key through `watch` from now on. Needs a tokio runtime.
-        pub fn follow_etcd(self: &Arc<Self>, watch: LeaderWatch, cluster: &str) {
+        /// Follows the leader record through `watch` (etcd's or Redis's) from now on. Needs a
+        /// tokio runtime.
+        pub fn follow_watch(self: &Arc<Self>, watch: LeaderWatch, cluster: &str) {
             let mut rx = watch.subscribe();
             let weak: Weak<Self> = Arc::downgrade(self);
             let span = tracing::info_span!("client.leader_follow", cluster = %cluster);

@@ -103,6 +103,7 @@ pub fn crescent_command(globals: &[&str]) -> Command {
     cmd.args(globals)
         .env_remove("CRESCENT_SERVER")
         .env_remove("CRESCENT_ETCD")
+        .env_remove("CRESCENT_REDIS")
         .env_remove("CRESCENT_CLUSTER")
         .env_remove("CRESCENT_TENANT")
         .env_remove("CRESCENT_DOMAIN")

@@ -3,11 +3,13 @@
 //!
 //! The pair elects, the standby replicates until in sync, and kill -9 of the active under 16
 //! concurrent clients issuing journaled commands lets the standby take over under a greater
-//! term with every command acknowledged before the kill.
+//! term with every command acknowledged before the kill; the CLI then finds the new active
+//! through Redis (`crescent --redis`).
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crescent_tests::binaries::crescent_command;
 use crescent_tests::crescentd::{Auth, CrescentdProcess, Outcome};
 use crescent_tests::ha_pair::{
     cluster_name, pair_key, start_node_on, wait_active, wait_pair_in_sync, Backend,
@@ -116,4 +118,31 @@ async fn a_pair_on_redis_fails_over_after_kill_9_without_losing_acknowledged_com
     );
     let present = new_client.assert_listed(&acked, "after failover").await;
     assert!(present.contains("after-failover"));
+
+    // A `crescent` process given only the Redis and the cluster finds the new active there.
+    let admin = nodes[standby].admin_token().expect("[auth] is on");
+    let globals = [
+        "--redis",
+        &url,
+        "--cluster",
+        &cluster,
+        "--token",
+        &admin,
+        "--json",
+    ];
+    let out = crescent_command(&globals)
+        .arg("status")
+        .output()
+        .expect("running crescent");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let status: serde_json::Value = serde_json::from_slice(&out.stdout).expect("status JSON");
+    assert_eq!(
+        (status["role"].as_str(), status["term"].as_u64()),
+        (Some("active"), Some(term2)),
+        "the CLI reached the new active: {status}"
+    );
 }
