@@ -23,14 +23,6 @@ pub fn point(name: &'static str) {
     let _ = name;
 }
 
-/// Whether a crash point is armed in this process (to skip work that only names points).
-pub fn armed() -> bool {
-    #[cfg(debug_assertions)]
-    return armed::get().is_some();
-    #[cfg(not(debug_assertions))]
-    false
-}
-
 #[cfg(debug_assertions)]
 mod armed {
     use std::sync::atomic::{AtomicU64, Ordering};
