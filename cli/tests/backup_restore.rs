@@ -12,14 +12,10 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{crescent, crescentd_bin, start_owner, DirNode};
+use common::{crescent, crescentd_bin, json, start_owner, DirNode};
 use crescent_replay_tools::cmd::diff::{diff, DiffArgs, Relation};
 
 const CONFIG: &str = "[store]\nembedded_segment_bytes = 0\n";
-
-fn json(out: &[u8]) -> serde_json::Value {
-    serde_json::from_slice(out).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(out)))
-}
 
 /// `crescentd --data-dir DATA --restore-from BACKUP --restore-only`: (exit code, stderr).
 fn restore_only(data: &Path, backup: &Path) -> (i32, String) {

@@ -3,11 +3,7 @@
 
 mod common;
 
-use common::{crescent, Server};
-
-fn json(out: &[u8]) -> serde_json::Value {
-    serde_json::from_slice(out).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(out)))
-}
+use common::{crescent, json, Server};
 
 #[test]
 fn put_get_exist_rm_ls() {

@@ -7,16 +7,11 @@
 
 mod common;
 
-use common::{crescent, start_owner, Server};
-use serde_json::Value;
+use common::{crescent, json, start_owner, wait_readable, Server};
 
 const TENANT: &str = "acme";
 const MAX_BYTES: u64 = 3000;
 const MAX_OBJECTS: u64 = 3;
-
-fn json(out: &[u8]) -> Value {
-    serde_json::from_slice(out).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(out)))
-}
 
 fn cli(server: &str, args: &[&str], stdin: Option<&[u8]>) -> (i32, String) {
     let mut all = vec!["--tenant", TENANT];
@@ -73,22 +68,6 @@ fn listed(server: &str) -> Vec<(String, u64)> {
             )
         })
         .collect()
-}
-
-/// Polls until `key` reads back (the owner replayed its table into the restarted crescentd).
-fn wait_readable(server: &str, key: &str) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    loop {
-        let (code, out) = cli(server, &["get", key], None);
-        if code == 0 {
-            return;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "{key} never readable: {out}"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(200));
-    }
 }
 
 /// Usage equals the listing, with nothing pending or held, once the restarted node settled
@@ -170,7 +149,7 @@ fn crash_during(point: &str, step: impl FnOnce(&str) -> (i32, String)) -> Vec<St
     server.wait_serving();
     let back: Vec<String> = listed(&s).into_iter().map(|(k, _)| k).collect();
     for key in &back {
-        wait_readable(&s, key);
+        wait_readable(&s, TENANT, key);
     }
     assert_usage_is_the_listing(&s);
     assert_quota_still_holds(&s);

@@ -4,11 +4,7 @@
 
 mod common;
 
-use common::{crescent, Server};
-
-fn json(out: &[u8]) -> serde_json::Value {
-    serde_json::from_slice(out).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(out)))
-}
+use common::{crescent, json, wait_readable, Server};
 
 fn show(server: &str, tenant: &str) -> serde_json::Value {
     let (code, out, err) = crescent(
@@ -134,23 +130,6 @@ fn usage(server: &str, tenant: &str) -> (u64, u64, u64) {
     let q = show(server, tenant);
     let n = |f: &str| q[f].as_u64().unwrap_or_else(|| panic!("{f} in {q}"));
     (n("used_bytes"), n("used_objects"), n("pending_bytes"))
-}
-
-/// Polls `crescent get` of `tenant`'s `key` until it answers (the owner replayed its table
-/// into the restarted crescentd).
-fn wait_readable(server: &str, tenant: &str, key: &str) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    loop {
-        let (code, _, err) = crescent(server, &["--tenant", tenant, "get", key], None);
-        if code == 0 {
-            return;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "never readable: {err}"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(200));
-    }
 }
 
 #[test]

@@ -292,31 +292,22 @@ impl Server {
     /// Waits for this crescentd to have killed itself at its crash point (SIGKILL), then
     /// starts it again, unarmed, on the same data dir and address.
     pub fn restart_after_crash(self) -> Server {
-        use std::os::unix::process::ExitStatusExt;
-        let Server {
-            addr,
-            mut proc,
-            dir,
-            args,
-            open,
-            ..
-        } = self;
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let status = loop {
-            if let Some(status) = proc.0.try_wait().expect("waiting for crescentd") {
-                break status;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "crescentd did not reach its crash point:\n{}",
-                self_log(dir.path())
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        };
-        assert_eq!(status.signal(), Some(libc::SIGKILL), "{status}");
-        drop(proc);
-        let extra: Vec<&str> = args.iter().map(String::as_str).collect();
-        Self::launch_in(dir, &extra, Some(addr), open, &[])
+        self.restart(|proc, dir| {
+            use std::os::unix::process::ExitStatusExt;
+            let deadline = Instant::now() + Duration::from_secs(30);
+            let status = loop {
+                if let Some(status) = proc.0.try_wait().expect("waiting for crescentd") {
+                    break status;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "crescentd did not reach its crash point:\n{}",
+                    self_log(dir)
+                );
+                std::thread::sleep(Duration::from_millis(20));
+            };
+            assert_eq!(status.signal(), Some(libc::SIGKILL), "{status}");
+        })
     }
 
     /// An `admin` token of this node (`None` without a harness key).
@@ -357,22 +348,24 @@ impl Server {
 
     /// SIGKILLs this crescentd and starts it again on the same data dir and address.
     pub fn kill_and_restart(self) -> Server {
-        let Server {
-            addr,
-            proc,
-            dir,
-            args,
-            open,
-            ..
-        } = self;
-        drop(proc);
-        let extra: Vec<&str> = args.iter().map(String::as_str).collect();
-        Self::launch_in(dir, &extra, Some(addr), open, &[])
+        // Dropping the process kills it.
+        self.restart(|_, _| {})
     }
 
     /// Stops this crescentd cleanly (SIGTERM, waits for its exit) and starts it again on the
     /// same data dir and address.
     pub fn terminate_and_restart(self) -> Server {
+        self.restart(|proc, _| {
+            proc.signal(libc::SIGTERM);
+            let status = proc.0.wait().expect("waiting for crescentd");
+            assert!(status.success(), "crescentd stopped with {status}");
+        })
+    }
+
+    /// Ends this crescentd with `stop` (given its process and data dir; the process is then
+    /// dropped, which kills it if it still runs) and starts it again, with its arguments but
+    /// no crash point, on the same data dir and address.
+    fn restart(self, stop: impl FnOnce(&mut Proc, &Path)) -> Server {
         let Server {
             addr,
             mut proc,
@@ -381,9 +374,7 @@ impl Server {
             open,
             ..
         } = self;
-        proc.signal(libc::SIGTERM);
-        let status = proc.0.wait().expect("waiting for crescentd");
-        assert!(status.success(), "crescentd stopped with {status}");
+        stop(&mut proc, dir.path());
         drop(proc);
         let extra: Vec<&str> = args.iter().map(String::as_str).collect();
         Self::launch_in(dir, &extra, Some(addr), open, &[])
@@ -477,6 +468,25 @@ impl Server {
 
 fn self_log(dir: &Path) -> String {
     std::fs::read_to_string(dir.join("crescentd.log")).unwrap_or_default()
+}
+
+/// Parses a CLI's JSON output, showing it when it is not JSON.
+pub fn json(out: &[u8]) -> serde_json::Value {
+    serde_json::from_slice(out).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(out)))
+}
+
+/// Polls `crescent get` of `tenant`'s `key` until it answers (after a restart, once the owner
+/// replayed its table into crescentd).
+pub fn wait_readable(server: &str, tenant: &str, key: &str) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (code, _, err) = crescent(server, &["--tenant", tenant, "get", key], None);
+        if code == 0 {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{key} never readable: {err}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
 }
 
 /// Runs `crescent --server S ARGS...`, returning (exit code, stdout, stderr). Unless `args`
