@@ -24,6 +24,7 @@
 //! - [`store_e2e`]: deterministic object contents and sizes, `crescent owner` processes and
 //!   Prometheus counters for the store end-to-end test.
 //! - [`tls_node`]: crescentd with `[tls]` (a test PKI, HTTPS health), for the TLS tests.
+//! - [`mount_load`]: concurrent clients mounting fresh segments, the HA tests' journaled load.
 //! - [`segment_model`]: what a crash test knows about segments from acknowledged requests, and
 //!   the check of a recovered server's listing against it.
 
@@ -39,6 +40,7 @@ pub mod crescentd;
 pub mod etcd;
 pub mod ha_cold_owner;
 pub mod ha_pair;
+pub mod mount_load;
 pub mod net_probe;
 pub mod process;
 pub mod redis;

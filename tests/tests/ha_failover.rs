@@ -8,7 +8,6 @@
 //!   in-sync standby of the new active.
 
 use std::path::Path;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crescent_tests::binaries::optional_workspace_binary;
@@ -17,6 +16,7 @@ use crescent_tests::ha_pair::{
     cluster_name, health, restart_standby as restart_node, start_node as start_ha_node,
     wait_active, wait_pair_in_sync,
 };
+use crescent_tests::mount_load::MountLoad;
 
 /// These tests drive journaled commands only: HTTP, no RPC fast path.
 fn start_node(dir: &Path, name: &str, cluster: &str) -> CrescentdProcess {
@@ -45,32 +45,12 @@ async fn kill_9_of_the_active_under_load_loses_no_acknowledged_command() {
     let client = nodes[active].segments_client(Duration::from_secs(5));
 
     // 32 clients mount fresh segments until the kill; every acknowledged one must survive.
-    let acked: Arc<Mutex<Vec<String>>> = Arc::default();
-    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let mut tasks = Vec::new();
-    for c in 0..32 {
-        let (client, acked, stop) = (client.clone(), acked.clone(), stop.clone());
-        tasks.push(tokio::spawn(async move {
-            let mut i = 0;
-            while !stop.load(std::sync::atomic::Ordering::Acquire) {
-                let seg = format!("seg-{c}-{i}");
-                i += 1;
-                match client.mount(&format!("owner-{c}"), &seg, 1 << 20).await {
-                    Outcome::Acked => acked.lock().unwrap().push(seg),
-                    Outcome::Rejected { .. } | Outcome::Unknown(_) => break,
-                }
-            }
-        }));
-    }
+    let load = MountLoad::start(&client, 32, "seg");
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    let before_kill = acked.lock().unwrap().len();
+    let before_kill = load.acked_count();
     let killed_at = Instant::now();
     nodes[active].guard.sigkill();
-    stop.store(true, std::sync::atomic::Ordering::Release);
-    for t in tasks {
-        t.await.unwrap();
-    }
-    let acked = acked.lock().unwrap().clone();
+    let acked = load.stop().await;
     assert!(
         before_kill > 50,
         "too little load before the kill: {before_kill}"
@@ -209,31 +189,11 @@ async fn alternating_kill_9_rounds_lose_no_acknowledged_command() {
             .as_ref()
             .unwrap()
             .segments_client(Duration::from_secs(5));
-        let acked: Arc<Mutex<Vec<String>>> = Arc::default();
-        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let mut tasks = Vec::new();
-        for c in 0..32 {
-            let (client, acked, stop) = (client.clone(), acked.clone(), stop.clone());
-            tasks.push(tokio::spawn(async move {
-                let mut i = 0;
-                while !stop.load(std::sync::atomic::Ordering::Acquire) {
-                    let seg = format!("r{round}-c{c}-{i}");
-                    i += 1;
-                    match client.mount(&format!("owner-{c}"), &seg, 1 << 20).await {
-                        Outcome::Acked => acked.lock().unwrap().push(seg),
-                        _ => break,
-                    }
-                }
-            }));
-        }
+        let load = MountLoad::start(&client, 32, &format!("r{round}"));
         tokio::time::sleep(Duration::from_millis(400)).await;
         let killed_at = Instant::now();
         nodes[active].as_mut().unwrap().guard.sigkill();
-        stop.store(true, std::sync::atomic::Ordering::Release);
-        for t in tasks {
-            t.await.unwrap();
-        }
-        acked_all.extend(acked.lock().unwrap().iter().cloned());
+        acked_all.extend(load.stop().await);
         let survivor = nodes[standby].as_ref().unwrap();
         wait_active(survivor, Duration::from_secs(15)).await;
         let new_client = survivor.segments_client(Duration::from_secs(5));

@@ -6,7 +6,6 @@
 //! term with every command acknowledged before the kill; the CLI then finds the new active
 //! through Redis (`crescent --redis`).
 
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crescent_tests::binaries::crescent_command;
@@ -14,6 +13,7 @@ use crescent_tests::crescentd::{Auth, CrescentdProcess, Outcome};
 use crescent_tests::ha_pair::{
     cluster_name, pair_key, start_node_on, wait_active, wait_pair_in_sync, Backend,
 };
+use crescent_tests::mount_load::MountLoad;
 use crescent_tests::redis::test_redis;
 
 /// The Redis leader record of `cluster`: (address, term).
@@ -63,31 +63,11 @@ async fn a_pair_on_redis_fails_over_after_kill_9_without_losing_acknowledged_com
     assert_eq!(leader_address, nodes[active].addr.to_string());
 
     let client = nodes[active].segments_client(Duration::from_secs(5));
-    let acked: Arc<Mutex<Vec<String>>> = Arc::default();
-    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let mut tasks = Vec::new();
-    for c in 0..16 {
-        let (client, acked, stop) = (client.clone(), acked.clone(), stop.clone());
-        tasks.push(tokio::spawn(async move {
-            let mut i = 0;
-            while !stop.load(std::sync::atomic::Ordering::Acquire) {
-                let seg = format!("seg-{c}-{i}");
-                i += 1;
-                match client.mount(&format!("owner-{c}"), &seg, 1 << 20).await {
-                    Outcome::Acked => acked.lock().unwrap().push(seg),
-                    Outcome::Rejected { .. } | Outcome::Unknown(_) => break,
-                }
-            }
-        }));
-    }
+    let load = MountLoad::start(&client, 16, "seg");
     tokio::time::sleep(Duration::from_millis(1000)).await;
     let killed_at = Instant::now();
     nodes[active].guard.sigkill();
-    stop.store(true, std::sync::atomic::Ordering::Release);
-    for t in tasks {
-        t.await.unwrap();
-    }
-    let acked = acked.lock().unwrap().clone();
+    let acked = load.stop().await;
     assert!(
         acked.len() > 20,
         "too little load before the kill: {}",

@@ -8,12 +8,11 @@
 //! acknowledged mount. (When the marker kept naming the paused node while the new one's acks
 //! counted, the paused node won without the writes acknowledged on the other's word.)
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crescent_tests::crescentd::{log_tail, CrescentdProcess, Outcome};
 use crescent_tests::ha_pair::{cluster_name, health, start_node, wait_pair_in_sync};
+use crescent_tests::mount_load::MountLoad;
 
 /// Waits until `active` reports a standby other than `old` connected and in sync.
 async fn wait_new_standby_in_sync(active: &CrescentdProcess, old: &str) -> String {
@@ -86,23 +85,7 @@ async fn a_standby_replaced_under_load_then_kill_9_of_the_active_loses_no_acknow
     let client = nodes[active].segments_client(Duration::from_secs(5));
 
     // 16 clients mount fresh segments until the kill; every acknowledged one must survive.
-    let acked: Arc<Mutex<Vec<String>>> = Arc::default();
-    let stop = Arc::new(AtomicBool::new(false));
-    let mut tasks = Vec::new();
-    for c in 0..16 {
-        let (client, acked, stop) = (client.clone(), acked.clone(), stop.clone());
-        tasks.push(tokio::spawn(async move {
-            let mut i = 0;
-            while !stop.load(Ordering::Acquire) {
-                let seg = format!("seg-{c}-{i}");
-                i += 1;
-                match client.mount(&format!("owner-{c}"), &seg, 1 << 20).await {
-                    Outcome::Acked => acked.lock().unwrap().push(seg),
-                    Outcome::Rejected { .. } | Outcome::Unknown(_) => break,
-                }
-            }
-        }));
-    }
+    let load = MountLoad::start(&client, 16, "seg");
     tokio::time::sleep(Duration::from_millis(500)).await;
 
     // The in-sync standby stops answering; a new node connects in its place under load.
@@ -110,15 +93,11 @@ async fn a_standby_replaced_under_load_then_kill_9_of_the_active_loses_no_acknow
     nodes.push(start_node(dir.path(), "c", &cluster, false));
     let new_name = wait_new_standby_in_sync(&nodes[active], &old_name).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let before_kill = acked.lock().unwrap().len();
+    let before_kill = load.acked_count();
 
     nodes[active].guard.sigkill();
-    stop.store(true, Ordering::Release);
-    for t in tasks {
-        t.await.unwrap();
-    }
+    let acked = load.stop().await;
     nodes[old_standby].guard.signal(libc::SIGCONT);
-    let acked = acked.lock().unwrap().clone();
     assert!(
         before_kill > 20,
         "too little load before the kill: {before_kill}"
