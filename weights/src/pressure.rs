@@ -1,10 +1,11 @@
-//! The AUTO demotion decision under memory pressure (seed 000 "Automatic Migration"): how
-//! many memory bytes must be released and which candidates one reconciliation round demotes.
+//! The AUTO demotion decision under memory pressure (docs/weights.md, "Run-time checks"):
+//! how many memory bytes must be released and which candidates one reconciliation round
+//! demotes.
 //! Pure: crescentd passes the store's usage and the candidates it collected.
 
 use crate::planner::{select_auto_candidates, AutoCandidate};
 
-/// The store's memory usage as the eviction sees it (docs/weights.md, "Automatic demotion").
+/// The store's memory usage as the eviction sees it (docs/weights.md, "Run-time checks").
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct MemoryUsage {
     pub used_bytes: u64,

@@ -28,7 +28,8 @@ const LOSS_CHECK: &str = "health:losses";
 const REPAIR_CHECK: &str = "health:repairs";
 const PRESSURE_CHECK: &str = "health:pressure";
 
-/// At most this many revisions are demoted per housekeeping pass (seed 000: bounded rounds).
+/// At most this many revisions are demoted per housekeeping pass (docs/weights.md, "Run-time
+/// checks": each round is bounded).
 const MAX_DEMOTIONS_PER_PASS: usize = 8;
 
 impl WeightService {
