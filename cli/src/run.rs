@@ -59,13 +59,31 @@ fn print_segments(list: &SegmentList) -> Result<(), ClientError> {
     Ok(())
 }
 
-/// Waits for SIGINT or SIGTERM.
-async fn stop_signal() -> Result<(), ClientError> {
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .map_err(io_err("installing the SIGTERM handler"))?;
-    tokio::select! {
-        r = tokio::signal::ctrl_c() => r.map_err(io_err("waiting for SIGINT")),
-        _ = term.recv() => Ok(()),
+/// SIGINT and SIGTERM handlers, installed before a long-running command reports that it is
+/// ready: a signal that arrives after the ready line must stop it cleanly, not kill it with the
+/// default disposition.
+struct StopSignals {
+    interrupt: tokio::signal::unix::Signal,
+    terminate: tokio::signal::unix::Signal,
+}
+
+impl StopSignals {
+    fn install() -> Result<Self, ClientError> {
+        use tokio::signal::unix::{signal, SignalKind};
+        Ok(Self {
+            interrupt: signal(SignalKind::interrupt())
+                .map_err(io_err("installing the SIGINT handler"))?,
+            terminate: signal(SignalKind::terminate())
+                .map_err(io_err("installing the SIGTERM handler"))?,
+        })
+    }
+
+    /// Waits for the first of SIGINT or SIGTERM.
+    async fn wait(mut self) {
+        tokio::select! {
+            _ = self.interrupt.recv() => {}
+            _ = self.terminate.recv() => {}
+        }
     }
 }
 
@@ -258,6 +276,7 @@ pub(super) async fn run(cli: Cli) -> Result<u8, ClientError> {
             cold_staging_bytes,
             cold_staging_ttl_ms,
         } => {
+            let stop = StopSignals::install()?;
             let owner = Owner::start(
                 &client,
                 OwnerConfig {
@@ -292,7 +311,7 @@ pub(super) async fn run(cli: Cli) -> Result<u8, ClientError> {
             std::io::stdout()
                 .flush()
                 .map_err(io_err("writing stdout"))?;
-            stop_signal().await?;
+            stop.wait().await;
             let dropped = owner.shutdown().await?;
             if json {
                 print_json(&json!({"stopped": true, "dropped_replicas": dropped}))?;
