@@ -47,18 +47,7 @@ pub(crate) struct PendingReleases {
 /// Whether `op` can be sent while releases of earlier gets are still queued: it only reads,
 /// so a lease still held cannot change its answer.
 pub(crate) fn may_trail_releases(op: RpcOp) -> bool {
-    matches!(
-        op,
-        RpcOp::Get
-            | RpcOp::Exist
-            | RpcOp::Size
-            | RpcOp::BatchGet
-            | RpcOp::BatchGetCompact
-            | RpcOp::BatchExist
-            | RpcOp::Heartbeat
-            | RpcOp::Release
-            | RpcOp::BatchRelease
-    )
+    op.only_reads() || op.releases_leases() || op == RpcOp::Heartbeat
 }
 
 impl PendingReleases {

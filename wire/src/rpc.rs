@@ -185,6 +185,26 @@ impl RpcOp {
         }
     }
 
+    /// Whether the op only reads objects: a read lease still held (or already released) cannot
+    /// change its answer. A lease release directly in front of such a request may run after
+    /// it is answered (docs/api.md, "Read leases").
+    pub fn only_reads(self) -> bool {
+        matches!(
+            self,
+            RpcOp::Get
+                | RpcOp::Exist
+                | RpcOp::Size
+                | RpcOp::BatchGet
+                | RpcOp::BatchGetCompact
+                | RpcOp::BatchExist
+        )
+    }
+
+    /// Whether the op releases read leases.
+    pub fn releases_leases(self) -> bool {
+        matches!(self, RpcOp::Release | RpcOp::BatchRelease)
+    }
+
     /// The HTTP route of the same operation (a compact op: the classic batch op it shortens).
     /// crescentd authorizes an RPC request as a request to this route (docs/security.md).
     pub fn http_route(self) -> &'static str {

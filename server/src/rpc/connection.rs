@@ -199,6 +199,23 @@ async fn run(
     frames(state, Tls { stream, input }, session, limits).await
 }
 
+/// A lease release read directly in front of another request. When that request only reads
+/// it is answered first and the release runs after (docs/api.md, "Read leases"): the reader
+/// copies its values while the server counts it out, instead of waiting for it. Before any
+/// other request it runs first, so a reader's own remove still finds its lease released.
+struct HeldRelease {
+    op: RpcOp,
+    request_id: u64,
+    body: Vec<u8>,
+}
+
+impl HeldRelease {
+    /// Runs the release and appends its answer; true when the credential ended.
+    fn run(self, state: &NodeState, session: Option<&mut Session>, out: &mut Vec<u8>) -> bool {
+        dispatch::handle(state, self.op, self.request_id, &self.body, session, out)
+    }
+}
+
 /// Serves frames until the peer closes or breaks the protocol.
 async fn frames<W: Wire>(
     state: &NodeState,
@@ -209,6 +226,7 @@ async fn frames<W: Wire>(
     // Set once the credential expired or was revoked: the requests already buffered are
     // answered (refused), then the connection closes.
     let mut credential_ended = false;
+    let mut held: Option<HeldRelease> = None;
 
     let spin = Duration::from_micros(state.store_settings.rpc_busy_poll_us);
     let mut out = Vec::with_capacity(READ_BUFFER);
@@ -229,6 +247,9 @@ async fn frames<W: Wire>(
             None => starts.await?,
         };
         if !started {
+            if let Some(release) = held.take() {
+                release.run(state, session.as_mut(), &mut out);
+            }
             return Ok(()); // closed between frames
         }
         let read = input.read_frame(limits.max_body, spin);
@@ -239,10 +260,29 @@ async fn frames<W: Wire>(
             }
             other => other?,
         };
-        let body = input.take_body(header.body_len);
         let op = RpcOp::from_u8(header.tag)?;
         if !super::serves(&state.store_settings, op) {
             return Err(RpcError::UnknownOp(header.tag).into());
+        }
+        if op.releases_leases() && held.is_none() {
+            let release = HeldRelease {
+                op,
+                request_id: header.request_id,
+                body: input.take_body(header.body_len).to_vec(),
+            };
+            if input.has_buffered() {
+                held = Some(release);
+            } else {
+                credential_ended |= release.run(state, session.as_mut(), &mut out);
+            }
+            input.shrink(KEEP_BUFFER);
+            continue;
+        }
+        let body = input.take_body(header.body_len);
+        if !op.only_reads() {
+            if let Some(release) = held.take() {
+                credential_ended |= release.run(state, session.as_mut(), &mut out);
+            }
         }
         let answer_at = out.len();
         credential_ended |= dispatch::handle(
@@ -266,6 +306,12 @@ async fn frames<W: Wire>(
                 )
                 .expect("an ApiError always encodes");
             }
+        }
+        if let Some(release) = held.take() {
+            // The read is answered before its trailing release runs.
+            input.write_all(&out).await?;
+            out.clear();
+            credential_ended |= release.run(state, session.as_mut(), &mut out);
         }
         input.shrink(KEEP_BUFFER);
     }
