@@ -62,6 +62,7 @@ pub enum JournalError {
     #[error("journal directory {} is locked by another process", path.display())]
     Locked { path: PathBuf },
 
+    #[cfg(feature = "sled")]
     #[error("sled error: {0}")]
     Sled(#[from] sled::Error),
 
@@ -112,8 +113,9 @@ impl JournalError {
             | JournalError::TailCorruption { .. }
             | JournalError::UnsupportedVersion { .. }
             | JournalError::Fatal(_)
-            | JournalError::Io { .. }
-            | JournalError::Sled(_) => ErrorClass::Fatal,
+            | JournalError::Io { .. } => ErrorClass::Fatal,
+            #[cfg(feature = "sled")]
+            JournalError::Sled(_) => ErrorClass::Fatal,
         }
     }
 }
