@@ -21,8 +21,8 @@ pub mod segment_registry;
 pub mod world;
 
 pub use aggregate::{Aggregate, Ctx, DecodeError, DomainEvent, WireCoded};
-/// How a caller should treat an aggregate's error (the journal's classification).
-pub use crescent_journal::error::ErrorClass;
+/// How a caller should treat an aggregate's error (the same type as the journal's).
+pub use crescent_error_class::ErrorClass;
 #[cfg(feature = "runtime")]
 pub use runtime::{AggregateRegistry, Executed, Runtime, RuntimeError};
 pub use segment_registry::{

@@ -1,13 +1,21 @@
 //! The client library stays embeddable: its normal dependency tree holds none of the server's
-//! machinery (docs/architecture.md "Crates"): no CLI parser, no actor runtime, no sled, no log
-//! subscriber (an application installs its own). Checked with `cargo tree`, with and without
-//! every feature, so a new dependency edge anywhere below crescent-client fails here.
+//! machinery (docs/architecture.md "Three client packages"): no CLI parser, no actor runtime, no
+//! journal or sled, no log subscriber (an application installs its own). Checked with `cargo
+//! tree`, with and without every feature, so a new dependency edge anywhere below
+//! crescent-client fails here.
 
 use std::path::Path;
 use std::process::Command;
 
 /// Crate families that must not appear (`clap` also covers `clap_builder`, `clap_derive`, ...).
-const FORBIDDEN: &[&str] = &["clap", "actix", "sled", "tracing-subscriber"];
+const FORBIDDEN: &[&str] = &[
+    "clap",
+    "actix",
+    "sled",
+    "tracing-subscriber",
+    "crescent-journal",
+    "crescent-snapshot",
+];
 
 /// The package names in `cargo tree -p crescent-client -e normal` with the given extra flags.
 fn normal_dependencies(extra: &[&str]) -> Vec<String> {
@@ -60,6 +68,7 @@ fn forbidden_families_are_recognised() {
         assert!(is_forbidden(name), "{name}");
     }
     assert!(is_forbidden("tracing-subscriber"));
+    assert!(is_forbidden("crescent-journal"));
     for name in [
         "tracing",
         "tracing-core",

@@ -81,16 +81,8 @@ pub enum JournalError {
     VisitStopped,
 }
 
-/// How a caller should treat an error.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ErrorClass {
-    /// The request was wrong; retrying it unchanged fails again.
-    User,
-    /// Transient; the same request may succeed later.
-    Retryable,
-    /// The process must stop.
-    Fatal,
-}
+/// How a caller should treat an error (shared with the aggregates' errors).
+pub use crescent_error_class::ErrorClass;
 
 impl JournalError {
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
