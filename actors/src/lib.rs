@@ -1,9 +1,9 @@
 //! Crescent's domain: pure aggregates and the actix actor shells that journal their events.
 //!
 //! Cargo feature `runtime` (on by default) adds everything that runs against the journal: the
-//! actix actor shells ([`runtime`]), the replay state ([`World`]) and the record codec
-//! ([`event_codec`]). Without it the crate holds only the pure aggregates and their event
-//! payloads, and builds without actix (docs/architecture.md "Crates").
+//! actix actor shells (`runtime`), the replay state (`World`) and the record codec
+//! (`event_codec`). Without it the crate holds only the pure aggregates and their event
+//! payloads, and builds without actix or the journal (docs/architecture.md "Crates").
 
 pub mod aggregate;
 #[cfg(feature = "runtime")]
