@@ -1,6 +1,6 @@
 //! The one error type of the cold tier, classified user / retryable / fatal.
 
-use crescent_actors::runtime::ErrorClass;
+use crescent_actors::ErrorClass;
 use crescent_actors::WireCoded;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

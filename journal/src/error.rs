@@ -62,6 +62,7 @@ pub enum JournalError {
     #[error("journal directory {} is locked by another process", path.display())]
     Locked { path: PathBuf },
 
+    #[cfg(feature = "sled")]
     #[error("sled error: {0}")]
     Sled(#[from] sled::Error),
 
@@ -80,16 +81,8 @@ pub enum JournalError {
     VisitStopped,
 }
 
-/// How a caller should treat an error.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ErrorClass {
-    /// The request was wrong; retrying it unchanged fails again.
-    User,
-    /// Transient; the same request may succeed later.
-    Retryable,
-    /// The process must stop.
-    Fatal,
-}
+/// How a caller should treat an error (shared with the aggregates' errors).
+pub use crescent_error_class::ErrorClass;
 
 impl JournalError {
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
@@ -112,8 +105,9 @@ impl JournalError {
             | JournalError::TailCorruption { .. }
             | JournalError::UnsupportedVersion { .. }
             | JournalError::Fatal(_)
-            | JournalError::Io { .. }
-            | JournalError::Sled(_) => ErrorClass::Fatal,
+            | JournalError::Io { .. } => ErrorClass::Fatal,
+            #[cfg(feature = "sled")]
+            JournalError::Sled(_) => ErrorClass::Fatal,
         }
     }
 }

@@ -7,8 +7,9 @@
 //!
 //! The [`Journal`] front-end assigns sequence numbers, extends the chain, fences stale terms and
 //! group-commits everything waiting into one durable write per batch. Durability itself is the
-//! job of a [`JournalBackend`]: segmented files ([`file`](mod@file), the default), [`sled_backend`], or
-//! [`memory`] (tests). Every backend passes the same [`conformance`] suite.
+//! job of a [`JournalBackend`]: segmented files ([`file`](mod@file), the default), `sled_backend`
+//! (cargo feature `sled`, on by default), or [`memory`] (tests). Every backend passes the same
+//! [`conformance`] suite.
 //!
 //! Byte layouts: frames in [`codec`], segment files in [`file`](mod@file) and [`file::segment`].
 //! Offline, read-only inspection for tools: [`file::JournalScan`] and [`file::open_read_only`].
@@ -29,6 +30,7 @@ pub mod quarantine;
 pub mod record;
 pub mod recovery;
 pub mod replication;
+#[cfg(feature = "sled")]
 pub mod sled_backend;
 pub mod watermark;
 

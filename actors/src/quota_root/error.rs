@@ -1,6 +1,6 @@
 //! Why a quota root refuses a command.
 
-use crescent_journal::error::ErrorClass;
+use crescent_error_class::ErrorClass;
 
 use super::state::QuotaLimits;
 

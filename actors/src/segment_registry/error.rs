@@ -1,6 +1,6 @@
 //! Why the segment registry refuses a command.
 
-use crescent_journal::error::ErrorClass;
+use crescent_error_class::ErrorClass;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SegmentRegistryError {

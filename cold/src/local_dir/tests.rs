@@ -123,7 +123,7 @@ fn every_flipped_byte_is_detected_and_no_bytes_are_returned() {
         } else {
             assert_eq!(
                 err.class(),
-                crescent_actors::runtime::ErrorClass::Fatal,
+                crescent_actors::ErrorClass::Fatal,
                 "byte {i}: {err}"
             );
         }
