@@ -596,8 +596,7 @@ impl DirNode {
             }
             cmd.args(&auth);
             cmd.env_remove("CRESCENT_CONFIG")
-                .env_remove("CRESCENT_COLD_KILL_AT")
-                .env_remove("CRESCENT_WEIGHTS_KILL_AT")
+                .env_remove(crescent_crash::CRASH_AT_ENV)
                 .stdin(Stdio::null())
                 .stdout(Stdio::from(file.try_clone().unwrap()))
                 .stderr(Stdio::from(file));
