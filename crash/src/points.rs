@@ -39,18 +39,17 @@ impl Stage {
 }
 
 impl CommandPoints {
-    /// The family prefix (`weights`, `cold`).
-    pub const fn family(self) -> &'static str {
-        self.0
-    }
-
     /// Whether `name` is this family's point for `command` at `stage`, compared without
     /// building the name (the points sit on every command of the aggregate).
     pub fn names(self, name: &str, stage: Stage, command: &str) -> bool {
-        name.strip_prefix(self.0)
-            .and_then(|rest| rest.strip_prefix('.'))
-            .and_then(|rest| rest.strip_prefix(stage.prefix()))
-            == Some(command)
+        self.command_in(name, stage) == Some(command)
+    }
+
+    /// The `<command>` of `name` when it is this family's point at `stage`.
+    fn command_in(self, name: &str, stage: Stage) -> Option<&str> {
+        name.strip_prefix(self.0)?
+            .strip_prefix('.')?
+            .strip_prefix(stage.prefix())
     }
 
     /// The name patterns docs/testing.md lists for this family.
@@ -60,12 +59,9 @@ impl CommandPoints {
 
     /// Whether `name` is of the form of a point of this family.
     fn matches_form(self, name: &str) -> bool {
-        [Stage::Before, Stage::After].into_iter().any(|stage| {
-            name.strip_prefix(self.0)
-                .and_then(|rest| rest.strip_prefix('.'))
-                .and_then(|rest| rest.strip_prefix(stage.prefix()))
-                .is_some_and(|command| !command.is_empty())
-        })
+        [Stage::Before, Stage::After]
+            .into_iter()
+            .any(|stage| self.command_in(name, stage).is_some_and(|c| !c.is_empty()))
     }
 }
 
