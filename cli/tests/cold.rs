@@ -182,14 +182,18 @@ fn overwrite_and_delete_reclaim_the_cold_copy() {
     assert!(node.get("co").is_err());
 }
 
-/// Puts one object, arms a kill point, offloads (the node dies there), restarts and checks
+/// Puts one object, arms the crash point `cold.<point>`, offloads (the node dies there), restarts and checks
 /// that reconciliation converged: nothing reserved, used = sum of live materialized lengths,
 /// no payload file beyond the live ones.
 fn crash_window(point: &str, survives: bool) {
     let dir = tempfile::tempdir().unwrap();
     let data = payload(123_457, 4);
     {
-        let node = start(dir.path(), &[("CRESCENT_COLD_KILL_AT", point)]);
+        let armed = format!("cold.{point}");
+        let node = start(
+            dir.path(),
+            &[(crescent_crash::CRASH_AT_ENV, armed.as_str())],
+        );
         node.put("k", &data);
         let (code, _, _) = crescent(&node.s(), &["offload", "k"], None);
         assert_ne!(code, 0, "the node died mid-offload");
@@ -261,7 +265,10 @@ fn crash_during_reclaim_releases_usage_once() {
     {
         let node = start(
             dir.path(),
-            &[("CRESCENT_COLD_KILL_AT", "after_record_backend_deleted")],
+            &[(
+                crescent_crash::CRASH_AT_ENV,
+                "cold.after_record_backend_deleted",
+            )],
         );
         node.put("r", &data);
         node.ok(&["offload", "r"], None);

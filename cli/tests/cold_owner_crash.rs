@@ -1,6 +1,6 @@
 //! Crash windows of a cold device on a storage owner (issue 5): crescentd SIGKILLed at each of
-//! its own kill points of an offload and a reclaim (`CRESCENT_COLD_KILL_AT`), and the owner
-//! SIGKILLed right after its payload delete (`CRESCENT_OWNER_COLD_KILL_AT=after_delete`).
+//! its own crash points of an offload and a reclaim (`cold.<stage>_<command>`), and the owner
+//! SIGKILLed right after its payload delete (`owner_cold.after_delete`; docs/testing.md).
 //! After the restart the owner registers again, reconciliation converges (no operation or
 //! reclaim left active, nothing reserved), the device's usage equals the sum of its live
 //! materialized lengths and matches the payload files on the owner, and every object reads
@@ -38,9 +38,9 @@ enum Interrupted {
 /// Which process dies, and where.
 #[derive(Debug, Clone, Copy)]
 enum Victim {
-    /// crescentd, at `CRESCENT_COLD_KILL_AT=<point>`.
+    /// crescentd, at `CRESCENT_CRASH_AT=<point>`.
     Crescentd(&'static str),
-    /// The owner, at `CRESCENT_OWNER_COLD_KILL_AT=<point>`.
+    /// The owner, at `CRESCENT_CRASH_AT=<point>`.
     Owner(&'static str),
 }
 
@@ -63,27 +63,27 @@ struct Window {
 
 const WINDOWS: &[Window] = &[
     Window {
-        victim: Victim::Crescentd("after_reserve"),
+        victim: Victim::Crescentd("cold.after_reserve"),
         interrupted: Interrupted::Offload,
         expect: KeyAfter::Hot,
     },
     Window {
-        victim: Victim::Crescentd("before_record_payload_written"),
+        victim: Victim::Crescentd("cold.before_record_payload_written"),
         interrupted: Interrupted::Offload,
         expect: KeyAfter::Hot,
     },
     Window {
-        victim: Victim::Crescentd("after_record_payload_written"),
+        victim: Victim::Crescentd("cold.after_record_payload_written"),
         interrupted: Interrupted::Offload,
         expect: KeyAfter::Hot,
     },
     Window {
-        victim: Victim::Crescentd("after_commit_route"),
+        victim: Victim::Crescentd("cold.after_commit_route"),
         interrupted: Interrupted::Offload,
         expect: KeyAfter::Materialized,
     },
     Window {
-        victim: Victim::Crescentd("after_commit_usage"),
+        victim: Victim::Crescentd("cold.after_commit_usage"),
         interrupted: Interrupted::Offload,
         expect: KeyAfter::Materialized,
     },
@@ -92,17 +92,17 @@ const WINDOWS: &[Window] = &[
     // (hot, the same put); the journaled cold route was dropped with PlanReclaim, so
     // reconciliation finishes the reclaim. `k` stays readable, its cold copy is gone.
     Window {
-        victim: Victim::Crescentd("after_plan_reclaim"),
+        victim: Victim::Crescentd("cold.after_plan_reclaim"),
         interrupted: Interrupted::Reclaim,
         expect: KeyAfter::Hot,
     },
     Window {
-        victim: Victim::Crescentd("after_record_backend_deleted"),
+        victim: Victim::Crescentd("cold.after_record_backend_deleted"),
         interrupted: Interrupted::Reclaim,
         expect: KeyAfter::Hot,
     },
     Window {
-        victim: Victim::Owner("after_delete"),
+        victim: Victim::Owner("owner_cold.after_delete"),
         interrupted: Interrupted::Reclaim,
         expect: KeyAfter::Deleted,
     },
@@ -202,13 +202,13 @@ fn run(window: &Window) {
     let stay = payload(150_000, 3);
     let data = payload(123_457, 9);
     let crescentd_env: Vec<(&str, &str)> = match window.victim {
-        Victim::Crescentd(point) => vec![("CRESCENT_COLD_KILL_AT", point)],
+        Victim::Crescentd(point) => vec![(crescent_crash::CRASH_AT_ENV, point)],
         Victim::Owner(_) => Vec::new(),
     };
     let (node, mut owner) = with_cold_only_object(dir.path(), &stay, &crescentd_env);
     if let Victim::Owner(point) = window.victim {
         drop(owner);
-        owner = start_device_owner(&node, dir.path(), &[("CRESCENT_OWNER_COLD_KILL_AT", point)]);
+        owner = start_device_owner(&node, dir.path(), &[(crescent_crash::CRASH_AT_ENV, point)]);
         wait_healthy(&node);
     }
     put_noticed(&node, "k", &data);

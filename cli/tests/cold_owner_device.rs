@@ -100,7 +100,7 @@ fn an_owner_killed_after_its_payload_write_is_reconciled_when_it_returns() {
     let mut owner = start_device_owner(
         &node,
         dir.path(),
-        &[("CRESCENT_OWNER_COLD_KILL_AT", "after_write")],
+        &[(crescent_crash::CRASH_AT_ENV, "owner_cold.after_write")],
     );
     wait_healthy(&node);
 

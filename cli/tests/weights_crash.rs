@@ -1,5 +1,6 @@
-//! Kill -9 of crescentd in each phase of the weight workflows (`CRESCENT_WEIGHTS_KILL_AT`: the
-//! node SIGKILLs itself just after the named step is durable), then a restart on the same data
+//! Kill -9 of crescentd in each phase of the weight workflows (crash points
+//! `weights.after_<command>`, docs/testing.md: the node SIGKILLs itself just after the named
+//! step is durable), then a restart on the same data
 //! dir: the workflow resumes from its persisted phase with the same operation or request id,
 //! its progress is not reset, and a lineage has at most one successor.
 //!
@@ -15,7 +16,7 @@ use weights_common::*;
 
 const CONFIG: &str = "[cold]\noffload_mode = \"passthrough\"\n\n\
                       [weights]\nweight_migration_max_members_per_round = 4\n";
-const KILL: &str = "CRESCENT_WEIGHTS_KILL_AT";
+const KILL: &str = crescent_crash::CRASH_AT_ENV;
 
 /// Puts `model` as `resource`/`generation` (HOT, MANUAL) and waits until passthrough has
 /// copied every object of it to the cold device.
@@ -47,7 +48,11 @@ fn migration_killed_between_copy_and_release_resumes_its_operation() {
     let dir = tempfile::tempdir().unwrap();
     let model = model_safetensors(20, 1 << 20, 21);
     let payloads = 21; // 20 tensors and the alignment hole
-    let node = Node::start(dir.path(), CONFIG, &[(KILL, "after_record_round_copied:2")]);
+    let node = Node::start(
+        dir.path(),
+        CONFIG,
+        &[(KILL, "weights.after_record_round_copied:2")],
+    );
     put_durable(&node, "mig", 1, &model, dir.path());
     let (code, _, _) = node.cli(&refs(&weights_args("migrate", "mig", 1, &["--to", "cold"])));
     assert_ne!(code, 0, "the node died mid-migration");
@@ -86,7 +91,7 @@ fn deletion_killed_after_its_first_batch_resumes_from_its_progress() {
     let node = Node::start(
         dir.path(),
         CONFIG,
-        &[(KILL, "after_record_deletion_batch:1")],
+        &[(KILL, "weights.after_record_deletion_batch:1")],
     );
     put_durable(&node, "del", 1, &model, dir.path());
     let (code, _, _) = node.cli(&refs(&weights_args("rm", "del", 1, &[])));
@@ -123,7 +128,7 @@ fn deletion_killed_after_its_first_batch_resumes_from_its_progress() {
 /// put commits only once the owner recorded its objects, so nothing committed is lost.
 const OWNED: &str = "[store]\nembedded_segment_bytes = 0\n";
 
-/// Kills the node just after `point` of an upsert 1 -> 2 in `mode` (payloads on a storage
+/// Kills the node at the crash point `weights.<point>` of an upsert 1 -> 2 in `mode` (payloads on a storage
 /// owner), restarts it on the same address and checks one outcome: the claim resumed from
 /// `phase` under its original request id to COMMITTED, the lineage has one successor
 /// (generation 2 READY + HOT, generation 1 DELETED), nothing was degraded (the target's
@@ -133,7 +138,8 @@ fn upsert_killed_at(mode: &str, point: &str, phase: &str) {
     let resource = format!("{mode}-{point}");
     let base = model_safetensors(6, 256 << 10, 31);
     let target = model_safetensors(8, 320 << 10, 32);
-    let node = Node::start(dir.path(), OWNED, &[(KILL, point)]);
+    let armed = format!("weights.{point}");
+    let node = Node::start(dir.path(), OWNED, &[(KILL, armed.as_str())]);
     let _owner = start_weights_owner(&node);
     let src = model_dir(dir.path(), "v1", &base);
     let put = node.ok(&refs(&weights_args(

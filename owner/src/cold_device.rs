@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use crescent_cold::local_dir::LocalDirDevice;
 use crescent_cold::{payload_checksum, ColdError, ColdOpId};
+use crescent_crash::points;
 use crescent_wire::cold_owner::{
     OwnerDevicePollRequest, OwnerIoError, OwnerIoOutcome, OwnerIoResult, OwnerIoWork,
     OwnerStagingRegion, RegisterOwnerDeviceRequest, ScannedPayloadInfo, OWNER_DEVICE_WIRE_VERSION,
@@ -32,52 +33,6 @@ use crate::owner_staging::OwnerStaging;
 const PROBE_EVERY: Duration = Duration::from_secs(2);
 /// Pause after a failed poll before the next.
 const POLL_RETRY: Duration = Duration::from_millis(500);
-/// Fault injection for crash tests: `CRESCENT_OWNER_COLD_KILL_AT=after_write` (or
-/// `after_delete`) makes the owner SIGKILL itself after a payload write (a payload delete)
-/// and before reporting it. Unset in production.
-pub const OWNER_KILL_AT_ENV: &str = "CRESCENT_OWNER_COLD_KILL_AT";
-
-/// Where the owner kills itself (crash-window tests; see [`OWNER_KILL_AT_ENV`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum OwnerKillPoint {
-    AfterWrite,
-    AfterDelete,
-}
-
-impl OwnerKillPoint {
-    fn parse(value: &str) -> Option<Self> {
-        match value {
-            "after_write" => Some(Self::AfterWrite),
-            "after_delete" => Some(Self::AfterDelete),
-            _ => None,
-        }
-    }
-
-    fn from_env() -> Option<Self> {
-        let value = std::env::var(OWNER_KILL_AT_ENV).ok()?;
-        let point = Self::parse(&value);
-        match point {
-            Some(p) => tracing::warn!(point = ?p, "owner cold fault injection armed"),
-            None => {
-                tracing::warn!(%value, "{OWNER_KILL_AT_ENV} ignored: not after_write or after_delete")
-            }
-        }
-        point
-    }
-
-    /// SIGKILLs this process when `self` is armed at `reached`.
-    fn fire_at(armed: Option<Self>, reached: Self) {
-        if armed == Some(reached) {
-            tracing::error!(point = ?reached, "owner cold fault injection: SIGKILL");
-            // SAFETY: raise(2) has no memory-safety preconditions.
-            #[allow(unsafe_code)]
-            unsafe {
-                libc::raise(libc::SIGKILL);
-            }
-        }
-    }
-}
-
 /// One `--cold-device` of an owner.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OwnerColdDeviceConfig {
@@ -213,7 +168,6 @@ async fn serve(
     register: RegisterOwnerDeviceRequest,
     staging: Option<Arc<OwnerStaging>>,
 ) {
-    let kill_at = OwnerKillPoint::from_env();
     let mut results: Vec<OwnerIoResult> = Vec::new();
     let mut probe_error: Option<String> = None;
     let mut probed: Option<Instant> = None;
@@ -251,7 +205,7 @@ async fn serve(
                     let started = Instant::now();
                     let outcome = match perform_staging(staging.as_ref(), &io, &item.work).await {
                         Some(outcome) => outcome,
-                        None => perform(&client, &io, item.work, kill_at).await,
+                        None => perform(&client, &io, item.work).await,
                     };
                     tracing::debug!(
                         took_ms = started.elapsed().as_millis() as u64,
@@ -286,7 +240,6 @@ async fn perform(
     client: &CrescentClient,
     io: &Arc<LocalDirDevice>,
     work: OwnerIoWork,
-    kill_at: Option<OwnerKillPoint>,
 ) -> OwnerIoOutcome {
     let span = tracing::debug_span!("owner.cold_io");
     let result = async move {
@@ -306,7 +259,7 @@ async fn perform(
                 };
                 let written = write(client, io, &op_id, source).await;
                 if written.is_ok() {
-                    OwnerKillPoint::fire_at(kill_at, OwnerKillPoint::AfterWrite);
+                    crescent_crash::point(points::OWNER_COLD_AFTER_WRITE);
                 }
                 written
             }
@@ -315,7 +268,7 @@ async fn perform(
                 match tokio::task::spawn_blocking(move || blocking_io(&io, other)).await {
                     Ok(r) => {
                         if matches!(r, Ok(OwnerIoOutcome::Deleted { .. })) {
-                            OwnerKillPoint::fire_at(kill_at, OwnerKillPoint::AfterDelete);
+                            crescent_crash::point(points::OWNER_COLD_AFTER_DELETE);
                         }
                         r
                     }
@@ -545,21 +498,6 @@ mod tests {
             "x=/d,cap",
         ] {
             assert!(OwnerColdDeviceConfig::parse(bad).is_err(), "{bad}");
-        }
-    }
-
-    #[test]
-    fn owner_kill_points() {
-        assert_eq!(
-            OwnerKillPoint::parse("after_write"),
-            Some(OwnerKillPoint::AfterWrite)
-        );
-        assert_eq!(
-            OwnerKillPoint::parse("after_delete"),
-            Some(OwnerKillPoint::AfterDelete)
-        );
-        for bad in ["", "after_read", "before_write", "after_write "] {
-            assert_eq!(OwnerKillPoint::parse(bad), None, "{bad:?}");
         }
     }
 

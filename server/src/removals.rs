@@ -15,6 +15,7 @@ use std::sync::Arc;
 
 use crescent_actors::removed_puts::{RemovedPuts, RemovedPutsCommand, INSTANCE_ID};
 use crescent_actors::AggregateRegistry;
+use crescent_crash::points;
 use crescent_store::ObjectDirectory;
 use crescent_wire::ApiError;
 use prometheus::{IntCounterVec, Opts, Registry};
@@ -94,7 +95,7 @@ impl DurableRemovals {
             let mut taken = log.take();
             let n: usize = taken.by_owner.values().map(Vec::len).sum();
             if n > 0 {
-                crescent_crash::point("remove.before_journal");
+                crescent_crash::point(points::REMOVE_BEFORE_JOURNAL);
                 let cmd = RemovedPutsCommand::Remember(taken.by_owner.clone());
                 if let Err(e) = self.registry.execute(INSTANCE_ID, cmd).await {
                     log.restore(taken);
@@ -109,7 +110,7 @@ impl DurableRemovals {
                     .inc_by(n as u64);
             }
             // Durable: the removed versions' quota is free again (docs/tenants.md, "Removes").
-            crescent_crash::point("remove.after_journal");
+            crescent_crash::point(points::REMOVE_AFTER_JOURNAL);
             taken.settle_refunds();
             self.durable.fetch_max(taken.reached, Ordering::AcqRel);
         }

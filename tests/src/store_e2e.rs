@@ -158,7 +158,7 @@ impl OwnerProcess {
             .arg(size.to_string())
             .args(["--id", owner_id])
             .args(owner_args)
-            .env_remove("CRESCENT_OWNER_COLD_KILL_AT")
+            .env_remove("CRESCENT_CRASH_AT")
             .env_remove("CRESCENT_TENANT")
             .env_remove("CRESCENT_DOMAIN")
             .env_remove("CRESCENT_SERVER")

@@ -3,7 +3,7 @@
 //! owner` process that follows the leader through etcd.
 //!
 //! A PUT_FIRST upsert 1 -> 2 runs until the base's deletion has deleted its first batch;
-//! there the active SIGKILLs itself (`CRESCENT_WEIGHTS_KILL_AT=after_record_deletion_batch`:
+//! there the active SIGKILLs itself (crash point `weights.after_record_deletion_batch`, docs/testing.md:
 //! just after the batch is durable, i.e. replicated to the standby). The new active waits for the owner's replay
 //! (its rebuild gate), then resumes the claim from its persisted phase and the base's
 //! deletion under its original operation id; the target's metadata is the one its commit
@@ -23,13 +23,15 @@ const OWNER_SEGMENT: u64 = 64 << 20;
 /// replicated cluster until the operator confirms that every node replays their records.
 const GATES: &str = "\n[weights]\nweight_management_oplog_capability_confirmed = true\n\
                      weight_lineage_oplog_capability_confirmed = true\n";
-/// The fault point, armed in both nodes (they inherit the test's environment): only the
+/// The crash point, armed in both nodes (they inherit the test's environment): only the
 /// first active reaches it, since the base's payloads fit in one batch (the new active
 /// goes on with the manifest).
-const KILL_AT: &str = "after_record_deletion_batch";
+const KILL_AT: &str = "weights.after_record_deletion_batch";
+/// The variable that arms it (crate `crescent-crash`).
+const CRASH_AT_ENV: &str = "CRESCENT_CRASH_AT";
 
 /// The tests of this file run one at a time: two HA pairs and their owners at once overload a
-/// small machine, and the first test arms its fault point through the environment its
+/// small machine, and the first test arms its crash point through the environment its
 /// crescentd processes inherit.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
@@ -122,9 +124,9 @@ fn upsert_1_to_2() -> w::UpsertRequest {
 async fn an_upsert_killed_with_the_active_resumes_on_the_new_active() {
     let _serial = SERIAL.lock().await;
     // Inherited by both crescentd processes; set before any of them starts.
-    std::env::set_var("CRESCENT_WEIGHTS_KILL_AT", KILL_AT);
+    std::env::set_var(CRASH_AT_ENV, KILL_AT);
     let pair = HaPair::start_with(false, GATES).await;
-    std::env::remove_var("CRESCENT_WEIGHTS_KILL_AT");
+    std::env::remove_var(CRASH_AT_ENV);
     let active = pair.wait_in_sync().await;
     let survivor = 1 - active;
     let (_owner, store) = owner_and_store(&pair, "weights-ha-owner").await;
@@ -164,7 +166,7 @@ async fn an_upsert_killed_with_the_active_resumes_on_the_new_active() {
 
     let old_log = pair.node(active).log_path.clone();
     let started = Instant::now();
-    while !log_tail(&old_log, 400).contains("weights fault injection: SIGKILL") {
+    while !log_tail(&old_log, 400).contains("crash point reached: SIGKILL") {
         assert!(
             started.elapsed() < Duration::from_secs(60),
             "the active never reached {KILL_AT}:\n{}",

@@ -41,7 +41,7 @@ pub fn start_owner_with(
     cmd.args(["--server", &node.s(), "--json", "owner", "--size", segment])
         .args(["--id", OWNER_ID, "--cold-device", &device])
         .args(args)
-        .env_remove("CRESCENT_OWNER_COLD_KILL_AT")
+        .env_remove(crescent_crash::CRASH_AT_ENV)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit());

@@ -241,6 +241,55 @@ fn auth_args(dir: &Path, extra: &[String], open: bool) -> (Vec<String>, Option<A
     (args, Some(key))
 }
 
+/// Starts crescentd on `<dir>/data` with `args` and `env` (its log appended to
+/// `<dir>/crescentd.log`; `CRESCENT_CONFIG` and `CRESCENT_CRASH_AT` cleared unless `env` sets
+/// them) on `fixed` or a free port, and waits until it listens; records `key` as its harness
+/// key. The one place the cli tests spawn a long-running crescentd.
+fn spawn_crescentd(
+    dir: &Path,
+    args: &[String],
+    env: &[(&str, &str)],
+    fixed: Option<SocketAddr>,
+    key: Option<&AuthKey>,
+) -> (SocketAddr, Proc) {
+    let bin = crescentd_bin();
+    let log_path = dir.join("crescentd.log");
+    for _ in 0..5 {
+        let addr: SocketAddr = fixed.unwrap_or_else(|| ([127, 0, 0, 1], free_port()).into());
+        let log_from = log_len(&log_path);
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log_path)
+            .unwrap();
+        let mut cmd = Command::new(&bin);
+        keep_bind_line(&mut cmd);
+        let child = cmd
+            .arg("--data-dir")
+            .arg(dir.join("data"))
+            .arg("--listen")
+            .arg(addr.to_string())
+            .args(args)
+            .env_remove("CRESCENT_CONFIG")
+            .env_remove(crescent_crash::CRASH_AT_ENV)
+            .envs(env.iter().copied())
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(log.try_clone().unwrap()))
+            .stderr(Stdio::from(log))
+            .spawn()
+            .expect("spawning crescentd");
+        let mut proc = Proc(child);
+        if wait_listening(&mut proc, addr, &log_path, log_from) {
+            if let Some(k) = key {
+                register_key(addr, k);
+            }
+            return (addr, proc);
+        }
+        drop(proc); // port taken or crash: try again, then report
+    }
+    panic!("crescentd would not start:\n{}", self_log(dir));
+}
+
 /// A running crescentd on a temporary data dir.
 #[derive(Debug)]
 pub struct Server {
@@ -285,7 +334,7 @@ impl Server {
     /// [`Server::start_with`], armed to SIGKILL itself the first time it reaches the crash
     /// point `point` (`crescent_crash`, docs/testing.md).
     pub fn start_crashing_at(extra: &[&str], point: &str) -> Server {
-        let env = [(crescent_crash::CRASH_AT_ENV.to_string(), point.to_string())];
+        let env = [(crescent_crash::CRASH_AT_ENV, point)];
         Self::launch_in(tempfile::tempdir().unwrap(), extra, None, false, &env)
     }
 
@@ -385,53 +434,19 @@ impl Server {
         extra: &[&str],
         fixed: Option<SocketAddr>,
         open: bool,
-        env: &[(String, String)],
+        env: &[(&str, &str)],
     ) -> Server {
-        let bin = crescentd_bin();
         let args: Vec<String> = extra.iter().map(|a| a.to_string()).collect();
         let (with_auth, key) = auth_args(dir.path(), &args, open);
-        for _ in 0..5 {
-            let addr: SocketAddr = fixed.unwrap_or_else(|| ([127, 0, 0, 1], free_port()).into());
-            let log_path = dir.path().join("crescentd.log");
-            let log_from = log_len(&log_path);
-            let log = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&log_path)
-                .unwrap();
-            let mut cmd = Command::new(&bin);
-            keep_bind_line(&mut cmd);
-            let child = cmd
-                .arg("--data-dir")
-                .arg(dir.path().join("data"))
-                .arg("--listen")
-                .arg(addr.to_string())
-                .args(&with_auth)
-                .env_remove("CRESCENT_CONFIG")
-                .env_remove(crescent_crash::CRASH_AT_ENV)
-                .envs(env.iter().map(|(k, v)| (k, v)))
-                .stdin(Stdio::null())
-                .stdout(Stdio::from(log.try_clone().unwrap()))
-                .stderr(Stdio::from(log))
-                .spawn()
-                .expect("spawning crescentd");
-            let mut proc = Proc(child);
-            if wait_listening(&mut proc, addr, &log_path, log_from) {
-                if let Some(k) = &key {
-                    register_key(addr, k);
-                }
-                return Server {
-                    addr,
-                    proc,
-                    dir,
-                    args,
-                    key,
-                    open,
-                };
-            }
-            drop(proc); // port taken or crash: try again, then report
+        let (addr, proc) = spawn_crescentd(dir.path(), &with_auth, env, fixed, key.as_ref());
+        Server {
+            addr,
+            proc,
+            dir,
+            args,
+            key,
+            open,
         }
-        panic!("crescentd would not start:\n{}", self_log(dir.path()));
     }
 
     pub fn server(&self) -> String {
@@ -537,7 +552,7 @@ pub struct DirNode {
 impl DirNode {
     /// Starts crescentd on `<dir>/data` with `config` (TOML text, written to
     /// `<dir>/crescentd.toml` and passed with `--config`) when given, and extra environment.
-    /// Fault-injection variables are cleared unless `env` sets them.
+    /// `CRESCENT_CRASH_AT` is cleared unless `env` sets it.
     pub fn start(dir: &Path, config: Option<&str>, env: &[(&str, &str)]) -> DirNode {
         Self::start_at(dir, config, env, None)
     }
@@ -571,58 +586,20 @@ impl DirNode {
         fixed: Option<SocketAddr>,
         open: bool,
     ) -> DirNode {
-        let (auth, key) = auth_args(dir, &[], open);
-        let config_path = config.map(|text| {
+        let mut args = Vec::new();
+        if let Some(text) = config {
             let path = dir.join("crescentd.toml");
             std::fs::write(&path, text).unwrap();
-            path
-        });
-        let log = dir.join("crescentd.log");
-        for _ in 0..5 {
-            let addr: SocketAddr = fixed.unwrap_or_else(|| ([127, 0, 0, 1], free_port()).into());
-            let log_from = log_len(&log);
-            let file = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&log)
-                .unwrap();
-            let mut cmd = Command::new(crescentd_bin());
-            cmd.arg("--data-dir")
-                .arg(dir.join("data"))
-                .arg("--listen")
-                .arg(addr.to_string());
-            if let Some(path) = &config_path {
-                cmd.arg("--config").arg(path);
-            }
-            cmd.args(&auth);
-            cmd.env_remove("CRESCENT_CONFIG")
-                .env_remove("CRESCENT_COLD_KILL_AT")
-                .env_remove("CRESCENT_WEIGHTS_KILL_AT")
-                .stdin(Stdio::null())
-                .stdout(Stdio::from(file.try_clone().unwrap()))
-                .stderr(Stdio::from(file));
-            keep_bind_line(&mut cmd);
-            for (k, v) in env {
-                cmd.env(k, v);
-            }
-            let mut proc = Proc(cmd.spawn().expect("spawning crescentd"));
-            if wait_listening(&mut proc, addr, &log, log_from) {
-                if let Some(k) = &key {
-                    register_key(addr, k);
-                }
-                return DirNode {
-                    addr,
-                    proc,
-                    log,
-                    key,
-                };
-            }
-            drop(proc); // port taken or crash: try again, then report
+            args = vec!["--config".to_string(), path.display().to_string()];
         }
-        panic!(
-            "crescentd would not start:\n{}",
-            std::fs::read_to_string(&log).unwrap_or_default()
-        );
+        let (args, key) = auth_args(dir, &args, open);
+        let (addr, proc) = spawn_crescentd(dir, &args, env, fixed, key.as_ref());
+        DirNode {
+            addr,
+            proc,
+            log: dir.join("crescentd.log"),
+            key,
+        }
     }
 
     pub fn s(&self) -> String {

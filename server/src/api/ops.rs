@@ -7,6 +7,7 @@
 //! Time is the server clock, read once per request. `store.*` spans and per-operation metrics
 //! come from the store.
 
+use crescent_crash::points;
 use crescent_store::StoreError;
 use crescent_wire::store::{
     Ack, BatchReply, BatchRequest, ExistReply, GetReply, GetRequest, HeartbeatReply,
@@ -37,7 +38,7 @@ pub fn put_start(state: &NodeState, req: PutStartRequest) -> Result<PutStartRepl
     }
     let now = state.now_ms();
     let mut reply = state.directory.put_start(&req, now)?;
-    crescent_crash::point("put_start.after_reserve");
+    crescent_crash::point(points::PUT_START_AFTER_RESERVE);
     grant_put(state, &req.id, &mut reply, now);
     Ok(reply)
 }
@@ -74,7 +75,7 @@ pub fn grant_get(state: &NodeState, reply: &mut GetReply, now_ms: i64) {
 
 pub fn put_end(state: &NodeState, req: PutEndRequest) -> Result<Ack, ApiError> {
     state.rebuild.admit_object()?;
-    crescent_crash::point("put_end.before_commit");
+    crescent_crash::point(points::PUT_END_BEFORE_COMMIT);
     match state.cold.get() {
         // An overwrite makes the old content's cold copy obsolete: its reclaim is planned
         // before the swap and run after it.
@@ -88,7 +89,7 @@ pub fn put_end(state: &NodeState, req: PutEndRequest) -> Result<Ack, ApiError> {
     if let Some(cold) = state.cold.get() {
         cold.put_completed(state, &req.id);
     }
-    crescent_crash::point("put_end.after_commit");
+    crescent_crash::point(points::PUT_END_AFTER_COMMIT);
     Ok(Ack {})
 }
 

@@ -8,57 +8,16 @@ use crescent_actors::runtime::RuntimeError;
 use crescent_actors::{Aggregate, AggregateRegistry};
 use crescent_cold::driver::DeviceLedger;
 use crescent_cold::{ColdDevice, ColdDeviceCommand, ColdError};
+use crescent_crash::points::{self, Stage};
 
 /// The ledger of one device.
 pub struct ActorLedger {
     registry: AggregateRegistry<ColdDevice>,
     device_id: String,
     state: ColdDevice,
-    kill_point: Option<KillPoint>,
 }
 
-/// Fault injection for crash-window tests: `CRESCENT_COLD_KILL_AT=before_<command>` or
-/// `after_<command>` (e.g. `after_reserve`, `before_record_payload_written`) makes the process
-/// SIGKILL itself at that point of the first such command. Unset in production.
-pub const KILL_AT_ENV: &str = "CRESCENT_COLD_KILL_AT";
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct KillPoint {
-    before: bool,
-    command: String,
-}
-
-impl KillPoint {
-    fn from_env() -> Option<Self> {
-        let v = std::env::var(KILL_AT_ENV).ok()?;
-        let (before, command) = if let Some(c) = v.strip_prefix("before_") {
-            (true, c)
-        } else if let Some(c) = v.strip_prefix("after_") {
-            (false, c)
-        } else {
-            tracing::warn!(value = %v, "{KILL_AT_ENV} ignored: not before_X or after_X");
-            return None;
-        };
-        tracing::warn!(before, command, "cold fault injection armed");
-        Some(Self {
-            before,
-            command: command.to_string(),
-        })
-    }
-
-    fn fire(&self, before: bool, cmd: &ColdDeviceCommand) {
-        if self.before == before && self.command == command_name(cmd) {
-            tracing::error!(command = %self.command, before, "cold fault injection: SIGKILL");
-            // SAFETY: raise(2) has no memory-safety preconditions.
-            #[allow(unsafe_code)]
-            unsafe {
-                libc::raise(libc::SIGKILL);
-            }
-        }
-    }
-}
-
-/// The snake_case name of a command (its serde tag).
+/// The snake_case name of a command (its serde tag), as its crash points name it.
 pub fn command_name(cmd: &ColdDeviceCommand) -> &'static str {
     match cmd {
         ColdDeviceCommand::Configure { .. } => "configure",
@@ -105,7 +64,6 @@ impl ActorLedger {
             registry,
             device_id: device_id.to_string(),
             state,
-            kill_point: KillPoint::from_env(),
         })
     }
 }
@@ -116,16 +74,13 @@ impl DeviceLedger for ActorLedger {
     }
 
     fn execute(&mut self, cmd: ColdDeviceCommand) -> Result<(), ColdError> {
-        let kill = self.kill_point.clone();
-        if let Some(k) = &kill {
-            k.fire(true, &cmd);
-        }
-        let name = kill.as_ref().map(|_| cmd.clone());
+        // Crash points around each command (docs/testing.md): `cold.before_<command>`,
+        // `cold.after_<command>` (its events durable).
+        let name = command_name(&cmd);
+        crescent_crash::command(points::COLD, Stage::Before, name);
         let executed = futures::executor::block_on(self.registry.execute(&self.device_id, cmd))
             .map_err(from_runtime)?;
-        if let (Some(k), Some(cmd)) = (&kill, &name) {
-            k.fire(false, cmd);
-        }
+        crescent_crash::command(points::COLD, Stage::After, name);
         for event in &executed.events {
             self.state.apply(event);
         }

@@ -7,8 +7,8 @@
 //! they run the command on its actor and then update metrics and indexes from the committed
 //! state, one mutation at a time (weight mutations are a low-rate control-plane path).
 
+pub mod command_names;
 pub mod convert;
-pub mod fault;
 mod groups;
 mod health;
 mod migration;
@@ -19,6 +19,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use crescent_actors::{AggregateRegistry, Runtime, World};
+use crescent_crash::points::{self, Stage};
 use crescent_store::ObjectDirectory;
 use crescent_weights::{
     GuardedOperation, LineageClaim, LineageClaimCommand, LineageId, RevisionIdentity, WeightConfig,
@@ -85,8 +86,6 @@ pub struct WeightService {
     pub groups: Arc<GroupTable>,
     cold: OnceLock<Arc<dyn ColdResidency>>,
     index: Mutex<WeightIndex>,
-    /// `CRESCENT_WEIGHTS_KILL_AT` (crash tests only).
-    kill_point: Option<fault::KillPoint>,
     /// One mutation at a time (keeps the before/after metrics exact).
     serial: tokio::sync::Mutex<()>,
     /// Revisions and lineages whose workflow is being driven right now.
@@ -162,7 +161,6 @@ impl WeightService {
             groups,
             cold: OnceLock::new(),
             index: Mutex::new(index),
-            kill_point: fault::KillPoint::from_env(),
             serial: tokio::sync::Mutex::new(()),
             driving: Mutex::new(HashSet::new()),
             loss_check_again: std::sync::atomic::AtomicBool::new(false),
@@ -211,14 +209,14 @@ impl WeightService {
             .read(&id, Clone::clone)
             .await
             .map_err(from_runtime)?;
-        let name = fault::revision_command_name(&cmd);
-        self.fault(true, name);
+        let name = command_names::revision_command_name(&cmd);
+        crescent_crash::command(points::WEIGHTS, Stage::Before, name);
         let done = self
             .revisions
             .execute(&id, cmd)
             .await
             .map_err(from_runtime)?;
-        self.fault(false, name);
+        crescent_crash::command(points::WEIGHTS, Stage::After, name);
         let after = self
             .revisions
             .read(&id, Clone::clone)
@@ -256,14 +254,14 @@ impl WeightService {
             .read(&id, Clone::clone)
             .await
             .map_err(from_runtime)?;
-        let name = fault::lineage_command_name(&cmd);
-        self.fault(true, name);
+        let name = command_names::lineage_command_name(&cmd);
+        crescent_crash::command(points::WEIGHTS, Stage::Before, name);
         let done = self
             .lineages
             .execute(&id, cmd)
             .await
             .map_err(from_runtime)?;
-        self.fault(false, name);
+        crescent_crash::command(points::WEIGHTS, Stage::After, name);
         if !done.is_noop() {
             self.metrics.observe_lineage(&before, &done.events);
         }
@@ -271,13 +269,6 @@ impl WeightService {
             .read(&id, Clone::clone)
             .await
             .map_err(from_runtime)
-    }
-
-    /// The crash-test kill point, if armed.
-    fn fault(&self, before: bool, command: &str) {
-        if let Some(k) = &self.kill_point {
-            k.fire(before, command);
-        }
     }
 
     /// The recorded affinity units of a revision (None: committed by a build that did not
