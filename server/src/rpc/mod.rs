@@ -15,7 +15,7 @@ mod connection;
 mod dispatch;
 mod handshake;
 mod local;
-mod scoped;
+pub(crate) mod scoped;
 mod session;
 mod wire;
 
