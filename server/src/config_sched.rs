@@ -8,8 +8,8 @@ use crate::config::{invalid, ConfigError};
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct SchedulingSettings {
-    /// Store requests that run at once; more wait in per-tenant queues and are let in by
-    /// weighted round-robin turns. 0: twice the number of cores.
+    /// Store requests that run at once (HTTP workers and RPC threads together); more wait in
+    /// per-tenant queues and are let in by weighted round-robin turns. 0: one per core.
     pub max_concurrent_requests: usize,
     /// Most batch items one tenant's requests may take in one turn (times its weight).
     pub max_batch_items_per_tenant: u64,
@@ -62,10 +62,10 @@ impl SchedulingSettings {
         Ok(())
     }
 
-    /// Concurrent store requests: the configured number, or twice the cores.
+    /// Concurrent store requests: the configured number, or one per core.
     pub fn concurrent_requests(&self) -> usize {
         match self.max_concurrent_requests {
-            0 => std::thread::available_parallelism().map_or(2, |n| n.get()) * 2,
+            0 => std::thread::available_parallelism().map_or(2, |n| n.get()),
             n => n,
         }
     }
@@ -114,8 +114,8 @@ mod tests {
     }
 
     #[test]
-    fn zero_concurrency_means_twice_the_cores() {
-        let auto = SchedulingSettings::default().concurrent_requests();
-        assert!(auto >= 2 && auto % 2 == 0);
+    fn zero_concurrency_means_one_per_core() {
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+        assert_eq!(SchedulingSettings::default().concurrent_requests(), cores);
     }
 }
