@@ -111,3 +111,33 @@ async fn a_flooding_tenant_does_not_starve_a_quiet_one() {
         "{waits} noisy batches let in over {turns} turns of at most {BATCHES_PER_TURN}"
     );
 }
+
+/// A client's batch put is sent as sub-batches within its item and byte budgets
+/// (`ClientOptions::max_batch_items_per_tenant`, `max_batch_bytes`), each one put_start
+/// request, and every item is stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_sends_a_batch_put_as_bounded_sub_batches() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = start_crescentd(dir.path(), "embedded_segment_bytes = 16777216\n");
+    let options = ClientOptions {
+        max_batch_items_per_tenant: 3,
+        max_batch_bytes: 1000,
+        max_inflight_bytes_per_tenant: 1000,
+        ..ClientOptions::servers(&node.addr.to_string())
+    };
+    let client = CrescentClient::connect(with_token(options, node.client_token("quiet")))
+        .await
+        .unwrap();
+    let keys: Vec<String> = (0..10).map(|i| format!("sub-{i}")).collect();
+    let values: Vec<Vec<u8>> = (0..10u8).map(|i| vec![i; 400]).collect();
+    let base = node.base_url();
+    let starts = || counter(&base, "crescent_rpc_requests_total", "op=\"batch_put_start");
+    let before = starts().await;
+    let results = client.put_batch(&keys, &values).await.expect("the batch");
+    assert!(results.iter().all(Result::is_ok), "{results:?}");
+    // 400-byte values within 1000 bytes: two per sub-batch, so five put_start requests.
+    assert_eq!(starts().await - before, 5);
+    for (k, v) in keys.iter().zip(&values) {
+        assert_eq!(&client.get(k).await.expect("a stored item"), v);
+    }
+}
