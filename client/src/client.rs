@@ -26,6 +26,8 @@ pub struct CrescentClient {
     /// The tenant of this client's `client` token, the default of its scope.
     pub(crate) token_tenant: Option<Arc<str>>,
     pub(crate) data: Arc<DataPlane>,
+    /// Batch budgets and each tenant's bytes in flight (`crate::batch::submission`).
+    pub(crate) submission: Arc<crate::batch::submission::Submission>,
     /// Local restore of cold-only objects (`crate::cold_restore`).
     pub(crate) cold_restore: Arc<crate::cold_restore::LocalColdRestore>,
 }
@@ -155,6 +157,7 @@ impl CrescentClient {
             scope: Scope::new(token_tenant.as_deref(), None)?,
             token_tenant,
             data: DataPlane::new(metrics),
+            submission: Arc::new(crate::batch::submission::Submission::new(options)),
             cold_restore: Arc::new(crate::cold_restore::LocalColdRestore::new(
                 !options.no_local_cold_restore,
             )),
@@ -189,6 +192,7 @@ impl CrescentClient {
             scope: Scope::new(tenant.or(self.token_tenant.as_deref()), domain)?,
             token_tenant: self.token_tenant.clone(),
             data: self.data.clone(),
+            submission: self.submission.clone(),
             cold_restore: self.cold_restore.clone(),
         })
     }

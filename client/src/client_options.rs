@@ -33,6 +33,14 @@ pub struct ClientOptions {
     /// "TLS"). Set: servers are verified against it alone, a bare `HOST:PORT` is reached with
     /// `https://`, and the RPC fast path with TLS.
     pub ca_file: Option<std::path::PathBuf>,
+    /// Most items of one batch request of a tenant (0: the wire limit, `MAX_BATCH`); a longer
+    /// batch is sent as several (docs/tenants.md, "Soft isolation").
+    pub max_batch_items_per_tenant: usize,
+    /// Most value bytes of one batch put request (0: no bound); one larger value goes alone.
+    pub max_batch_bytes: u64,
+    /// Most value bytes one tenant's batch puts on this client (all its handles) have in
+    /// flight together (0: no bound); more wait until earlier ones complete or fail.
+    pub max_inflight_bytes_per_tenant: u64,
 }
 
 /// A bearer token. Its `Debug` never shows it, so options can be logged.
@@ -138,6 +146,13 @@ impl ClientOptions {
 
     /// Checks the combination before anything is contacted.
     pub fn validate(&self) -> Result<(), ClientError> {
+        if self.max_batch_items_per_tenant > crescent_wire::store::MAX_BATCH {
+            return Err(ClientError::InvalidArgument(format!(
+                "max_batch_items_per_tenant: {} is above the wire limit {}",
+                self.max_batch_items_per_tenant,
+                crescent_wire::store::MAX_BATCH
+            )));
+        }
         for s in &self.servers {
             base_url(s)?;
         }

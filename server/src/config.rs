@@ -55,12 +55,16 @@ pub struct Config {
     pub auth: crate::config_auth::AuthSettings,
     /// TLS on HTTP, RPC and replication (`[tls]`, docs/security.md "TLS").
     pub tls: crate::config_tls::TlsSettings,
+    /// Per-tenant fair scheduling of store requests (`[scheduling]`, docs/tenants.md "Soft
+    /// isolation").
+    pub scheduling: crate::config_sched::SchedulingSettings,
     /// `[[tenants]]`: quota policies created if absent at startup (docs/tenants.md, "Policy
     /// bootstrap").
     pub tenants: Vec<TenantPolicyConfig>,
 }
 
-/// One `[[tenants]]` entry: a tenant's hard limits (left out: unlimited).
+/// One `[[tenants]]` entry: a tenant's hard limits (left out: unlimited) and its fairness
+/// weight (docs/tenants.md, "Soft isolation").
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TenantPolicyConfig {
@@ -69,7 +73,17 @@ pub struct TenantPolicyConfig {
     pub max_bytes: Option<u64>,
     #[serde(default)]
     pub max_objects: Option<u64>,
+    /// Its share of the scheduler's turns relative to other tenants (1 ..= 1000).
+    #[serde(default = "default_weight")]
+    pub weight: u32,
 }
+
+fn default_weight() -> u32 {
+    1
+}
+
+/// Largest `[[tenants]]` `weight`: a turn's budget times it must stay far from overflow.
+pub const MAX_TENANT_WEIGHT: u32 = 1000;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -135,6 +149,7 @@ impl Default for Config {
             net: crate::config_net::NetConfig::default(),
             auth: crate::config_auth::AuthSettings::default(),
             tls: crate::config_tls::TlsSettings::default(),
+            scheduling: crate::config_sched::SchedulingSettings::default(),
             tenants: Vec::new(),
         }
     }
@@ -283,6 +298,7 @@ impl Config {
             ));
         }
         self.store.validate()?;
+        self.scheduling.validate()?;
         self.cold.validate()?;
         self.net.validate()?;
         self.ha.validate()?;
@@ -318,6 +334,15 @@ impl Config {
                 return Err(invalid(
                     "tenants.name",
                     format!("{:?} is listed twice", t.name),
+                ));
+            }
+            if !(1..=MAX_TENANT_WEIGHT).contains(&t.weight) {
+                return Err(invalid(
+                    "tenants.weight",
+                    format!(
+                        "{:?}: {} is outside 1..={MAX_TENANT_WEIGHT}",
+                        t.name, t.weight
+                    ),
                 ));
             }
             for (key, v) in [

@@ -229,3 +229,26 @@ fn rpc_local_socket_resolves_against_the_data_dir() {
     let err = s.validate().unwrap_err();
     assert!(err.to_string().contains("store.rpc_local_socket"), "{err}");
 }
+
+#[test]
+fn scheduling_and_tenant_weights_are_range_checked() {
+    let c = Config::from_toml(
+        Path::new("x.toml"),
+        "[[tenants]]\nname = \"a\"\n[[tenants]]\nname = \"b\"\nweight = 4\n",
+    )
+    .unwrap();
+    c.validate().unwrap();
+    assert_eq!((c.tenants[0].weight, c.tenants[1].weight), (1, 4));
+    assert_eq!(
+        invalid_key("[[tenants]]\nname = \"a\"\nweight = 0\n"),
+        "tenants.weight"
+    );
+    assert_eq!(
+        invalid_key("[[tenants]]\nname = \"a\"\nweight = 1001\n"),
+        "tenants.weight"
+    );
+    assert_eq!(
+        invalid_key("[scheduling]\nmax_batch_bytes = 0\n"),
+        "scheduling.max_batch_bytes"
+    );
+}

@@ -76,6 +76,8 @@ pub struct NodeState {
     pub auth: Arc<crate::auth::AuthState>,
     /// `[tls]` loaded: HTTP, RPC and replication speak TLS only (docs/security.md "TLS").
     pub tls: Option<crate::config_tls::LoadedTls>,
+    /// Admission of store requests by per-tenant turns (docs/tenants.md, "Soft isolation").
+    pub gate: crate::sched::Gate,
 }
 
 /// Recovered `ColdDevice` states by device id, with the seq they were recovered through.
@@ -454,6 +456,7 @@ impl Node {
             },
             snapshot_metrics,
         )?;
+        let gate = open_gate(config, &metrics.registry)?;
         metrics.up.set(1);
         Ok(Arc::new(NodeState {
             journal,
@@ -481,6 +484,7 @@ impl Node {
             cold_recovered,
             auth,
             tls,
+            gate,
         }))
     }
 
@@ -580,4 +584,19 @@ impl Node {
             crate::http_bounds::listen_http!(server, listener, state.tls.as_ref(), &config.net)?;
         Ok(server.run())
     }
+}
+
+/// The admission gate of `[scheduling]`, with the `[[tenants]]` weights.
+fn open_gate(
+    config: &Config,
+    registry: &prometheus::Registry,
+) -> Result<crate::sched::Gate, ServerError> {
+    let weights = config
+        .tenants
+        .iter()
+        .map(|t| (t.name.clone(), t.weight))
+        .collect();
+    let s = &config.scheduling;
+    crate::sched::Gate::new(s.concurrent_requests(), s.budget(), weights, registry)
+        .map_err(|e| ServerError::Recovery(format!("scheduler metrics: {e}")))
 }

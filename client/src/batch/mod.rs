@@ -6,11 +6,11 @@
 mod get;
 mod put;
 mod put_end;
+pub(crate) mod submission;
 
 use crescent_wire::rpc::RpcOp;
 use crescent_wire::store::{
     Ack, BatchReply, BatchRequest, ExistReply, ItemResult, ObjectId, ObjectRequest, RemoveRequest,
-    MAX_BATCH,
 };
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -39,7 +39,8 @@ fn object_ids<K: AsRef<str>>(
 }
 
 impl CrescentClient {
-    /// Sends `items` (at most [`MAX_BATCH`] per request) and returns one answer per item.
+    /// Sends `items` (at most `MAX_BATCH`, or the client's `max_batch_items_per_tenant`, per
+    /// request) and returns one answer per item.
     pub(crate) async fn batch_call<Req: Serialize, Rep: DeserializeOwned>(
         &self,
         op: RpcOp,
@@ -62,7 +63,7 @@ impl CrescentClient {
         let mut answered: Option<Current> = pinned.cloned();
         let mut one_leader = true;
         while !rest.is_empty() {
-            let tail = rest.split_off(rest.len().min(MAX_BATCH));
+            let tail = rest.split_off(rest.len().min(self.submission.max_items()));
             let sent = rest.len();
             let body = BatchRequest { items: rest };
             let reply: BatchReply<Rep> = match pinned {

@@ -207,12 +207,39 @@ impl CrescentClient {
     ) -> Result<ItemResults<PutOutcome>, ClientError> {
         let total: usize = values.iter().map(|v| v.as_ref().len()).sum();
         let operation = self
-            .put_batch_inner(keys, values, opts, total)
+            .put_batch_planned(keys, values, opts)
             .instrument(tracing::debug_span!("client.put_batch", items = keys.len()));
         self.data
             .metrics
             .metered("put_batch", operation, |_| total as u64)
             .await
+    }
+
+    /// Puts the batch as sub-batches within the client's budgets, each holding its bytes in
+    /// flight for its tenant from before its put_start until it ended or failed
+    /// (docs/tenants.md, "Soft isolation").
+    async fn put_batch_planned<K: AsRef<str>, V: AsRef<[u8]>>(
+        &self,
+        keys: &[K],
+        values: &[V],
+        opts: &PutOptions,
+    ) -> Result<ItemResults<PutOutcome>, ClientError> {
+        if keys.len() != values.len() {
+            return Err(ClientError::InvalidArgument(format!(
+                "{} keys for {} values",
+                keys.len(),
+                values.len()
+            )));
+        }
+        let sizes: Vec<u64> = values.iter().map(|v| v.as_ref().len() as u64).collect();
+        let mut results = Vec::with_capacity(keys.len());
+        for range in self.submission.plan(&sizes) {
+            let bytes: u64 = sizes[range.clone()].iter().sum();
+            let _inflight = self.submission.reserve(self.scope.tenant(), bytes).await;
+            let (k, v) = (&keys[range.clone()], &values[range]);
+            results.extend(self.put_batch_inner(k, v, opts, bytes as usize).await?);
+        }
+        Ok(results)
     }
 
     async fn put_batch_inner<K: AsRef<str>, V: AsRef<[u8]>>(

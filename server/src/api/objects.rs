@@ -18,20 +18,25 @@ use super::error::{from_blocking, HttpError};
 use super::ops;
 use super::wire::{Reply, Wire};
 use crate::node::NodeState;
+use crate::rpc::scoped::Scoped;
 
 pub(crate) type State = web::Data<Arc<NodeState>>;
 
 pub async fn put_start(
     state: State,
-    Wire(req): Wire<PutStartRequest>,
+    Wire(mut req): Wire<PutStartRequest>,
 ) -> Result<Reply<PutStartReply>, HttpError> {
+    let size = req.size;
+    let _permit = admit(&state, &mut req, 1, size).await;
     Ok(Reply(ops::put_start(&state, req)?))
 }
 
 pub async fn put_end(
     state: State,
-    Wire(req): Wire<PutEndRequest>,
+    Wire(mut req): Wire<PutEndRequest>,
 ) -> Result<Reply<Ack>, HttpError> {
+    let node = state.get_ref().clone();
+    let _permit = admit(&node, &mut req, 1, 0).await;
     Ok(Reply(
         off_worker_if_owner_io(state, move |s| ops::put_end(s, req)).await?,
     ))
@@ -39,14 +44,20 @@ pub async fn put_end(
 
 pub async fn put_revoke(
     state: State,
-    Wire(req): Wire<PutEndRequest>,
+    Wire(mut req): Wire<PutEndRequest>,
 ) -> Result<Reply<Ack>, HttpError> {
+    let _permit = admit(&state, &mut req, 1, 0).await;
     Ok(Reply(ops::put_revoke(&state, req)?))
 }
 
 /// A cold-only object's restore may wait for the device's storage owner, whose poll needs a
 /// free HTTP worker to answer: see [`off_worker_if_owner_io`].
-pub async fn get(state: State, Wire(req): Wire<GetRequest>) -> Result<Reply<GetReply>, HttpError> {
+pub async fn get(
+    state: State,
+    Wire(mut req): Wire<GetRequest>,
+) -> Result<Reply<GetReply>, HttpError> {
+    let node = state.get_ref().clone();
+    let _permit = admit(&node, &mut req, 1, 0).await;
     Ok(Reply(
         off_worker_if_owner_io(state, move |s| ops::get(s, req)).await?,
     ))
@@ -54,23 +65,31 @@ pub async fn get(state: State, Wire(req): Wire<GetRequest>) -> Result<Reply<GetR
 
 pub async fn exist(
     state: State,
-    Wire(req): Wire<ObjectRequest>,
+    Wire(mut req): Wire<ObjectRequest>,
 ) -> Result<Reply<ExistReply>, HttpError> {
+    let _permit = admit(&state, &mut req, 1, 0).await;
     Ok(Reply(ops::exist(&state, req)?))
 }
 
 pub async fn size(
     state: State,
-    Wire(req): Wire<ObjectRequest>,
+    Wire(mut req): Wire<ObjectRequest>,
 ) -> Result<Reply<SizeReply>, HttpError> {
+    let _permit = admit(&state, &mut req, 1, 0).await;
     Ok(Reply(ops::size(&state, req)?))
 }
 
 /// Acknowledged once what it removed from owners' segments is journaled (docs/rebuild.md,
 /// "Removes are journaled"); so are the batch and prefix forms.
-pub async fn remove(state: State, Wire(req): Wire<RemoveRequest>) -> Result<Reply<Ack>, HttpError> {
+pub async fn remove(
+    state: State,
+    Wire(mut req): Wire<RemoveRequest>,
+) -> Result<Reply<Ack>, HttpError> {
     let removals = state.removals.clone();
+    let node = state.get_ref().clone();
+    let permit = admit(&node, &mut req, 1, 0).await;
     let ack = off_worker_if_owner_io(state, move |s| ops::remove(s, req)).await?;
+    drop(permit);
     removals.wait_recorded().await?;
     Ok(Reply(ack))
 }
@@ -82,6 +101,19 @@ pub async fn remove(state: State, Wire(req): Wire<RemoveRequest>) -> Result<Repl
 /// poll's connection is served by, so nothing is answered until the owner counts as silent
 /// (6 s) and the operation fails (a reclaim is then left active). Found by the HA test
 /// `tests/tests/ha_cold_owner.rs` (HTTP only; the RPC fast path runs on its own threads).
+/// A slot of the node's admission gate for a store request of `items` items announcing
+/// `bytes` put bytes (docs/tenants.md, "Soft isolation"); at once when nobody waits.
+pub(crate) async fn admit<'a, R: Scoped>(
+    node: &'a NodeState,
+    req: &mut R,
+    items: u64,
+    bytes: u64,
+) -> crate::sched::Permit<'a> {
+    node.gate
+        .admit(|| crate::sched::Ticket::of_typed(req, items, bytes))
+        .await
+}
+
 pub(crate) async fn off_worker_if_owner_io<T: Send + 'static>(
     state: State,
     op: impl FnOnce(&NodeState) -> Result<T, crescent_wire::ApiError> + Send + 'static,
@@ -97,8 +129,9 @@ pub(crate) async fn off_worker_if_owner_io<T: Send + 'static>(
 
 pub async fn release(
     state: State,
-    Wire(req): Wire<ReleaseRequest>,
+    Wire(mut req): Wire<ReleaseRequest>,
 ) -> Result<Reply<ReleaseReply>, HttpError> {
+    let _permit = admit(&state, &mut req, 1, 0).await;
     Ok(Reply(ops::release(&state, req)?))
 }
 

@@ -285,6 +285,7 @@ async fn frames<W: Wire>(
             }
         }
         let answer_at = out.len();
+        let permit = admit(state, op, body, session.as_ref()).await;
         credential_ended |= dispatch::handle(
             state,
             op,
@@ -293,6 +294,7 @@ async fn frames<W: Wire>(
             session.as_mut(),
             &mut out,
         );
+        drop(permit);
         if matches!(op, RpcOp::Remove | RpcOp::BatchRemove) {
             // Answered once what it removed is journaled (docs/rebuild.md); if that failed,
             // the answer becomes the failure.
@@ -315,6 +317,22 @@ async fn frames<W: Wire>(
         }
         input.shrink(KEEP_BUFFER);
     }
+}
+
+/// A slot of the node's admission gate for a store request (docs/tenants.md, "Soft
+/// isolation"); an owner's heartbeat is not a store request and never waits behind one.
+async fn admit<'a>(
+    state: &'a NodeState,
+    op: RpcOp,
+    body: &[u8],
+    session: Option<&Session>,
+) -> Option<crate::sched::Permit<'a>> {
+    if op == RpcOp::Heartbeat {
+        return None;
+    }
+    let own = session.and_then(Session::own_tenant);
+    let ticket = || crate::sched::Ticket::of_rpc(op, body, own);
+    Some(state.gate.admit(ticket).await)
 }
 
 /// Before closing on a frame over the limit, answers it PAYLOAD_TOO_LARGE under its request id

@@ -8,14 +8,16 @@
 //! loopback costs more than the request itself. Requests on a connection are handled inline, in
 //! order: the store calls are short and synchronous, so spawning per request would only add a
 //! hop. Each request calls the same operation as its HTTP route ([`crate::api::ops`]), with
-//! `[auth]` after the same authorization as that route (`session`, docs/security.md).
+//! `[auth]` after the same authorization as that route (`session`, docs/security.md), and a
+//! store request first takes a slot of the node's admission gate ([`crate::sched`]): at once
+//! when nobody waits, else by its tenant's turn (docs/tenants.md, "Soft isolation").
 
 mod compact;
 mod connection;
 mod dispatch;
 mod handshake;
 mod local;
-mod scoped;
+pub(crate) mod scoped;
 mod session;
 mod wire;
 

@@ -133,6 +133,13 @@ impl Session {
     }
 }
 
+impl Session {
+    /// The tenant of a client credential (what a request naming none acts in).
+    pub(super) fn own_tenant(&self) -> Option<&str> {
+        self.claims.tenant.as_deref()
+    }
+}
+
 impl Grant<'_> {
     /// Scopes a decoded request: a client's named tenants must be its own and unnamed ones
     /// become its own; an owner operation must name the owner's own id.
