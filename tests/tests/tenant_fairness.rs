@@ -45,6 +45,10 @@ async fn flood(node: &CrescentdProcess, done: Arc<AtomicU64>, stop: Arc<AtomicBo
     }
 }
 
+// Out of the default run: it takes about a minute on two cores, and whether the flood ever
+// waits depends on requests overlapping across threads (docs/tenants.md, "Soft isolation");
+// the scheduler's guarantees are the deterministic tests of crescent-sched.
+#[ignore = "a soak: cargo test -p crescent-tests --test tenant_fairness -- --ignored"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_flooding_tenant_does_not_starve_a_quiet_one() {
     let dir = tempfile::tempdir().unwrap();
