@@ -267,6 +267,9 @@ fn leaderless(timeout: Duration) -> CrescentClient {
         scope: crate::options::Scope::default(),
         token_tenant: None,
         data: crate::dataplane::DataPlane::new(metrics),
+        submission: std::sync::Arc::new(crate::batch::submission::Submission::new(
+            &crate::ClientOptions::default(),
+        )),
         cold_restore: std::sync::Arc::new(crate::cold_restore::LocalColdRestore::new(true)),
     }
 }
