@@ -249,13 +249,7 @@ impl CrescentClient {
         opts: &PutOptions,
         total: usize,
     ) -> Result<ItemResults<PutOutcome>, ClientError> {
-        if keys.len() != values.len() {
-            return Err(ClientError::InvalidArgument(format!(
-                "{} keys for {} values",
-                keys.len(),
-                values.len()
-            )));
-        }
+        // `put_batch_planned` checked that keys and values pair up.
         let transport = self.data.transport().await?;
         let staging = self.data.staging.take(transport, total)?;
         let buf = staging.buffer();
