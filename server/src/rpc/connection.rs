@@ -210,8 +210,15 @@ struct HeldRelease {
 }
 
 impl HeldRelease {
-    /// Runs the release and appends its answer; true when the credential ended.
-    fn run(self, state: &NodeState, session: Option<&mut Session>, out: &mut Vec<u8>) -> bool {
+    /// Runs the release through the admission gate, like any store request, and appends its
+    /// answer; true when the credential ended.
+    async fn run(
+        self,
+        state: &NodeState,
+        session: Option<&mut Session>,
+        out: &mut Vec<u8>,
+    ) -> bool {
+        let _permit = admit(state, self.op, &self.body, session.as_deref()).await;
         dispatch::handle(state, self.op, self.request_id, &self.body, session, out)
     }
 }
@@ -248,7 +255,7 @@ async fn frames<W: Wire>(
         };
         if !started {
             if let Some(release) = held.take() {
-                release.run(state, session.as_mut(), &mut out);
+                release.run(state, session.as_mut(), &mut out).await;
             }
             return Ok(()); // closed between frames
         }
@@ -273,7 +280,7 @@ async fn frames<W: Wire>(
             if input.has_buffered() {
                 held = Some(release);
             } else {
-                credential_ended |= release.run(state, session.as_mut(), &mut out);
+                credential_ended |= release.run(state, session.as_mut(), &mut out).await;
             }
             input.shrink(KEEP_BUFFER);
             continue;
@@ -281,7 +288,7 @@ async fn frames<W: Wire>(
         let body = input.take_body(header.body_len);
         if !op.only_reads() {
             if let Some(release) = held.take() {
-                credential_ended |= release.run(state, session.as_mut(), &mut out);
+                credential_ended |= release.run(state, session.as_mut(), &mut out).await;
             }
         }
         let answer_at = out.len();
@@ -313,7 +320,7 @@ async fn frames<W: Wire>(
             // The read is answered before its trailing release runs.
             input.write_all(&out).await?;
             out.clear();
-            credential_ended |= release.run(state, session.as_mut(), &mut out);
+            credential_ended |= release.run(state, session.as_mut(), &mut out).await;
         }
         input.shrink(KEEP_BUFFER);
     }
