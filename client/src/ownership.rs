@@ -14,10 +14,13 @@
 //! newer one arrives (its bytes were overwritten).
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::hash::BuildHasher;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crescent_wire::rebuild::{NoticeOutcome, ReplayEntry};
 use crescent_wire::store::{DataType, ObjectId, ReleasedReplica, RELEASE_WIRE_VERSION};
+use foldhash::fast::RandomState;
+use hashbrown::HashTable;
 use prometheus::IntGauge;
 
 /// One committed replica in one of our segments.
@@ -68,8 +71,8 @@ impl OwnedReplica {
     }
 }
 
-/// (object, segment) -> replica. One object has at most one replica per segment.
-type Slot = (ObjectId, Arc<str>);
+/// Where a replica sits in [`Inner::slab`].
+type Index = u32;
 
 /// One allocation crescentd released: (segment, offset, put id).
 type Allocation = (Arc<str>, u64, u64);
@@ -91,42 +94,103 @@ pub struct ReleaseReport {
     pub unknown_version: usize,
 }
 
+/// The replicas and their indexes. Every replica is held once, in the slab; the indexes hold
+/// slab positions, so recording a replica copies its object id once and a table that grows
+/// moves small entries and never hashes an id again (each keeps the hash it was filed under).
+/// Hashing is foldhash with a per-table random seed: keys come from other writers' notices.
 #[derive(Debug, Default)]
 struct Inner {
-    entries: HashMap<Slot, OwnedReplica>,
-    /// Per segment, offset -> the slot whose replica starts there (replicas are disjoint).
-    by_address: HashMap<Arc<str>, BTreeMap<u64, Slot>>,
+    slab: Vec<Option<OwnedReplica>>,
+    free: Vec<Index>,
+    /// (object, segment) -> its replica: one object has at most one replica per segment.
+    by_slot: HashTable<(u64, Index)>,
+    hasher: RandomState,
+    /// Per segment, offset -> the replica that starts there (replicas are disjoint).
+    by_address: HashMap<Arc<str>, BTreeMap<u64, Index>, RandomState>,
     /// The segments this process serves, with their sizes.
-    segments: HashMap<Arc<str>, u64>,
+    segments: HashMap<Arc<str>, u64, RandomState>,
     /// Recently released allocations (bounded, oldest forgotten first).
-    released: HashSet<Allocation>,
+    released: HashSet<Allocation, RandomState>,
     released_order: VecDeque<Allocation>,
 }
 
 impl Inner {
-    fn remove_slot(&mut self, slot: &Slot) -> Option<OwnedReplica> {
-        let r = self.entries.remove(slot)?;
+    fn len(&self) -> usize {
+        self.slab.len() - self.free.len()
+    }
+
+    fn replica(&self, at: Index) -> &OwnedReplica {
+        self.slab[at as usize]
+            .as_ref()
+            .expect("an indexed position holds a replica")
+    }
+
+    fn slot_hash(&self, id: &ObjectId, segment: &str) -> u64 {
+        self.hasher.hash_one((id, segment))
+    }
+
+    /// The replica of `id` in `segment`, found under its hash `h`.
+    fn find(&self, h: u64, id: &ObjectId, segment: &str) -> Option<Index> {
+        let slab = &self.slab;
+        self.by_slot
+            .find(h, |&(eh, at)| {
+                eh == h
+                    && slab[at as usize]
+                        .as_ref()
+                        .is_some_and(|r| r.id == *id && *r.segment_id == *segment)
+            })
+            .map(|&(_, at)| at)
+    }
+
+    fn insert(&mut self, h: u64, replica: OwnedReplica) {
+        let (segment, offset) = (replica.segment_id.clone(), replica.offset);
+        let at = match self.free.pop() {
+            Some(at) => {
+                self.slab[at as usize] = Some(replica);
+                at
+            }
+            None => {
+                self.slab.push(Some(replica));
+                (self.slab.len() - 1) as Index
+            }
+        };
+        self.by_slot.insert_unique(h, (h, at), |&(eh, _)| eh);
+        self.by_address
+            .entry(segment)
+            .or_default()
+            .insert(offset, at);
+    }
+
+    fn remove_at(&mut self, at: Index) -> OwnedReplica {
+        let r = self.slab[at as usize]
+            .take()
+            .expect("an indexed position holds a replica");
+        self.free.push(at);
+        let h = self.slot_hash(&r.id, &r.segment_id);
+        if let Ok(e) = self.by_slot.find_entry(h, |&(_, i)| i == at) {
+            e.remove();
+        }
         if let Some(map) = self.by_address.get_mut(&r.segment_id) {
-            if map.get(&r.offset) == Some(slot) {
+            if map.get(&r.offset) == Some(&at) {
                 map.remove(&r.offset);
             }
         }
-        Some(r)
+        r
     }
 
-    /// Slots of replicas overlapping `[offset, end)` of `segment`.
-    fn overlapping(&self, segment: &str, offset: u64, end: u64) -> Vec<Slot> {
+    /// Replicas overlapping `[offset, end)` of `segment`.
+    fn overlapping(&self, segment: &str, offset: u64, end: u64) -> Vec<Index> {
         let Some(map) = self.by_address.get(segment) else {
             return Vec::new();
         };
         let mut out = Vec::new();
-        if let Some((_, slot)) = map.range(..=offset).next_back() {
-            if self.entries.get(slot).is_some_and(|r| r.end() > offset) {
-                out.push(slot.clone());
+        if let Some((_, &at)) = map.range(..=offset).next_back() {
+            if self.replica(at).end() > offset {
+                out.push(at);
             }
         }
         if let Some(start) = offset.checked_add(1) {
-            out.extend(map.range(start..end.max(start)).map(|(_, s)| s.clone()));
+            out.extend(map.range(start..end.max(start)).map(|(_, &at)| at));
         }
         out
     }
@@ -143,35 +207,35 @@ impl Inner {
             // crescentd already gave this allocation back: recording it would resurrect it.
             return NoticeOutcome::Stale;
         }
-        let slot: Slot = (replica.id.clone(), replica.segment_id.clone());
-        let held = match self.entries.get(&slot) {
-            Some(existing) if existing.put_id > replica.put_id => return NoticeOutcome::Stale,
-            Some(existing) if *existing == replica => return NoticeOutcome::Recorded,
-            held => held.is_some(),
-        };
-        let overlapping = self.overlapping(&replica.segment_id, replica.offset, replica.end());
-        let mut older = Vec::new();
-        for other in overlapping {
-            if other == slot {
-                continue;
-            }
-            let r = &self.entries[&other];
-            if r.put_id >= replica.put_id {
+        let h = self.slot_hash(&replica.id, &replica.segment_id);
+        let held = self.find(h, &replica.id, &replica.segment_id);
+        if let Some(at) = held {
+            let existing = self.replica(at);
+            if existing.put_id > replica.put_id {
                 return NoticeOutcome::Stale;
             }
-            older.push(other);
+            if *existing == replica {
+                return NoticeOutcome::Recorded;
+            }
         }
-        for other in older {
-            self.remove_slot(&other);
+        let overlapping = self.overlapping(&replica.segment_id, replica.offset, replica.end());
+        let mut older = Vec::new();
+        for at in overlapping {
+            if Some(at) == held {
+                continue;
+            }
+            if self.replica(at).put_id >= replica.put_id {
+                return NoticeOutcome::Stale;
+            }
+            older.push(at);
         }
-        if held {
-            self.remove_slot(&slot);
+        for at in older {
+            self.remove_at(at);
         }
-        self.by_address
-            .entry(replica.segment_id.clone())
-            .or_default()
-            .insert(replica.offset, slot.clone());
-        self.entries.insert(slot, replica);
+        if let Some(at) = held {
+            self.remove_at(at);
+        }
+        self.insert(h, replica);
         NoticeOutcome::Recorded
     }
 
@@ -192,33 +256,54 @@ impl Inner {
                 }
             }
         }
-        let slot = self
+        let at = self
             .by_address
             .get(&segment)
             .and_then(|m| m.get(&r.offset))
-            .cloned();
-        let Some(slot) = slot else {
+            .copied();
+        let Some(at) = at else {
             return false;
         };
-        let same = self
-            .entries
-            .get(&slot)
-            .is_some_and(|e| e.put_id == r.put_id && e.offset == r.offset);
+        let same = {
+            let e = self.replica(at);
+            e.put_id == r.put_id && e.offset == r.offset
+        };
         if same {
-            self.remove_slot(&slot);
+            self.remove_at(at);
         }
         same
     }
 
+    /// The position of exactly `replica`, if held.
+    fn position_of(&self, replica: &OwnedReplica) -> Option<Index> {
+        let h = self.slot_hash(&replica.id, &replica.segment_id);
+        self.find(h, &replica.id, &replica.segment_id)
+    }
+
+    /// Drops every replica of `id`: one lookup per served segment, no scan.
+    fn forget_object(&mut self, id: &ObjectId) -> usize {
+        let segments: Vec<Arc<str>> = self.segments.keys().cloned().collect();
+        let mut n = 0;
+        for segment in segments {
+            let h = self.slot_hash(id, &segment);
+            if let Some(at) = self.find(h, id, &segment) {
+                self.remove_at(at);
+                n += 1;
+            }
+        }
+        n
+    }
+
     fn retain(&mut self, mut keep: impl FnMut(&OwnedReplica) -> bool) -> usize {
-        let doomed: Vec<Slot> = self
-            .entries
+        let doomed: Vec<Index> = self
+            .slab
             .iter()
-            .filter(|(_, r)| !keep(r))
-            .map(|(s, _)| s.clone())
+            .enumerate()
+            .filter(|(_, r)| r.as_ref().is_some_and(|r| !keep(r)))
+            .map(|(at, _)| at as Index)
             .collect();
-        for slot in &doomed {
-            self.remove_slot(slot);
+        for &at in &doomed {
+            self.remove_at(at);
         }
         doomed.len()
     }
@@ -243,7 +328,7 @@ impl OwnershipTable {
     }
 
     fn publish(&self, inner: &Inner) {
-        self.gauge.set(inner.entries.len() as i64);
+        self.gauge.set(inner.len() as i64);
     }
 
     /// Starts accepting replicas in `segment_id` (`size` bytes), which this process serves.
@@ -302,13 +387,14 @@ impl OwnershipTable {
     /// replay; a newer record made since stays).
     pub fn forget_if_unchanged(&self, replica: &OwnedReplica) -> bool {
         let mut inner = self.lock();
-        let slot: Slot = (replica.id.clone(), replica.segment_id.clone());
-        let same = inner.entries.get(&slot) == Some(replica);
-        if same {
-            inner.remove_slot(&slot);
+        let at = inner
+            .position_of(replica)
+            .filter(|&at| inner.replica(at) == replica);
+        if let Some(at) = at {
+            inner.remove_at(at);
             self.publish(&inner);
         }
-        same
+        at.is_some()
     }
 
     /// Forgets the replicas crescentd released in our segments (delivered on heartbeats). An
@@ -334,7 +420,7 @@ impl OwnershipTable {
     /// Forgets every replica of `id` (the object was removed). Returns how many.
     pub fn forget(&self, id: &ObjectId) -> usize {
         let mut inner = self.lock();
-        let n = inner.retain(|r| r.id != *id);
+        let n = inner.forget_object(id);
         self.publish(&inner);
         n
     }
@@ -367,21 +453,22 @@ impl OwnershipTable {
     /// Every recorded replica, ordered by segment then offset (the replay order). The lock is
     /// held only to copy: a replay sends outside it, so notices and puts are never held up.
     pub fn snapshot(&self) -> Vec<OwnedReplica> {
-        let mut all: Vec<OwnedReplica> = self.lock().entries.values().cloned().collect();
+        let mut all: Vec<OwnedReplica> = self.lock().slab.iter().flatten().cloned().collect();
         all.sort_by(|a, b| (&a.segment_id, a.offset).cmp(&(&b.segment_id, b.offset)));
         all
     }
 
     /// The replica of `id` in `segment_id`, if recorded.
     pub fn lookup(&self, id: &ObjectId, segment_id: &str) -> Option<OwnedReplica> {
-        self.lock()
-            .entries
-            .get(&(id.clone(), Arc::from(segment_id)))
-            .cloned()
+        let inner = self.lock();
+        let h = inner.slot_hash(id, segment_id);
+        inner
+            .find(h, id, segment_id)
+            .map(|at| inner.replica(at).clone())
     }
 
     pub fn len(&self) -> usize {
-        self.lock().entries.len()
+        self.lock().len()
     }
 
     pub fn is_empty(&self) -> bool {

@@ -221,3 +221,74 @@ fn unknown_versions_and_foreign_segments_drop_nothing() {
     assert_eq!((r.forgotten, r.unmatched, r.unknown_version), (0, 1, 1));
     assert_eq!(t.len(), 1);
 }
+
+#[test]
+fn forgetting_an_object_drops_its_replica_in_every_segment() {
+    let t = table();
+    t.record(rep(None, "a", 1, "s1", 0));
+    t.record(rep(None, "a", 1, "s2", 0));
+    t.record(rep(None, "b", 2, "s1", 20));
+    assert_eq!(t.forget(&ObjectId::new("a")), 2);
+    assert_eq!(t.len(), 1);
+    assert_eq!(t.forget(&ObjectId::new("a")), 0);
+    // The freed positions and addresses are reused.
+    assert_eq!(t.record(rep(None, "c", 3, "s1", 0)), Recorded);
+    assert_eq!(t.len(), 2);
+}
+
+/// The three views of the table agree: every held replica is found under its object and
+/// segment and at its address, nothing else is indexed, and held replicas never overlap.
+fn assert_consistent(t: &OwnershipTable) {
+    let inner = t.lock();
+    let live: Vec<(Index, &OwnedReplica)> = inner
+        .slab
+        .iter()
+        .enumerate()
+        .filter_map(|(at, r)| r.as_ref().map(|r| (at as Index, r)))
+        .collect();
+    assert_eq!(live.len(), inner.len());
+    assert_eq!(inner.by_slot.len(), live.len());
+    let addressed: usize = inner.by_address.values().map(|m| m.len()).sum();
+    assert_eq!(addressed, live.len());
+    for &(at, r) in &live {
+        let h = inner.slot_hash(&r.id, &r.segment_id);
+        assert_eq!(inner.find(h, &r.id, &r.segment_id), Some(at));
+        assert_eq!(inner.by_address[&r.segment_id].get(&r.offset), Some(&at));
+    }
+    for (i, &(_, a)) in live.iter().enumerate() {
+        for &(_, b) in &live[i + 1..] {
+            let disjoint = a.end() <= b.offset || b.end() <= a.offset;
+            assert!(
+                a.segment_id != b.segment_id || disjoint,
+                "{a:?} overlaps {b:?}"
+            );
+        }
+    }
+}
+
+proptest::proptest! {
+    #[test]
+    fn random_records_releases_and_forgets_keep_the_views_consistent(
+        ops in proptest::collection::vec((0u8..5, 0u8..6, 1u64..8, 0u8..2, 0u64..6), 1..80)
+    ) {
+        let t = table();
+        for (op, key, put_id, seg, slot) in ops {
+            let (key, seg, offset) = (format!("k{key}"), ["s1", "s2"][seg as usize], slot * 7);
+            match op {
+                0 | 1 => {
+                    t.record(rep(None, &key, put_id, seg, offset));
+                }
+                2 => {
+                    t.forget_released(&[released(put_id, seg, offset, put_id)]);
+                }
+                3 => {
+                    t.forget(&ObjectId::new(&key));
+                }
+                _ => {
+                    t.forget_prefix("default", None, "k1");
+                }
+            }
+            assert_consistent(&t);
+        }
+    }
+}
