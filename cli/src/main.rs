@@ -28,6 +28,11 @@ use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+
+/// mimalloc, as in crescentd: the CLI's owner role and bench run the client library's hot
+/// paths (docs/performance.md, "Allocator").
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use crescent_client::size::parse_size;
 use crescent_wire::segments::TransportKind;
 
