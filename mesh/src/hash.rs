@@ -25,7 +25,7 @@ pub(crate) const TAG_REVISION: u8 = 2;
 pub(crate) const TAG_TENANT: u8 = 3;
 
 /// The per-cluster seed, computed once per membership: hashing a key against a cluster then
-/// costs one 8-byte XXH3 (docs/scale-out.md, "Routing cost").
+/// costs one 8-byte XXH3 with its seed term precomputed (docs/scale-out.md, "Routing cost").
 pub fn cluster_seed(name: &str) -> u64 {
     let mut h = Xxh3Default::new();
     h.update(CLUSTER_TAG);
@@ -47,17 +47,43 @@ pub(crate) fn key_hash(tag: u8, parts: &[&[u8]]) -> u64 {
 }
 
 /// The 64-bit hash of (cluster, key): XXH3-64 of the key hash's 8 little-endian bytes, seeded
-/// with the cluster's seed.
-#[inline]
+/// with the cluster's seed. The definition; [`pair_hash_keyed`] computes the same faster.
 pub fn pair_hash(cluster_seed: u64, key_hash: u64) -> u64 {
     xxh3_64_with_seed(&key_hash.to_le_bytes(), cluster_seed)
+}
+
+/// XXH3's default secret, bytes 8..16 and 16..24 read little-endian (the XXH3 specification,
+/// `kSecret`): all an 8-byte input uses of it.
+const SECRET_8: u64 = 0x1cad_21f7_2c81_017c;
+const SECRET_16: u64 = 0xdb97_9083_e96d_d4de;
+
+/// The seed-dependent term of XXH3's 4-to-8-byte path ("bitflip"), computed once per cluster
+/// for [`pair_hash_keyed`].
+pub fn cluster_key(cluster_seed: u64) -> u64 {
+    let seed = cluster_seed ^ (u64::from((cluster_seed as u32).swap_bytes()) << 32);
+    (SECRET_8 ^ SECRET_16).wrapping_sub(seed)
+}
+
+/// [`pair_hash`] with its per-cluster part precomputed ([`cluster_key`]): XXH3's 4-to-8-byte
+/// path inlined for an 8-byte input, which reads the input as its two 32-bit halves swapped,
+/// and ends in XXH3's `rrmxmx` avalanche. Equal to [`pair_hash`] for every input (tested).
+#[inline]
+pub fn pair_hash_keyed(cluster_key: u64, key_hash: u64) -> u64 {
+    let mut v = key_hash.rotate_left(32) ^ cluster_key;
+    v ^= v.rotate_left(49) ^ v.rotate_left(24);
+    v = v.wrapping_mul(0x9FB2_1C65_1E98_DF25);
+    v ^= (v >> 35).wrapping_add(8);
+    v = v.wrapping_mul(0x9FB2_1C65_1E98_DF25);
+    v ^ (v >> 28)
 }
 
 /// Maps a hash to (0, 1): the top 52 bits plus one half, times 2^-52. Every step is exact, so
 /// the result lies in [2^-53, 1 - 2^-53] and is never 0 or 1 (ln stays finite and non-zero).
 #[inline]
 pub fn unit(h: u64) -> f64 {
-    ((h >> 12) as f64 + 0.5) * (1.0 / 4_503_599_627_370_496.0)
+    // 1 + m * 2^-52 by its bits, minus (1 - 2^-53): exact (Sterbenz), and the same value as
+    // (m + 0.5) * 2^-52 without an integer-to-float conversion.
+    f64::from_bits(0x3ff0_0000_0000_0000 | (h >> 12)) - (1.0 - 1.0 / 9_007_199_254_740_992.0)
 }
 
 /// The weighted rendezvous score `weight / -ln(u)` (the logarithmic method of Schindelhauer
@@ -70,13 +96,25 @@ pub fn score(weight: f64, h: u64) -> f64 {
     weight / -ln(unit(h))
 }
 
-/// An upper bound of [`score`] that needs no logarithm: `-ln(u) >= 1 - u`, and [`ln`] is
-/// faithful (error below one ulp), so its result never drops below the exact `1 - u` (exact
-/// for `u >= 1/2`; below, the two differ by more than 0.19 and rounding cannot matter).
-/// Division is monotonic, so `bound >= score` holds for the computed values too.
+/// A weight inflated by 2^-40 for [`beaten`]: the margin that lets the bound test multiply
+/// instead of divide and still never rule out a cluster that could win.
 #[inline]
-pub fn score_bound(weight: f64, h: u64) -> f64 {
-    weight / (1.0 - unit(h))
+pub fn bound_weight(weight: f64) -> f64 {
+    weight * (1.0 + 1.0 / 1_099_511_627_776.0)
+}
+
+/// `true` only if `score(weight, h) < top`, decided without a logarithm or a division
+/// (`bound_weight` from [`bound_weight`]): `-ln(u) >= 1 - u`, so the score is at most
+/// `weight / (1 - u)`, which is below `top` when `weight < top * (1 - u)`.
+///
+/// Exact, not approximate: [`ln`] is faithful (error below one ulp), so its result never
+/// drops below `1 - u` (computed exactly for `u >= 1/2`; below, the two differ by more than
+/// 0.19). The 2^-40 margin in `bound_weight` covers the rounding of the products here and of
+/// the division in [`score`] (each at most 2^-53 relative). So `false` answers "maybe", and
+/// `true` only for a cluster that cannot even tie.
+#[inline]
+pub fn beaten(bound_weight: f64, h: u64, top: f64) -> bool {
+    bound_weight < top * (1.0 - unit(h))
 }
 
 // fdlibm's constants, by their bits (the values its source gives in decimal and hex).
@@ -176,6 +214,15 @@ mod tests {
     }
 
     #[test]
+    fn unit_is_the_top_52_bits_plus_a_half() {
+        let mut h: u64 = 3;
+        for _ in 0..100_000 {
+            h = h.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+            assert_eq!(unit(h), ((h >> 12) as f64 + 0.5) * 2f64.powi(-52));
+        }
+    }
+
+    #[test]
     fn unit_stays_inside_the_open_interval() {
         assert_eq!(unit(0), 2f64.powi(-53));
         assert_eq!(unit(u64::MAX), 1.0 - 2f64.powi(-53));
@@ -183,19 +230,51 @@ mod tests {
         assert!(score(1.0, 0) > 0.0);
     }
 
+    /// `beaten` never rules out a cluster whose score reaches `top`, at the closest calls:
+    /// `top` equal to the score and one ulp either side.
     #[test]
-    fn the_bound_is_never_below_the_score() {
+    fn beaten_never_rules_out_a_possible_winner() {
         let mut h: u64 = 1;
-        for _ in 0..200_000 {
-            h = h
-                .wrapping_mul(6_364_136_223_846_793_005)
-                .wrapping_add(1_442_695_040_888_963_407);
-            for w in [0.001, 1.0, 3.0, 1e6] {
-                assert!(score_bound(w, h) >= score(w, h), "h {h:#x} w {w}");
+        let mut ruled_out = 0u32;
+        let hashes = (0..200_000)
+            .map(|_| {
+                h = h
+                    .wrapping_mul(6_364_136_223_846_793_005)
+                    .wrapping_add(1_442_695_040_888_963_407);
+                h
+            })
+            .chain([u64::MAX, u64::MAX - 4096, 1 << 63, 0]);
+        for h in hashes {
+            for w in [0.001, 1.0, 3.0, 1e6, 1e9] {
+                let s = score(w, h);
+                let below = f64::from_bits(s.to_bits() - 1);
+                let above = f64::from_bits(s.to_bits() + 1);
+                for top in [below, s, above, s * 2.0] {
+                    let out = beaten(bound_weight(w), h, top);
+                    assert!(!(out && s >= top), "h {h:#x} w {w} top {top}");
+                    ruled_out += u32::from(out);
+                }
             }
         }
-        for h in [u64::MAX, u64::MAX - 4096, 1 << 63, 0] {
-            assert!(score_bound(1.0, h) >= score(1.0, h));
+        // It does rule clusters out: that is its purpose.
+        assert!(ruled_out > 100_000, "{ruled_out}");
+    }
+
+    #[test]
+    fn the_keyed_pair_hash_is_xxh3() {
+        let mut h: u64 = 7;
+        for i in 0..100_000u64 {
+            h = h
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(i | 1);
+            let seed = h.rotate_left(17) ^ i;
+            assert_eq!(pair_hash_keyed(cluster_key(seed), h), pair_hash(seed, h));
+        }
+        for (seed, key) in [(0, 0), (u64::MAX, 0), (0, u64::MAX), (cluster_seed("a"), 1)] {
+            assert_eq!(
+                pair_hash_keyed(cluster_key(seed), key),
+                pair_hash(seed, key)
+            );
         }
     }
 

@@ -2,7 +2,7 @@
 //! "Authority by rendezvous").
 //!
 //! A [`RouteKey`] is hashed once per request; [`RouteTable::route`] then scores it against
-//! every serving cluster (one 8-byte XXH3 with the cluster's precomputed seed each) and the
+//! every serving cluster (one 8-byte XXH3 with the cluster's part precomputed) and the
 //! highest score wins. Pure: no IO, clock or randomness, so clients and clusters holding the
 //! same membership generation agree on every authority.
 
@@ -68,8 +68,11 @@ pub struct Lineage<'a> {
 #[derive(Debug, Clone)]
 struct Candidate {
     name: String,
-    seed: u64,
+    /// [`hash::cluster_key`] of the cluster's seed.
+    key: u64,
     weight: f64,
+    /// [`hash::bound_weight`] of `weight`.
+    bound_weight: f64,
 }
 
 /// The serving clusters of one membership generation, ready to route.
@@ -89,8 +92,9 @@ impl RouteTable {
             .filter(|c| c.state == ClusterState::Serving)
             .map(|c| Candidate {
                 name: c.name.clone(),
-                seed: hash::cluster_seed(&c.name),
+                key: hash::cluster_key(hash::cluster_seed(&c.name)),
                 weight: c.weight,
+                bound_weight: hash::bound_weight(c.weight),
             })
             .collect();
         candidates.sort_by(|a, b| a.name.cmp(&b.name));
@@ -121,15 +125,14 @@ impl RouteTable {
 
     /// As [`RouteTable::route`], as an index into the name-ordered serving clusters.
     ///
-    /// Most clusters are ruled out by [`hash::score_bound`] without a logarithm; the answer is
+    /// Most clusters are ruled out by [`hash::beaten`] without a logarithm or a division; the answer is
     /// the same as scoring every cluster. Equal scores go to the smaller name.
     pub fn route_index(&self, key: RouteKey) -> Result<usize, MeshError> {
         let mut best: Option<(usize, f64)> = None;
         for (i, c) in self.candidates.iter().enumerate() {
-            let h = hash::pair_hash(c.seed, key.0);
+            let h = hash::pair_hash_keyed(c.key, key.0);
             if let Some((_, top)) = best {
-                // Strictly below: an equal bound may still tie, and ties go by name.
-                if hash::score_bound(c.weight, h) < top {
+                if hash::beaten(c.bound_weight, h, top) {
                     continue;
                 }
             }
@@ -149,7 +152,7 @@ impl RouteTable {
     pub fn route_exhaustive(&self, key: RouteKey) -> Result<&str, MeshError> {
         let mut best: Option<(&str, f64)> = None;
         for c in &self.candidates {
-            let s = hash::score(c.weight, hash::pair_hash(c.seed, key.0));
+            let s = hash::score(c.weight, hash::pair_hash_keyed(c.key, key.0));
             if best.is_none_or(|(_, top)| s > top) {
                 best = Some((&c.name, s));
             }
