@@ -106,6 +106,14 @@ impl MembershipStore {
         &self.key
     }
 
+    /// The etcd client, for watching the key (`None` on Redis).
+    pub(crate) fn etcd_client(&self) -> Option<&Client> {
+        match &self.backend {
+            Backend::Etcd(client) => Some(client),
+            Backend::Redis(..) => None,
+        }
+    }
+
     /// The record, or `None` if the mesh has none. A record this build cannot read is an error
     /// (`UNSUPPORTED_VERSION`, `MALFORMED`), never `None`.
     #[instrument(name = "mesh.read_membership", level = "debug", skip_all, fields(mesh = %self.mesh))]

@@ -46,8 +46,8 @@ pub enum MeshError {
     #[error("the update is for mesh {proposed:?}, the record is mesh {current:?}")]
     MeshMismatch { current: String, proposed: String },
 
-    /// An update's generation is not the current generation plus one (built from a stale read,
-    /// or a first record whose generation is not 1).
+    /// An update's generation is not the current generation plus one (built from a stale
+    /// read).
     #[error("membership generation {proposed} does not follow {current}")]
     StaleGeneration { current: u64, proposed: u64 },
 

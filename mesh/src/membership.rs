@@ -65,7 +65,8 @@ pub struct ClusterEntry {
 pub struct Membership {
     pub format_version: u32,
     pub mesh: String,
-    /// 1 for the first record, + 1 per change. Redirects and stale-route answers name it.
+    /// 1 for a new mesh's first record, + 1 per change. Redirects and stale-route answers
+    /// name it.
     pub generation: u64,
     pub clusters: Vec<ClusterEntry>,
 }
@@ -157,8 +158,10 @@ impl Membership {
 /// returns it. Pure: the caller compare-and-sets the result against the version it read.
 ///
 /// - the record is valid on its own and names the same mesh;
-/// - its generation is `current + 1` (1 for the first record), so an update built from a
-///   stale read is refused;
+/// - its generation is `current + 1`, so an update built from a stale read is refused. A
+///   first record may carry any generation: 1 for a new mesh, and above the last generation
+///   any member holds when a backend that lost the record (a Redis without persistence) is
+///   given it again, so that generations never go backwards for anyone;
 /// - every cluster moves along joining -> serving <-> draining -> leaving -> removed (a
 ///   joining cluster may also be removed or sent to leaving): a cluster that may own keys is
 ///   never dropped or sent back to joining, so no key is stranded (docs/scale-out.md, "Join
@@ -170,12 +173,6 @@ pub fn apply_update(
 ) -> Result<Membership, MeshError> {
     proposed.validate()?;
     let Some(current) = current else {
-        if proposed.generation != 1 {
-            return Err(MeshError::StaleGeneration {
-                current: 0,
-                proposed: proposed.generation,
-            });
-        }
         return require_serving(proposed);
     };
     if proposed.mesh != current.mesh {
