@@ -84,7 +84,9 @@ pub struct RouteTable {
 }
 
 impl RouteTable {
-    /// The candidates of `membership`: its serving clusters only.
+    /// The candidates of `membership`: its serving clusters only. `membership` is a valid
+    /// record ([`Membership::decode`], [`crate::apply_update`]): unique names, weights finite
+    /// and > 0, which the scores rely on.
     pub fn new(membership: &Membership) -> RouteTable {
         let mut candidates: Vec<Candidate> = membership
             .clusters
