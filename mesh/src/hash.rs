@@ -130,7 +130,7 @@ const LG7: f64 = f64::from_bits(0x3fc2_f112_df3e_5244); // 0.14798198605116586
 const THIRD: f64 = f64::from_bits(0x3fd5_5555_5555_5555); // 0.3333333333333333
 
 /// Natural logarithm of a positive normal `x` (fdlibm 5.3 `e_log.c`, error below 1 ulp),
-/// with IEEE-754 basic operations only, so bit-identical on every platform. [`unit`] only
+/// with IEEE-754 basic operations only, so bit-identical on every platform. [`unit()`] only
 /// produces positive normal numbers; zero, negative, subnormal and non-finite inputs are not
 /// handled.
 pub fn ln(x: f64) -> f64 {
