@@ -86,6 +86,10 @@ pub enum HaError {
         key: String,
         reason: String,
     },
+
+    /// The mesh membership record refused an update or cannot be read (its own codes).
+    #[error(transparent)]
+    Mesh(#[from] crescent_mesh::MeshError),
 }
 
 impl HaError {
@@ -111,6 +115,7 @@ impl HaError {
             HaError::UnexpectedAnswer { .. } | HaError::Malformed { .. } => "MALFORMED",
             HaError::UnsupportedVersion { .. } => "UNSUPPORTED_VERSION",
             HaError::TaskFailed(_) => "INTERNAL",
+            HaError::Mesh(e) => e.code(),
         }
     }
 
@@ -129,6 +134,11 @@ impl HaError {
             | HaError::UnexpectedAnswer { .. }
             | HaError::Malformed { .. }
             | HaError::TaskFailed(_) => ErrorClass::Fatal,
+            HaError::Mesh(e) => match e.class() {
+                crescent_mesh::ErrorClass::User => ErrorClass::User,
+                crescent_mesh::ErrorClass::Retryable => ErrorClass::Retryable,
+                crescent_mesh::ErrorClass::Fatal => ErrorClass::Fatal,
+            },
         }
     }
 }

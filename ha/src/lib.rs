@@ -12,6 +12,8 @@
 //!   only by the leader of the current term; decides which node may campaign
 //!   ([`campaign_eligibility`]).
 //! - [`LeaderWatch`]: for clients and standbys, the current leader's address and term.
+//! - [`MembershipStore`]: a mesh's membership record (`crescent-mesh`), read and replaced by
+//!   compare-and-set, in etcd or Redis; [`MembershipWatch`] follows it.
 //!
 //! See docs/ha.md for the rules and the failure modes they cover.
 
@@ -26,6 +28,8 @@ mod etcd_backend;
 mod fence;
 mod leader_watch;
 mod marker_store;
+mod mesh_store;
+mod mesh_watch;
 mod metrics;
 mod records;
 mod redis_backend;
@@ -46,6 +50,8 @@ pub use etcd_backend::{EtcdCoordination, EtcdLease};
 pub use fence::LeaderFence;
 pub use leader_watch::{leader_from_kv, LeaderWatch};
 pub use marker_store::{ReplicationMarkerStore, StoredMarker};
+pub use mesh_store::{membership_key, MembershipStore, RecordVersion, StoredMembership};
+pub use mesh_watch::MembershipWatch;
 pub use metrics::HaMetrics;
 pub use records::{
     LeaderRecord, ReplicationMarker, StandbyState, LEADER_RECORD_VERSION,
