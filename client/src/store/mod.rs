@@ -674,6 +674,17 @@ impl CrescentClient {
             .await
     }
 
+    /// [`Self::get_into`] of object `id` (any scope; the caller checked the id, as the
+    /// managed-weight reader does with the keys of a verified manifest).
+    pub(crate) async fn get_object_into(
+        &self,
+        id: &ObjectId,
+        dst: &RegisteredBuffer,
+        offset: usize,
+    ) -> Result<usize, ClientError> {
+        self.get_with(id, &IntoBuffer { dst, offset }).await
+    }
+
     async fn read_object_into(
         &self,
         key: &str,

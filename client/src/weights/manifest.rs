@@ -119,7 +119,13 @@ fn bad(file: &str, why: impl std::fmt::Display) -> ClientError {
 
 /// Parses the header of a safetensors file held in `bytes`.
 pub fn parse_safetensors(file: &str, bytes: &[u8]) -> Result<SafetensorsLayout, ClientError> {
-    let len_bytes: [u8; 8] = bytes
+    parse_safetensors_head(file, bytes, bytes.len() as u64)
+}
+
+/// The length of the header of a safetensors file that starts with `prefix` (at least its
+/// first 8 bytes), checked against [`MAX_SAFETENSORS_HEADER`].
+pub fn safetensors_header_len(file: &str, prefix: &[u8]) -> Result<u64, ClientError> {
+    let len_bytes: [u8; 8] = prefix
         .get(..8)
         .and_then(|b| b.try_into().ok())
         .ok_or_else(|| bad(file, "shorter than the 8-byte header length"))?;
@@ -127,8 +133,19 @@ pub fn parse_safetensors(file: &str, bytes: &[u8]) -> Result<SafetensorsLayout, 
     if header_len > MAX_SAFETENSORS_HEADER {
         return Err(bad(file, format!("header of {header_len} bytes")));
     }
+    Ok(header_len)
+}
+
+/// Parses the header of a safetensors file of `file_len` bytes from `head`, its first bytes
+/// (at least the length and the header): a file read piece by piece needs only its head.
+pub fn parse_safetensors_head(
+    file: &str,
+    head: &[u8],
+    file_len: u64,
+) -> Result<SafetensorsLayout, ClientError> {
+    let header_len = safetensors_header_len(file, head)?;
     let data_start = 8 + header_len as usize;
-    let header_bytes = bytes.get(8..data_start).ok_or_else(|| {
+    let header_bytes = head.get(8..data_start).ok_or_else(|| {
         bad(
             file,
             format!("header of {header_len} bytes runs past the end"),
@@ -140,7 +157,12 @@ pub fn parse_safetensors(file: &str, bytes: &[u8]) -> Result<SafetensorsLayout, 
     let mut entries: BTreeMap<String, serde_json::Value> = serde_json::from_str(&header)
         .map_err(|e| bad(file, format!("header is not a JSON object: {e}")))?;
     entries.remove("__metadata__");
-    let data_len = (bytes.len() - data_start) as u64;
+    let data_len = file_len.checked_sub(data_start as u64).ok_or_else(|| {
+        bad(
+            file,
+            format!("header of {header_len} bytes runs past the end"),
+        )
+    })?;
     let mut tensors = Vec::with_capacity(entries.len());
     for (name, value) in entries {
         let t: TensorEntry = serde_json::from_value(value)

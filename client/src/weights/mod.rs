@@ -6,25 +6,27 @@
 pub mod layout;
 #[cfg(test)]
 mod layout_tests;
+mod lease;
 pub mod manifest;
 #[cfg(test)]
 mod manifest_tests;
 mod ranged;
+mod reader;
 pub mod shard;
 mod writer;
 
 use std::collections::BTreeMap;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crescent_wire::store::ObjectId;
 use crescent_wire::weights::{self as w, routes};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
-use sha2::{Digest, Sha256};
 use tracing::Instrument;
 
 pub use layout::{SplitRule, TargetLayout, TensorRule};
-pub use manifest::{assemble_file, WeightManifest};
+pub use manifest::{assemble_file, ManifestObject, WeightManifest};
+pub use reader::{Placement, WeightReader};
 pub use shard::{ShardStats, ShardedFile, ShardedWeights, TensorShard};
 pub use writer::WeightWriter;
 
@@ -35,8 +37,13 @@ use crate::failover::Retry;
 /// The domain crescentd keeps managed weight objects in.
 pub const WEIGHTS_DOMAIN: &str = "_weights";
 
-/// Default lease of a `weight_get` (released as soon as the read ends).
+/// Default lease of a `weight_get` (renewed while the read runs, released as soon as it ends).
 pub const DEFAULT_READ_LEASE_MS: u64 = 60_000;
+
+/// The read lease TTLs [`WeightStore::with_read_lease`] accepts: crescentd grants 1 ms to 1 h
+/// (docs/weights.md, `AcquireLease`); under 100 ms a renewal every third of it would be
+/// mostly round trips.
+pub const READ_LEASE_RANGE_MS: std::ops::RangeInclusive<u64> = 100..=3_600_000;
 
 /// Object ids of managed weights carry no tenant: the tenant is part of the key.
 fn object_id(key: &str) -> ObjectId {
@@ -69,17 +76,43 @@ impl LoadedWeights {
     }
 }
 
+/// A revision read by [`WeightStore::weight_get_into`] into the caller's buffers: the metadata
+/// at lease time and the verified manifest (which object went where is the caller's).
+#[derive(Debug, Clone)]
+pub struct PlacedWeights {
+    pub metadata: w::WeightMetadata,
+    pub manifest: WeightManifest,
+}
+
 /// The eleven managed-weight operations, on the leader the client follows.
 #[derive(Debug, Clone)]
 pub struct WeightStore {
     client: CrescentClient,
+    /// TTL of the revision lease a read takes (renewed after each third of it).
+    read_lease: Duration,
 }
 
 impl WeightStore {
     pub fn new(client: &CrescentClient) -> Self {
         Self {
             client: client.clone(),
+            read_lease: Duration::from_millis(DEFAULT_READ_LEASE_MS),
         }
+    }
+
+    /// The same store with reads leased for `ttl` (within [`READ_LEASE_RANGE_MS`]): a shorter
+    /// lease frees the revision sooner after a reader crashes, at the cost of more renewals.
+    pub fn with_read_lease(mut self, ttl: Duration) -> Result<Self, ClientError> {
+        let ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX);
+        if !READ_LEASE_RANGE_MS.contains(&ms) {
+            return Err(ClientError::InvalidArgument(format!(
+                "read lease of {ms} ms: expected {} to {} ms",
+                READ_LEASE_RANGE_MS.start(),
+                READ_LEASE_RANGE_MS.end()
+            )));
+        }
+        self.read_lease = ttl;
+        Ok(self)
     }
 
     /// A weight command: not idempotent, so sent again after a failover only when crescentd
@@ -164,12 +197,13 @@ impl WeightStore {
         holder: &str,
     ) -> Result<LoadedWeights, ClientError> {
         let started = Instant::now();
-        let result = self
-            .leased(id, holder, |metadata| {
-                self.read_leased(metadata)
-                    .instrument(tracing::debug_span!("weights.get"))
-            })
-            .await;
+        let result = async {
+            let reader = self.weight_open(id, holder).await?;
+            let read = read_all(&reader).await;
+            reader.finish(read).await
+        }
+        .instrument(tracing::debug_span!("weights.get"))
+        .await;
         let bytes = result.as_ref().map_or(0, |l| l.manifest.payload_bytes());
         self.client
             .data
@@ -189,16 +223,17 @@ impl WeightStore {
     ) -> Result<ShardedWeights, ClientError> {
         let started = Instant::now();
         let compiled = layout.compile()?;
-        let result = self
-            .leased(id, holder, |metadata| {
-                self.read_layout(metadata, compiled)
-                    .instrument(tracing::debug_span!(
-                        "weights.get_layout",
-                        tp_size = layout.world_size,
-                        tp_rank = layout.rank
-                    ))
-            })
-            .await;
+        let result = async {
+            let reader = self.weight_open(id, holder).await?;
+            let read = self.read_layout(&reader, compiled).await;
+            reader.finish(read).await
+        }
+        .instrument(tracing::debug_span!(
+            "weights.get_layout",
+            tp_size = layout.world_size,
+            tp_rank = layout.rank
+        ))
+        .await;
         let bytes = result.as_ref().map_or(0, |s| s.stats.transferred_bytes);
         self.client
             .data
@@ -207,102 +242,65 @@ impl WeightStore {
         result
     }
 
-    /// Runs `read` under a revision lease held by `holder`, released on every path.
-    async fn leased<T, F, Fut>(
+    /// Opens the revision for reading: leases it for `holder` (renewed while the reader lives,
+    /// released by [`WeightReader::close`] or when the reader is dropped) and reads its
+    /// manifest, verified against the committed digest. For a caller that streams the payload
+    /// objects one at a time.
+    pub async fn weight_open(
         &self,
         id: &w::WeightId,
         holder: &str,
-        read: F,
-    ) -> Result<T, ClientError>
-    where
-        F: FnOnce(w::WeightMetadata) -> Fut,
-        Fut: std::future::Future<Output = Result<T, ClientError>>,
-    {
-        let lease: w::LeaseReply = self
-            .op(
-                "weight_lease_acquire",
-                self.post(
-                    routes::LEASE_ACQUIRE,
-                    &w::LeaseRequest {
-                        id: id.clone(),
-                        holder: holder.to_string(),
-                        ttl_ms: DEFAULT_READ_LEASE_MS,
-                        expected_metadata_generation: None,
-                    },
-                ),
-            )
-            .await?;
-        let read = read(lease.metadata).await;
-        let release = w::LeaseReleaseRequest {
-            id: id.clone(),
-            lease_id: lease.lease_id,
-        };
-        let released: Result<crescent_wire::store::Ack, _> =
-            self.post(routes::LEASE_RELEASE, &release).await;
-        match (read, released) {
-            (Ok(value), Ok(_)) => Ok(value),
-            (Ok(_), Err(e)) => Err(e),
-            (Err(e), released) => {
-                if let Err(r) = released {
-                    // The read's error is what the caller needs; the lease expires by its TTL.
-                    tracing::warn!(lease = %release.lease_id, error = %r, "lease release failed");
-                }
-                Err(e)
-            }
-        }
+    ) -> Result<WeightReader, ClientError> {
+        WeightReader::open(self, id, holder, self.read_lease).await
     }
 
-    /// The revision's manifest, checked against the digest the leased metadata committed.
-    async fn verified_manifest(
+    /// weight_get into the caller's buffers: under the same lease and manifest check as
+    /// [`WeightStore::weight_get`], reads each payload object, in manifest order, where
+    /// `place` says (a registered buffer and offset with room for `object.bytes`), straight
+    /// from its replica. Nothing of the revision is held by the client.
+    pub async fn weight_get_into<F>(
         &self,
-        metadata: &w::WeightMetadata,
-    ) -> Result<WeightManifest, ClientError> {
-        let expected = metadata.manifest_sha256.clone().ok_or_else(|| {
-            ClientError::Protocol("a leased revision has no committed manifest digest".into())
-        })?;
-        let body = self
-            .client
-            .get_object(object_id(&metadata.manifest_key))
-            .await?;
-        let actual = hex::encode(Sha256::digest(&body));
-        if actual != expected {
-            return Err(ClientError::Protocol(format!(
-                "manifest {} has SHA-256 {actual}, the revision committed {expected}",
-                metadata.manifest_key
-            )));
-        }
-        WeightManifest::decode(&body)
-    }
-
-    async fn read_leased(&self, metadata: w::WeightMetadata) -> Result<LoadedWeights, ClientError> {
-        let manifest = self.verified_manifest(&metadata).await?;
-        let mut objects = BTreeMap::new();
-        for o in &manifest.objects {
-            let value = self.client.get_object(object_id(&o.key)).await?;
-            if value.len() as u64 != o.bytes {
-                return Err(ClientError::Protocol(format!(
-                    "object {:?} is {} bytes, the manifest says {}",
-                    o.key,
-                    value.len(),
-                    o.bytes
-                )));
+        id: &w::WeightId,
+        holder: &str,
+        mut place: F,
+    ) -> Result<PlacedWeights, ClientError>
+    where
+        F: FnMut(&WeightManifest, &ManifestObject) -> Result<Placement, ClientError>,
+    {
+        let started = Instant::now();
+        let result = async {
+            let reader = self.weight_open(id, holder).await?;
+            let read = async {
+                for object in &reader.manifest().objects {
+                    let (dst, offset) = place(reader.manifest(), object)?;
+                    reader.read_object_into(object, &dst, offset).await?;
+                }
+                Ok(())
             }
-            objects.insert(o.key.clone(), value);
+            .await;
+            let placed = PlacedWeights {
+                metadata: reader.metadata().clone(),
+                manifest: reader.manifest().clone(),
+            };
+            reader.finish(read).await.map(|()| placed)
         }
-        Ok(LoadedWeights {
-            metadata,
-            manifest,
-            objects,
-        })
+        .instrument(tracing::debug_span!("weights.get_into"))
+        .await;
+        let bytes = result.as_ref().map_or(0, |p| p.manifest.payload_bytes());
+        self.client
+            .data
+            .metrics
+            .record("weight_get_into", started, &result, bytes);
+        result
     }
 
     async fn read_layout(
         &self,
-        metadata: w::WeightMetadata,
+        reader: &WeightReader,
         layout: layout::CompiledLayout,
     ) -> Result<ShardedWeights, ClientError> {
-        let manifest = self.verified_manifest(&metadata).await?;
-        let plan = shard::plan_revision(&manifest, &layout)?;
+        let manifest = reader.manifest();
+        let plan = shard::plan_revision(manifest, &layout)?;
         let mut stats = ShardStats {
             full_bytes: manifest.payload_bytes(),
             shard_bytes: plan.bytes(),
@@ -346,8 +344,9 @@ impl WeightStore {
             stats.ranges += u64::from(bytes > 0);
             loose_objects.insert(key, data);
         }
+        reader.check_lease()?;
         Ok(ShardedWeights {
-            metadata,
+            metadata: reader.metadata().clone(),
             layout: layout.layout().clone(),
             files,
             loose_objects,
@@ -465,4 +464,17 @@ impl WeightStore {
         self.op("weight_remove", self.post(routes::REMOVE, req))
             .await
     }
+}
+
+/// Every payload object of an open revision, read into owned buffers.
+async fn read_all(reader: &WeightReader) -> Result<LoadedWeights, ClientError> {
+    let mut objects = BTreeMap::new();
+    for o in &reader.manifest().objects {
+        objects.insert(o.key.clone(), reader.read_object(o).await?);
+    }
+    Ok(LoadedWeights {
+        metadata: reader.metadata().clone(),
+        manifest: reader.manifest().clone(),
+        objects,
+    })
 }

@@ -10,7 +10,10 @@ use crescent_wire::weights::{self as w, routes};
 use sha2::{Digest, Sha256};
 use tracing::Instrument;
 
-use super::manifest::{parse_safetensors, FileSegment, ManifestFile, ManifestObject};
+use super::manifest::{
+    parse_safetensors, parse_safetensors_head, safetensors_header_len, FileSegment, ManifestFile,
+    ManifestObject,
+};
 use super::{object_id, WeightManifest, WeightStore};
 use crate::error::ClientError;
 
@@ -126,33 +129,79 @@ impl WeightWriter {
         file_name: &str,
         bytes: &[u8],
     ) -> Result<(), ClientError> {
-        if self.manifest.files.iter().any(|f| f.name == file_name) {
-            return Err(ClientError::InvalidArgument(format!(
-                "file {file_name:?} was already added to this revision"
-            )));
-        }
+        self.check_new_file(file_name)?;
         let layout = parse_safetensors(file_name, bytes)?;
         let mut segments = Vec::with_capacity(layout.spans.len());
         for (tensor, start, end) in &layout.spans {
             let value =
                 &bytes[layout.data_start + *start as usize..layout.data_start + *end as usize];
-            let name = match tensor {
-                Some(t) => format!("{file_name}:{t}"),
-                None => format!("{file_name}:@padding:{start}"),
-            };
-            let key = self.add_tensor(&name, value).await?;
-            segments.push(FileSegment {
-                key,
-                bytes: end - start,
-                tensor: tensor.clone(),
-            });
+            segments.push(self.add_span(file_name, tensor, *start, value).await?);
         }
+        self.push_file(file_name, layout.header, segments);
+        Ok(())
+    }
+
+    /// [`WeightWriter::add_safetensors`] of the file at `path`, read one tensor at a time into
+    /// one reused buffer (resident memory: the largest tensor, whatever the file's size).
+    /// `progress` is called with the bytes of each span once it is written.
+    pub async fn add_safetensors_file(
+        &mut self,
+        file_name: &str,
+        path: &std::path::Path,
+        mut progress: impl FnMut(u64),
+    ) -> Result<(), ClientError> {
+        self.check_new_file(file_name)?;
+        let mut file = SourceFile::open(path).await?;
+        let mut buf = file.read_at(Vec::new(), 0, 8).await?;
+        let header_len = safetensors_header_len(file_name, &buf)?;
+        buf = file.read_at(buf, 0, 8 + header_len as usize).await?;
+        let layout = parse_safetensors_head(file_name, &buf, file.len)?;
+        let mut segments = Vec::with_capacity(layout.spans.len());
+        for (tensor, start, end) in &layout.spans {
+            let offset = layout.data_start as u64 + start;
+            buf = file.read_at(buf, offset, (end - start) as usize).await?;
+            segments.push(self.add_span(file_name, tensor, *start, &buf).await?);
+            progress(end - start);
+        }
+        self.push_file(file_name, layout.header, segments);
+        Ok(())
+    }
+
+    fn check_new_file(&self, file_name: &str) -> Result<(), ClientError> {
+        if self.manifest.files.iter().any(|f| f.name == file_name) {
+            return Err(ClientError::InvalidArgument(format!(
+                "file {file_name:?} was already added to this revision"
+            )));
+        }
+        Ok(())
+    }
+
+    /// One span of a file's data region (`start` in it) as a payload object.
+    async fn add_span(
+        &mut self,
+        file_name: &str,
+        tensor: &Option<String>,
+        start: u64,
+        value: &[u8],
+    ) -> Result<FileSegment, ClientError> {
+        let name = match tensor {
+            Some(t) => format!("{file_name}:{t}"),
+            None => format!("{file_name}:@padding:{start}"),
+        };
+        let key = self.add_tensor(&name, value).await?;
+        Ok(FileSegment {
+            key,
+            bytes: value.len() as u64,
+            tensor: tensor.clone(),
+        })
+    }
+
+    fn push_file(&mut self, file_name: &str, header: String, segments: Vec<FileSegment>) {
         self.manifest.files.push(ManifestFile {
             name: file_name.to_string(),
-            header: layout.header,
+            header,
             segments,
         });
-        Ok(())
     }
 
     /// Writes the manifest (last) and commits: the revision is READY when this returns.
@@ -199,5 +248,49 @@ impl WeightWriter {
             .metrics
             .record("weight_put", started, &result, bytes);
         result
+    }
+}
+
+/// A file read at offsets on the blocking pool (the reads do not stall the runtime).
+struct SourceFile {
+    file: std::sync::Arc<std::fs::File>,
+    path: std::path::PathBuf,
+    len: u64,
+}
+
+impl SourceFile {
+    async fn open(path: &std::path::Path) -> Result<Self, ClientError> {
+        let io = |source| ClientError::Io {
+            context: format!("reading {}", path.display()),
+            source,
+        };
+        let file = std::fs::File::open(path).map_err(io)?;
+        let len = file.metadata().map_err(io)?.len();
+        Ok(Self {
+            file: std::sync::Arc::new(file),
+            path: path.to_path_buf(),
+            len,
+        })
+    }
+
+    /// `len` bytes at `offset`, read into `buf` (reused: it grows to the largest read only).
+    async fn read_at(
+        &mut self,
+        mut buf: Vec<u8>,
+        offset: u64,
+        len: usize,
+    ) -> Result<Vec<u8>, ClientError> {
+        use std::os::unix::fs::FileExt;
+        let file = self.file.clone();
+        let read = tokio::task::spawn_blocking(move || {
+            buf.resize(len, 0);
+            file.read_exact_at(&mut buf, offset).map(|()| buf)
+        })
+        .await
+        .map_err(|e| ClientError::Protocol(format!("file read task failed: {e}")))?;
+        read.map_err(|source| ClientError::Io {
+            context: format!("reading {} at {offset}", self.path.display()),
+            source,
+        })
     }
 }
