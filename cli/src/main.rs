@@ -23,6 +23,7 @@ mod weights;
 mod weights_args;
 mod weights_bench;
 mod weights_get;
+mod weights_progress;
 
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;

@@ -10,6 +10,7 @@ use serde_json::json;
 
 use super::weights_args::weight_id;
 use super::weights_args::{parse_policy, RevisionArgs, WeightIdArgs};
+use super::weights_progress::Progress;
 use crescent_client::weights::{WeightStore, WeightWriter};
 use crescent_client::ClientError;
 use crescent_client::CrescentClient;
@@ -143,8 +144,23 @@ fn safetensors_files(path: &Path) -> Result<Vec<PathBuf>, ClientError> {
     Ok(files)
 }
 
-async fn write_files(writer: &mut WeightWriter, path: &Path) -> Result<(), ClientError> {
-    for file in safetensors_files(path)? {
+/// Writes the files of PATH into the revision, one tensor at a time (resident memory: the
+/// largest tensor, not the file), with a progress bar on a terminal.
+async fn write_files(
+    writer: &mut WeightWriter,
+    path: &Path,
+    json_out: bool,
+) -> Result<(), ClientError> {
+    let files = safetensors_files(path)?;
+    let mut total = 0;
+    for file in &files {
+        total += std::fs::metadata(file)
+            .map_err(io_err(format!("reading {}", file.display())))?
+            .len();
+    }
+    let progress = Progress::new("put", total, json_out);
+    let mut done = 0;
+    for file in files {
         let name = file
             .file_name()
             .and_then(|n| n.to_str())
@@ -152,9 +168,15 @@ async fn write_files(writer: &mut WeightWriter, path: &Path) -> Result<(), Clien
                 ClientError::InvalidArgument(format!("{} has no UTF-8 file name", file.display()))
             })?
             .to_string();
-        let bytes = std::fs::read(&file).map_err(io_err(format!("reading {}", file.display())))?;
-        writer.add_safetensors(&name, &bytes).await?;
+        writer
+            .add_safetensors_file(&name, &file, |n| progress.add(n))
+            .await?;
+        done += std::fs::metadata(&file)
+            .map_err(io_err(format!("reading {}", file.display())))?
+            .len();
+        progress.set(done);
     }
+    progress.finish();
     Ok(())
 }
 
@@ -216,6 +238,7 @@ async fn upsert(
     req: &w::UpsertRequest,
     path: &Path,
     wait: Duration,
+    json_out: bool,
 ) -> Result<w::UpsertReply, ClientError> {
     let deadline = tokio::time::Instant::now() + wait;
     let mut reply = store.weight_upsert(req).await?;
@@ -236,7 +259,7 @@ async fn upsert(
                     request_id: Some(reply.request_id.clone()),
                 })
                 .await?;
-            write_files(&mut writer, path).await?;
+            write_files(&mut writer, path, json_out).await?;
             writer.close().await?;
             imported = true;
         } else if tokio::time::Instant::now() >= deadline {
@@ -293,13 +316,13 @@ pub(super) async fn run(
         } => {
             let policy = parse_policy(policy.as_deref(), mode.as_deref())?;
             let mut writer = store.weight_put(id.id(tenant), policy).await?;
-            write_files(&mut writer, &path).await?;
+            write_files(&mut writer, &path, json_out).await?;
             let meta = writer.close().await?;
             print_meta(&meta, json_out)?;
         }
         WeightsCommand::Get { id, output, tp } => {
             let wid = id.id(tenant);
-            super::weights_get::get(&store, &wid, &output, &tp, json_out).await?;
+            super::weights_get::get(client, &store, &wid, &output, &tp, json_out).await?;
         }
         WeightsCommand::Meta { id } => {
             let meta = store.weight_get_metadata(&id.id(tenant)).await?;
@@ -396,7 +419,8 @@ pub(super) async fn run(
                 request_id: None,
                 policy,
             };
-            let reply = upsert(&store, &req, &path, Duration::from_secs(wait_secs)).await?;
+            let wait = Duration::from_secs(wait_secs);
+            let reply = upsert(&store, &req, &path, wait, json_out).await?;
             if json_out {
                 outln!("{}", serde_json::to_string(&reply).expect("json output"))?;
             } else {

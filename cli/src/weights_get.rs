@@ -1,15 +1,26 @@
 //! `crescent weights get ID --generation G -o DIR [--tp-size N --tp-rank R ...]`: the whole
-//! revision written back byte-identical, or one tensor-parallel rank's shards as valid
-//! safetensors files (`NAME.tp-R-of-N.safetensors`) read with ranged reads.
+//! revision written back byte-identical, streamed (each tensor is written to its file as it
+//! arrives, through one registered buffer the size of the largest tensor), or one
+//! tensor-parallel rank's shards as valid safetensors files (`NAME.tp-R-of-N.safetensors`)
+//! read with ranged reads.
 
+use std::collections::HashMap;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use clap::Args;
 use crescent_wire::weights as w;
 use serde_json::json;
 
-use crescent_client::weights::{SplitRule, TargetLayout, TensorRule, WeightStore};
-use crescent_client::ClientError;
+use crescent_client::weights::{
+    ManifestObject, SplitRule, TargetLayout, TensorRule, WeightReader, WeightStore,
+};
+use crescent_client::{ClientError, CrescentClient, RegisteredBuffer};
+
+use super::weights_progress::Progress;
+
+/// Bytes copied out of the registered buffer into the file per write.
+const WRITE_CHUNK: usize = 4 << 20;
 
 /// The target layout of `weights get` (all optional: without `--tp-size` the whole revision
 /// is read).
@@ -63,7 +74,107 @@ fn write(path: &Path, bytes: &[u8]) -> Result<(), ClientError> {
     std::fs::write(path, bytes).map_err(io_err(format!("writing {}", path.display())))
 }
 
+/// Writes every file of the open revision into `output`, one payload object at a time;
+/// returns `(file name, bytes)` per file.
+async fn write_revision(
+    client: &CrescentClient,
+    reader: &WeightReader,
+    output: &Path,
+    progress: &Progress,
+) -> Result<Vec<(String, u64)>, ClientError> {
+    let manifest = reader.manifest();
+    let objects: HashMap<&str, &ManifestObject> = manifest
+        .objects
+        .iter()
+        .map(|o| (o.key.as_str(), o))
+        .collect();
+    let largest = manifest.objects.iter().map(|o| o.bytes).max().unwrap_or(0);
+    let buffer = client
+        .register_buffer(vec![0u8; largest.max(1) as usize])
+        .await?;
+    let mut written = Vec::new();
+    let mut chunk = vec![0u8; WRITE_CHUNK.min(largest.max(1) as usize)];
+    for file in &manifest.files {
+        let path = output_path(output, &file.name)?;
+        let io = |source| ClientError::Io {
+            context: format!("writing {}", path.display()),
+            source,
+        };
+        let mut out = std::fs::File::create(&path).map_err(io)?;
+        out.write_all(&(file.header.len() as u64).to_le_bytes())
+            .map_err(io)?;
+        out.write_all(file.header.as_bytes()).map_err(io)?;
+        let mut bytes = 8 + file.header.len() as u64;
+        for segment in &file.segments {
+            let object = objects.get(segment.key.as_str()).ok_or_else(|| {
+                ClientError::Protocol(format!(
+                    "file {} names object {:?}, which the manifest does not list",
+                    file.name, segment.key
+                ))
+            })?;
+            let size = reader.read_object_into(object, &buffer, 0).await?;
+            copy_out(&buffer, size, &mut chunk, &mut out)
+                .await
+                .map_err(|e| e.unwrap_or_else(io))?;
+            bytes += size as u64;
+            progress.add(size as u64);
+        }
+        out.sync_all().map_err(io)?;
+        written.push((file.name.clone(), bytes));
+    }
+    client.unregister_buffer(&buffer).await?;
+    Ok(written)
+}
+
+/// Appends the first `size` bytes of `buffer` to `out`, `chunk` at a time. `Err(None)` is an
+/// IO error of `out`, named by the caller.
+async fn copy_out(
+    buffer: &RegisteredBuffer,
+    size: usize,
+    chunk: &mut [u8],
+    out: &mut std::fs::File,
+) -> Result<(), Result<ClientError, std::io::Error>> {
+    let mut at = 0;
+    while at < size {
+        let n = chunk.len().min(size - at);
+        buffer.read(at, &mut chunk[..n]).await.map_err(Ok)?;
+        out.write_all(&chunk[..n]).map_err(Err)?;
+        at += n;
+    }
+    Ok(())
+}
+
+/// The whole revision into `output`, streamed under the reader's lease.
+async fn get_whole(
+    client: &CrescentClient,
+    store: &WeightStore,
+    id: &w::WeightId,
+    holder: &str,
+    output: &Path,
+    json_out: bool,
+) -> Result<(), ClientError> {
+    let reader = store.weight_open(id, holder).await?;
+    let metadata = reader.metadata().clone();
+    let progress = Progress::new("get", reader.manifest().payload_bytes(), json_out);
+    let written = write_revision(client, &reader, output, &progress).await;
+    progress.finish();
+    let closed = reader.close().await;
+    let written = written?;
+    closed?;
+    let files: Vec<_> = written
+        .iter()
+        .map(|(name, bytes)| json!({"file": name, "bytes": bytes}))
+        .collect();
+    if json_out {
+        outln!("{}", json!({"files": files, "metadata": metadata}))?;
+    } else {
+        outln!("{} file(s) written to {}", files.len(), output.display())?;
+    }
+    Ok(())
+}
+
 pub(super) async fn get(
+    client: &CrescentClient,
     store: &WeightStore,
     id: &w::WeightId,
     output: &Path,
@@ -75,17 +186,7 @@ pub(super) async fn get(
     std::fs::create_dir_all(output).map_err(io_err(format!("creating {}", output.display())))?;
     let mut written = Vec::new();
     let Some(layout) = layout else {
-        let loaded = store.weight_get(id, &holder).await?;
-        for (name, bytes) in loaded.files()? {
-            write(&output_path(output, &name)?, &bytes)?;
-            written.push(json!({"file": name, "bytes": bytes.len()}));
-        }
-        if json_out {
-            outln!("{}", json!({"files": written, "metadata": loaded.metadata}))?;
-        } else {
-            outln!("{} file(s) written to {}", written.len(), output.display())?;
-        }
-        return Ok(());
+        return get_whole(client, store, id, &holder, output, json_out).await;
     };
     let sharded = store.weight_get_layout(id, &holder, &layout).await?;
     for file in &sharded.files {
