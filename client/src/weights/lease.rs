@@ -162,15 +162,15 @@ async fn renew_loop(
             lease_id: lease_id.clone(),
             ttl_ms: ttl.as_millis() as u64,
         };
-        let renewed: Result<w::LeaseReply, ClientError> = store
-            .client
-            .post_route(
-                routes::LEASE_RENEW,
-                Retry::Idempotent,
-                routes::LEASE_RENEW,
-                &req,
-            )
-            .await;
+        // Renewing twice only extends the same lease: safe to resend after a failover.
+        let renew = store.client.post_route(
+            routes::LEASE_RENEW,
+            Retry::Idempotent,
+            routes::LEASE_RENEW,
+            &req,
+        );
+        let renewed: Result<w::LeaseReply, ClientError> =
+            store.op("weight_lease_renew", renew).await;
         match renewed {
             Ok(_) => {
                 granted_at = sent;

@@ -105,3 +105,29 @@ fn manifest_round_trips_and_refuses_other_versions() {
     ));
     assert!(WeightManifest::decode(b"not json").is_err());
 }
+
+#[test]
+fn a_header_parsed_from_the_head_alone_matches_the_whole_file() {
+    let mut header = String::from(
+        r#"{"__metadata__":{"format":"pt"},"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[1],"data_offsets":[16,20]}}"#,
+    );
+    while !header.len().is_multiple_of(8) {
+        header.push(' ');
+    }
+    let mut file = (header.len() as u64).to_le_bytes().to_vec();
+    file.extend_from_slice(header.as_bytes());
+    file.extend_from_slice(&[7u8; 24]);
+    let head = &file[..8 + header.len()];
+    let whole = parse_safetensors("m.safetensors", &file).unwrap();
+    let from_head = parse_safetensors_head("m.safetensors", head, file.len() as u64).unwrap();
+    assert_eq!(whole, from_head);
+    assert_eq!(
+        safetensors_header_len("m.safetensors", head).unwrap(),
+        header.len() as u64
+    );
+    // A file shorter than its header says, or a tensor past its end, is refused.
+    for len in [4, head.len() as u64 - 1, head.len() as u64 + 10] {
+        let e = parse_safetensors_head("m.safetensors", head, len).unwrap_err();
+        assert_eq!(e.code_str(), "INVALID_ARGUMENT", "{len}");
+    }
+}
