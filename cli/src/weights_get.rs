@@ -12,6 +12,7 @@ use clap::Args;
 use crescent_wire::weights as w;
 use serde_json::json;
 
+use crescent_client::weights::manifest::ManifestFile;
 use crescent_client::weights::{
     ManifestObject, SplitRule, TargetLayout, TensorRule, WeightReader, WeightStore,
 };
@@ -96,38 +97,76 @@ async fn write_revision(
     let mut chunk = vec![0u8; WRITE_CHUNK.min(largest.max(1) as usize)];
     for file in &manifest.files {
         let path = output_path(output, &file.name)?;
-        let io = |source| ClientError::Io {
-            context: format!("writing {}", path.display()),
-            source,
+        // Written beside its final name and renamed once complete: a read that fails
+        // part-way leaves no truncated file under the model's name.
+        let partial = output.join(format!(".{}.partial", file.name));
+        let dst = Destination {
+            buffer: &buffer,
+            chunk: &mut chunk,
+            progress,
         };
-        let mut out = std::fs::File::create(&path).map_err(io)?;
-        out.write_all(&(file.header.len() as u64).to_le_bytes())
-            .map_err(io)?;
-        out.write_all(file.header.as_bytes()).map_err(io)?;
-        let mut bytes = 8 + file.header.len() as u64;
-        for segment in &file.segments {
-            let object = objects.get(segment.key.as_str()).ok_or_else(|| {
-                ClientError::Protocol(format!(
-                    "file {} names object {:?}, which the manifest does not list",
-                    file.name, segment.key
-                ))
-            })?;
-            let size = reader.read_object_into(object, &buffer, 0).await?;
-            copy_out(&buffer, size, &mut chunk, &mut out)
-                .await
-                .map_err(|e| e.unwrap_or_else(io))?;
-            bytes += size as u64;
-            progress.add(size as u64);
-        }
-        out.sync_all().map_err(io)?;
+        let bytes = match write_file(reader, &objects, file, &partial, dst).await {
+            Ok(bytes) => bytes,
+            Err(e) => {
+                let _ = std::fs::remove_file(&partial);
+                return Err(e);
+            }
+        };
+        std::fs::rename(&partial, &path).map_err(io_err(format!(
+            "renaming {} to {}",
+            partial.display(),
+            path.display()
+        )))?;
         written.push((file.name.clone(), bytes));
     }
     client.unregister_buffer(&buffer).await?;
     Ok(written)
 }
 
-/// Appends the first `size` bytes of `buffer` to `out`, `chunk` at a time. `Err(None)` is an
-/// IO error of `out`, named by the caller.
+/// Where [`write_file`] lands each object and copies it from.
+struct Destination<'a> {
+    buffer: &'a RegisteredBuffer,
+    chunk: &'a mut [u8],
+    progress: &'a Progress,
+}
+
+/// One file of the revision into `path`: its header, then each segment as it is read.
+async fn write_file(
+    reader: &WeightReader,
+    objects: &HashMap<&str, &ManifestObject>,
+    file: &ManifestFile,
+    path: &Path,
+    dst: Destination<'_>,
+) -> Result<u64, ClientError> {
+    let io = |source| ClientError::Io {
+        context: format!("writing {}", path.display()),
+        source,
+    };
+    let mut out = std::fs::File::create(path).map_err(io)?;
+    out.write_all(&(file.header.len() as u64).to_le_bytes())
+        .map_err(io)?;
+    out.write_all(file.header.as_bytes()).map_err(io)?;
+    let mut bytes = 8 + file.header.len() as u64;
+    for segment in &file.segments {
+        let object = objects.get(segment.key.as_str()).ok_or_else(|| {
+            ClientError::Protocol(format!(
+                "file {} names object {:?}, which the manifest does not list",
+                file.name, segment.key
+            ))
+        })?;
+        let size = reader.read_object_into(object, dst.buffer, 0).await?;
+        copy_out(dst.buffer, size, dst.chunk, &mut out)
+            .await
+            .map_err(|e| e.unwrap_or_else(io))?;
+        bytes += size as u64;
+        dst.progress.add(size as u64);
+    }
+    out.sync_all().map_err(io)?;
+    Ok(bytes)
+}
+
+/// Appends the first `size` bytes of `buffer` to `out`, `chunk` at a time. `Err(Err(_))` is
+/// an IO error of `out`, named by the caller.
 async fn copy_out(
     buffer: &RegisteredBuffer,
     size: usize,

@@ -146,6 +146,11 @@ fn round_trip(mib: u64, bound: u64) {
     assert_eq!(code, 0, "{out}\n{err}");
     assert!(!err.contains("ETA"), "a progress bar with --json: {err}");
     let get_secs = started.elapsed().as_secs_f64();
+    let names: Vec<_> = std::fs::read_dir(&output)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, ["model.safetensors"], "no partial file left behind");
     let got = output.join("model.safetensors");
     assert_eq!(std::fs::metadata(&got).unwrap().len(), size);
     assert!(same_bytes(&file, &got), "the file read back differs");
