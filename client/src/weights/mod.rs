@@ -7,6 +7,8 @@ pub mod layout;
 #[cfg(test)]
 mod layout_tests;
 mod lease;
+#[cfg(test)]
+mod lease_tests;
 pub mod manifest;
 #[cfg(test)]
 mod manifest_tests;
