@@ -13,8 +13,9 @@ use crescent_wire::weights as w;
 use serde_json::json;
 
 use crescent_client::weights::manifest::ManifestFile;
+use crescent_client::weights::shard::RevisionPlan;
 use crescent_client::weights::{
-    ManifestObject, SplitRule, TargetLayout, TensorRule, WeightReader, WeightStore,
+    ManifestObject, ShardStats, SplitRule, TargetLayout, TensorRule, WeightReader, WeightStore,
 };
 use crescent_client::{ClientError, CrescentClient, RegisteredBuffer};
 
@@ -69,10 +70,6 @@ fn output_path(output: &Path, name: &str) -> Result<PathBuf, ClientError> {
         )));
     }
     Ok(output.join(name))
-}
-
-fn write(path: &Path, bytes: &[u8]) -> Result<(), ClientError> {
-    std::fs::write(path, bytes).map_err(io_err(format!("writing {}", path.display())))
 }
 
 /// Writes every file of the open revision into `output`, one payload object at a time;
@@ -223,24 +220,28 @@ pub(super) async fn get(
     let layout = tp.layout()?;
     let holder = format!("crescent-cli-{}", std::process::id());
     std::fs::create_dir_all(output).map_err(io_err(format!("creating {}", output.display())))?;
-    let mut written = Vec::new();
     let Some(layout) = layout else {
         return get_whole(client, store, id, &holder, output, json_out).await;
     };
-    let sharded = store.weight_get_layout(id, &holder, &layout).await?;
-    for file in &sharded.files {
-        let name = file.rank_file_name(&layout);
-        let bytes = file.to_safetensors(&layout);
-        write(&output_path(output, &name)?, &bytes)?;
-        written.push(json!({"file": name, "bytes": bytes.len(), "tensors": file.tensors.len()}));
+    let reader = store.weight_open(id, &holder).await?;
+    let rank = async {
+        let plan = reader.plan(&layout)?;
+        let progress = Progress::new("get", plan.bytes(), json_out);
+        let written = write_rank(&reader, &plan, &layout, output, &progress).await;
+        progress.finish();
+        written
     }
-    let stats = sharded.stats;
+    .await;
+    let metadata = reader.metadata().clone();
+    let closed = reader.close().await;
+    let (written, stats) = rank?;
+    closed?;
     if json_out {
         outln!(
             "{}",
             json!({
                 "files": written,
-                "metadata": sharded.metadata,
+                "metadata": metadata,
                 "layout": layout,
                 "stats": stats,
             })
@@ -259,4 +260,70 @@ pub(super) async fn get(
         )?;
     }
     Ok(())
+}
+
+/// One rank's files into `output`, each tensor's shard written as it arrives (plus the
+/// objects outside any file, read and counted as `weight_get_layout` does); returns one JSON
+/// entry per file and the read's statistics.
+async fn write_rank(
+    reader: &WeightReader,
+    plan: &RevisionPlan,
+    layout: &TargetLayout,
+    output: &Path,
+    progress: &Progress,
+) -> Result<(Vec<serde_json::Value>, ShardStats), ClientError> {
+    let mut stats = ShardStats {
+        full_bytes: reader.manifest().payload_bytes(),
+        shard_bytes: plan.bytes(),
+        ..ShardStats::default()
+    };
+    let mut written = Vec::new();
+    for file in &plan.files {
+        let name = file.rank_file_name(layout);
+        let path = output_path(output, &name)?;
+        let partial = output.join(format!(".{name}.partial"));
+        let io = |source| ClientError::Io {
+            context: format!("writing {}", partial.display()),
+            source,
+        };
+        let wrote = async {
+            let mut out = std::fs::File::create(&partial).map_err(io)?;
+            let head = file.rank_head(layout);
+            out.write_all(&head).map_err(io)?;
+            let mut bytes = head.len() as u64;
+            for tensor in &file.tensors {
+                let (data, transferred) = reader.read_shard(tensor).await?;
+                out.write_all(&data).map_err(io)?;
+                bytes += data.len() as u64;
+                stats.transferred_bytes += transferred;
+                stats.ranges += tensor.plan.ranges.len() as u64;
+                progress.add(data.len() as u64);
+            }
+            out.sync_all().map_err(io)?;
+            Ok::<_, ClientError>(bytes)
+        }
+        .await;
+        let bytes = wrote.inspect_err(|_| {
+            let _ = std::fs::remove_file(&partial);
+        })?;
+        std::fs::rename(&partial, &path).map_err(io_err(format!(
+            "renaming {} to {}",
+            partial.display(),
+            path.display()
+        )))?;
+        written.push(json!({"file": name, "bytes": bytes, "tensors": file.tensors.len()}));
+    }
+    for (key, bytes) in &plan.loose_objects {
+        let object = reader
+            .manifest()
+            .objects
+            .iter()
+            .find(|o| &o.key == key)
+            .ok_or_else(|| ClientError::Protocol(format!("object {key:?} is not listed")))?;
+        reader.read_object(object).await?;
+        stats.transferred_bytes += bytes;
+        stats.ranges += u64::from(*bytes > 0);
+        progress.add(*bytes);
+    }
+    Ok((written, stats))
 }

@@ -9,8 +9,10 @@ use std::time::Duration;
 use crescent_wire::weights as w;
 use sha2::{Digest, Sha256};
 
+use super::layout::TargetLayout;
 use super::lease::RevisionLease;
 use super::manifest::ManifestObject;
+use super::shard::{plan_revision, PlannedTensor, RevisionPlan};
 use super::{object_id, WeightManifest, WeightStore};
 use crate::buffer::RegisteredBuffer;
 use crate::error::ClientError;
@@ -90,6 +92,27 @@ impl WeightReader {
         check_size(object, value.len() as u64)?;
         self.lease.check()?;
         Ok(value)
+    }
+
+    /// The reads `layout`'s rank needs from this revision (docs/weights.md, "Target
+    /// layouts"), for a caller that streams them with [`Self::read_shard`].
+    pub fn plan(&self, layout: &TargetLayout) -> Result<RevisionPlan, ClientError> {
+        plan_revision(&self.manifest, &layout.compile()?)
+    }
+
+    /// The rank's part of one planned tensor (its ranges, concatenated) and the bytes that
+    /// crossed the data plane for it (a cold-only object arrives whole).
+    pub async fn read_shard(&self, tensor: &PlannedTensor) -> Result<(Vec<u8>, u64), ClientError> {
+        self.lease.check()?;
+        let (data, read) = super::ranged::read_ranges(
+            &self.store.client,
+            object_id(&tensor.key),
+            tensor.object_bytes,
+            &tensor.plan.ranges,
+        )
+        .await?;
+        self.lease.check()?;
+        Ok((data, read.bytes_transferred))
     }
 
     /// `Err(LEASE_EXPIRED)` if the lease was lost while reading (a renewal refused).

@@ -154,54 +154,85 @@ pub struct ShardStats {
     pub ranges: u64,
 }
 
+impl PlannedFile {
+    /// The rank's file name: `NAME.safetensors` -> `NAME.tp-R-of-N.safetensors`.
+    pub fn rank_file_name(&self, layout: &TargetLayout) -> String {
+        rank_file_name(&self.name, layout)
+    }
+
+    /// The head of the rank's safetensors file (length and header) for these tensors, as
+    /// [`ShardedFile::to_safetensors`] writes it: the data follows, tensor after tensor.
+    pub fn rank_head(&self, layout: &TargetLayout) -> Vec<u8> {
+        rank_head(&self.metadata, self.tensors.iter(), layout)
+    }
+}
+
 impl ShardedFile {
     /// The rank's file name: `NAME.safetensors` -> `NAME.tp-R-of-N.safetensors`.
     pub fn rank_file_name(&self, layout: &TargetLayout) -> String {
-        let suffix = format!(".tp-{}-of-{}", layout.rank, layout.world_size);
-        match self.name.strip_suffix(".safetensors") {
-            Some(stem) => format!("{stem}{suffix}.safetensors"),
-            None => format!("{}{suffix}", self.name),
-        }
+        rank_file_name(&self.name, layout)
     }
 
     /// A valid safetensors file of the rank's tensors: tensors in name order, contiguous, the
     /// header space-padded to 8 bytes; `__metadata__` is the original one plus the layout
     /// (`crescent.tp_size`, `crescent.tp_rank`).
     pub fn to_safetensors(&self, layout: &TargetLayout) -> Vec<u8> {
-        let mut header = serde_json::Map::new();
-        let mut metadata = match &self.metadata {
-            Some(serde_json::Value::Object(m)) => m.clone(),
-            _ => serde_json::Map::new(),
-        };
-        metadata.insert(
-            "crescent.tp_size".into(),
-            layout.world_size.to_string().into(),
+        let mut out = rank_head(
+            &self.metadata,
+            self.tensors.iter().map(|t| &t.tensor),
+            layout,
         );
-        metadata.insert("crescent.tp_rank".into(), layout.rank.to_string().into());
-        header.insert("__metadata__".into(), serde_json::Value::Object(metadata));
-        let mut offset = 0u64;
-        for t in &self.tensors {
-            let end = offset + t.data.len() as u64;
-            header.insert(
-                t.tensor.name.clone(),
-                serde_json::json!({
-                    "dtype": t.tensor.dtype,
-                    "shape": t.tensor.plan.shape,
-                    "data_offsets": [offset, end],
-                }),
-            );
-            offset = end;
-        }
-        let mut text = serde_json::to_string(&header).expect("a header always encodes");
-        while !text.len().is_multiple_of(8) {
-            text.push(' ');
-        }
-        let mut out = Vec::with_capacity(8 + text.len() + offset as usize);
-        out.extend_from_slice(&(text.len() as u64).to_le_bytes());
-        out.extend_from_slice(text.as_bytes());
         for t in &self.tensors {
             out.extend_from_slice(&t.data);
         }
         out
     }
+}
+
+fn rank_file_name(name: &str, layout: &TargetLayout) -> String {
+    let suffix = format!(".tp-{}-of-{}", layout.rank, layout.world_size);
+    match name.strip_suffix(".safetensors") {
+        Some(stem) => format!("{stem}{suffix}.safetensors"),
+        None => format!("{name}{suffix}"),
+    }
+}
+
+/// The length and header of a rank's file of `tensors` (each `plan.bytes` long, in order).
+fn rank_head<'a>(
+    metadata: &Option<serde_json::Value>,
+    tensors: impl Iterator<Item = &'a PlannedTensor>,
+    layout: &TargetLayout,
+) -> Vec<u8> {
+    let mut header = serde_json::Map::new();
+    let mut meta = match metadata {
+        Some(serde_json::Value::Object(m)) => m.clone(),
+        _ => serde_json::Map::new(),
+    };
+    meta.insert(
+        "crescent.tp_size".into(),
+        layout.world_size.to_string().into(),
+    );
+    meta.insert("crescent.tp_rank".into(), layout.rank.to_string().into());
+    header.insert("__metadata__".into(), serde_json::Value::Object(meta));
+    let mut offset = 0u64;
+    for t in tensors {
+        let end = offset + t.plan.bytes;
+        header.insert(
+            t.name.clone(),
+            serde_json::json!({
+                "dtype": t.dtype,
+                "shape": t.plan.shape,
+                "data_offsets": [offset, end],
+            }),
+        );
+        offset = end;
+    }
+    let mut text = serde_json::to_string(&header).expect("a header always encodes");
+    while !text.len().is_multiple_of(8) {
+        text.push(' ');
+    }
+    let mut out = Vec::with_capacity(8 + text.len());
+    out.extend_from_slice(&(text.len() as u64).to_le_bytes());
+    out.extend_from_slice(text.as_bytes());
+    out
 }
