@@ -1,11 +1,11 @@
-//! `crescent weights put` and `get` stream a revision (docs/weights.md, "Streaming put and
-//! get"): the `crescent` process's peak resident memory (its `ru_maxrss`, from `wait4`) stays
+//! `crescent weights put` and `get` stream a revision (docs/weights.md, "Reads: lease,
+//! streaming, progress"): the `crescent` process's peak resident memory (its `ru_maxrss`, from `wait4`) stays
 //! under the file's size, where reading the file whole (put) or holding every tensor and the
 //! rebuilt file (get) needs at least one to two times it; the file reads back byte-identical.
 //! No progress bar when stdout is not a terminal or with `--json`; one on a terminal (a pty
 //! from `script(1)`, when installed).
 //!
-//! The default test moves 64 MiB; the heavy one (`#[ignore]`, README) 512 MiB, or
+//! The default test moves 128 MiB (bound 96 MiB); the heavy one (`#[ignore]`, README) 512 MiB, or
 //! `CRESCENT_WEIGHTS_STREAM_MIB` MiB, with the acceptance bound of 256 MiB.
 
 mod weights_common;
@@ -198,7 +198,8 @@ fn same_bytes(a: &Path, b: &Path) -> bool {
 
 #[test]
 fn put_and_get_stream_a_file_in_less_memory_than_its_size() {
-    round_trip(64, 64 * MIB);
+    // Reading the file whole (put) or holding the revision (get) alone takes 128 MiB.
+    round_trip(128, 96 * MIB);
 }
 
 #[test]
