@@ -180,6 +180,48 @@ async fn copy_out(
     Ok(())
 }
 
+/// SIGINT and SIGTERM, caught from the start of a get (before its lease is taken, so a
+/// signal never kills the process while it holds one): an interrupted get returns through
+/// [`Interrupts::guard`], and its caller still closes the reader and releases the revision
+/// lease (docs/weights.md, "Reads: lease, streaming, progress") instead of leaving it to
+/// expire.
+struct Interrupts {
+    interrupt: tokio::signal::unix::Signal,
+    terminate: tokio::signal::unix::Signal,
+}
+
+impl Interrupts {
+    fn listen() -> Result<Self, ClientError> {
+        use tokio::signal::unix::{signal, SignalKind};
+        let listen = |kind| {
+            signal(kind).map_err(|source| ClientError::Io {
+                context: "listening for signals".into(),
+                source,
+            })
+        };
+        Ok(Self {
+            interrupt: listen(SignalKind::interrupt())?,
+            terminate: listen(SignalKind::terminate())?,
+        })
+    }
+
+    /// `work`, unless a signal arrived before or arrives during it.
+    async fn guard<T>(
+        &mut self,
+        work: impl std::future::Future<Output = Result<T, ClientError>>,
+    ) -> Result<T, ClientError> {
+        let interrupted = || ClientError::Io {
+            context: "weights get".into(),
+            source: std::io::Error::new(std::io::ErrorKind::Interrupted, "interrupted by a signal"),
+        };
+        tokio::select! {
+            _ = self.interrupt.recv() => Err(interrupted()),
+            _ = self.terminate.recv() => Err(interrupted()),
+            done = work => done,
+        }
+    }
+}
+
 /// The whole revision into `output`, streamed under the reader's lease.
 async fn get_whole(
     client: &CrescentClient,
@@ -188,12 +230,21 @@ async fn get_whole(
     holder: &str,
     output: &Path,
     json_out: bool,
+    signals: &mut Interrupts,
 ) -> Result<(), ClientError> {
     let reader = store.weight_open(id, holder).await?;
     let metadata = reader.metadata().clone();
     let progress = Progress::new("get", reader.manifest().payload_bytes(), json_out);
-    let written = write_revision(client, &reader, output, &progress).await;
+    let written = signals
+        .guard(write_revision(client, &reader, output, &progress))
+        .await;
     progress.finish();
+    if written.is_err() {
+        // An interrupted write stopped mid-file: its partial file is still there.
+        for file in &reader.manifest().files {
+            let _ = std::fs::remove_file(output.join(format!(".{}.partial", file.name)));
+        }
+    }
     let closed = reader.close().await;
     let written = written?;
     closed?;
@@ -218,17 +269,26 @@ pub(super) async fn get(
     json_out: bool,
 ) -> Result<(), ClientError> {
     let layout = tp.layout()?;
+    let mut signals = Interrupts::listen()?;
     let holder = format!("crescent-cli-{}", std::process::id());
     std::fs::create_dir_all(output).map_err(io_err(format!("creating {}", output.display())))?;
     let Some(layout) = layout else {
-        return get_whole(client, store, id, &holder, output, json_out).await;
+        return get_whole(client, store, id, &holder, output, json_out, &mut signals).await;
     };
     let reader = store.weight_open(id, &holder).await?;
     let rank = async {
         let plan = reader.plan(&layout)?;
         let progress = Progress::new("get", plan.bytes(), json_out);
-        let written = write_rank(&reader, &plan, &layout, output, &progress).await;
+        let written = signals
+            .guard(write_rank(&reader, &plan, &layout, output, &progress))
+            .await;
         progress.finish();
+        if written.is_err() {
+            for file in &plan.files {
+                let name = file.rank_file_name(&layout);
+                let _ = std::fs::remove_file(output.join(format!(".{name}.partial")));
+            }
+        }
         written
     }
     .await;

@@ -3,14 +3,17 @@
 //! outlasts the lease's TTL keeps it renewed (the revision cannot be removed meanwhile), and
 //! the lease is released when the read completes, fails, or is cancelled (dropped) well
 //! before its TTL would end it. `weight_get_into` lands each payload object in the caller's
-//! registered buffer.
+//! registered buffer. A `crescent weights get` interrupted by SIGINT releases its lease
+//! before it exits and leaves no file.
 
 mod weights_common;
 
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use crescent_client::{ClientError, CrescentClient, WeightStore};
 use crescent_wire::weights as w;
+use weights_common::common;
 use weights_common::*;
 
 fn id(resource: &str) -> w::WeightId {
@@ -174,4 +177,91 @@ async fn weight_get_into_fills_caller_buffers_and_releases_on_success_and_error(
         code(WeightStore::new(&client).with_read_lease(Duration::from_millis(10))),
         "INVALID_ARGUMENT"
     );
+}
+
+/// `crescent weights get` of revision `a` into `out`, interrupted (SIGINT) once it holds its
+/// lease. `None` when it finished first (the test then tries again).
+async fn interrupted_get(
+    node: &Node,
+    store: &WeightStore,
+    a: &w::WeightId,
+    out: &Path,
+) -> Option<i32> {
+    let args = [
+        "weights",
+        "get",
+        "--namespace",
+        &a.namespace,
+        "--resource",
+        &a.resource_id,
+        "--revision",
+        &a.revision,
+        "--generation",
+        "1",
+        "-o",
+        out.to_str().unwrap(),
+    ];
+    let mut cmd = std::process::Command::new(common::crescent_bin());
+    cmd.env_remove("CRESCENT_TOKEN");
+    if let Some(key) = common::key_of(&node.s()) {
+        cmd.env("CRESCENT_TOKEN", key.token_for_cli(&args));
+    }
+    let mut child = cmd
+        .arg("--server")
+        .arg(node.s())
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            return None;
+        }
+        if leases(store, a).await == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    // SAFETY: signalling our own child by its pid.
+    #[allow(unsafe_code)]
+    let sent = unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    assert_eq!(sent, 0);
+    let status = tokio::task::spawn_blocking(move || child.wait().unwrap())
+        .await
+        .unwrap();
+    Some(status.code().unwrap_or(-1))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interrupted_cli_get_releases_its_lease_and_leaves_no_file() {
+    let (dir, node, client) = start();
+    let store = WeightStore::new(&client);
+    let a = id("interrupted");
+    let policy = w::WeightPolicy::of(w::PreferredResidency::Hot, w::MigrationMode::Manual);
+    let mut writer = store.weight_put(a.clone(), Some(policy)).await.unwrap();
+    let model = model_safetensors(64, 128 << 20, 7);
+    writer
+        .add_safetensors("model.safetensors", &model)
+        .await
+        .unwrap();
+    writer.close().await.unwrap();
+    for attempt in 0..5 {
+        let out = dir.path().join(format!("out{attempt}"));
+        let Some(code) = interrupted_get(&node, &store, &a, &out).await else {
+            continue; // the get won the race: try again
+        };
+        assert_ne!(code, 0, "an interrupted get exits non-zero");
+        // The CLI released the lease before exiting (its 60 s TTL has not run out).
+        assert_eq!(
+            leases(&store, &a).await,
+            0,
+            "the interrupted get's lease is held"
+        );
+        let left: Vec<_> = std::fs::read_dir(&out).unwrap().collect();
+        assert!(left.is_empty(), "an interrupted get left {left:?}");
+        store.weight_remove(&remove_req(&a)).await.unwrap();
+        return;
+    }
+    panic!("every get finished before it could be interrupted");
 }
