@@ -1,5 +1,5 @@
-//! A weight read holds its revision lease for the whole read (docs/weights.md, "Get and
-//! revision lease"), against a real crescentd through the public `WeightStore`: a read that
+//! A weight read holds its revision lease for the whole read (docs/weights.md, "Reads:
+//! lease, streaming, progress"), against a real crescentd through the public `WeightStore`: a read that
 //! outlasts the lease's TTL keeps it renewed (the revision cannot be removed meanwhile), and
 //! the lease is released when the read completes, fails, or is cancelled (dropped) well
 //! before its TTL would end it. `weight_get_into` lands each payload object in the caller's
