@@ -118,7 +118,14 @@ impl MembershipStore {
     /// (`UNSUPPORTED_VERSION`, `MALFORMED`), never `None`.
     #[instrument(name = "mesh.read_membership", level = "debug", skip_all, fields(mesh = %self.mesh))]
     pub async fn read(&self) -> Result<Option<StoredMembership>, HaError> {
-        let (bytes, version) = match &self.backend {
+        Ok(self.read_at().await?.0)
+    }
+
+    /// [`Self::read`], with etcd's store revision at the time of the read (`None` on Redis):
+    /// a watch from the next revision sees every change after the read, also when the record
+    /// did not exist yet.
+    pub(crate) async fn read_at(&self) -> Result<(Option<StoredMembership>, Option<i64>), HaError> {
+        let (bytes, version, at) = match &self.backend {
             Backend::Etcd(client) => {
                 let mut kv = client.kv_client();
                 let resp = bounded(
@@ -127,9 +134,14 @@ impl MembershipStore {
                     kv.get(self.key.as_str(), None),
                 )
                 .await?;
+                let at = resp.header().map(|h| h.revision());
                 match resp.kvs().first() {
-                    None => return Ok(None),
-                    Some(kv) => (kv.value().to_vec(), RecordVersion::Etcd(kv.mod_revision())),
+                    None => return Ok((None, at)),
+                    Some(kv) => (
+                        kv.value().to_vec(),
+                        RecordVersion::Etcd(kv.mod_revision()),
+                        at,
+                    ),
                 }
             }
             Backend::Redis(conn, _) => {
@@ -138,15 +150,16 @@ impl MembershipStore {
                     .redis_bounded("get mesh membership", conn.get(&self.key))
                     .await?;
                 match value {
-                    None => return Ok(None),
-                    Some(v) => (v.clone(), RecordVersion::Redis(v)),
+                    None => return Ok((None, None)),
+                    Some(v) => (v.clone(), RecordVersion::Redis(v), None),
                 }
             }
         };
-        Ok(Some(StoredMembership {
+        let stored = StoredMembership {
             membership: Membership::decode(&bytes)?,
             version,
-        }))
+        };
+        Ok((Some(stored), at))
     }
 
     /// Replaces `current` (`None`: the mesh has no record yet) by `proposed`, if

@@ -14,11 +14,11 @@ use tracing::{debug, info, info_span, warn, Instrument};
 
 use crate::coordination::CoordinationEndpoint;
 use crate::error::HaError;
-use crate::mesh_store::{MembershipStore, RecordVersion};
+use crate::mesh_store::MembershipStore;
 use crate::redis_backend::POLL_INTERVAL;
 
-/// etcd: how long one watch may stay silent before the record is read again anyway (covers a
-/// change between a read of a missing record and the watch starting).
+/// etcd: how long one watch may stay silent before the record is read again anyway (a watch
+/// that broke without an error).
 const RESYNC: Duration = Duration::from_secs(5);
 /// After a failed read or watch.
 const RETRY: Duration = Duration::from_millis(200);
@@ -116,14 +116,14 @@ fn publish(tx: &watch::Sender<Option<Membership>>, m: Membership) -> bool {
 
 async fn follow(store: MembershipStore, tx: watch::Sender<Option<Membership>>) {
     while !tx.is_closed() {
-        let version = match store.read().await {
-            Ok(Some(stored)) => {
+        let read_at = match store.read_at().await {
+            Ok((Some(stored), at)) => {
                 publish(&tx, stored.membership);
-                Some(stored.version)
+                at
             }
-            Ok(None) => {
+            Ok((None, at)) => {
                 debug!("no membership record; keeping the one held");
-                None
+                at
             }
             Err(e) => {
                 warn!(error = %e, code = e.code(), "reading the membership failed; keeping the one held");
@@ -131,12 +131,11 @@ async fn follow(store: MembershipStore, tx: watch::Sender<Option<Membership>>) {
                 continue;
             }
         };
-        match (store.etcd_client(), version) {
-            (Some(client), Some(RecordVersion::Etcd(rev))) => {
-                wait_etcd(client, store.key(), Some(rev + 1)).await
-            }
-            (Some(client), _) => wait_etcd(client, store.key(), None).await,
-            (None, _) => sleep(POLL_INTERVAL).await,
+        match store.etcd_client() {
+            // From the revision after the read: a record written between the read and the
+            // watch's start is an event of the watch, not a wait for the resync.
+            Some(client) => wait_etcd(client, store.key(), read_at.map(|rev| rev + 1)).await,
+            None => sleep(POLL_INTERVAL).await,
         }
     }
 }

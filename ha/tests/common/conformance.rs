@@ -95,6 +95,20 @@ impl FenceMonitor {
         FenceMonitor { sampler, task }
     }
 
+    /// Waits (at most `within`) until a sample has seen `term` held. A leader the test saw
+    /// may resign right after; on a loaded machine the sampling task can miss a short term
+    /// unless the test waits for it.
+    pub async fn wait_seen(&self, term: u64, within: Duration) {
+        let started = Instant::now();
+        while !self.sampler.holders.lock().unwrap().contains_key(&term) {
+            assert!(
+                started.elapsed() < within,
+                "no sample saw term {term} held within {within:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    }
+
     /// Stops sampling (after a last sample); asserts no overlap and one node per term;
     /// returns the terms held.
     pub fn finish(self) -> Vec<u64> {
@@ -156,6 +170,7 @@ pub async fn elections_race(server: &dyn ServerUnderTest) {
         let refs: Vec<&Elector> = electors.iter().collect();
         let (i, term) = single_leader(&refs, Duration::from_secs(10)).await;
         terms.push(term);
+        monitor.wait_seen(term, Duration::from_secs(10)).await;
         // The first round is a race of all four on a fresh cluster. Later rounds hand over:
         // the leader names a successor in sync (as a leader whose standby caught up would)
         // and resigns; the others follow whoever wins.
