@@ -274,12 +274,6 @@ impl MembershipStore {
         op: &'static str,
         fut: impl std::future::Future<Output = redis::RedisResult<T>>,
     ) -> Result<T, HaError> {
-        match tokio::time::timeout(self.timeout, fut).await {
-            Ok(result) => result.map_err(HaError::redis(op)),
-            Err(_) => Err(HaError::Timeout {
-                op,
-                after: self.timeout,
-            }),
-        }
+        crate::redis_backend::bounded(self.timeout, op, fut).await
     }
 }

@@ -6,11 +6,8 @@ mod common;
 
 use std::time::Duration;
 
-use common::servers::{OwnedEtcd, OwnedRedis, ServerUnderTest};
-use crescent_ha::{
-    connect, connect_redis, membership_key, CoordinationEndpoint, ErrorClass, HaError,
-    MembershipStore, StoredMembership,
-};
+use common::servers::{raw_put, OwnedEtcd, OwnedRedis, ServerUnderTest};
+use crescent_ha::{membership_key, ErrorClass, HaError, MembershipStore, StoredMembership};
 use crescent_mesh::{ClusterEntry, ClusterState, Membership, MeshError};
 
 const TIMEOUT: Duration = Duration::from_secs(3);
@@ -165,21 +162,6 @@ async fn racing_writers(server: &dyn ServerUnderTest) {
     // One generation per landed update: the first record, the first race's winner, then
     // the seven others.
     assert_eq!(last.generation, 9);
-}
-
-async fn raw_put(endpoint: &CoordinationEndpoint, key: &str, value: &[u8]) {
-    match endpoint {
-        CoordinationEndpoint::Etcd(urls) => {
-            let client = connect(urls).await.unwrap();
-            client.kv_client().put(key, value, None).await.unwrap();
-        }
-        CoordinationEndpoint::Redis(url) => {
-            let mut conn = connect_redis(url, TIMEOUT).unwrap();
-            let _: () = redis::AsyncCommands::set(&mut conn, key, value)
-                .await
-                .unwrap();
-        }
-    }
 }
 
 /// A record of a newer format, or garbage, is reported as such and never overwritten as if

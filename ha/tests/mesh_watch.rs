@@ -7,11 +7,8 @@ mod common;
 
 use std::time::Duration;
 
-use common::servers::{OwnedEtcd, OwnedRedis, ServerUnderTest};
-use crescent_ha::{
-    connect, connect_redis, membership_key, CoordinationEndpoint, MembershipStore, MembershipWatch,
-    StoredMembership,
-};
+use common::servers::{raw_put, OwnedEtcd, OwnedRedis, ServerUnderTest};
+use crescent_ha::{membership_key, MembershipStore, MembershipWatch, StoredMembership};
 use crescent_mesh::{ClusterEntry, ClusterState, Membership};
 
 const TIMEOUT: Duration = Duration::from_secs(3);
@@ -42,21 +39,6 @@ fn joined(stored: &StoredMembership, name: &str) -> Membership {
         state: ClusterState::Joining,
     });
     m
-}
-
-async fn raw_put(endpoint: &CoordinationEndpoint, key: &str, value: &[u8]) {
-    match endpoint {
-        CoordinationEndpoint::Etcd(urls) => {
-            let client = connect(urls).await.unwrap();
-            client.kv_client().put(key, value, None).await.unwrap();
-        }
-        CoordinationEndpoint::Redis(url) => {
-            let mut conn = connect_redis(url, TIMEOUT).unwrap();
-            let _: () = redis::AsyncCommands::set(&mut conn, key, value)
-                .await
-                .unwrap();
-        }
-    }
 }
 
 /// Waits a little longer than a change takes to arrive, then checks the held generation.

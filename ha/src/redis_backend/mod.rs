@@ -58,6 +58,18 @@ pub struct RedisLease {
 /// The raw values of the leader record and the marker, as last read.
 pub type RawRecords = (Option<Vec<u8>>, Option<Vec<u8>>);
 
+/// Runs the Redis request `fut` (named `op` in errors), bounded by `timeout`.
+pub(crate) async fn bounded<T>(
+    timeout: Duration,
+    op: &'static str,
+    fut: impl std::future::Future<Output = redis::RedisResult<T>>,
+) -> Result<T, HaError> {
+    match tokio::time::timeout(timeout, fut).await {
+        Ok(result) => result.map_err(HaError::redis(op)),
+        Err(_) => Err(HaError::Timeout { op, after: timeout }),
+    }
+}
+
 /// Connects lazily to `url` (`redis://HOST:PORT`): an unreachable Redis shows up as errors of
 /// later requests, and a dropped connection is re-opened by the next request.
 pub fn connect_redis(url: &str, timeout: Duration) -> Result<ConnectionManager, HaError> {
@@ -90,13 +102,7 @@ impl RedisCoordination {
         op: &'static str,
         fut: impl std::future::Future<Output = redis::RedisResult<T>>,
     ) -> Result<T, HaError> {
-        match tokio::time::timeout(self.timeout, fut).await {
-            Ok(result) => result.map_err(HaError::redis(op)),
-            Err(_) => Err(HaError::Timeout {
-                op,
-                after: self.timeout,
-            }),
-        }
+        bounded(self.timeout, op, fut).await
     }
 
     /// The leader record and the marker in one round trip.

@@ -221,3 +221,20 @@ impl ServerUnderTest for OwnedEtcd {
         self.process.signal("CONT");
     }
 }
+
+/// Writes `value` under `key` directly, behind any store's back (a garbage or stale
+/// record for the stores to meet).
+pub async fn raw_put(endpoint: &CoordinationEndpoint, key: &str, value: &[u8]) {
+    match endpoint {
+        CoordinationEndpoint::Etcd(urls) => {
+            let client = crescent_ha::connect(urls).await.unwrap();
+            client.kv_client().put(key, value, None).await.unwrap();
+        }
+        CoordinationEndpoint::Redis(url) => {
+            let mut conn = crescent_ha::connect_redis(url, Duration::from_secs(3)).unwrap();
+            let _: () = redis::AsyncCommands::set(&mut conn, key, value)
+                .await
+                .unwrap();
+        }
+    }
+}
