@@ -110,51 +110,10 @@ pub(super) async fn run(cli: Cli) -> Result<u8, ClientError> {
             upsert,
             replicas,
         } => {
-            let value = read_input(&file)?;
-            let opts = PutOptions {
-                upsert,
-                replicas,
-                ..PutOptions::default()
-            };
-            let out = client.put_with(&key, &value, &opts).await?;
-            if json {
-                print_json(
-                    &json!({"key": key, "size": value.len(), "put_id": out.put_id,
-                    "already_existed": out.already_existed, "replicas": out.replicas}),
-                )?;
-            } else if out.already_existed {
-                outln!("{key}: already holds this content ({} bytes)", value.len())?;
-            } else {
-                outln!("{key}: stored {} bytes", value.len())?;
-            }
+            put(&client, &key, &file, upsert, replicas, json).await?;
         }
         Command::Get { key, output } => {
-            let value = client.get(&key).await?;
-            // The get released its lease without waiting for the answer: wait for it before
-            // this process exits, so `crescent get K; crescent rm K` finds K unleased.
-            client.settle().await;
-            match output.as_deref() {
-                Some(path) if path != "-" => {
-                    std::fs::write(path, &value).map_err(io_err(format!("writing {path}")))?;
-                    if json {
-                        print_json(&json!({"key": key, "size": value.len(), "file": path}))?;
-                    }
-                }
-                _ if json => {
-                    let body = match std::str::from_utf8(&value) {
-                        Ok(text) => json!({"key": key, "size": value.len(), "value_utf8": text}),
-                        Err(_) => json!({"key": key, "size": value.len(),
-                            "value_hex": value.iter().map(|b| format!("{b:02x}")).collect::<String>()}),
-                    };
-                    print_json(&body)?;
-                }
-                _ => {
-                    let mut out = std::io::stdout().lock();
-                    out.write_all(&value)
-                        .and_then(|()| out.flush())
-                        .map_err(io_err("writing stdout"))?;
-                }
-            }
+            get(&client, &key, output.as_deref(), json).await?;
         }
         Command::Exist { key } => {
             let exists = client.is_exist(&key).await?;
@@ -193,57 +152,7 @@ pub(super) async fn run(cli: Cli) -> Result<u8, ClientError> {
         Command::Tenant { command } => {
             return super::tenant::run(&client, cli.tenant.as_deref(), command, json).await
         }
-        Command::Status => {
-            let health = client.health().await?;
-            // A standby answers /stats with NOT_LEADER: its status is in /healthz alone.
-            let stats = client.stats().await.ok();
-            let field = |k: &str| health.get(k).cloned().unwrap_or_default();
-            let replication = health
-                .get("ha")
-                .or_else(|| health.get("replication"))
-                .cloned()
-                .unwrap_or_default();
-            if json {
-                print_json(&json!({
-                    "role": field("role"),
-                    "term": field("term"),
-                    "commit_seq": field("commit_seq"),
-                    "gate": field("gate"),
-                    "rebuild": field("rebuild"),
-                    "replication": replication,
-                    "journal": field("journal"),
-                    "health": health,
-                    "stats": stats,
-                }))?;
-            } else {
-                outln!(
-                    "server {}: {} (role {}, term {}, commit seq {}, gate {})",
-                    client.server(),
-                    field("status"),
-                    field("role"),
-                    field("term"),
-                    field("commit_seq"),
-                    field("gate"),
-                )?;
-                if let Some(r) = health.get("rebuild") {
-                    outln!(
-                        "rebuild: owners {}/{} completed, entries {}",
-                        r.get("owners_completed").cloned().unwrap_or_default(),
-                        r.get("owners_expected").cloned().unwrap_or_default(),
-                        r.get("entries").cloned().unwrap_or_default(),
-                    )?;
-                }
-                if !replication.is_null() {
-                    outln!("replication: {replication}")?;
-                }
-                if let Some(j) = health.get("journal").filter(|j| !j.is_null()) {
-                    println!("WARNING journal quarantine (see crescent-replay verify): {j}");
-                }
-                if let Some(stats) = stats {
-                    outln!("{}", serde_json::to_string_pretty(&stats).expect("json"))?;
-                }
-            }
-        }
+        Command::Status => status(&client, json).await?,
         Command::Cold { command } => return super::cold::cold(&client, command, json).await,
         Command::Offload { key } => {
             let stat = client.offload(&key).await?;
@@ -276,48 +185,18 @@ pub(super) async fn run(cli: Cli) -> Result<u8, ClientError> {
             cold_staging_bytes,
             cold_staging_ttl_ms,
         } => {
-            let stop = StopSignals::install()?;
-            let owner = Owner::start(
-                &client,
-                OwnerConfig {
-                    owner_id: id,
-                    size,
-                    listen,
-                    advertise,
-                    resident,
-                    cold_devices: cold_device,
-                    cold_staging_bytes,
-                    cold_staging_ttl_ms,
-                    ..OwnerConfig::default()
-                },
-            )
-            .await?;
-            if json {
-                print_json(
-                    &json!({"owner_id": owner.owner_id(), "segment_id": owner.segment_id(),
-                    "endpoint": owner.endpoint(), "size": owner.size(),
-                    "incarnation": owner.incarnation(),
-                    "cold_devices": owner.cold_device_ids()}),
-                )?;
-            } else {
-                outln!(
-                    "owner {} serving segment {} ({} bytes) at {}",
-                    owner.owner_id(),
-                    owner.segment_id(),
-                    owner.size(),
-                    owner.endpoint()
-                )?;
-            }
-            std::io::stdout()
-                .flush()
-                .map_err(io_err("writing stdout"))?;
-            stop.wait().await;
-            let dropped = owner.shutdown().await?;
-            if json {
-                print_json(&json!({"stopped": true, "dropped_replicas": dropped}))?;
-            } else {
-                outln!("unmounted; {dropped} owned replica(s) dropped")?;
-            }
+            let config = OwnerConfig {
+                owner_id: id,
+                size,
+                listen,
+                advertise,
+                resident,
+                cold_devices: cold_device,
+                cold_staging_bytes,
+                cold_staging_ttl_ms,
+                ..OwnerConfig::default()
+            };
+            serve_owner(&client, config, json).await?;
         }
         Command::Bench {
             n,
@@ -347,6 +226,160 @@ pub(super) async fn run(cli: Cli) -> Result<u8, ClientError> {
         }
     }
     Ok(0)
+}
+
+/// `crescent put KEY FILE`: stores the file (or stdin) under `key`.
+async fn put(
+    client: &CrescentClient,
+    key: &str,
+    file: &str,
+    upsert: bool,
+    replicas: u32,
+    json: bool,
+) -> Result<(), ClientError> {
+    let value = read_input(file)?;
+    let opts = PutOptions {
+        upsert,
+        replicas,
+        ..PutOptions::default()
+    };
+    let out = client.put_with(key, &value, &opts).await?;
+    if json {
+        print_json(
+            &json!({"key": key, "size": value.len(), "put_id": out.put_id,
+            "already_existed": out.already_existed, "replicas": out.replicas}),
+        )
+    } else if out.already_existed {
+        outln!("{key}: already holds this content ({} bytes)", value.len())
+    } else {
+        outln!("{key}: stored {} bytes", value.len())
+    }
+}
+
+/// `crescent get KEY [-o FILE]`: the value to a file, as JSON, or raw to stdout.
+async fn get(
+    client: &CrescentClient,
+    key: &str,
+    output: Option<&str>,
+    json: bool,
+) -> Result<(), ClientError> {
+    let value = client.get(key).await?;
+    // The get released its lease without waiting for the answer: wait for it before
+    // this process exits, so `crescent get K; crescent rm K` finds K unleased.
+    client.settle().await;
+    match output {
+        Some(path) if path != "-" => {
+            std::fs::write(path, &value).map_err(io_err(format!("writing {path}")))?;
+            if json {
+                print_json(&json!({"key": key, "size": value.len(), "file": path}))?;
+            }
+            Ok(())
+        }
+        _ if json => {
+            let body = match std::str::from_utf8(&value) {
+                Ok(text) => json!({"key": key, "size": value.len(), "value_utf8": text}),
+                Err(_) => json!({"key": key, "size": value.len(),
+                    "value_hex": value.iter().map(|b| format!("{b:02x}")).collect::<String>()}),
+            };
+            print_json(&body)
+        }
+        _ => {
+            let mut out = std::io::stdout().lock();
+            out.write_all(&value)
+                .and_then(|()| out.flush())
+                .map_err(io_err("writing stdout"))
+        }
+    }
+}
+
+/// `crescent status`: the node's role, term, gate, rebuild, replication and journal health.
+async fn status(client: &CrescentClient, json: bool) -> Result<(), ClientError> {
+    let health = client.health().await?;
+    // A standby answers /stats with NOT_LEADER: its status is in /healthz alone.
+    let stats = client.stats().await.ok();
+    let field = |k: &str| health.get(k).cloned().unwrap_or_default();
+    let replication = health
+        .get("ha")
+        .or_else(|| health.get("replication"))
+        .cloned()
+        .unwrap_or_default();
+    if json {
+        return print_json(&json!({
+            "role": field("role"),
+            "term": field("term"),
+            "commit_seq": field("commit_seq"),
+            "gate": field("gate"),
+            "rebuild": field("rebuild"),
+            "replication": replication,
+            "journal": field("journal"),
+            "health": health,
+            "stats": stats,
+        }));
+    }
+    outln!(
+        "server {}: {} (role {}, term {}, commit seq {}, gate {})",
+        client.server(),
+        field("status"),
+        field("role"),
+        field("term"),
+        field("commit_seq"),
+        field("gate"),
+    )?;
+    if let Some(r) = health.get("rebuild") {
+        outln!(
+            "rebuild: owners {}/{} completed, entries {}",
+            r.get("owners_completed").cloned().unwrap_or_default(),
+            r.get("owners_expected").cloned().unwrap_or_default(),
+            r.get("entries").cloned().unwrap_or_default(),
+        )?;
+    }
+    if !replication.is_null() {
+        outln!("replication: {replication}")?;
+    }
+    if let Some(j) = health.get("journal").filter(|j| !j.is_null()) {
+        println!("WARNING journal quarantine (see crescent-replay verify): {j}");
+    }
+    if let Some(stats) = stats {
+        outln!("{}", serde_json::to_string_pretty(&stats).expect("json"))?;
+    }
+    Ok(())
+}
+
+/// `crescent owner`: serves a segment as a storage owner until SIGINT or SIGTERM, then
+/// unmounts it.
+async fn serve_owner(
+    client: &CrescentClient,
+    config: OwnerConfig,
+    json: bool,
+) -> Result<(), ClientError> {
+    let stop = StopSignals::install()?;
+    let owner = Owner::start(client, config).await?;
+    if json {
+        print_json(
+            &json!({"owner_id": owner.owner_id(), "segment_id": owner.segment_id(),
+            "endpoint": owner.endpoint(), "size": owner.size(),
+            "incarnation": owner.incarnation(),
+            "cold_devices": owner.cold_device_ids()}),
+        )?;
+    } else {
+        outln!(
+            "owner {} serving segment {} ({} bytes) at {}",
+            owner.owner_id(),
+            owner.segment_id(),
+            owner.size(),
+            owner.endpoint()
+        )?;
+    }
+    std::io::stdout()
+        .flush()
+        .map_err(io_err("writing stdout"))?;
+    stop.wait().await;
+    let dropped = owner.shutdown().await?;
+    if json {
+        print_json(&json!({"stopped": true, "dropped_replicas": dropped}))
+    } else {
+        outln!("unmounted; {dropped} owned replica(s) dropped")
+    }
 }
 
 async fn segments(
