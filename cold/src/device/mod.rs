@@ -13,6 +13,7 @@
 
 mod command;
 mod decide;
+mod decide_device;
 mod event;
 #[cfg(test)]
 mod owner_tests;
