@@ -12,6 +12,7 @@ mod decide;
 mod deletion;
 mod event;
 mod group;
+mod repair;
 mod types;
 mod workflow;
 
