@@ -115,37 +115,9 @@ pub(super) async fn run(cli: Cli) -> Result<u8, ClientError> {
         Command::Get { key, output } => {
             get(&client, &key, output.as_deref(), json).await?;
         }
-        Command::Exist { key } => {
-            let exists = client.is_exist(&key).await?;
-            if json {
-                print_json(&json!({"key": key, "exists": exists}))?;
-            } else {
-                outln!("{exists}")?;
-            }
-            return Ok(if exists { 0 } else { 1 });
-        }
-        Command::Rm { key, force } => {
-            match force {
-                true => client.remove_forced(&key).await?,
-                false => client.remove(&key).await?,
-            }
-            if json {
-                print_json(&json!({"key": key, "removed": true}))?;
-            } else {
-                outln!("removed {key}")?;
-            }
-        }
-        Command::Ls { prefix } => {
-            let keys = client.list_all(prefix.as_deref().unwrap_or("")).await?;
-            if json {
-                print_json(&json!({"count": keys.len(), "keys": keys}))?;
-            } else {
-                for k in &keys {
-                    let state = if k.complete { "" } else { "  (in progress)" };
-                    outln!("{:>12}  {}{state}", k.size, k.key)?;
-                }
-            }
-        }
+        Command::Exist { key } => return exist(&client, &key, json).await,
+        Command::Rm { key, force } => rm(&client, &key, force, json).await?,
+        Command::Ls { prefix } => ls(&client, prefix.as_deref().unwrap_or(""), json).await?,
         Command::Segments { command } => segments(&client, command, json).await?,
         Command::Admin { command } => return super::admin::run(&client, command, json).await,
         Command::Token { command } => return super::token::run(&client, command, json).await,
@@ -154,27 +126,10 @@ pub(super) async fn run(cli: Cli) -> Result<u8, ClientError> {
         }
         Command::Status => status(&client, json).await?,
         Command::Cold { command } => return super::cold::cold(&client, command, json).await,
-        Command::Offload { key } => {
-            let stat = client.offload(&key).await?;
-            super::cold::print_object(&stat, json)?;
-        }
-        Command::Evict { key, hot } => {
-            if !hot {
-                return Err(ClientError::InvalidArgument(
-                    "evict needs --hot (the only tier that can be evicted)".into(),
-                ));
-            }
-            let stat = client.evict_hot(&key).await?;
-            super::cold::print_object(&stat, json)?;
-        }
-        Command::Stat { key } => {
-            let stat = client.stat(&key).await?;
-            super::cold::print_object(&stat, json)?;
-        }
-        Command::Health => {
-            let h = client.health().await?;
-            print_json(&h)?;
-        }
+        Command::Offload { key } => super::cold::print_object(&client.offload(&key).await?, json)?,
+        Command::Evict { key, hot } => evict(&client, &key, hot, json).await?,
+        Command::Stat { key } => super::cold::print_object(&client.stat(&key).await?, json)?,
+        Command::Health => print_json(&client.health().await?)?,
         Command::Owner {
             size,
             listen,
@@ -217,12 +172,7 @@ pub(super) async fn run(cli: Cli) -> Result<u8, ClientError> {
                 owner_token: owner_token.map(crescent_client::BearerToken::new),
                 owner_id,
             };
-            let r = bench::run(&client, &config).await?;
-            if json {
-                print_json(&r)?;
-            } else {
-                outln!("{}", r.text())?;
-            }
+            run_bench(&client, &config, json).await?;
         }
     }
     Ok(0)
@@ -289,6 +239,78 @@ async fn get(
                 .and_then(|()| out.flush())
                 .map_err(io_err("writing stdout"))
         }
+    }
+}
+
+/// `crescent exist KEY`: exit status 0 when it exists, 1 when not.
+async fn exist(client: &CrescentClient, key: &str, json: bool) -> Result<u8, ClientError> {
+    let exists = client.is_exist(key).await?;
+    if json {
+        print_json(&json!({"key": key, "exists": exists}))?;
+    } else {
+        outln!("{exists}")?;
+    }
+    Ok(if exists { 0 } else { 1 })
+}
+
+/// `crescent rm KEY [--force]`.
+async fn rm(
+    client: &CrescentClient,
+    key: &str,
+    force: bool,
+    json: bool,
+) -> Result<(), ClientError> {
+    match force {
+        true => client.remove_forced(key).await?,
+        false => client.remove(key).await?,
+    }
+    if json {
+        print_json(&json!({"key": key, "removed": true}))
+    } else {
+        outln!("removed {key}")
+    }
+}
+
+/// `crescent ls [PREFIX]`: every key, with its size and whether its put is still running.
+async fn ls(client: &CrescentClient, prefix: &str, json: bool) -> Result<(), ClientError> {
+    let keys = client.list_all(prefix).await?;
+    if json {
+        return print_json(&json!({"count": keys.len(), "keys": keys}));
+    }
+    for k in &keys {
+        let state = if k.complete { "" } else { "  (in progress)" };
+        outln!("{:>12}  {}{state}", k.size, k.key)?;
+    }
+    Ok(())
+}
+
+/// `crescent evict KEY --hot`: drops the hot replicas of an object whose cold copy is
+/// materialized.
+async fn evict(
+    client: &CrescentClient,
+    key: &str,
+    hot: bool,
+    json: bool,
+) -> Result<(), ClientError> {
+    if !hot {
+        return Err(ClientError::InvalidArgument(
+            "evict needs --hot (the only tier that can be evicted)".into(),
+        ));
+    }
+    super::cold::print_object(&client.evict_hot(key).await?, json)
+}
+
+/// `crescent bench`: runs the phases and shows the report.
+async fn run_bench(
+    client: &CrescentClient,
+    config: &BenchConfig,
+    json: bool,
+) -> Result<(), ClientError> {
+    let r = bench::run(client, config).await?;
+    if json {
+        print_json(&r)
+    } else {
+        outln!("{}", r.text())
     }
 }
 

@@ -267,29 +267,19 @@ pub(super) async fn run(
             let policy = parse_policy(policy.as_deref(), mode.as_deref())?;
             let mut writer = store.weight_put(id.id(tenant), policy).await?;
             write_files(&mut writer, &path).await?;
-            let meta = writer.close().await?;
-            print_meta(&meta, json_out)?;
+            print_meta(&writer.close().await?, json_out)?;
         }
         WeightsCommand::Get { id, output, tp } => {
-            let wid = id.id(tenant);
-            super::weights_get::get(&store, &wid, &output, &tp, json_out).await?;
+            super::weights_get::get(&store, &id.id(tenant), &output, &tp, json_out).await?;
         }
         WeightsCommand::Meta { id } => {
-            let meta = store.weight_get_metadata(&id.id(tenant)).await?;
-            print_meta(&meta, json_out)?;
+            print_meta(&store.weight_get_metadata(&id.id(tenant)).await?, json_out)?;
         }
         WeightsCommand::Ls {
             namespace,
             resource,
         } => {
-            let req = w::WeightListRequest {
-                tenant: tenant.map(str::to_string),
-                namespace,
-                resource_id: resource,
-                after: None,
-                limit: None,
-            };
-            list(&store, &req, json_out).await?;
+            list(&store, tenant, namespace, resource, json_out).await?;
         }
         WeightsCommand::Policy {
             id,
@@ -300,14 +290,12 @@ pub(super) async fn run(
             let policy = parse_policy(policy.as_deref(), mode.as_deref())?.ok_or_else(|| {
                 ClientError::InvalidArgument("give --policy and/or --mode".into())
             })?;
-            let meta = store
-                .weight_update_policy(&w::UpdatePolicyRequest {
-                    id: id.id(tenant),
-                    policy,
-                    expected_metadata_generation: expected_generation,
-                })
-                .await?;
-            print_meta(&meta, json_out)?;
+            let req = w::UpdatePolicyRequest {
+                id: id.id(tenant),
+                policy,
+                expected_metadata_generation: expected_generation,
+            };
+            print_meta(&store.weight_update_policy(&req).await?, json_out)?;
         }
         WeightsCommand::Migrate {
             id,
@@ -315,18 +303,8 @@ pub(super) async fn run(
             expected_generation,
             wait_secs,
         } => {
-            let target = parse_policy(Some(&to), None)?.unwrap_or_default();
-            let to = target.preferred_residency.ok_or_else(|| {
-                ClientError::InvalidArgument("--to needs hot, cold or mixed".into())
-            })?;
-            let op = store
-                .weight_migrate(&w::MigrateRequest {
-                    id: id.id(tenant),
-                    to,
-                    hot_ratio: target.mixed_hot_ratio,
-                    expected_metadata_generation: expected_generation,
-                })
-                .await?;
+            let req = migrate_request(id.id(tenant), &to, expected_generation)?;
+            let op = store.weight_migrate(&req).await?;
             return finish_op(&store, op, wait_secs, json_out).await;
         }
         WeightsCommand::Upsert {
@@ -351,8 +329,7 @@ pub(super) async fn run(
             return print_upsert(&reply, json_out);
         }
         WeightsCommand::Op { operation_id } => {
-            let op = store.weight_get_operation(&operation_id).await?;
-            print_op(&op, json_out)?;
+            print_op(&store.weight_get_operation(&operation_id).await?, json_out)?;
         }
         WeightsCommand::Rm { id, wait_secs } => {
             let op = store
@@ -405,10 +382,19 @@ async fn bench(
 /// `crescent weights ls`: every page of the listing.
 async fn list(
     store: &WeightStore,
-    req: &w::WeightListRequest,
+    tenant: Option<&str>,
+    namespace: Option<String>,
+    resource_id: Option<String>,
     json_out: bool,
 ) -> Result<(), ClientError> {
-    let all = store.weight_list_all(req).await?;
+    let req = w::WeightListRequest {
+        tenant: tenant.map(str::to_string),
+        namespace,
+        resource_id,
+        after: None,
+        limit: None,
+    };
+    let all = store.weight_list_all(&req).await?;
     if json_out {
         return outln!("{}", json!({"revisions": all}));
     }
@@ -428,6 +414,24 @@ async fn finish_op(
     let op = wait_op(store, op, Duration::from_secs(wait_secs)).await?;
     print_op(&op, json_out)?;
     Ok(if op.status == "SUCCEEDED" { 0 } else { 1 })
+}
+
+/// The request of `crescent weights migrate --to TARGET` (hot, cold, mixed or mixed:RATIO).
+fn migrate_request(
+    id: w::WeightId,
+    to: &str,
+    expected_generation: Option<u64>,
+) -> Result<w::MigrateRequest, ClientError> {
+    let target = parse_policy(Some(to), None)?.unwrap_or_default();
+    let to = target
+        .preferred_residency
+        .ok_or_else(|| ClientError::InvalidArgument("--to needs hot, cold or mixed".into()))?;
+    Ok(w::MigrateRequest {
+        id,
+        to,
+        hot_ratio: target.mixed_hot_ratio,
+        expected_metadata_generation: expected_generation,
+    })
 }
 
 fn parse_upsert_mode(text: &str) -> Result<w::UpsertMode, ClientError> {
