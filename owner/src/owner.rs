@@ -391,6 +391,37 @@ impl Drop for AbortOnDrop {
     }
 }
 
+/// Registers the owner and mounts its segment again (crescentd forgot them, e.g. after
+/// losing its state); a re-mount means crescentd dropped the segment's replicas, so the table
+/// forgets them too.
+async fn register_again(
+    client: &CrescentClient,
+    (register, mount): (&RegisterOwnerRequest, &MountSegmentRequest),
+    transport: &TcpTransport,
+    table: &OwnershipTable,
+) {
+    let again = async {
+        let registered = client.register_owner(register).await?;
+        install_data_key(transport, registered.data_key.as_deref())?;
+        client.mount_segment(mount).await
+    }
+    .await;
+    match again {
+        Ok(reply) => {
+            client.metrics().owner_reregistered();
+            if !reply.events.is_empty() {
+                let dropped = table.forget_segment(&mount.segment_id);
+                table.serve_segment(&mount.segment_id, mount.size);
+                tracing::warn!(
+                    dropped,
+                    "segment was re-mounted; its replicas were dropped by crescentd"
+                );
+            }
+        }
+        Err(e) => tracing::warn!(error = %e, "re-registration failed"),
+    }
+}
+
 /// Heartbeats forever. When crescentd no longer knows the owner (it expired it, or lost its
 /// memory), registers and mounts again; a mount that had to be redone means the server
 /// dropped our replicas, so the ownership table is emptied to match. `wake` (the server watch)
@@ -466,26 +497,7 @@ async fn heartbeat_loop(
             Err(e) if e.code() == Some(ErrorCode::NotFound) => {
                 metrics.owner_heartbeat("not_found");
                 tracing::warn!(error = %e, "crescentd does not know this owner; registering again");
-                let again = async {
-                    let registered = client.register_owner(&register).await?;
-                    install_data_key(&transport, registered.data_key.as_deref())?;
-                    client.mount_segment(&mount).await
-                }
-                .await;
-                match again {
-                    Ok(reply) => {
-                        metrics.owner_reregistered();
-                        if !reply.events.is_empty() {
-                            let dropped = table.forget_segment(&mount.segment_id);
-                            table.serve_segment(&mount.segment_id, mount.size);
-                            tracing::warn!(
-                                dropped,
-                                "segment was re-mounted; its replicas were dropped by crescentd"
-                            );
-                        }
-                    }
-                    Err(e) => tracing::warn!(error = %e, "re-registration failed"),
-                }
+                register_again(&client, (&register, &mount), &transport, &table).await;
             }
             Err(e) => {
                 metrics.owner_heartbeat("error");
