@@ -128,6 +128,68 @@ pub async fn bench_restore(
     if args.size == 0 || args.count == 0 || args.rounds == 0 {
         return Err(invalid("size, count and rounds must be greater than 0"));
     }
+    let (device_id, root) = pick_device(client, args).await?;
+    // One fresh namespace per run: a cleanup the server refuses (an object still leased by its
+    // restore) must not make the next run collide with this one's keys.
+    let run = uuid::Uuid::new_v4().simple().to_string();
+    let keys = Keys {
+        prefix: format!("{}/{}", args.prefix, &run[..12]),
+    };
+    let files = setup(client, args, &keys, &device_id, &root).await?;
+    let reuse_buf = match args.reuse {
+        true => Some(
+            client
+                .register_buffer(vec![0u8; args.size as usize])
+                .await?,
+        ),
+        false => None,
+    };
+    let mut cat_buf: Vec<u8> = Vec::with_capacity(args.size as usize + 4096);
+    let local_before = client.local_cold_restore().count("local");
+    let fallback_before = client.local_cold_restore().count("fallback");
+    let mut rounds = Vec::with_capacity(args.rounds);
+    for (r, round_files) in files.iter().enumerate() {
+        let pass = Pass {
+            client,
+            args,
+            keys: &keys,
+            r,
+        };
+        rounds.push(
+            pass.round(round_files, reuse_buf.as_ref(), &mut cat_buf)
+                .await?,
+        );
+    }
+    // The gets' read leases are released first, or the cleanup would be refused (BUSY) and a
+    // second run would find the keys holding other content.
+    client.settle().await;
+    client.remove_prefix(&format!("{}/", keys.prefix)).await?;
+    let per_round_bytes = (args.size as usize * args.count) as f64;
+    let gib = (1u64 << 30) as f64;
+    let restore = median(rounds.iter().map(|r| r.restore_secs).collect());
+    let cat = median(rounds.iter().map(|r| r.cat_secs).collect());
+    Ok(RestoreBenchReport {
+        batch: args.batch,
+        reuse: args.reuse,
+        object_bytes: args.size,
+        objects_per_round: args.count,
+        restore_gib_s: per_round_bytes / restore / gib,
+        restore_objects_s: args.count as f64 / restore,
+        cat_gib_s: per_round_bytes / cat / gib,
+        cat_objects_s: args.count as f64 / cat,
+        ratio: median(rounds.iter().map(|r| r.ratio).collect()),
+        local_restores: client.local_cold_restore().count("local") - local_before,
+        local_fallbacks: client.local_cold_restore().count("fallback") - fallback_before,
+        rounds,
+    })
+}
+
+/// The cold device the bench restores from (`--device`, else the first), and its directory,
+/// which must be readable here.
+async fn pick_device(
+    client: &CrescentClient,
+    args: &BenchRestoreArgs,
+) -> Result<(String, PathBuf), ClientError> {
     let devices = client.cold_devices().await?;
     let device = match &args.device {
         Some(id) => devices
@@ -147,139 +209,168 @@ pub async fn bench_restore(
             root.display()
         )));
     }
-    // One fresh namespace per run: a cleanup the server refuses (an object still leased by its
-    // restore) must not make the next run collide with this one's keys.
-    let run = uuid::Uuid::new_v4().simple().to_string();
-    let prefix = format!("{}/{}", args.prefix, &run[..12]);
-    let key = |r: usize, i: usize| format!("{prefix}/{r}/{i}");
-    // Setup: cold-only objects, and where their payload files are.
+    Ok((device.id.clone(), root))
+}
+
+/// The keys of one run: `PREFIX/RUN/ROUND/INDEX`.
+struct Keys {
+    prefix: String,
+}
+
+impl Keys {
+    fn key(&self, r: usize, i: usize) -> String {
+        format!("{}/{r}/{i}", self.prefix)
+    }
+}
+
+/// Setup: cold-only objects on `device_id`, and where their payload files are (per round).
+async fn setup(
+    client: &CrescentClient,
+    args: &BenchRestoreArgs,
+    keys: &Keys,
+    device_id: &str,
+    root: &std::path::Path,
+) -> Result<Vec<Vec<PathBuf>>, ClientError> {
     let mut files: Vec<Vec<PathBuf>> = Vec::with_capacity(args.rounds);
     for r in 0..args.rounds {
         let mut round = Vec::with_capacity(args.count);
         for i in 0..args.count {
-            client.put(&key(r, i), &value(args.size, r, i)).await?;
-            let stat = client.offload(&key(r, i)).await?;
+            let key = keys.key(r, i);
+            client.put(&key, &value(args.size, r, i)).await?;
+            let stat = client.offload(&key).await?;
             let placed = stat.cold.as_ref().map(|c| c.device_id.as_str());
-            if placed != Some(device.id.as_str()) {
+            if placed != Some(device_id) {
                 return Err(invalid(format!(
-                    "{} was offloaded to {placed:?}, not {:?}: make the other devices \
-                     unschedulable",
-                    key(r, i),
-                    device.id
+                    "{key} was offloaded to {placed:?}, not {device_id:?}: make the other \
+                     devices unschedulable",
                 )));
             }
             let locator = stat
                 .cold
                 .and_then(|c| c.locator)
-                .ok_or_else(|| invalid(format!("{} was not materialized", key(r, i))))?;
-            client.evict_hot(&key(r, i)).await?;
+                .ok_or_else(|| invalid(format!("{key} was not materialized")))?;
+            client.evict_hot(&key).await?;
             round.push(root.join(locator));
         }
         files.push(round);
     }
-    let reuse_buf = match args.reuse {
-        true => Some(
-            client
-                .register_buffer(vec![0u8; args.size as usize])
-                .await?,
-        ),
-        false => None,
-    };
-    let mut cat_buf: Vec<u8> = Vec::with_capacity(args.size as usize + 4096);
-    let local_before = client.local_cold_restore().count("local");
-    let fallback_before = client.local_cold_restore().count("fallback");
-    let mut rounds = Vec::with_capacity(args.rounds);
-    for (r, round_files) in files.iter().enumerate() {
+    Ok(files)
+}
+
+/// One timed round `r`: the restore pass and the plain-read pass, in alternating order.
+struct Pass<'a> {
+    client: &'a CrescentClient,
+    args: &'a BenchRestoreArgs,
+    keys: &'a Keys,
+    r: usize,
+}
+
+impl Pass<'_> {
+    async fn round(
+        &self,
+        round_files: &[PathBuf],
+        reuse_buf: Option<&crescent_client::RegisteredBuffer>,
+        cat_buf: &mut Vec<u8>,
+    ) -> Result<RestoreRound, ClientError> {
+        let (args, r) = (self.args, self.r);
         let mut restored = Vec::with_capacity(args.count);
         let mut cat_values = Vec::with_capacity(args.count);
         let mut restore_secs = 0.0;
         let mut cat_secs = 0.0;
         for pass in 0..2 {
-            promotions_settled(client).await?;
+            promotions_settled(self.client).await?;
             if (pass + r) % 2 == 0 {
-                if let Some(buf) = &reuse_buf {
-                    restore_secs = 0.0;
-                    for i in 0..args.count {
-                        let started = Instant::now();
-                        let n = client.get_into(&key(r, i), buf, 0).await?;
-                        restore_secs += started.elapsed().as_secs_f64();
-                        let mut got = vec![0u8; n];
-                        buf.read(0, &mut got).await?;
-                        if got != value(args.size, r, i) {
-                            return Err(invalid(format!("{} read back other bytes", key(r, i))));
-                        }
-                    }
-                    continue;
-                }
-                let started = Instant::now();
-                if args.batch {
-                    let keys: Vec<String> = (0..args.count).map(|i| key(r, i)).collect();
-                    for item in client.get_batch(&keys).await? {
-                        restored.push(item?);
-                    }
-                } else {
-                    for i in 0..args.count {
-                        restored.push(client.get(&key(r, i)).await?);
-                    }
-                }
-                restore_secs = started.elapsed().as_secs_f64();
+                restore_secs = match reuse_buf {
+                    Some(buf) => self.restore_into(buf).await?,
+                    None => self.restore(&mut restored).await?,
+                };
             } else {
-                // The plain reads keep their bytes until the round ends, as the restores do:
-                // both passes hand back `count` owned buffers (dropping each at once would let
-                // the allocator reuse one warm buffer, a cost the restores cannot avoid).
-                let started = Instant::now();
-                for f in round_files {
-                    let read = |into: &mut Vec<u8>| {
-                        std::fs::File::open(f)
-                            .and_then(|mut file| std::io::Read::read_to_end(&mut file, into))
-                            .map_err(|e| invalid(format!("reading {}: {e}", f.display())))
-                    };
-                    if args.reuse {
-                        cat_buf.clear();
-                        read(&mut cat_buf)?;
-                    } else {
-                        let mut bytes = Vec::new();
-                        read(&mut bytes)?;
-                        cat_values.push(bytes);
-                    }
-                }
-                cat_secs = started.elapsed().as_secs_f64();
+                cat_secs = cat(args, round_files, cat_buf, &mut cat_values)?;
             }
         }
         for (i, got) in restored.iter().enumerate() {
             if *got != value(args.size, r, i) {
-                return Err(invalid(format!("{} read back other bytes", key(r, i))));
+                return Err(invalid(format!(
+                    "{} read back other bytes",
+                    self.keys.key(r, i)
+                )));
             }
         }
         std::hint::black_box(cat_values);
-        rounds.push(RestoreRound {
+        Ok(RestoreRound {
             restore_secs,
             cat_secs,
             ratio: cat_secs / restore_secs.max(f64::MIN_POSITIVE),
-        });
+        })
     }
-    // The gets' read leases are released first, or the cleanup would be refused (BUSY) and a
-    // second run would find the keys holding other content.
-    client.settle().await;
-    client.remove_prefix(&format!("{prefix}/")).await?;
-    let per_round_bytes = (args.size as usize * args.count) as f64;
-    let gib = (1u64 << 30) as f64;
-    let restore = median(rounds.iter().map(|r| r.restore_secs).collect());
-    let cat = median(rounds.iter().map(|r| r.cat_secs).collect());
-    Ok(RestoreBenchReport {
-        batch: args.batch,
-        reuse: args.reuse,
-        object_bytes: args.size,
-        objects_per_round: args.count,
-        restore_gib_s: per_round_bytes / restore / gib,
-        restore_objects_s: args.count as f64 / restore,
-        cat_gib_s: per_round_bytes / cat / gib,
-        cat_objects_s: args.count as f64 / cat,
-        ratio: median(rounds.iter().map(|r| r.ratio).collect()),
-        local_restores: client.local_cold_restore().count("local") - local_before,
-        local_fallbacks: client.local_cold_restore().count("fallback") - fallback_before,
-        rounds,
-    })
+
+    /// Restores into the registered buffer, timing each get alone and checking its bytes.
+    async fn restore_into(
+        &self,
+        buf: &crescent_client::RegisteredBuffer,
+    ) -> Result<f64, ClientError> {
+        let (args, r) = (self.args, self.r);
+        let mut restore_secs = 0.0;
+        for i in 0..args.count {
+            let started = Instant::now();
+            let n = self.client.get_into(&self.keys.key(r, i), buf, 0).await?;
+            restore_secs += started.elapsed().as_secs_f64();
+            let mut got = vec![0u8; n];
+            buf.read(0, &mut got).await?;
+            if got != value(args.size, r, i) {
+                return Err(invalid(format!(
+                    "{} read back other bytes",
+                    self.keys.key(r, i)
+                )));
+            }
+        }
+        Ok(restore_secs)
+    }
+
+    /// Restores the round's objects (a batch get or one get each) into `restored`.
+    async fn restore(&self, restored: &mut Vec<Vec<u8>>) -> Result<f64, ClientError> {
+        let (args, r) = (self.args, self.r);
+        let started = Instant::now();
+        if args.batch {
+            let keys: Vec<String> = (0..args.count).map(|i| self.keys.key(r, i)).collect();
+            for item in self.client.get_batch(&keys).await? {
+                restored.push(item?);
+            }
+        } else {
+            for i in 0..args.count {
+                restored.push(self.client.get(&self.keys.key(r, i)).await?);
+            }
+        }
+        Ok(started.elapsed().as_secs_f64())
+    }
+}
+
+/// The plain reads of the round's payload files. They keep their bytes until the round ends,
+/// as the restores do: both passes hand back `count` owned buffers (dropping each at once would
+/// let the allocator reuse one warm buffer, a cost the restores cannot avoid).
+fn cat(
+    args: &BenchRestoreArgs,
+    round_files: &[PathBuf],
+    cat_buf: &mut Vec<u8>,
+    cat_values: &mut Vec<Vec<u8>>,
+) -> Result<f64, ClientError> {
+    let started = Instant::now();
+    for f in round_files {
+        let read = |into: &mut Vec<u8>| {
+            std::fs::File::open(f)
+                .and_then(|mut file| std::io::Read::read_to_end(&mut file, into))
+                .map_err(|e| invalid(format!("reading {}: {e}", f.display())))
+        };
+        if args.reuse {
+            cat_buf.clear();
+            read(cat_buf)?;
+        } else {
+            let mut bytes = Vec::new();
+            read(&mut bytes)?;
+            cat_values.push(bytes);
+        }
+    }
+    Ok(started.elapsed().as_secs_f64())
 }
 
 #[cfg(test)]

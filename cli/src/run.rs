@@ -110,162 +110,26 @@ pub(super) async fn run(cli: Cli) -> Result<u8, ClientError> {
             upsert,
             replicas,
         } => {
-            let value = read_input(&file)?;
-            let opts = PutOptions {
-                upsert,
-                replicas,
-                ..PutOptions::default()
-            };
-            let out = client.put_with(&key, &value, &opts).await?;
-            if json {
-                print_json(
-                    &json!({"key": key, "size": value.len(), "put_id": out.put_id,
-                    "already_existed": out.already_existed, "replicas": out.replicas}),
-                )?;
-            } else if out.already_existed {
-                outln!("{key}: already holds this content ({} bytes)", value.len())?;
-            } else {
-                outln!("{key}: stored {} bytes", value.len())?;
-            }
+            put(&client, &key, &file, upsert, replicas, json).await?;
         }
         Command::Get { key, output } => {
-            let value = client.get(&key).await?;
-            // The get released its lease without waiting for the answer: wait for it before
-            // this process exits, so `crescent get K; crescent rm K` finds K unleased.
-            client.settle().await;
-            match output.as_deref() {
-                Some(path) if path != "-" => {
-                    std::fs::write(path, &value).map_err(io_err(format!("writing {path}")))?;
-                    if json {
-                        print_json(&json!({"key": key, "size": value.len(), "file": path}))?;
-                    }
-                }
-                _ if json => {
-                    let body = match std::str::from_utf8(&value) {
-                        Ok(text) => json!({"key": key, "size": value.len(), "value_utf8": text}),
-                        Err(_) => json!({"key": key, "size": value.len(),
-                            "value_hex": value.iter().map(|b| format!("{b:02x}")).collect::<String>()}),
-                    };
-                    print_json(&body)?;
-                }
-                _ => {
-                    let mut out = std::io::stdout().lock();
-                    out.write_all(&value)
-                        .and_then(|()| out.flush())
-                        .map_err(io_err("writing stdout"))?;
-                }
-            }
+            get(&client, &key, output.as_deref(), json).await?;
         }
-        Command::Exist { key } => {
-            let exists = client.is_exist(&key).await?;
-            if json {
-                print_json(&json!({"key": key, "exists": exists}))?;
-            } else {
-                outln!("{exists}")?;
-            }
-            return Ok(if exists { 0 } else { 1 });
-        }
-        Command::Rm { key, force } => {
-            match force {
-                true => client.remove_forced(&key).await?,
-                false => client.remove(&key).await?,
-            }
-            if json {
-                print_json(&json!({"key": key, "removed": true}))?;
-            } else {
-                outln!("removed {key}")?;
-            }
-        }
-        Command::Ls { prefix } => {
-            let keys = client.list_all(prefix.as_deref().unwrap_or("")).await?;
-            if json {
-                print_json(&json!({"count": keys.len(), "keys": keys}))?;
-            } else {
-                for k in &keys {
-                    let state = if k.complete { "" } else { "  (in progress)" };
-                    outln!("{:>12}  {}{state}", k.size, k.key)?;
-                }
-            }
-        }
+        Command::Exist { key } => return exist(&client, &key, json).await,
+        Command::Rm { key, force } => rm(&client, &key, force, json).await?,
+        Command::Ls { prefix } => ls(&client, prefix.as_deref().unwrap_or(""), json).await?,
         Command::Segments { command } => segments(&client, command, json).await?,
         Command::Admin { command } => return super::admin::run(&client, command, json).await,
         Command::Token { command } => return super::token::run(&client, command, json).await,
         Command::Tenant { command } => {
             return super::tenant::run(&client, cli.tenant.as_deref(), command, json).await
         }
-        Command::Status => {
-            let health = client.health().await?;
-            // A standby answers /stats with NOT_LEADER: its status is in /healthz alone.
-            let stats = client.stats().await.ok();
-            let field = |k: &str| health.get(k).cloned().unwrap_or_default();
-            let replication = health
-                .get("ha")
-                .or_else(|| health.get("replication"))
-                .cloned()
-                .unwrap_or_default();
-            if json {
-                print_json(&json!({
-                    "role": field("role"),
-                    "term": field("term"),
-                    "commit_seq": field("commit_seq"),
-                    "gate": field("gate"),
-                    "rebuild": field("rebuild"),
-                    "replication": replication,
-                    "journal": field("journal"),
-                    "health": health,
-                    "stats": stats,
-                }))?;
-            } else {
-                outln!(
-                    "server {}: {} (role {}, term {}, commit seq {}, gate {})",
-                    client.server(),
-                    field("status"),
-                    field("role"),
-                    field("term"),
-                    field("commit_seq"),
-                    field("gate"),
-                )?;
-                if let Some(r) = health.get("rebuild") {
-                    outln!(
-                        "rebuild: owners {}/{} completed, entries {}",
-                        r.get("owners_completed").cloned().unwrap_or_default(),
-                        r.get("owners_expected").cloned().unwrap_or_default(),
-                        r.get("entries").cloned().unwrap_or_default(),
-                    )?;
-                }
-                if !replication.is_null() {
-                    outln!("replication: {replication}")?;
-                }
-                if let Some(j) = health.get("journal").filter(|j| !j.is_null()) {
-                    println!("WARNING journal quarantine (see crescent-replay verify): {j}");
-                }
-                if let Some(stats) = stats {
-                    outln!("{}", serde_json::to_string_pretty(&stats).expect("json"))?;
-                }
-            }
-        }
+        Command::Status => status(&client, json).await?,
         Command::Cold { command } => return super::cold::cold(&client, command, json).await,
-        Command::Offload { key } => {
-            let stat = client.offload(&key).await?;
-            super::cold::print_object(&stat, json)?;
-        }
-        Command::Evict { key, hot } => {
-            if !hot {
-                return Err(ClientError::InvalidArgument(
-                    "evict needs --hot (the only tier that can be evicted)".into(),
-                ));
-            }
-            let stat = client.evict_hot(&key).await?;
-            super::cold::print_object(&stat, json)?;
-        }
-        Command::Stat { key } => {
-            let stat = client.stat(&key).await?;
-            super::cold::print_object(&stat, json)?;
-        }
-        Command::Health => {
-            let h = client.health().await?;
-            print_json(&h)?;
-        }
+        Command::Offload { key } => super::cold::print_object(&client.offload(&key).await?, json)?,
+        Command::Evict { key, hot } => evict(&client, &key, hot, json).await?,
+        Command::Stat { key } => super::cold::print_object(&client.stat(&key).await?, json)?,
+        Command::Health => print_json(&client.health().await?)?,
         Command::Owner {
             size,
             listen,
@@ -276,48 +140,18 @@ pub(super) async fn run(cli: Cli) -> Result<u8, ClientError> {
             cold_staging_bytes,
             cold_staging_ttl_ms,
         } => {
-            let stop = StopSignals::install()?;
-            let owner = Owner::start(
-                &client,
-                OwnerConfig {
-                    owner_id: id,
-                    size,
-                    listen,
-                    advertise,
-                    resident,
-                    cold_devices: cold_device,
-                    cold_staging_bytes,
-                    cold_staging_ttl_ms,
-                    ..OwnerConfig::default()
-                },
-            )
-            .await?;
-            if json {
-                print_json(
-                    &json!({"owner_id": owner.owner_id(), "segment_id": owner.segment_id(),
-                    "endpoint": owner.endpoint(), "size": owner.size(),
-                    "incarnation": owner.incarnation(),
-                    "cold_devices": owner.cold_device_ids()}),
-                )?;
-            } else {
-                outln!(
-                    "owner {} serving segment {} ({} bytes) at {}",
-                    owner.owner_id(),
-                    owner.segment_id(),
-                    owner.size(),
-                    owner.endpoint()
-                )?;
-            }
-            std::io::stdout()
-                .flush()
-                .map_err(io_err("writing stdout"))?;
-            stop.wait().await;
-            let dropped = owner.shutdown().await?;
-            if json {
-                print_json(&json!({"stopped": true, "dropped_replicas": dropped}))?;
-            } else {
-                outln!("unmounted; {dropped} owned replica(s) dropped")?;
-            }
+            let config = OwnerConfig {
+                owner_id: id,
+                size,
+                listen,
+                advertise,
+                resident,
+                cold_devices: cold_device,
+                cold_staging_bytes,
+                cold_staging_ttl_ms,
+                ..OwnerConfig::default()
+            };
+            serve_owner(&client, config, json).await?;
         }
         Command::Bench {
             n,
@@ -338,15 +172,236 @@ pub(super) async fn run(cli: Cli) -> Result<u8, ClientError> {
                 owner_token: owner_token.map(crescent_client::BearerToken::new),
                 owner_id,
             };
-            let r = bench::run(&client, &config).await?;
-            if json {
-                print_json(&r)?;
-            } else {
-                outln!("{}", r.text())?;
-            }
+            run_bench(&client, &config, json).await?;
         }
     }
     Ok(0)
+}
+
+/// `crescent put KEY FILE`: stores the file (or stdin) under `key`.
+async fn put(
+    client: &CrescentClient,
+    key: &str,
+    file: &str,
+    upsert: bool,
+    replicas: u32,
+    json: bool,
+) -> Result<(), ClientError> {
+    let value = read_input(file)?;
+    let opts = PutOptions {
+        upsert,
+        replicas,
+        ..PutOptions::default()
+    };
+    let out = client.put_with(key, &value, &opts).await?;
+    if json {
+        print_json(
+            &json!({"key": key, "size": value.len(), "put_id": out.put_id,
+            "already_existed": out.already_existed, "replicas": out.replicas}),
+        )
+    } else if out.already_existed {
+        outln!("{key}: already holds this content ({} bytes)", value.len())
+    } else {
+        outln!("{key}: stored {} bytes", value.len())
+    }
+}
+
+/// `crescent get KEY [-o FILE]`: the value to a file, as JSON, or raw to stdout.
+async fn get(
+    client: &CrescentClient,
+    key: &str,
+    output: Option<&str>,
+    json: bool,
+) -> Result<(), ClientError> {
+    let value = client.get(key).await?;
+    // The get released its lease without waiting for the answer: wait for it before
+    // this process exits, so `crescent get K; crescent rm K` finds K unleased.
+    client.settle().await;
+    match output {
+        Some(path) if path != "-" => {
+            std::fs::write(path, &value).map_err(io_err(format!("writing {path}")))?;
+            if json {
+                print_json(&json!({"key": key, "size": value.len(), "file": path}))?;
+            }
+            Ok(())
+        }
+        _ if json => {
+            let body = match std::str::from_utf8(&value) {
+                Ok(text) => json!({"key": key, "size": value.len(), "value_utf8": text}),
+                Err(_) => json!({"key": key, "size": value.len(),
+                    "value_hex": value.iter().map(|b| format!("{b:02x}")).collect::<String>()}),
+            };
+            print_json(&body)
+        }
+        _ => {
+            let mut out = std::io::stdout().lock();
+            out.write_all(&value)
+                .and_then(|()| out.flush())
+                .map_err(io_err("writing stdout"))
+        }
+    }
+}
+
+/// `crescent exist KEY`: exit status 0 when it exists, 1 when not.
+async fn exist(client: &CrescentClient, key: &str, json: bool) -> Result<u8, ClientError> {
+    let exists = client.is_exist(key).await?;
+    if json {
+        print_json(&json!({"key": key, "exists": exists}))?;
+    } else {
+        outln!("{exists}")?;
+    }
+    Ok(if exists { 0 } else { 1 })
+}
+
+/// `crescent rm KEY [--force]`.
+async fn rm(
+    client: &CrescentClient,
+    key: &str,
+    force: bool,
+    json: bool,
+) -> Result<(), ClientError> {
+    match force {
+        true => client.remove_forced(key).await?,
+        false => client.remove(key).await?,
+    }
+    if json {
+        print_json(&json!({"key": key, "removed": true}))
+    } else {
+        outln!("removed {key}")
+    }
+}
+
+/// `crescent ls [PREFIX]`: every key, with its size and whether its put is still running.
+async fn ls(client: &CrescentClient, prefix: &str, json: bool) -> Result<(), ClientError> {
+    let keys = client.list_all(prefix).await?;
+    if json {
+        return print_json(&json!({"count": keys.len(), "keys": keys}));
+    }
+    for k in &keys {
+        let state = if k.complete { "" } else { "  (in progress)" };
+        outln!("{:>12}  {}{state}", k.size, k.key)?;
+    }
+    Ok(())
+}
+
+/// `crescent evict KEY --hot`: drops the hot replicas of an object whose cold copy is
+/// materialized.
+async fn evict(
+    client: &CrescentClient,
+    key: &str,
+    hot: bool,
+    json: bool,
+) -> Result<(), ClientError> {
+    if !hot {
+        return Err(ClientError::InvalidArgument(
+            "evict needs --hot (the only tier that can be evicted)".into(),
+        ));
+    }
+    super::cold::print_object(&client.evict_hot(key).await?, json)
+}
+
+/// `crescent bench`: runs the phases and shows the report.
+async fn run_bench(
+    client: &CrescentClient,
+    config: &BenchConfig,
+    json: bool,
+) -> Result<(), ClientError> {
+    let r = bench::run(client, config).await?;
+    if json {
+        print_json(&r)
+    } else {
+        outln!("{}", r.text())
+    }
+}
+
+/// `crescent status`: the node's role, term, gate, rebuild, replication and journal health.
+async fn status(client: &CrescentClient, json: bool) -> Result<(), ClientError> {
+    let health = client.health().await?;
+    // A standby answers /stats with NOT_LEADER: its status is in /healthz alone.
+    let stats = client.stats().await.ok();
+    let field = |k: &str| health.get(k).cloned().unwrap_or_default();
+    let replication = health
+        .get("ha")
+        .or_else(|| health.get("replication"))
+        .cloned()
+        .unwrap_or_default();
+    if json {
+        return print_json(&json!({
+            "role": field("role"),
+            "term": field("term"),
+            "commit_seq": field("commit_seq"),
+            "gate": field("gate"),
+            "rebuild": field("rebuild"),
+            "replication": replication,
+            "journal": field("journal"),
+            "health": health,
+            "stats": stats,
+        }));
+    }
+    outln!(
+        "server {}: {} (role {}, term {}, commit seq {}, gate {})",
+        client.server(),
+        field("status"),
+        field("role"),
+        field("term"),
+        field("commit_seq"),
+        field("gate"),
+    )?;
+    if let Some(r) = health.get("rebuild") {
+        outln!(
+            "rebuild: owners {}/{} completed, entries {}",
+            r.get("owners_completed").cloned().unwrap_or_default(),
+            r.get("owners_expected").cloned().unwrap_or_default(),
+            r.get("entries").cloned().unwrap_or_default(),
+        )?;
+    }
+    if !replication.is_null() {
+        outln!("replication: {replication}")?;
+    }
+    if let Some(j) = health.get("journal").filter(|j| !j.is_null()) {
+        println!("WARNING journal quarantine (see crescent-replay verify): {j}");
+    }
+    if let Some(stats) = stats {
+        outln!("{}", serde_json::to_string_pretty(&stats).expect("json"))?;
+    }
+    Ok(())
+}
+
+/// `crescent owner`: serves a segment as a storage owner until SIGINT or SIGTERM, then
+/// unmounts it.
+async fn serve_owner(
+    client: &CrescentClient,
+    config: OwnerConfig,
+    json: bool,
+) -> Result<(), ClientError> {
+    let stop = StopSignals::install()?;
+    let owner = Owner::start(client, config).await?;
+    if json {
+        print_json(
+            &json!({"owner_id": owner.owner_id(), "segment_id": owner.segment_id(),
+            "endpoint": owner.endpoint(), "size": owner.size(),
+            "incarnation": owner.incarnation(),
+            "cold_devices": owner.cold_device_ids()}),
+        )?;
+    } else {
+        outln!(
+            "owner {} serving segment {} ({} bytes) at {}",
+            owner.owner_id(),
+            owner.segment_id(),
+            owner.size(),
+            owner.endpoint()
+        )?;
+    }
+    std::io::stdout()
+        .flush()
+        .map_err(io_err("writing stdout"))?;
+    stop.wait().await;
+    let dropped = owner.shutdown().await?;
+    if json {
+        print_json(&json!({"stopped": true, "dropped_replicas": dropped}))
+    } else {
+        outln!("unmounted; {dropped} owned replica(s) dropped")
+    }
 }
 
 async fn segments(

@@ -280,34 +280,7 @@ pub(super) async fn run(
 ) -> Result<u8, ClientError> {
     let store = WeightStore::new(client);
     match command {
-        WeightsCommand::Bench(args) => {
-            let report = super::weights_bench::run(client, &store, tenant, &args).await?;
-            if json_out {
-                outln!("{}", serde_json::to_string(&report).expect("json output"))?;
-            } else {
-                for s in &report.lifecycle {
-                    outln!(
-                        "{:<14} {:<6} hot {:.3}  byte-identical {}  {:.2}s",
-                        s.step,
-                        s.residency,
-                        s.observed_hot_ratio,
-                        s.byte_identical,
-                        s.seconds
-                    )?;
-                }
-                outln!(
-                    "weight_get {:.3} GiB/s, plain get {:.3} GiB/s, ratio {:.3} ({} objects, {} bytes)",
-                    report.weight_get_gib_s,
-                    report.plain_get_gib_s,
-                    report.ratio,
-                    report.payload_objects,
-                    report.payload_bytes
-                )?;
-            }
-            if !report.all_byte_identical {
-                return Ok(1);
-            }
-        }
+        WeightsCommand::Bench(args) => return bench(client, &store, tenant, &args, json_out).await,
         WeightsCommand::Put {
             id,
             policy,
@@ -317,37 +290,20 @@ pub(super) async fn run(
             let policy = parse_policy(policy.as_deref(), mode.as_deref())?;
             let mut writer = store.weight_put(id.id(tenant), policy).await?;
             write_files(&mut writer, &path, json_out).await?;
-            let meta = writer.close().await?;
-            print_meta(&meta, json_out)?;
+            print_meta(&writer.close().await?, json_out)?;
         }
         WeightsCommand::Get { id, output, tp } => {
             let wid = id.id(tenant);
             super::weights_get::get(client, &store, &wid, &output, &tp, json_out).await?;
         }
         WeightsCommand::Meta { id } => {
-            let meta = store.weight_get_metadata(&id.id(tenant)).await?;
-            print_meta(&meta, json_out)?;
+            print_meta(&store.weight_get_metadata(&id.id(tenant)).await?, json_out)?;
         }
         WeightsCommand::Ls {
             namespace,
             resource,
         } => {
-            let req = w::WeightListRequest {
-                tenant: tenant.map(str::to_string),
-                namespace,
-                resource_id: resource,
-                after: None,
-                limit: None,
-            };
-            let all = store.weight_list_all(&req).await?;
-            if json_out {
-                outln!("{}", json!({"revisions": all}))?;
-            } else {
-                for m in &all {
-                    print_meta(m, false)?;
-                }
-                outln!("{} revision(s)", all.len())?;
-            }
+            list(&store, tenant, namespace, resource, json_out).await?;
         }
         WeightsCommand::Policy {
             id,
@@ -358,14 +314,12 @@ pub(super) async fn run(
             let policy = parse_policy(policy.as_deref(), mode.as_deref())?.ok_or_else(|| {
                 ClientError::InvalidArgument("give --policy and/or --mode".into())
             })?;
-            let meta = store
-                .weight_update_policy(&w::UpdatePolicyRequest {
-                    id: id.id(tenant),
-                    policy,
-                    expected_metadata_generation: expected_generation,
-                })
-                .await?;
-            print_meta(&meta, json_out)?;
+            let req = w::UpdatePolicyRequest {
+                id: id.id(tenant),
+                policy,
+                expected_metadata_generation: expected_generation,
+            };
+            print_meta(&store.weight_update_policy(&req).await?, json_out)?;
         }
         WeightsCommand::Migrate {
             id,
@@ -373,23 +327,9 @@ pub(super) async fn run(
             expected_generation,
             wait_secs,
         } => {
-            let target = parse_policy(Some(&to), None)?.unwrap_or_default();
-            let to = target.preferred_residency.ok_or_else(|| {
-                ClientError::InvalidArgument("--to needs hot, cold or mixed".into())
-            })?;
-            let op = store
-                .weight_migrate(&w::MigrateRequest {
-                    id: id.id(tenant),
-                    to,
-                    hot_ratio: target.mixed_hot_ratio,
-                    expected_metadata_generation: expected_generation,
-                })
-                .await?;
-            let op = wait_op(&store, op, Duration::from_secs(wait_secs)).await?;
-            print_op(&op, json_out)?;
-            if op.status != "SUCCEEDED" {
-                return Ok(1);
-            }
+            let req = migrate_request(id.id(tenant), &to, expected_generation)?;
+            let op = store.weight_migrate(&req).await?;
+            return finish_op(&store, op, wait_secs, json_out).await;
         }
         WeightsCommand::Upsert {
             id,
@@ -401,43 +341,20 @@ pub(super) async fn run(
             wait_secs,
             path,
         } => {
-            let upsert_mode = match upsert_mode.to_ascii_lowercase().as_str() {
-                "put-first" | "put_first" => w::UpsertMode::PutFirst,
-                "delete-first" | "delete_first" => w::UpsertMode::DeleteFirst,
-                other => {
-                    return Err(ClientError::InvalidArgument(format!(
-                        "upsert mode {other:?}: expected put-first or delete-first"
-                    )))
-                }
-            };
-            let policy = parse_policy(policy.as_deref(), mode.as_deref())?;
             let req = w::UpsertRequest {
                 base: weight_id(tenant, &id, replacing),
                 target_generation: generation,
-                mode: upsert_mode,
+                mode: parse_upsert_mode(&upsert_mode)?,
                 expected_base_metadata_generation: None,
                 request_id: None,
-                policy,
+                policy: parse_policy(policy.as_deref(), mode.as_deref())?,
             };
             let wait = Duration::from_secs(wait_secs);
             let reply = upsert(&store, &req, &path, wait, json_out).await?;
-            if json_out {
-                outln!("{}", serde_json::to_string(&reply).expect("json output"))?;
-            } else {
-                outln!(
-                    "upsert {}: phase {}, next {}",
-                    reply.request_id,
-                    reply.phase,
-                    reply.next_step
-                )?;
-            }
-            if reply.next_step != "done" || reply.failure.is_some() {
-                return Ok(1);
-            }
+            return print_upsert(&reply, json_out);
         }
         WeightsCommand::Op { operation_id } => {
-            let op = store.weight_get_operation(&operation_id).await?;
-            print_op(&op, json_out)?;
+            print_op(&store.weight_get_operation(&operation_id).await?, json_out)?;
         }
         WeightsCommand::Rm { id, wait_secs } => {
             let op = store
@@ -446,12 +363,127 @@ pub(super) async fn run(
                     expected_metadata_generation: None,
                 })
                 .await?;
-            let op = wait_op(&store, op, Duration::from_secs(wait_secs)).await?;
-            print_op(&op, json_out)?;
-            if op.status != "SUCCEEDED" {
-                return Ok(1);
-            }
+            return finish_op(&store, op, wait_secs, json_out).await;
         }
     }
     Ok(0)
+}
+
+/// `crescent weights bench`: the lifecycle steps and the weight_get ratio; 1 unless every
+/// read was byte-identical.
+async fn bench(
+    client: &CrescentClient,
+    store: &WeightStore,
+    tenant: Option<&str>,
+    args: &super::weights_bench::WeightsBenchArgs,
+    json_out: bool,
+) -> Result<u8, ClientError> {
+    let report = super::weights_bench::run(client, store, tenant, args).await?;
+    if json_out {
+        outln!("{}", serde_json::to_string(&report).expect("json output"))?;
+    } else {
+        for s in &report.lifecycle {
+            outln!(
+                "{:<14} {:<6} hot {:.3}  byte-identical {}  {:.2}s",
+                s.step,
+                s.residency,
+                s.observed_hot_ratio,
+                s.byte_identical,
+                s.seconds
+            )?;
+        }
+        outln!(
+            "weight_get {:.3} GiB/s, plain get {:.3} GiB/s, ratio {:.3} ({} objects, {} bytes)",
+            report.weight_get_gib_s,
+            report.plain_get_gib_s,
+            report.ratio,
+            report.payload_objects,
+            report.payload_bytes
+        )?;
+    }
+    Ok(if report.all_byte_identical { 0 } else { 1 })
+}
+
+/// `crescent weights ls`: every page of the listing.
+async fn list(
+    store: &WeightStore,
+    tenant: Option<&str>,
+    namespace: Option<String>,
+    resource_id: Option<String>,
+    json_out: bool,
+) -> Result<(), ClientError> {
+    let req = w::WeightListRequest {
+        tenant: tenant.map(str::to_string),
+        namespace,
+        resource_id,
+        after: None,
+        limit: None,
+    };
+    let all = store.weight_list_all(&req).await?;
+    if json_out {
+        return outln!("{}", json!({"revisions": all}));
+    }
+    for m in &all {
+        print_meta(m, false)?;
+    }
+    outln!("{} revision(s)", all.len())
+}
+
+/// Waits up to `wait_secs` for `op` to finish and shows it; 1 unless it succeeded.
+async fn finish_op(
+    store: &WeightStore,
+    op: w::OperationReply,
+    wait_secs: u64,
+    json_out: bool,
+) -> Result<u8, ClientError> {
+    let op = wait_op(store, op, Duration::from_secs(wait_secs)).await?;
+    print_op(&op, json_out)?;
+    Ok(if op.status == "SUCCEEDED" { 0 } else { 1 })
+}
+
+/// The request of `crescent weights migrate --to TARGET` (hot, cold, mixed or mixed:RATIO).
+fn migrate_request(
+    id: w::WeightId,
+    to: &str,
+    expected_generation: Option<u64>,
+) -> Result<w::MigrateRequest, ClientError> {
+    let target = parse_policy(Some(to), None)?.unwrap_or_default();
+    let to = target
+        .preferred_residency
+        .ok_or_else(|| ClientError::InvalidArgument("--to needs hot, cold or mixed".into()))?;
+    Ok(w::MigrateRequest {
+        id,
+        to,
+        hot_ratio: target.mixed_hot_ratio,
+        expected_metadata_generation: expected_generation,
+    })
+}
+
+fn parse_upsert_mode(text: &str) -> Result<w::UpsertMode, ClientError> {
+    match text.to_ascii_lowercase().as_str() {
+        "put-first" | "put_first" => Ok(w::UpsertMode::PutFirst),
+        "delete-first" | "delete_first" => Ok(w::UpsertMode::DeleteFirst),
+        other => Err(ClientError::InvalidArgument(format!(
+            "upsert mode {other:?}: expected put-first or delete-first"
+        ))),
+    }
+}
+
+/// Shows an upsert's reply; 1 unless the claim is done without a failure.
+fn print_upsert(reply: &w::UpsertReply, json_out: bool) -> Result<u8, ClientError> {
+    if json_out {
+        outln!("{}", serde_json::to_string(reply).expect("json output"))?;
+    } else {
+        outln!(
+            "upsert {}: phase {}, next {}",
+            reply.request_id,
+            reply.phase,
+            reply.next_step
+        )?;
+    }
+    Ok(if reply.next_step != "done" || reply.failure.is_some() {
+        1
+    } else {
+        0
+    })
 }

@@ -413,3 +413,32 @@ fn the_health_probe_marks_a_vanished_device_unavailable_and_heals_it() {
     node.ok(&["offload", "h2"], None);
     node.ok(&["evict", "h", "--hot"], None);
 }
+
+/// `crescent cold bench-restore` on the default device, in each of its modes: every restore
+/// reads back the bytes written, each round is timed, and the run removes its objects.
+#[test]
+fn bench_restore_times_each_mode_and_cleans_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = start(dir.path(), &[]);
+    let modes: [&[&str]; 3] = [&[], &["--batch"], &["--reuse"]];
+    for mode in modes {
+        let mut args = vec![
+            "cold",
+            "bench-restore",
+            "--size",
+            "64K",
+            "--count",
+            "3",
+            "--rounds",
+            "2",
+        ];
+        args.extend_from_slice(mode);
+        let report = node.ok(&args, None);
+        assert_eq!(report["rounds"].as_array().unwrap().len(), 2, "{report}");
+        assert_eq!(report["objects_per_round"], 3, "{report}");
+        assert!(report["restore_gib_s"].as_f64().unwrap() > 0.0, "{report}");
+        assert!(report["cat_gib_s"].as_f64().unwrap() > 0.0, "{report}");
+    }
+    let left = node.ok(&["ls", "bench-restore/"], None);
+    assert_eq!(left["count"], 0, "{left}");
+}

@@ -170,6 +170,41 @@ impl CrescentClient {
             .await
     }
 
+    /// Why the failed attempt `e` of `op` on `current` may be sent again, and the leader hint
+    /// it carried; `Err` when it may not: a final error, a refused connection with no other
+    /// leader possible, or a non-idempotent request that may have run (`Interrupted`).
+    fn retryable(
+        &self,
+        e: ClientError,
+        op: &'static str,
+        retry: Retry,
+        current: &Current,
+    ) -> Result<(ClientError, RetryReason, Option<String>), ClientError> {
+        let locator = &self.locator;
+        match classify(&e) {
+            Failure::Final => Err(e),
+            // One static server that never answered and nothing listening: no other leader
+            // can appear, so the refusal is the answer (a NOT_LEADER hint or a REBUILDING
+            // gate still waits; so does a server that answered before: a restart).
+            Failure::NotRun {
+                reason: RetryReason::Connect,
+                ..
+            } if !locator.can_move() => Err(e),
+            Failure::MaybeRun { .. } if retry == Retry::NotIdempotent => {
+                locator.after_failure(current, None);
+                locator.metrics().interrupted(op);
+                tracing::warn!(op, server = current.conn.server(), error = %e,
+                    "not idempotent; not retried after a failure that may follow its execution");
+                Err(ClientError::Interrupted {
+                    op,
+                    detail: format!("{e} (at {})", current.conn.server()),
+                })
+            }
+            Failure::MaybeRun { reason } => Ok((e, reason, None)),
+            Failure::NotRun { reason, hint } => Ok((e, reason, hint)),
+        }
+    }
+
     async fn leader_attempts<T, F, Fut>(
         &self,
         op: &'static str,
@@ -229,28 +264,7 @@ impl CrescentClient {
                     continue;
                 }
             };
-            let (reason, hint) = match classify(&e) {
-                Failure::Final => return Err(e),
-                // One static server that never answered and nothing listening: no other leader
-                // can appear, so the refusal is the answer (a NOT_LEADER hint or a REBUILDING
-                // gate still waits; so does a server that answered before: a restart).
-                Failure::NotRun {
-                    reason: RetryReason::Connect,
-                    ..
-                } if !locator.can_move() => return Err(e),
-                Failure::MaybeRun { .. } if retry == Retry::NotIdempotent => {
-                    locator.after_failure(&current, None);
-                    locator.metrics().interrupted(op);
-                    tracing::warn!(op, server = current.conn.server(), error = %e,
-                        "not idempotent; not retried after a failure that may follow its execution");
-                    return Err(ClientError::Interrupted {
-                        op,
-                        detail: format!("{e} (at {})", current.conn.server()),
-                    });
-                }
-                Failure::MaybeRun { reason } => (reason, None),
-                Failure::NotRun { reason, hint } => (reason, hint),
-            };
+            let (e, reason, hint) = self.retryable(e, op, retry, &current)?;
             let switched = locator.after_failure(&current, hint.as_deref());
             let now = Instant::now();
             if now >= deadline {

@@ -12,7 +12,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use sha2::{Digest, Sha256};
 
 use crate::device::{
-    ColdDevice, ColdDeviceCommand, ColdOpState, ColdRoute, ReclaimState, ReleaseCause,
+    ColdDevice, ColdDeviceCommand, ColdOpState, ColdOperation, ColdRoute, ReclaimState,
+    ReleaseCause,
 };
 use crate::error::ColdError;
 use crate::ids::{ColdOpId, ReclaimId};
@@ -153,44 +154,7 @@ pub fn run_offload(
                 })?;
             }
             ColdOpState::PayloadWritten => {
-                let payload = op
-                    .payload
-                    .as_ref()
-                    .expect("PayloadWritten records the payload");
-                let route = routes.lookup(&op.object_key);
-                match check_materialize(route.as_ref(), &device, op_id) {
-                    MaterializeCheck::Pending(expected) => {
-                        let route = route.expect("pending route");
-                        let next = route.materialize(
-                            &expected,
-                            op_id,
-                            &payload.locator,
-                            payload.length,
-                            payload.checksum,
-                        )?;
-                        let version = next.version;
-                        match routes.compare_and_set(&op.object_key, &expected, next) {
-                            Ok(()) => ledger.execute(ColdDeviceCommand::CommitRoute {
-                                op_id,
-                                route_version: version,
-                            })?,
-                            Err(ColdError::RouteConflict { .. }) if rebases < MAX_REBASES => {
-                                rebases += 1
-                            }
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    MaterializeCheck::AlreadyMaterialized { version } => {
-                        ledger.execute(ColdDeviceCommand::CommitRoute {
-                            op_id,
-                            route_version: version,
-                        })?
-                    }
-                    MaterializeCheck::Obsolete => {
-                        let reclaim_id = orphan_reclaim_id(op_id);
-                        ledger.execute(ColdDeviceCommand::PlanReclaim { reclaim_id, op_id })?;
-                    }
-                }
+                materialize(ledger, &mut *routes, &device, &op, &mut rebases)?
             }
             ColdOpState::RouteCommitted => {
                 ledger.execute(ColdDeviceCommand::CommitUsage { op_id })?
@@ -208,6 +172,56 @@ pub fn run_offload(
             }
         }
     }
+}
+
+/// A written payload: materializes it in the object's route (rebasing a lost race up to
+/// [`MAX_REBASES`] times), records an already materialized route, or plans the reclaim of a
+/// payload whose route has moved on.
+fn materialize(
+    ledger: &mut dyn DeviceLedger,
+    routes: &mut dyn RouteAuthority,
+    device: &str,
+    op: &ColdOperation,
+    rebases: &mut usize,
+) -> Result<(), ColdError> {
+    let op_id = op.op_id;
+    let payload = op
+        .payload
+        .as_ref()
+        .expect("PayloadWritten records the payload");
+    let route = routes.lookup(&op.object_key);
+    match check_materialize(route.as_ref(), device, op_id) {
+        MaterializeCheck::Pending(expected) => {
+            let route = route.expect("pending route");
+            let next = route.materialize(
+                &expected,
+                op_id,
+                &payload.locator,
+                payload.length,
+                payload.checksum,
+            )?;
+            let version = next.version;
+            match routes.compare_and_set(&op.object_key, &expected, next) {
+                Ok(()) => ledger.execute(ColdDeviceCommand::CommitRoute {
+                    op_id,
+                    route_version: version,
+                })?,
+                Err(ColdError::RouteConflict { .. }) if *rebases < MAX_REBASES => *rebases += 1,
+                Err(e) => return Err(e),
+            }
+        }
+        MaterializeCheck::AlreadyMaterialized { version } => {
+            ledger.execute(ColdDeviceCommand::CommitRoute {
+                op_id,
+                route_version: version,
+            })?
+        }
+        MaterializeCheck::Obsolete => {
+            let reclaim_id = orphan_reclaim_id(op_id);
+            ledger.execute(ColdDeviceCommand::PlanReclaim { reclaim_id, op_id })?;
+        }
+    }
+    Ok(())
 }
 
 /// Runs (or resumes) a reclaim to its end. Must not run while the overwrite/delete CAS the

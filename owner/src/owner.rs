@@ -127,7 +127,7 @@ pub struct Owner {
     cold_staging: Option<Arc<crate::owner_staging::OwnerStaging>>,
 }
 
-fn now_ms() -> u64 {
+pub(crate) fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(1, |d| d.as_millis() as u64)
@@ -149,30 +149,22 @@ pub fn check_owner_id(id: &str) -> Result<(), ClientError> {
     Ok(())
 }
 
-/// Allocates the cold devices' staging region and serves it on the owner's listener.
-fn start_cold_staging(
-    client: &CrescentClient,
-    transport: &TcpTransport,
-    owner_id: &str,
-    bytes: u64,
-    ttl_ms: u64,
-) -> Result<Arc<crate::owner_staging::OwnerStaging>, ClientError> {
-    use crate::owner_staging::{first_owner_staging_id, staging_segment_id_for, OwnerStaging};
-    let staging = OwnerStaging::new(
-        staging_segment_id_for(owner_id),
-        bytes,
-        ttl_ms,
-        client.metrics().owner_staging().clone(),
-        first_owner_staging_id(now_ms()),
-    )
-    .map_err(|e| ClientError::InvalidArgument(format!("cold staging region: {e}")))?;
-    transport.serve_segment(staging.segment_id(), staging.region())?;
-    tracing::info!(
-        segment = staging.segment_id(),
-        bytes = staging.capacity_bytes(),
-        "owner remote-restore staging region served"
-    );
-    Ok(Arc::new(staging))
+/// The owner id (`config.owner_id`, else a fresh `owner-…`) once checked, and the segment size
+/// in bytes (positive, addressable).
+fn identity_and_size(owner_id: Option<String>, size: u64) -> Result<(String, usize), ClientError> {
+    let owner_id = match owner_id {
+        Some(id) => id,
+        None => format!("owner-{}", &uuid::Uuid::new_v4().simple().to_string()[..12]),
+    };
+    check_owner_id(&owner_id)?;
+    if size == 0 {
+        return Err(ClientError::InvalidArgument(
+            "segment size must be positive".into(),
+        ));
+    }
+    let bytes = usize::try_from(size)
+        .map_err(|_| ClientError::InvalidArgument(format!("segment size {size} too large")))?;
+    Ok((owner_id, bytes))
 }
 
 /// The id of an owner's segment.
@@ -183,19 +175,7 @@ pub fn segment_id_for(owner_id: &str) -> String {
 impl Owner {
     /// Starts serving a segment and mounts it; `client` becomes its local client.
     pub async fn start(client: &CrescentClient, config: OwnerConfig) -> Result<Owner, ClientError> {
-        let owner_id = match config.owner_id {
-            Some(id) => id,
-            None => format!("owner-{}", &uuid::Uuid::new_v4().simple().to_string()[..12]),
-        };
-        check_owner_id(&owner_id)?;
-        if config.size == 0 {
-            return Err(ClientError::InvalidArgument(
-                "segment size must be positive".into(),
-            ));
-        }
-        let size = usize::try_from(config.size).map_err(|_| {
-            ClientError::InvalidArgument(format!("segment size {} too large", config.size))
-        })?;
+        let (owner_id, size) = identity_and_size(config.owner_id.clone(), config.size)?;
         let segment_id = segment_id_for(&owner_id);
         let incarnation = config.incarnation.unwrap_or_else(now_ms);
         let memory = Arc::new(match config.resident {
@@ -269,30 +249,14 @@ impl Owner {
             let mut heartbeat = AbortOnDrop(heartbeat);
             let _ = (&mut heartbeat.0).await;
         });
-        let cold_staging = match config.cold_devices.is_empty() || config.cold_staging_bytes == 0 {
-            true => None,
-            false => Some(start_cold_staging(
-                client,
-                &transport,
-                &owner_id,
-                config.cold_staging_bytes,
-                config.cold_staging_ttl_ms,
-            )?),
-        };
-        let mut cold_devices = Vec::with_capacity(config.cold_devices.len());
-        for device in config.cold_devices {
-            cold_devices.push(
-                crate::cold_device::OwnerColdDevice::start_with_staging(
-                    client,
-                    &owner_id,
-                    incarnation,
-                    &endpoint,
-                    device,
-                    cold_staging.clone(),
-                )
-                .await?,
-            );
-        }
+        let (cold_devices, cold_staging) = crate::owner_cold::start_cold(
+            client,
+            &transport,
+            (&owner_id, incarnation, &endpoint),
+            config.cold_devices,
+            (config.cold_staging_bytes, config.cold_staging_ttl_ms),
+        )
+        .await?;
         tracing::info!(%owner_id, %segment_id, %endpoint, size, incarnation, "storage owner started");
         Ok(Owner {
             client: client.clone(),
@@ -427,6 +391,37 @@ impl Drop for AbortOnDrop {
     }
 }
 
+/// Registers the owner and mounts its segment again (crescentd forgot them, e.g. after
+/// losing its state); a re-mount means crescentd dropped the segment's replicas, so the table
+/// forgets them too.
+async fn register_again(
+    client: &CrescentClient,
+    (register, mount): (&RegisterOwnerRequest, &MountSegmentRequest),
+    transport: &TcpTransport,
+    table: &OwnershipTable,
+) {
+    let again = async {
+        let registered = client.register_owner(register).await?;
+        install_data_key(transport, registered.data_key.as_deref())?;
+        client.mount_segment(mount).await
+    }
+    .await;
+    match again {
+        Ok(reply) => {
+            client.metrics().owner_reregistered();
+            if !reply.events.is_empty() {
+                let dropped = table.forget_segment(&mount.segment_id);
+                table.serve_segment(&mount.segment_id, mount.size);
+                tracing::warn!(
+                    dropped,
+                    "segment was re-mounted; its replicas were dropped by crescentd"
+                );
+            }
+        }
+        Err(e) => tracing::warn!(error = %e, "re-registration failed"),
+    }
+}
+
 /// Heartbeats forever. When crescentd no longer knows the owner (it expired it, or lost its
 /// memory), registers and mounts again; a mount that had to be redone means the server
 /// dropped our replicas, so the ownership table is emptied to match. `wake` (the server watch)
@@ -502,26 +497,7 @@ async fn heartbeat_loop(
             Err(e) if e.code() == Some(ErrorCode::NotFound) => {
                 metrics.owner_heartbeat("not_found");
                 tracing::warn!(error = %e, "crescentd does not know this owner; registering again");
-                let again = async {
-                    let registered = client.register_owner(&register).await?;
-                    install_data_key(&transport, registered.data_key.as_deref())?;
-                    client.mount_segment(&mount).await
-                }
-                .await;
-                match again {
-                    Ok(reply) => {
-                        metrics.owner_reregistered();
-                        if !reply.events.is_empty() {
-                            let dropped = table.forget_segment(&mount.segment_id);
-                            table.serve_segment(&mount.segment_id, mount.size);
-                            tracing::warn!(
-                                dropped,
-                                "segment was re-mounted; its replicas were dropped by crescentd"
-                            );
-                        }
-                    }
-                    Err(e) => tracing::warn!(error = %e, "re-registration failed"),
-                }
+                register_again(&client, (&register, &mount), &transport, &table).await;
             }
             Err(e) => {
                 metrics.owner_heartbeat("error");

@@ -170,6 +170,33 @@ fn send_batch<'a, S: RebuildSink + Clone + 'static>(
     })
 }
 
+/// Counts a replayed batch's outcomes into `report` and the metrics; a stale entry leaves
+/// the table unless it changed meanwhile. The batch's gate status becomes the report's.
+fn count_batch(
+    table: &OwnershipTable,
+    chunk: &[OwnedReplica],
+    reply: RebuildReplayReply,
+    report: &mut ReplayReport,
+    metrics: &RebuildMetrics,
+) {
+    report.batches += 1;
+    for (replica, o) in chunk.iter().zip(&reply.outcomes) {
+        report.counts.add(o.outcome, 1);
+        metrics.replay_entry(o.outcome);
+        match o.outcome {
+            ReplayOutcome::Stale => {
+                if table.forget_if_unchanged(replica) {
+                    report.dropped_stale += 1;
+                }
+            }
+            ReplayOutcome::Rejected => tracing::debug!(key = %replica.id.key,
+                segment = %replica.segment_id, reason = ?o.reason, "replay entry rejected"),
+            ReplayOutcome::Replayed | ReplayOutcome::Duplicate => {}
+        }
+    }
+    report.gate = reply.gate;
+}
+
 async fn replay_inner<S: RebuildSink + Clone + 'static>(
     sink: &S,
     table: &OwnershipTable,
@@ -228,22 +255,7 @@ async fn replay_inner<S: RebuildSink + Clone + 'static>(
             )));
         }
         metrics.replay_batch("ok");
-        report.batches += 1;
-        for (replica, o) in chunk.iter().zip(&reply.outcomes) {
-            report.counts.add(o.outcome, 1);
-            metrics.replay_entry(o.outcome);
-            match o.outcome {
-                ReplayOutcome::Stale => {
-                    if table.forget_if_unchanged(replica) {
-                        report.dropped_stale += 1;
-                    }
-                }
-                ReplayOutcome::Rejected => tracing::debug!(key = %replica.id.key,
-                    segment = %replica.segment_id, reason = ?o.reason, "replay entry rejected"),
-                ReplayOutcome::Replayed | ReplayOutcome::Duplicate => {}
-            }
-        }
-        report.gate = reply.gate;
+        count_batch(table, chunk, reply, &mut report, metrics);
     }
     if report.counts.rejected > 0 {
         tracing::warn!(

@@ -112,6 +112,14 @@ const MAX_EMBEDDED_BYTES: u64 = 1 << 40;
 
 impl StoreSettings {
     pub fn validate(&self) -> Result<(), ConfigError> {
+        self.validate_segment_and_transfer()?;
+        self.validate_times()?;
+        self.validate_limits()?;
+        self.validate_rpc()
+    }
+
+    /// The embedded segment's size and the transfer listener's addresses.
+    fn validate_segment_and_transfer(&self) -> Result<(), ConfigError> {
         let e = self.embedded_segment_bytes;
         if e != 0 && !(1 << 20..=MAX_EMBEDDED_BYTES).contains(&e) {
             return Err(invalid(
@@ -142,6 +150,11 @@ impl StoreSettings {
                 ));
             }
         }
+        Ok(())
+    }
+
+    /// Client TTL, leases, and the discard and release timeouts.
+    fn validate_times(&self) -> Result<(), ConfigError> {
         if !(1..=3600).contains(&self.client_ttl_secs) {
             return Err(invalid("store.client_ttl_secs", "must be within 1..=3600"));
         }
@@ -171,6 +184,11 @@ impl StoreSettings {
                 "must be at least store.discard_timeout_secs and at most 86400",
             ));
         }
+        Ok(())
+    }
+
+    /// Watermarks, object size, housekeeping, RPC busy polling and the rebuild timeout.
+    fn validate_limits(&self) -> Result<(), ConfigError> {
         if !(self.high_watermark > 0.0 && self.high_watermark <= 1.0) {
             return Err(invalid("store.high_watermark", "must be in (0, 1]"));
         }
@@ -202,6 +220,11 @@ impl StoreSettings {
                 ),
             ));
         }
+        Ok(())
+    }
+
+    /// The RPC listeners: the local socket and the TCP address.
+    fn validate_rpc(&self) -> Result<(), ConfigError> {
         let l = self.rpc_local_socket.as_str();
         if l != RPC_LISTEN_AUTO && l != RPC_LISTEN_OFF && !Path::new(l).is_absolute() {
             return Err(invalid(

@@ -168,41 +168,86 @@ impl<'a> Cursor<'a> {
     }
 }
 
+/// The errors of one file's decoding, naming the file.
+struct Errs<'a>(&'a Path);
+
+impl Errs<'_> {
+    fn corrupt(&self, section: &str, reason: String) -> SnapshotError {
+        SnapshotError::Corrupt {
+            file: self.0.to_path_buf(),
+            section: section.to_string(),
+            reason,
+        }
+    }
+
+    fn truncated(&self, reason: String) -> SnapshotError {
+        SnapshotError::Truncated {
+            file: self.0.to_path_buf(),
+            reason,
+        }
+    }
+}
+
 /// Parses and verifies a whole snapshot file. `file` is only used to name errors.
 pub fn decode(file: &Path, bytes: &[u8]) -> Result<(SnapshotHeader, Vec<Section>)> {
-    let corrupt = |section: &str, reason: String| SnapshotError::Corrupt {
-        file: file.to_path_buf(),
-        section: section.to_string(),
-        reason,
+    let errs = Errs(file);
+    let header = decode_header(&errs, bytes)?;
+    let (trailer_at, stored_file_crc) = decode_trailer(&errs, bytes)?;
+    let mut cur = Cursor {
+        bytes: &bytes[..trailer_at],
+        pos: HEADER_LEN,
     };
-    let truncated = |reason: String| SnapshotError::Truncated {
-        file: file.to_path_buf(),
-        reason,
-    };
+    let mut sections: Vec<Section> = Vec::with_capacity(header.section_count.min(1024) as usize);
+    for index in 0..header.section_count {
+        let section = decode_section(&errs, &mut cur, index)?;
+        if sections.iter().any(|s| s.name == section.name) {
+            return Err(errs.corrupt(&section.name, "section appears twice".into()));
+        }
+        sections.push(section);
+    }
+    if cur.pos != trailer_at {
+        return Err(errs.corrupt(
+            "trailer",
+            format!(
+                "{} unexplained bytes between the last section and the trailer",
+                trailer_at - cur.pos
+            ),
+        ));
+    }
+    let file_crc = crescent_checksum::crc32c(&bytes[..bytes.len() - 4]);
+    if file_crc != stored_file_crc {
+        return Err(errs.corrupt(
+            "trailer",
+            format!("file CRC32C {file_crc:08x} != stored {stored_file_crc:08x}"),
+        ));
+    }
+    Ok((header, sections))
+}
+
+/// The fixed header: magic, format version (checked first), position, section count, and
+/// its own CRC.
+fn decode_header(errs: &Errs, bytes: &[u8]) -> Result<SnapshotHeader> {
     if bytes.len() < MAGIC.len() + 4 {
-        return Err(truncated(format!(
-            "{} bytes, shorter than the header",
-            bytes.len()
-        )));
+        return Err(errs.truncated(format!("{} bytes, shorter than the header", bytes.len())));
     }
     if bytes[..8] != MAGIC {
-        return Err(corrupt("header", "bad magic: not a snapshot file".into()));
+        return Err(errs.corrupt("header", "bad magic: not a snapshot file".into()));
     }
     let format_version = u32::from_le_bytes(bytes[8..12].try_into().expect("4 bytes"));
     // Checked before anything else: a newer format may lay out everything after this field
     // differently, and must fail closed rather than be misread.
     if format_version > FORMAT_VERSION {
         return Err(SnapshotError::UnsupportedFormat {
-            file: file.to_path_buf(),
+            file: errs.0.to_path_buf(),
             found: format_version,
             supported: FORMAT_VERSION,
         });
     }
     if format_version == 0 {
-        return Err(corrupt("header", "format version 0".into()));
+        return Err(errs.corrupt("header", "format version 0".into()));
     }
     if bytes.len() < HEADER_LEN {
-        return Err(truncated(format!(
+        return Err(errs.truncated(format!(
             "{} bytes, shorter than the {HEADER_LEN}-byte header",
             bytes.len()
         )));
@@ -216,20 +261,29 @@ pub fn decode(file: &Path, bytes: &[u8]) -> Result<(SnapshotHeader, Vec<Section>
     let stored_header_crc = cur.u32().expect("length checked");
     let header_crc = crescent_checksum::crc32c(&bytes[..HEADER_LEN - 4]);
     if header_crc != stored_header_crc {
-        return Err(corrupt(
+        return Err(errs.corrupt(
             "header",
             format!("header CRC32C {header_crc:08x} != stored {stored_header_crc:08x}"),
         ));
     }
+    Ok(SnapshotHeader {
+        format_version,
+        position: Position { seq, term, digest },
+        created_ms,
+        section_count,
+    })
+}
 
+/// The trailer: where it starts (the end of the sections) and the stored file CRC.
+fn decode_trailer(errs: &Errs, bytes: &[u8]) -> Result<(usize, u32)> {
     if bytes.len() < HEADER_LEN + TRAILER_LEN {
-        return Err(truncated("no room for the trailer".into()));
+        return Err(errs.truncated("no room for the trailer".into()));
     }
     let trailer_at = bytes.len() - TRAILER_LEN;
     if bytes[trailer_at..trailer_at + 8] != TRAILER_MAGIC {
-        return Err(truncated(
-            "the file does not end with the trailer (an incomplete write?)".into(),
-        ));
+        return Err(
+            errs.truncated("the file does not end with the trailer (an incomplete write?)".into())
+        );
     }
     let mut tcur = Cursor {
         bytes,
@@ -238,91 +292,59 @@ pub fn decode(file: &Path, bytes: &[u8]) -> Result<(SnapshotHeader, Vec<Section>
     let trailer_offset = tcur.u64().expect("length checked");
     let stored_file_crc = tcur.u32().expect("length checked");
     if trailer_offset != trailer_at as u64 {
-        return Err(corrupt(
+        return Err(errs.corrupt(
             "trailer",
             format!("trailer says it starts at byte {trailer_offset}, found at {trailer_at}"),
         ));
     }
+    Ok((trailer_at, stored_file_crc))
+}
 
-    let body = &bytes[..trailer_at];
-    let mut cur = Cursor {
-        bytes: body,
-        pos: HEADER_LEN,
+/// Section `index` at the cursor: its header, then its body checked against its SHA-256.
+fn decode_section(errs: &Errs, cur: &mut Cursor, index: u32) -> Result<Section> {
+    let label = format!("#{index}");
+    let short = || {
+        errs.corrupt(
+            &label,
+            "section header runs past the end of the file".into(),
+        )
     };
-    let mut sections: Vec<Section> = Vec::with_capacity(section_count.min(1024) as usize);
-    for index in 0..section_count {
-        let label = format!("#{index}");
-        let short = || {
-            corrupt(
-                &label,
-                "section header runs past the end of the file".into(),
-            )
-        };
-        let name_len = cur.u16().ok_or_else(short)? as usize;
-        let name = cur.take(name_len).ok_or_else(short)?;
-        let name = std::str::from_utf8(name)
-            .map_err(|_| corrupt(&label, "section name is not UTF-8".into()))?
-            .to_string();
-        let flags = cur.take(1).ok_or_else(short)?[0];
-        let schema = cur.u32().ok_or_else(short)?;
-        let body_len = cur.u64().ok_or_else(short)?;
-        let sha = cur.arr32().ok_or_else(short)?;
-        if flags & !FLAG_OPTIONAL != 0 {
-            return Err(corrupt(&name, format!("unknown flag bits {flags:#04x}")));
-        }
-        let body = usize::try_from(body_len)
-            .ok()
-            .and_then(|n| cur.take(n))
-            .ok_or_else(|| {
-                corrupt(
-                    &name,
-                    format!("body of {body_len} bytes runs past the end of the file"),
-                )
-            })?;
-        let actual: [u8; 32] = Sha256::digest(body).into();
-        if actual != sha {
-            return Err(corrupt(
-                &name,
-                format!(
-                    "body SHA-256 {} != stored {}",
-                    hex::encode(&actual[..8]),
-                    hex::encode(&sha[..8])
-                ),
-            ));
-        }
-        if sections.iter().any(|s| s.name == name) {
-            return Err(corrupt(&name, "section appears twice".into()));
-        }
-        sections.push(Section {
-            name,
-            optional: flags & FLAG_OPTIONAL != 0,
-            schema,
-            body: body.to_vec(),
-        });
+    let name_len = cur.u16().ok_or_else(short)? as usize;
+    let name = cur.take(name_len).ok_or_else(short)?;
+    let name = std::str::from_utf8(name)
+        .map_err(|_| errs.corrupt(&label, "section name is not UTF-8".into()))?
+        .to_string();
+    let flags = cur.take(1).ok_or_else(short)?[0];
+    let schema = cur.u32().ok_or_else(short)?;
+    let body_len = cur.u64().ok_or_else(short)?;
+    let sha = cur.arr32().ok_or_else(short)?;
+    if flags & !FLAG_OPTIONAL != 0 {
+        return Err(errs.corrupt(&name, format!("unknown flag bits {flags:#04x}")));
     }
-    if cur.pos != trailer_at {
-        return Err(corrupt(
-            "trailer",
+    let body = usize::try_from(body_len)
+        .ok()
+        .and_then(|n| cur.take(n))
+        .ok_or_else(|| {
+            errs.corrupt(
+                &name,
+                format!("body of {body_len} bytes runs past the end of the file"),
+            )
+        })?;
+    let actual: [u8; 32] = Sha256::digest(body).into();
+    if actual != sha {
+        return Err(errs.corrupt(
+            &name,
             format!(
-                "{} unexplained bytes between the last section and the trailer",
-                trailer_at - cur.pos
+                "body SHA-256 {} != stored {}",
+                hex::encode(&actual[..8]),
+                hex::encode(&sha[..8])
             ),
         ));
     }
-    let file_crc = crescent_checksum::crc32c(&bytes[..bytes.len() - 4]);
-    if file_crc != stored_file_crc {
-        return Err(corrupt(
-            "trailer",
-            format!("file CRC32C {file_crc:08x} != stored {stored_file_crc:08x}"),
-        ));
-    }
-    Ok((
-        SnapshotHeader {
-            format_version,
-            position: Position { seq, term, digest },
-            created_ms,
-            section_count,
-        },
-        sections,
-    ))
+    Ok(Section {
+        name,
+        optional: flags & FLAG_OPTIONAL != 0,
+        schema,
+        body: body.to_vec(),
+    })
 }

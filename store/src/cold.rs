@@ -21,6 +21,7 @@ use crate::directory::ObjectDirectory;
 use crate::entry::{Entry, Replica, Replicas, COMPLETE, HAS_CHECKSUM};
 use crate::error::StoreError;
 use crate::identity::{validate_key, ObjectName, ScopeName};
+use crate::route_change::{check_route_change, replica_change, ReplicaChange};
 use crate::segments::SegmentTable;
 use crate::shard::Shard;
 
@@ -81,7 +82,7 @@ pub struct PromotionSlot {
     pub size: u64,
 }
 
-fn conflict(key: &str, reason: impl Into<String>) -> ColdError {
+pub(crate) fn conflict(key: &str, reason: impl Into<String>) -> ColdError {
     ColdError::RouteConflict {
         key: key.to_string(),
         reason: reason.into(),
@@ -188,56 +189,18 @@ impl ObjectDirectory {
                     shard.cold.get(&slot),
                 );
                 current.check(expected)?;
-                if new.content_op != current.content_op
-                    || new.length != current.length
-                    || new.checksum != current.checksum
-                {
-                    return Err(conflict(
-                        &object_key,
-                        "a route CAS cannot change the content",
-                    ));
-                }
-                if new.version <= current.version || new.version > u32::MAX as u64 {
-                    return Err(conflict(
-                        &object_key,
-                        format!(
-                            "new version {} must follow {}",
-                            new.version, current.version
-                        ),
-                    ));
-                }
-                let mut kept = Vec::new();
-                let mut removed = Vec::new();
-                for (r, hot) in shard
-                    .entry(slot)
-                    .replicas
-                    .as_slice()
-                    .iter()
-                    .zip(current.replicas.iter())
-                {
-                    if new.replicas.contains(hot) {
-                        kept.push(*r);
-                    } else {
-                        removed.push(*r);
-                    }
-                }
-                let mut added = Vec::new();
-                for hot in new
-                    .replicas
-                    .iter()
-                    .filter(|h| !current.replicas.contains(h))
-                {
-                    let seg = table.find(&hot.segment_id).ok_or_else(|| {
-                        conflict(
-                            &object_key,
-                            format!("segment {} is not mounted", hot.segment_id),
-                        )
-                    })?;
-                    added.push(Replica {
-                        offset: hot.offset,
-                        segment: seg,
-                    });
-                }
+                check_route_change(&object_key, &current, &new)?;
+                let ReplicaChange {
+                    mut kept,
+                    removed,
+                    added,
+                } = replica_change(
+                    &object_key,
+                    shard.entry(slot).replicas.as_slice(),
+                    &current,
+                    &new,
+                    &table,
+                )?;
                 let e = shard.entry(slot);
                 if !removed.is_empty() && e.leased(now) {
                     return Err(ColdError::Backpressure {

@@ -207,6 +207,12 @@ impl ObjectDirectory {
                 break;
             }
         }
+        self.record_eviction(reason, target, &report);
+        report
+    }
+
+    /// The metrics and the log line of one eviction.
+    fn record_eviction(&self, reason: &'static str, target: u64, report: &EvictReport) {
         self.metrics
             .evicted(reason, report.evicted_objects, report.evicted_bytes);
         self.metrics.skipped("leased", report.skipped_leased);
@@ -230,7 +236,6 @@ impl ObjectDirectory {
                 "evicted"
             );
         }
-        report
     }
 
     /// One pass over every shard evicting what `pass` names, stopping once the target is met.

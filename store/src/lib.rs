@@ -33,6 +33,7 @@ mod ops_remove;
 pub mod rebuild;
 pub mod releases;
 pub mod removals;
+mod route_change;
 pub mod segments;
 mod shard;
 pub mod tenants;

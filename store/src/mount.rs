@@ -93,22 +93,7 @@ impl ObjectDirectory {
     ) -> Result<UnmountReport, StoreError> {
         let on = |seg: SegmentIdx| idxs.contains(&seg);
         if !force {
-            for shard in guards.iter() {
-                let leased_entry = shard.slab.iter().flatten().any(|e| {
-                    e.is_complete()
-                        && e.leased(now)
-                        && e.replicas.as_slice().iter().any(|r| on(r.segment))
-                });
-                let leased_deferred = shard
-                    .deferred
-                    .iter()
-                    .any(|d| d.leased && d.at > now && on(d.segment));
-                if leased_entry || leased_deferred {
-                    return Err(StoreError::busy(
-                        "replicas on the segment are under a read lease (retry, or force)",
-                    ));
-                }
-            }
+            refuse_if_leased(guards, &on, now)?;
         }
         let mut report = UnmountReport::default();
         for shard in guards.iter_mut() {
@@ -186,4 +171,28 @@ impl ObjectDirectory {
         self.metrics.dropped(reason, report.objects_dropped);
         Ok(report)
     }
+}
+
+/// Refuses (BUSY) an unforced unmount while a complete entry or a deferred free with a replica
+/// on a segment being unmounted (`on`) is under a read lease.
+fn refuse_if_leased(
+    guards: &[MutexGuard<'_, Shard>],
+    on: &dyn Fn(SegmentIdx) -> bool,
+    now: Ticks,
+) -> Result<(), StoreError> {
+    for shard in guards.iter() {
+        let leased_entry = shard.slab.iter().flatten().any(|e| {
+            e.is_complete() && e.leased(now) && e.replicas.as_slice().iter().any(|r| on(r.segment))
+        });
+        let leased_deferred = shard
+            .deferred
+            .iter()
+            .any(|d| d.leased && d.at > now && on(d.segment));
+        if leased_entry || leased_deferred {
+            return Err(StoreError::busy(
+                "replicas on the segment are under a read lease (retry, or force)",
+            ));
+        }
+    }
+    Ok(())
 }

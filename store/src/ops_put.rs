@@ -125,63 +125,18 @@ impl ObjectDirectory {
             started = Some(reply);
             Ok::<_, StoreError>(Some(Entry::pending_only(pending, now)))
         })?;
-        let mut slot = match claim {
+        let slot = match claim {
             Claim::Inserted(s) => {
                 let reply = started.expect("an inserted entry has its reply");
                 self.metrics.objects.inc();
                 return Ok(self.started(shard, s, reply));
             }
             Claim::Declined => return Ok(Attempt::NoSpace),
-            Claim::Present(s) => Some(s),
+            Claim::Present(s) => self.clear_stale_put(shard, (scope, key), s, group, req, now)?,
         };
         if let Some(s) = slot {
-            let e = shard.entry(s);
-            // A plain put or upsert never replaces a managed weight object (nor joins a put of
-            // one in progress): it would drop the payload from its revision.
-            if group.is_none() {
-                if let Some(refusal) = self.managed_refusal(e, &req.id.key) {
-                    return Err(refusal);
-                }
-            }
-            if let Some(p) = &e.pending {
-                if now
-                    < p.started
-                        .saturating_add(Clock::span(self.config.discard_timeout_ms))
-                {
-                    return Err(StoreError::busy(format!(
-                        "put {} of this key is in progress",
-                        p.put_id
-                    )));
-                }
-                self.preempt(shard, s);
-                if !shard.entry(s).is_complete() {
-                    shard.remove(scope, key);
-                    self.metrics.objects.dec();
-                    slot = None;
-                }
-            }
-        }
-        if let Some(s) = slot {
-            let e = shard.entry_mut(s);
-            let same = e.size == req.size
-                && match (e.checksum(), req.checksum) {
-                    (Some(a), Some(b)) => a == b,
-                    _ => !req.upsert,
-                };
-            if same {
-                e.last_access = now;
-                self.metrics.put("already_exists", 1);
-                return Ok(Attempt::Done(PutStartReply {
-                    put_id: e.put_id,
-                    already_exists: true,
-                    replicas: Vec::new(),
-                }));
-            }
-            if !req.upsert {
-                return Err(StoreError::conflict(format!(
-                    "the key holds other content ({} bytes); use upsert to replace it",
-                    e.size
-                )));
+            if let Some(done) = self.same_content(shard, s, req, now)? {
+                return Ok(done);
             }
         }
         // An overwrite reserves only what it adds to the committed version (docs/tenants.md).
@@ -215,6 +170,80 @@ impl ObjectDirectory {
             }
         };
         Ok(self.started(shard, s, reply))
+    }
+
+    /// A put of a key already present: refused over a managed weight object (unless the put
+    /// is one) or a put in progress; a put abandoned past the discard timeout is preempted.
+    /// The entry's slot, or `None` when the preempted put left no committed version.
+    fn clear_stale_put(
+        &self,
+        shard: &mut Shard,
+        (scope, key): (ScopeId, &[u8]),
+        s: u32,
+        group: Option<GroupId>,
+        req: &PutStartRequest,
+        now: Ticks,
+    ) -> Result<Option<u32>, StoreError> {
+        let e = shard.entry(s);
+        // A plain put or upsert never replaces a managed weight object (nor joins a put of
+        // one in progress): it would drop the payload from its revision.
+        if group.is_none() {
+            if let Some(refusal) = self.managed_refusal(e, &req.id.key) {
+                return Err(refusal);
+            }
+        }
+        let Some(p) = &e.pending else {
+            return Ok(Some(s));
+        };
+        if now
+            < p.started
+                .saturating_add(Clock::span(self.config.discard_timeout_ms))
+        {
+            return Err(StoreError::busy(format!(
+                "put {} of this key is in progress",
+                p.put_id
+            )));
+        }
+        self.preempt(shard, s);
+        if !shard.entry(s).is_complete() {
+            shard.remove(scope, key);
+            self.metrics.objects.dec();
+            return Ok(None);
+        }
+        Ok(Some(s))
+    }
+
+    /// A put of the content the key already holds is done at once (`already_exists`); other
+    /// content is refused unless the put is an upsert. `None`: go on with a new version.
+    fn same_content(
+        &self,
+        shard: &mut Shard,
+        s: u32,
+        req: &PutStartRequest,
+        now: Ticks,
+    ) -> Result<Option<Attempt>, StoreError> {
+        let e = shard.entry_mut(s);
+        let same = e.size == req.size
+            && match (e.checksum(), req.checksum) {
+                (Some(a), Some(b)) => a == b,
+                _ => !req.upsert,
+            };
+        if same {
+            e.last_access = now;
+            self.metrics.put("already_exists", 1);
+            return Ok(Some(Attempt::Done(PutStartReply {
+                put_id: e.put_id,
+                already_exists: true,
+                replicas: Vec::new(),
+            })));
+        }
+        if !req.upsert {
+            return Err(StoreError::conflict(format!(
+                "the key holds other content ({} bytes); use upsert to replace it",
+                e.size
+            )));
+        }
+        Ok(None)
     }
 
     /// Indexes a started put by its id (put_end finds it there) and counts it.

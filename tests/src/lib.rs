@@ -4,17 +4,15 @@
 //! (a journal appender that is SIGKILLed at random moments) and `crescentd` itself. What they
 //! share lives here:
 //!
-//! - [`auth`]: a key file for crescentd's `[auth]` and tokens issued from it.
-//! - [`process`]: a child-process guard that SIGKILLs and reaps its child on drop (so a
-//!   panicking test never leaves processes behind), and free-port discovery.
+//! - [`auth`], [`binaries`], [`crescentd`], [`process`]: the harness that starts crescentd,
+//!   from `crescent-testkit` (shared with the CLI's tests): `[auth]` keys and tokens, the
+//!   workspace binaries, starting crescentd, child processes that cannot outlive their test.
 //! - [`bulk_fill`]: filling a store with many small objects (the large-directory benchmarks).
-//! - [`binaries`]: locating (and, when needed, building) the workspace binaries under test.
 //! - [`crash_payload`]: the deterministic record payload scheme and the acknowledgement lines
 //!   the crash child prints, so the parent can check every record byte for byte.
 //! - [`crash_journal`]: how the crash child and its parent open the journal under test.
 //! - [`chaos`], [`chaos_model`], [`chaos_ops`]: the chaos soak's writers (CLI processes and
 //!   `chaos-writer` children), the per-key model of acceptable states, and the operations.
-//! - [`crescentd`]: starting a `crescentd` on a data dir and talking to its HTTP API.
 //! - [`etcd`]: a throwaway etcd for benchmarks run without scripts/test.sh.
 //! - [`ha_cold_owner`]: a storage owner's cold device under an HA pair, for the cold-tier
 //!   failover tests.
@@ -28,25 +26,25 @@
 //! - [`segment_model`]: what a crash test knows about segments from acknowledged requests, and
 //!   the check of a recovered server's listing against it.
 
-pub mod auth;
-pub mod binaries;
 pub mod bulk_fill;
 pub mod chaos;
 pub mod chaos_model;
 pub mod chaos_ops;
 pub mod crash_journal;
 pub mod crash_payload;
-pub mod crescentd;
 pub mod etcd;
 pub mod ha_cold_owner;
 pub mod ha_pair;
 pub mod mount_load;
 pub mod net_probe;
-pub mod process;
 pub mod redis;
 pub mod segment_model;
 pub mod store_e2e;
 pub mod tls_node;
+
+// The harness that starts crescentd lives in `crescent-testkit` (the CLI's tests share it);
+// these keep its modules at the paths the tests here use.
+pub use crescent_testkit::{auth, binaries, crescentd, process};
 
 /// Number of crash rounds a crash test runs: `CRESCENT_CRASH_ROUNDS` when set (must be a
 /// positive integer), else `default`.

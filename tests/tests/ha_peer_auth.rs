@@ -136,7 +136,7 @@ async fn an_auth_pair_refuses_fake_standbys_and_survives_a_failover() {
         .unwrap()
         .parse()
         .unwrap();
-    let admin = key.token("admin", None, 600);
+    let admin = key.issue_for("admin", None, None, Some(600)).0;
     let unauthenticated = SegmentsClient::new(&base, Duration::from_secs(5));
     assert!(
         matches!(
@@ -158,19 +158,19 @@ async fn an_auth_pair_refuses_fake_standbys_and_survives_a_failover() {
         (PROTOCOL_VERSION, None, refusal::UNAUTHENTICATED, "missing"),
         (
             PROTOCOL_VERSION,
-            Some(key.token("client", Some("acme"), 600)),
+            Some(key.issue_for("client", Some("acme"), None, Some(600)).0),
             refusal::PERMISSION_DENIED,
             "role",
         ),
         (
             PROTOCOL_VERSION,
-            Some(other_key.token("peer", None, 600)),
+            Some(other_key.issue_for("peer", None, None, Some(600)).0),
             refusal::UNAUTHENTICATED,
             "invalid",
         ),
         (
             1,
-            Some(key.token("peer", None, 600)),
+            Some(key.issue_for("peer", None, None, Some(600)).0),
             refusal::INCOMPATIBLE,
             "",
         ),

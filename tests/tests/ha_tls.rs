@@ -149,7 +149,7 @@ async fn a_tls_pair_replicates_over_tls_and_fails_over() {
     );
 
     // Through etcd with the CA: a journaled revocation and a refusal, on the active.
-    let admin = key.token("admin", None, 600);
+    let admin = key.issue_for("admin", None, None, Some(600)).0;
     let (revoked, revoked_id) = issue(&key, "t");
     let (kept, _) = issue(&key, "t");
     let (code, _, err) = cli(

@@ -143,7 +143,7 @@ impl Node {
     }
 
     pub fn kill(self) {
-        self.inner.proc.signal(libc::SIGKILL);
+        self.inner.kill9();
         drop(self);
     }
 

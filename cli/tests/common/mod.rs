@@ -1,20 +1,24 @@
-//! Spawning a real crescentd (and `crescent` processes) for the client's integration tests.
-//! crescentd runs with `[auth]` on (a key in its dir) unless a test asks for open mode; the
-//! harness gives the `crescent` processes it runs a token fitting their command
+//! The CLI's integration tests' view of a real crescentd (and the `crescent` processes they
+//! run). crescentd is started by the shared harness, `crescent_testkit::crescentd`, on
+//! `<dir>/data` with `[auth]` on (a key at `<dir>/auth.key`) unless a test asks for open mode;
+//! this module gives the `crescent` processes it runs a token fitting their command
 //! ([`auth::AuthKey::token_for_cli`]) and its library clients theirs.
 #![allow(dead_code)]
 
-pub mod auth;
 pub mod cold;
 pub mod cold_owner;
 
-use std::net::{SocketAddr, TcpListener, TcpStream};
+pub use crescent_testkit::auth;
+
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use auth::AuthKey;
 use crescent_client::{BearerToken, ClientOptions, CrescentClient};
+use crescent_testkit::crescentd::{Auth, CrescentdProcess, Launch, Probe};
+use crescent_testkit::process::killed_by_sigkill;
 
 /// A storage owner `id` of `size` bytes on `server` (a client with its owner token), and a
 /// writer sharing its data plane (so its own segment is local) with a `client` token of the
@@ -83,99 +87,16 @@ pub fn with_token(options: ClientOptions, token: Option<String>) -> ClientOption
     }
 }
 
-/// The directory of the workspace binaries of this test's profile.
-fn bin_dir() -> PathBuf {
-    let exe = std::env::current_exe().expect("test executable");
-    let deps = exe.parent().expect("parent");
-    if deps.file_name().is_some_and(|n| n == "deps") {
-        deps.parent().expect("profile dir").to_path_buf()
-    } else {
-        deps.to_path_buf()
-    }
-}
-
 /// crescentd: `CRESCENTD_BIN`, else built (a no-op when up to date) into this profile's dir.
 pub fn crescentd_bin() -> PathBuf {
-    if let Some(p) = std::env::var_os("CRESCENTD_BIN") {
-        return PathBuf::from(p);
-    }
-    static BUILD: std::sync::Once = std::sync::Once::new();
-    BUILD.call_once(|| {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
-        let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-        cmd.current_dir(root)
-            .args(["build", "-p", "crescent-server", "--bin", "crescentd"]);
-        if bin_dir().file_name().is_some_and(|n| n == "release") {
-            cmd.arg("--release");
-        }
-        let out = cmd.output().expect("running cargo build");
-        assert!(
-            out.status.success(),
-            "building crescentd failed:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    });
-    bin_dir().join("crescentd")
+    crescent_testkit::binaries::crescentd_bin()
 }
 
 /// The `crescent` CLI: `CRESCENT_BIN` (e.g. an older build, to show a reproduction fails
-/// there), else the one built with these tests.
+/// there), else the one built with these tests (also for the harness's `crescent token issue`).
 pub fn crescent_bin() -> PathBuf {
-    std::env::var_os("CRESCENT_BIN")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_crescent")))
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// Waits until the crescentd just spawned (`proc`, logging to `log` from byte `log_from` on)
-/// listens on `addr`: its own log says it bound the address, and the address answers. A
-/// connect alone could reach another process that took the port between `free_port` and the
-/// bind (an owner's transfer listener, another test's RPC listener), while ours failed to
-/// bind. `false` when the child exited (port taken, crash): the caller tries another port.
-fn wait_listening(proc: &mut Proc, addr: SocketAddr, log: &Path, log_from: u64) -> bool {
-    use std::io::{Read, Seek, SeekFrom};
-    let bound = format!("listening on: {addr}");
-    let started = Instant::now();
-    loop {
-        if let Ok(Some(_)) = proc.0.try_wait() {
-            return false;
-        }
-        let mut ours = String::new();
-        if let Ok(mut f) = std::fs::File::open(log) {
-            let _ = f.seek(SeekFrom::Start(log_from));
-            let _ = f.read_to_string(&mut ours);
-        }
-        if ours.contains(&bound)
-            && TcpStream::connect_timeout(&addr, Duration::from_millis(100)).is_ok()
-        {
-            return true;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "crescentd did not start:\n{}",
-            std::fs::read_to_string(log).unwrap_or_default()
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
-/// Keeps actix's "listening on" line in crescentd's log (what [`wait_listening`] waits for)
-/// when the tests run with a `RUST_LOG` of their own.
-fn keep_bind_line(cmd: &mut Command) {
-    if let Ok(filter) = std::env::var("RUST_LOG") {
-        cmd.env("RUST_LOG", format!("{filter},actix_server=info"));
-    }
-}
-
-fn log_len(log: &Path) -> u64 {
-    std::fs::metadata(log).map(|m| m.len()).unwrap_or(0)
+    crescent_testkit::binaries::use_crescent_bin(Path::new(env!("CARGO_BIN_EXE_crescent")));
+    crescent_testkit::binaries::crescent_bin()
 }
 
 /// A child process killed (SIGKILL) when dropped.
@@ -203,18 +124,9 @@ impl Drop for Proc {
 /// how [`crescent`] and [`start_owner`], which are given an address, find their token.
 static KEYS: std::sync::Mutex<Vec<(String, AuthKey)>> = std::sync::Mutex::new(Vec::new());
 
-/// Records the harness key of the crescentd at `addr`, after checking that it refuses a
-/// request without a token (a test meant to run with credentials cannot pass in open mode).
+/// Records the harness key of the crescentd at `addr` (the launch checked that it refuses a
+/// request without a token: a test meant to run with credentials cannot pass in open mode).
 fn register_key(addr: SocketAddr, key: &AuthKey) {
-    use std::io::{Read, Write};
-    let mut s = TcpStream::connect(addr).unwrap();
-    write!(s, "GET /v1/status HTTP/1.0\r\nHost: crescentd\r\n\r\n").unwrap();
-    let mut answer = String::new();
-    s.read_to_string(&mut answer).unwrap();
-    assert!(
-        answer.starts_with("HTTP/1.0 401") || answer.starts_with("HTTP/1.1 401"),
-        "crescentd on {addr} should run with [auth]: {answer}"
-    );
     let mut keys = KEYS.lock().unwrap();
     keys.retain(|(a, _)| *a != addr.to_string());
     keys.push((addr.to_string(), key.clone()));
@@ -229,72 +141,60 @@ pub fn key_of(server: &str) -> Option<AuthKey> {
         .map(|(_, k)| k.clone())
 }
 
-/// `extra` with `--auth-secret-file DIR/auth.key` unless `open` or the test passes its own
-/// key; the harness key, if any.
-fn auth_args(dir: &Path, extra: &[String], open: bool) -> (Vec<String>, Option<AuthKey>) {
-    if open || extra.iter().any(|a| a == "--auth-secret-file") {
-        return (extra.to_vec(), None);
+/// How the harness runs `[auth]` for a node in `dir` started with `extra`: its key file
+/// `<dir>/auth.key`, unless `open` or the test passes its own key.
+fn auth_mode(dir: &Path, extra: &[String], open: bool) -> Auth {
+    if open {
+        Auth::Open
+    } else if extra.iter().any(|a| a == "--auth-secret-file") {
+        Auth::Own
+    } else {
+        Auth::File(dir.join("auth.key"))
     }
-    let key = AuthKey::at(&dir.join("auth.key"));
-    let mut args = extra.to_vec();
-    args.extend(key.server_args());
-    (args, Some(key))
 }
 
-/// Starts crescentd on `<dir>/data` with `args` and `env` (its log appended to
+/// Starts crescentd on `<dir>/data` with `args`, `config` (TOML text, written to
+/// `<dir>/crescentd.toml` and passed with `--config`) when given, and `env` (its log appended to
 /// `<dir>/crescentd.log`; `CRESCENT_CONFIG` and `CRESCENT_CRASH_AT` cleared unless `env` sets
-/// them) on `fixed` or a free port, and waits until it listens; records `key` as its harness
-/// key. The one place the cli tests spawn a long-running crescentd.
+/// them) on `fixed` or a free port, through the shared harness; records its harness key. The
+/// one place the cli tests spawn a long-running crescentd. Readiness is the bind line in its
+/// log and a connect (a plain `/healthz` cannot probe a node whose config file sets `[tls]`).
 fn spawn_crescentd(
     dir: &Path,
     args: &[String],
+    config: Option<&str>,
     env: &[(&str, &str)],
     fixed: Option<SocketAddr>,
-    key: Option<&AuthKey>,
-) -> (SocketAddr, Proc) {
-    let bin = crescentd_bin();
-    let log_path = dir.join("crescentd.log");
-    for _ in 0..5 {
-        let addr: SocketAddr = fixed.unwrap_or_else(|| ([127, 0, 0, 1], free_port()).into());
-        let log_from = log_len(&log_path);
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&log_path)
-            .unwrap();
-        let mut cmd = Command::new(&bin);
-        keep_bind_line(&mut cmd);
-        let child = cmd
-            .arg("--data-dir")
-            .arg(dir.join("data"))
-            .arg("--listen")
-            .arg(addr.to_string())
-            .args(args)
-            .env_remove("CRESCENT_CONFIG")
-            .env_remove(crescent_crash::CRASH_AT_ENV)
-            .envs(env.iter().copied())
-            .stdin(Stdio::null())
-            .stdout(Stdio::from(log.try_clone().unwrap()))
-            .stderr(Stdio::from(log))
-            .spawn()
-            .expect("spawning crescentd");
-        let mut proc = Proc(child);
-        if wait_listening(&mut proc, addr, &log_path, log_from) {
-            if let Some(k) = key {
-                register_key(addr, k);
-            }
-            return (addr, proc);
-        }
-        drop(proc); // port taken or crash: try again, then report
+    auth: Auth,
+) -> CrescentdProcess {
+    let mut launch = Launch::new(
+        &crescentd_bin(),
+        &dir.join("data"),
+        &dir.join("crescentd.log"),
+    )
+    .with_args(args)
+    .with_env(env)
+    .with_auth(auth)
+    .probed_by(Probe::Connect);
+    if let Some(addr) = fixed {
+        launch = launch.at(addr);
     }
-    panic!("crescentd would not start:\n{}", self_log(dir));
+    if let Some(text) = config {
+        launch = launch.with_config(&dir.join("crescentd.toml"), text);
+    }
+    let node = CrescentdProcess::launch(&launch)
+        .unwrap_or_else(|e| panic!("crescentd would not start: {e}"));
+    if let Some(key) = &node.auth {
+        register_key(node.addr, key);
+    }
+    node
 }
 
 /// A running crescentd on a temporary data dir.
 #[derive(Debug)]
 pub struct Server {
     pub addr: SocketAddr,
-    pub proc: Proc,
+    pub node: CrescentdProcess,
     pub dir: tempfile::TempDir,
     args: Vec<String>,
     /// The harness's key (`None` in open mode, or when the test passed its own).
@@ -341,11 +241,10 @@ impl Server {
     /// Waits for this crescentd to have killed itself at its crash point (SIGKILL), then
     /// starts it again, unarmed, on the same data dir and address.
     pub fn restart_after_crash(self) -> Server {
-        self.restart(|proc, dir| {
-            use std::os::unix::process::ExitStatusExt;
+        self.restart(|node, dir| {
             let deadline = Instant::now() + Duration::from_secs(30);
             let status = loop {
-                if let Some(status) = proc.0.try_wait().expect("waiting for crescentd") {
+                if let Some(status) = node.guard.try_exit_status() {
                     break status;
                 }
                 assert!(
@@ -355,7 +254,7 @@ impl Server {
                 );
                 std::thread::sleep(Duration::from_millis(20));
             };
-            assert_eq!(status.signal(), Some(libc::SIGKILL), "{status}");
+            assert!(killed_by_sigkill(&status), "{status}");
         })
     }
 
@@ -404,9 +303,9 @@ impl Server {
     /// Stops this crescentd cleanly (SIGTERM, waits for its exit) and starts it again on the
     /// same data dir and address.
     pub fn terminate_and_restart(self) -> Server {
-        self.restart(|proc, _| {
-            proc.signal(libc::SIGTERM);
-            let status = proc.0.wait().expect("waiting for crescentd");
+        self.restart(|node, _| {
+            node.guard.signal(libc::SIGTERM);
+            let status = node.guard.wait();
             assert!(status.success(), "crescentd stopped with {status}");
         })
     }
@@ -414,17 +313,17 @@ impl Server {
     /// Ends this crescentd with `stop` (given its process and data dir; the process is then
     /// dropped, which kills it if it still runs) and starts it again, with its arguments but
     /// no crash point, on the same data dir and address.
-    fn restart(self, stop: impl FnOnce(&mut Proc, &Path)) -> Server {
+    fn restart(self, stop: impl FnOnce(&mut CrescentdProcess, &Path)) -> Server {
         let Server {
             addr,
-            mut proc,
+            mut node,
             dir,
             args,
             open,
             ..
         } = self;
-        stop(&mut proc, dir.path());
-        drop(proc);
+        stop(&mut node, dir.path());
+        drop(node);
         let extra: Vec<&str> = args.iter().map(String::as_str).collect();
         Self::launch_in(dir, &extra, Some(addr), open, &[])
     }
@@ -437,14 +336,14 @@ impl Server {
         env: &[(&str, &str)],
     ) -> Server {
         let args: Vec<String> = extra.iter().map(|a| a.to_string()).collect();
-        let (with_auth, key) = auth_args(dir.path(), &args, open);
-        let (addr, proc) = spawn_crescentd(dir.path(), &with_auth, env, fixed, key.as_ref());
+        let auth = auth_mode(dir.path(), &args, open);
+        let node = spawn_crescentd(dir.path(), &args, None, env, fixed, auth);
         Server {
-            addr,
-            proc,
+            addr: node.addr,
+            key: node.auth.clone(),
+            node,
             dir,
             args,
-            key,
             open,
         }
     }
@@ -543,7 +442,7 @@ pub fn crescent(server: &str, args: &[&str], stdin: Option<&[u8]>) -> (i32, Vec<
 #[derive(Debug)]
 pub struct DirNode {
     pub addr: SocketAddr,
-    pub proc: Proc,
+    pub node: CrescentdProcess,
     pub log: PathBuf,
     /// The harness's key (`<dir>/auth.key`; `None` in open mode).
     pub key: Option<AuthKey>,
@@ -586,19 +485,13 @@ impl DirNode {
         fixed: Option<SocketAddr>,
         open: bool,
     ) -> DirNode {
-        let mut args = Vec::new();
-        if let Some(text) = config {
-            let path = dir.join("crescentd.toml");
-            std::fs::write(&path, text).unwrap();
-            args = vec!["--config".to_string(), path.display().to_string()];
-        }
-        let (args, key) = auth_args(dir, &args, open);
-        let (addr, proc) = spawn_crescentd(dir, &args, env, fixed, key.as_ref());
+        let auth = auth_mode(dir, &[], open);
+        let node = spawn_crescentd(dir, &[], config, env, fixed, auth);
         DirNode {
-            addr,
-            proc,
+            addr: node.addr,
             log: dir.join("crescentd.log"),
-            key,
+            key: node.auth.clone(),
+            node,
         }
     }
 
@@ -631,13 +524,24 @@ impl DirNode {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
+    /// SIGKILLs this crescentd (without waiting: [`DirNode::wait_killed`] or dropping the
+    /// node reaps it).
+    pub fn kill9(&self) {
+        let pid = libc::pid_t::try_from(self.node.guard.pid()).expect("pid fits pid_t");
+        // SAFETY: kill(2) only takes integers; `pid` is our own child, reaped only by this
+        // node's guard, so it cannot name an unrelated process.
+        #[allow(unsafe_code)]
+        unsafe {
+            libc::kill(pid, libc::SIGKILL);
+        }
+    }
+
     /// Waits for the node to kill itself (fault injection: SIGKILL at a kill point).
     pub fn wait_killed(mut self) {
         let started = Instant::now();
         loop {
-            if let Ok(Some(status)) = self.proc.0.try_wait() {
-                use std::os::unix::process::ExitStatusExt;
-                assert_eq!(status.signal(), Some(libc::SIGKILL), "{}", self.log());
+            if let Some(status) = self.node.guard.try_exit_status() {
+                assert!(killed_by_sigkill(&status), "{status}: {}", self.log());
                 return;
             }
             assert!(

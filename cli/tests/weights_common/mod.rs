@@ -98,7 +98,7 @@ impl Node {
 
     /// SIGKILLs the node.
     pub fn kill(&self) {
-        self.inner.proc.signal(libc::SIGKILL);
+        self.inner.kill9();
     }
 
     /// `crescent --json ARGS`: (exit code, parsed stdout or Null, stderr).

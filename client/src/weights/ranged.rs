@@ -65,6 +65,36 @@ fn check_ranges(key: &str, size: u64, ranges: &[ByteRange]) -> Result<u64, Clien
     Ok(total)
 }
 
+/// The ranges of a cold-only object, which the server verified and sent whole: its length and
+/// checksum are checked here too.
+fn read_inline(
+    key: &str,
+    size: u64,
+    reply: &GetReply,
+    value: &[u8],
+    ranges: &[ByteRange],
+    total: u64,
+) -> Result<(Vec<u8>, RangedRead), ClientError> {
+    if value.len() as u64 != size {
+        return Err(ClientError::Protocol(format!(
+            "object {key:?} arrived with {} bytes, expected {size}",
+            value.len()
+        )));
+    }
+    if reply.checksum.is_some() {
+        verify(key, reply.checksum, crescent_checksum::crc32c(value))?;
+    }
+    let mut out = Vec::with_capacity(total as usize);
+    for r in ranges {
+        out.extend_from_slice(&value[r.offset as usize..(r.offset + r.len) as usize]);
+    }
+    let read = RangedRead {
+        bytes_transferred: size,
+        checksum_verified: reply.checksum.is_some(),
+    };
+    Ok((out, read))
+}
+
 async fn read_leased(
     client: &CrescentClient,
     key: &str,
@@ -81,25 +111,7 @@ async fn read_leased(
     let total = check_ranges(key, size, ranges)?;
     let whole = ranges.len() == 1 && ranges[0].offset == 0 && ranges[0].len == size;
     if let Some(value) = &reply.inline {
-        // A cold-only object: the server verified and sent it whole; check it here too.
-        if value.len() as u64 != size {
-            return Err(ClientError::Protocol(format!(
-                "object {key:?} arrived with {} bytes, expected {size}",
-                value.len()
-            )));
-        }
-        if reply.checksum.is_some() {
-            verify(key, reply.checksum, crescent_checksum::crc32c(value))?;
-        }
-        let mut out = Vec::with_capacity(total as usize);
-        for r in ranges {
-            out.extend_from_slice(&value[r.offset as usize..(r.offset + r.len) as usize]);
-        }
-        let read = RangedRead {
-            bytes_transferred: size,
-            checksum_verified: reply.checksum.is_some(),
-        };
-        return Ok((out, read));
+        return read_inline(key, size, reply, value, ranges, total);
     }
     if total == 0 {
         return Ok((Vec::new(), RangedRead::default()));

@@ -4,10 +4,12 @@ use crate::error::ColdError;
 use crate::ids::{ColdOpId, PayloadFingerprint, ReclaimId};
 
 use super::event::*;
-use super::state::{ColdOpState, ColdOperation, ReclaimRecord, ReclaimState, ReleasedFrom};
+use super::state::{
+    ColdOpState, ColdOperation, ReclaimRecord, ReclaimState, ReleaseCause, ReleasedFrom,
+};
 use super::{ColdDevice, ColdDeviceCommand, ColdDeviceEvent, DeviceHealth};
 
-type Decision = Result<Vec<ColdDeviceEvent>, ColdError>;
+pub(super) type Decision = Result<Vec<ColdDeviceEvent>, ColdError>;
 
 const OPERATION: &str = "cold operation";
 const RECLAIM: &str = "reclaim";
@@ -34,7 +36,11 @@ fn reclaim_transition(r: &ReclaimRecord, action: &'static str) -> ColdError {
     transition(RECLAIM, r.reclaim_id.to_string(), r.state.as_str(), action)
 }
 
-fn conflict(what: &'static str, id: impl ToString, reason: impl Into<String>) -> ColdError {
+pub(super) fn conflict(
+    what: &'static str,
+    id: impl ToString,
+    reason: impl Into<String>,
+) -> ColdError {
     ColdError::Conflict {
         what,
         id: id.to_string(),
@@ -67,49 +73,11 @@ impl ColdDevice {
                 schedulable: *schedulable,
                 at_ms,
             }),
-            C::SetHealth { health, reason } => {
-                self.check_configured()?;
-                if *health == self.health {
-                    return Ok(vec![]);
-                }
-                Ok(vec![ColdDeviceEvent::DeviceHealthChanged(
-                    DeviceHealthChanged {
-                        health: *health,
-                        reason: reason.clone(),
-                        at_ms,
-                    },
-                )])
-            }
+            C::SetHealth { health, reason } => self.decide_set_health(*health, reason, at_ms),
             C::AssignOwner { owner_id, endpoint } => {
-                self.check_configured()?;
-                match &self.owner {
-                    Some(o) if o.owner_id != *owner_id => Err(conflict(
-                        "device",
-                        self.device_id().unwrap_or_default(),
-                        format!("its IO is performed by owner {:?}", o.owner_id),
-                    )),
-                    Some(o) if o.endpoint == *endpoint => Ok(vec![]),
-                    _ => Ok(vec![ColdDeviceEvent::DeviceOwnerAssigned(
-                        DeviceOwnerAssigned {
-                            owner_id: owner_id.clone(),
-                            endpoint: endpoint.clone(),
-                            at_ms,
-                        },
-                    )]),
-                }
+                self.decide_assign_owner(owner_id, endpoint, at_ms)
             }
-            C::SetSchedulable { schedulable } => {
-                self.check_configured()?;
-                if *schedulable == self.schedulable {
-                    return Ok(vec![]);
-                }
-                Ok(vec![ColdDeviceEvent::DeviceSchedulableChanged(
-                    DeviceSchedulableChanged {
-                        schedulable: *schedulable,
-                        at_ms,
-                    },
-                )])
-            }
+            C::SetSchedulable { schedulable } => self.decide_set_schedulable(*schedulable, at_ms),
             C::PlanOffload {
                 op_id,
                 object_key,
@@ -138,90 +106,71 @@ impl ColdDevice {
                 op_id,
                 route_version,
             } => self.decide_commit_route(op_id, *route_version, at_ms),
-            C::CommitUsage { op_id } => {
-                let op = self.op(op_id)?;
-                match op.state {
-                    ColdOpState::RouteCommitted => {
-                        Ok(vec![ColdDeviceEvent::UsageCommitted(UsageCommitted {
-                            op_id: *op_id,
-                            bytes: op.expected_length,
-                            at_ms,
-                        })])
-                    }
-                    ColdOpState::UsageCommitted => Ok(vec![]),
-                    _ => Err(op_transition(op, "commit usage")),
-                }
-            }
-            C::Cancel { op_id, cause } => {
-                let op = self.op(op_id)?;
-                let released_reserved = match op.state {
-                    ColdOpState::Planned => 0,
-                    ColdOpState::Reserved => op.expected_length,
-                    ColdOpState::Released if op.release_cause == Some(*cause) => return Ok(vec![]),
-                    _ => return Err(op_transition(op, "cancel")),
-                };
-                Ok(vec![ColdDeviceEvent::OperationCancelled(
-                    OperationCancelled {
-                        op_id: *op_id,
-                        cause: *cause,
-                        released_reserved,
-                        at_ms,
-                    },
-                )])
-            }
+            C::CommitUsage { op_id } => self.decide_commit_usage(op_id, at_ms),
+            C::Cancel { op_id, cause } => self.decide_cancel(op_id, *cause, at_ms),
             C::PlanReclaim { reclaim_id, op_id } => {
                 self.decide_plan_reclaim(reclaim_id, op_id, at_ms)
             }
             C::CancelReclaim { reclaim_id } => self.decide_cancel_reclaim(reclaim_id, at_ms),
             C::RecordBackendDeleted { reclaim_id } => {
-                let r = self.reclaim_record(reclaim_id)?;
-                match r.state {
-                    ReclaimState::Planned => {
-                        Ok(vec![ColdDeviceEvent::BackendDeleted(BackendDeleted {
-                            reclaim_id: *reclaim_id,
-                            op_id: r.op_id,
-                            at_ms,
-                        })])
-                    }
-                    ReclaimState::BackendDeleted | ReclaimState::UsageReleased => Ok(vec![]),
-                    ReclaimState::Cancelled => Err(reclaim_transition(r, "record backend deleted")),
-                }
+                self.decide_backend_deleted(reclaim_id, at_ms)
             }
             C::ReleaseUsage { reclaim_id, op_id } => {
                 self.decide_release_usage(reclaim_id, op_id, at_ms)
             }
             C::PruneTerminal { released_before_ms } => {
-                let op_ids: Vec<ColdOpId> = self
-                    .operations
-                    .values()
-                    .filter(|op| op.state.is_terminal() && op.updated_at_ms < *released_before_ms)
-                    .filter(|op| {
-                        op.reclaim
-                            .and_then(|r| self.reclaims.get(&r))
-                            .is_none_or(|r| r.state.is_terminal())
-                    })
-                    .map(|op| op.op_id)
-                    .collect();
-                let reclaim_ids: Vec<ReclaimId> = self
-                    .reclaims
-                    .values()
-                    .filter(|r| r.state.is_terminal() && r.updated_at_ms < *released_before_ms)
-                    .map(|r| r.reclaim_id)
-                    .collect();
-                if op_ids.is_empty() && reclaim_ids.is_empty() {
-                    return Ok(vec![]);
-                }
-                Ok(vec![ColdDeviceEvent::TerminalPruned(TerminalPruned {
-                    released_before_ms: *released_before_ms,
-                    op_ids,
-                    reclaim_ids,
-                    at_ms,
-                })])
+                self.decide_prune_terminal(*released_before_ms, at_ms)
             }
         }
     }
 
-    fn check_configured(&self) -> Result<&super::DeviceConfig, ColdError> {
+    fn decide_commit_usage(&self, op_id: &ColdOpId, at_ms: i64) -> Decision {
+        let op = self.op(op_id)?;
+        match op.state {
+            ColdOpState::RouteCommitted => {
+                Ok(vec![ColdDeviceEvent::UsageCommitted(UsageCommitted {
+                    op_id: *op_id,
+                    bytes: op.expected_length,
+                    at_ms,
+                })])
+            }
+            ColdOpState::UsageCommitted => Ok(vec![]),
+            _ => Err(op_transition(op, "commit usage")),
+        }
+    }
+
+    fn decide_cancel(&self, op_id: &ColdOpId, cause: ReleaseCause, at_ms: i64) -> Decision {
+        let op = self.op(op_id)?;
+        let released_reserved = match op.state {
+            ColdOpState::Planned => 0,
+            ColdOpState::Reserved => op.expected_length,
+            ColdOpState::Released if op.release_cause == Some(cause) => return Ok(vec![]),
+            _ => return Err(op_transition(op, "cancel")),
+        };
+        Ok(vec![ColdDeviceEvent::OperationCancelled(
+            OperationCancelled {
+                op_id: *op_id,
+                cause,
+                released_reserved,
+                at_ms,
+            },
+        )])
+    }
+
+    fn decide_backend_deleted(&self, reclaim_id: &ReclaimId, at_ms: i64) -> Decision {
+        let r = self.reclaim_record(reclaim_id)?;
+        match r.state {
+            ReclaimState::Planned => Ok(vec![ColdDeviceEvent::BackendDeleted(BackendDeleted {
+                reclaim_id: *reclaim_id,
+                op_id: r.op_id,
+                at_ms,
+            })]),
+            ReclaimState::BackendDeleted | ReclaimState::UsageReleased => Ok(vec![]),
+            ReclaimState::Cancelled => Err(reclaim_transition(r, "record backend deleted")),
+        }
+    }
+
+    pub(super) fn check_configured(&self) -> Result<&super::DeviceConfig, ColdError> {
         self.config
             .as_ref()
             .ok_or_else(|| ColdError::DeviceNotEligible {

@@ -13,6 +13,7 @@
 
 mod command;
 mod decide;
+mod decide_device;
 mod event;
 #[cfg(test)]
 mod owner_tests;
@@ -276,20 +277,7 @@ impl Aggregate for ColdDevice {
 
     fn apply_owned(&mut self, event: ColdDeviceEvent) {
         match event {
-            ColdDeviceEvent::DeviceConfigured(e) => {
-                if self.config.is_none() {
-                    self.health = DeviceHealth::Healthy;
-                }
-                self.schedulable = e.schedulable;
-                self.config = Some(DeviceConfig {
-                    device_id: e.device_id,
-                    kind: e.kind,
-                    root: e.root,
-                    capacity: e.capacity,
-                    tags: e.tags.into_iter().collect(),
-                    configured_at_ms: e.at_ms,
-                });
-            }
+            ColdDeviceEvent::DeviceConfigured(e) => self.apply_configured(e),
             ColdDeviceEvent::DeviceHealthChanged(e) => self.health = e.health,
             ColdDeviceEvent::DeviceOwnerAssigned(e) => {
                 self.owner = Some(DeviceOwner {
@@ -298,26 +286,7 @@ impl Aggregate for ColdDevice {
                 })
             }
             ColdDeviceEvent::DeviceSchedulableChanged(e) => self.schedulable = e.schedulable,
-            ColdDeviceEvent::OperationPlanned(e) => {
-                self.active_ops.insert(e.op_id);
-                self.operations.insert(
-                    e.op_id,
-                    ColdOperation {
-                        op_id: e.op_id,
-                        object_key: e.object_key,
-                        content_op: e.content_op,
-                        expected_length: e.expected_length,
-                        expected_checksum: e.expected_checksum,
-                        state: ColdOpState::Planned,
-                        payload: None,
-                        route_version: None,
-                        reclaim: None,
-                        release_cause: None,
-                        planned_at_ms: e.at_ms,
-                        updated_at_ms: e.at_ms,
-                    },
-                );
-            }
+            ColdDeviceEvent::OperationPlanned(e) => self.apply_operation_planned(e),
             ColdDeviceEvent::CapacityReserved(e) => {
                 self.reserved = self.reserved.saturating_add(e.bytes);
                 self.set_op_state(&e.op_id, ColdOpState::Reserved, e.at_ms);
@@ -363,23 +332,7 @@ impl Aggregate for ColdDevice {
             ColdDeviceEvent::BackendDeleted(e) => {
                 self.set_reclaim_state(&e.reclaim_id, ReclaimState::BackendDeleted, e.at_ms);
             }
-            ColdDeviceEvent::UsageReleased(e) => {
-                match e.from {
-                    ReleasedFrom::Reserved => self.reserved = self.reserved.saturating_sub(e.bytes),
-                    ReleasedFrom::Used => self.used = self.used.saturating_sub(e.bytes),
-                }
-                if let Some(r) = self.reclaims.get_mut(&e.reclaim_id) {
-                    r.released_from = Some(e.from);
-                }
-                self.set_reclaim_state(&e.reclaim_id, ReclaimState::UsageReleased, e.at_ms);
-                if let Some(op) = self.operations.get_mut(&e.op_id) {
-                    op.release_cause = Some(ReleaseCause::Reclaimed);
-                    if self.cold_routes.get(&op.object_key) == Some(&e.op_id) {
-                        self.cold_routes.remove(&op.object_key);
-                    }
-                }
-                self.set_op_state(&e.op_id, ColdOpState::Released, e.at_ms);
-            }
+            ColdDeviceEvent::UsageReleased(e) => self.apply_usage_released(e),
             ColdDeviceEvent::TerminalPruned(e) => {
                 for id in &e.op_ids {
                     self.operations.remove(id);
@@ -411,6 +364,64 @@ impl ColdDevice {
                 self.active_reclaims.remove(reclaim_id);
             }
         }
+    }
+
+    /// The device configured (again): a first configuration makes it healthy.
+    fn apply_configured(&mut self, e: DeviceConfigured) {
+        if self.config.is_none() {
+            self.health = DeviceHealth::Healthy;
+        }
+        self.schedulable = e.schedulable;
+        self.config = Some(DeviceConfig {
+            device_id: e.device_id,
+            kind: e.kind,
+            root: e.root,
+            capacity: e.capacity,
+            tags: e.tags.into_iter().collect(),
+            configured_at_ms: e.at_ms,
+        });
+    }
+
+    /// A planned operation, active until it ends.
+    fn apply_operation_planned(&mut self, e: OperationPlanned) {
+        self.active_ops.insert(e.op_id);
+        self.operations.insert(
+            e.op_id,
+            ColdOperation {
+                op_id: e.op_id,
+                object_key: e.object_key,
+                content_op: e.content_op,
+                expected_length: e.expected_length,
+                expected_checksum: e.expected_checksum,
+                state: ColdOpState::Planned,
+                payload: None,
+                route_version: None,
+                reclaim: None,
+                release_cause: None,
+                planned_at_ms: e.at_ms,
+                updated_at_ms: e.at_ms,
+            },
+        );
+    }
+
+    /// A reclaim released its bytes: the operation ends as reclaimed and its object loses
+    /// this cold route.
+    fn apply_usage_released(&mut self, e: UsageReleased) {
+        match e.from {
+            ReleasedFrom::Reserved => self.reserved = self.reserved.saturating_sub(e.bytes),
+            ReleasedFrom::Used => self.used = self.used.saturating_sub(e.bytes),
+        }
+        if let Some(r) = self.reclaims.get_mut(&e.reclaim_id) {
+            r.released_from = Some(e.from);
+        }
+        self.set_reclaim_state(&e.reclaim_id, ReclaimState::UsageReleased, e.at_ms);
+        if let Some(op) = self.operations.get_mut(&e.op_id) {
+            op.release_cause = Some(ReleaseCause::Reclaimed);
+            if self.cold_routes.get(&op.object_key) == Some(&e.op_id) {
+                self.cold_routes.remove(&op.object_key);
+            }
+        }
+        self.set_op_state(&e.op_id, ColdOpState::Released, e.at_ms);
     }
 
     fn apply_reclaim_planned(&mut self, e: ReclaimPlanned) {

@@ -373,11 +373,22 @@ impl<B: Coordination> ElectorTask<B> {
         .await;
 
         let reason = reason.unwrap_or(StepDownReason::Resigned);
-        // Stop serving first, then tell the backend: the fence must not outlive the decision.
+        self.step_down(term, lease, reason, &span).await
+    }
+
+    /// Ends a term for `reason`: stops serving first, then tells the backend (the fence must
+    /// not outlive the decision; a paused node leaves its lease to expire).
+    async fn step_down(
+        &self,
+        term: u64,
+        lease: B::Lease,
+        reason: StepDownReason,
+        span: &tracing::Span,
+    ) -> LeadEnd {
         self.fence.clear();
         self.metrics.stepped_down(reason);
         self.publish(Role::SteppedDown { term, reason });
-        info!(parent: &span, term, reason = reason.as_str(), "stepped down");
+        info!(parent: span, term, reason = reason.as_str(), "stepped down");
         if self.pause.until().is_none() {
             self.backend.release(term, lease).await;
         }

@@ -194,19 +194,12 @@ enum FollowError {
     Refused { code: String, message: String },
 }
 
-fn follow_once(shared: &Shared, addr: SocketAddr) -> Result<(), FollowError> {
-    let mut stream =
-        TcpStream::connect_timeout(&addr, shared.config.io_timeout).map_err(ProtocolError::from)?;
-    stream.set_nodelay(true).map_err(ProtocolError::from)?;
-    stream
-        .set_read_timeout(Some(shared.config.io_timeout))
-        .map_err(ProtocolError::from)?;
-    stream
-        .set_write_timeout(Some(shared.config.io_timeout))
-        .map_err(ProtocolError::from)?;
+/// Hello and its answer: following the active from its Welcome (fenced at its term), or the
+/// refusal recorded in the status (an incompatible version, a diverged journal).
+fn handshake(shared: &Shared, stream: &mut TcpStream, addr: SocketAddr) -> Result<(), FollowError> {
     let (last_seq, last_term, last_digest) = shared.journal.head();
     write_message(
-        &mut stream,
+        stream,
         &Message::Hello {
             version: PROTOCOL_VERSION,
             node: shared.config.node.clone(),
@@ -222,7 +215,7 @@ fn follow_once(shared: &Shared, addr: SocketAddr) -> Result<(), FollowError> {
                 .map(Credential),
         },
     )?;
-    match read_message(&mut stream)? {
+    match read_message(stream)? {
         Message::Welcome { version, .. } if version != PROTOCOL_VERSION => {
             let message = format!(
                 "the active speaks replication protocol version {version}, this standby \
@@ -266,6 +259,20 @@ fn follow_once(shared: &Shared, addr: SocketAddr) -> Result<(), FollowError> {
             return Err(ProtocolError::Malformed(format!("expected Welcome, got {other:?}")).into())
         }
     }
+    Ok(())
+}
+
+fn follow_once(shared: &Shared, addr: SocketAddr) -> Result<(), FollowError> {
+    let mut stream =
+        TcpStream::connect_timeout(&addr, shared.config.io_timeout).map_err(ProtocolError::from)?;
+    stream.set_nodelay(true).map_err(ProtocolError::from)?;
+    stream
+        .set_read_timeout(Some(shared.config.io_timeout))
+        .map_err(ProtocolError::from)?;
+    stream
+        .set_write_timeout(Some(shared.config.io_timeout))
+        .map_err(ProtocolError::from)?;
+    handshake(shared, &mut stream, addr)?;
     // Records are appended as they arrive (the standby's journal writes each message as its
     // own batch: the active already gathered it) and acknowledged once durable. Whoever synced
     // (this thread, or the journal's writer) acks each advance itself, right after the sync

@@ -24,8 +24,13 @@ use crate::entry::{Entry, Replica, Replicas, COMPLETE, HAS_CHECKSUM};
 use crate::error::StoreError;
 use crate::identity::{ObjectName, ScopeId};
 use crate::rebuild::ledger::{lock, Holder, SegmentLedger};
-use crate::segments::SegmentIdx;
+use crate::segments::{SegmentIdx, SegmentTable};
+use crate::shard::Shard;
 use crate::time::Ticks;
+
+/// Replaced replicas on other segments than the one replayed, for their own ledgers:
+/// (segment id, offset, put id).
+type DeferredRemovals = Vec<(Box<str>, u64, u64)>;
 
 /// A replay entry that passed the eligibility checks.
 struct Eligible<'a> {
@@ -316,6 +321,37 @@ impl ObjectDirectory {
         );
     }
 
+    /// The version a replayed entry replaced: logged as removed (a later remove of the key
+    /// must fence it), its replicas taken out of the ledger (this segment) or queued for
+    /// their own segment's ledger, and freed, or deferred while a read lease holds them.
+    fn retire_replaced(
+        &self,
+        table: &SegmentTable,
+        shard: &mut Shard,
+        (ledger, deferred): (&mut SegmentLedger, &mut DeferredRemovals),
+        segment: SegmentIdx,
+        (replicas, size, put_id, lease_until): (Replicas, u64, u64, Ticks),
+        now: Ticks,
+    ) {
+        self.log_removal(table, replicas.as_slice(), put_id);
+        for r in replicas.as_slice() {
+            if r.segment == segment {
+                ledger.remove(r.offset, put_id);
+            } else if let Some(old_seg) = table.get(r.segment) {
+                deferred.push((
+                    Box::from(old_seg.spec.segment_id.as_str()),
+                    r.offset,
+                    put_id,
+                ));
+            }
+        }
+        if lease_until > now {
+            shard.defer(replicas.as_slice(), size, put_id, lease_until, true);
+        } else {
+            self.free_replicas(table, replicas.as_slice(), size, put_id);
+        }
+    }
+
     /// Reserves the slot and installs the entry as (a replica of) the key's version.
     fn install(
         &self,
@@ -387,25 +423,9 @@ impl ObjectDirectory {
                 current.soft_pin_until = 0;
                 current.last_access = now;
                 current.flags = flags;
-                if let Some((replicas, size, put_id, lease_until)) = old {
-                    // Replaced by a newer version: a later remove of the key must fence it.
-                    self.log_removal(&table, replicas.as_slice(), put_id);
-                    for r in replicas.as_slice() {
-                        if r.segment == e.segment {
-                            ledger.remove(r.offset, put_id);
-                        } else if let Some(old_seg) = table.get(r.segment) {
-                            deferred.push((
-                                Box::from(old_seg.spec.segment_id.as_str()),
-                                r.offset,
-                                put_id,
-                            ));
-                        }
-                    }
-                    if lease_until > now {
-                        shard.defer(replicas.as_slice(), size, put_id, lease_until, true);
-                    } else {
-                        self.free_replicas(&table, replicas.as_slice(), size, put_id);
-                    }
+                if let Some(old) = old {
+                    let removed = (&mut *ledger, &mut *deferred);
+                    self.retire_replaced(&table, &mut shard, removed, e.segment, old, now);
                 }
             }
             (_, None) => {

@@ -273,31 +273,36 @@ impl Connection {
                         .await
                         .map_err(broken)?;
                 }
-                statuses[pos] = Some(match status {
-                    Status::Ok => Ok(()),
-                    Status::NotFound => Err(TransportError::SegmentNotFound {
-                        endpoint: endpoint.to_owned(),
-                        segment: t.segment_id.to_owned(),
-                    }),
-                    Status::OutOfRange => Err(TransportError::OutOfRange {
-                        what: format!("segment {}", t.segment_id),
-                        offset: t.remote_offset,
-                        length: t.length,
-                        size: t.segment_size,
-                    }),
-                    Status::Denied => Err(TransportError::PermissionDenied {
-                        endpoint: endpoint.to_owned(),
-                        segment: t.segment_id.to_owned(),
-                    }),
-                    Status::Invalid => Err(TransportError::InvalidArgument(format!(
-                        "{endpoint} refused a transfer on segment {}",
-                        t.segment_id
-                    ))),
-                });
+                statuses[pos] = Some(transfer_result(status, endpoint, t));
             }
             Ok(())
         };
         tokio::try_join!(send, receive).map(|_| ())
+    }
+}
+
+/// What the answer `status` of the peer at `endpoint` means for transfer `t`.
+fn transfer_result(status: Status, endpoint: &str, t: &WireTransfer<'_>) -> Result<()> {
+    match status {
+        Status::Ok => Ok(()),
+        Status::NotFound => Err(TransportError::SegmentNotFound {
+            endpoint: endpoint.to_owned(),
+            segment: t.segment_id.to_owned(),
+        }),
+        Status::OutOfRange => Err(TransportError::OutOfRange {
+            what: format!("segment {}", t.segment_id),
+            offset: t.remote_offset,
+            length: t.length,
+            size: t.segment_size,
+        }),
+        Status::Denied => Err(TransportError::PermissionDenied {
+            endpoint: endpoint.to_owned(),
+            segment: t.segment_id.to_owned(),
+        }),
+        Status::Invalid => Err(TransportError::InvalidArgument(format!(
+            "{endpoint} refused a transfer on segment {}",
+            t.segment_id
+        ))),
     }
 }
 

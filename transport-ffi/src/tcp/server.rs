@@ -168,6 +168,13 @@ async fn timed<T>(
     }
 }
 
+/// A connection's buffered halves.
+type Reader = BufReader<tokio::net::tcp::OwnedReadHalf>;
+type Writer = BufWriter<tokio::net::tcp::OwnedWriteHalf>;
+
+/// How a step of a connection went: on, or the connection ends.
+type Step<T = ()> = std::result::Result<T, End>;
+
 async fn run_connection(
     stream: TcpStream,
     table: &SegmentTable,
@@ -180,196 +187,229 @@ async fn run_connection(
     let (read_half, write_half) = stream.into_split();
     let mut reader = BufReader::with_capacity(IO_BUFFER, read_half);
     let mut writer = BufWriter::with_capacity(IO_BUFFER, write_half);
-
-    let mut hello = [0u8; HELLO_LEN];
-    if let Err(end) = timed(limits.io_timeout, reader.read_exact(&mut hello)).await {
+    if let Err(end) = handshake(&mut reader, &mut writer, table, limits).await {
         return end;
     }
-    let version = match decode_hello(&hello) {
-        Ok(version) => version,
-        Err(HelloError::BadMagic) => return End::Violation("bad_magic"),
-        Err(HelloError::Version(_)) => {
-            // Tell the peer which version we speak before closing, so its error is precise.
-            let ack = encode_hello_ack(VERSION, HELLO_VERSION_UNSUPPORTED, table.epoch);
-            let _ = timed(limits.io_timeout, writer.write_all(&ack)).await;
-            let _ = timed(limits.io_timeout, writer.flush()).await;
-            return End::Violation("bad_version");
-        }
-    };
-    let ack = encode_hello_ack(version, HELLO_ACCEPTED, table.epoch);
-    if let Err(end) = timed(limits.io_timeout, writer.write_all(&ack)).await {
-        return end;
-    }
-
     let mut drain = vec![0u8; IO_BUFFER];
-    let mut name = [0u8; MAX_SEGMENT_ID_LEN];
     loop {
-        // Answers of a pipelined run are flushed together once no request is waiting.
-        if reader.buffer().is_empty() {
-            if let Err(end) = timed(limits.io_timeout, writer.flush()).await {
-                return end;
-            }
-        }
-        let mut raw = [0u8; REQUEST_HEADER_LEN];
-        // An idle pooled connection may wait here (up to the idle timeout, when one is set).
-        let next = reader.read_exact(&mut raw);
-        let read = match limits.idle_timeout {
-            Some(idle) => match tokio::time::timeout(idle, next).await {
-                Ok(r) => r,
-                Err(_) => return End::Timeout,
-            },
-            None => next.await,
-        };
-        match read {
-            Ok(_) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return End::PeerClosed,
-            Err(e) => return End::Io(e),
-        }
-        let header = match RequestHeader::decode(&raw, limits.max_transfer_len) {
+        let header = match next_request(&mut reader, &mut writer, limits).await {
             Ok(h) => h,
-            Err(e) => return End::Violation(e.label()),
+            Err(end) => return end,
         };
-        let mut respond = ResponseHeader {
+        let respond = ResponseHeader {
             request_id: header.request_id,
             status: Status::Ok as u16,
             handle: 0,
             payload_len: 0,
         };
-        match header.op {
-            Op::Open => {
-                let name = &mut name[..header.length as usize];
-                if let Err(end) = timed(limits.io_timeout, reader.read_exact(name)).await {
-                    return end;
-                }
-                let opened = std::str::from_utf8(name).ok().map(|id| table.open(id));
-                let size = match opened {
-                    None => {
-                        respond.status = Status::Invalid as u16;
-                        None
-                    }
-                    Some(None) => {
-                        respond.status = Status::NotFound as u16;
-                        None
-                    }
-                    Some(Some((handle, size))) => {
-                        respond.handle = handle;
-                        respond.payload_len = 8;
-                        Some(size)
-                    }
-                };
-                if let Err(end) =
-                    timed(limits.io_timeout, writer.write_all(&respond.encode())).await
-                {
-                    return end;
-                }
-                if let Some(size) = size {
-                    let bytes = size.to_le_bytes();
-                    if let Err(end) = timed(limits.io_timeout, writer.write_all(&bytes)).await {
-                        return end;
-                    }
-                }
-            }
+        let io = (&mut reader, &mut writer);
+        let served = match header.op {
+            Op::Open => serve_open(io, &header, respond, table, limits).await,
             Op::Write => {
-                let presented = match read_grant(&mut reader, &header, limits).await {
-                    Ok(p) => p,
-                    Err(end) => return end,
-                };
-                let segment = admit(table, &header, TransferOp::Write, &presented, metrics);
-                let mut guard = match &segment {
-                    Err(status) => Err(*status),
-                    Ok(s) => s
-                        .lock_write("segment", header.offset, header.length)
-                        .await
-                        .map_err(|_| Status::OutOfRange),
-                };
-                let status = match &mut guard {
-                    Ok(guard) => {
-                        let dst = guard.as_mut_slice();
-                        if let Err(end) = timed(limits.io_timeout, reader.read_exact(dst)).await {
-                            return end;
-                        }
-                        Status::Ok
-                    }
-                    Err(status) => {
-                        // Keep the stream in sync: consume the payload we will not store.
-                        let mut left = header.length;
-                        while left > 0 {
-                            let n = left.min(drain.len() as u64) as usize;
-                            let chunk = &mut drain[..n];
-                            if let Err(end) =
-                                timed(limits.io_timeout, reader.read_exact(chunk)).await
-                            {
-                                return end;
-                            }
-                            left -= n as u64;
-                        }
-                        *status
-                    }
-                };
-                drop(guard);
-                metrics.record_served(TransferOp::Write, status.label(), header.length);
-                respond.status = status as u16;
-                let head = respond.encode();
-                if let Err(end) = timed(limits.io_timeout, writer.write_all(&head)).await {
-                    return end;
-                }
+                serve_write(io, &header, respond, (table, metrics), limits, &mut drain).await
             }
-            Op::Notify => {
-                // Grown as bytes arrive, not to the header's claim.
-                let mut payload = Vec::new();
-                let mut body = (&mut reader).take(header.length);
-                match timed(limits.io_timeout, body.read_to_end(&mut payload)).await {
-                    Ok(n) if n as u64 == header.length => {}
-                    Ok(_) => return End::PeerClosed,
-                    Err(end) => return end,
-                }
-                let answer = table.notify(&payload);
-                let status = answer.as_ref().err().copied().unwrap_or(Status::Ok);
-                metrics.record_notify(status.label());
-                respond.status = status as u16;
-                let body = answer.unwrap_or_default();
-                respond.payload_len = body.len() as u64;
-                let send = async {
-                    writer.write_all(&respond.encode()).await?;
-                    writer.write_all(&body).await
-                };
-                if let Err(end) = timed(limits.io_timeout, send).await {
-                    return end;
-                }
-            }
-            Op::Read => {
-                let presented = match read_grant(&mut reader, &header, limits).await {
-                    Ok(p) => p,
-                    Err(end) => return end,
-                };
-                let segment = admit(table, &header, TransferOp::Read, &presented, metrics);
-                let guard = match &segment {
-                    Err(status) => Err(*status),
-                    Ok(s) => s
-                        .lock_read("segment", header.offset, header.length)
-                        .await
-                        .map_err(|_| Status::OutOfRange),
-                };
-                let status = guard.as_ref().err().copied().unwrap_or(Status::Ok);
-                metrics.record_served(TransferOp::Read, status.label(), header.length);
-                respond.status = status as u16;
-                if guard.is_ok() {
-                    respond.payload_len = header.length;
-                }
-                let head = respond.encode();
-                let send = async {
-                    writer.write_all(&head).await?;
-                    if let Ok(guard) = &guard {
-                        writer.write_all(guard.as_slice()).await?;
-                    }
-                    Ok(())
-                };
-                if let Err(end) = timed(limits.io_timeout, send).await {
-                    return end;
-                }
-            }
+            Op::Notify => serve_notify(io, &header, respond, (table, metrics), limits).await,
+            Op::Read => serve_read(io, &header, respond, (table, metrics), limits).await,
+        };
+        if let Err(end) = served {
+            return end;
         }
     }
+}
+
+/// The hello and its answer: the version both sides speak, or a precise refusal.
+async fn handshake(
+    reader: &mut Reader,
+    writer: &mut Writer,
+    table: &SegmentTable,
+    limits: ServerLimits,
+) -> Step {
+    let mut hello = [0u8; HELLO_LEN];
+    timed(limits.io_timeout, reader.read_exact(&mut hello)).await?;
+    let version = match decode_hello(&hello) {
+        Ok(version) => version,
+        Err(HelloError::BadMagic) => return Err(End::Violation("bad_magic")),
+        Err(HelloError::Version(_)) => {
+            // Tell the peer which version we speak before closing, so its error is precise.
+            let ack = encode_hello_ack(VERSION, HELLO_VERSION_UNSUPPORTED, table.epoch);
+            let _ = timed(limits.io_timeout, writer.write_all(&ack)).await;
+            let _ = timed(limits.io_timeout, writer.flush()).await;
+            return Err(End::Violation("bad_version"));
+        }
+    };
+    let ack = encode_hello_ack(version, HELLO_ACCEPTED, table.epoch);
+    timed(limits.io_timeout, writer.write_all(&ack)).await?;
+    Ok(())
+}
+
+/// The next request's header, once the answers of a pipelined run are flushed (together, once
+/// no request is waiting).
+async fn next_request(
+    reader: &mut Reader,
+    writer: &mut Writer,
+    limits: ServerLimits,
+) -> Step<RequestHeader> {
+    if reader.buffer().is_empty() {
+        timed(limits.io_timeout, writer.flush()).await?;
+    }
+    let mut raw = [0u8; REQUEST_HEADER_LEN];
+    // An idle pooled connection may wait here (up to the idle timeout, when one is set).
+    let next = reader.read_exact(&mut raw);
+    let read = match limits.idle_timeout {
+        Some(idle) => match tokio::time::timeout(idle, next).await {
+            Ok(r) => r,
+            Err(_) => return Err(End::Timeout),
+        },
+        None => next.await,
+    };
+    match read {
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Err(End::PeerClosed),
+        Err(e) => return Err(End::Io(e)),
+    }
+    RequestHeader::decode(&raw, limits.max_transfer_len).map_err(|e| End::Violation(e.label()))
+}
+
+/// OPEN: the segment's handle and size, or why not.
+async fn serve_open(
+    (reader, writer): (&mut Reader, &mut Writer),
+    header: &RequestHeader,
+    mut respond: ResponseHeader,
+    table: &SegmentTable,
+    limits: ServerLimits,
+) -> Step {
+    let mut name = [0u8; MAX_SEGMENT_ID_LEN];
+    let name = &mut name[..header.length as usize];
+    timed(limits.io_timeout, reader.read_exact(name)).await?;
+    let opened = std::str::from_utf8(name).ok().map(|id| table.open(id));
+    let size = match opened {
+        None => {
+            respond.status = Status::Invalid as u16;
+            None
+        }
+        Some(None) => {
+            respond.status = Status::NotFound as u16;
+            None
+        }
+        Some(Some((handle, size))) => {
+            respond.handle = handle;
+            respond.payload_len = 8;
+            Some(size)
+        }
+    };
+    timed(limits.io_timeout, writer.write_all(&respond.encode())).await?;
+    if let Some(size) = size {
+        let bytes = size.to_le_bytes();
+        timed(limits.io_timeout, writer.write_all(&bytes)).await?;
+    }
+    Ok(())
+}
+
+/// WRITE: the payload into the segment when the grant admits it, else consumed and dropped
+/// (the stream stays in sync); then the status.
+async fn serve_write(
+    (reader, writer): (&mut Reader, &mut Writer),
+    header: &RequestHeader,
+    mut respond: ResponseHeader,
+    (table, metrics): (&SegmentTable, &TransportMetrics),
+    limits: ServerLimits,
+    drain: &mut [u8],
+) -> Step {
+    let presented = read_grant(reader, header, limits).await?;
+    let segment = admit(table, header, TransferOp::Write, &presented, metrics);
+    let mut guard = match &segment {
+        Err(status) => Err(*status),
+        Ok(s) => s
+            .lock_write("segment", header.offset, header.length)
+            .await
+            .map_err(|_| Status::OutOfRange),
+    };
+    let status = match &mut guard {
+        Ok(guard) => {
+            let dst = guard.as_mut_slice();
+            timed(limits.io_timeout, reader.read_exact(dst)).await?;
+            Status::Ok
+        }
+        Err(status) => {
+            // Keep the stream in sync: consume the payload we will not store.
+            let mut left = header.length;
+            while left > 0 {
+                let n = left.min(drain.len() as u64) as usize;
+                let chunk = &mut drain[..n];
+                timed(limits.io_timeout, reader.read_exact(chunk)).await?;
+                left -= n as u64;
+            }
+            *status
+        }
+    };
+    drop(guard);
+    metrics.record_served(TransferOp::Write, status.label(), header.length);
+    respond.status = status as u16;
+    let head = respond.encode();
+    timed(limits.io_timeout, writer.write_all(&head)).await
+}
+
+/// NOTIFY: the payload to the segment table's notify handler, then its answer.
+async fn serve_notify(
+    (reader, writer): (&mut Reader, &mut Writer),
+    header: &RequestHeader,
+    mut respond: ResponseHeader,
+    (table, metrics): (&SegmentTable, &TransportMetrics),
+    limits: ServerLimits,
+) -> Step {
+    // Grown as bytes arrive, not to the header's claim.
+    let mut payload = Vec::new();
+    let mut body = reader.take(header.length);
+    match timed(limits.io_timeout, body.read_to_end(&mut payload)).await {
+        Ok(n) if n as u64 == header.length => {}
+        Ok(_) => return Err(End::PeerClosed),
+        Err(end) => return Err(end),
+    }
+    let answer = table.notify(&payload);
+    let status = answer.as_ref().err().copied().unwrap_or(Status::Ok);
+    metrics.record_notify(status.label());
+    respond.status = status as u16;
+    let body = answer.unwrap_or_default();
+    respond.payload_len = body.len() as u64;
+    let send = async {
+        writer.write_all(&respond.encode()).await?;
+        writer.write_all(&body).await
+    };
+    timed(limits.io_timeout, send).await
+}
+
+/// READ: the status, then the bytes when the grant admits it.
+async fn serve_read(
+    (reader, writer): (&mut Reader, &mut Writer),
+    header: &RequestHeader,
+    mut respond: ResponseHeader,
+    (table, metrics): (&SegmentTable, &TransportMetrics),
+    limits: ServerLimits,
+) -> Step {
+    let presented = read_grant(reader, header, limits).await?;
+    let segment = admit(table, header, TransferOp::Read, &presented, metrics);
+    let guard = match &segment {
+        Err(status) => Err(*status),
+        Ok(s) => s
+            .lock_read("segment", header.offset, header.length)
+            .await
+            .map_err(|_| Status::OutOfRange),
+    };
+    let status = guard.as_ref().err().copied().unwrap_or(Status::Ok);
+    metrics.record_served(TransferOp::Read, status.label(), header.length);
+    respond.status = status as u16;
+    if guard.is_ok() {
+        respond.payload_len = header.length;
+    }
+    let head = respond.encode();
+    let send = async {
+        writer.write_all(&head).await?;
+        if let Ok(guard) = &guard {
+            writer.write_all(guard.as_slice()).await?;
+        }
+        Ok(())
+    };
+    timed(limits.io_timeout, send).await
 }
 
 /// Reads the grant that follows a READ or WRITE header, if its flag says one does.

@@ -24,6 +24,20 @@ pub(crate) fn validate_group(
     members: &[GroupMember],
     units: &[AffinityUnit],
 ) -> Result<(), WeightError> {
+    let (manifest, payload_bytes) = sort_members(group_id, manifest_key, members)?;
+    validate_manifest(group_id, manifest_key, summary, manifest)?;
+    validate_payloads(group_id, summary, &payload_bytes)?;
+    validate_units(group_id, summary, &payload_bytes, units)
+}
+
+/// Every member belongs to the group and has ended its put; exactly one is the manifest (a
+/// METADATA object at `manifest_key`), every other a readable WEIGHT payload listed once.
+/// Returns the manifest, if listed, and the payloads' logical bytes by key.
+fn sort_members<'a>(
+    group_id: &str,
+    manifest_key: &str,
+    members: &'a [GroupMember],
+) -> Result<(Option<&'a GroupMember>, BTreeMap<&'a str, u64>), WeightError> {
     let mut payload_bytes: BTreeMap<&str, u64> = BTreeMap::new();
     let mut manifest: Option<&GroupMember> = None;
     for m in members {
@@ -63,28 +77,48 @@ pub(crate) fn validate_group(
                     ),
                 ))
             }
-            ObjectType::Weight => {
-                if m.key == manifest_key {
-                    return Err(mismatch(
-                        group_id,
-                        "the manifest key holds a WEIGHT object".into(),
-                    ));
-                }
-                if !m.memory_readable {
-                    return Err(WeightError::GroupIncomplete {
-                        group_id: group_id.to_string(),
-                        reason: format!("payload {:?} has no readable memory replica", m.key),
-                    });
-                }
-                if payload_bytes.insert(&m.key, m.logical_bytes).is_some() {
-                    return Err(mismatch(
-                        group_id,
-                        format!("payload {:?} is listed twice", m.key),
-                    ));
-                }
-            }
+            ObjectType::Weight => check_payload(group_id, manifest_key, m, &mut payload_bytes)?,
         }
     }
+    Ok((manifest, payload_bytes))
+}
+
+/// A WEIGHT member: not at the manifest key, readable from memory, listed once.
+fn check_payload<'a>(
+    group_id: &str,
+    manifest_key: &str,
+    m: &'a GroupMember,
+    payload_bytes: &mut BTreeMap<&'a str, u64>,
+) -> Result<(), WeightError> {
+    if m.key == manifest_key {
+        return Err(mismatch(
+            group_id,
+            "the manifest key holds a WEIGHT object".into(),
+        ));
+    }
+    if !m.memory_readable {
+        return Err(WeightError::GroupIncomplete {
+            group_id: group_id.to_string(),
+            reason: format!("payload {:?} has no readable memory replica", m.key),
+        });
+    }
+    if payload_bytes.insert(&m.key, m.logical_bytes).is_some() {
+        return Err(mismatch(
+            group_id,
+            format!("payload {:?} is listed twice", m.key),
+        ));
+    }
+    Ok(())
+}
+
+/// The manifest is committed, hard-pinned and readable, with the declared digest (when the
+/// store knows it).
+fn validate_manifest(
+    group_id: &str,
+    manifest_key: &str,
+    summary: &PayloadSummary,
+    manifest: Option<&GroupMember>,
+) -> Result<(), WeightError> {
     let Some(manifest) = manifest else {
         return Err(WeightError::GroupIncomplete {
             group_id: group_id.to_string(),
@@ -108,6 +142,15 @@ pub(crate) fn validate_group(
             ));
         }
     }
+    Ok(())
+}
+
+/// The payloads' count, logical bytes and key digest match the declared summary.
+fn validate_payloads(
+    group_id: &str,
+    summary: &PayloadSummary,
+    payload_bytes: &BTreeMap<&str, u64>,
+) -> Result<(), WeightError> {
     let count = payload_bytes.len() as u64;
     if count != summary.payload_count {
         return Err(mismatch(
@@ -142,7 +185,7 @@ pub(crate) fn validate_group(
             ),
         ));
     }
-    validate_units(group_id, summary, &payload_bytes, units)
+    Ok(())
 }
 
 /// The affinity summary covers every payload exactly once with the right bytes, and matches

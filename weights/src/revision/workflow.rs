@@ -10,9 +10,9 @@ use crate::planner::MoveDirection;
 use crate::policy::{MigrationLimits, MigrationMode, Residency, ResidencyTarget};
 
 use super::command::{WeightRevisionCommand, MAX_ERROR_BYTES};
-use super::decide::{cooldown_passed, unavailable};
+use super::decide::cooldown_passed;
 use super::event::*;
-use super::types::{Availability, Operation, OperationKind, OperationStatus, OperationTrigger};
+use super::types::{Operation, OperationKind, OperationStatus, OperationTrigger};
 use super::WeightRevision;
 
 type Decided = Result<Vec<WeightRevisionEvent>, WeightError>;
@@ -73,7 +73,7 @@ impl WeightRevision {
             .map_or(0, |s| s.logical_bytes)
     }
 
-    fn check_hot_bytes(&self, hot_bytes: u64) -> Result<(), WeightError> {
+    pub(super) fn check_hot_bytes(&self, hot_bytes: u64) -> Result<(), WeightError> {
         let total = self.logical_bytes();
         if hot_bytes > total {
             return Err(WeightError::invalid(
@@ -107,21 +107,7 @@ impl WeightRevision {
                 operation_id,
                 members_total,
                 bytes_total,
-            } => {
-                let op = self.running_op(operation_id, OperationKind::Migrating)?;
-                if op.progress.members_total.is_some() {
-                    // Totals are fixed by the first plan; a resumed driver re-plans only the rest.
-                    return Ok(Vec::new());
-                }
-                Ok(vec![WeightRevisionEvent::OperationPlanned(
-                    OperationPlanned {
-                        operation_id: operation_id.clone(),
-                        members_total: *members_total,
-                        bytes_total: *bytes_total,
-                        at_ms: now,
-                    },
-                )])
-            }
+            } => self.decide_plan_migration(operation_id, *members_total, *bytes_total, now),
             C::RecordRoundCopied {
                 operation_id,
                 round,
@@ -160,51 +146,11 @@ impl WeightRevision {
             } => self.decide_members_lost(*lost_members, *hot_bytes, now),
             C::StartRepair {
                 expected_metadata_generation,
-            } => {
-                let rec = self.rec()?;
-                if rec.availability != Availability::Degraded {
-                    return Err(WeightError::Conflict {
-                        what: "revision",
-                        id: rec.identity.to_string(),
-                        reason: format!(
-                            "is {}, only DEGRADED is repaired",
-                            rec.availability.as_str()
-                        ),
-                    });
-                }
-                // A retired base is about to be deleted: a repair would only block that.
-                if let Some(e) = super::decide::retired_conflict(rec) {
-                    return Err(e);
-                }
-                Self::check_generation(rec, *expected_metadata_generation)?;
-                self.busy_if_operation(rec)?;
-                Ok(vec![self.start_operation(
-                    ctx,
-                    OperationKind::Repairing,
-                    None,
-                    OperationTrigger::Repair,
-                    Some(rec.lost_members),
-                    None,
-                    rec.metadata_generation + 1,
-                )])
-            }
+            } => self.decide_start_repair(*expected_metadata_generation, ctx),
             C::CompleteRepair {
                 operation_id,
                 hot_bytes,
-            } => {
-                self.running_op(operation_id, OperationKind::Repairing)?;
-                self.check_hot_bytes(*hot_bytes)?;
-                Ok(vec![WeightRevisionEvent::OperationFinished(
-                    OperationFinished {
-                        operation_id: operation_id.clone(),
-                        status: OperationStatus::Succeeded,
-                        error: None,
-                        hot_bytes: Some(*hot_bytes),
-                        metadata_generation: self.rec()?.metadata_generation + 1,
-                        at_ms: now,
-                    },
-                )])
-            }
+            } => self.decide_complete_repair(operation_id, *hot_bytes, now),
             C::Remove {
                 expected_metadata_generation,
             } => self.decide_remove(*expected_metadata_generation, ctx),
@@ -305,6 +251,29 @@ impl WeightRevision {
             rec.metadata_generation + 1,
         ));
         Ok(events)
+    }
+
+    /// The totals of a migration, fixed by its first plan (a resumed driver re-plans only
+    /// the rest).
+    fn decide_plan_migration(
+        &self,
+        operation_id: &str,
+        members_total: u64,
+        bytes_total: u64,
+        now: i64,
+    ) -> Decided {
+        let op = self.running_op(operation_id, OperationKind::Migrating)?;
+        if op.progress.members_total.is_some() {
+            return Ok(Vec::new());
+        }
+        Ok(vec![WeightRevisionEvent::OperationPlanned(
+            OperationPlanned {
+                operation_id: operation_id.to_string(),
+                members_total,
+                bytes_total,
+                at_ms: now,
+            },
+        )])
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -498,44 +467,5 @@ impl WeightRevision {
                 at_ms: now,
             },
         )])
-    }
-
-    fn decide_members_lost(&self, lost_members: u64, hot_bytes: Option<u64>, now: i64) -> Decided {
-        let rec = self.rec()?;
-        if let Some(h) = hot_bytes {
-            self.check_hot_bytes(h)?;
-        }
-        let same_residency = hot_bytes.is_none_or(|h| {
-            h == rec.hot_bytes
-                && (rec.residency == Residency::Absent) == self.all_lost(lost_members)
-        });
-        match rec.availability {
-            Availability::Ready => {}
-            Availability::Degraded if rec.lost_members == lost_members && same_residency => {
-                return Ok(Vec::new())
-            }
-            Availability::Degraded => {}
-            _ => return Err(unavailable(rec, "only a published revision can degrade")),
-        }
-        let payloads = rec.summary.as_ref().map_or(0, |s| s.payload_count);
-        if lost_members > payloads {
-            return Err(WeightError::invalid(
-                "lost_members",
-                format!("{lost_members} exceeds the {payloads} payloads"),
-            ));
-        }
-        Ok(vec![WeightRevisionEvent::MembersLost(MembersLost {
-            lost_members,
-            metadata_generation: rec.metadata_generation + 1,
-            at_ms: now,
-            hot_bytes,
-        })])
-    }
-
-    /// Whether `lost_members` is every payload of the published summary.
-    pub(super) fn all_lost(&self, lost_members: u64) -> bool {
-        self.record()
-            .and_then(|r| r.summary.as_ref())
-            .is_some_and(|s| s.payload_count > 0 && lost_members >= s.payload_count)
     }
 }

@@ -3,7 +3,8 @@
 //! Integration tests run from `TARGET/PROFILE/deps/`; the workspace's binaries sit one level up
 //! in `TARGET/PROFILE/`. `cargo test -p crescent-tests` does not build other packages' binaries,
 //! so [`ensure_workspace_binary`] runs `cargo build` for the one it needs (once per test
-//! process); `CRESCENT_BIN_DIR` points at prebuilt binaries instead and disables building.
+//! process); `CRESCENT_BIN_DIR` points at prebuilt binaries instead and disables building, and
+//! `CRESCENTD_BIN` / `CRESCENT_BIN` name one binary each.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -96,10 +97,48 @@ fn build_binary(package: &str, bin: &str, bin_dir: &Path) {
     );
 }
 
+/// The `crescent` binary a test process registered ([`use_crescent_bin`]).
+static CRESCENT: OnceLock<PathBuf> = OnceLock::new();
+
+/// Makes [`crescent_bin`] return `path` in this test process: the CLI's own tests pass the
+/// binary cargo built for them (`CARGO_BIN_EXE_crescent`).
+pub fn use_crescent_bin(path: &Path) {
+    let _ = CRESCENT.set(path.to_path_buf());
+}
+
+/// The `crescent` CLI: `CRESCENT_BIN` (e.g. an older build, to show a reproduction fails
+/// there), else the one registered with [`use_crescent_bin`], else, in the CLI's own tests run
+/// by cargo (`CARGO_PKG_NAME` is set for the test process), the one cargo built for them, else
+/// built into this profile's dir. The CLI's tests never build it again: a build with other
+/// features would replace the binary under the tests running it.
+pub fn crescent_bin() -> PathBuf {
+    if let Some(p) = std::env::var_os("CRESCENT_BIN") {
+        return PathBuf::from(p);
+    }
+    if let Some(p) = CRESCENT.get() {
+        return p.clone();
+    }
+    let built_for_cli_tests = workspace_bin_dir().join("crescent");
+    if std::env::var("CARGO_PKG_NAME").is_ok_and(|p| p == "crescent-cli")
+        && built_for_cli_tests.is_file()
+    {
+        return built_for_cli_tests;
+    }
+    ensure_workspace_binary("crescent-cli", "crescent")
+}
+
+/// crescentd: `CRESCENTD_BIN`, else built (a no-op when up to date) into this profile's dir.
+pub fn crescentd_bin() -> PathBuf {
+    match std::env::var_os("CRESCENTD_BIN") {
+        Some(p) => PathBuf::from(p),
+        None => ensure_workspace_binary("crescent-server", "crescentd"),
+    }
+}
+
 /// `crescent GLOBALS` (the CLI, built if needed) with no input and none of the caller's
 /// `CRESCENT_*` settings, so only `globals` and the test's own arguments choose its target.
 pub fn crescent_command(globals: &[&str]) -> Command {
-    let mut cmd = Command::new(ensure_workspace_binary("crescent-cli", "crescent"));
+    let mut cmd = Command::new(crescent_bin());
     cmd.args(globals)
         .env_remove("CRESCENT_SERVER")
         .env_remove("CRESCENT_ETCD")

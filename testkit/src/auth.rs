@@ -1,7 +1,9 @@
-//! Running crescentd with `[auth]` on (docs/security.md): a key file (32 random bytes, mode
-//! 0600) and tokens issued from it. The harness issues its own tokens in-process with
-//! `crescent-auth` ([`AuthKey::admin`], [`AuthKey::client`], [`AuthKey::owner`]); the tests of
-//! the CLI's issuing use [`AuthKey::issue`] (`crescent token issue`).
+//! Turning crescentd's `[auth]` on in the real-binary tests (docs/security.md): a key file
+//! (32 random bytes, mode 0600) in the test's temp dir, which both nodes of a pair load, and
+//! tokens issued from it. The harness issues its tokens in-process with `crescent-auth` (the
+//! same code as `crescent token issue`, without a process per token); [`AuthKey::issue`] runs
+//! the CLI for the tests whose subject is the CLI's issuing, and [`AuthKey::token_for_cli`]
+//! picks the token a `crescent` command needs.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -9,65 +11,74 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use crescent_auth::{Claims, KeySet, Role};
 
-use super::crescent_bin;
+use crate::binaries::crescent_bin;
 
 /// How long harness tokens live: longer than any test.
 const HARNESS_TTL_SECS: u64 = 24 * 3600;
 
-/// The tenant of clients that name none.
-pub const DEFAULT_TENANT: &str = crescent_wire::store::DEFAULT_TENANT;
-
-/// A signing key file (mode 0600) and the key loaded from it (it outlives the file: a node
-/// started again where a removed one listened takes the same key, [`AuthKey::write_to`]).
+/// A signing key file and the key set loaded from it.
 #[derive(Debug, Clone)]
 pub struct AuthKey {
-    /// Its own temporary directory, when [`AuthKey::new`] made one.
-    pub dir: Option<std::sync::Arc<tempfile::TempDir>>,
     pub path: PathBuf,
     keys: KeySet,
+    /// The temporary directory holding the file, when the key made its own.
+    _dir: Option<std::sync::Arc<tempfile::TempDir>>,
 }
 
 impl AuthKey {
     /// A fresh key in its own temporary directory.
     pub fn new() -> AuthKey {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = tempfile::tempdir().expect("temp dir");
         let mut key = Self::at(&dir.path().join("auth.key"));
-        key.dir = Some(std::sync::Arc::new(dir));
+        key._dir = Some(std::sync::Arc::new(dir));
         key
     }
 
-    /// The key file `path`, written (32 random bytes, mode 0600) when absent: a restart on
-    /// the same dir keeps its key, so tokens issued before stay valid.
+    /// The key file `path`: written (32 random bytes, mode 0600) when absent, else loaded, so
+    /// a restart on the same dir and both nodes of a pair use the same key.
     pub fn at(path: &Path) -> AuthKey {
         if !path.exists() {
             let bytes: [u8; 32] = rand::random();
-            std::fs::write(path, bytes).unwrap();
-            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).unwrap();
+            std::fs::write(path, bytes).expect("writing the key");
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+                .expect("chmod 600");
         }
+        let keys = KeySet::from_files(path, &[] as &[PathBuf])
+            .unwrap_or_else(|e| panic!("loading the key {}: {e}", path.display()));
         AuthKey {
-            dir: None,
             path: path.to_path_buf(),
-            keys: KeySet::from_files(path, &[] as &[PathBuf]).unwrap(),
+            keys,
+            _dir: None,
         }
     }
 
-    /// Writes this key as the key file `path` (mode 0600).
+    /// Writes this key as the key file `path` (mode 0600): a node started again where a
+    /// removed one listened takes the same key, so its clients' tokens stay valid.
     pub fn write_to(&self, path: &Path) {
-        std::fs::write(path, self.keys.signing().secret()).unwrap();
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        std::fs::write(path, self.keys.signing().secret()).expect("writing the key");
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).expect("chmod 600");
     }
 
-    /// crescentd arguments turning auth on with this key.
+    /// crescentd arguments turning `[auth]` on with this key.
     pub fn server_args(&self) -> Vec<String> {
         vec!["--auth-secret-file".into(), self.path.display().to_string()]
     }
 
-    /// An `admin` token (operator calls: segments, cold tier, weights publishing, snapshots).
+    /// The `[auth]` section of a crescentd config using this key.
+    pub fn config_section(&self) -> String {
+        format!(
+            "[auth]\nsecret_file = {:?}\n",
+            self.path.display().to_string()
+        )
+    }
+
+    /// An `admin` token: the harness's and operators' calls (segments, snapshots, metrics
+    /// of protected routes, rebuild control).
     pub fn admin(&self) -> String {
         self.sign(Role::Admin, None, None)
     }
 
-    /// A `client` token of `tenant`.
+    /// A `client` token bound to `tenant`.
     pub fn client(&self, tenant: &str) -> String {
         self.sign(Role::Client, Some(tenant), None)
     }
@@ -80,7 +91,7 @@ impl AuthKey {
     fn sign(&self, role: Role, tenant: Option<&str>, owner: Option<&str>) -> String {
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
-            .unwrap()
+            .expect("clock after 1970")
             .as_secs();
         let claims = Claims::new(
             role,
@@ -90,8 +101,8 @@ impl AuthKey {
             HARNESS_TTL_SECS,
             uuid::Uuid::new_v4().to_string(),
         )
-        .unwrap();
-        crescent_auth::issue(&self.keys, &claims).unwrap()
+        .expect("valid claims");
+        crescent_auth::issue(&self.keys, &claims).expect("signing a token")
     }
 
     /// `crescent token issue --json`: (token, token id).
@@ -127,11 +138,9 @@ impl AuthKey {
             "token issue: {}",
             String::from_utf8_lossy(&out.stderr)
         );
-        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        (
-            v["token"].as_str().unwrap().to_string(),
-            v["id"].as_str().unwrap().to_string(),
-        )
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("token issue JSON");
+        let field = |name: &str| v[name].as_str().expect("a token and its id").to_string();
+        (field("token"), field("id"))
     }
 
     /// A token for `role` (client of `tenant`, owner of `owner`), by `crescent token issue`.
@@ -187,4 +196,24 @@ fn subcommand<'a>(args: &[&'a str]) -> Option<&'a str> {
         }
     }
     None
+}
+
+impl Default for AuthKey {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// The tenant of clients that name none (the tests' objects live there unless they say).
+pub const DEFAULT_TENANT: &str = crescent_wire::store::DEFAULT_TENANT;
+
+/// `options` sending `token` with every request (open mode: none).
+pub fn with_token(
+    options: crescent_client::ClientOptions,
+    token: Option<String>,
+) -> crescent_client::ClientOptions {
+    match token {
+        Some(t) => options.with_token(crescent_client::BearerToken::new(t)),
+        None => options,
+    }
 }
