@@ -7,7 +7,7 @@
 //! - `replay`: `World::catch_up` (the journal's in-place visit + `World::apply_ref` of every
 //!   record: the full replay, as recovery runs it).
 //!
-//! Target (issue 2): replay >= 1M events/s on one core. "On one core" is measured as events per
+//! Target: replay >= 1M events/s on one core. "On one core" is measured as events per
 //! CPU-second of the replaying thread (CLOCK_THREAD_CPUTIME_ID), which the other processes of a
 //! shared machine do not inflate; wall-clock rates are printed beside it. The workload cycles 4096 segments over
 //! 200 owners (a large fleet).

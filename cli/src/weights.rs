@@ -1,4 +1,4 @@
-//! `crescent weights ...`: managed weight revisions (issue 6 item 12). `put` takes a
+//! `crescent weights ...`: managed weight revisions (docs/weights.md). `put` takes a
 //! .safetensors file or a directory of them; `get -o DIR` writes them back byte-identical.
 
 use std::path::{Path, PathBuf};

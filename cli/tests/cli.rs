@@ -84,7 +84,7 @@ fn put_get_exist_rm_ls() {
     assert_eq!(code, 0);
     let status = json(&out);
     assert_eq!(status["health"]["status"], "serving");
-    // the fields scripts rely on (issue 4)
+    // the fields scripts rely on
     assert_eq!(status["role"], "standalone", "{status}");
     assert_eq!(status["gate"], "SERVING", "{status}");
     assert!(status["term"].as_u64().unwrap() >= 1, "{status}");

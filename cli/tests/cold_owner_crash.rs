@@ -1,4 +1,4 @@
-//! Crash windows of a cold device on a storage owner (issue 5): crescentd SIGKILLed at each of
+//! Crash windows of a cold device on a storage owner: crescentd SIGKILLed at each of
 //! its own crash points of an offload and a reclaim (`cold.<stage>_<command>`), and the owner
 //! SIGKILLed right after its payload delete (`owner_cold.after_delete`; docs/testing.md).
 //! After the restart the owner registers again, reconciliation converges (no operation or

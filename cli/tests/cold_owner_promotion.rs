@@ -1,10 +1,10 @@
-//! Background re-promotion of objects restored from a STORAGE OWNER's cold device (seed 003
-//! "Read and restore": the restore "re-promotes into DRAM best-effort"). With a staging
-//! region on the owner, crescentd reads the payload to promote through it (work `stage`, the
-//! slot pulled over crescentd's data plane, `release_staged`), never in the owner's poll
-//! body: an object above the inline limit (16 MiB - 64 KiB) gets a hot replica again. An
-//! owner without a region (`--cold-staging-bytes 0`) still promotes a small object inline;
-//! a larger one stays cold-only and readable, the promotion counted as failed.
+//! Background re-promotion of objects restored from a STORAGE OWNER's cold device
+//! (docs/cold-tier.md, "Restore on read": the restore re-promotes into DRAM, best effort). With a
+//! staging region on the owner, crescentd reads the payload to promote through it (work `stage`,
+//! the slot pulled over crescentd's data plane, `release_staged`), never in the owner's poll body:
+//! an object above the inline limit (16 MiB - 64 KiB) gets a hot replica again. An owner without a
+//! region (`--cold-staging-bytes 0`) still promotes a small object inline; a larger one stays
+//! cold-only and readable, the promotion counted as failed.
 
 mod common;
 

@@ -1,5 +1,5 @@
 //! Remote restore of objects on a STORAGE OWNER's cold device through the OWNER's staging
-//! region (seed 003 "Local and remote restore"): crescentd asks the owner to read and verify
+//! region (docs/cold-tier.md, "Restore on read"): crescentd asks the owner to read and verify
 //! the payload into its region (work `stage`), answers the reader with a staged payload
 //! naming the owner's endpoint, the reader pulls the bytes from the owner and checks them,
 //! and its ack is forwarded to the owner (work `release_staged`). Larger than crescentd's

@@ -1,4 +1,4 @@
-//! Restore paths end to end against a real crescentd (seed 003 "Local and remote restore"):
+//! Restore paths end to end against a real crescentd (docs/cold-tier.md, "Restore on read"):
 //! the local restore (the client reads the device directory itself, the server only names the
 //! backing), the remote restore (verified bytes inline) and the fallback between them, the
 //! background re-promotion, and the batch restore grouped by device.

@@ -1,5 +1,5 @@
-//! Remote restore through crescentd's staging pool, end to end (seed 003 "Local and remote
-//! restore"): the server reads and verifies the payload into a slot of its staging region,
+//! Remote restore through crescentd's staging pool, end to end (docs/cold-tier.md,
+//! "Restore on read"): the server reads and verifies the payload into a slot of its staging region,
 //! the client pulls it over the data plane, checks it and acks it with its lease release;
 //! expiry fences an unacked token; a saturated pool answers inline; a restart forgets every
 //! slot and the object is still read byte-identical.

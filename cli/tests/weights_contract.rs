@@ -1,4 +1,4 @@
-//! Seed 000 "Acceptance Plan / Contract and API" through the public `WeightStore` against a
+//! The weights API contract (docs/weights.md, "Errors") through the public `WeightStore` against a
 //! real crescentd: the error codes (NOT_FOUND, NOT_READY, STALE_GENERATION, BUSY, CONFLICT,
 //! INVALID_ARGUMENT), same-value retries, weight_is_exist per state, list pagination, a lease
 //! blocking deletion and the release of replicas (not their creation), upsert lineage and

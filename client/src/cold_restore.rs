@@ -1,4 +1,4 @@
-//! Local restore of cold-only objects (seed 003 "Local and remote restore": "A local reader
+//! Local restore of cold-only objects (docs/cold-tier.md, "Restore on read": "A local reader
 //! resolves and reads a locally owned cold backend directly").
 //!
 //! A get asks with `accept_cold_backing`; for a cold-only object the server may answer with

@@ -115,7 +115,7 @@ impl ColdError {
         }
     }
 
-    /// The stable wire code (design.md section 10).
+    /// The stable wire code (docs/design.md, "Wire API").
     pub fn code(&self) -> &'static str {
         match self {
             ColdError::InvalidArgument { .. } => "INVALID_ARGUMENT",

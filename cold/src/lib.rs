@@ -1,4 +1,4 @@
-//! The cold tier (seed 003 "Hot/Cold Storage").
+//! The cold tier (docs/cold-tier.md).
 //!
 //! - [`device`]: the `ColdDevice` aggregate: config facts, capacity accounting, the cold
 //!   operation and reclaim state machines and the journaled cold routes.

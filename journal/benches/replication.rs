@@ -1,4 +1,4 @@
-//! Sync replication throughput against standalone, same run (issue 4's benchmark).
+//! Sync replication throughput against standalone, same run (docs/ha.md, "The sync commit path").
 //!
 //! Journaled commands as crescentd's actors issue them: each appender submits one record and
 //! waits for the commit watermark to pass it. Standalone: commit = local durable. Sync: an

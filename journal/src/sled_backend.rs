@@ -8,7 +8,7 @@
 //! Durability caveat: in sled 0.34, `flush()` returns after `sync_file_range`, which is not a
 //! device cache flush (no `fdatasync`), so acknowledged records can be lost on power failure
 //! even though they survive a process crash. Use the file backend where exact fdatasync
-//! semantics matter (design.md section 5). sled also uses 2-3x the space of the file backend.
+//! semantics matter (docs/design.md, "Journal"). sled also uses 2-3x the space of the file backend.
 //!
 //! Recovery applies the record-keyed rules shared with the memory backend: a corrupt last value
 //! is a torn tail, copied into the journal quarantine (next to the database directory) before

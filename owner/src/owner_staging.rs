@@ -1,4 +1,4 @@
-//! A storage owner's remote-restore staging region (seed 003 "Local and remote restore"): a
+//! A storage owner's remote-restore staging region (docs/cold-tier.md, "Restore on read"): a
 //! remote reader of an object on this owner's cold device asks crescentd, crescentd asks this
 //! owner (work `Stage`), and the owner reads and verifies the payload straight into a slot of
 //! a fixed-capacity region its transfer listener serves, answering where the bytes lie and a

@@ -1,4 +1,4 @@
-//! The `[cold]` section: the cold devices of this storage owner (seed 003). A standalone
+//! The `[cold]` section: the cold devices of this storage owner (docs/cold-tier.md). A standalone
 //! crescentd configures one `local_dir` device under its data dir by default.
 
 use std::path::{Path, PathBuf};
@@ -69,10 +69,10 @@ pub struct ColdSettings {
     pub promotion_max_defer_ms: u64,
     /// Reads in flight at once for the cold-only items of one batch get (per device).
     pub restore_parallelism: usize,
-    /// Remote restores through the staging pool (seed 003): bytes of the registered staging
-    /// region served by the embedded segment's transfer listener (0: off, every remote
-    /// restore answers inline), its allocation unit, how long a reader may hold a staged
-    /// payload before its token is fenced, and the smallest payload staged (smaller ones
+    /// Remote restores through the staging pool (docs/cold-tier.md, "Restore on read"): bytes of
+    /// the registered staging region served by the embedded segment's transfer listener (0: off,
+    /// every remote restore answers inline), its allocation unit, how long a reader may hold a
+    /// staged payload before its token is fenced, and the smallest payload staged (smaller ones
     /// answer inline: one RPC beats an RPC plus a transfer).
     pub staging_bytes: u64,
     pub staging_unit_bytes: u64,

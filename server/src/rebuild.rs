@@ -1,5 +1,5 @@
 //! The rebuild gate of a node that just started (standalone) or was promoted (HA), and the
-//! endpoints owners replay their ownership tables through (docs/rebuild.md, seed 004).
+//! endpoints owners replay their ownership tables through (docs/rebuild.md).
 //!
 //! Object metadata is not journaled: after a restart or failover the object directory starts
 //! empty and the storage owners replay what they hold. Until every expected owner (owners with

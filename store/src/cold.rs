@@ -1,6 +1,6 @@
-//! The cold half of an object's route (seed 003): an entry may carry one active cold backing
-//! beside its hot replicas, and a fenced route version. The directory is the route authority
-//! of the cold tier: exact lookup and compare-and-set of whole routes
+//! The cold half of an object's route (docs/cold-tier.md, "Model"): an entry may carry one active
+//! cold backing beside its hot replicas, and a fenced route version. The directory is the route
+//! authority of the cold tier: exact lookup and compare-and-set of whole routes
 //! ([`crescent_cold::driver::RouteAuthority`] through [`DirectoryRoutes`]).
 //!
 //! Backings are kept out of line, in a per-shard map keyed by slot, so entries without one

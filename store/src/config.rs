@@ -1,4 +1,4 @@
-//! Tunables of the object directory, with the defaults of issue 3.
+//! Tunables of the object directory, and their defaults (docs/configuration.md).
 
 use crate::error::StoreError;
 

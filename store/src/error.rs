@@ -107,7 +107,7 @@ impl StoreError {
         }
     }
 
-    /// The stable wire code (design.md section 10).
+    /// The stable wire code (docs/design.md, "Wire API").
     pub fn wire_code(&self) -> ErrorCode {
         match self {
             StoreError::InvalidArgument { .. } => ErrorCode::InvalidArgument,

@@ -1,4 +1,4 @@
-//! crescentd's resident memory per object (issue 3's memory benchmark): a real crescentd
+//! crescentd's resident memory per object (a benchmark): a real crescentd
 //! process, one storage owner (this process) putting N small objects into its own segment, and
 //! crescentd's VmRSS read from /proc before and after. Target: at most 200 bytes per object
 //! (so 50M objects fit in 10 GiB).

@@ -1,4 +1,4 @@
-//! Failover time of an HA pair (issue 4's benchmark): from kill -9 of the active to the first
+//! Failover time of an HA pair (a benchmark): from kill -9 of the active to the first
 //! successful client write on the new active, lease TTL 2 s; target: median of 10 rounds at
 //! most 3 s.
 //!

@@ -1,4 +1,4 @@
-//! Client-driven metadata rebuild at scale (issue 4's benchmark): N objects held by two storage
+//! Client-driven metadata rebuild at scale: N objects held by two storage
 //! owners; crescentd is SIGKILLed and restarted on its data dir, and the clock runs from the
 //! restart to the rebuild gate opening (every owner has replayed its ownership table).
 //!

@@ -1,4 +1,4 @@
-//! One storage owner never comes back after an HA failover (issue 4, seed 004), on a real etcd
+//! One storage owner never comes back after an HA failover (docs/rebuild.md), on a real etcd
 //! (CRESCENT_TEST_ETCD, started by scripts/test.sh): two crescentd processes with a short
 //! degraded timeout and two `crescent owner` processes following the leader through etcd.
 //!

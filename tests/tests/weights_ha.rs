@@ -1,4 +1,4 @@
-//! Managed weights across an HA failover (issue 6), on a real etcd (CRESCENT_TEST_ETCD, started
+//! Managed weights across an HA failover, on a real etcd (CRESCENT_TEST_ETCD, started
 //! by scripts/test.sh): two crescentd processes in sync mode, the payloads in a `crescent
 //! owner` process that follows the leader through etcd.
 //!
@@ -19,8 +19,9 @@ use crescent_tests::store_e2e::OwnerProcess;
 use crescent_wire::weights as w;
 
 const OWNER_SEGMENT: u64 = 64 << 20;
-/// Seed 000's HA gates: weight and lineage mutations are refused (UNAVAILABLE) on a
-/// replicated cluster until the operator confirms that every node replays their records.
+/// The weights HA gates (docs/weights.md, "Policy and configuration"): weight and lineage mutations
+/// are refused (UNAVAILABLE) on a replicated cluster until the operator confirms that every node
+/// replays their records.
 const GATES: &str = "\n[weights]\nweight_management_oplog_capability_confirmed = true\n\
                      weight_lineage_oplog_capability_confirmed = true\n";
 /// The crash point, armed in both nodes (they inherit the test's environment): only the

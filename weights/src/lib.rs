@@ -1,4 +1,4 @@
-//! Managed weight revisions (seed 000): the pure domain.
+//! Managed weight revisions (docs/weights.md): the pure domain.
 //!
 //! - [`WeightRevision`]: one complete, immutable revision (identity, availability, residency,
 //!   leases, operations, tombstone).

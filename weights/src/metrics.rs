@@ -1,4 +1,4 @@
-//! Prometheus metrics of managed weights (seed 000 "Observability"), updated by the actor
+//! Prometheus metrics of managed weights (docs/weights.md, "Metrics"), updated by the actor
 //! shells after events are committed: decide and apply stay pure.
 //!
 //! Labels are bounded vocabularies (availability, residency, operation kind, trigger, outcome,

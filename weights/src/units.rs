@@ -1,13 +1,13 @@
 //! The `WeightUnits` aggregate: the affinity units of one committed revision (unit ids, member
 //! keys, bytes), journaled beside its `WeightRevision` and never inside it.
 //!
-//! Revision metadata keeps only the affinity count and digest (seed 000: metadata stores no
-//! tensors or payload keys), but every migration round plans whole units, and after a restart
-//! or failover the driver must plan from the same units without reading the manifest. So the
-//! units are a separate record, one per revision (instance id = the revision's stream id),
-//! recorded once before the import commit publishes READY and forgotten when the revision is
-//! deleted. Recording checks the units against the digest the commit carries, so the record
-//! is exactly what the immutable summary describes.
+//! Revision metadata keeps only the affinity count and digest (metadata stores no tensors or
+//! payload keys: docs/weights.md, "WeightUnits"), but every migration round plans whole units, and
+//! after a restart or failover the driver must plan from the same units without reading the
+//! manifest. So the units are a separate record, one per revision (instance id = the revision's
+//! stream id), recorded once before the import commit publishes READY and forgotten when the
+//! revision is deleted. Recording checks the units against the digest the commit carries, so the
+//! record is exactly what the immutable summary describes.
 
 use serde::{Deserialize, Serialize};
 

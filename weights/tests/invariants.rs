@@ -1,7 +1,7 @@
-//! Seed 000's safety invariants as property tests over random command sequences against one
-//! `WeightRevision`, with a simulated store underneath (which units have memory and cold
-//! replicas, which objects exist) and "restarts" that rebuild the state by decoding and folding
-//! the persisted events, then continue.
+//! The weight revisions' safety invariants (docs/weights.md) as property tests over random command
+//! sequences against one `WeightRevision`, with a simulated store underneath (which units have
+//! memory and cold replicas, which objects exist) and "restarts" that rebuild the state by decoding
+//! and folding the persisted events, then continue.
 
 mod common;
 

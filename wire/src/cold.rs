@@ -102,7 +102,7 @@ pub struct ObjectStat {
 pub const COLD_BACKING_REF_VERSION: u32 = 1;
 
 /// A cold-only object's materialized backing, as a get names it to a reader that may read the
-/// device directory itself (seed 003 "Local and remote restore"). The reader trusts `root`
+/// device directory itself (docs/cold-tier.md, "Restore on read"). The reader trusts `root`
 /// only if the directory's `DEVICE` stamp names `device_id`, and returns no byte before the
 /// payload's length and CRC32C equal `length` and `checksum`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -185,8 +185,8 @@ pub struct GetRequest {
 /// Version of [`StagedPayload`]'s layout.
 pub const STAGED_PAYLOAD_VERSION: u32 = 1;
 
-/// Where a remote restore staged a cold-only object's verified payload (seed 003 "Local and
-/// remote restore"): `length` bytes at `offset` of segment `segment_id`, served by the
+/// Where a remote restore staged a cold-only object's verified payload (docs/cold-tier.md,
+/// "Restore on read"): `length` bytes at `offset` of segment `segment_id`, served by the
 /// transfer listener at `endpoint` while the token is live. The reader reads them into its
 /// own buffer, checks length and CRC32C before returning anything, and acks the token with
 /// its lease release. After `expires_at_ms` (server clock) the token is fenced: the segment is

@@ -1,7 +1,7 @@
 //! The node's incarnation: a counter journaled once per start (standalone) or promotion (HA).
 //!
 //! Object metadata is not journaled; it is rebuilt from the storage owners after a restart
-//! (seed 004). Put ids carry the incarnation so every put of this run orders after every
+//! (docs/rebuild.md). Put ids carry the incarnation so every put of this run orders after every
 //! replayed one, and owners see a new term in heartbeat answers and replay their tables. The
 //! counter lives in the journal (no separate file that could be lost or rolled back): a start
 //! appends `incarnation_begun` with the previous value + 1 and serves only once it is durable.

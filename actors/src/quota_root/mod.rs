@@ -3,8 +3,8 @@
 //! One instance per tenant, id = the tenant name. It holds the tenant's hard policy
 //! (`max_bytes`, `max_objects`), committed usage, pending reservations, the committed
 //! accounting row of every object it charged, and the accounting operations that move bytes
-//! between them: `Pending -> Publishing -> Finalized`, or `Pending -> Aborted` (seed 003,
-//! "Quota state machine").
+//! between them: `Pending -> Publishing -> Finalized`, or `Pending -> Aborted`
+//! (docs/tenants.md, "Operation states").
 //!
 //! Invariants (kept by `decide`, checked by the property tests):
 //! - with a policy, `used + pending <= max` for bytes and objects after every admission, and

@@ -32,7 +32,7 @@ pub enum SegmentRegistryError {
 }
 
 impl SegmentRegistryError {
-    /// The stable wire code (design.md section 10); the server maps codes to statuses in one
+    /// The stable wire code (docs/design.md, "Wire API"); the server maps codes to statuses in one
     /// place.
     pub fn code(&self) -> &'static str {
         match self {

@@ -70,7 +70,7 @@ type SegmentHasher = BuildHasherDefault<DefaultHasher>;
 ///
 /// Segments are hashed rather than kept in a BTreeMap: replay inserts or removes one per
 /// mount/unmount event, and the ordered map's string comparisons were a quarter of replay time
-/// (issue 2's replay target). Owners change rarely and stay ordered.
+/// (the replay target, docs/performance.md). Owners change rarely and stay ordered.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SegmentRegistry {
     owners: BTreeMap<String, Owner>,

@@ -1,9 +1,9 @@
-//! Placement of a new offload over a node's device set (seed 003 "Backends, devices, and
-//! scheduling"): only configured, healthy, schedulable devices with enough free capacity (and
-//! the asked tag, if any) are candidates; the one with the most free bytes wins, ties broken
-//! by the smallest device id so that the choice is deterministic. Pure: the server passes a
-//! summary of each device, not the device itself, so placement never waits for a device's
-//! ledger lock (held for the whole of a long offload).
+//! Placement of a new offload over a node's device set (docs/cold-tier.md, "Devices" (backends,
+//! devices and scheduling"): only configured, healthy, schedulable devices with enough free
+//! capacity (and the asked tag, if any) are candidates; the one with the most free bytes wins, ties
+//! broken by the smallest device id so that the choice is deterministic. Pure: the server passes a
+//! summary of each device, not the device itself, so placement never waits for a device's ledger
+//! lock (held for the whole of a long offload).
 
 use std::collections::BTreeSet;
 

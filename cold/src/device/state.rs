@@ -66,7 +66,7 @@ pub struct DeviceConfig {
     pub configured_at_ms: i64,
 }
 
-/// The cold operation state machine of seed 003 ("Cold capacity operation protocol").
+/// The cold operation state machine of (docs/cold-tier.md, "States").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ColdOpState {
@@ -170,9 +170,9 @@ pub struct ColdOperation {
     pub updated_at_ms: i64,
 }
 
-/// The reclaim state machine of seed 003: `Planned -> BackendDeleted -> UsageReleased`, plus
-/// `Cancelled` for a reclaim whose overwrite/delete route CAS lost (exact lookup shows the
-/// route still references the locator, so it must not be deleted).
+/// The reclaim state machine (docs/cold-tier.md, "States"): `Planned -> BackendDeleted ->
+/// UsageReleased`, plus `Cancelled` for a reclaim whose overwrite/delete route CAS lost (exact
+/// lookup shows the route still references the locator, so it must not be deleted).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ReclaimState {

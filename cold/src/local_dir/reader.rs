@@ -1,5 +1,5 @@
 //! Read-only opening of a device directory: a reader on the device's host restoring a
-//! cold-only object itself (seed 003 "Local and remote restore").
+//! cold-only object itself (docs/cold-tier.md, "Restore on read").
 
 use std::fs;
 use std::path::PathBuf;

@@ -1,4 +1,4 @@
-//! The bounded staging pool of remote restores (seed 003 "Local and remote restore"): the
+//! The bounded staging pool of remote restores (docs/cold-tier.md, "Restore on read"): the
 //! cold-backing owner reads and verifies a payload into a slot of a fixed-capacity,
 //! transport-registered region; a remote reader pulls the bytes from the slot and acks.
 //!

@@ -1,7 +1,7 @@
-//! The pure route model of seed 003: an object route has hot replicas (readable directly) and
-//! at most one active cold backing for its current content. Every change is a compare-and-set
-//! on the expected fenced route version, content operation and cold identity; the functions
-//! here decide, the route authority (the store's ObjectDirectory) applies.
+//! The pure route model of the cold tier (docs/cold-tier.md, "Model"): an object route has hot
+//! replicas (readable directly) and at most one active cold backing for its current content. Every
+//! change is a compare-and-set on the expected fenced route version, content operation and cold
+//! identity; the functions here decide, the route authority (the store's ObjectDirectory) applies.
 
 mod materialized;
 #[cfg(test)]

@@ -1,5 +1,5 @@
-//! The cold tier of crescentd (seed 003): one `ColdDevice` actor per configured device, its
-//! `local_dir` IO, and the operations that drive the cold driver of `crescent-cold` against the
+//! The cold tier of crescentd (docs/cold-tier.md): one `ColdDevice` actor per configured device,
+//! its `local_dir` IO, and the operations that drive the cold driver of `crescent-cold` against the
 //! object directory (the route authority).
 //!
 //! Every driver call runs synchronously under its device's ledger lock (on a blocking thread

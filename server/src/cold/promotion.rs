@@ -1,5 +1,5 @@
-//! Background re-promotion of restored cold-only objects (seed 003 "Read and restore", step 5:
-//! "Allocate a normal hot replica and CAS it into the route best-effort").
+//! Background re-promotion of restored cold-only objects (docs/cold-tier.md, "Restore on read",
+//! step 5: "Allocate a normal hot replica and CAS it into the route best-effort").
 //!
 //! A restore answers its reader first; the promotion is only *offered* here. The queue is
 //! bounded by entries and by bytes (an offer beyond either is dropped and counted: the next

@@ -83,13 +83,13 @@ impl ColdTier {
     }
 }
 
-/// Completes a get whose object is cold-only (seed 003 "Read and restore"): answers at once,
-/// and only offers the re-promotion to the background queue (it never delays or fails the
-/// read). A reader that accepts it (`accept_backing`, a reader on this host) gets the
-/// backing's location and reads and verifies the file itself (a local restore); a reader that
-/// accepts staging (`accept_staged`) gets the payload read and verified into the staging pool
-/// and pulls it over the data plane (`super::staging`); any other (or when the pool is
-/// saturated or off, or the payload small) gets the payload read and verified here, inline.
+/// Completes a get whose object is cold-only (docs/cold-tier.md, "Restore on read"): answers at
+/// once, and only offers the re-promotion to the background queue (it never delays or fails the
+/// read). A reader that accepts it (`accept_backing`, a reader on this host) gets the backing's
+/// location and reads and verifies the file itself (a local restore); a reader that accepts staging
+/// (`accept_staged`) gets the payload read and verified into the staging pool and pulls it over the
+/// data plane (`super::staging`); any other (or when the pool is saturated or off, or the payload
+/// small) gets the payload read and verified here, inline.
 pub fn restore_get(
     state: &NodeState,
     tier: &ColdTier,

@@ -1,9 +1,8 @@
-//! Batch restores (seed 003 "Read and restore": "Batch restores group requests by owner, cold
-//! device, and backend"): the cold-only items of one batch get are grouped by (owner,
-//! device) with duplicates of one backing merged (`crescent_cold::restore::group_by_device`);
-//! each group is read in one pass in locator order, with at most `parallelism` reads in
-//! flight, each verified before its bytes answer any item. A failed read fails only the items
-//! it answers.
+//! Batch restores (docs/cold-tier.md, "Restore on read": "Batch restores group requests by owner,
+//! cold device, and backend"): the cold-only items of one batch get are grouped by (owner, device)
+//! with duplicates of one backing merged (`crescent_cold::restore::group_by_device`); each group is
+//! read in one pass in locator order, with at most `parallelism` reads in flight, each verified
+//! before its bytes answer any item. A failed read fails only the items it answers.
 //!
 //! The restored bytes travel inline in the one batch reply, whose frame a client bounds
 //! (`MAX_REPLY_FRAME_BYTES`, 64 MiB). So a batch restores at most [`MAX_BATCH_INLINE_BYTES`] (distinct backings, in

@@ -1,4 +1,4 @@
-//! Remote restore through the bounded staging pool (seed 003 "Local and remote restore"):
+//! Remote restore through the bounded staging pool (docs/cold-tier.md, "Restore on read"):
 //! crescentd reads and verifies a cold-only payload straight into a slot of a fixed-capacity
 //! region that its transfer listener serves (segment [`STAGING_SEGMENT_ID`]), and answers the
 //! get with where the bytes are and a token ([`StagedPayload`]) instead of the bytes. The

@@ -41,10 +41,11 @@ pub(super) fn domain(e: crescent_weights::WeightError) -> HttpError {
     HttpError(ApiError::new(code, e.to_string()))
 }
 
-/// Seed 000's HA gates, fail closed: on a replicated cluster (this node is an HA active) a
-/// weight mutation needs `weight_management_oplog_capability_confirmed`, and an upsert (a
-/// lineage mutation) `weight_lineage_oplog_capability_confirmed` too: UNAVAILABLE otherwise.
-/// Reads and lease releases are never gated.
+/// The HA gates of `[weights]` (docs/weights.md, "Policy and configuration"), fail closed: on a
+/// replicated cluster (this node is an HA active) a weight mutation needs
+/// `weight_management_oplog_capability_confirmed`, and an upsert (a lineage mutation)
+/// `weight_lineage_oplog_capability_confirmed` too: UNAVAILABLE otherwise. Reads and lease releases
+/// are never gated.
 pub(super) fn require_mutations(state: &NodeState, lineage: bool) -> Result<(), HttpError> {
     let replicated = state.ha.get().is_some();
     let config = &state.weights.config;

@@ -1,5 +1,5 @@
-//! `/v1/weights/upsert` and `/v1/weights/upsert/status`: weight_upsert (seed 000 "Generation
-//! Replacement"): base checks, the lineage claim, and driving it to the target import or the
+//! `/v1/weights/upsert` and `/v1/weights/upsert/status`: weight_upsert (docs/weights.md,
+//! "LineageClaim"): base checks, the lineage claim, and driving it to the target import or the
 //! end.
 
 use std::sync::Arc;
