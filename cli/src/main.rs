@@ -25,7 +25,7 @@ mod weights_bench;
 mod weights_get;
 mod weights_progress;
 
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -157,6 +157,10 @@ pub enum Command {
         /// How long a remote reader may hold a staged payload (ms) before it is fenced.
         #[arg(long, default_value_t = crescent_owner::owner_staging::DEFAULT_OWNER_STAGING_TTL_MS)]
         cold_staging_ttl_ms: u64,
+        /// Serve this owner's metrics (`GET /metrics`, Prometheus text) and `GET /healthz` on
+        /// IP:PORT (port 0: any free one; the ready line names it). Off when not given.
+        #[arg(long)]
+        metrics_listen: Option<std::net::SocketAddr>,
     },
     /// Cold tier devices.
     Cold {
@@ -329,14 +333,12 @@ fn stdout_err(source: std::io::Error) -> crescent_client::ClientError {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("CRESCENT_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .init();
+    // CRESCENT_LOG, else RUST_LOG, else warnings only; CRESCENT_LOG_FORMAT=json for JSON lines.
+    crescent_observe::logging::init(
+        None,
+        "warn",
+        crescent_observe::logging::LogFormat::from_env(),
+    );
     let json = cli.json;
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -93,9 +93,23 @@ pub(super) async fn run(cli: Cli) -> Result<u8, ClientError> {
             return done;
         }
     }
-    let client = CrescentClient::connect(cli.client_options())
-        .await?
-        .with_scope(cli.tenant.as_deref(), cli.domain.as_deref())?;
+    // An owner with a metrics listener exports the client's families (its heartbeats,
+    // replays, transfers) on the registry it serves.
+    let registry = matches!(
+        cli.command,
+        Command::Owner {
+            metrics_listen: Some(_),
+            ..
+        }
+    )
+    .then(prometheus::Registry::new);
+    let client = match &registry {
+        Some(registry) => {
+            CrescentClient::connect_with_registry(cli.client_options(), registry).await?
+        }
+        None => CrescentClient::connect(cli.client_options()).await?,
+    }
+    .with_scope(cli.tenant.as_deref(), cli.domain.as_deref())?;
     let json = cli.json;
     match cli.command {
         Command::Weights { command } => {
@@ -139,6 +153,7 @@ pub(super) async fn run(cli: Cli) -> Result<u8, ClientError> {
             cold_device,
             cold_staging_bytes,
             cold_staging_ttl_ms,
+            metrics_listen,
         } => {
             let config = OwnerConfig {
                 owner_id: id,
@@ -151,7 +166,11 @@ pub(super) async fn run(cli: Cli) -> Result<u8, ClientError> {
                 cold_staging_ttl_ms,
                 ..OwnerConfig::default()
             };
-            serve_owner(&client, config, json).await?;
+            let metrics = match (metrics_listen, registry) {
+                (Some(addr), Some(registry)) => Some(start_metrics_listener(addr, registry).await?),
+                _ => None,
+            };
+            serve_owner(&client, config, metrics, json).await?;
         }
         Command::Bench {
             n,
@@ -369,9 +388,28 @@ async fn status(client: &CrescentClient, json: bool) -> Result<(), ClientError> 
 
 /// `crescent owner`: serves a segment as a storage owner until SIGINT or SIGTERM, then
 /// unmounts it.
+/// Binds the owner's metrics listener (before the owner starts, so a bad address fails at
+/// once) and serves it in the background; the bound address.
+async fn start_metrics_listener(
+    addr: std::net::SocketAddr,
+    registry: prometheus::Registry,
+) -> Result<std::net::SocketAddr, ClientError> {
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(io_err("binding --metrics-listen"))?;
+    let bound = listener
+        .local_addr()
+        .map_err(io_err("reading the metrics listener's address"))?;
+    let source = crescent_observe::metrics_http::MetricsSource::new(registry)
+        .map_err(|e| ClientError::InvalidArgument(format!("cannot register metrics: {e}")))?;
+    tokio::spawn(crescent_observe::metrics_http::serve(listener, source));
+    Ok(bound)
+}
+
 async fn serve_owner(
     client: &CrescentClient,
     config: OwnerConfig,
+    metrics: Option<std::net::SocketAddr>,
     json: bool,
 ) -> Result<(), ClientError> {
     let stop = StopSignals::install()?;
@@ -381,15 +419,19 @@ async fn serve_owner(
             &json!({"owner_id": owner.owner_id(), "segment_id": owner.segment_id(),
             "endpoint": owner.endpoint(), "size": owner.size(),
             "incarnation": owner.incarnation(),
-            "cold_devices": owner.cold_device_ids()}),
+            "cold_devices": owner.cold_device_ids(),
+            "metrics": metrics.map(|a| a.to_string())}),
         )?;
     } else {
         outln!(
-            "owner {} serving segment {} ({} bytes) at {}",
+            "owner {} serving segment {} ({} bytes) at {}{}",
             owner.owner_id(),
             owner.segment_id(),
             owner.size(),
-            owner.endpoint()
+            owner.endpoint(),
+            metrics
+                .map(|a| format!(", metrics at http://{a}/metrics"))
+                .unwrap_or_default()
         )?;
     }
     std::io::stdout()

@@ -112,3 +112,72 @@ fn crescent_owner_process_mounts_until_sigterm() {
         .iter()
         .all(|s| s.segment_id != "proc-owner/seg0"));
 }
+
+/// `GET path` on `addr`: the whole answer (HTTP/1.1, connection closed by the server).
+fn http_get(addr: &str, path: &str) -> String {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    write!(stream, "GET {path} HTTP/1.1\r\nhost: {addr}\r\n\r\n").unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    answer
+}
+
+#[test]
+fn crescent_owner_serves_its_metrics() {
+    let server = Server::start();
+    let mut cmd = Command::new(crescent_bin());
+    if let Some(token) = server.owner_token("metrics-owner") {
+        cmd.env("CRESCENT_TOKEN", token);
+    }
+    let child = cmd
+        .args([
+            "--server",
+            &server.server(),
+            "--json",
+            "owner",
+            "--size",
+            "4M",
+        ])
+        .args(["--id", "metrics-owner", "--metrics-listen", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut proc = Proc(child);
+    let mut lines = BufReader::new(proc.0.stdout.take().unwrap()).lines();
+    let ready: serde_json::Value =
+        serde_json::from_str(&lines.next().expect("ready line").unwrap()).unwrap();
+    let addr = ready["metrics"]
+        .as_str()
+        .expect("metrics address")
+        .to_string();
+
+    assert!(http_get(&addr, "/healthz").starts_with("HTTP/1.1 200"));
+    assert!(http_get(&addr, "/nothing").starts_with("HTTP/1.1 404"));
+    // The process's own families at once; the owner's heartbeats once one has gone out.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let scrape = loop {
+        let scrape = http_get(&addr, "/metrics");
+        assert!(scrape.starts_with("HTTP/1.1 200"), "{scrape}");
+        if scrape.contains("crescent_client_heartbeats_total{outcome=\"ok\"}")
+            || std::time::Instant::now() > deadline
+        {
+            break scrape;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
+    for family in [
+        "process_resident_memory_bytes",
+        "process_open_fds",
+        "crescent_build_info",
+        "crescent_client_heartbeats_total{outcome=\"ok\"}",
+        "crescent_client_owned_replicas",
+    ] {
+        assert!(scrape.contains(family), "{family} missing from:\n{scrape}");
+    }
+
+    proc.signal(libc::SIGTERM);
+    let status = proc.0.wait().unwrap();
+    assert!(status.success(), "{status}");
+}

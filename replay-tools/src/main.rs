@@ -16,7 +16,8 @@ use crescent_replay_tools::{ToolError, EXIT_OK, EXIT_USAGE};
     version,
     about = "Inspect a crescentd data dir offline (read only: no lock, no writes, except `quarantine clear`)",
     after_help = "Exit codes: 0 ok, 1 a fault found or data invalid, 2 bad usage or unreadable data dir.\n\
-                  Logs go to stderr; set RUST_LOG (default: warn) for more."
+                  Logs go to stderr; set CRESCENT_LOG (or RUST_LOG; default: warn) for more,\n\
+                  CRESCENT_LOG_FORMAT=json for JSON lines."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -39,13 +40,13 @@ enum Command {
     Quarantine(quarantine::QuarantineArgs),
 }
 
+/// CRESCENT_LOG, else RUST_LOG, else warnings only; CRESCENT_LOG_FORMAT=json for JSON lines.
 fn init_tracing() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .try_init();
+    crescent_observe::logging::init(
+        None,
+        "warn",
+        crescent_observe::logging::LogFormat::from_env(),
+    );
 }
 
 fn main() -> ExitCode {

@@ -37,7 +37,7 @@ pub struct Args {
     /// Snapshot after this many seconds (when there are new events).
     #[arg(long, env = "CRESCENT_SNAPSHOT_EVERY_SECS")]
     pub snapshot_every_secs: Option<u64>,
-    /// Log filter (tracing directive); RUST_LOG overrides it.
+    /// Log filter (tracing directive); without it, RUST_LOG, then the config file's log.level.
     #[arg(long, env = "CRESCENT_LOG")]
     pub log: Option<String>,
     /// Log format.

@@ -25,7 +25,7 @@ pub mod journal_health;
 pub mod liveness;
 pub mod metrics;
 pub mod node;
-pub mod process_metrics;
+pub use crescent_observe::process_metrics;
 pub mod quotas;
 pub mod rebuild;
 pub mod removals;

@@ -13,17 +13,14 @@ use crescent_server::Node;
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-fn init_tracing(level: &str, format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_writer(std::io::stderr);
-    match format {
-        LogFormat::Text => builder.init(),
-        LogFormat::Json => builder.json().init(),
-    }
+/// `--log` / `CRESCENT_LOG`, else `RUST_LOG`, else the config file's `log.level`
+/// (docs/configuration.md).
+fn init_tracing(explicit: Option<&str>, level: &str, format: LogFormat) {
+    let format = match format {
+        LogFormat::Text => crescent_observe::logging::LogFormat::Text,
+        LogFormat::Json => crescent_observe::logging::LogFormat::Json,
+    };
+    crescent_observe::logging::init(explicit, level, format);
 }
 
 /// Restores the data dir from `backup`, or exits 1 naming the refusal's stable code.
@@ -61,7 +58,7 @@ fn main() {
         print!("{}", config.to_toml());
         return;
     }
-    init_tracing(&config.log.level, config.log.format);
+    init_tracing(args.log.as_deref(), &config.log.level, config.log.format);
     if let Some(backup) = &args.restore_from {
         restore(backup, &config.data_dir);
         if args.restore_only {
