@@ -116,8 +116,10 @@ fn owner_and_bench_arguments() {
             cold_device,
             cold_staging_bytes,
             cold_staging_ttl_ms,
+            metrics_listen,
         } => {
             assert!(cold_device.is_empty());
+            assert_eq!(metrics_listen, None, "no metrics listener unless asked");
             assert_eq!(
                 (cold_staging_bytes, cold_staging_ttl_ms),
                 (128 << 20, 5_000)

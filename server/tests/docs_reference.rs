@@ -137,17 +137,27 @@ fn the_metrics_reference_is_generated_from_the_source() {
     );
 }
 
+/// Old metric names docs/operations.md lists beside their new ones ("Metric names").
+const RENAMED_METRICS: [&str; 3] = [
+    "crescent_store_bytes_used",
+    "crescent_store_bytes_capacity",
+    "crescent_snapshot_bytes_written_total",
+];
+
 #[test]
 fn metric_names_in_the_docs_exist() {
     let defined: BTreeSet<String> = metric_definitions(&workspace_root())
         .into_iter()
         .map(|m| m.name)
         .collect();
+    for old in RENAMED_METRICS {
+        assert!(!defined.contains(old), "{old} is listed as renamed but still defined");
+    }
     let mut stale = Vec::new();
     for doc in doc_files() {
         let text = std::fs::read_to_string(&doc).unwrap();
         for name in mentioned_metric_names(&text) {
-            if !defined.contains(&name) {
+            if !defined.contains(&name) && !RENAMED_METRICS.contains(&name.as_str()) {
                 stale.push(format!("{}: {name}", doc.display()));
             }
         }

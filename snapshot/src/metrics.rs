@@ -32,7 +32,7 @@ impl SnapshotMetrics {
                 "Snapshot writes, retention runs or journal truncations that failed",
             ),
             bytes_written: counter(
-                "crescent_snapshot_bytes_written_total",
+                "crescent_snapshot_written_bytes_total",
                 "Bytes of snapshot files written",
             ),
             last_bytes: gauge(

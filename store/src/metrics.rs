@@ -134,11 +134,11 @@ impl StoreMetrics {
             ops,
             objects: gauge("crescent_store_objects", "Objects in the directory."),
             bytes_used: gauge(
-                "crescent_store_bytes_used",
+                "crescent_store_used_bytes",
                 "Bytes allocated on mounted segments (slots, aligned).",
             ),
             bytes_capacity: gauge(
-                "crescent_store_bytes_capacity",
+                "crescent_store_capacity_bytes",
                 "Total capacity of mounted segments.",
             ),
             segments: gauge("crescent_store_segments", "Mounted segments."),
