@@ -151,7 +151,10 @@ fn metric_names_in_the_docs_exist() {
         .map(|m| m.name)
         .collect();
     for old in RENAMED_METRICS {
-        assert!(!defined.contains(old), "{old} is listed as renamed but still defined");
+        assert!(
+            !defined.contains(old),
+            "{old} is listed as renamed but still defined"
+        );
     }
     let mut stale = Vec::new();
     for doc in doc_files() {

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use crate::auth::AuthKey;
 use crate::binaries::ensure_workspace_binary;
-use crate::crescentd::{log_tail, Auth, CrescentdProcess, SegmentsClient};
+use crate::crescentd::{log_tail, Auth, CrescentdProcess, Launch, SegmentsClient};
 
 /// Exit status of an active deposed by a newer term.
 pub const DEPOSED_EXIT_CODE: i32 = 75;
@@ -86,6 +86,20 @@ pub fn start_node_on(
     auth: Auth,
     backend: &Backend,
 ) -> CrescentdProcess {
+    start_node_with_env(dir, name, cluster, rpc, auth, backend, &[])
+}
+
+/// [`start_node_on`] with `env` set in the node's environment (the harness passes nothing of
+/// its own environment that arms a crash point: a test names it here).
+pub fn start_node_with_env(
+    dir: &Path,
+    name: &str,
+    cluster: &str,
+    rpc: bool,
+    auth: Auth,
+    backend: &Backend,
+    env: &[(&str, &str)],
+) -> CrescentdProcess {
     let bin = ensure_workspace_binary("crescent-server", "crescentd");
     let data = dir.join(name);
     let config = dir.join(format!("{name}.toml"));
@@ -110,8 +124,11 @@ pub fn start_node_on(
         args.extend(["--rpc-listen".to_string(), "off".to_string()]);
     }
     let log = dir.join(format!("{name}.log"));
-    CrescentdProcess::start_with_auth(&bin, &data, &log, &args, None, auth)
-        .unwrap_or_else(|e| panic!("starting {name}: {e}"))
+    let launch = Launch::new(&bin, &data, &log)
+        .with_args(&args)
+        .with_auth(auth)
+        .with_env(env);
+    CrescentdProcess::launch(&launch).unwrap_or_else(|e| panic!("starting {name}: {e}"))
 }
 
 /// `/healthz` of `addr`, or `None` if it does not answer within 500 ms.
@@ -301,15 +318,29 @@ impl HaPair {
         Self::launch(rpc, extra, false).await
     }
 
+    /// [`HaPair::start_with`] with `env` in both nodes' first start (not in restarts): a
+    /// crash point armed with `CRESCENT_CRASH_AT`, for example.
+    pub async fn start_with_env(rpc: bool, extra: &str, env: &[(&str, &str)]) -> HaPair {
+        Self::launch_env(rpc, extra, true, env).await
+    }
+
     async fn launch(rpc: bool, extra: &str, auth: bool) -> HaPair {
+        Self::launch_env(rpc, extra, auth, &[]).await
+    }
+
+    async fn launch_env(rpc: bool, extra: &str, auth: bool, env: &[(&str, &str)]) -> HaPair {
         let dir = tempfile::tempdir().expect("temp dir");
         for name in NODE_NAMES {
             write_node_config(dir.path(), name, extra);
         }
         let cluster = cluster_name();
         let mode = auth_mode(dir.path(), auth);
-        let nodes = NODE_NAMES
-            .map(|name| Some(start_node_as(dir.path(), name, &cluster, rpc, mode.clone())));
+        let backend = Backend::Etcd(etcd());
+        let nodes = NODE_NAMES.map(|name| {
+            let node =
+                start_node_with_env(dir.path(), name, &cluster, rpc, mode.clone(), &backend, env);
+            Some(node)
+        });
         let pair = HaPair {
             dir,
             cluster,

@@ -24,7 +24,7 @@ const OWNER_SEGMENT: u64 = 64 << 20;
 /// replays their records.
 const GATES: &str = "\n[weights]\nweight_management_oplog_capability_confirmed = true\n\
                      weight_lineage_oplog_capability_confirmed = true\n";
-/// The crash point, armed in both nodes (they inherit the test's environment): only the
+/// The crash point, armed in both nodes' first start: only the
 /// first active reaches it, since the base's payloads fit in one batch (the new active
 /// goes on with the manifest).
 const KILL_AT: &str = "weights.after_record_deletion_batch";
@@ -32,8 +32,7 @@ const KILL_AT: &str = "weights.after_record_deletion_batch";
 const CRASH_AT_ENV: &str = "CRESCENT_CRASH_AT";
 
 /// The tests of this file run one at a time: two HA pairs and their owners at once overload a
-/// small machine, and the first test arms its crash point through the environment its
-/// crescentd processes inherit.
+/// small machine.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 fn id(generation: u64) -> w::WeightId {
@@ -124,10 +123,8 @@ fn upsert_1_to_2() -> w::UpsertRequest {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_upsert_killed_with_the_active_resumes_on_the_new_active() {
     let _serial = SERIAL.lock().await;
-    // Inherited by both crescentd processes; set before any of them starts.
-    std::env::set_var(CRASH_AT_ENV, KILL_AT);
-    let pair = HaPair::start_with(false, GATES).await;
-    std::env::remove_var(CRASH_AT_ENV);
+    // Armed in both crescentd processes' first start, not in their restarts.
+    let pair = HaPair::start_with_env(false, GATES, &[(CRASH_AT_ENV, KILL_AT)]).await;
     let active = pair.wait_in_sync().await;
     let survivor = 1 - active;
     let (_owner, store) = owner_and_store(&pair, "weights-ha-owner").await;
