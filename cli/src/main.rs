@@ -14,6 +14,7 @@ mod admin;
 mod bench;
 mod cold;
 mod cold_bench;
+mod docs_out;
 mod run;
 mod tenant;
 #[cfg(test)]
@@ -37,8 +38,12 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use crescent_client::size::parse_size;
 use crescent_wire::segments::TransportKind;
 
+/// The help heading of the options every command takes.
+pub const GLOBAL_OPTIONS: &str = "Global options";
+
 #[derive(Debug, Parser)]
 #[command(name = "crescent", version, about = "Crescent client", after_help = EXIT_CODES)]
+#[command(next_help_heading = GLOBAL_OPTIONS)]
 pub struct Cli {
     /// crescentd address (HOST:PORT or an http:// or https:// URL), or a comma-separated list
     /// tried in order when one is unreachable [default: 127.0.0.1:7480 without --etcd].
@@ -91,6 +96,7 @@ pub struct Cli {
 pub enum Command {
     /// Store a file (or stdin with `-`) under KEY.
     Put {
+        /// The object's key (in --tenant and --domain).
         key: String,
         /// File to read, `-` for stdin.
         file: String,
@@ -103,22 +109,30 @@ pub enum Command {
     },
     /// Fetch KEY to stdout or a file.
     Get {
+        /// The object's key.
         key: String,
         /// Output file, `-` (default) for stdout.
         #[arg(short, long)]
         output: Option<String>,
     },
     /// Whether KEY exists (exit status 0 if it does, 1 if not).
-    Exist { key: String },
+    Exist {
+        /// The object's key.
+        key: String,
+    },
     /// Remove KEY.
     Rm {
+        /// The object's key.
         key: String,
         /// Remove even while read-leased.
         #[arg(long)]
         force: bool,
     },
     /// List keys (all pages), optionally under PREFIX.
-    Ls { prefix: Option<String> },
+    Ls {
+        /// Only keys that start with PREFIX.
+        prefix: Option<String>,
+    },
     /// Storage segments (admin).
     Segments {
         #[command(subcommand)]
@@ -168,16 +182,23 @@ pub enum Command {
         command: cold::ColdCommand,
     },
     /// Materialize KEY on a cold device now.
-    Offload { key: String },
+    Offload {
+        /// The object's key.
+        key: String,
+    },
     /// Drop KEY's hot replicas (`--hot`); refused unless its cold copy is materialized.
     Evict {
+        /// The object's key.
         key: String,
         /// Evict the hot (DRAM) replicas.
         #[arg(long)]
         hot: bool,
     },
     /// KEY's replicas and cold backing state.
-    Stat { key: String },
+    Stat {
+        /// The object's key.
+        key: String,
+    },
     /// Tenant quota policy and usage (--tenant).
     Tenant {
         #[command(subcommand)]
@@ -192,6 +213,19 @@ pub enum Command {
     Admin {
         #[command(subcommand)]
         command: admin::AdminCommand,
+    },
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell): for example
+    /// `crescent completion bash > /etc/bash_completion.d/crescent`.
+    Completion {
+        /// The shell to complete for.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Write man pages (crescent.1 and one per subcommand) into a directory.
+    Man {
+        /// Where to write the pages (created if missing).
+        #[arg(long, default_value = ".")]
+        dir: std::path::PathBuf,
     },
     /// Managed weight revisions.
     Weights {
@@ -228,8 +262,10 @@ pub enum Command {
 pub enum SegmentsCommand {
     /// Mount a segment for an owner (registering the owner if it is new).
     Mount {
+        /// The storage owner's id.
         #[arg(long)]
         owner: String,
+        /// The new segment's id (unique in the cluster).
         #[arg(long)]
         segment: String,
         /// Segment size in bytes.
@@ -238,11 +274,13 @@ pub enum SegmentsCommand {
         /// Base address of the segment in the owner's memory.
         #[arg(long, default_value_t = 0)]
         base: u64,
+        /// How clients reach the segment's bytes.
         #[arg(long, value_enum, default_value = "tcp")]
         transport: TransportArg,
     },
     /// Unmount a segment.
     Unmount {
+        /// The segment's id.
         #[arg(long)]
         segment: String,
     },

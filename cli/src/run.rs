@@ -88,6 +88,11 @@ impl StopSignals {
 }
 
 pub(super) async fn run(cli: Cli) -> Result<u8, ClientError> {
+    match &cli.command {
+        Command::Completion { shell } => return super::docs_out::completion(*shell),
+        Command::Man { dir } => return super::docs_out::man_pages(dir, cli.json),
+        _ => {}
+    }
     if let Command::Token { command } = &cli.command {
         if let Some(done) = super::token::run_offline(command, cli.tenant.as_deref(), cli.json) {
             return done;
@@ -112,6 +117,8 @@ pub(super) async fn run(cli: Cli) -> Result<u8, ClientError> {
     .with_scope(cli.tenant.as_deref(), cli.domain.as_deref())?;
     let json = cli.json;
     match cli.command {
+        // Answered before connecting, above.
+        Command::Completion { .. } | Command::Man { .. } => {}
         Command::Weights { command } => {
             let done = super::weights::run(&client, cli.tenant.as_deref(), json, command).await;
             // Reads release their leases without waiting: make sure they ran before exiting.

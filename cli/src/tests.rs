@@ -253,3 +253,42 @@ fn segments_commands_still_parse() {
     assert!(parse(&["rm", "k", "--force"]).is_ok());
     assert!(parse(&["frobnicate"]).is_err());
 }
+
+/// Every argument of every command, with the command path it belongs to.
+fn every_argument(cmd: &clap::Command, path: &str, out: &mut Vec<(String, clap::Arg)>) {
+    for arg in cmd.get_arguments() {
+        out.push((path.to_string(), arg.clone()));
+    }
+    for sub in cmd.get_subcommands() {
+        every_argument(sub, &format!("{path} {}", sub.get_name()), out);
+    }
+}
+
+#[test]
+fn every_argument_has_help_and_globals_have_their_heading() {
+    use clap::CommandFactory;
+    let mut cmd = Cli::command();
+    cmd.build();
+    let mut args = Vec::new();
+    every_argument(&cmd, "crescent", &mut args);
+    let missing: Vec<String> = args
+        .iter()
+        .filter(|(_, a)| !matches!(a.get_id().as_str(), "help" | "version"))
+        .filter(|(_, a)| a.get_help().is_none_or(|h| h.to_string().trim().is_empty()))
+        .map(|(path, a)| format!("{path} {}", a.get_id()))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "arguments without help text: {missing:#?}"
+    );
+    let misplaced: Vec<String> = args
+        .iter()
+        .filter(|(path, a)| path == "crescent" && a.is_global_set())
+        .filter(|(_, a)| a.get_help_heading() != Some(GLOBAL_OPTIONS))
+        .map(|(_, a)| a.get_id().to_string())
+        .collect();
+    assert!(
+        misplaced.is_empty(),
+        "global options outside their heading: {misplaced:?}"
+    );
+}

@@ -33,6 +33,7 @@ pub enum TokenCommand {
     },
     /// Refuse token ID from now on (admin; journaled, survives restarts and failovers).
     Revoke {
+        /// The token's id (`jti`, printed by `token issue`).
         id: String,
         /// When the token expires (seconds since the Unix epoch), so the entry can be pruned.
         #[arg(long)]

@@ -33,6 +33,7 @@ pub enum WeightsCommand {
         /// pinned, manual or auto.
         #[arg(long)]
         mode: Option<String>,
+        /// A .safetensors file, or a directory of them.
         path: PathBuf,
     },
     /// Read a revision (under a lease) and write its files into DIR byte-identical, or with
@@ -40,6 +41,7 @@ pub enum WeightsCommand {
     Get {
         #[command(flatten)]
         id: WeightIdArgs,
+        /// The directory to write the revision's files into (created if missing).
         #[arg(short, long)]
         output: PathBuf,
         #[command(flatten)]
@@ -52,8 +54,10 @@ pub enum WeightsCommand {
     },
     /// List revisions (metadata only, every page).
     Ls {
+        /// Only revisions in this namespace.
         #[arg(long)]
         namespace: Option<String>,
+        /// Only revisions of this resource (with --namespace).
         #[arg(long)]
         resource: Option<String>,
     },
@@ -61,10 +65,13 @@ pub enum WeightsCommand {
     Policy {
         #[command(flatten)]
         id: WeightIdArgs,
+        /// The new residency: hot, cold, mixed or mixed:RATIO (unchanged when left out).
         #[arg(long)]
         policy: Option<String>,
+        /// The new migration mode: pinned, manual or auto (unchanged when left out).
         #[arg(long)]
         mode: Option<String>,
+        /// Refuse (CONFLICT) unless the revision's metadata generation is this one.
         #[arg(long)]
         expected_generation: Option<u64>,
     },
@@ -75,6 +82,7 @@ pub enum WeightsCommand {
         /// hot, cold, mixed or mixed:RATIO.
         #[arg(long)]
         to: String,
+        /// Refuse (CONFLICT) unless the revision's metadata generation is this one.
         #[arg(long)]
         expected_generation: Option<u64>,
         /// Give up waiting after this many seconds (the migration goes on in crescentd).
@@ -94,17 +102,24 @@ pub enum WeightsCommand {
         /// put-first (default) or delete-first.
         #[arg(long, default_value = "put-first")]
         upsert_mode: String,
+        /// The new generation's residency: hot, cold, mixed or mixed:RATIO (default: the
+        /// cluster's).
         #[arg(long)]
         policy: Option<String>,
+        /// The new generation's migration mode: pinned, manual or auto.
         #[arg(long)]
         mode: Option<String>,
         /// Give up waiting after this many seconds (the claim goes on in crescentd).
         #[arg(long, default_value_t = 600)]
         wait_secs: u64,
+        /// The new generation's .safetensors file, or a directory of them.
         path: PathBuf,
     },
     /// Show an operation (migration, repair, deletion).
-    Op { operation_id: String },
+    Op {
+        /// The operation's id (as `weights meta` and the mutating commands print it).
+        operation_id: String,
+    },
     /// Delete a revision and wait for the deletion to finish.
     Rm {
         #[command(flatten)]

@@ -8,10 +8,13 @@ use crescent_client::ClientError;
 
 #[derive(Debug, Clone, Args)]
 pub struct RevisionArgs {
+    /// The revision's namespace (for example a model family).
     #[arg(long)]
     pub namespace: String,
+    /// The resource within the namespace (for example a model).
     #[arg(long)]
     pub resource: String,
+    /// The revision of the resource (for example a branch or a tag).
     #[arg(long)]
     pub revision: String,
 }

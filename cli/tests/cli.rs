@@ -267,3 +267,51 @@ fn admin_snapshot_writes_one_and_needs_an_admin() {
     assert_eq!(code, 10, "{err}");
     assert!(err.contains("PERMISSION_DENIED"), "{err}");
 }
+
+/// `crescent completion` and `crescent man` come from the command definitions and need no
+/// server: the server given here is a port nothing listens on.
+#[test]
+fn completion_scripts_and_man_pages_cover_every_command() {
+    const NOBODY: &str = "127.0.0.1:1";
+    let commands = [
+        "put",
+        "get",
+        "exist",
+        "rm",
+        "ls",
+        "owner",
+        "weights",
+        "completion",
+        "man",
+    ];
+    for shell in ["bash", "zsh", "fish"] {
+        let (code, out, err) = crescent(NOBODY, &["completion", shell], None);
+        assert_eq!(code, 0, "{shell}: {err}");
+        let script = String::from_utf8(out).unwrap();
+        for command in commands {
+            assert!(script.contains(command), "{shell} script lacks {command}");
+        }
+    }
+    let (code, _, err) = crescent(NOBODY, &["completion", "tcsh"], None);
+    assert_eq!(code, 2, "an unknown shell is a usage error: {err}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("man1");
+    let (code, out, err) = crescent(
+        NOBODY,
+        &["--json", "man", "--dir", target.to_str().unwrap()],
+        None,
+    );
+    assert_eq!(code, 0, "{err}");
+    let written = json(&out)["written"].as_array().unwrap().len();
+    for page in [
+        "crescent.1",
+        "crescent-put.1",
+        "crescent-weights-get.1",
+        "crescent-owner.1",
+    ] {
+        let text = std::fs::read_to_string(target.join(page)).unwrap();
+        assert!(text.contains(".TH"), "{page} is not a man page");
+    }
+    assert_eq!(std::fs::read_dir(&target).unwrap().count(), written);
+}
