@@ -4,7 +4,7 @@
 use std::io::{Read, Write};
 
 use crescent_wire::segments::{MountSegmentRequest, SegmentList};
-use serde_json::json;
+use serde_json::{json, Value};
 
 use super::{Cli, Command, SegmentsCommand};
 use crate::bench::{self, BenchConfig, Phase};
@@ -341,6 +341,33 @@ async fn run_bench(
 }
 
 /// `crescent status`: the node's role, term, gate, rebuild, replication and journal health.
+/// `status` in text: the journal and store figures of `/stats`, sizes for people.
+fn print_stats_text(stats: &Value) -> Result<(), ClientError> {
+    let num = |v: &Value, k: &str| v.get(k).and_then(Value::as_u64).unwrap_or_default();
+    let size = |v: &Value, k: &str| crescent_client::size::format_size(num(v, k));
+    if let Some(j) = stats.get("journal") {
+        outln!(
+            "journal: seqs {}..{}, durable {}, term {}",
+            num(j, "first_seq"),
+            num(j, "last_seq"),
+            num(j, "durable_seq"),
+            num(j, "term")
+        )?;
+    }
+    if let Some(s) = stats.get("store") {
+        outln!(
+            "store: {} objects, {} used of {}, {} segments, {} owners, {} puts in progress",
+            num(s, "objects"),
+            size(s, "bytes_used"),
+            size(s, "bytes_capacity"),
+            num(s, "segments"),
+            num(s, "owners"),
+            num(s, "puts_in_progress")
+        )?;
+    }
+    Ok(())
+}
+
 async fn status(client: &CrescentClient, json: bool) -> Result<(), ClientError> {
     let health = client.health().await?;
     // A standby answers /stats with NOT_LEADER: its status is in /healthz alone.
@@ -364,31 +391,40 @@ async fn status(client: &CrescentClient, json: bool) -> Result<(), ClientError> 
             "stats": stats,
         }));
     }
+    let text = |v: Value| match v {
+        Value::String(s) => s,
+        Value::Null => "-".into(),
+        other => other.to_string(),
+    };
     outln!(
         "server {}: {} (role {}, term {}, commit seq {}, gate {})",
         client.server(),
-        field("status"),
-        field("role"),
-        field("term"),
-        field("commit_seq"),
-        field("gate"),
+        text(field("status")),
+        text(field("role")),
+        text(field("term")),
+        text(field("commit_seq")),
+        text(field("gate")),
     )?;
     if let Some(r) = health.get("rebuild") {
         outln!(
-            "rebuild: owners {}/{} completed, entries {}",
-            r.get("owners_completed").cloned().unwrap_or_default(),
-            r.get("owners_expected").cloned().unwrap_or_default(),
-            r.get("entries").cloned().unwrap_or_default(),
+            "rebuild: owners {}/{} completed",
+            text(r.get("owners_completed").cloned().unwrap_or_default()),
+            text(r.get("owners_expected").cloned().unwrap_or_default()),
         )?;
     }
-    if !replication.is_null() {
-        outln!("replication: {replication}")?;
+    if let Value::Object(fields) = &replication {
+        let pairs: Vec<String> = fields
+            .iter()
+            .filter(|(_, v)| !v.is_object() && !v.is_array())
+            .map(|(k, v)| format!("{k} {}", text(v.clone())))
+            .collect();
+        outln!("replication: {}", pairs.join(", "))?;
     }
     if let Some(j) = health.get("journal").filter(|j| !j.is_null()) {
-        println!("WARNING journal quarantine (see crescent-replay verify): {j}");
+        outln!("WARNING journal quarantine (see crescent-replay verify): {j}")?;
     }
     if let Some(stats) = stats {
-        outln!("{}", serde_json::to_string_pretty(&stats).expect("json"))?;
+        print_stats_text(&stats)?;
     }
     Ok(())
 }

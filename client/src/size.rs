@@ -37,9 +37,33 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
     u64::try_from(bytes).map_err(|_| format!("{s:?} is too large"))
 }
 
+/// A byte count for people: `512 B`, `4.0 KiB`, `1.5 GiB` (powers of 1024, one decimal).
+pub fn format_size(bytes: u64) -> String {
+    const UNITS: [&str; 6] = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
+    if bytes < 1024 {
+        return format!("{bytes} B");
+    }
+    let mut value = bytes as f64 / 1024.0;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    format!("{value:.1} {}", UNITS[unit])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sizes_for_people() {
+        assert_eq!(format_size(0), "0 B");
+        assert_eq!(format_size(1023), "1023 B");
+        assert_eq!(format_size(4096), "4.0 KiB");
+        assert_eq!(format_size(3 << 29), "1.5 GiB");
+        assert_eq!(format_size(u64::MAX), "16.0 EiB");
+    }
 
     #[test]
     fn sizes() {
