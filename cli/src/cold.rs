@@ -88,7 +88,8 @@ pub(super) async fn cold(
         ColdCommand::Ls => {
             let reply = client.cold_devices().await?;
             if json {
-                print_json(&reply.devices)?;
+                // An object with named fields, as every command's JSON (docs/api.md, "CLI JSON").
+                print_json(&reply)?;
             } else {
                 print_devices(&reply.devices)?;
             }

@@ -35,7 +35,8 @@ fn start(dir: &Path) -> Node {
 /// `crescent cold ls`, by device id.
 fn devices(node: &Node) -> BTreeMap<String, Value> {
     let list = node.ok(&["cold", "ls"], None);
-    list.as_array()
+    list["devices"]
+        .as_array()
         .expect("device list")
         .iter()
         .map(|d| (d["id"].as_str().unwrap().to_string(), d.clone()))

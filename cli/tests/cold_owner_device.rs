@@ -36,7 +36,7 @@ fn an_owner_device_offloads_restores_and_reclaims_through_its_owner() {
     assert_eq!(d["capacity"].as_u64(), Some(16 << 20));
     assert_eq!(d["owner_id"], "node-b", "{d}");
     let list = node.ok(&["cold", "ls"], None);
-    let own = list
+    let own = list["devices"]
         .as_array()
         .unwrap()
         .iter()

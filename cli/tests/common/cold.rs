@@ -96,7 +96,7 @@ impl Node {
 
     pub fn device(&self) -> Value {
         let devices = self.ok(&["cold", "ls"], None);
-        let list = devices.as_array().expect("device list");
+        let list = devices["devices"].as_array().expect("device list");
         assert_eq!(list.len(), 1, "{devices}");
         list[0].clone()
     }

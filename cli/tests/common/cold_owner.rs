@@ -85,7 +85,8 @@ pub fn device_dir(dir: &Path) -> PathBuf {
 /// The owner device's `cold ls` row (null when crescentd does not list it).
 pub fn owner_device(node: &Node) -> Value {
     let list = node.ok(&["cold", "ls"], None);
-    list.as_array()
+    list["devices"]
+        .as_array()
         .unwrap()
         .iter()
         .find(|d| d["id"] == DEVICE)
