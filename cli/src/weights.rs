@@ -18,6 +18,10 @@ use crescent_client::CrescentClient;
 /// How often `rm`, `migrate` and `upsert` poll a running operation.
 const POLL: Duration = Duration::from_millis(200);
 
+/// The values of `--mode` (`crescent_wire::weights::MigrationMode`), listed in `--help` and
+/// completion scripts.
+const MIGRATION_MODES: [&str; 3] = ["pinned", "manual", "auto"];
+
 #[derive(Debug, Subcommand)]
 pub enum WeightsCommand {
     /// Model-shaped round trip (put, MIXED, COLD, HOT, upsert, remove; byte-identical reads)
@@ -30,8 +34,8 @@ pub enum WeightsCommand {
         /// hot, cold, mixed or mixed:RATIO (default: the cluster's).
         #[arg(long)]
         policy: Option<String>,
-        /// pinned, manual or auto.
-        #[arg(long)]
+        /// The migration mode (whether and how the revision may move between tiers).
+        #[arg(long, value_parser = MIGRATION_MODES)]
         mode: Option<String>,
         /// A .safetensors file, or a directory of them.
         path: PathBuf,
@@ -68,8 +72,8 @@ pub enum WeightsCommand {
         /// The new residency: hot, cold, mixed or mixed:RATIO (unchanged when left out).
         #[arg(long)]
         policy: Option<String>,
-        /// The new migration mode: pinned, manual or auto (unchanged when left out).
-        #[arg(long)]
+        /// The new migration mode (unchanged when left out).
+        #[arg(long, value_parser = MIGRATION_MODES)]
         mode: Option<String>,
         /// Refuse (CONFLICT) unless the revision's metadata generation is this one.
         #[arg(long)]
@@ -99,15 +103,15 @@ pub enum WeightsCommand {
         /// The generation being replaced.
         #[arg(long)]
         replacing: u64,
-        /// put-first (default) or delete-first.
-        #[arg(long, default_value = "put-first")]
+        /// Whether the new generation is imported before the old one is deleted, or after.
+        #[arg(long, default_value = "put-first", value_parser = ["put-first", "delete-first"])]
         upsert_mode: String,
         /// The new generation's residency: hot, cold, mixed or mixed:RATIO (default: the
         /// cluster's).
         #[arg(long)]
         policy: Option<String>,
-        /// The new generation's migration mode: pinned, manual or auto.
-        #[arg(long)]
+        /// The new generation's migration mode.
+        #[arg(long, value_parser = MIGRATION_MODES)]
         mode: Option<String>,
         /// Give up waiting after this many seconds (the claim goes on in crescentd).
         #[arg(long, default_value_t = 600)]
