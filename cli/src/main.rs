@@ -305,7 +305,8 @@ Exit status:
   1  `exist`: the key does not exist
   2  invalid argument or usage (INVALID_ARGUMENT)
   3  crescentd unreachable or not serving: connection refused, no leader, failover
-     (UNAVAILABLE, NOT_LEADER, BUSY, NOT_READY, NO_LEADER, FAILOVER_INTERRUPTED)
+     (UNAVAILABLE, NOT_LEADER, BUSY, NOT_READY, NO_LEADER, FAILOVER_INTERRUPTED,
+     WRONG_CLUSTER)
   4  not found (NOT_FOUND, LEASE_EXPIRED)
   5  conflict (CONFLICT, STALE_GENERATION, FENCED)
   6  checksum mismatch (CHECKSUM_MISMATCH)
