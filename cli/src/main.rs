@@ -14,6 +14,7 @@ mod admin;
 mod bench;
 mod cold;
 mod cold_bench;
+mod mesh;
 mod run;
 mod tenant;
 #[cfg(test)]
@@ -52,6 +53,10 @@ pub struct Cli {
     /// and follow its leader there. Needs --cluster.
     #[arg(long, global = true, env = "CRESCENT_REDIS")]
     pub redis: Option<String>,
+    /// A mesh of clusters (with --etcd or --redis, without --cluster): each object request
+    /// goes to its authority cluster's leader (docs/scale-out.md).
+    #[arg(long, global = true, env = "CRESCENT_MESH", conflicts_with = "cluster")]
+    pub mesh: Option<String>,
     /// The HA pair's cluster name (with --etcd or --redis).
     #[arg(long, global = true, env = "CRESCENT_CLUSTER")]
     pub cluster: Option<String>,
@@ -193,6 +198,11 @@ pub enum Command {
         #[command(subcommand)]
         command: admin::AdminCommand,
     },
+    /// The mesh of clusters (with --mesh): `ls`.
+    Mesh {
+        #[command(subcommand)]
+        command: mesh::MeshCommand,
+    },
     /// Managed weight revisions.
     Weights {
         #[command(subcommand)]
@@ -289,6 +299,7 @@ impl Cli {
                 .unwrap_or_default(),
             redis: self.redis.clone(),
             cluster: self.cluster.clone(),
+            mesh: self.mesh.clone(),
             no_local_cold_restore: self.no_local_cold_restore,
             token: self.token.clone().map(crescent_client::BearerToken::new),
             ca_file: self.ca_file.clone(),

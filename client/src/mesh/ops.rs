@@ -1,0 +1,254 @@
+//! The object API of a [`MeshClient`]: each request sent to its authority cluster's leader; a
+//! batch split by cluster, the parts sent in parallel and the answers put back in order. A
+//! WRONG_CLUSTER answer (or batch item) waits for the generation it names and is retried
+//! once; a second redirect is returned as it is.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+
+use crescent_wire::store::ObjectId;
+use crescent_wire::{ApiError, ErrorCode, Redirect};
+use tracing::Instrument;
+
+use super::{route, MeshClient};
+use crate::batch::ItemResults;
+use crate::client::CrescentClient;
+use crate::error::ClientError;
+use crate::options::PutOptions;
+use crate::store::PutOutcome;
+
+/// The generation a WRONG_CLUSTER error names, if `e` is one.
+fn redirected(e: &ClientError) -> Option<u64> {
+    match e {
+        ClientError::Api(api) if api.code == ErrorCode::WrongCluster => Some(
+            api.redirect
+                .as_ref()
+                .map(|r| r.generation)
+                .or_else(|| Redirect::parse(&api.message).map(|r| r.generation))
+                .unwrap_or(0),
+        ),
+        _ => None,
+    }
+}
+
+/// One item's copy of an error that failed a whole part of a batch (its cluster could not be
+/// reached, say): the same stable code where it is a wire code, the same words.
+fn item_copy(e: &ClientError) -> ClientError {
+    let code = ErrorCode::parse(e.code_str()).unwrap_or(ErrorCode::Unavailable);
+    ClientError::Api(ApiError::new(code, e.to_string()))
+}
+
+impl MeshClient {
+    /// Runs `op` with the client of `key`'s authority; once more after a redirect.
+    async fn routed<T, F, Fut>(&self, key: &str, op: F) -> Result<T, ClientError>
+    where
+        F: Fn(CrescentClient) -> Fut,
+        Fut: Future<Output = Result<T, ClientError>>,
+    {
+        let id = self.scope.object_id(key)?;
+        let mut attempt = 0;
+        loop {
+            let routing = self.routing();
+            let cluster = route(&routing, &id)?;
+            let client = self.client_for(&routing, cluster)?;
+            let span = tracing::debug_span!("client.mesh_route", cluster = %cluster,
+                generation = routing.membership.generation);
+            let result = op(client).instrument(span).await;
+            match result.as_ref().err().and_then(redirected) {
+                Some(generation) if attempt == 0 => {
+                    tracing::debug!(key, generation, "redirected; refreshing the membership");
+                    self.refresh(generation).await;
+                    attempt += 1;
+                }
+                _ => return result,
+            }
+        }
+    }
+
+    pub async fn put(&self, key: &str, value: &[u8]) -> Result<PutOutcome, ClientError> {
+        self.put_with(key, value, &PutOptions::default()).await
+    }
+
+    pub async fn put_with(
+        &self,
+        key: &str,
+        value: &[u8],
+        opts: &PutOptions,
+    ) -> Result<PutOutcome, ClientError> {
+        self.routed(key, |c| async move { c.put_with(key, value, opts).await })
+            .await
+    }
+
+    pub async fn get(&self, key: &str) -> Result<Vec<u8>, ClientError> {
+        self.routed(key, |c| async move { c.get(key).await }).await
+    }
+
+    pub async fn is_exist(&self, key: &str) -> Result<bool, ClientError> {
+        self.routed(key, |c| async move { c.is_exist(key).await })
+            .await
+    }
+
+    pub async fn get_size(&self, key: &str) -> Result<u64, ClientError> {
+        self.routed(key, |c| async move { c.get_size(key).await })
+            .await
+    }
+
+    pub async fn remove(&self, key: &str) -> Result<(), ClientError> {
+        self.routed(key, |c| async move { c.remove(key).await })
+            .await
+    }
+
+    pub async fn remove_forced(&self, key: &str) -> Result<(), ClientError> {
+        self.routed(key, |c| async move { c.remove_forced(key).await })
+            .await
+    }
+
+    /// Runs `op` once per authority cluster with the positions of its keys, in parallel;
+    /// items redirected are routed again (after refreshing) and retried once.
+    async fn routed_batch<K, T, F, Fut>(
+        &self,
+        keys: &[K],
+        op: F,
+    ) -> Result<ItemResults<T>, ClientError>
+    where
+        K: AsRef<str>,
+        F: Fn(CrescentClient, Vec<usize>) -> Fut,
+        Fut: Future<Output = Result<ItemResults<T>, ClientError>>,
+    {
+        let mut out: Vec<Option<Result<T, ClientError>>> = (0..keys.len()).map(|_| None).collect();
+        let mut ids: Vec<(usize, ObjectId)> = Vec::with_capacity(keys.len());
+        for (i, k) in keys.iter().enumerate() {
+            match self.scope.object_id(k.as_ref()) {
+                Ok(id) => ids.push((i, id)),
+                Err(e) => out[i] = Some(Err(e)),
+            }
+        }
+        let mut pending: Vec<usize> = ids.iter().map(|(i, _)| *i).collect();
+        let by_pos: BTreeMap<usize, ObjectId> = ids.into_iter().collect();
+        for attempt in 0..2 {
+            let routing = self.routing();
+            let mut groups: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+            for &i in &pending {
+                match route(&routing, &by_pos[&i]) {
+                    Ok(c) => groups.entry(c).or_default().push(i),
+                    Err(e) => out[i] = Some(Err(e)),
+                }
+            }
+            let parts = groups.into_iter().map(|(cluster, positions)| {
+                let client = self.client_for(&routing, cluster);
+                let op = &op;
+                async move {
+                    let result = match client {
+                        Ok(c) => op(c, positions.clone()).await,
+                        Err(e) => Err(e),
+                    };
+                    (positions, result)
+                }
+            });
+            let mut again = Vec::new();
+            let mut newest = 0;
+            for (positions, result) in futures::future::join_all(parts).await {
+                let items = match result {
+                    Ok(items) => items,
+                    Err(e) => positions.iter().map(|_| Err(item_copy(&e))).collect(),
+                };
+                for (i, item) in positions.into_iter().zip(items) {
+                    match item.as_ref().err().and_then(redirected) {
+                        Some(g) if attempt == 0 => {
+                            newest = newest.max(g);
+                            again.push(i);
+                        }
+                        _ => out[i] = Some(item),
+                    }
+                }
+            }
+            if again.is_empty() {
+                break;
+            }
+            tracing::debug!(
+                items = again.len(),
+                generation = newest,
+                "batch items redirected"
+            );
+            self.refresh(newest).await;
+            pending = again;
+        }
+        Ok(out
+            .into_iter()
+            .map(|o| {
+                o.unwrap_or_else(|| Err(ClientError::Protocol("a batch item got no answer".into())))
+            })
+            .collect())
+    }
+
+    pub async fn put_batch<K: AsRef<str>, V: AsRef<[u8]>>(
+        &self,
+        keys: &[K],
+        values: &[V],
+    ) -> Result<ItemResults<PutOutcome>, ClientError> {
+        self.put_batch_with(keys, values, &PutOptions::default())
+            .await
+    }
+
+    pub async fn put_batch_with<K: AsRef<str>, V: AsRef<[u8]>>(
+        &self,
+        keys: &[K],
+        values: &[V],
+        opts: &PutOptions,
+    ) -> Result<ItemResults<PutOutcome>, ClientError> {
+        if keys.len() != values.len() {
+            return Err(ClientError::InvalidArgument(format!(
+                "{} keys and {} values",
+                keys.len(),
+                values.len()
+            )));
+        }
+        self.routed_batch(keys, |c, at| {
+            let ks: Vec<&str> = at.iter().map(|&i| keys[i].as_ref()).collect();
+            let vs: Vec<&[u8]> = at.iter().map(|&i| values[i].as_ref()).collect();
+            async move { c.put_batch_with(&ks, &vs, opts).await }
+        })
+        .instrument(tracing::debug_span!(
+            "client.mesh_put_batch",
+            items = keys.len()
+        ))
+        .await
+    }
+
+    pub async fn get_batch<K: AsRef<str>>(
+        &self,
+        keys: &[K],
+    ) -> Result<ItemResults<Vec<u8>>, ClientError> {
+        self.routed_batch(keys, |c, at| {
+            let ks: Vec<&str> = at.iter().map(|&i| keys[i].as_ref()).collect();
+            async move { c.get_batch(&ks).await }
+        })
+        .instrument(tracing::debug_span!(
+            "client.mesh_get_batch",
+            items = keys.len()
+        ))
+        .await
+    }
+
+    pub async fn batch_is_exist<K: AsRef<str>>(
+        &self,
+        keys: &[K],
+    ) -> Result<ItemResults<bool>, ClientError> {
+        self.routed_batch(keys, |c, at| {
+            let ks: Vec<&str> = at.iter().map(|&i| keys[i].as_ref()).collect();
+            async move { c.batch_is_exist(&ks).await }
+        })
+        .await
+    }
+
+    pub async fn remove_batch<K: AsRef<str>>(
+        &self,
+        keys: &[K],
+    ) -> Result<ItemResults<()>, ClientError> {
+        self.routed_batch(keys, |c, at| {
+            let ks: Vec<&str> = at.iter().map(|&i| keys[i].as_ref()).collect();
+            async move { c.remove_batch(&ks).await }
+        })
+        .await
+    }
+}
