@@ -39,12 +39,7 @@ impl Mesh {
         };
         for (i, w) in weights.iter().enumerate() {
             let node = format!("c{i}");
-            let extra = format!(
-                "embedded_segment = true\n[store]\nembedded_segment_bytes = {}\n[mesh]\nname = {:?}\nweight = {w}\n",
-                64 << 20,
-                mesh.name
-            );
-            write_node_config(dir, &node, &extra);
+            write_node_config(dir, &node, &mesh.node_config(*w));
             let cluster = cluster_name();
             let auth = Auth::Key(mesh.key.clone());
             let p = start_node_on(dir, &node, &cluster, true, auth, &mesh.backend);
@@ -52,6 +47,34 @@ impl Mesh {
             mesh.clusters.push((cluster, p));
         }
         mesh
+    }
+
+    /// Starts an HA pair (nodes `NODE-a`, `NODE-b`) as one more cluster of weight `weight`
+    /// (not added to `clusters`); returns its name, its nodes and the active's index.
+    pub async fn start_pair(
+        &self,
+        dir: &Path,
+        node: &str,
+        weight: f64,
+    ) -> (String, [CrescentdProcess; 2], usize) {
+        let cluster = cluster_name();
+        let nodes = ["a", "b"].map(|n| {
+            let name = format!("{node}-{n}");
+            write_node_config(dir, &name, &self.node_config(weight));
+            let auth = Auth::Key(self.key.clone());
+            start_node_on(dir, &name, &cluster, true, auth, &self.backend)
+        });
+        let active = crate::ha_pair::wait_pair_in_sync(&[&nodes[0], &nodes[1]]).await;
+        (cluster, nodes, active)
+    }
+
+    /// The `[ha]` tail and sections of a node of this mesh with weight `weight`.
+    fn node_config(&self, weight: f64) -> String {
+        format!(
+            "embedded_segment = true\n[store]\nembedded_segment_bytes = {}\n[mesh]\nname = {:?}\nweight = {weight}\n",
+            64 << 20,
+            self.name
+        )
     }
 
     /// The index of cluster `name`.

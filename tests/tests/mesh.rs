@@ -175,6 +175,65 @@ async fn kill_one_of_three(backend: Backend) {
     assert_eq!(ok["value_utf8"], format!("v-{}", kept[0]));
 }
 
+/// A key of `client`'s scope whose authority is `cluster`.
+fn key_of(client: &MeshClient, cluster: &str, prefix: &str) -> String {
+    (0..)
+        .map(|i| format!("{prefix}-{i}"))
+        .find(|k| client.authority(k).unwrap() == cluster)
+        .unwrap()
+}
+
+/// The leader `crescent mesh ls` names for `cluster`, and the generation.
+fn listed_leader(mesh: &Mesh, cluster: &str) -> (String, u64) {
+    let ls = mesh.cli_json(&["mesh", "ls"]);
+    let row = ls["clusters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == cluster)
+        .unwrap_or_else(|| panic!("{cluster} not listed: {ls}"))
+        .clone();
+    (
+        row["leader"].as_str().unwrap_or("").to_string(),
+        ls["generation"].as_u64().unwrap(),
+    )
+}
+
+/// An HA pair beside a standalone cluster: kill -9 of the pair's active makes its standby
+/// the active, which publishes its own address; `crescent --mesh` reaches the pair's cluster
+/// there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_pair_in_a_mesh_publishes_its_new_active_after_kill_9() {
+    let dir = tempfile::tempdir().unwrap();
+    let mesh = Mesh::start(dir.path(), Backend::Etcd(etcd()), &[1.0]).await;
+    let (cluster, mut nodes, active) = mesh.start_pair(dir.path(), "p", 1.0).await;
+    let (leader, before) = listed_leader(&mesh, &cluster);
+    assert_eq!(leader, nodes[active].addr.to_string());
+    let client = mesh.client().await;
+    let first = key_of(&client, &cluster, "pair");
+    let file = dir.path().join("value");
+    std::fs::write(&file, b"on the pair").unwrap();
+    mesh.cli_json(&["put", &first, file.to_str().unwrap()]);
+
+    nodes[active].guard.sigkill();
+    let standby = 1 - active;
+    crescent_tests::ha_pair::wait_active(&nodes[standby], Duration::from_secs(20)).await;
+    let (leader, after) = listed_leader(&mesh, &cluster);
+    assert_eq!(
+        leader,
+        nodes[standby].addr.to_string(),
+        "the new active published itself"
+    );
+    assert_eq!(after, before + 1, "a leader change is one generation");
+    let second = key_of(&client, &cluster, "after");
+    let put = mesh.cli_json(&["put", &second, file.to_str().unwrap()]);
+    assert_eq!(put["cluster"], cluster.as_str(), "{put}");
+    assert_eq!(
+        mesh.cli_json(&["get", &second])["value_utf8"],
+        "on the pair"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_clusters_on_etcd() {
     two_clusters(Backend::Etcd(etcd())).await;
