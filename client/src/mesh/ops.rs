@@ -116,52 +116,20 @@ impl MeshClient {
         Fut: Future<Output = Result<ItemResults<T>, ClientError>>,
     {
         let mut out: Vec<Option<Result<T, ClientError>>> = (0..keys.len()).map(|_| None).collect();
-        let mut ids: Vec<(usize, ObjectId)> = Vec::with_capacity(keys.len());
+        let mut ids = BTreeMap::new();
         for (i, k) in keys.iter().enumerate() {
             match self.scope.object_id(k.as_ref()) {
-                Ok(id) => ids.push((i, id)),
+                Ok(id) => {
+                    ids.insert(i, id);
+                }
                 Err(e) => out[i] = Some(Err(e)),
             }
         }
-        let mut pending: Vec<usize> = ids.iter().map(|(i, _)| *i).collect();
-        let by_pos: BTreeMap<usize, ObjectId> = ids.into_iter().collect();
+        let mut pending: Vec<usize> = ids.keys().copied().collect();
         for attempt in 0..2 {
-            let routing = self.routing();
-            let mut groups: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
-            for &i in &pending {
-                match route(&routing, &by_pos[&i]) {
-                    Ok(c) => groups.entry(c).or_default().push(i),
-                    Err(e) => out[i] = Some(Err(e)),
-                }
-            }
-            let parts = groups.into_iter().map(|(cluster, positions)| {
-                let client = self.client_for(&routing, cluster);
-                let op = &op;
-                async move {
-                    let result = match client {
-                        Ok(c) => op(c, positions.clone()).await,
-                        Err(e) => Err(e),
-                    };
-                    (positions, result)
-                }
-            });
-            let mut again = Vec::new();
-            let mut newest = 0;
-            for (positions, result) in futures::future::join_all(parts).await {
-                let items = match result {
-                    Ok(items) => items,
-                    Err(e) => positions.iter().map(|_| Err(item_copy(&e))).collect(),
-                };
-                for (i, item) in positions.into_iter().zip(items) {
-                    match item.as_ref().err().and_then(redirected) {
-                        Some(g) if attempt == 0 => {
-                            newest = newest.max(g);
-                            again.push(i);
-                        }
-                        _ => out[i] = Some(item),
-                    }
-                }
-            }
+            let (again, newest) = self
+                .send_parts(&ids, &pending, &op, attempt == 0, &mut out)
+                .await;
             if again.is_empty() {
                 break;
             }
@@ -179,6 +147,58 @@ impl MeshClient {
                 o.unwrap_or_else(|| Err(ClientError::Protocol("a batch item got no answer".into())))
             })
             .collect())
+    }
+
+    /// One round of [`Self::routed_batch`]: the `pending` positions grouped by authority, one
+    /// `op` per group in parallel, answers into `out`. With `retry`, redirected items are
+    /// left out and returned, with the newest generation their redirects name.
+    async fn send_parts<T, F, Fut>(
+        &self,
+        ids: &BTreeMap<usize, ObjectId>,
+        pending: &[usize],
+        op: &F,
+        retry: bool,
+        out: &mut [Option<Result<T, ClientError>>],
+    ) -> (Vec<usize>, u64)
+    where
+        F: Fn(CrescentClient, Vec<usize>) -> Fut,
+        Fut: Future<Output = Result<ItemResults<T>, ClientError>>,
+    {
+        let routing = self.routing();
+        let mut groups: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+        for &i in pending {
+            match route(&routing, &ids[&i]) {
+                Ok(c) => groups.entry(c).or_default().push(i),
+                Err(e) => out[i] = Some(Err(e)),
+            }
+        }
+        let parts = groups.into_iter().map(|(cluster, positions)| {
+            let client = self.client_for(&routing, cluster);
+            async move {
+                let result = match client {
+                    Ok(c) => op(c, positions.clone()).await,
+                    Err(e) => Err(e),
+                };
+                (positions, result)
+            }
+        });
+        let (mut again, mut newest) = (Vec::new(), 0);
+        for (positions, result) in futures::future::join_all(parts).await {
+            let items = match result {
+                Ok(items) => items,
+                Err(e) => positions.iter().map(|_| Err(item_copy(&e))).collect(),
+            };
+            for (i, item) in positions.into_iter().zip(items) {
+                match item.as_ref().err().and_then(redirected) {
+                    Some(g) if retry => {
+                        newest = newest.max(g);
+                        again.push(i);
+                    }
+                    _ => out[i] = Some(item),
+                }
+            }
+        }
+        (again, newest)
     }
 
     pub async fn put_batch<K: AsRef<str>, V: AsRef<[u8]>>(
@@ -250,5 +270,37 @@ impl MeshClient {
             async move { c.remove_batch(&ks).await }
         })
         .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_redirect_is_read_from_the_body_or_an_item_message() {
+        let r = Redirect {
+            generation: 9,
+            cluster: "b".into(),
+        };
+        let whole = ClientError::Api(ApiError::wrong_cluster(r.clone()));
+        assert_eq!(redirected(&whole), Some(9));
+        let item = ClientError::item(ErrorCode::WrongCluster, r.message());
+        assert_eq!(redirected(&item), Some(9));
+        let other = ClientError::item(ErrorCode::NotFound, r.message());
+        assert_eq!(redirected(&other), None);
+    }
+
+    #[test]
+    fn a_part_failure_is_copied_to_each_item_with_its_code() {
+        let e = ClientError::NoLeader {
+            waited: std::time::Duration::from_secs(1),
+            detail: "gone".into(),
+        };
+        let copy = item_copy(&e);
+        assert_eq!(copy.code_str(), "UNAVAILABLE");
+        assert!(copy.to_string().contains("gone"), "{copy}");
+        let busy = ClientError::item(ErrorCode::Busy, "x".into());
+        assert_eq!(item_copy(&busy).code(), Some(ErrorCode::Busy));
     }
 }

@@ -62,7 +62,8 @@ pub async fn join(config: &Config, state: &Arc<NodeState>) -> Result<(), ServerE
 }
 
 /// Steps the record until it lists `me` as [`next_publish`] wants it; returns the record as
-/// last read or written.
+/// last read or written. A lost race or an unreachable backend is tried again until
+/// [`PUBLISH_DEADLINE`].
 async fn publish(
     store: &MembershipStore,
     mesh: &str,
@@ -71,30 +72,26 @@ async fn publish(
 ) -> Result<Membership, HaError> {
     let deadline = Instant::now() + PUBLISH_DEADLINE;
     loop {
-        let result = step(store, mesh, me).await;
-        let outcome = match &result {
-            Ok(Step::Done(_)) => return result.map(|s| s.into_membership()),
-            Ok(Step::Written(_)) => "written",
-            Err(e) if e.code() == "STALE_GENERATION" => "stale",
-            Err(_) => "error",
-        };
-        metrics.publishes.with_label_values(&[outcome]).inc();
-        match result {
+        let e = match step(store, mesh, me).await {
+            Ok(Step::Done(m)) => return Ok(m),
             Ok(Step::Written(m)) => {
+                metrics.publishes.with_label_values(&["written"]).inc();
                 tracing::info!(
                     generation = m.generation,
                     "published in the mesh membership"
                 );
+                continue;
             }
-            Err(e)
-                if e.class() == crescent_ha::ErrorClass::Retryable && Instant::now() < deadline =>
-            {
-                tracing::debug!(error = %e, code = e.code(), "publishing again");
-                sleep(RETRY).await;
-            }
-            Err(e) => return Err(e),
-            Ok(Step::Done(_)) => unreachable!("returned above"),
+            Err(e) => e,
+        };
+        let stale = e.code() == "STALE_GENERATION";
+        let outcome = if stale { "stale" } else { "error" };
+        metrics.publishes.with_label_values(&[outcome]).inc();
+        if e.class() != crescent_ha::ErrorClass::Retryable || Instant::now() >= deadline {
+            return Err(e);
         }
+        tracing::debug!(error = %e, code = e.code(), "publishing again");
+        sleep(RETRY).await;
     }
 }
 
@@ -103,14 +100,6 @@ enum Step {
     Done(Membership),
     /// One step written; another may follow.
     Written(Membership),
-}
-
-impl Step {
-    fn into_membership(self) -> Membership {
-        match self {
-            Step::Done(m) | Step::Written(m) => m,
-        }
-    }
 }
 
 /// Reads the record and writes the next step, if any.
