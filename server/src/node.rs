@@ -100,6 +100,27 @@ impl NodeState {
         }
     }
 
+    /// [`Self::authority`] for reads and removes: a cluster also answers for an object it
+    /// still holds that the mesh now routes elsewhere (it was the object's authority before a
+    /// join, docs/scale-out.md "Reads after a membership change").
+    pub fn read_authority(
+        &self,
+        id: &crescent_wire::store::ObjectId,
+    ) -> Result<(), crescent_wire::ApiError> {
+        match self.mesh.get() {
+            None => Ok(()),
+            Some(mesh) => mesh.check(id).or_else(|e| match self.holds(id) {
+                true => Ok(()),
+                false => Err(e),
+            }),
+        }
+    }
+
+    /// Whether the directory holds a complete object `id`.
+    pub fn holds(&self, id: &crescent_wire::store::ObjectId) -> bool {
+        self.directory.exist(id, self.now_ms()).unwrap_or(false)
+    }
+
     /// The server clock (ms since the Unix epoch): the one the aggregates' commands see.
     pub fn now_ms(&self) -> i64 {
         self.runtime.clock().now_ms()

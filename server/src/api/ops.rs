@@ -106,7 +106,7 @@ pub fn put_revoke(state: &NodeState, req: PutEndRequest) -> Result<Ack, ApiError
 // is replaying); what is not found yet answers UNAVAILABLE/REBUILDING, never NOT_FOUND.
 
 pub fn get(state: &NodeState, req: GetRequest) -> Result<GetReply, ApiError> {
-    state.authority(&req.id)?;
+    state.read_authority(&req.id)?;
     let open = state.rebuild.is_open();
     let found = state
         .directory
@@ -131,7 +131,7 @@ pub fn get(state: &NodeState, req: GetRequest) -> Result<GetReply, ApiError> {
 }
 
 pub fn exist(state: &NodeState, req: ObjectRequest) -> Result<ExistReply, ApiError> {
-    state.authority(&req.id)?;
+    state.read_authority(&req.id)?;
     let open = state.rebuild.is_open();
     let exists = state.directory.exist(&req.id, state.now_ms())?;
     if !exists && !open {
@@ -141,14 +141,14 @@ pub fn exist(state: &NodeState, req: ObjectRequest) -> Result<ExistReply, ApiErr
 }
 
 pub fn size(state: &NodeState, req: ObjectRequest) -> Result<SizeReply, ApiError> {
-    state.authority(&req.id)?;
+    state.read_authority(&req.id)?;
     let open = state.rebuild.is_open();
     let r = state.directory.get_size(&req.id).map_err(ApiError::from);
     state.rebuild.read(open, r).map(|size| SizeReply { size })
 }
 
 pub fn remove(state: &NodeState, req: RemoveRequest) -> Result<Ack, ApiError> {
-    state.authority(&req.id)?;
+    state.read_authority(&req.id)?;
     state.rebuild.admit_object()?;
     match state.cold.get() {
         // A managed object is refused before a reclaim of its cold copy is planned.
@@ -302,7 +302,7 @@ pub fn batch_get(
     req: BatchRequest<ObjectRequest>,
 ) -> Result<BatchReply<GetReply>, ApiError> {
     let open = state.rebuild.is_open();
-    let (items, split) = Split::items(state, req.items, |r| &r.id);
+    let (items, split) = Split::reads(state, req.items, |r| &r.id);
     let ids = ids(items);
     let mut done = state.directory.batch_get(&ids, state.now_ms())?;
     if !open {
@@ -376,7 +376,7 @@ pub fn batch_exist(
     req: BatchRequest<ObjectRequest>,
 ) -> Result<BatchReply<ExistReply>, ApiError> {
     let open = state.rebuild.is_open();
-    let (items, split) = Split::items(state, req.items, |r| &r.id);
+    let (items, split) = Split::reads(state, req.items, |r| &r.id);
     let done = state.directory.batch_exist(&ids(items), state.now_ms())?;
     let mut items = map_items(done, |exists| ExistReply { exists }).items;
     if !open {
@@ -413,7 +413,7 @@ pub fn batch_remove(
         .into());
     }
     let now = state.now_ms();
-    let (items, split) = Split::items(state, req.items, |r| &r.id);
+    let (items, split) = Split::reads(state, req.items, |r| &r.id);
     let items = items
         .iter()
         .map(|r| {

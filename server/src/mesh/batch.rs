@@ -21,13 +21,37 @@ impl Split {
         items: Vec<T>,
         id: impl Fn(&T) -> &ObjectId,
     ) -> (Vec<T>, Split) {
+        Self::keep(state, items, id, false)
+    }
+
+    /// [`Split::items`] for reads and removes: also keeps the items this cluster still holds
+    /// (`NodeState::read_authority`).
+    pub fn reads<T>(
+        state: &NodeState,
+        items: Vec<T>,
+        id: impl Fn(&T) -> &ObjectId,
+    ) -> (Vec<T>, Split) {
+        Self::keep(state, items, id, true)
+    }
+
+    fn keep<T>(
+        state: &NodeState,
+        items: Vec<T>,
+        id: impl Fn(&T) -> &ObjectId,
+        held_too: bool,
+    ) -> (Vec<T>, Split) {
         let Some(mesh) = state.mesh.get() else {
             return (items, Split::default());
         };
         let mut kept = Vec::with_capacity(items.len());
         let mut refused = Vec::new();
         for (i, item) in items.into_iter().enumerate() {
-            match mesh.check(id(&item)) {
+            let checked = mesh.check(id(&item));
+            let checked = match checked {
+                Err(_) if held_too && state.holds(id(&item)) => Ok(()),
+                other => other,
+            };
+            match checked {
                 Ok(()) => kept.push(item),
                 Err(e) => refused.push((i, e)),
             }
