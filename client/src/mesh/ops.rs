@@ -10,7 +10,7 @@ use crescent_wire::store::ObjectId;
 use crescent_wire::{ApiError, ErrorCode, Redirect};
 use tracing::Instrument;
 
-use super::{route, MeshClient};
+use super::{previous_authority, route, MeshClient};
 use crate::batch::ItemResults;
 use crate::client::CrescentClient;
 use crate::error::ClientError;
@@ -79,13 +79,45 @@ impl MeshClient {
             .await
     }
 
-    pub async fn get(&self, key: &str) -> Result<Vec<u8>, ClientError> {
-        self.routed(key, |c| async move { c.get(key).await }).await
+    /// `op` at the cluster that held `key` before the newest membership change, after its
+    /// authority missed it; `None` when there is none or it does not answer with the object.
+    async fn at_previous<T, F, Fut>(&self, key: &str, op: F) -> Option<T>
+    where
+        F: FnOnce(CrescentClient) -> Fut,
+        Fut: Future<Output = Result<T, ClientError>>,
+    {
+        let id = self.scope.object_id(key).ok()?;
+        let routing = self.routing();
+        let previous = previous_authority(&routing, &id)?;
+        let client = self.client_for(&routing, &previous).ok()?;
+        let span = tracing::debug_span!("client.mesh_previous", cluster = %previous);
+        op(client).instrument(span).await.ok()
     }
 
+    /// The value of `key`: from its authority, or (a miss there) from the cluster that held
+    /// it before the newest membership change.
+    pub async fn get(&self, key: &str) -> Result<Vec<u8>, ClientError> {
+        match self.routed(key, |c| async move { c.get(key).await }).await {
+            Err(e) if e.code() == Some(ErrorCode::NotFound) => self
+                .at_previous(key, |c| async move { c.get(key).await })
+                .await
+                .ok_or(e),
+            other => other,
+        }
+    }
+
+    /// Whether `key` exists at its authority or at the cluster that held it before.
     pub async fn is_exist(&self, key: &str) -> Result<bool, ClientError> {
-        self.routed(key, |c| async move { c.is_exist(key).await })
+        match self
+            .routed(key, |c| async move { c.is_exist(key).await })
             .await
+        {
+            Ok(false) => Ok(self
+                .at_previous(key, |c| async move { c.is_exist(key).await })
+                .await
+                .unwrap_or(false)),
+            other => other,
+        }
     }
 
     pub async fn get_size(&self, key: &str) -> Result<u64, ClientError> {
@@ -93,14 +125,29 @@ impl MeshClient {
             .await
     }
 
+    /// Removes `key` at its authority or, a miss there, at the cluster that held it before
+    /// the newest membership change.
     pub async fn remove(&self, key: &str) -> Result<(), ClientError> {
-        self.routed(key, |c| async move { c.remove(key).await })
-            .await
+        self.remove_inner(key, false).await
     }
 
     pub async fn remove_forced(&self, key: &str) -> Result<(), ClientError> {
-        self.routed(key, |c| async move { c.remove_forced(key).await })
-            .await
+        self.remove_inner(key, true).await
+    }
+
+    async fn remove_inner(&self, key: &str, force: bool) -> Result<(), ClientError> {
+        let op = |c: CrescentClient| async move {
+            match force {
+                true => c.remove_forced(key).await,
+                false => c.remove(key).await,
+            }
+        };
+        match self.routed(key, op).await {
+            Err(e) if e.code() == Some(ErrorCode::NotFound) => {
+                self.at_previous(key, op).await.ok_or(e)
+            }
+            other => other,
+        }
     }
 
     /// Runs `op` once per authority cluster with the positions of its keys, in parallel;
@@ -239,37 +286,80 @@ impl MeshClient {
         &self,
         keys: &[K],
     ) -> Result<ItemResults<Vec<u8>>, ClientError> {
-        self.routed_batch(keys, |c, at| {
-            let ks: Vec<&str> = at.iter().map(|&i| keys[i].as_ref()).collect();
-            async move { c.get_batch(&ks).await }
-        })
-        .instrument(tracing::debug_span!(
-            "client.mesh_get_batch",
-            items = keys.len()
-        ))
-        .await
+        let mut items = self
+            .routed_batch(keys, |c, at| {
+                let ks: Vec<&str> = at.iter().map(|&i| keys[i].as_ref()).collect();
+                async move { c.get_batch(&ks).await }
+            })
+            .instrument(tracing::debug_span!(
+                "client.mesh_get_batch",
+                items = keys.len()
+            ))
+            .await?;
+        let missed: Vec<usize> = (0..items.len())
+            .filter(|&i| matches!(&items[i], Err(e) if e.code() == Some(ErrorCode::NotFound)))
+            .collect();
+        let found = futures::future::join_all(missed.iter().map(|&i| {
+            let key = keys[i].as_ref();
+            self.at_previous(key, move |c| async move { c.get(key).await })
+        }))
+        .await;
+        for (i, value) in missed.into_iter().zip(found) {
+            if let Some(v) = value {
+                items[i] = Ok(v);
+            }
+        }
+        Ok(items)
     }
 
     pub async fn batch_is_exist<K: AsRef<str>>(
         &self,
         keys: &[K],
     ) -> Result<ItemResults<bool>, ClientError> {
-        self.routed_batch(keys, |c, at| {
-            let ks: Vec<&str> = at.iter().map(|&i| keys[i].as_ref()).collect();
-            async move { c.batch_is_exist(&ks).await }
-        })
-        .await
+        let mut items = self
+            .routed_batch(keys, |c, at| {
+                let ks: Vec<&str> = at.iter().map(|&i| keys[i].as_ref()).collect();
+                async move { c.batch_is_exist(&ks).await }
+            })
+            .await?;
+        let missed: Vec<usize> = (0..items.len())
+            .filter(|&i| matches!(items[i], Ok(false)))
+            .collect();
+        let found = futures::future::join_all(missed.iter().map(|&i| {
+            let key = keys[i].as_ref();
+            self.at_previous(key, move |c| async move { c.is_exist(key).await })
+        }))
+        .await;
+        for (i, exists) in missed.into_iter().zip(found) {
+            items[i] = Ok(exists.unwrap_or(false));
+        }
+        Ok(items)
     }
 
     pub async fn remove_batch<K: AsRef<str>>(
         &self,
         keys: &[K],
     ) -> Result<ItemResults<()>, ClientError> {
-        self.routed_batch(keys, |c, at| {
-            let ks: Vec<&str> = at.iter().map(|&i| keys[i].as_ref()).collect();
-            async move { c.remove_batch(&ks).await }
-        })
-        .await
+        let mut items = self
+            .routed_batch(keys, |c, at| {
+                let ks: Vec<&str> = at.iter().map(|&i| keys[i].as_ref()).collect();
+                async move { c.remove_batch(&ks).await }
+            })
+            .await?;
+        let missed: Vec<usize> = (0..items.len())
+            .filter(|&i| matches!(&items[i], Err(e) if e.code() == Some(ErrorCode::NotFound)))
+            .collect();
+        let removed = futures::future::join_all(missed.iter().map(|&i| {
+            let key = keys[i].as_ref();
+            self.at_previous(key, move |c| async move { c.remove(key).await })
+        }))
+        .await;
+        for (i, done) in missed.into_iter().zip(removed) {
+            if done.is_some() {
+                items[i] = Ok(());
+            }
+        }
+        Ok(items)
     }
 }
 
