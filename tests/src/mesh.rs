@@ -12,9 +12,14 @@ use crescent_client::{BearerToken, ClientOptions, MeshClient};
 use crate::auth::AuthKey;
 use crate::binaries::crescent_command;
 use crate::crescentd::{Auth, CrescentdProcess};
-use crate::ha_pair::{
-    cluster_name, pair_key, start_node_on, wait_active, write_node_config, Backend,
-};
+use crate::ha_pair::{cluster_name, pair_key, start_node_on, wait_active, Backend};
+
+/// Lease of a standalone cluster's node: it never fails over in these tests, and a longer
+/// lease keeps it the active on a loaded machine (a lost lease restarts it, which empties its
+/// embedded segment). On a Redis a new cluster serves one lease after its first election.
+const STANDALONE_LEASE_SECS: u64 = 4;
+/// Lease of a pair's nodes: the failover test waits about this long.
+const PAIR_LEASE_SECS: u64 = 3;
 
 /// The tenant the tests' client token binds.
 pub const TENANT: &str = "meshy";
@@ -37,16 +42,23 @@ impl Mesh {
             key: pair_key(dir),
             clusters: Vec::new(),
         };
-        for (i, w) in weights.iter().enumerate() {
-            let node = format!("c{i}");
-            write_node_config(dir, &node, &mesh.node_config(*w));
-            let cluster = cluster_name();
-            let auth = Auth::Key(mesh.key.clone());
-            let p = start_node_on(dir, &node, &cluster, true, auth, &mesh.backend);
-            wait_active(&p, Duration::from_secs(20)).await;
-            mesh.clusters.push((cluster, p));
+        for w in weights {
+            mesh.add(dir, *w).await;
         }
         mesh
+    }
+
+    /// Starts one more standalone cluster (node `cN`) of weight `weight` and waits until it
+    /// serves; returns its name.
+    pub async fn add(&mut self, dir: &Path, weight: f64) -> String {
+        let node = format!("c{}", self.clusters.len());
+        self.write_config(dir, &node, STANDALONE_LEASE_SECS, weight);
+        let cluster = cluster_name();
+        let auth = Auth::Key(self.key.clone());
+        let p = start_node_on(dir, &node, &cluster, true, auth, &self.backend);
+        wait_active(&p, Duration::from_secs(20)).await;
+        self.clusters.push((cluster.clone(), p));
+        cluster
     }
 
     /// Starts an HA pair (nodes `NODE-a`, `NODE-b`) as one more cluster of weight `weight`
@@ -60,7 +72,7 @@ impl Mesh {
         let cluster = cluster_name();
         let nodes = ["a", "b"].map(|n| {
             let name = format!("{node}-{n}");
-            write_node_config(dir, &name, &self.node_config(weight));
+            self.write_config(dir, &name, PAIR_LEASE_SECS, weight);
             let auth = Auth::Key(self.key.clone());
             start_node_on(dir, &name, &cluster, true, auth, &self.backend)
         });
@@ -68,13 +80,16 @@ impl Mesh {
         (cluster, nodes, active)
     }
 
-    /// The `[ha]` tail and sections of a node of this mesh with weight `weight`.
-    fn node_config(&self, weight: f64) -> String {
-        format!(
-            "embedded_segment = true\n[store]\nembedded_segment_bytes = {}\n[mesh]\nname = {:?}\nweight = {weight}\n",
+    /// Writes node `node`'s config file (`DIR/node.toml`, read by `start_node_on`): lease
+    /// `lease_secs`, the embedded segment, this mesh with weight `weight`.
+    fn write_config(&self, dir: &Path, node: &str, lease_secs: u64, weight: f64) {
+        let text = format!(
+            "[ha]\nlease_ttl_secs = {lease_secs}\nsync_timeout_ms = 1000\nembedded_segment = true\n\
+             [store]\nembedded_segment_bytes = {}\n[mesh]\nname = {:?}\nweight = {weight}\n",
             64 << 20,
             self.name
-        )
+        );
+        std::fs::write(dir.join(format!("{node}.toml")), text).expect("writing the node config");
     }
 
     /// The index of cluster `name`.

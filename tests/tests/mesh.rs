@@ -234,6 +234,57 @@ async fn a_pair_in_a_mesh_publishes_its_new_active_after_kill_9() {
     );
 }
 
+/// A third cluster joins a mesh holding objects: the objects whose authority moved to it are
+/// read (and removed) where they still are (through the `MeshClient`, and new `crescent`
+/// processes), the others at their authority; a new object goes to the joined cluster.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn objects_stay_readable_after_a_join() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut mesh = Mesh::start(dir.path(), Backend::Etcd(etcd()), &[1.0, 1.0]).await;
+    let client = mesh.client().await;
+    let keys = keys(120);
+    put_all(&client, &keys).await;
+    let joined = mesh.add(dir.path(), 2.0).await;
+    let started = Instant::now();
+    while client.generation() < 5 {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the watch saw no join"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let moved: Vec<&String> = keys
+        .iter()
+        .filter(|k| client.authority(k).unwrap() == joined)
+        .collect();
+    assert!(!moved.is_empty(), "some keys moved to the joined cluster");
+    assert_readable(&client, &keys).await;
+    let got = mesh.cli_json(&["get", moved[0]]);
+    assert_eq!(got["value_utf8"], format!("v-{}", moved[0]), "{got}");
+    assert_eq!(mesh.cli_json(&["exist", moved[0]])["exists"], true);
+    assert_eq!(mesh.cli(&["exist", "never-stored"]).status.code(), Some(1));
+    // A moved object is removed where it still is; then it is gone.
+    assert_eq!(mesh.cli_json(&["rm", moved[1]])["removed"], true);
+    assert_eq!(mesh.cli(&["exist", moved[1]]).status.code(), Some(1));
+    let gone = client.get(moved[1]).await.expect_err("removed");
+    assert_eq!(gone.code_str(), "NOT_FOUND");
+    let fresh = key_of(&client, &joined, "fresh");
+    client.put(&fresh, b"v-new").await.unwrap();
+    let held = BTreeMap::from([(joined.clone(), 1u64)]);
+    let ls = mesh.cli_json(&["mesh", "ls"]);
+    let row = ls["clusters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == joined.as_str())
+        .unwrap()
+        .clone();
+    assert_eq!(
+        row["objects"], held[&joined],
+        "only the new object is there: {ls}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_clusters_on_etcd() {
     two_clusters(Backend::Etcd(etcd())).await;
