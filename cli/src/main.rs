@@ -15,6 +15,7 @@ mod bench;
 mod cold;
 mod cold_bench;
 mod docs_out;
+mod mesh;
 mod run;
 mod tenant;
 #[cfg(test)]
@@ -57,6 +58,10 @@ pub struct Cli {
     /// and follow its leader there. Needs --cluster.
     #[arg(long, global = true, env = "CRESCENT_REDIS")]
     pub redis: Option<String>,
+    /// A mesh of clusters (with --etcd or --redis, without --cluster): each object request
+    /// goes to its authority cluster's leader (docs/scale-out.md).
+    #[arg(long, global = true, env = "CRESCENT_MESH", conflicts_with = "cluster")]
+    pub mesh: Option<String>,
     /// The HA pair's cluster name (with --etcd or --redis).
     #[arg(long, global = true, env = "CRESCENT_CLUSTER")]
     pub cluster: Option<String>,
@@ -227,6 +232,11 @@ pub enum Command {
         #[arg(long, default_value = ".")]
         dir: std::path::PathBuf,
     },
+    /// The mesh of clusters (with --mesh): `ls`.
+    Mesh {
+        #[command(subcommand)]
+        command: mesh::MeshCommand,
+    },
     /// Managed weight revisions.
     Weights {
         #[command(subcommand)]
@@ -327,6 +337,7 @@ impl Cli {
                 .unwrap_or_default(),
             redis: self.redis.clone(),
             cluster: self.cluster.clone(),
+            mesh: self.mesh.clone(),
             no_local_cold_restore: self.no_local_cold_restore,
             token: self.token.clone().map(crescent_client::BearerToken::new),
             ca_file: self.ca_file.clone(),
@@ -343,7 +354,8 @@ Exit status:
   1  `exist`: the key does not exist
   2  invalid argument or usage (INVALID_ARGUMENT)
   3  crescentd unreachable or not serving: connection refused, no leader, failover
-     (UNAVAILABLE, NOT_LEADER, BUSY, NOT_READY, NO_LEADER, FAILOVER_INTERRUPTED)
+     (UNAVAILABLE, NOT_LEADER, BUSY, NOT_READY, NO_LEADER, FAILOVER_INTERRUPTED,
+     WRONG_CLUSTER)
   4  not found (NOT_FOUND, LEASE_EXPIRED)
   5  conflict (CONFLICT, STALE_GENERATION, FENCED)
   6  checksum mismatch (CHECKSUM_MISMATCH)

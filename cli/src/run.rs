@@ -12,16 +12,16 @@ use crescent_client::ClientError;
 use crescent_client::{CrescentClient, PutOptions};
 use crescent_owner::{Owner, OwnerConfig};
 
-fn print_json(v: &impl serde::Serialize) -> Result<(), ClientError> {
+pub(crate) fn print_json(v: &impl serde::Serialize) -> Result<(), ClientError> {
     outln!("{}", serde_json::to_string(v).expect("json output"))
 }
 
-fn io_err(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> ClientError {
+pub(crate) fn io_err(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> ClientError {
     let context = context.into();
     move |source| ClientError::Io { context, source }
 }
 
-fn read_input(file: &str) -> Result<Vec<u8>, ClientError> {
+pub(crate) fn read_input(file: &str) -> Result<Vec<u8>, ClientError> {
     if file == "-" {
         let mut buf = Vec::new();
         std::io::stdin()
@@ -98,6 +98,9 @@ pub(super) async fn run(cli: Cli) -> Result<u8, ClientError> {
             return done;
         }
     }
+    if cli.mesh.is_some() || matches!(cli.command, Command::Mesh { .. }) {
+        return super::mesh::run(cli).await;
+    }
     // An owner with a metrics listener exports the client's families (its heartbeats,
     // replays, transfers) on the registry it serves.
     let registry = matches!(
@@ -118,7 +121,7 @@ pub(super) async fn run(cli: Cli) -> Result<u8, ClientError> {
     let json = cli.json;
     match cli.command {
         // Answered before connecting, above.
-        Command::Completion { .. } | Command::Man { .. } => {}
+        Command::Completion { .. } | Command::Man { .. } | Command::Mesh { .. } => {}
         Command::Weights { command } => {
             let done = super::weights::run(&client, cli.tenant.as_deref(), json, command).await;
             // Reads release their leases without waiting: make sure they ran before exiting.

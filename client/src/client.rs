@@ -136,7 +136,10 @@ impl CrescentClient {
         ))
     }
 
-    fn build(options: &ClientOptions, metrics: ClientMetrics) -> Result<Self, ClientError> {
+    pub(crate) fn build(
+        options: &ClientOptions,
+        metrics: ClientMetrics,
+    ) -> Result<Self, ClientError> {
         options.validate()?;
         let token_tenant: Option<Arc<str>> = options
             .token

@@ -22,6 +22,10 @@ pub struct ClientOptions {
     /// `redis://HOST:PORT[/DB]` of the pair's Redis (exclusive with `etcd_endpoints`).
     pub redis: Option<String>,
     pub cluster: Option<String>,
+    /// A mesh of clusters in `etcd_endpoints` or `redis` ([`crate::MeshClient`],
+    /// docs/scale-out.md): requests go to each object's authority cluster. Exclusive with
+    /// `cluster` and `servers`.
+    pub mesh: Option<String>,
     pub failover: FailoverConfig,
     /// Never read a cold-only object's backing file directly, even on its device's host:
     /// every restore goes through the server (see `crate::cold_restore`).
@@ -116,6 +120,24 @@ impl ClientOptions {
         }
     }
 
+    /// Route through mesh `mesh`, whose membership is in etcd (`endpoints`, `URL[,URL...]`).
+    pub fn etcd_mesh(endpoints: &str, mesh: &str) -> Self {
+        Self {
+            etcd_endpoints: split_list(endpoints),
+            mesh: Some(mesh.to_string()),
+            ..Self::default()
+        }
+    }
+
+    /// Route through mesh `mesh`, whose membership is in Redis (`url`).
+    pub fn redis_mesh(url: &str, mesh: &str) -> Self {
+        Self {
+            redis: Some(url.to_string()),
+            mesh: Some(mesh.to_string()),
+            ..Self::default()
+        }
+    }
+
     /// The same options with overall failover deadline `timeout`.
     pub fn with_failover_timeout(mut self, timeout: Duration) -> Self {
         self.failover.timeout = timeout;
@@ -161,6 +183,9 @@ impl ClientOptions {
                 "give etcd endpoints (--etcd) or a Redis (--redis), not both".into(),
             ));
         }
+        if self.mesh.is_some() {
+            return self.validate_mesh();
+        }
         match (self.follows_leader(), &self.cluster) {
             (true, None) => {
                 return Err(ClientError::InvalidArgument(
@@ -181,6 +206,28 @@ impl ClientOptions {
             }
             _ => {}
         }
+        self.validate_failover()
+    }
+
+    /// A mesh: a backend, no cluster and no servers (each cluster's leader comes from the
+    /// membership record).
+    fn validate_mesh(&self) -> Result<(), ClientError> {
+        if !self.follows_leader() {
+            return Err(ClientError::InvalidArgument(
+                "a mesh (--mesh) needs etcd endpoints (--etcd) or a Redis (--redis)".into(),
+            ));
+        }
+        if self.cluster.is_some() || !self.servers.is_empty() {
+            return Err(ClientError::InvalidArgument(
+                "a mesh (--mesh) finds its clusters in the membership record: give no \
+                 --cluster or --server with it"
+                    .into(),
+            ));
+        }
+        self.validate_failover()
+    }
+
+    fn validate_failover(&self) -> Result<(), ClientError> {
         let f = &self.failover;
         if f.timeout.is_zero() || f.initial_backoff.is_zero() || f.max_backoff < f.initial_backoff {
             return Err(ClientError::InvalidArgument(format!(
@@ -234,6 +281,31 @@ mod tests {
             ..redis
         };
         assert!(both.validate().is_err(), "etcd or Redis, not both");
+        let mesh = ClientOptions::etcd_mesh("http://127.0.0.1:2379", "m");
+        assert!(mesh.validate().is_ok());
+        assert!(ClientOptions::redis_mesh("redis://127.0.0.1:6379", "m")
+            .validate()
+            .is_ok());
+        let no_backend = ClientOptions {
+            mesh: Some("m".into()),
+            ..ClientOptions::default()
+        };
+        assert!(no_backend.validate().is_err(), "a mesh needs a backend");
+        for with in [
+            ClientOptions {
+                cluster: Some("c".into()),
+                ..mesh.clone()
+            },
+            ClientOptions {
+                servers: vec!["a:1".into()],
+                ..mesh.clone()
+            },
+        ] {
+            assert!(
+                with.validate().is_err(),
+                "a mesh names no cluster or server"
+            );
+        }
         let zero = ClientOptions::servers("a:1").with_failover_timeout(Duration::ZERO);
         assert!(zero.validate().is_err());
         assert!(ClientOptions::servers(" , ").validate().is_err());

@@ -240,7 +240,7 @@ impl ClientError {
 
     /// The `crescent` CLI's exit status for this error (0 is success; 1 is reserved for
     /// "answered no", e.g. `exist` of an absent key):
-    /// 2 invalid argument, 3 unreachable/unavailable, 4 not found, 5 conflict,
+    /// 2 invalid argument, 3 unreachable/unavailable/misrouted, 4 not found, 5 conflict,
     /// 6 data integrity (checksum), 7 local IO, 8 capacity (quota/durability/policy), 9 other.
     pub fn exit_code(&self) -> u8 {
         match self.code_str() {
@@ -250,7 +250,8 @@ impl ClientError {
             | "BUSY"
             | "NOT_READY"
             | "NO_LEADER"
-            | "FAILOVER_INTERRUPTED" => 3,
+            | "FAILOVER_INTERRUPTED"
+            | "WRONG_CLUSTER" => 3,
             "NOT_FOUND" | "LEASE_EXPIRED" => 4,
             "CONFLICT" | "STALE_GENERATION" | "FENCED" => 5,
             "CHECKSUM_MISMATCH" => 6,

@@ -69,6 +69,8 @@ mod http;
 mod leader;
 mod leader_etcd;
 mod lease;
+#[cfg(feature = "etcd")]
+pub mod mesh;
 pub mod metrics;
 pub mod options;
 pub mod owner_calls;
@@ -93,6 +95,8 @@ pub use dataplane::LocalSegment;
 pub use error::{ClientError, ErrorClass};
 pub use failover::{FailoverConfig, Retry};
 pub use failover_metrics::{FailoverMetrics, LeaderSource, RetryReason};
+#[cfg(feature = "etcd")]
+pub use mesh::MeshClient;
 pub use metrics::{ClientMetrics, RebuildMetrics};
 pub use options::{PutOptions, Scope};
 pub use ownership::{OwnedReplica, OwnershipTable, ReleaseReport};

@@ -15,6 +15,7 @@
 mod error;
 pub mod hash;
 mod membership;
+mod publish;
 mod route;
 
 pub use crescent_error_class::ErrorClass;
@@ -23,4 +24,5 @@ pub use membership::{
     apply_update, validate_name, ClusterEntry, ClusterState, Membership, MAX_ADDRESS_LEN,
     MAX_CLUSTERS, MAX_NAME_LEN, MAX_WEIGHT, MEMBERSHIP_FORMAT_VERSION,
 };
+pub use publish::{next_publish, SelfEntry};
 pub use route::{Lineage, RouteKey, RouteTable};

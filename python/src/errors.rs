@@ -91,6 +91,7 @@ pub fn error_for(py: Python<'_>, code: &str, message: String) -> PyErr {
         | "BUSY"
         | "NOT_READY"
         | "FAILOVER_INTERRUPTED"
+        | "WRONG_CLUSTER"
         | "REQUEST_TIMEOUT" => UnavailableError::new_err(text),
         "CONFLICT" | "STALE_GENERATION" | "FENCED" | "LEASE_EXPIRED" => {
             ConflictError::new_err(text)

@@ -60,6 +60,12 @@ pub struct Args {
     /// The HA pair's name (ha.cluster).
     #[arg(long, env = "CRESCENT_CLUSTER")]
     pub cluster: Option<String>,
+    /// Join the mesh of this name as cluster --cluster (mesh.name; needs --etcd or --redis).
+    #[arg(long, env = "CRESCENT_MESH")]
+    pub mesh: Option<String>,
+    /// This cluster's relative share of the mesh's objects (mesh.weight, default 1).
+    #[arg(long, env = "CRESCENT_MESH_WEIGHT")]
+    pub mesh_weight: Option<f64>,
     /// HOST:PORT other nodes and clients reach this node's HTTP API at (ha.advertise).
     #[arg(long, env = "CRESCENT_ADVERTISE")]
     pub advertise: Option<String>,
@@ -128,6 +134,12 @@ impl Args {
         }
         if let Some(v) = &self.cluster {
             c.ha.cluster = v.clone();
+        }
+        if let Some(v) = &self.mesh {
+            c.mesh.name = Some(v.clone());
+        }
+        if let Some(v) = self.mesh_weight {
+            c.mesh.weight = v;
         }
         if let Some(v) = &self.advertise {
             c.ha.advertise = v.clone();

@@ -45,6 +45,8 @@ pub struct Config {
     pub log: LogConfig,
     pub store: StoreSettings,
     pub ha: HaSettings,
+    /// `[mesh]`: this cluster as one of a mesh (docs/scale-out.md).
+    pub mesh: crate::config_mesh::MeshSettings,
     /// `[weights]`: managed weight revision defaults (validated at startup, fail closed).
     pub weights: crescent_weights::WeightConfig,
     /// The cold tier (`[cold]`).
@@ -144,6 +146,7 @@ impl Default for Config {
             log: LogConfig::default(),
             store: StoreSettings::default(),
             ha: HaSettings::default(),
+            mesh: crate::config_mesh::MeshSettings::default(),
             weights: crescent_weights::WeightConfig::default(),
             cold: crate::config_cold::ColdSettings::default(),
             net: crate::config_net::NetConfig::default(),
@@ -302,6 +305,7 @@ impl Config {
         self.cold.validate()?;
         self.net.validate()?;
         self.ha.validate()?;
+        self.mesh.validate(&self.ha)?;
         let listeners: Vec<SocketAddr> = std::iter::once(self.listen)
             .chain(self.store.rpc_listen_addr(self.listen))
             .collect();

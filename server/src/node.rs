@@ -60,6 +60,9 @@ pub struct NodeState {
     pub rpc: Mutex<Option<RpcServer>>,
     /// Set when this node is the active of an HA pair.
     pub ha: std::sync::OnceLock<Arc<crate::ha::active::ActiveHa>>,
+    /// Set when this node's cluster serves in a mesh (`[mesh]`): object requests are checked
+    /// against the mesh's routing (docs/scale-out.md).
+    pub mesh: std::sync::OnceLock<Arc<crate::mesh::MeshRole>>,
     /// The rebuild gate of this start or promotion.
     pub rebuild: Arc<crate::rebuild::Rebuild>,
     /// Removes wait here until what they removed from owners' segments is journaled.
@@ -84,6 +87,40 @@ pub struct NodeState {
 pub type ColdRecovered = Mutex<Option<(BTreeMap<String, crescent_cold::ColdDevice>, u64)>>;
 
 impl NodeState {
+    /// `Ok` unless this node's cluster is in a mesh that routes `id` to another cluster
+    /// (WRONG_CLUSTER). Outside a mesh: one branch.
+    #[inline]
+    pub fn authority(
+        &self,
+        id: &crescent_wire::store::ObjectId,
+    ) -> Result<(), crescent_wire::ApiError> {
+        match self.mesh.get() {
+            None => Ok(()),
+            Some(mesh) => mesh.check(id),
+        }
+    }
+
+    /// [`Self::authority`] for reads and removes: a cluster also answers for an object it
+    /// still holds that the mesh now routes elsewhere (it was the object's authority before a
+    /// join, docs/scale-out.md "Reads after a membership change").
+    pub fn read_authority(
+        &self,
+        id: &crescent_wire::store::ObjectId,
+    ) -> Result<(), crescent_wire::ApiError> {
+        match self.mesh.get() {
+            None => Ok(()),
+            Some(mesh) => mesh.check(id).or_else(|e| match self.holds(id) {
+                true => Ok(()),
+                false => Err(e),
+            }),
+        }
+    }
+
+    /// Whether the directory holds a complete object `id`.
+    pub fn holds(&self, id: &crescent_wire::store::ObjectId) -> bool {
+        self.directory.exist(id, self.now_ms()).unwrap_or(false)
+    }
+
     /// The server clock (ms since the Unix epoch): the one the aggregates' commands see.
     pub fn now_ms(&self) -> i64 {
         self.runtime.clock().now_ms()
@@ -476,6 +513,7 @@ impl Node {
             housekeeping: Mutex::new(None),
             rpc: Mutex::new(None),
             ha: std::sync::OnceLock::new(),
+            mesh: std::sync::OnceLock::new(),
             rebuild,
             removals,
             quotas,

@@ -144,6 +144,7 @@ pub fn crescent_command(globals: &[&str]) -> Command {
         .env_remove("CRESCENT_ETCD")
         .env_remove("CRESCENT_REDIS")
         .env_remove("CRESCENT_CLUSTER")
+        .env_remove("CRESCENT_MESH")
         .env_remove("CRESCENT_TENANT")
         .env_remove("CRESCENT_DOMAIN")
         .env_remove("CRESCENT_TOKEN")

@@ -35,6 +35,7 @@ pub mod crash_payload;
 pub mod etcd;
 pub mod ha_cold_owner;
 pub mod ha_pair;
+pub mod mesh;
 pub mod mount_load;
 pub mod net_probe;
 pub mod redis;

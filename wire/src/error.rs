@@ -32,10 +32,14 @@ pub enum ErrorCode {
     /// The store has no room for the object even after eviction (or a bounded table is
     /// full); a tenant's own quota is `QuotaExceeded`.
     OutOfSpace,
+    /// crescentd belongs to a mesh (docs/scale-out.md) whose current membership generation
+    /// routes the object to another cluster: the answer names that generation and the
+    /// authority cluster. Nothing ran.
+    WrongCluster,
 }
 
 impl ErrorCode {
-    pub const ALL: [ErrorCode; 19] = [
+    pub const ALL: [ErrorCode; 20] = [
         ErrorCode::InvalidArgument,
         ErrorCode::NotFound,
         ErrorCode::NotReady,
@@ -55,6 +59,7 @@ impl ErrorCode {
         ErrorCode::Unauthenticated,
         ErrorCode::PermissionDenied,
         ErrorCode::OutOfSpace,
+        ErrorCode::WrongCluster,
     ];
 
     /// The code as it appears on the wire.
@@ -79,6 +84,7 @@ impl ErrorCode {
             ErrorCode::Unauthenticated => "UNAUTHENTICATED",
             ErrorCode::PermissionDenied => "PERMISSION_DENIED",
             ErrorCode::OutOfSpace => "OUT_OF_SPACE",
+            ErrorCode::WrongCluster => "WRONG_CLUSTER",
         }
     }
 
@@ -109,6 +115,8 @@ impl ErrorCode {
             ErrorCode::Unauthenticated => 401,
             ErrorCode::PermissionDenied => 403,
             ErrorCode::OutOfSpace => 507,
+            // Misdirected Request: this server is not the one to answer for the key.
+            ErrorCode::WrongCluster => 421,
         }
     }
 
@@ -145,6 +153,39 @@ pub struct ApiError {
     /// The server state behind the refusal, when it has one (`REBUILDING`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state: Option<String>,
+    /// For WRONG_CLUSTER: the authority cluster and the membership generation that names it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub redirect: Option<Redirect>,
+}
+
+/// Where a mesh routes an object (docs/scale-out.md, "Generations and redirects").
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Redirect {
+    /// The membership generation the answering cluster routed under.
+    pub generation: u64,
+    /// The authority cluster of the object under that generation.
+    pub cluster: String,
+}
+
+impl Redirect {
+    /// The message of a WRONG_CLUSTER answer. Batch items carry only a code and a message,
+    /// so [`Redirect::parse`] reads the redirect back from it; the two are the one format.
+    pub fn message(&self) -> String {
+        format!(
+            "mesh generation {} routes this object to cluster {}",
+            self.generation, self.cluster
+        )
+    }
+
+    /// The redirect of a WRONG_CLUSTER message written by [`Redirect::message`].
+    pub fn parse(message: &str) -> Option<Redirect> {
+        let rest = message.strip_prefix("mesh generation ")?;
+        let (generation, cluster) = rest.split_once(" routes this object to cluster ")?;
+        Some(Redirect {
+            generation: generation.parse().ok()?,
+            cluster: cluster.to_string(),
+        })
+    }
 }
 
 impl ApiError {
@@ -156,7 +197,16 @@ impl ApiError {
             leader: None,
             not_run: false,
             state: None,
+            redirect: None,
         }
+    }
+
+    /// WRONG_CLUSTER naming `redirect` (refused before running).
+    pub fn wrong_cluster(redirect: Redirect) -> Self {
+        let mut e = Self::new(ErrorCode::WrongCluster, redirect.message());
+        e.not_run = true;
+        e.redirect = Some(redirect);
+        e
     }
 
     /// Marks this error as a refusal made before anything ran, in server state `state`.
@@ -233,6 +283,7 @@ mod tests {
             ("UNAUTHENTICATED", 401),
             ("PERMISSION_DENIED", 403),
             ("OUT_OF_SPACE", 507),
+            ("WRONG_CLUSTER", 421),
         ];
         assert_eq!(expect.len(), ErrorCode::ALL.len());
         for (name, status) in expect {
@@ -240,6 +291,26 @@ mod tests {
             assert_eq!(code.http_status(), status, "{name}");
         }
         assert_eq!(ErrorCode::parse("NOPE"), None);
+    }
+
+    #[test]
+    fn a_redirect_round_trips_through_its_message_and_the_body() {
+        let r = Redirect {
+            generation: 7,
+            cluster: "east-2".into(),
+        };
+        assert_eq!(Redirect::parse(&r.message()), Some(r.clone()));
+        assert_eq!(
+            Redirect::parse("mesh generation x routes this object to cluster a"),
+            None
+        );
+        let e = ApiError::wrong_cluster(r.clone());
+        assert_eq!(e.code.http_status(), 421);
+        assert!(e.not_run && !e.retryable);
+        let packed = rmp_serde::to_vec_named(&e).unwrap();
+        assert_eq!(rmp_serde::from_slice::<ApiError>(&packed).unwrap(), e);
+        let json = serde_json::to_string(&ApiError::invalid("x")).unwrap();
+        assert!(!json.contains("redirect"), "{json}");
     }
 
     #[test]

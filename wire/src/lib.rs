@@ -18,7 +18,7 @@ pub mod store;
 pub mod tenants;
 pub mod weights;
 
-pub use error::{ApiError, ErrorCode};
+pub use error::{ApiError, ErrorCode, Redirect};
 
 /// The wire API version this build speaks.
 pub const WIRE_VERSION: u32 = 1;

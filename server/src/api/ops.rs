@@ -19,6 +19,7 @@ use crescent_wire::{ApiError, ErrorCode};
 use crescent_transport::TransferOp;
 
 use super::error::from_cold;
+use crate::mesh::Split;
 use crate::node::NodeState;
 use crescent_transport::grant::put_subject;
 
@@ -31,6 +32,7 @@ pub fn with_default_placement(state: &NodeState, mut req: PutStartRequest) -> Pu
 }
 
 pub fn put_start(state: &NodeState, req: PutStartRequest) -> Result<PutStartReply, ApiError> {
+    state.authority(&req.id)?;
     state.rebuild.admit_object()?;
     let req = with_default_placement(state, req);
     if let Some(cold) = state.cold.get() {
@@ -74,6 +76,7 @@ pub fn grant_get(state: &NodeState, reply: &mut GetReply, now_ms: i64) {
 }
 
 pub fn put_end(state: &NodeState, req: PutEndRequest) -> Result<Ack, ApiError> {
+    state.authority(&req.id)?;
     state.rebuild.admit_object()?;
     crescent_crash::point(points::PUT_END_BEFORE_COMMIT);
     match state.cold.get() {
@@ -103,6 +106,7 @@ pub fn put_revoke(state: &NodeState, req: PutEndRequest) -> Result<Ack, ApiError
 // is replaying); what is not found yet answers UNAVAILABLE/REBUILDING, never NOT_FOUND.
 
 pub fn get(state: &NodeState, req: GetRequest) -> Result<GetReply, ApiError> {
+    state.read_authority(&req.id)?;
     let open = state.rebuild.is_open();
     let found = state
         .directory
@@ -127,6 +131,7 @@ pub fn get(state: &NodeState, req: GetRequest) -> Result<GetReply, ApiError> {
 }
 
 pub fn exist(state: &NodeState, req: ObjectRequest) -> Result<ExistReply, ApiError> {
+    state.read_authority(&req.id)?;
     let open = state.rebuild.is_open();
     let exists = state.directory.exist(&req.id, state.now_ms())?;
     if !exists && !open {
@@ -136,12 +141,14 @@ pub fn exist(state: &NodeState, req: ObjectRequest) -> Result<ExistReply, ApiErr
 }
 
 pub fn size(state: &NodeState, req: ObjectRequest) -> Result<SizeReply, ApiError> {
+    state.read_authority(&req.id)?;
     let open = state.rebuild.is_open();
     let r = state.directory.get_size(&req.id).map_err(ApiError::from);
     state.rebuild.read(open, r).map(|size| SizeReply { size })
 }
 
 pub fn remove(state: &NodeState, req: RemoveRequest) -> Result<Ack, ApiError> {
+    state.read_authority(&req.id)?;
     state.rebuild.admit_object()?;
     match state.cold.get() {
         // A managed object is refused before a reclaim of its cold copy is planned.
@@ -222,8 +229,8 @@ pub fn batch_put_start(
     req: BatchRequest<PutStartRequest>,
 ) -> Result<BatchReply<PutStartReply>, ApiError> {
     state.rebuild.admit_object()?;
-    let items: Vec<PutStartRequest> = req
-        .items
+    let (items, split) = Split::items(state, req.items, |r| &r.id);
+    let items: Vec<PutStartRequest> = items
         .into_iter()
         .map(|r| with_default_placement(state, r))
         .collect();
@@ -234,7 +241,9 @@ pub fn batch_put_start(
             grant_put(state, &req.id, reply, now);
         }
     }
-    Ok(BatchReply { items: done })
+    Ok(BatchReply {
+        items: split.merge(done),
+    })
 }
 
 pub fn batch_put_end(
@@ -242,6 +251,8 @@ pub fn batch_put_end(
     req: BatchRequest<PutEndRequest>,
 ) -> Result<BatchReply<Ack>, ApiError> {
     state.rebuild.admit_object()?;
+    let (items, split) = Split::items(state, req.items, |r| &r.id);
+    let req = BatchRequest { items };
     let mut done = state.directory.batch_put_end(&req.items, state.now_ms())?;
     // Items whose old content has a materialized cold copy are refused by the directory
     // until its reclaim is planned: end those one by one through the cold tier.
@@ -272,7 +283,7 @@ pub fn batch_put_end(
             }
         }
     }
-    Ok(map_items(done, |()| Ack {}))
+    Ok(map_items(split.merge(done), |()| Ack {}))
 }
 
 pub fn batch_put_revoke(
@@ -291,7 +302,8 @@ pub fn batch_get(
     req: BatchRequest<ObjectRequest>,
 ) -> Result<BatchReply<GetReply>, ApiError> {
     let open = state.rebuild.is_open();
-    let ids = ids(req.items);
+    let (items, split) = Split::reads(state, req.items, |r| &r.id);
+    let ids = ids(items);
     let mut done = state.directory.batch_get(&ids, state.now_ms())?;
     if !open {
         for item in &mut done {
@@ -345,7 +357,9 @@ pub fn batch_get(
             grant_get(state, reply, now);
         }
     }
-    Ok(BatchReply { items: done })
+    Ok(BatchReply {
+        items: split.merge(done),
+    })
 }
 
 pub fn batch_release(
@@ -362,9 +376,8 @@ pub fn batch_exist(
     req: BatchRequest<ObjectRequest>,
 ) -> Result<BatchReply<ExistReply>, ApiError> {
     let open = state.rebuild.is_open();
-    let done = state
-        .directory
-        .batch_exist(&ids(req.items), state.now_ms())?;
+    let (items, split) = Split::reads(state, req.items, |r| &r.id);
+    let done = state.directory.batch_exist(&ids(items), state.now_ms())?;
     let mut items = map_items(done, |exists| ExistReply { exists }).items;
     if !open {
         for item in &mut items {
@@ -377,7 +390,9 @@ pub fn batch_exist(
             }
         }
     }
-    Ok(BatchReply { items })
+    Ok(BatchReply {
+        items: split.merge(items),
+    })
 }
 
 /// Remove carries `force` per item, so items run one by one here (same limit as the store's
@@ -398,8 +413,8 @@ pub fn batch_remove(
         .into());
     }
     let now = state.now_ms();
-    let items = req
-        .items
+    let (items, split) = Split::reads(state, req.items, |r| &r.id);
+    let items = items
         .iter()
         .map(|r| {
             let removed = match state.cold.get() {
@@ -428,5 +443,7 @@ pub fn batch_remove(
             }
         })
         .collect();
-    Ok(BatchReply { items })
+    Ok(BatchReply {
+        items: split.merge(items),
+    })
 }

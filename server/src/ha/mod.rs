@@ -156,6 +156,11 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
         Ok(()) if config.ha.embedded_segment => crate::embedded::mount_embedded(&state).await,
         other => other,
     };
+    // In a mesh: published and routing before the first request is answered.
+    let started = match started {
+        Ok(()) => crate::mesh::join(&config, &state).await,
+        other => other,
+    };
     if let Err(e) = started {
         ha.step_down();
         Node::stop(&state);
