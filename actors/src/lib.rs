@@ -9,14 +9,13 @@ pub mod aggregate;
 #[cfg(feature = "runtime")]
 pub mod event_codec;
 pub mod event_payload;
-#[cfg(test)]
-mod given_when_then;
 pub mod incarnation;
 pub mod quota_root;
 pub mod removed_puts;
 #[cfg(feature = "runtime")]
 pub mod runtime;
 pub mod segment_registry;
+pub mod testing;
 #[cfg(feature = "runtime")]
 pub mod world;
 

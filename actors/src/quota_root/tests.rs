@@ -2,7 +2,7 @@
 //! with the exact events. Shared fixtures for `tests_ops.rs` live here.
 
 use super::*;
-use crate::given_when_then::{given, Given};
+use crate::testing::{given, Given};
 
 pub(super) const DEADLINE: i64 = 5_000;
 

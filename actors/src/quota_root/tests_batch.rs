@@ -2,7 +2,7 @@
 
 use super::tests::*;
 use super::*;
-use crate::given_when_then::given;
+use crate::testing::given;
 
 fn batch(items: Vec<ReserveItem>) -> QuotaCommand {
     QuotaCommand::ReserveBatch {

@@ -3,7 +3,7 @@
 use super::tests::*;
 use super::*;
 use crate::aggregate::{DecodeError, DomainEvent};
-use crate::given_when_then::given;
+use crate::testing::given;
 
 /// One event of every kind.
 fn every_event() -> Vec<QuotaEvent> {

@@ -3,7 +3,7 @@
 
 use super::tests::*;
 use super::*;
-use crate::given_when_then::{given, Given};
+use crate::testing::{given, Given};
 
 fn publish(op: &str, rv: u64) -> QuotaCommand {
     QuotaCommand::Publish {

@@ -1,11 +1,7 @@
 use super::*;
 
 fn given(events: &[RemovedPutsEvent]) -> RemovedPuts {
-    let mut s = RemovedPuts::default();
-    for e in events {
-        s.apply(e);
-    }
-    s
+    crate::testing::state_after(events)
 }
 
 fn removed(owner: &str, ids: &[u64]) -> RemovedPutsEvent {

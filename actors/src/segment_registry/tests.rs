@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::aggregate::{DecodeError, DomainEvent};
-use crate::given_when_then::{given, NOW};
+use crate::testing::{given, NOW};
 
 fn registered(
     owner: &str,

@@ -8,11 +8,7 @@ fn revoke(id: &str, exp: Option<u64>) -> RevocationCommand {
 }
 
 fn given(events: &[RevocationEvent]) -> RevocationList {
-    let mut s = RevocationList::default();
-    for e in events {
-        s.apply(e);
-    }
-    s
+    crescent_actors::testing::state_after(events)
 }
 
 fn revoked(id: &str, exp: Option<u64>, at_ms: i64) -> RevocationEvent {

@@ -5,64 +5,25 @@ use super::*;
 use crate::ids::PayloadFingerprint;
 use crescent_actors::{DecodeError, DomainEvent};
 
-const NOW: i64 = 1_700_000_000_000;
+use crescent_actors::testing::NOW;
 const LEN: u64 = 4096;
 const CRC: u32 = 0xdead_beef;
 
-struct Given {
-    state: ColdDevice,
+type When = crescent_actors::testing::When<ColdDevice>;
+
+fn given(events: Vec<ColdDeviceEvent>) -> crescent_actors::testing::Given<ColdDevice> {
+    crescent_actors::testing::given(events)
 }
 
-fn given(events: Vec<ColdDeviceEvent>) -> Given {
-    let mut state = ColdDevice::default();
-    for e in &events {
-        state.apply(e);
-    }
-    Given { state }
+/// Asserts only the wire code of a refusal (where the message is incidental).
+trait ThenCode {
+    fn then_error_code(self, code: &str);
 }
 
-struct When {
-    state: ColdDevice,
-    result: Result<Vec<ColdDeviceEvent>, ColdError>,
-}
-
-impl Given {
-    fn when(self, cmd: ColdDeviceCommand) -> When {
-        let result = self.state.decide(&cmd, &Ctx::at(NOW));
-        When {
-            state: self.state,
-            result,
-        }
-    }
-}
-
-impl When {
-    fn then(self, expected: Vec<ColdDeviceEvent>) -> ColdDevice {
-        match self.result {
-            Ok(events) => {
-                assert_eq!(events, expected);
-                let mut state = self.state;
-                for e in &events {
-                    state.apply(e);
-                }
-                state
-            }
-            Err(e) => panic!("expected events {expected:?}, got error {e}"),
-        }
-    }
-
-    fn then_error(self, expected: ColdError) {
-        match self.result {
-            Ok(events) => panic!("expected error {expected}, got events {events:?}"),
-            Err(e) => assert_eq!(e, expected),
-        }
-    }
-
+impl ThenCode for When {
     fn then_error_code(self, code: &str) {
-        match self.result {
-            Ok(events) => panic!("expected {code}, got events {events:?}"),
-            Err(e) => assert_eq!(e.code(), code, "{e}"),
-        }
+        let e = self.refusal();
+        assert_eq!(e.code(), code, "{e}");
     }
 }
 
@@ -385,7 +346,7 @@ fn set_health_and_schedulable() {
             },
         )]);
     assert!(state.readable());
-    Given { state }
+    crescent_actors::testing::Given::state(state)
         .when(ColdDeviceCommand::SetHealth {
             health: DeviceHealth::Degraded,
             reason: "again".into(),
@@ -1099,7 +1060,7 @@ fn cancel_reclaim_restores_the_cold_route() {
         ReclaimState::Cancelled
     );
     // A new reclaim may be planned later.
-    Given { state }
+    crescent_actors::testing::Given::state(state)
         .when(ColdDeviceCommand::PlanReclaim {
             reclaim_id: rid(2),
             op_id: op(1),
@@ -1178,7 +1139,7 @@ fn active_pages_are_bounded_and_skip_terminal_records() {
         events.push(planned(n, &format!("k{n}"), n as u64));
     }
     events.push(cancelled(2, ReleaseCause::Replaced, 0));
-    let state = given(events).state;
+    let state: ColdDevice = crescent_actors::testing::state_after(&events);
     let first: Vec<ColdOpId> = state
         .active_operations(None, 2)
         .iter()
@@ -1308,7 +1269,7 @@ fn cold_routes_replay_from_decoded_events_alone() {
         written(2),
         route_committed(2, 4),
     ]);
-    let live = given(events.clone()).state;
+    let live: ColdDevice = crescent_actors::testing::state_after(&events);
     let mut replayed = ColdDevice::default();
     for e in &events {
         replayed.apply_owned(ColdDeviceEvent::decode(e.kind(), e.version(), &e.encode()).unwrap());
