@@ -302,7 +302,7 @@ impl Journal {
             work: Condvar::new(),
             durable,
             first_seq: AtomicU64::new(recovered.first_seq),
-            base: Mutex::new(None),
+            base: Mutex::new(recovered.base),
             reader: backend.read_source(),
             max_record_bytes: opts.max_record_bytes.min(MAX_FRAME_BODY),
             max_batch_bytes: opts.max_batch_bytes.max(1),

@@ -7,8 +7,13 @@ use std::net::{SocketAddr, TcpStream};
 
 use super::follower::FollowerConfig;
 use super::protocol::{
-    digest_from, read_message, write_message, Credential, Message, ProtocolError, PROTOCOL_VERSION,
+    digest_from, read_message, read_message_within, write_message, Credential, Message,
+    ProtocolError, MAX_SNAPSHOT_CHUNK, PROTOCOL_VERSION,
 };
+
+/// Largest chunk message accepted: a full chunk and its few bytes of framing, so an active
+/// cannot make the standby buffer more than one chunk.
+const MAX_CHUNK_MESSAGE: usize = MAX_SNAPSHOT_CHUNK + 1024;
 use crate::record::Digest;
 
 /// What the active offered: the snapshot's journal position (the digest as the active's own
@@ -87,14 +92,14 @@ impl SnapshotReceiver {
         self.received
     }
 
-    /// The next chunk (at most [`super::MAX_SNAPSHOT_CHUNK`] bytes), or `None` once the
+    /// The next chunk (at most [`MAX_SNAPSHOT_CHUNK`] bytes), or `None` once the
     /// offered length was received. A connection that ends first is an error: the caller must
     /// not use what it has.
     pub fn next_chunk(&mut self) -> Result<Option<Vec<u8>>, ProtocolError> {
         if self.received == self.offer.bytes {
             return Ok(None);
         }
-        match read_message(&mut self.stream)? {
+        match read_message_within(&mut self.stream, MAX_CHUNK_MESSAGE)? {
             Message::SnapshotChunk { data } => {
                 let left = self.offer.bytes - self.received;
                 if data.is_empty() || data.len() as u64 > left {

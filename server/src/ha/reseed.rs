@@ -291,9 +291,10 @@ mod tests {
     }
 
     fn config(data_dir: &Path) -> Config {
-        let mut c = Config::default();
-        c.data_dir = data_dir.to_path_buf();
-        c
+        Config {
+            data_dir: data_dir.to_path_buf(),
+            ..Config::default()
+        }
     }
 
     fn data_dir(root: &Path) -> PathBuf {
