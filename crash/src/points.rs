@@ -79,6 +79,14 @@ pub const REMOVE_AFTER_JOURNAL: Point = Point("remove.after_journal");
 pub const OWNER_COLD_AFTER_WRITE: Point = Point("owner_cold.after_write");
 /// `crescent owner`: a cold payload deleted from the owner's device, before it is reported.
 pub const OWNER_COLD_AFTER_DELETE: Point = Point("owner_cold.after_delete");
+/// crescentd (active): a reseeding standby was sent a chunk of the snapshot, more follow.
+pub const RESEED_SERVE_AFTER_CHUNK: Point = Point("reseed.serve_after_chunk");
+/// crescentd (standby): a received snapshot chunk written aside, more follow.
+pub const RESEED_AFTER_CHUNK: Point = Point("reseed.after_chunk");
+/// crescentd (standby): the reseed dir complete and durable, before the restart installs it.
+pub const RESEED_AFTER_STAGE: Point = Point("reseed.after_stage");
+/// crescentd (standby, at start): the reseed dir swapped in, the old data dir not yet removed.
+pub const RESEED_AFTER_EXCHANGE: Point = Point("reseed.after_exchange");
 
 /// crescentd: around each command of a weight revision or a lineage claim.
 pub const WEIGHTS: CommandPoints = CommandPoints("weights");
@@ -86,7 +94,7 @@ pub const WEIGHTS: CommandPoints = CommandPoints("weights");
 pub const COLD: CommandPoints = CommandPoints("cold");
 
 /// Every fixed point.
-pub const FIXED: [Point; 7] = [
+pub const FIXED: [Point; 11] = [
     PUT_START_AFTER_RESERVE,
     PUT_END_BEFORE_COMMIT,
     PUT_END_AFTER_COMMIT,
@@ -94,6 +102,10 @@ pub const FIXED: [Point; 7] = [
     REMOVE_AFTER_JOURNAL,
     OWNER_COLD_AFTER_WRITE,
     OWNER_COLD_AFTER_DELETE,
+    RESEED_SERVE_AFTER_CHUNK,
+    RESEED_AFTER_CHUNK,
+    RESEED_AFTER_STAGE,
+    RESEED_AFTER_EXCHANGE,
 ];
 
 /// Every command family.

@@ -148,6 +148,7 @@ pub fn replication_seeds() -> Vec<Vec<u8>> {
         last_digest: vec![1; 32],
         capabilities: vec![("segment_mounted".into(), 2)],
         token: Some(protocol::Credential("a.peer.token".into())),
+        reseed: false,
     };
     let mut stream = Vec::new();
     protocol::write_message(&mut stream, &hello).expect("encoding");

@@ -28,6 +28,9 @@ pub struct Recovered {
     pub last_digest: Digest,
     /// Set when a damaged tail was truncated under [`RecoveryMode::TolerateTailCorruption`].
     pub truncated: Option<TruncationReport>,
+    /// (seq, term, digest) of the record before `first_seq` when the backend knows it (the
+    /// file backend's first segment header); `None` otherwise.
+    pub base: Option<(u64, u64, Digest)>,
 }
 
 /// A durable store of journal frames. Used by exactly one writer thread.

@@ -177,6 +177,10 @@ pub(crate) struct Shared {
     durable: Watermark,
     /// First seq readers may ask for (moved by prefix truncation).
     first_seq: AtomicU64,
+    /// (seq, term, digest) of the record just before the last prefix truncation's
+    /// `keep_from`, kept so a peer positioned exactly there can still be checked
+    /// ([`Journal::base`]).
+    base: Mutex<Option<(u64, u64, Digest)>>,
     reader: Box<dyn ReadSource>,
     max_record_bytes: usize,
     max_batch_bytes: usize,
@@ -298,6 +302,7 @@ impl Journal {
             work: Condvar::new(),
             durable,
             first_seq: AtomicU64::new(recovered.first_seq),
+            base: Mutex::new(recovered.base),
             reader: backend.read_source(),
             max_record_bytes: opts.max_record_bytes.min(MAX_FRAME_BODY),
             max_batch_bytes: opts.max_batch_bytes.max(1),
@@ -471,6 +476,15 @@ impl Journal {
         self.shared().first_seq.load(Ordering::Acquire)
     }
 
+    /// (seq, term, chain digest) of record `seq`, when `seq` is the record just before the
+    /// journal's first one and this process truncated the journal there (a snapshot at `seq`
+    /// kept last): what a standby reseeded from that snapshot is checked against (docs/ha.md,
+    /// "Reseeding"). `None` otherwise, e.g. after a reopen until the next truncation.
+    pub fn base(&self) -> Option<(u64, u64, Digest)> {
+        let base = *self.shared().base.lock().unwrap_or_else(|p| p.into_inner());
+        base.filter(|(seq, _, _)| seq + 1 == self.first_seq())
+    }
+
     /// The highest term seen (appends below it are fenced).
     pub fn term(&self) -> u64 {
         self.shared().lock().floor_term
@@ -615,6 +629,14 @@ impl Journal {
         if keep_from <= self.first_seq() {
             return Ok(());
         }
+        // The record before `keep_from` is still readable here; [`Journal::base`] answers for
+        // it only once the first seq is `keep_from`.
+        let mut base = None;
+        self.visit_range(keep_from - 1, keep_from - 1, |r| {
+            base = Some((r.seq, r.term, *r.digest));
+            Ok::<_, JournalError>(())
+        })?;
+        *shared.base.lock().unwrap_or_else(|p| p.into_inner()) = base;
         let (tx, rx) = mpsc::channel();
         {
             let mut st = shared.lock();

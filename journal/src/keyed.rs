@@ -163,6 +163,7 @@ where
             max_term,
             last_digest: r.digest,
             truncated,
+            base: None,
         },
         None => Recovered {
             first_seq: 1,
@@ -171,6 +172,7 @@ where
             max_term: 0,
             last_digest: GENESIS_DIGEST,
             truncated,
+            base: None,
         },
     };
     Ok(KeyedRecovery {

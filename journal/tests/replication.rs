@@ -244,6 +244,7 @@ fn a_standby_that_stops_reading_never_stalls_the_active_and_then_gets_every_reco
             last_digest: crescent_journal::GENESIS_DIGEST.to_vec(),
             capabilities: Vec::new(),
             token: None,
+            reseed: false,
         },
     )
     .unwrap();
@@ -327,6 +328,7 @@ impl ScriptedStandby {
                 last_digest: crescent_journal::GENESIS_DIGEST.to_vec(),
                 capabilities: vec![("tick".into(), 1)],
                 token: None,
+                reseed: false,
             },
         )
         .unwrap();

@@ -119,6 +119,7 @@ fn hello(version: u16, token: Option<&str>) -> Message {
         last_digest: crescent_journal::GENESIS_DIGEST.to_vec(),
         capabilities: vec![("tick".into(), 1)],
         token: token.map(|t| Credential(t.into())),
+        reseed: false,
     }
 }
 

@@ -250,10 +250,10 @@ impl Config {
         }
         self.validate_tenants()?;
         let j = &self.journal;
-        if !(1 << 20..=1 << 34).contains(&j.segment_bytes) {
+        if !(64 << 10..=1 << 34).contains(&j.segment_bytes) {
             return Err(invalid(
                 "journal.segment_bytes",
-                format!("{} is outside 1 MiB..=16 GiB", j.segment_bytes),
+                format!("{} is outside 64 KiB..=16 GiB", j.segment_bytes),
             ));
         }
         if !(4096..=1 << 30).contains(&j.max_record_bytes) {

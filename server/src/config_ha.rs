@@ -45,7 +45,14 @@ pub struct HaSettings {
     /// When the term ends (or a rewind is due), re-execute crescentd in place so it rejoins as
     /// a standby without a supervisor (default true); false: exit 75/76 for the supervisor.
     pub restart_in_place: bool,
+    /// Most snapshot bytes per message when this node, as the active, sends its snapshot to a
+    /// reseeding standby (docs/ha.md, "Reseeding"): what each side holds in memory at once.
+    pub reseed_chunk_bytes: u64,
 }
+
+/// Bounds of `ha.reseed_chunk_bytes`.
+const RESEED_CHUNK_MIN: u64 = 4 << 10;
+const RESEED_CHUNK_MAX: u64 = crescent_journal::replication::MAX_SNAPSHOT_CHUNK as u64;
 
 impl Default for HaSettings {
     fn default() -> Self {
@@ -60,6 +67,7 @@ impl Default for HaSettings {
             sync_timeout_ms: 1000,
             embedded_segment: false,
             restart_in_place: true,
+            reseed_chunk_bytes: 1 << 20,
         }
     }
 }
@@ -123,6 +131,15 @@ impl HaSettings {
     pub fn validate(&self) -> Result<(), ConfigError> {
         if !self.enabled() {
             return Ok(());
+        }
+        if !(RESEED_CHUNK_MIN..=RESEED_CHUNK_MAX).contains(&self.reseed_chunk_bytes) {
+            return Err(invalid(
+                "ha.reseed_chunk_bytes",
+                format!(
+                    "{} is outside {RESEED_CHUNK_MIN}..={RESEED_CHUNK_MAX}",
+                    self.reseed_chunk_bytes
+                ),
+            ));
         }
         if self.etcd.iter().any(|e| e.trim().is_empty()) {
             return Err(invalid("ha.etcd", "empty endpoint"));

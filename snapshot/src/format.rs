@@ -28,6 +28,10 @@ pub const MAX_SECTION_NAME: usize = 255;
 
 const HEADER_LEN: usize = 8 + 4 + 8 + 8 + 32 + 8 + 4 + 4;
 const TRAILER_LEN: usize = 8 + 8 + 4;
+/// Length of the fixed header ([`decode_header_only`] needs this many bytes).
+pub const HEADER_BYTES: usize = HEADER_LEN;
+/// Length of the trailer at the end of every file.
+pub const TRAILER_BYTES: usize = TRAILER_LEN;
 const SECTION_FIXED_LEN: usize = 2 + 1 + 4 + 8 + 32;
 
 /// One named, versioned part of a snapshot (in practice: one aggregate kind's table).
@@ -186,6 +190,39 @@ impl Errs<'_> {
             reason,
         }
     }
+}
+
+/// Parses and verifies the fixed header alone (format version first, then its CRC) from the
+/// file's first [`HEADER_BYTES`] bytes: what a reseed offer and a streamed copy are checked by.
+pub fn decode_header_only(file: &Path, bytes: &[u8]) -> Result<SnapshotHeader> {
+    decode_header(&Errs(file), bytes)
+}
+
+/// Checks a file's trailer (its last [`TRAILER_BYTES`] bytes, the file being `len` bytes
+/// long) and returns the file CRC32C it stores (over every byte before that CRC).
+pub fn decode_trailer_only(file: &Path, trailer: &[u8], len: u64) -> Result<u32> {
+    let errs = Errs(file);
+    if trailer.len() != TRAILER_LEN || len < (HEADER_LEN + TRAILER_LEN) as u64 {
+        return Err(errs.truncated("no room for the trailer".into()));
+    }
+    if trailer[..8] != TRAILER_MAGIC {
+        return Err(
+            errs.truncated("the file does not end with the trailer (an incomplete write?)".into())
+        );
+    }
+    let offset = u64::from_le_bytes(trailer[8..16].try_into().expect("8 bytes"));
+    if offset != len - TRAILER_LEN as u64 {
+        return Err(errs.corrupt(
+            "trailer",
+            format!(
+                "trailer says it starts at byte {offset}, found at {}",
+                len - TRAILER_LEN as u64
+            ),
+        ));
+    }
+    Ok(u32::from_le_bytes(
+        trailer[16..20].try_into().expect("4 bytes"),
+    ))
 }
 
 /// Parses and verifies a whole snapshot file. `file` is only used to name errors.

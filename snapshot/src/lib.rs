@@ -15,6 +15,7 @@ pub mod snapshotter;
 pub mod source;
 pub mod state;
 pub mod store;
+pub mod stream_check;
 
 pub use error::{ErrorClass, Result, SnapshotError};
 pub use format::{Position, Section, SnapshotHeader, FORMAT_VERSION};
@@ -24,3 +25,4 @@ pub use snapshotter::{Snapshotter, SnapshotterConfig, SnapshotterStatus};
 pub use source::{JournalSource, RecordBuffer};
 pub use state::{ReplayState, SectionSet, SectionSpec};
 pub use store::{NewestValid, SkippedSnapshot, Snapshot, SnapshotDir, SnapshotEntry, SnapshotInfo};
+pub use stream_check::StreamCheck;

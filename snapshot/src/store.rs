@@ -132,6 +132,17 @@ impl SnapshotDir {
         Ok(out)
     }
 
+    /// Reads and checks one file's fixed header alone (format version, header CRC): what it
+    /// claims to be, without reading the rest.
+    pub fn read_header(path: &Path) -> Result<SnapshotHeader> {
+        use std::io::Read;
+        let mut head = Vec::with_capacity(format::HEADER_BYTES);
+        File::open(path)
+            .and_then(|f| f.take(format::HEADER_BYTES as u64).read_to_end(&mut head))
+            .map_err(|e| SnapshotError::io(path, e))?;
+        format::decode_header_only(path, &head)
+    }
+
     /// Reads and verifies one snapshot file (checksums, truncation, format version).
     pub fn read(path: &Path) -> Result<Snapshot> {
         let bytes = fs::read(path).map_err(|e| SnapshotError::io(path, e))?;

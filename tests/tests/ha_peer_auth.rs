@@ -63,6 +63,7 @@ fn fake_standby(addr: SocketAddr, version: u16, token: Option<String>) -> Vec<Me
         last_digest: crescent_journal::GENESIS_DIGEST.to_vec(),
         capabilities: Vec::new(),
         token: token.map(Credential),
+        reseed: false,
     };
     write_message(&mut s, &hello).expect("hello");
     let mut got = Vec::new();
@@ -265,6 +266,7 @@ fn flood(repl: SocketAddr, stop: &AtomicBool) -> usize {
             last_digest: crescent_journal::GENESIS_DIGEST.to_vec(),
             capabilities: Vec::new(),
             token: None,
+            reseed: false,
         },
     )
     .unwrap();

@@ -65,6 +65,7 @@ pub(super) fn recover_dir(dir: &Path, mode: RecoveryMode) -> Result<FileRecovery
                 max_term: 0,
                 last_digest: crate::record::GENESIS_DIGEST,
                 truncated: None,
+                base: None,
             },
             segments,
             active: None,
@@ -164,6 +165,13 @@ pub(super) fn recover_dir(dir: &Path, mode: RecoveryMode) -> Result<FileRecovery
     };
     let header = read_header(&active_seg)?;
     let first_header = read_header(&segments[0])?;
+    // The first segment's header names the record before it: a reseeded or truncated journal
+    // can vouch for that position (docs/ha.md, "Reseeding").
+    let base = (first_header.first_seq > 1).then_some((
+        first_header.first_seq - 1,
+        first_header.prev_term,
+        first_header.prev_digest,
+    ));
     let recovered = match &last {
         Some(l) => Recovered {
             first_seq: first_header.first_seq,
@@ -172,6 +180,7 @@ pub(super) fn recover_dir(dir: &Path, mode: RecoveryMode) -> Result<FileRecovery
             max_term: max_term.max(header.prev_term),
             last_digest: l.digest,
             truncated,
+            base,
         },
         None => Recovered {
             first_seq: first_header.first_seq,
@@ -180,6 +189,7 @@ pub(super) fn recover_dir(dir: &Path, mode: RecoveryMode) -> Result<FileRecovery
             max_term: header.prev_term,
             last_digest: header.prev_digest,
             truncated,
+            base,
         },
     };
     Ok(FileRecovery {

@@ -28,6 +28,9 @@ pub struct SourceMetrics {
     pub connections_closed: Option<IntCounterVec>,
     /// The node's `crescent_accept_failures_total{listener}` (`replication` here).
     pub accept_failures: Option<IntCounterVec>,
+    /// `crescent_ha_reseeds_served_total{outcome}`: snapshots sent to reseeding standbys
+    /// (`ok`, `refused`, `error`).
+    pub reseeds_served: IntCounterVec,
 }
 
 /// The `listener` label of this listener in the node's shared connection metrics.
@@ -43,11 +46,25 @@ impl SourceMetrics {
             &["code"],
         )?;
         registry.register(Box::new(protocol_errors.clone()))?;
+        let reseeds_served = IntCounterVec::new(
+            Opts::new(
+                "crescent_ha_reseeds_served_total",
+                "Snapshot requests of reseeding standbys, by outcome (ok, refused, error)",
+            ),
+            &["outcome"],
+        )?;
+        registry.register(Box::new(reseeds_served.clone()))?;
         Ok(Self {
             protocol_errors,
             connections_closed: None,
             accept_failures: None,
+            reseeds_served,
         })
+    }
+
+    /// Counts one reseed request served (`outcome`: ok, refused, error).
+    pub fn count_reseed_served(&self, outcome: &'static str) {
+        self.reseeds_served.with_label_values(&[outcome]).inc();
     }
 
     /// Counts this listener's closed connections and failed accepts in the node's counters

@@ -213,6 +213,7 @@ fn handshake(shared: &Shared, stream: &mut TcpStream, addr: SocketAddr) -> Resul
                 .as_ref()
                 .and_then(|t| (t.0)())
                 .map(Credential),
+            reseed: false,
         },
     )?;
     match read_message(stream)? {

@@ -61,6 +61,16 @@ pub(super) struct Welcomed {
     pub from_seq: u64,
 }
 
+/// What a connection that passed the handshake gets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Accepted {
+    /// A standby following the journal.
+    Follow(Welcomed),
+    /// A proven standby asking for a snapshot (docs/ha.md, "Reseeding"): nothing was sent yet,
+    /// and the running session is not touched.
+    Reseed { node: String, term: u64 },
+}
+
 /// Logs at most once per interval, saying how many it left out.
 #[derive(Debug, Default)]
 pub(super) struct LogLimiter {
@@ -113,7 +123,7 @@ pub(super) fn handshake(
     shared: &Shared,
     stream: &mut TcpStream,
     peer: SocketAddr,
-) -> Result<Welcomed, ()> {
+) -> Result<Accepted, ()> {
     let hello = read_hello(shared, stream).map_err(|e| {
         shared.count_closed("handshake");
         if let Some(left_out) = shared.unproven_log.allow() {
@@ -121,7 +131,8 @@ pub(super) fn handshake(
                 "replication connection closed before a valid Hello");
         }
     })?;
-    let (version, node, last_seq, last_term, last_digest, capabilities, token) = match hello {
+    let (version, node, last_seq, last_term, last_digest, capabilities, token, reseed) = match hello
+    {
         Message::Hello {
             version,
             node,
@@ -130,6 +141,7 @@ pub(super) fn handshake(
             last_digest,
             capabilities,
             token,
+            reseed,
         } => (
             version,
             node,
@@ -138,6 +150,7 @@ pub(super) fn handshake(
             last_digest,
             capabilities,
             token,
+            reseed,
         ),
         other => {
             shared.count_closed("handshake");
@@ -152,8 +165,8 @@ pub(super) fn handshake(
         shared.count_closed("handshake");
         let msg = format!(
             "replication protocol version {version}; this active speaks {PROTOCOL_VERSION} \
-             (since version 2 the Hello carries the standby's peer credential): run the same \
-             crescentd release on both nodes"
+             (version 2 added the standby's peer credential, version 3 reseeding): run the \
+             same crescentd release on both nodes"
         );
         if let Some(left_out) = shared.unproven_log.allow() {
             tracing::warn!(%peer, %msg, left_out, "refusing a standby");
@@ -179,6 +192,9 @@ pub(super) fn handshake(
         let msg = "this node is not the active".to_string();
         return refuse(stream, refusal::NOT_LEADER, msg, None);
     };
+    if reseed {
+        return Ok(Accepted::Reseed { node, term });
+    }
     let Ok(last_digest) = digest_from(&last_digest) else {
         let msg = format!("a digest of {} bytes", last_digest.len());
         return refuse(stream, refusal::INCOMPATIBLE, msg, None);
@@ -197,11 +213,11 @@ pub(super) fn handshake(
         tracing::info!(%peer, standby = %node, error = %e, "standby gone before its Welcome");
         return Err(());
     }
-    Ok(Welcomed {
+    Ok(Accepted::Follow(Welcomed {
         node,
         term,
         from_seq,
-    })
+    }))
 }
 
 /// The first message, within the handshake timeout and [`MAX_HELLO`] bytes.
@@ -217,13 +233,13 @@ fn read_hello(shared: &Shared, stream: &mut TcpStream) -> Result<Message, Protoc
 }
 
 /// Sends a refusal (recorded in the status) and ends the handshake.
-fn send_refusal(
+pub(super) fn send_refusal(
     shared: &Shared,
     stream: &mut TcpStream,
     code: &str,
     message: String,
     rewind_to: Option<RewindPoint>,
-) -> Result<Welcomed, ()> {
+) -> Result<Accepted, ()> {
     shared.status.lock().expect("status mutex").last_refusal =
         Some((code.to_string(), message.clone()));
     let refused = Message::Refused {
@@ -255,6 +271,11 @@ pub(super) fn check_position(
             ));
         }
         return Ok(1);
+    }
+    if let Some((seq, _, digest)) = journal.base() {
+        if seq == last_seq && &digest == last_digest {
+            return Ok(last_seq + 1);
+        }
     }
     if last_seq < first {
         return Err((

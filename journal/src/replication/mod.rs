@@ -8,6 +8,8 @@ pub mod commit;
 pub mod follower;
 mod handshake;
 pub mod protocol;
+mod reseed_client;
+mod reseed_source;
 pub mod round_timing;
 mod sender;
 pub mod source;
@@ -19,7 +21,10 @@ pub use commit::{CommitMode, CommitTracker, StandbySession};
 pub use follower::{Follower, FollowerConfig, FollowerStatus, LeaderAddress, OnDurable};
 pub use handshake::{PeerCheck, PeerRefusal};
 pub use protocol::{
-    refusal, Credential, Message, PeerToken, ProtocolError, RewindPoint, PROTOCOL_VERSION,
+    refusal, Credential, Message, PeerToken, ProtocolError, RewindPoint, MAX_SNAPSHOT_CHUNK,
+    PROTOCOL_VERSION,
 };
+pub use reseed_client::{SnapshotOfferInfo, SnapshotReceiver};
+pub use reseed_source::{OfferedSnapshot, SnapshotSource};
 pub use source::{CapabilityCheck, ReplicationSource, SourceConfig, SourceStatus, TermSource};
 pub use window::SendWindow;

@@ -1,13 +1,22 @@
-//! The replication wire protocol (version 2): length-prefixed msgpack messages over one TCP
+//! The replication wire protocol (version 3): length-prefixed msgpack messages over one TCP
 //! connection that the standby opens to the active.
 //!
 //! ```text
 //! standby -> active   Hello    {version, node, last_seq, last_term, last_digest, capabilities,
-//!                               token}
+//!                               token, reseed}
 //! active  -> standby  Welcome  {version, term, leader, from_seq}      or  Refused {code, ...}
 //! active  -> standby  Records  {term, commit_seq, frames}   (journal frames, on-disk format)
 //! active  -> standby  Heartbeat{term, commit_seq, durable_seq}        (when idle)
 //! standby -> active   Ack      {durable_seq}
+//! ```
+//!
+//! A Hello with `reseed: true` asks for the active's latest snapshot instead (docs/ha.md,
+//! "Reseeding"); after the same checks up to the term, the connection carries
+//!
+//! ```text
+//! active  -> standby  SnapshotOffer {term, seq, snap_term, digest, bytes}  or  Refused {...}
+//! active  -> standby  SnapshotChunk {data}   (the snapshot file's bytes, in order, until
+//!                                             `bytes` were sent; then the active closes)
 //! ```
 //!
 //! Each message is `u32 LE body length` + body (msgpack, fields by name so later versions can
@@ -15,8 +24,9 @@
 //! (each with its own CRC), so the standby checks every record's CRC and chain digest.
 //!
 //! Version 2 added the Hello's `token`: the standby's `peer` credential, checked before the
-//! active sends anything but a refusal (docs/security.md, "Replication peers"). Both sides
-//! refuse any other version (`INCOMPATIBLE`); the Hello is read with [`MAX_HELLO`] as its
+//! active sends anything but a refusal (docs/security.md, "Replication peers"). Version 3 added
+//! the Hello's `reseed` and the two snapshot messages. Both sides refuse any other version
+//! (`INCOMPATIBLE`); the Hello is read with [`MAX_HELLO`] as its
 //! limit, before which the peer is unknown.
 
 use std::io::{Read, Write};
@@ -26,7 +36,9 @@ use serde::{Deserialize, Serialize};
 use crate::record::Digest;
 
 /// The protocol version this binary speaks.
-pub const PROTOCOL_VERSION: u16 = 2;
+pub const PROTOCOL_VERSION: u16 = 3;
+/// Most snapshot bytes per SnapshotChunk message (the active may send less).
+pub const MAX_SNAPSHOT_CHUNK: usize = 4 << 20;
 /// Largest message accepted (a Records message is cut well below this by the sender).
 pub const MAX_MESSAGE: usize = 64 << 20;
 /// Largest Hello accepted: its capabilities and token are a few KiB; an unproven peer must not
@@ -52,6 +64,9 @@ pub mod refusal {
     pub const PERMISSION_DENIED: &str = "PERMISSION_DENIED";
     /// The active cannot check credentials yet (it is still starting); try again.
     pub const UNAVAILABLE: &str = "UNAVAILABLE";
+    /// A reseed was asked for, but the active has no snapshot it can vouch for yet (none
+    /// written, or its seq is no longer in the active's journal); try again later.
+    pub const NO_SNAPSHOT: &str = "NO_SNAPSHOT";
 }
 
 /// One protocol message.
@@ -70,6 +85,9 @@ pub enum Message {
         /// The standby's `peer` token (version 2; `None`: the active runs without auth).
         #[serde(default)]
         token: Option<Credential>,
+        /// Version 3: ask for the active's latest snapshot instead of following.
+        #[serde(default)]
+        reseed: bool,
     },
     Welcome {
         version: u16,
@@ -98,6 +116,22 @@ pub enum Message {
     },
     Ack {
         durable_seq: u64,
+    },
+    /// The snapshot the active is about to send: the journal position it reflects (`seq`,
+    /// `snap_term` and the chain digest there, as the active's own journal holds it) and its
+    /// length in bytes.
+    SnapshotOffer {
+        term: u64,
+        seq: u64,
+        snap_term: u64,
+        #[serde(with = "serde_bytes")]
+        digest: Vec<u8>,
+        bytes: u64,
+    },
+    /// The next bytes of the offered snapshot file.
+    SnapshotChunk {
+        #[serde(with = "serde_bytes")]
+        data: Vec<u8>,
     },
 }
 
@@ -154,6 +188,12 @@ pub enum ProtocolError {
     /// The standby sent something other than an Ack after the handshake.
     #[error("unexpected replication message from the standby: {0}")]
     Unexpected(&'static str),
+    /// The active refused a request (its stable code from [`refusal`] and message).
+    #[error("refused by the active: {code}: {message}")]
+    Refused { code: String, message: String },
+    /// A snapshot offered for a reseed does not check out (its bytes, header or position).
+    #[error("snapshot for a reseed: {0}")]
+    SnapshotMismatch(String),
 }
 
 impl ProtocolError {
@@ -166,6 +206,8 @@ impl ProtocolError {
             ProtocolError::Malformed(_) => "MALFORMED",
             ProtocolError::AckBeyondSent { .. } => "ACK_BEYOND_SENT",
             ProtocolError::Unexpected(_) => "UNEXPECTED_MESSAGE",
+            ProtocolError::Refused { .. } => "REFUSED",
+            ProtocolError::SnapshotMismatch(_) => "SNAPSHOT_MISMATCH",
         }
     }
 }
@@ -180,6 +222,8 @@ impl Message {
             Message::Records { .. } => "records",
             Message::Heartbeat { .. } => "heartbeat",
             Message::Ack { .. } => "ack",
+            Message::SnapshotOffer { .. } => "snapshot_offer",
+            Message::SnapshotChunk { .. } => "snapshot_chunk",
         }
     }
 }
@@ -269,6 +313,7 @@ mod tests {
                 last_digest: vec![1; 32],
                 capabilities: vec![("segment_mounted".into(), 2)],
                 token: Some(Credential("header.claims.signature".into())),
+                reseed: true,
             },
             Message::Welcome {
                 version: 1,
@@ -295,6 +340,14 @@ mod tests {
                 durable_seq: 4,
             },
             Message::Ack { durable_seq: 4 },
+            Message::SnapshotOffer {
+                term: 9,
+                seq: 40,
+                snap_term: 8,
+                digest: vec![3; 32],
+                bytes: 1234,
+            },
+            Message::SnapshotChunk { data: vec![4; 100] },
         ];
         let mut buf = Vec::new();
         for m in &msgs {
@@ -394,6 +447,7 @@ mod tests {
             last_digest: vec![0; 32],
             capabilities: vec![],
             token: Some(Credential("secret-token-text".into())),
+            reseed: false,
         };
         assert!(!format!("{hello:?}").contains("secret-token-text"));
     }
@@ -408,6 +462,7 @@ mod tests {
             last_digest: vec![0; 32],
             capabilities: vec![("x".repeat(100), 1); 1000],
             token: None,
+            reseed: false,
         };
         let mut buf = Vec::new();
         write_message(&mut buf, &hello).unwrap();
@@ -435,6 +490,17 @@ mod tests {
                 "ACK_BEYOND_SENT",
             ),
             (ProtocolError::Unexpected("hello"), "UNEXPECTED_MESSAGE"),
+            (
+                ProtocolError::Refused {
+                    code: "NO_SNAPSHOT".into(),
+                    message: "x".into(),
+                },
+                "REFUSED",
+            ),
+            (
+                ProtocolError::SnapshotMismatch("x".into()),
+                "SNAPSHOT_MISMATCH",
+            ),
             (
                 ProtocolError::Io(std::io::ErrorKind::BrokenPipe.into()),
                 "IO",

@@ -20,8 +20,9 @@ use std::time::Duration;
 
 use super::acks::{AckReader, SourceMetrics};
 use super::commit::CommitTracker;
-use super::handshake::{handshake, LogLimiter, PeerCheck, Welcomed};
+use super::handshake::{handshake, Accepted, LogLimiter, PeerCheck, Welcomed};
 use super::protocol::ProtocolError;
+use super::reseed_source::{serve_snapshot, SnapshotSource};
 use super::stream::stream_records;
 use super::window::SendWindow;
 use crate::journal::Journal;
@@ -52,6 +53,11 @@ pub struct SourceConfig {
     /// Verifies the standby's credential before anything but a refusal is sent (auth on);
     /// `None`: no proof is asked.
     pub peer_check: Option<PeerCheck>,
+    /// Where a reseeding standby's snapshot comes from (`None`: reseeds are refused
+    /// `NO_SNAPSHOT`).
+    pub snapshots: Option<SnapshotSource>,
+    /// Most snapshot bytes per SnapshotChunk message.
+    pub reseed_chunk_bytes: usize,
 }
 
 impl Default for SourceConfig {
@@ -65,6 +71,8 @@ impl Default for SourceConfig {
             handshake_timeout: Duration::from_secs(5),
             max_connections: 8,
             peer_check: None,
+            snapshots: None,
+            reseed_chunk_bytes: 1 << 20,
         }
     }
 }
@@ -261,8 +269,10 @@ impl Drop for ConnectionSlot {
 
 /// One accepted connection: the handshake, then (welcomed) the session.
 fn serve_connection(shared: &Arc<Shared>, mut stream: TcpStream, peer: SocketAddr) {
-    let Ok(welcomed) = handshake(shared, &mut stream, peer) else {
-        return;
+    let welcomed = match handshake(shared, &mut stream, peer) {
+        Ok(Accepted::Follow(welcomed)) => welcomed,
+        Ok(Accepted::Reseed { node, term }) => return serve_snapshot(shared, stream, &node, term),
+        Err(()) => return,
     };
     if shared.stop.load(Ordering::Acquire) {
         return;

@@ -8,9 +8,11 @@ use std::sync::{Arc, Mutex, OnceLock};
 use crescent_actors::World;
 use crescent_ha::LeaderFence;
 use crescent_journal::replication::{
-    CommitMode, CommitTracker, ReplicationSource, SourceConfig, SourceMetrics, SourceStatus,
+    CommitMode, CommitTracker, OfferedSnapshot, ReplicationSource, SnapshotSource, SourceConfig,
+    SourceMetrics, SourceStatus,
 };
 use crescent_journal::Journal;
+use crescent_snapshot::SnapshotDir;
 use prometheus::{IntCounter, IntGaugeVec, Opts};
 
 use crate::auth::AuthState;
@@ -31,6 +33,34 @@ pub struct ReplicationListener<'a> {
     pub auth: bool,
     /// `[tls]`: the listener speaks TLS only, through [`super::tls_relay::AcceptRelay`].
     pub tls: Option<&'a crate::config_tls::LoadedTls>,
+    /// `DATA_DIR/snapshots`: what a reseeding standby is sent (docs/ha.md, "Reseeding").
+    pub snapshot_dir: std::path::PathBuf,
+    /// `ha.reseed_chunk_bytes`.
+    pub reseed_chunk_bytes: usize,
+}
+
+/// The newest snapshot in `dir` whose header reads, with a seq of at least the one asked for
+/// (the replication source then checks its digest against the journal).
+fn snapshot_source(dir: std::path::PathBuf) -> SnapshotSource {
+    SnapshotSource::new(move |min_seq| {
+        let snapshots = SnapshotDir::new(&dir);
+        let entries = snapshots.list().map_err(|e| e.to_string())?;
+        for entry in entries.iter().rev().take_while(|e| e.seq >= min_seq) {
+            match SnapshotDir::read_header(&entry.path) {
+                Ok(h) => {
+                    return Ok(Some(OfferedSnapshot {
+                        path: entry.path.clone(),
+                        seq: h.position.seq,
+                        term: h.position.term,
+                        digest: h.position.digest,
+                    }))
+                }
+                Err(e) => tracing::warn!(file = %entry.path.display(), error = %e,
+                    "a snapshot not offered for a reseed: its header does not read"),
+            }
+        }
+        Ok(None)
+    })
 }
 
 /// What an active node's handlers and loops share about its HA state.
@@ -122,6 +152,8 @@ impl ActiveHa {
             metrics,
             auth,
             tls,
+            snapshot_dir,
+            reseed_chunk_bytes,
         } = listener;
         let registry = &metrics.registry;
         // Nothing may be appended under an older term from here on, nor under this one once
@@ -164,6 +196,8 @@ impl ActiveHa {
                 max_connections: net.replication_max_connections,
                 peer_check: auth
                     .then(|| crate::auth::peer::replication_peer_check(peer_auth.clone())),
+                snapshots: Some(snapshot_source(snapshot_dir)),
+                reseed_chunk_bytes,
                 ..SourceConfig::default()
             },
         )

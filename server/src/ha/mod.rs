@@ -14,6 +14,8 @@
 pub mod active;
 pub mod identity;
 pub mod quarantine_repair;
+pub mod reseed;
+pub mod reseed_fetch;
 pub mod restart;
 pub mod rewind;
 pub mod standby;
@@ -36,6 +38,8 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
     if let Some((reason, count)) = restart::previous_restart() {
         tracing::info!(reason, count, "restarted in place; rejoining as a standby");
     }
+    // A staged reseed replaces the whole data dir (and any rewind request in it).
+    let reseeded = reseed::apply_pending(&config)?;
     rewind::apply_pending(&config)?;
     let opened = Node::open_journal(&config)?;
     // Bound before campaigning and held to the end of the active term, so a node that cannot
@@ -47,6 +51,11 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
     let _g = span.enter();
     let metrics = HaMetrics::register(&opened.metrics.registry)
         .map_err(|e| ServerError::Recovery(format!("ha metrics: {e}")))?;
+    let reseed_metrics = reseed_fetch::ReseedMetrics::register(&opened.metrics.registry)
+        .map_err(|e| ServerError::Recovery(format!("reseed metrics: {e}")))?;
+    if reseeded.is_some() {
+        reseed_metrics.count("installed");
+    }
     let elector_config = ElectorConfig::with_coordination(
         config.ha.coordination(),
         config.ha.cluster.clone(),
@@ -78,7 +87,8 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
             .map_err(|e| ServerError::Recovery(format!("election: {e}")))?,
     );
 
-    let term = match standby::run(&config, &opened, &elector, &node, &listener).await {
+    let standby = standby::run(&config, &opened, &elector, &node, &listener, reseed_metrics);
+    let term = match standby.await {
         Ok(standby::Outcome::Elected(term)) => term,
         Ok(standby::Outcome::MustRewind) => {
             resign(elector).await;
@@ -88,6 +98,15 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
                 restart::RestartReason::Rewind,
                 config.ha.restart_in_place,
                 rewind::REWIND_EXIT_CODE,
+            );
+        }
+        Ok(standby::Outcome::MustReseed) => {
+            resign(elector).await;
+            opened.journal.shutdown()?;
+            restart::rejoin_as_standby(
+                restart::RestartReason::Reseed,
+                config.ha.restart_in_place,
+                reseed::RESEED_EXIT_CODE,
             );
         }
         Err(e) => {
@@ -134,6 +153,8 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
             metrics: &opened.metrics,
             auth: config.auth.enabled(),
             tls: tls.as_ref(),
+            snapshot_dir: opened.dir.snapshot_dir(),
+            reseed_chunk_bytes: config.ha.reseed_chunk_bytes as usize,
         },
     )?;
     let state = Node::start_on(

@@ -24,6 +24,8 @@ pub enum RestartReason {
     Deposed,
     /// A standby must drop a tail the active never received (docs/ha.md, "Rejoining").
     Rewind,
+    /// A standby staged the active's snapshot to install (docs/ha.md, "Reseeding").
+    Reseed,
 }
 
 impl RestartReason {
@@ -31,6 +33,7 @@ impl RestartReason {
         match self {
             RestartReason::Deposed => "deposed",
             RestartReason::Rewind => "rewind",
+            RestartReason::Reseed => "reseed",
         }
     }
 }

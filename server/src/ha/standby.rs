@@ -31,6 +31,8 @@ pub struct StandbyView {
     /// (signature and expiry; the revocation list is the active's, and a revoked token learns
     /// nothing here but where the active is). `None`: open mode.
     pub keys: Option<crescent_auth::KeySet>,
+    /// Where a reseed stands (docs/ha.md, "Reseeding").
+    pub reseed: Arc<super::reseed_fetch::ReseedProgress>,
 }
 
 impl StandbyView {
@@ -72,6 +74,7 @@ impl StandbyView {
                 "received_bytes": f.received_bytes,
                 "refused": f.refused.as_ref().map(|(c, m)| serde_json::json!({"code": c, "message": m})),
                 "rewind_to": f.rewind_to.as_ref().map(|r| r.seq),
+                "reseed": self.reseed.status(),
             },
             "version": env!("CARGO_PKG_VERSION"),
             "journal": crate::journal_health::journal_health(&self.journal_dir, &self.journal_metrics),
@@ -226,6 +229,8 @@ pub enum Outcome {
     /// The active refused this journal as diverged and named a rewind point; a request for
     /// it is recorded in the data dir: exit and restart.
     MustRewind,
+    /// The active's snapshot was received into the reseed dir: restart to install it.
+    MustReseed,
 }
 
 /// Runs the standby phase until this node is elected (or must rewind). The journal and data
@@ -236,6 +241,7 @@ pub async fn run(
     elector: &Elector,
     node: &str,
     listener: &std::net::TcpListener,
+    reseed_metrics: super::reseed_fetch::ReseedMetrics,
 ) -> Result<Outcome, ServerError> {
     let journal = opened.journal.clone();
     // Before the follower starts: every record above this seq comes from the active.
@@ -284,38 +290,30 @@ pub async fn run(
         journal_dir: opened.dir.journal_dir(),
         journal_metrics: journal.metrics().clone(),
         keys: standby_keys(&config.auth)?,
+        reseed: Arc::default(),
     });
-    let follower = {
-        let leader_repl = leader_repl.clone();
-        Follower::start(
-            journal.clone(),
-            Arc::new(move || {
-                let peer = leader_repl.lock().expect("leader mutex").clone()?;
-                match (peer.tls, relay_addr) {
-                    (false, _) => Some(peer.addr),
-                    (true, Some(relay)) => Some(relay),
-                    (true, None) => {
-                        tracing::warn!(active = %peer.addr, "the active's replication listener \
-                            speaks TLS: set [tls] with ca_file on this node");
-                        None
-                    }
-                }
-            }),
-            Arc::new(|_| {}),
-            FollowerConfig {
-                node: node.to_string(),
-                capabilities: crescent_domain::standard_world().event_schemas(),
-                // With [auth], the Hello carries a peer token minted for each connection
-                // (docs/security.md, "Replication peers").
-                token: config.auth.enabled().then(|| {
-                    let settings = config.auth.clone();
-                    PeerToken::new(move || crate::auth::peer_token(&settings))
-                }),
-                ..FollowerConfig::default()
-            },
-        )
-        .map_err(|e| ServerError::Recovery(format!("cannot start the follower: {e}")))?
+    let follower_config = FollowerConfig {
+        node: node.to_string(),
+        capabilities: crescent_domain::standard_world().event_schemas(),
+        // With [auth], the Hello carries a peer token minted for each connection
+        // (docs/security.md, "Replication peers").
+        token: config.auth.enabled().then(|| {
+            let settings = config.auth.clone();
+            PeerToken::new(move || crate::auth::peer_token(&settings))
+        }),
+        ..FollowerConfig::default()
     };
+    let active_addr: Arc<dyn Fn() -> Option<SocketAddr> + Send + Sync> = {
+        let leader_repl = leader_repl.clone();
+        Arc::new(move || dial_address(&leader_repl, relay_addr))
+    };
+    let follower = Follower::start(
+        journal.clone(),
+        active_addr.clone(),
+        Arc::new(|_| {}),
+        follower_config.clone(),
+    )
+    .map_err(|e| ServerError::Recovery(format!("cannot start the follower: {e}")))?;
     *view.follower.lock().expect("follower mutex") = Some(Arc::new(follower));
 
     let data = web::Data::new(view.clone());
@@ -345,6 +343,7 @@ pub async fn run(
     tracing::info!(listen = %config.listen, node, "crescentd standby: following the active");
 
     let mut role = elector.subscribe();
+    let mut next_reseed = std::time::Instant::now();
     let term = loop {
         repair.poll(&journal);
         let current = role.borrow_and_update().clone();
@@ -353,6 +352,32 @@ pub async fn run(
             if code == crescent_journal::replication::refusal::DIVERGED {
                 super::rewind::request(opened.dir.root(), point, message)?;
                 break Ok(Outcome::MustRewind);
+            }
+        }
+        let needs_reseed = diverged
+            .refused
+            .as_ref()
+            .is_some_and(|(code, _)| code == crescent_journal::replication::refusal::NEEDS_RESEED);
+        if needs_reseed && std::time::Instant::now() >= next_reseed {
+            if let Some(addr) = active_addr() {
+                let fetch = {
+                    let (config, dir) = (follower_config.clone(), opened.dir.root().to_path_buf());
+                    let (progress, metrics) = (view.reseed.clone(), reseed_metrics.clone());
+                    tokio::task::spawn_blocking(move || {
+                        super::reseed_fetch::fetch(addr, &config, &dir, &progress, &metrics)
+                    })
+                };
+                tokio::select! {
+                    done = fetch => match done {
+                        Ok(Ok(_)) => break Ok(Outcome::MustReseed),
+                        // Logged and counted by the fetch; tried again after a pause.
+                        _ => next_reseed = std::time::Instant::now() + RESEED_RETRY,
+                    },
+                    _ = tokio::signal::ctrl_c() => {
+                        break Err(ServerError::Recovery("interrupted".into()));
+                    }
+                }
+                continue;
             }
         }
         match current {
@@ -395,6 +420,27 @@ pub async fn run(
         tracing::warn!(error = %e, "standby snapshotter stopped with an error");
     }
     term
+}
+
+/// Pause between failed reseed attempts.
+const RESEED_RETRY: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Where the follower (and a reseed) dials the active: its replication listener, or the local
+/// TLS relay in front of it (tls_relay.rs).
+fn dial_address(
+    leader_repl: &Mutex<Option<ReplicationPeer>>,
+    relay_addr: Option<SocketAddr>,
+) -> Option<SocketAddr> {
+    let peer = leader_repl.lock().expect("leader mutex").clone()?;
+    match (peer.tls, relay_addr) {
+        (false, _) => Some(peer.addr),
+        (true, Some(relay)) => Some(relay),
+        (true, None) => {
+            tracing::warn!(active = %peer.addr, "the active's replication listener \
+                speaks TLS: set [tls] with ca_file on this node");
+            None
+        }
+    }
 }
 
 /// The verification keys of `[auth]` (the same files the active loads), if it is on.
