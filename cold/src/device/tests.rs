@@ -61,7 +61,7 @@ impl When {
     fn then_error_code(self, code: &str) {
         match self.result {
             Ok(events) => panic!("expected {code}, got events {events:?}"),
-            Err(e) => assert_eq!(e.code(), code, "{e}"),
+            Err(e) => assert_eq!(e.code().as_str(), code, "{e}"),
         }
     }
 }
