@@ -126,8 +126,6 @@ pub trait Aggregate:
     }
 }
 
-/// A domain error's stable wire code (`INVALID_ARGUMENT`, `NOT_FOUND`, `CONFLICT`, ...). The
-/// server maps codes to its wire error in one place; aggregates never know about HTTP.
-pub trait WireCoded {
-    fn wire_code(&self) -> &'static str;
-}
+/// A domain error's stable wire code, typed (`ErrorCode::InvalidArgument`, ...). The server
+/// maps codes to its wire error in one place; aggregates never know about HTTP.
+pub use crescent_error_class::{ErrorCode, WireCoded};

@@ -16,10 +16,12 @@ pub mod removed_puts;
 pub mod runtime;
 pub mod segment_registry;
 pub mod testing;
+#[cfg(test)]
+mod wire_code_tests;
 #[cfg(feature = "runtime")]
 pub mod world;
 
-pub use aggregate::{Aggregate, Ctx, DecodeError, DomainEvent, WireCoded};
+pub use aggregate::{Aggregate, Ctx, DecodeError, DomainEvent, ErrorCode, WireCoded};
 /// How a caller should treat an aggregate's error (the same type as the journal's).
 pub use crescent_error_class::ErrorClass;
 #[cfg(feature = "runtime")]

@@ -69,4 +69,24 @@ mod tests {
             ErrorCode::InvalidArgument
         );
     }
+
+    #[test]
+    fn every_refusal_has_a_code_other_than_internal() {
+        use crate::revocation::RevocationError;
+        use crescent_error_class::coverage::{assert_wire_coded, assert_wire_map};
+        use crescent_error_class::every_variant;
+        let all = every_variant!(AuthError {
+            SecretFile => AuthError::SecretFile { path: "p".into(), reason: "r".into() },
+            InvalidClaims => AuthError::InvalidClaims("x".into()),
+            Missing => AuthError::Missing,
+            Invalid => AuthError::Invalid("x".into()),
+            Expired => AuthError::Expired,
+            Revoked => AuthError::Revoked,
+        });
+        assert_wire_map(&all, AuthError::code, &[]);
+        let revocations = every_variant!(RevocationError {
+            BadTokenId => RevocationError::BadTokenId,
+        });
+        assert_wire_coded(&revocations, &[]);
+    }
 }

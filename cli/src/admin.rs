@@ -8,7 +8,7 @@ use crescent_replay_tools::backup::{self, BackupError, Manifest};
 use serde_json::json;
 
 use crescent_client::CrescentClient;
-use crescent_client::{ClientError, ErrorClass};
+use crescent_client::{ClientError, ErrorClass, ScriptCode};
 
 #[derive(Debug, Subcommand)]
 pub enum AdminCommand {
@@ -102,8 +102,12 @@ fn backup_failure(e: BackupError) -> ClientError {
         BackupError::TargetNotEmpty { .. } | BackupError::Unsupported { .. } => ErrorClass::User,
         _ => ErrorClass::Fatal,
     };
+    let code = match e {
+        BackupError::Io { .. } => ScriptCode::IoError,
+        _ => ScriptCode::Backup(e.code()),
+    };
     ClientError::Backup {
-        code: e.code(),
+        code,
         class,
         source: Box::new(e),
     }

@@ -6,13 +6,11 @@ use std::error::Error as _;
 use crescent_transport::TransportError;
 use crescent_wire::{ApiError, ErrorCode};
 
-/// Whether an error is the caller's fault, transient, or a broken setup.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ErrorClass {
-    User,
-    Retryable,
-    Fatal,
-}
+use crate::script_code::ScriptCode;
+
+/// Whether an error is the caller's fault, transient, or a broken setup: the one
+/// classification of every Crescent crate.
+pub use crescent_error_class::ErrorClass;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
@@ -90,7 +88,7 @@ pub enum ClientError {
     /// the journal crates, which a client library does not), so its error comes boxed.
     #[error("backup: {source}")]
     Backup {
-        code: &'static str,
+        code: ScriptCode,
         class: ErrorClass,
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
@@ -190,11 +188,7 @@ impl ClientError {
             ClientError::Api(_) => ErrorClass::User,
             ClientError::Connect { .. } | ClientError::Rpc { .. } => ErrorClass::Retryable,
             ClientError::Tls { .. } => ErrorClass::Fatal,
-            ClientError::Transfer { source, .. } => match source.class() {
-                crescent_transport::ErrorClass::User => ErrorClass::User,
-                crescent_transport::ErrorClass::Retryable => ErrorClass::Retryable,
-                crescent_transport::ErrorClass::Fatal => ErrorClass::Fatal,
-            },
+            ClientError::Transfer { source, .. } => source.class(),
             // Another replica (or a re-read) may be intact.
             ClientError::ChecksumMismatch { .. } => ErrorClass::Retryable,
             ClientError::InvalidArgument(_) => ErrorClass::User,
@@ -203,63 +197,45 @@ impl ClientError {
             // second run is harmless.
             ClientError::Interrupted { .. } | ClientError::NoLeader { .. } => ErrorClass::Retryable,
             #[cfg(feature = "etcd")]
-            ClientError::Discovery(e) => match e.class() {
-                crescent_ha::ErrorClass::User => ErrorClass::User,
-                crescent_ha::ErrorClass::Retryable => ErrorClass::Retryable,
-                crescent_ha::ErrorClass::Fatal => ErrorClass::Fatal,
-            },
+            ClientError::Discovery(e) => e.class(),
             ClientError::Backup { class, .. } => *class,
         }
     }
 
-    /// A stable code string for scripts (`--json` output and exit codes). Wire codes as the
-    /// server sent them; `CHECKSUM_MISMATCH`, `IO_ERROR`, `FAILOVER_INTERRUPTED` and
-    /// `NO_LEADER` are the client's own.
-    pub fn code_str(&self) -> &'static str {
+    /// The code for scripts (`--json` output and exit codes): the wire code as the server
+    /// sent it, or one of the client's own.
+    pub fn script_code(&self) -> ScriptCode {
         match self {
-            ClientError::Api(e) => e.code.as_str(),
+            ClientError::Api(e) => ScriptCode::Wire(e.code),
             ClientError::Connect { .. } | ClientError::Rpc { .. } | ClientError::Tls { .. } => {
-                "UNAVAILABLE"
+                ScriptCode::Wire(ErrorCode::Unavailable)
             }
-            ClientError::Protocol(_) => "INTERNAL",
-            ClientError::InvalidArgument(_) => "INVALID_ARGUMENT",
-            ClientError::Transfer { source, .. } => source.code(),
-            ClientError::ChecksumMismatch { .. } => "CHECKSUM_MISMATCH",
-            ClientError::Io { .. } => "IO_ERROR",
-            ClientError::Interrupted { .. } => "FAILOVER_INTERRUPTED",
-            ClientError::NoLeader { .. } => "NO_LEADER",
+            ClientError::Protocol(_) => ScriptCode::Wire(ErrorCode::Internal),
+            ClientError::InvalidArgument(_) => ScriptCode::Wire(ErrorCode::InvalidArgument),
+            ClientError::Transfer { source, .. } => ScriptCode::Wire(source.code()),
+            ClientError::ChecksumMismatch { .. } => ScriptCode::ChecksumMismatch,
+            ClientError::Io { .. } => ScriptCode::IoError,
+            ClientError::Interrupted { .. } => ScriptCode::FailoverInterrupted,
+            ClientError::NoLeader { .. } => ScriptCode::NoLeader,
             #[cfg(feature = "etcd")]
-            ClientError::Discovery(e) => match e.class() {
-                crescent_ha::ErrorClass::User => "INVALID_ARGUMENT",
-                crescent_ha::ErrorClass::Retryable => "UNAVAILABLE",
-                crescent_ha::ErrorClass::Fatal => "INTERNAL",
-            },
-            ClientError::Backup { code, .. } => code,
+            ClientError::Discovery(e) => ScriptCode::Wire(match e.class() {
+                ErrorClass::User => ErrorCode::InvalidArgument,
+                ErrorClass::Retryable => ErrorCode::Unavailable,
+                ErrorClass::Fatal => ErrorCode::Internal,
+            }),
+            ClientError::Backup { code, .. } => *code,
         }
     }
 
-    /// The `crescent` CLI's exit status for this error (0 is success; 1 is reserved for
-    /// "answered no", e.g. `exist` of an absent key):
-    /// 2 invalid argument, 3 unreachable/unavailable/misrouted, 4 not found, 5 conflict,
-    /// 6 data integrity (checksum), 7 local IO, 8 capacity (quota/durability/policy), 9 other.
+    /// [`ClientError::script_code`] as a string (`NOT_FOUND`, `CHECKSUM_MISMATCH`, ...).
+    pub fn code_str(&self) -> &'static str {
+        self.script_code().as_str()
+    }
+
+    /// The `crescent` CLI's exit status for this error ([`ScriptCode::exit_code`], the one
+    /// map).
     pub fn exit_code(&self) -> u8 {
-        match self.code_str() {
-            "INVALID_ARGUMENT" => 2,
-            "UNAVAILABLE"
-            | "NOT_LEADER"
-            | "BUSY"
-            | "NOT_READY"
-            | "NO_LEADER"
-            | "FAILOVER_INTERRUPTED"
-            | "WRONG_CLUSTER" => 3,
-            "NOT_FOUND" | "LEASE_EXPIRED" => 4,
-            "CONFLICT" | "STALE_GENERATION" | "FENCED" => 5,
-            "CHECKSUM_MISMATCH" => 6,
-            "IO_ERROR" => 7,
-            "OUT_OF_SPACE" | "QUOTA_EXCEEDED" | "DURABILITY_FAILED" | "POLICY_UNSATISFIABLE" => 8,
-            "UNAUTHENTICATED" | "PERMISSION_DENIED" => 10,
-            _ => 9,
-        }
+        self.script_code().exit_code()
     }
 }
 

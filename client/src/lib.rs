@@ -82,6 +82,7 @@ mod rpc_connect;
 mod rpc_io;
 mod rpc_release;
 mod rpc_wire;
+mod script_code;
 mod server_conn;
 pub mod size;
 pub mod store;
@@ -100,6 +101,7 @@ pub use mesh::MeshClient;
 pub use metrics::{ClientMetrics, RebuildMetrics};
 pub use options::{PutOptions, Scope};
 pub use ownership::{OwnedReplica, OwnershipTable, ReleaseReport};
+pub use script_code::ScriptCode;
 pub use store::PutOutcome;
 pub use weights::{LoadedWeights, WeightStore, WeightWriter};
 

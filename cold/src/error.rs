@@ -1,7 +1,7 @@
 //! The one error type of the cold tier, classified user / retryable / fatal.
 
 use crescent_actors::ErrorClass;
-use crescent_actors::WireCoded;
+use crescent_actors::{ErrorCode, WireCoded};
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ColdError {
@@ -116,21 +116,23 @@ impl ColdError {
     }
 
     /// The stable wire code (docs/design.md, "Wire API").
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> ErrorCode {
         match self {
-            ColdError::InvalidArgument { .. } => "INVALID_ARGUMENT",
-            ColdError::NotFound { .. } => "NOT_FOUND",
+            ColdError::InvalidArgument { .. } => ErrorCode::InvalidArgument,
+            ColdError::NotFound { .. } => ErrorCode::NotFound,
             ColdError::Conflict { .. }
             | ColdError::InvalidTransition { .. }
             | ColdError::RouteConflict { .. }
-            | ColdError::EvictionRefused { .. } => "CONFLICT",
-            ColdError::InsufficientCapacity { .. } | ColdError::Backpressure { .. } => "BUSY",
-            ColdError::TooLargeToCarry { .. } => "POLICY_UNSATISFIABLE",
-            ColdError::DeviceNotEligible { .. } | ColdError::Io { .. } => "UNAVAILABLE",
+            | ColdError::EvictionRefused { .. } => ErrorCode::Conflict,
+            ColdError::InsufficientCapacity { .. } | ColdError::Backpressure { .. } => {
+                ErrorCode::Busy
+            }
+            ColdError::TooLargeToCarry { .. } => ErrorCode::PolicyUnsatisfiable,
+            ColdError::DeviceNotEligible { .. } | ColdError::Io { .. } => ErrorCode::Unavailable,
             ColdError::ChecksumMismatch { .. }
             | ColdError::LengthMismatch { .. }
             | ColdError::CorruptFile { .. }
-            | ColdError::PayloadMissing { .. } => "INTERNAL",
+            | ColdError::PayloadMissing { .. } => ErrorCode::Internal,
         }
     }
 
@@ -161,7 +163,7 @@ impl ColdError {
 }
 
 impl WireCoded for ColdError {
-    fn wire_code(&self) -> &'static str {
+    fn wire_code(&self) -> ErrorCode {
         self.code()
     }
 }
@@ -177,9 +179,54 @@ mod tests {
             length: 41_943_040,
             limit: 16_711_680,
         };
-        assert_eq!(e.code(), "POLICY_UNSATISFIABLE");
+        assert_eq!(e.code(), ErrorCode::PolicyUnsatisfiable);
         assert_eq!(e.class(), ErrorClass::User);
         assert!(e.to_string().contains("41943040 bytes"), "{e}");
         assert!(e.to_string().contains("16711680 bytes"), "{e}");
+    }
+
+    /// A damaged or missing payload is the node's failure, never the request's: INTERNAL.
+    #[test]
+    fn every_refusal_but_damaged_payloads_has_a_code_other_than_internal() {
+        use crescent_error_class::coverage::assert_wire_coded;
+        use crescent_error_class::every_variant;
+        let all = every_variant!(ColdError {
+            InvalidArgument => ColdError::invalid("f", "r"),
+            NotFound => ColdError::NotFound { what: "device", id: "d".into() },
+            Conflict => ColdError::Conflict { what: "device", id: "d".into(), reason: "r".into() },
+            InvalidTransition => ColdError::InvalidTransition {
+                what: "move",
+                id: "m".into(),
+                state: "DONE",
+                action: "abort",
+            },
+            InsufficientCapacity => ColdError::InsufficientCapacity {
+                device_id: "d".into(),
+                requested: 2,
+                free: 1,
+            },
+            DeviceNotEligible => ColdError::DeviceNotEligible { device_id: "d".into(), reason: "r".into() },
+            RouteConflict => ColdError::RouteConflict { key: "k".into(), reason: "r".into() },
+            EvictionRefused => ColdError::EvictionRefused { key: "k".into(), reason: "r".into() },
+            TooLargeToCarry => ColdError::TooLargeToCarry { what: "w".into(), length: 2, limit: 1 },
+            Backpressure => ColdError::Backpressure { queue: "q", reason: "r".into() },
+            ChecksumMismatch => ColdError::ChecksumMismatch { locator: "l".into(), expected: 1, actual: 2 },
+            LengthMismatch => ColdError::LengthMismatch { locator: "l".into(), expected: 1, actual: 2 },
+            CorruptFile => ColdError::CorruptFile { locator: "l".into(), reason: "r".into() },
+            PayloadMissing => ColdError::PayloadMissing { locator: "l".into() },
+            Io => ColdError::io(
+                std::path::Path::new("/d"),
+                std::io::Error::other("x"),
+            ),
+        });
+        assert_wire_coded(
+            &all,
+            &[
+                "ChecksumMismatch",
+                "LengthMismatch",
+                "CorruptFile",
+                "PayloadMissing",
+            ],
+        );
     }
 }

@@ -131,7 +131,7 @@ fn a_corrupted_cold_file_fails_the_read_with_a_checksum_error() {
         matches!(err, crescent_cold::ColdError::ChecksumMismatch { .. }),
         "{err}"
     );
-    assert_eq!(err.code(), "INTERNAL");
+    assert_eq!(err.code().as_str(), "INTERNAL");
 }
 
 #[test]

@@ -2,17 +2,8 @@
 
 use std::time::Duration;
 
-/// How a caller should treat an error (same meaning as in the other Crescent crates).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ErrorClass {
-    /// The request was wrong; retrying it unchanged fails again.
-    User,
-    /// Transient; the same request may succeed later (possibly on another node).
-    Retryable,
-    /// The process cannot continue safely (for example etcd refuses our credentials, or holds a
-    /// record this version cannot read).
-    Fatal,
-}
+/// How a caller should treat an error: the one classification of every Crescent crate.
+pub use crescent_error_class::ErrorClass;
 
 #[derive(Debug, thiserror::Error)]
 pub enum HaError {
@@ -134,11 +125,7 @@ impl HaError {
             | HaError::UnexpectedAnswer { .. }
             | HaError::Malformed { .. }
             | HaError::TaskFailed(_) => ErrorClass::Fatal,
-            HaError::Mesh(e) => match e.class() {
-                crescent_mesh::ErrorClass::User => ErrorClass::User,
-                crescent_mesh::ErrorClass::Retryable => ErrorClass::Retryable,
-                crescent_mesh::ErrorClass::Fatal => ErrorClass::Fatal,
-            },
+            HaError::Mesh(e) => e.class(),
         }
     }
 }

@@ -1,7 +1,8 @@
 //! Recovery shared by the record-keyed backends (memory and sled), where each stored value is
 //! exactly one frame and its key is the record's seq.
 //!
-//! Rules (the same as the file backend's, per record instead of per byte):
+//! The recovery rule ([`crate::recovery::rule`], the file backend's, per record instead of per
+//! byte), with what this scan sees:
 //! - values are checked in key order: the frame must decode, carry the seq of its key, and the
 //!   keys must be contiguous;
 //! - the first bad value starts the *damaged region*; if any later value is a valid record with
@@ -16,7 +17,7 @@ use crate::backend::Recovered;
 use crate::codec::{decode_exact, FrameError, FRAME_FORMAT_VERSION};
 use crate::error::{JournalError, Result};
 use crate::record::{Record, GENESIS_DIGEST};
-use crate::recovery::{RecoveryMode, TruncationReport};
+use crate::recovery::{judge, FaultClass, RecoveryMode, Seen, TruncationReport, Verdict};
 
 /// What a record-keyed backend must do after the scan.
 #[derive(Debug)]
@@ -80,6 +81,14 @@ where
         let expected = last.as_ref().map_or(key, |r| r.seq + 1);
         let decoded = decode_exact(value);
         if let Err(FrameError::UnsupportedVersion(v)) = decoded {
+            let first = damage
+                .as_ref()
+                .map_or(FaultClass::NewerFormat, |_| FaultClass::Frame);
+            let seen = Seen {
+                newer_format_after: true,
+                ..Seen::at_end(first)
+            };
+            debug_assert_eq!(judge(seen, mode), Verdict::NewerFormat);
             return Err(frame_error(
                 FrameError::UnsupportedVersion(v),
                 key,
@@ -88,6 +97,8 @@ where
         }
         if let Some((bad_seq, reason)) = &damage {
             if matches!(&decoded, Ok(r) if r.seq == key && key >= *bad_seq) {
+                let verdict = judge(Seen::followed_by_record(FaultClass::Frame), mode);
+                debug_assert!(matches!(verdict, Verdict::Corrupt(_)));
                 return Err(JournalError::Corrupt {
                     seq: *bad_seq,
                     location: location.to_path_buf(),
@@ -105,6 +116,8 @@ where
             }
             Ok(r) if r.seq == key => {
                 // A valid record after a gap: the missing records were acknowledged.
+                let verdict = judge(Seen::followed_by_record(FaultClass::Frame), mode);
+                debug_assert!(matches!(verdict, Verdict::Corrupt(_)));
                 return Err(JournalError::Corrupt {
                     seq: expected,
                     location: location.to_path_buf(),
@@ -128,28 +141,34 @@ where
     let truncated = match damage {
         None => None,
         Some((bad_seq, reason)) => {
-            if last.is_none() && first_key.is_some_and(|k| k > 1) {
-                // Everything left is damaged and the chain before it is unknown: the journal
-                // cannot continue its chain, so this is not a tail we may cut.
-                return Err(JournalError::Corrupt {
-                    seq: bad_seq,
-                    location: location.to_path_buf(),
-                    reason: format!("{reason}; no intact record remains to continue the chain"),
-                });
-            }
-            if mode == RecoveryMode::AbsoluteConsistency {
-                return Err(JournalError::TailCorruption {
+            let seen = Seen {
+                // With no intact record left, the chain before the damage is unknown unless
+                // the damage is at the journal's first seq.
+                chain_continues: last.is_some() || first_key.is_none_or(|k| k <= 1),
+                ..Seen::at_end(FaultClass::Frame)
+            };
+            match judge(seen, mode) {
+                Verdict::CutTail => Some(TruncationReport {
                     last_good_seq,
                     dropped_bytes,
                     reason,
-                });
+                    quarantine: None,
+                }),
+                Verdict::RefuseTail => {
+                    return Err(JournalError::TailCorruption {
+                        last_good_seq,
+                        dropped_bytes,
+                        reason,
+                    })
+                }
+                Verdict::Corrupt(_) | Verdict::NewerFormat => {
+                    return Err(JournalError::Corrupt {
+                        seq: bad_seq,
+                        location: location.to_path_buf(),
+                        reason: format!("{reason}; no intact record remains to continue the chain"),
+                    })
+                }
             }
-            Some(TruncationReport {
-                last_good_seq,
-                dropped_bytes,
-                reason,
-                quarantine: None,
-            })
         }
     };
     if truncated.is_none() {

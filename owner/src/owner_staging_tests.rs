@@ -116,11 +116,11 @@ fn saturation_is_explicit_backpressure_until_a_release() {
     let busy = staging
         .stage(&dev, &locator, data.len() as u64, crc, 1)
         .unwrap_err();
-    assert_eq!(busy.code(), "BUSY", "{busy:?}");
+    assert_eq!(busy.code().as_str(), "BUSY", "{busy:?}");
     assert_eq!(staging.metrics.stages("busy"), 1);
     // Larger than the whole region: refused as such, not as backpressure.
     let never = staging.stage(&dev, &locator, 5 * OWNER_STAGING_UNIT, crc, 1);
-    assert_eq!(never.unwrap_err().code(), "INVALID_ARGUMENT");
+    assert_eq!(never.unwrap_err().code().as_str(), "INVALID_ARGUMENT");
     staging.release(&[held.token], 2);
     let again = staging
         .stage(&dev, &locator, data.len() as u64, crc, 3)

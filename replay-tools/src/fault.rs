@@ -109,12 +109,6 @@ pub fn scan_kind_name(kind: &FaultKind) -> &'static str {
     }
 }
 
-/// Whether a fault found after the last valid record can be a torn write (rather than, say, a
-/// newer format or a broken segment sequence).
-pub fn can_be_torn_tail(kind: &FaultKind) -> bool {
-    matches!(kind, FaultKind::BadFrame(_) | FaultKind::GarbageAfterEnd)
-}
-
 /// The first bad seq: the lowest seq named by a journal or replay fault (damage of the history
 /// itself), else the lowest seq named by a snapshot fault.
 pub fn first_bad_seq(faults: &[Fault]) -> Option<u64> {

@@ -1,12 +1,14 @@
 //! One pass over a journal directory with [`JournalScan`], shared by every command: records in
 //! file order, faults collected, and the faults after the last valid record marked as a torn
-//! tail (the same rule the file backend's recovery applies).
+//! tail by the journal's one recovery rule ([`crescent_journal::recovery::rule`]), so a walk
+//! reports as a torn tail exactly what crescentd cuts (or refuses) on its next open.
 
 use crescent_journal::file::{JournalScan, ScanEntry, ScanOptions};
+use crescent_journal::recovery::{judge, FaultClass, RecoveryMode, Seen};
 use crescent_journal::Record;
 
 use crate::error::Result;
-use crate::fault::{can_be_torn_tail, Fault};
+use crate::fault::Fault;
 
 /// A record as the scan found it.
 #[derive(Debug, Clone, Copy)]
@@ -65,7 +67,8 @@ pub fn walk(
     let mut out = WalkOutcome::default();
     // Index into `out.faults` of the first fault after the last record so far.
     let mut after_last_record = 0;
-    let mut tail_candidates = Vec::new();
+    // The classes of the faults after the last record so far.
+    let mut tail = Vec::new();
     for entry in scan.entries(ScanOptions { verify_chain }) {
         match entry? {
             ScanEntry::Record {
@@ -80,7 +83,7 @@ pub fn walk(
                     Some((lo, hi)) => (lo.min(record.seq), hi.max(record.seq)),
                 });
                 after_last_record = out.faults.len();
-                tail_candidates.clear();
+                tail.clear();
                 let flow = f(Step::Record(Located {
                     segment,
                     offset,
@@ -94,7 +97,7 @@ pub fn walk(
             }
             ScanEntry::Fault(sf) => {
                 let fault = Fault::from_scan(&sf);
-                tail_candidates.push(can_be_torn_tail(&sf.kind));
+                tail.push(sf.kind.class());
                 let flow = f(Step::Fault(&fault))?;
                 out.faults.push(fault);
                 if flow == Flow::Stop {
@@ -104,12 +107,42 @@ pub fn walk(
             }
         }
     }
-    // Faults after the last record form a torn tail when every one of them can be a torn
-    // write; anything else there (a newer format, a broken header) stays plain damage.
-    if !tail_candidates.is_empty() && tail_candidates.iter().all(|&t| t) {
+    if ends_in_tail(&tail) {
         for fault in &mut out.faults[after_last_record..] {
             fault.torn_tail = true;
         }
     }
     Ok(out)
+}
+
+/// Whether the faults after the last record form a damaged tail under the recovery rule (a
+/// record after them would have ended the tail, so none follows); anything else there (a newer
+/// format, a broken header first) stays plain damage.
+fn ends_in_tail(tail: &[FaultClass]) -> bool {
+    let Some((&first, later)) = tail.split_first() else {
+        return false;
+    };
+    let seen = Seen {
+        newer_format_after: later.contains(&FaultClass::NewerFormat),
+        ..Seen::at_end(first)
+    };
+    judge(seen, RecoveryMode::TolerateTailCorruption).is_tail()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use FaultClass::{Frame, NewerFormat, Structural};
+
+    /// The same verdicts as the file backend's recovery: a damaged frame starts a tail that
+    /// takes the later, record-less segments with it, even ones with a broken header.
+    #[test]
+    fn the_tail_is_judged_by_its_first_fault() {
+        assert!(!ends_in_tail(&[]));
+        assert!(ends_in_tail(&[Frame]));
+        assert!(ends_in_tail(&[Frame, Structural, Frame]));
+        assert!(!ends_in_tail(&[Structural, Frame]));
+        assert!(!ends_in_tail(&[Frame, NewerFormat]));
+        assert!(!ends_in_tail(&[NewerFormat]));
+    }
 }

@@ -2,16 +2,8 @@
 
 use crescent_wire::error::{ApiError, ErrorCode};
 
-/// How a caller should treat an error.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ErrorClass {
-    /// The request was wrong; retrying it unchanged fails again.
-    User,
-    /// Transient; the same request may succeed later.
-    Retryable,
-    /// The directory's own state is inconsistent; the process should stop.
-    Fatal,
-}
+/// How a caller should treat an error: the one classification of every Crescent crate.
+pub use crescent_error_class::ErrorClass;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum StoreError {
@@ -198,5 +190,35 @@ impl<T> From<StoreError> for crescent_wire::store::ItemResult<T> {
             code: e.wire_code(),
             message: e.to_string(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crescent_error_class::coverage::assert_wire_map;
+    use crescent_error_class::every_variant;
+
+    /// Only a broken invariant of the directory itself is INTERNAL.
+    #[test]
+    fn every_refusal_but_a_broken_invariant_has_a_code_other_than_internal() {
+        let reason = || "r".to_string();
+        let all = every_variant!(StoreError {
+            InvalidArgument => StoreError::invalid("key", "r"),
+            NotFound => StoreError::not_found("object", "k"),
+            NotReady => StoreError::NotReady { reason: reason() },
+            Conflict => StoreError::conflict("r"),
+            Busy => StoreError::busy("r"),
+            NoSpace => StoreError::NoSpace { requested: 1, reason: reason() },
+            QuotaExceeded => StoreError::QuotaExceeded { tenant: "t".into(), reason: reason() },
+            Unavailable => StoreError::Unavailable { reason: reason() },
+            LimitReached => StoreError::LimitReached { reason: reason() },
+            StaleTerm => StoreError::StaleTerm { reason: reason() },
+            Rebuilding => StoreError::Rebuilding { term: 1, completed: 0, expected: 1 },
+            ColdBacked => StoreError::ColdBacked { key: "k".into() },
+            Managed => StoreError::Managed { key: "k".into(), group: "g".into() },
+            Internal => StoreError::Internal { reason: reason() },
+        });
+        assert_wire_map(&all, StoreError::wire_code, &["Internal"]);
     }
 }

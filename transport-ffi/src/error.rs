@@ -1,19 +1,14 @@
-//! The crate's one error type. Every variant has a stable `code()` (the same vocabulary as the
-//! wire API: INVALID_ARGUMENT, NOT_FOUND, UNAVAILABLE, ...) and a `class()` that tells callers
-//! whether retrying can help.
+//! The crate's one error type. Every variant has a stable `code()` (a wire API [`ErrorCode`]:
+//! INVALID_ARGUMENT, NOT_FOUND, UNAVAILABLE, ...) and a `class()` that tells callers whether
+//! retrying can help.
 
 use std::time::Duration;
 
-/// Whether an error is the caller's fault, transient, or means the component must stop.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ErrorClass {
-    /// The request was wrong; retrying it unchanged fails again.
-    User,
-    /// Transient; the same request may succeed later (e.g. against another replica).
-    Retryable,
-    /// Broken setup or broken invariant; the component cannot go on.
-    Fatal,
-}
+use crescent_error_class::ErrorCode;
+
+/// Whether an error is the caller's fault, transient, or means the component must stop: the
+/// one classification of every Crescent crate.
+pub use crescent_error_class::ErrorClass;
 
 /// Errors of the data plane.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -118,23 +113,23 @@ impl TransportError {
         }
     }
 
-    /// The stable code, shared with the wire API's vocabulary.
-    pub fn code(&self) -> &'static str {
+    /// The stable wire code.
+    pub fn code(&self) -> ErrorCode {
         match self {
             TransportError::InvalidArgument(_)
             | TransportError::OutOfRange { .. }
-            | TransportError::BatchTooLarge { .. } => "INVALID_ARGUMENT",
+            | TransportError::BatchTooLarge { .. } => ErrorCode::InvalidArgument,
             TransportError::SegmentNotFound { .. } | TransportError::UnknownHandle(_) => {
-                "NOT_FOUND"
+                ErrorCode::NotFound
             }
-            TransportError::PermissionDenied { .. } => "PERMISSION_DENIED",
+            TransportError::PermissionDenied { .. } => ErrorCode::PermissionDenied,
             TransportError::Unavailable { .. }
             | TransportError::Timeout { .. }
             | TransportError::Protocol { .. }
-            | TransportError::UnsupportedVersion { .. } => "UNAVAILABLE",
+            | TransportError::UnsupportedVersion { .. } => ErrorCode::Unavailable,
             TransportError::LibraryLoad { .. }
             | TransportError::Engine { .. }
-            | TransportError::Io { .. } => "INTERNAL",
+            | TransportError::Io { .. } => ErrorCode::Internal,
         }
     }
 
@@ -162,3 +157,58 @@ impl TransportError {
 
 /// Result alias of this crate.
 pub type Result<T, E = TransportError> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crescent_error_class::coverage::assert_wire_map;
+    use crescent_error_class::every_variant;
+
+    /// A transfer engine or local setup that fails is the node's failure, not the request's.
+    #[test]
+    fn every_error_but_local_failures_has_a_code_other_than_internal() {
+        let all = every_variant!(TransportError {
+            InvalidArgument => TransportError::InvalidArgument("x".into()),
+            OutOfRange => TransportError::OutOfRange {
+                what: "local buffer".into(),
+                offset: 1,
+                length: 2,
+                size: 2,
+            },
+            SegmentNotFound => TransportError::SegmentNotFound {
+                endpoint: "e".into(),
+                segment: "s".into(),
+            },
+            PermissionDenied => TransportError::PermissionDenied {
+                endpoint: "e".into(),
+                segment: "s".into(),
+            },
+            UnknownHandle => TransportError::UnknownHandle(7),
+            BatchTooLarge => TransportError::BatchTooLarge { len: 2, max: 1 },
+            Unavailable => TransportError::unavailable("e", "r"),
+            Timeout => TransportError::Timeout {
+                what: "batch".into(),
+                after: Duration::from_secs(1),
+            },
+            Protocol => TransportError::Protocol {
+                endpoint: "e".into(),
+                reason: "r".into(),
+            },
+            UnsupportedVersion => TransportError::UnsupportedVersion {
+                endpoint: "e".into(),
+                theirs: 9,
+                ours: 1,
+            },
+            LibraryLoad => TransportError::LibraryLoad {
+                path: "p".into(),
+                reason: "r".into(),
+            },
+            Engine => TransportError::Engine {
+                call: "c",
+                reason: "r".into(),
+            },
+            Io => TransportError::io("bind", &std::io::Error::other("x")),
+        });
+        assert_wire_map(&all, TransportError::code, &["LibraryLoad", "Engine", "Io"]);
+    }
+}

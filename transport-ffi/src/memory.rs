@@ -496,7 +496,7 @@ mod tests {
         assert_all_zero(&m);
         assert_eq!(
             SegmentMemory::allocate_resident(0).unwrap_err().code(),
-            "INVALID_ARGUMENT"
+            crescent_error_class::ErrorCode::InvalidArgument
         );
     }
 
@@ -535,7 +535,7 @@ mod tests {
     fn empty_regions_are_refused() {
         assert_eq!(
             SegmentMemory::allocate(0).unwrap_err().code(),
-            "INVALID_ARGUMENT"
+            crescent_error_class::ErrorCode::InvalidArgument
         );
         assert!(SegmentMemory::from_boxed_slice(Vec::new().into_boxed_slice()).is_err());
     }
@@ -544,7 +544,7 @@ mod tests {
     async fn out_of_range_access_is_an_error_not_a_short_copy() {
         let m = SegmentMemory::from_boxed_slice(vec![0u8; 100].into_boxed_slice()).unwrap();
         let err = m.write_at(90, &[1u8; 11]).await.unwrap_err();
-        assert_eq!(err.code(), "INVALID_ARGUMENT");
+        assert_eq!(err.code(), crescent_error_class::ErrorCode::InvalidArgument);
         assert!(matches!(err, TransportError::OutOfRange { size: 100, .. }));
         let err = m.lock_read("x", u64::MAX, 2).await.unwrap_err();
         assert!(matches!(err, TransportError::OutOfRange { .. }));

@@ -111,7 +111,7 @@ async fn engine_errors_are_clear_and_per_descriptor() {
             .serve_segment("small", Arc::new(SegmentMemory::allocate(64).unwrap()))
             .unwrap_err()
             .code(),
-        "INVALID_ARGUMENT"
+        crescent_error_class::ErrorCode::InvalidArgument
     );
     let client = FfiTransport::load(
         ffi_config(&library, "client"),
@@ -138,7 +138,7 @@ async fn engine_errors_are_clear_and_per_descriptor() {
     let codes: Vec<_> = done
         .statuses
         .iter()
-        .map(|s| s.as_ref().err().map(|e| e.code()))
+        .map(|s| s.as_ref().err().map(|e| e.code().as_str()))
         .collect();
     assert_eq!(
         codes,
@@ -159,7 +159,10 @@ async fn engine_errors_are_clear_and_per_descriptor() {
     let first = client.submit(&batch[..1]).await.unwrap();
     assert!(first.statuses[0].is_err());
     let again = client.submit(&batch[..1]).await.unwrap();
-    assert_eq!(again.statuses[0].as_ref().unwrap_err().code(), "NOT_FOUND");
+    assert_eq!(
+        again.statuses[0].as_ref().unwrap_err().code().as_str(),
+        "NOT_FOUND"
+    );
 }
 
 #[test]
@@ -171,7 +174,7 @@ fn a_missing_library_is_an_error_naming_it() {
     .unwrap_err();
     assert!(matches!(err, TransportError::LibraryLoad { .. }));
     assert!(err.to_string().contains("/nonexistent/libte.so"), "{err}");
-    assert_eq!(err.code(), "INTERNAL");
+    assert_eq!(err.code().as_str(), "INTERNAL");
 }
 
 #[test]

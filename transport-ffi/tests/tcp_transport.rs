@@ -127,7 +127,7 @@ async fn bad_descriptors_get_clear_errors_and_do_not_spoil_the_batch() {
     let codes: Vec<_> = done
         .statuses
         .iter()
-        .map(|s| s.as_ref().err().map(|e| e.code()))
+        .map(|s| s.as_ref().err().map(|e| e.code().as_str()))
         .collect();
     assert_eq!(
         codes,
@@ -158,7 +158,10 @@ async fn bad_descriptors_get_clear_errors_and_do_not_spoil_the_batch() {
         .submit(&[desc(TransferOp::Write, &remote, 0, src, 0, 8)])
         .await
         .unwrap();
-    assert_eq!(gone.statuses[0].as_ref().unwrap_err().code(), "NOT_FOUND");
+    assert_eq!(
+        gone.statuses[0].as_ref().unwrap_err().code().as_str(),
+        "NOT_FOUND"
+    );
     // Too large a batch is refused as a whole.
     let huge = vec![desc(TransferOp::Write, &remote, 0, src, 0, 1); 5000];
     assert!(matches!(
@@ -203,7 +206,7 @@ async fn same_process_fast_path_copies_directly() {
         .unwrap();
     assert_eq!(
         bad.statuses[0].as_ref().unwrap_err().code(),
-        "INVALID_ARGUMENT"
+        crescent_error_class::ErrorCode::InvalidArgument
     );
     // The served segment registered as a local buffer too, overlapping itself: refused, not
     // deadlocked.
@@ -214,7 +217,7 @@ async fn same_process_fast_path_copies_directly() {
         .unwrap();
     assert_eq!(
         overlap.statuses[0].as_ref().unwrap_err().code(),
-        "INVALID_ARGUMENT"
+        crescent_error_class::ErrorCode::InvalidArgument
     );
 }
 

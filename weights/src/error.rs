@@ -1,6 +1,6 @@
 //! Why a weight command, query or configuration is refused: the crate's one error enum.
 
-use crescent_actors::WireCoded;
+use crescent_actors::{ErrorCode, WireCoded};
 use crescent_journal::error::ErrorClass;
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -83,18 +83,22 @@ impl WeightError {
         }
     }
 
-    /// The stable wire code (crescent-wire `ErrorCode`); the server maps codes to statuses.
-    pub fn code(&self) -> &'static str {
+    /// The stable wire code; the server maps codes to statuses.
+    pub fn code(&self) -> ErrorCode {
         match self {
-            WeightError::InvalidArgument { .. } | WeightError::Config { .. } => "INVALID_ARGUMENT",
-            WeightError::NotFound { .. } => "NOT_FOUND",
-            WeightError::NotReady { .. } | WeightError::GroupIncomplete { .. } => "NOT_READY",
-            WeightError::Conflict { .. } | WeightError::GroupMismatch { .. } => "CONFLICT",
-            WeightError::StaleGeneration { .. } => "STALE_GENERATION",
-            WeightError::Busy { .. } => "BUSY",
-            WeightError::LeaseExpired { .. } => "LEASE_EXPIRED",
-            WeightError::PolicyUnsatisfiable { .. } => "POLICY_UNSATISFIABLE",
-            WeightError::CapabilityDisabled { .. } => "UNAVAILABLE",
+            WeightError::InvalidArgument { .. } | WeightError::Config { .. } => {
+                ErrorCode::InvalidArgument
+            }
+            WeightError::NotFound { .. } => ErrorCode::NotFound,
+            WeightError::NotReady { .. } | WeightError::GroupIncomplete { .. } => {
+                ErrorCode::NotReady
+            }
+            WeightError::Conflict { .. } | WeightError::GroupMismatch { .. } => ErrorCode::Conflict,
+            WeightError::StaleGeneration { .. } => ErrorCode::StaleGeneration,
+            WeightError::Busy { .. } => ErrorCode::Busy,
+            WeightError::LeaseExpired { .. } => ErrorCode::LeaseExpired,
+            WeightError::PolicyUnsatisfiable { .. } => ErrorCode::PolicyUnsatisfiable,
+            WeightError::CapabilityDisabled { .. } => ErrorCode::Unavailable,
         }
     }
 
@@ -113,7 +117,37 @@ impl WeightError {
 }
 
 impl WireCoded for WeightError {
-    fn wire_code(&self) -> &'static str {
+    fn wire_code(&self) -> ErrorCode {
         self.code()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crescent_error_class::coverage::assert_wire_coded;
+    use crescent_error_class::every_variant;
+
+    #[test]
+    fn every_refusal_has_a_code_other_than_internal() {
+        let all = every_variant!(WeightError {
+            InvalidArgument => WeightError::invalid("f", "r"),
+            NotFound => WeightError::NotFound { what: "revision", id: "r".into() },
+            NotReady => WeightError::NotReady {
+                id: "r".into(),
+                availability: "IMPORTING",
+                reason: "r".into(),
+            },
+            Conflict => WeightError::Conflict { what: "revision", id: "r".into(), reason: "r".into() },
+            GroupMismatch => WeightError::GroupMismatch { group_id: "g".into(), reason: "r".into() },
+            GroupIncomplete => WeightError::GroupIncomplete { group_id: "g".into(), reason: "r".into() },
+            StaleGeneration => WeightError::StaleGeneration { what: "metadata", expected: 1, current: 2 },
+            Busy => WeightError::busy("r"),
+            LeaseExpired => WeightError::LeaseExpired { lease_id: "l".into() },
+            PolicyUnsatisfiable => WeightError::PolicyUnsatisfiable { reason: "r".into() },
+            Config => WeightError::Config { key: "k", reason: "r".into() },
+            CapabilityDisabled => WeightError::CapabilityDisabled { flag: "f" },
+        });
+        assert_wire_coded(&all, &[]);
     }
 }

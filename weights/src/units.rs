@@ -196,6 +196,7 @@ impl Aggregate for WeightUnits {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crescent_actors::ErrorCode;
 
     fn ctx() -> Ctx {
         Ctx::at(1_000)
@@ -245,12 +246,12 @@ mod tests {
             affinity_digest: "00".repeat(32),
         };
         let e = s.decide(&wrong, &ctx()).unwrap_err();
-        assert_eq!(e.code(), "INVALID_ARGUMENT");
+        assert_eq!(e.code().as_str(), "INVALID_ARGUMENT");
         run(&mut s, &record(&units));
         let other = vec![unit("a", &["k/0"], 11)];
         assert_eq!(
             s.decide(&record(&other), &ctx()).unwrap_err().code(),
-            "CONFLICT"
+            ErrorCode::Conflict
         );
     }
 

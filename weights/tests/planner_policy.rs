@@ -268,7 +268,8 @@ fn policy_resolution_put_over_client_over_cluster() {
     assert_eq!(
         resolve_policy(Some(&bad), None, &cluster)
             .unwrap_err()
-            .code(),
+            .code()
+            .as_str(),
         "INVALID_ARGUMENT"
     );
 }

@@ -43,6 +43,7 @@
 //! Bodies must use msgpack *maps* (`rmp_serde::to_vec_named`): the request types skip absent
 //! optional fields, which positional (array) encoding cannot express.
 
+use crescent_error_class::ErrorClass;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
@@ -78,21 +79,14 @@ pub enum RpcError {
     Decode(String),
 }
 
-/// How a caller should treat an [`RpcError`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RpcErrorClass {
-    /// The caller's value could not be encoded; nothing was sent.
-    User,
-    /// The peer speaks something else or the stream is corrupt: close the connection (a fresh
-    /// connection, or the HTTP API, may work).
-    Fatal,
-}
-
 impl RpcError {
-    pub fn class(&self) -> RpcErrorClass {
+    /// The caller's value could not be encoded (User: nothing was sent); otherwise the peer
+    /// speaks something else or the stream is corrupt (Fatal: close the connection; a fresh
+    /// connection, or the HTTP API, may work).
+    pub fn class(&self) -> ErrorClass {
         match self {
-            RpcError::Encode(_) => RpcErrorClass::User,
-            _ => RpcErrorClass::Fatal,
+            RpcError::Encode(_) => ErrorClass::User,
+            _ => ErrorClass::Fatal,
         }
     }
 }

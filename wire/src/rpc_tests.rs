@@ -92,7 +92,7 @@ fn frame_lengths_out_of_range_are_refused() {
     h[..4].copy_from_slice(&8u32.to_le_bytes());
     let e = FrameHeader::parse(&h, 100).unwrap_err();
     assert!(matches!(e, RpcError::FrameLength { length: 8, .. }), "{e}");
-    assert_eq!(e.class(), RpcErrorClass::Fatal);
+    assert_eq!(e.class(), ErrorClass::Fatal);
     // Exactly an empty body is fine.
     h[..4].copy_from_slice(&9u32.to_le_bytes());
     assert_eq!(FrameHeader::parse(&h, 100).unwrap().body_len, 0);
@@ -144,7 +144,7 @@ fn an_unencodable_body_leaves_the_buffer_untouched() {
     }
     let mut buf = vec![1, 2, 3];
     let e = encode_request(&mut buf, RpcOp::Exist, 1, &Refuses).unwrap_err();
-    assert_eq!(e.class(), RpcErrorClass::User);
+    assert_eq!(e.class(), ErrorClass::User);
     assert_eq!(buf, vec![1, 2, 3]);
 }
 

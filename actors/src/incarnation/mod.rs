@@ -11,7 +11,7 @@ mod tests;
 
 use serde::{Deserialize, Serialize};
 
-use crate::aggregate::{Aggregate, Ctx, DecodeError, DomainEvent, WireCoded};
+use crate::aggregate::{Aggregate, Ctx, DecodeError, DomainEvent, ErrorCode, WireCoded};
 use crate::event_payload::{check_version, from_msgpack, to_msgpack};
 
 /// Stream kind and the one instance id.
@@ -58,10 +58,10 @@ pub enum IncarnationError {
 }
 
 impl WireCoded for IncarnationError {
-    fn wire_code(&self) -> &'static str {
+    fn wire_code(&self) -> ErrorCode {
         match self {
-            IncarnationError::Exhausted(_) => "UNAVAILABLE",
-            IncarnationError::StaleTerm { .. } => "FENCED",
+            IncarnationError::Exhausted(_) => ErrorCode::Unavailable,
+            IncarnationError::StaleTerm { .. } => ErrorCode::Fenced,
         }
     }
 }

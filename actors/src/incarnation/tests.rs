@@ -47,7 +47,10 @@ fn an_older_term_and_an_exhausted_counter_are_refused() {
         full.decide(&IncarnationCommand::Begin, &ctx(10, 0)),
         Err(IncarnationError::Exhausted(MAX_INCARNATION))
     );
-    assert_eq!(IncarnationError::Exhausted(1).wire_code(), "UNAVAILABLE");
+    assert_eq!(
+        IncarnationError::Exhausted(1).wire_code(),
+        ErrorCode::Unavailable
+    );
 }
 
 #[test]

@@ -1,6 +1,6 @@
 //! Why a quota root refuses a command.
 
-use crescent_error_class::ErrorClass;
+use crescent_error_class::{ErrorClass, ErrorCode};
 
 use super::state::QuotaLimits;
 
@@ -85,17 +85,17 @@ pub enum QuotaError {
 impl QuotaError {
     /// The stable wire code (docs/api.md, "Errors"); the server maps codes to statuses in one
     /// place.
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> ErrorCode {
         match self {
-            QuotaError::InvalidArgument { .. } => "INVALID_ARGUMENT",
-            QuotaError::NotFound { .. } => "NOT_FOUND",
+            QuotaError::InvalidArgument { .. } => ErrorCode::InvalidArgument,
+            QuotaError::NotFound { .. } => ErrorCode::NotFound,
             QuotaError::QuotaExceeded { .. } | QuotaError::ObjectTooLarge { .. } => {
-                "QUOTA_EXCEEDED"
+                ErrorCode::QuotaExceeded
             }
-            QuotaError::ObjectBusy { .. } => "BUSY",
+            QuotaError::ObjectBusy { .. } => ErrorCode::Busy,
             QuotaError::OperationConflict { .. }
             | QuotaError::InvalidTransition { .. }
-            | QuotaError::PolicyMismatch { .. } => "CONFLICT",
+            | QuotaError::PolicyMismatch { .. } => ErrorCode::Conflict,
         }
     }
 
@@ -109,7 +109,7 @@ impl QuotaError {
 }
 
 impl crate::aggregate::WireCoded for QuotaError {
-    fn wire_code(&self) -> &'static str {
+    fn wire_code(&self) -> ErrorCode {
         self.code()
     }
 }

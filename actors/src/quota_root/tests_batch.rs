@@ -161,7 +161,7 @@ fn refusals_carry_their_wire_codes() {
         ),
     ];
     for (error, code) in codes {
-        assert_eq!(error.code(), code, "{error}");
+        assert_eq!(error.code().as_str(), code, "{error}");
     }
     assert_eq!(
         exceeded(QuotaLimit::MaxBytes, "c", 1000, 300, 400, 301).to_string(),

@@ -20,7 +20,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-use crate::aggregate::{Aggregate, Ctx, DecodeError, DomainEvent, WireCoded};
+use crate::aggregate::{Aggregate, Ctx, DecodeError, DomainEvent, ErrorCode, WireCoded};
 use crate::event_payload::{check_version, from_msgpack, to_msgpack};
 
 /// Stream kind and the one instance id.
@@ -100,8 +100,12 @@ pub enum RemovedPutsError {
 }
 
 impl WireCoded for RemovedPutsError {
-    fn wire_code(&self) -> &'static str {
-        "INVALID_ARGUMENT"
+    fn wire_code(&self) -> ErrorCode {
+        match self {
+            RemovedPutsError::ZeroPutId | RemovedPutsError::EmptyOwner => {
+                ErrorCode::InvalidArgument
+            }
+        }
     }
 }
 

@@ -1,6 +1,6 @@
 //! Why the segment registry refuses a command.
 
-use crescent_error_class::ErrorClass;
+use crescent_error_class::{ErrorClass, ErrorCode};
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SegmentRegistryError {
@@ -34,12 +34,12 @@ pub enum SegmentRegistryError {
 impl SegmentRegistryError {
     /// The stable wire code (docs/design.md, "Wire API"); the server maps codes to statuses in one
     /// place.
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> ErrorCode {
         match self {
-            SegmentRegistryError::InvalidArgument { .. } => "INVALID_ARGUMENT",
-            SegmentRegistryError::NotFound { .. } => "NOT_FOUND",
-            SegmentRegistryError::Conflict { .. } => "CONFLICT",
-            SegmentRegistryError::StaleIncarnation { .. } => "STALE_GENERATION",
+            SegmentRegistryError::InvalidArgument { .. } => ErrorCode::InvalidArgument,
+            SegmentRegistryError::NotFound { .. } => ErrorCode::NotFound,
+            SegmentRegistryError::Conflict { .. } => ErrorCode::Conflict,
+            SegmentRegistryError::StaleIncarnation { .. } => ErrorCode::StaleGeneration,
         }
     }
 
@@ -50,7 +50,7 @@ impl SegmentRegistryError {
 }
 
 impl crate::aggregate::WireCoded for SegmentRegistryError {
-    fn wire_code(&self) -> &'static str {
+    fn wire_code(&self) -> ErrorCode {
         self.code()
     }
 }

@@ -320,13 +320,14 @@ fn remove_owner_refusals() {
 
 #[test]
 fn error_codes_are_stable() {
-    assert_eq!(invalid("x", "y").code(), "INVALID_ARGUMENT");
+    assert_eq!(invalid("x", "y").code().as_str(), "INVALID_ARGUMENT");
     assert_eq!(
         SegmentRegistryError::NotFound {
             what: "segment",
             id: "s".into()
         }
-        .code(),
+        .code()
+        .as_str(),
         "NOT_FOUND"
     );
     assert_eq!(
@@ -335,7 +336,8 @@ fn error_codes_are_stable() {
             id: "s".into(),
             reason: String::new()
         }
-        .code(),
+        .code()
+        .as_str(),
         "CONFLICT"
     );
     assert_eq!(
@@ -344,7 +346,8 @@ fn error_codes_are_stable() {
             current: 2,
             offered: 1
         }
-        .code(),
+        .code()
+        .as_str(),
         "STALE_GENERATION"
     );
 }

@@ -9,7 +9,7 @@ mod tests;
 
 use std::collections::BTreeMap;
 
-use crescent_actors::aggregate::{Aggregate, Ctx, DecodeError, DomainEvent, WireCoded};
+use crescent_actors::aggregate::{Aggregate, Ctx, DecodeError, DomainEvent, ErrorCode, WireCoded};
 use crescent_actors::event_payload::{check_version, from_msgpack, to_msgpack};
 use serde::{Deserialize, Serialize};
 
@@ -71,8 +71,10 @@ pub enum RevocationError {
 }
 
 impl WireCoded for RevocationError {
-    fn wire_code(&self) -> &'static str {
-        "INVALID_ARGUMENT"
+    fn wire_code(&self) -> ErrorCode {
+        match self {
+            RevocationError::BadTokenId => ErrorCode::InvalidArgument,
+        }
     }
 }
 

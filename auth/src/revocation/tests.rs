@@ -41,7 +41,10 @@ fn bad_ids_are_refused() {
         s.decide(&revoke(&long, None), &Ctx::at(0)),
         Err(RevocationError::BadTokenId)
     );
-    assert_eq!(RevocationError::BadTokenId.wire_code(), "INVALID_ARGUMENT");
+    assert_eq!(
+        RevocationError::BadTokenId.wire_code(),
+        ErrorCode::InvalidArgument
+    );
 }
 
 #[test]

@@ -80,14 +80,14 @@ fn an_unconfigured_device_and_empty_ids_are_refused() {
     let err = ColdDevice::default()
         .decide(&assign("node-b", "h:1"), &Ctx::at(NOW))
         .unwrap_err();
-    assert_eq!(err.code(), "UNAVAILABLE", "{err}");
+    assert_eq!(err.code().as_str(), "UNAVAILABLE", "{err}");
     assert_eq!(
         assign("", "h:1").validate().unwrap_err().code(),
-        "INVALID_ARGUMENT"
+        crescent_actors::ErrorCode::InvalidArgument
     );
     assert_eq!(
         assign("b", "").validate().unwrap_err().code(),
-        "INVALID_ARGUMENT"
+        crescent_actors::ErrorCode::InvalidArgument
     );
 }
 

@@ -79,7 +79,7 @@ fn short_of_space_is_busy_and_names_the_roomiest_device() {
             free: 10
         }
     );
-    assert_eq!(crescent_actors::WireCoded::wire_code(&err), "BUSY");
+    assert_eq!(crescent_actors::WireCoded::wire_code(&err).as_str(), "BUSY");
 }
 
 #[test]
@@ -95,7 +95,10 @@ fn no_eligible_device_is_unavailable_and_says_why_for_each() {
     assert!(device_id.is_empty());
     assert!(reason.contains("a: health is unavailable"), "{reason}");
     assert!(reason.contains("b: not schedulable"), "{reason}");
-    assert_eq!(crescent_actors::WireCoded::wire_code(&err), "UNAVAILABLE");
+    assert_eq!(
+        crescent_actors::WireCoded::wire_code(&err).as_str(),
+        "UNAVAILABLE"
+    );
 }
 
 #[test]

@@ -23,7 +23,7 @@ trait ThenCode {
 impl ThenCode for When {
     fn then_error_code(self, code: &str) {
         let e = self.refusal();
-        assert_eq!(e.code(), code, "{e}");
+        assert_eq!(e.code().as_str(), code, "{e}");
     }
 }
 

@@ -72,7 +72,7 @@ fn write_is_idempotent_by_operation_id() {
         first
     );
     let err = dev.write(op(1), &payload(100, 3)).unwrap_err();
-    assert_eq!(err.code(), "CONFLICT");
+    assert_eq!(err.code().as_str(), "CONFLICT");
     assert_eq!(
         dev.read(&first.locator, 100, first.checksum).unwrap(),
         data,
@@ -198,11 +198,11 @@ fn a_root_of_another_device_is_refused() {
     LocalDirDevice::open("dev1", dir.path()).unwrap();
     assert_eq!(
         LocalDirDevice::open("dev2", dir.path()).unwrap_err().code(),
-        "CONFLICT"
+        crescent_actors::ErrorCode::Conflict
     );
     assert_eq!(
         LocalDirDevice::open("../x", dir.path()).unwrap_err().code(),
-        "INVALID_ARGUMENT"
+        crescent_actors::ErrorCode::InvalidArgument
     );
 }
 
@@ -223,7 +223,7 @@ fn missing_payload_and_idempotent_delete() {
     );
     assert_eq!(
         dev.delete("/etc/passwd").unwrap_err().code(),
-        "INVALID_ARGUMENT"
+        crescent_actors::ErrorCode::InvalidArgument
     );
 }
 

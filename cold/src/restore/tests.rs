@@ -44,7 +44,7 @@ fn single_flight_is_bounded() {
     sf.join(&key("d", 1, 1), 1).unwrap();
     sf.join(&key("d", 1, 1), 2).unwrap();
     let err = sf.join(&key("d", 1, 1), 3).unwrap_err();
-    assert_eq!(err.code(), "BUSY");
+    assert_eq!(err.code().as_str(), "BUSY");
     assert!(matches!(
         sf.join(&key("d", 2, 1), 4),
         Err(ColdError::Backpressure { .. })

@@ -64,7 +64,7 @@ fn attach_pending_refuses_a_second_backing_and_a_route_without_hot_copy() {
         r.attach_pending(&r.expectation(), op(2), "o", "dev1")
             .unwrap_err()
             .code(),
-        "CONFLICT"
+        crescent_actors::ErrorCode::Conflict
     );
     let mut cold = hot_route();
     cold.replicas.clear();
@@ -255,7 +255,7 @@ fn cleanup_never_removes_a_referenced_locator() {
     };
     assert_eq!(
         check_cleanup(Some(&m), &record, "dev1").unwrap_err().code(),
-        "CONFLICT"
+        crescent_actors::ErrorCode::Conflict
     );
     assert!(
         check_cleanup(Some(&m), &record, "dev2").is_ok(),
@@ -292,7 +292,7 @@ fn only_a_materialized_backing_is_read_and_its_restore_key_names_the_route_versi
     assert_eq!(hot_route().materialized(), None);
     assert_eq!(pending_route().materialized(), None);
     let err = pending_route().require_materialized().unwrap_err();
-    assert_eq!(err.code(), "NOT_FOUND", "{err}");
+    assert_eq!(err.code().as_str(), "NOT_FOUND", "{err}");
     let r = materialized_route();
     let m = r.require_materialized().unwrap();
     assert_eq!(

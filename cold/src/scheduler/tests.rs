@@ -87,7 +87,7 @@ fn bounds_refuse_with_backpressure_and_duplicates_are_ignored() {
         ),
         "{err}"
     );
-    assert_eq!(err.code(), "BUSY");
+    assert_eq!(err.code().as_str(), "BUSY");
     let mut s = OffloadScheduler::new(SchedulerConfig {
         high_watermark: 1.0,
         low_watermark: 0.5,
@@ -214,7 +214,7 @@ fn config_is_validated() {
     ] {
         assert_eq!(
             OffloadScheduler::new(bad).unwrap_err().code(),
-            "INVALID_ARGUMENT"
+            crescent_actors::ErrorCode::InvalidArgument
         );
     }
 }

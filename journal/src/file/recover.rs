@@ -1,7 +1,8 @@
 //! Recovery of a file-backend journal directory opened for writing.
 //!
 //! Runs one [`JournalScan`] pass (without the chain check: CRCs guard the frames, and
-//! `crescent-replay verify` checks the chain) and applies the rules:
+//! `crescent-replay verify` checks the chain) and applies the recovery rule
+//! ([`crate::recovery::rule`]) to what it saw:
 //! - a segment header that is garbage, misnamed, or does not continue the previous segment is
 //!   corruption (headers are written under a temporary name and renamed into place, so no crash
 //!   leaves a bad one);
@@ -28,7 +29,7 @@ use crate::error::{JournalError, Result};
 use crate::file::scan::{written_end, FaultKind, JournalScan, ScanEntry, ScanFault, ScanOptions};
 use crate::file::segment::{sync_dir, SegmentFile, SegmentHeader, HEADER_LEN};
 use crate::quarantine::{quarantine_tail, DamageKind, DamagedTail};
-use crate::recovery::{RecoveryMode, TruncationReport};
+use crate::recovery::{judge, FaultClass, RecoveryMode, Seen, TruncationReport, Verdict};
 
 /// Where appends continue after recovery.
 #[derive(Debug, Clone)]
@@ -87,20 +88,22 @@ pub(super) fn recover_dir(dir: &Path, mode: RecoveryMode) -> Result<FileRecovery
                 record,
             } => {
                 if let Some(f) = &damage {
-                    if record.seq >= f.expected_seq {
-                        return Err(JournalError::Corrupt {
-                            seq: f.expected_seq,
-                            location: f.path.clone(),
-                            reason: format!(
-                                "{} at offset {}, yet valid record {} follows in {}",
-                                f.detail,
-                                f.offset,
-                                record.seq,
-                                segments[segment].path.display()
-                            ),
-                        });
+                    if record.seq < f.expected_seq {
+                        continue; // stale bytes inside the damaged tail
                     }
-                    continue; // stale bytes inside the damaged tail
+                    let verdict = judge(Seen::followed_by_record(f.kind.class()), mode);
+                    debug_assert!(matches!(verdict, Verdict::Corrupt(_)));
+                    return Err(JournalError::Corrupt {
+                        seq: f.expected_seq,
+                        location: f.path.clone(),
+                        reason: format!(
+                            "{} at offset {}, yet valid record {} follows in {}",
+                            f.detail,
+                            f.offset,
+                            record.seq,
+                            segments[segment].path.display()
+                        ),
+                    });
                 }
                 max_term = max_term.max(record.term);
                 records_per_segment[segment] += 1;
@@ -112,37 +115,29 @@ pub(super) fn recover_dir(dir: &Path, mode: RecoveryMode) -> Result<FileRecovery
                     end: offset + frame_len as u64,
                 });
             }
-            ScanEntry::Fault(f) => match f.kind {
-                FaultKind::UnsupportedSegmentVersion(v) => {
-                    return Err(JournalError::UnsupportedVersion {
-                        location: f.path,
-                        found: v,
-                        supported: crate::file::segment::SEGMENT_FORMAT_VERSION,
-                    })
+            ScanEntry::Fault(f) => {
+                let class = f.kind.class();
+                let seen = match &damage {
+                    None => Seen::at_end(class),
+                    Some(first) => Seen {
+                        newer_format_after: class == FaultClass::NewerFormat,
+                        ..Seen::at_end(first.kind.class())
+                    },
+                };
+                match judge(seen, mode) {
+                    Verdict::NewerFormat => return Err(unsupported(f)),
+                    Verdict::Corrupt(_) => {
+                        return Err(JournalError::Corrupt {
+                            seq: f.expected_seq,
+                            location: f.path,
+                            reason: f.detail,
+                        })
+                    }
+                    Verdict::RefuseTail | Verdict::CutTail => {
+                        damage.get_or_insert(f);
+                    }
                 }
-                FaultKind::UnsupportedFrameVersion(v) => {
-                    return Err(JournalError::UnsupportedVersion {
-                        location: f.path,
-                        found: v as u32,
-                        supported: FRAME_FORMAT_VERSION as u32,
-                    })
-                }
-                FaultKind::BadSegmentHeader
-                | FaultKind::SegmentNameMismatch { .. }
-                | FaultKind::SegmentSeqMismatch { .. }
-                | FaultKind::SegmentChainMismatch
-                    if damage.is_none() =>
-                {
-                    return Err(JournalError::Corrupt {
-                        seq: f.expected_seq,
-                        location: f.path,
-                        reason: f.detail,
-                    })
-                }
-                _ => {
-                    damage.get_or_insert(f);
-                }
-            },
+            }
         }
     }
 
@@ -153,7 +148,9 @@ pub(super) fn recover_dir(dir: &Path, mode: RecoveryMode) -> Result<FileRecovery
             let last_good_seq = last
                 .as_ref()
                 .map_or(f.expected_seq.saturating_sub(1), |l| l.seq);
-            truncated = Some(cut_tail(dir, &mut segments, f, last_good_seq, mode)?);
+            // The header of the damaged segment carries the chain: it always continues.
+            let verdict = judge(Seen::at_end(f.kind.class()), mode);
+            truncated = Some(cut_tail(dir, &mut segments, f, last_good_seq, verdict)?);
             f.segment
         }
     };
@@ -203,15 +200,15 @@ pub(super) fn recover_dir(dir: &Path, mode: RecoveryMode) -> Result<FileRecovery
     })
 }
 
-/// Applies `mode` to the damaged tail starting at `f`: refuses under `AbsoluteConsistency`;
-/// otherwise copies the tail into the quarantine (fsynced), then zeroes it in its segment and
-/// removes the later, record-less segments.
+/// Acts on the verdict about the damaged tail starting at `f`: refuses it
+/// ([`Verdict::RefuseTail`]), or copies it into the quarantine (fsynced), then zeroes it in its
+/// segment and removes the later, record-less segments.
 fn cut_tail(
     dir: &Path,
     segments: &mut Vec<SegmentFile>,
     f: &ScanFault,
     last_good_seq: u64,
-    mode: RecoveryMode,
+    verdict: Verdict,
 ) -> Result<TruncationReport> {
     let seg_path = segments[f.segment].path.clone();
     let bytes = std::fs::read(&seg_path).map_err(|e| JournalError::io(&seg_path, e))?;
@@ -227,7 +224,7 @@ fn cut_tail(
         }
     }
     let reason = f.to_string();
-    if mode == RecoveryMode::AbsoluteConsistency {
+    if verdict != Verdict::CutTail {
         return Err(JournalError::TailCorruption {
             last_good_seq,
             dropped_bytes: dropped,
@@ -292,6 +289,22 @@ fn classify(f: &ScanFault, bytes: &[u8]) -> DamageKind {
             }
         }
         _ => DamageKind::Damaged,
+    }
+}
+
+/// The refusal of a segment or frame of a newer format version.
+fn unsupported(f: ScanFault) -> JournalError {
+    let (found, supported) = match f.kind {
+        FaultKind::UnsupportedSegmentVersion(v) => {
+            (v, crate::file::segment::SEGMENT_FORMAT_VERSION)
+        }
+        FaultKind::UnsupportedFrameVersion(v) => (v as u32, FRAME_FORMAT_VERSION as u32),
+        _ => unreachable!("only a newer format version is judged NewerFormat"),
+    };
+    JournalError::UnsupportedVersion {
+        location: f.path,
+        found,
+        supported,
     }
 }
 

@@ -29,6 +29,7 @@ use crate::codec::{
 use crate::error::{JournalError, Result};
 use crate::file::segment::{list_segments, HeaderError, SegmentFile, SegmentHeader, HEADER_LEN};
 use crate::record::{Digest, Record};
+use crate::recovery::FaultClass;
 
 /// What a scan checks beyond framing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,6 +67,25 @@ pub enum FaultKind {
     ChainMismatch,
     /// Non-zero bytes after the end-of-data marker (a zero length word).
     GarbageAfterEnd,
+}
+
+impl FaultKind {
+    /// How this fault bears on the recovery rule ([`crate::recovery::rule`]).
+    pub fn class(&self) -> FaultClass {
+        match self {
+            FaultKind::UnsupportedSegmentVersion(_) | FaultKind::UnsupportedFrameVersion(_) => {
+                FaultClass::NewerFormat
+            }
+            FaultKind::BadSegmentHeader
+            | FaultKind::SegmentNameMismatch { .. }
+            | FaultKind::SegmentSeqMismatch { .. }
+            | FaultKind::SegmentChainMismatch => FaultClass::Structural,
+            FaultKind::BadFrame(_)
+            | FaultKind::SeqDiscontinuity { .. }
+            | FaultKind::ChainMismatch
+            | FaultKind::GarbageAfterEnd => FaultClass::Frame,
+        }
+    }
 }
 
 /// One fault found by a scan.

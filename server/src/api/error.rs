@@ -39,10 +39,7 @@ where
     use crescent_actors::runtime::RuntimeError;
     use crescent_journal::JournalError;
     let api = match &err {
-        RuntimeError::Domain(e) => {
-            let code = ErrorCode::parse(e.wire_code()).unwrap_or(ErrorCode::Internal);
-            ApiError::new(code, e.to_string())
-        }
+        RuntimeError::Domain(e) => ApiError::new(e.wire_code(), e.to_string()),
         RuntimeError::Journal(j) => match j {
             JournalError::Fenced { .. } => ApiError::new(ErrorCode::Fenced, j.to_string()),
             JournalError::RecordTooLarge { .. } => {
@@ -104,8 +101,7 @@ pub fn from_blocking(e: actix_web::error::BlockingError) -> HttpError {
 /// Cold tier refusals: the cold crate's own stable code for each (a damaged payload is
 /// INTERNAL with the checksum or length mismatch named: its bytes are never returned).
 pub fn from_cold(e: crescent_cold::ColdError) -> ApiError {
-    let code = ErrorCode::parse(e.code()).unwrap_or(ErrorCode::Internal);
-    ApiError::new(code, e.to_string())
+    ApiError::new(e.code(), e.to_string())
 }
 
 impl From<crescent_cold::ColdError> for HttpError {

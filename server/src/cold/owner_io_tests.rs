@@ -40,7 +40,7 @@ fn serve_once(
 fn a_device_whose_owner_never_registered_is_not_connected() {
     let io = owner_io();
     let err = io.delete("objects/aa/x.cold").unwrap_err();
-    assert_eq!(err.code(), "UNAVAILABLE", "{err}");
+    assert_eq!(err.code(), crescent_wire::ErrorCode::Unavailable, "{err}");
     assert!(err.to_string().contains("node-b"), "{err}");
     assert!(io.probe().is_err());
     // A poll before registering is told to register.
@@ -48,7 +48,7 @@ fn a_device_whose_owner_never_registered_is_not_connected() {
         io.poll(1, None, Vec::new(), Duration::ZERO)
             .unwrap_err()
             .code(),
-        "NOT_FOUND"
+        crescent_wire::ErrorCode::NotFound
     );
 }
 
@@ -118,7 +118,7 @@ fn an_owner_error_keeps_its_code() {
         })
     });
     let err = reader.join().unwrap().unwrap_err();
-    assert_eq!(err.code(), "INTERNAL");
+    assert_eq!(err.code(), crescent_wire::ErrorCode::Internal);
     assert!(err.to_string().contains("checksum"), "{err}");
 }
 
@@ -135,12 +135,12 @@ fn a_new_incarnation_fails_the_waiting_calls_and_the_old_one_is_refused() {
     assert_eq!(items.len(), 1);
     io.connect(2);
     let err = caller.join().unwrap().unwrap_err();
-    assert_eq!(err.code(), "UNAVAILABLE", "{err}");
+    assert_eq!(err.code(), crescent_wire::ErrorCode::Unavailable, "{err}");
     assert_eq!(
         io.poll(1, None, Vec::new(), Duration::ZERO)
             .unwrap_err()
             .code(),
-        "NOT_FOUND"
+        crescent_wire::ErrorCode::NotFound
     );
     assert!(io
         .poll(2, None, Vec::new(), Duration::ZERO)

@@ -375,13 +375,16 @@ mod tests {
             expected: 0,
             actual: 0,
         });
-        assert_eq!(stage_answered(&io, busy).unwrap_err().code(), "BUSY");
+        assert_eq!(
+            stage_answered(&io, busy).unwrap_err().code(),
+            crescent_wire::ErrorCode::Busy
+        );
         let mut other = staged_outcome((1 << 63) + 6);
         if let OwnerIoOutcome::Staged { checksum, .. } = &mut other {
             *checksum = 10;
         }
         let err = stage_answered(&io, other).unwrap_err();
-        assert_eq!(err.code(), "UNAVAILABLE", "{err}");
+        assert_eq!(err.code(), crescent_wire::ErrorCode::Unavailable, "{err}");
         assert!(!io.staging().take((1 << 63) + 6), "not handed to a reader");
         let items = io.poll(1, None, Vec::new(), Duration::ZERO).unwrap();
         assert_eq!(
@@ -399,7 +402,11 @@ mod tests {
         let err = io
             .read("objects/aa/x.cold", MAX_OWNER_INLINE_READ + 1, 0)
             .unwrap_err();
-        assert_eq!(err.code(), "POLICY_UNSATISFIABLE", "{err}");
+        assert_eq!(
+            err.code(),
+            crescent_wire::ErrorCode::PolicyUnsatisfiable,
+            "{err}"
+        );
         assert!(
             err.to_string()
                 .contains(&format!("{} bytes", MAX_OWNER_INLINE_READ + 1)),
@@ -408,12 +415,12 @@ mod tests {
         // Within it: the usual path (here: not connected).
         assert_eq!(
             io.read("objects/aa/x.cold", 10, 0).unwrap_err().code(),
-            "UNAVAILABLE"
+            crescent_wire::ErrorCode::Unavailable
         );
         // Without a region the owner is never asked to stage.
         assert_eq!(
             io.stage("l", 10, 0, 0).unwrap_err().code(),
-            "INVALID_ARGUMENT"
+            crescent_wire::ErrorCode::InvalidArgument
         );
     }
 

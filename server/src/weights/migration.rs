@@ -64,9 +64,7 @@ fn round_keys(units: &[AffinityUnit], moves: &[UnitMove]) -> Vec<String> {
 }
 
 fn domain(e: crescent_weights::WeightError) -> HttpError {
-    use crescent_actors::WireCoded;
-    let code = ErrorCode::parse(e.wire_code()).unwrap_or(ErrorCode::Internal);
-    HttpError(ApiError::new(code, e.to_string()))
+    HttpError(ApiError::new(e.code(), e.to_string()))
 }
 
 impl WeightService {

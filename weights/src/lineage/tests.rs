@@ -149,7 +149,7 @@ fn put_first_phases_cannot_be_skipped_or_reordered() {
         decide(&s, advance("r1", ClaimPhase::Committed))
             .unwrap_err()
             .code(),
-        "CONFLICT"
+        crescent_actors::ErrorCode::Conflict
     );
     // Repeating the current phase (resume after restart) is a no-op.
     let s = given(vec![
@@ -275,7 +275,7 @@ fn failure_is_allowed_only_before_destructive_steps() {
     ]);
     assert_eq!(
         decide(&delete_first, fail("r1")).unwrap_err().code(),
-        "CONFLICT"
+        crescent_actors::ErrorCode::Conflict
     );
     assert_eq!(
         decide(&LineageClaim::default(), fail("r1")),
@@ -318,7 +318,7 @@ fn a_failed_request_retried_with_the_same_arguments_starts_a_new_attempt() {
         decide(&s, begin(Some("r1"), 1, 3, UpsertMode::PutFirst))
             .unwrap_err()
             .code(),
-        "CONFLICT"
+        crescent_actors::ErrorCode::Conflict
     );
 }
 
@@ -356,7 +356,7 @@ fn one_non_terminal_claim_per_lineage() {
         decide(&s, advance("r2", ClaimPhase::TargetReady))
             .unwrap_err()
             .code(),
-        "CONFLICT"
+        crescent_actors::ErrorCode::Conflict
     );
 }
 
@@ -382,7 +382,7 @@ fn targets_must_be_above_base_and_watermark() {
     };
     assert_eq!(
         decide(&LineageClaim::default(), other).unwrap_err().code(),
-        "INVALID_ARGUMENT"
+        crescent_actors::ErrorCode::InvalidArgument
     );
     let committed = given(vec![
         claim_started("r1", 1, 5, UpsertMode::PutFirst, 1),
@@ -402,7 +402,7 @@ fn targets_must_be_above_base_and_watermark() {
     );
     assert_eq!(
         committed.admit_import(5, None).unwrap_err().code(),
-        "STALE_GENERATION"
+        crescent_actors::ErrorCode::StaleGeneration
     );
     assert_eq!(committed.admit_import(6, None), Ok(()));
     then(

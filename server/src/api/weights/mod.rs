@@ -36,9 +36,7 @@ fn view(
 }
 
 pub(super) fn domain(e: crescent_weights::WeightError) -> HttpError {
-    use crescent_actors::WireCoded;
-    let code = ErrorCode::parse(e.wire_code()).unwrap_or(ErrorCode::Internal);
-    HttpError(ApiError::new(code, e.to_string()))
+    HttpError(ApiError::new(e.code(), e.to_string()))
 }
 
 /// The HA gates of `[weights]` (docs/weights.md, "Policy and configuration"), fail closed: on a

@@ -2,6 +2,10 @@
 
 use serde::{Deserialize, Serialize};
 
+pub mod rule;
+
+pub use rule::{judge, CorruptCause, FaultClass, Seen, Verdict};
+
 /// How to treat a torn or corrupt tail found when opening a journal for writing.
 ///
 /// A bad frame followed by valid frames is never a tail: it is corruption of acknowledged data,
