@@ -294,6 +294,7 @@ impl JournalBackend for GatedBackend {
             max_term: 0,
             last_digest: GENESIS_DIGEST,
             truncated: None,
+            base: None,
         })
     }
 
