@@ -58,6 +58,11 @@ impl<A: Aggregate> Given<A> {
         Given { state }
     }
 
+    /// The state itself, for assertions on it.
+    pub fn into_state(self) -> A {
+        self.state
+    }
+
     /// Decides `cmd` at [`NOW`].
     pub fn when(self, cmd: A::Command) -> When<A> {
         self.when_at(NOW, cmd)

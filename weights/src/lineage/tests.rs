@@ -5,14 +5,10 @@ use super::*;
 use crate::revision::MAX_ERROR_BYTES;
 use crescent_actors::{DecodeError, DomainEvent};
 
-const NOW: i64 = 1_700_000_000_000;
+use crescent_actors::testing::NOW;
 
 fn given(events: Vec<LineageClaimEvent>) -> LineageClaim {
-    let mut state = LineageClaim::default();
-    for e in &events {
-        state.apply(e);
-    }
-    state
+    crescent_actors::testing::state_after(&events)
 }
 
 fn decide(

@@ -7,78 +7,30 @@ use crate::planner::{affinity_digest, AffinityUnit};
 use crate::policy::{MigrationLimits, MigrationMode, PreferredResidency, ResidencyTarget};
 use crescent_actors::{DecodeError, DomainEvent};
 
-pub(super) const NOW: i64 = 1_700_000_000_000;
+pub(super) use crescent_actors::testing::{given, Given, When, NOW};
 pub(super) const NIL: &str = "00000000000000000000000000000000";
 
-pub(super) struct Given<A: Aggregate> {
-    pub state: A,
-}
-
-pub(super) fn given<A: Aggregate>(events: Vec<A::Event>) -> Given<A> {
-    let mut state = A::default();
-    for e in &events {
-        state.apply(e);
-    }
-    Given { state }
-}
-
-pub(super) struct When<A: Aggregate> {
-    state: A,
-    result: Result<Vec<A::Event>, A::Error>,
-}
-
-impl<A: Aggregate> Given<A> {
+/// The weights tests' additions to the given/when/then kit (`crescent_actors::testing`).
+pub(super) trait GivenExt<A: Aggregate> {
     /// Starts from a state reached earlier in the test instead of the events.
-    pub fn then_state(self, state: A) -> Given<A> {
-        Given { state }
-    }
+    fn then_state(self, state: A) -> Given<A>;
+}
 
-    pub fn when(self, cmd: A::Command) -> When<A> {
-        self.when_at(NOW, cmd)
-    }
-
-    pub fn when_at(self, now_ms: i64, cmd: A::Command) -> When<A> {
-        let result = self.state.decide(&cmd, &Ctx::at(now_ms));
-        When {
-            state: self.state,
-            result,
-        }
+impl<A: Aggregate> GivenExt<A> for Given<A> {
+    fn then_state(self, state: A) -> Given<A> {
+        Given::state(state)
     }
 }
 
-impl<A: Aggregate> When<A>
-where
-    A::Error: PartialEq,
-{
-    pub fn then(self, expected: Vec<A::Event>) -> A {
-        match self.result {
-            Ok(events) => {
-                assert_eq!(events, expected);
-                let mut state = self.state;
-                for e in &events {
-                    state.apply(e);
-                }
-                state
-            }
-            Err(e) => panic!("expected events {expected:?}, got error {e}"),
-        }
-    }
-
-    pub fn then_error(self, expected: A::Error) {
-        match self.result {
-            Ok(events) => panic!("expected error {expected}, got events {events:?}"),
-            Err(e) => assert_eq!(e, expected),
-        }
-    }
-}
-
-impl<A: Aggregate<Error = WeightError>> When<A> {
+pub(super) trait ThenCode {
     /// Asserts only the wire code of the refusal (where the message is incidental).
-    pub fn then_code(self, code: &str) {
-        match self.result {
-            Ok(events) => panic!("expected {code}, got events {events:?}"),
-            Err(e) => assert_eq!(e.code().as_str(), code, "{e}"),
-        }
+    fn then_code(self, code: &str);
+}
+
+impl<A: Aggregate<Error = WeightError>> ThenCode for When<A> {
+    fn then_code(self, code: &str) {
+        let e = self.refusal();
+        assert_eq!(e.code().as_str(), code, "{e}");
     }
 }
 
@@ -1208,7 +1160,7 @@ fn commands_round_trip_through_json_for_the_wire() {
         assert_eq!(back, cmd, "{json}");
     }
     let view = given::<WeightRevision>(ready_hot())
-        .state
+        .into_state()
         .view(NOW)
         .unwrap();
     let json = serde_json::to_value(&view).unwrap();

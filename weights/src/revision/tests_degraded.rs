@@ -117,7 +117,8 @@ fn impossible_reports_are_refused() {
 #[test]
 fn a_repair_of_an_absent_revision_restores_ready_and_its_residency() {
     let degraded =
-        given::<WeightRevision>(with_events(ready_hot(), vec![members_lost(5, Some(0), 3)])).state;
+        given::<WeightRevision>(with_events(ready_hot(), vec![members_lost(5, Some(0), 3)]))
+            .into_state();
     let s = run(
         degraded,
         WeightRevisionCommand::StartRepair {

@@ -723,21 +723,22 @@ fn access_to_a_colder_auto_revision_persists_a_promotion_before_the_lease() {
 
 #[test]
 fn auto_candidates_are_only_idle_ready_auto_revisions() {
-    let s = given::<WeightRevision>(ready_hot()).state;
+    let s = given::<WeightRevision>(ready_hot()).into_state();
     let c = s.auto_candidate(NOW, &limits()).unwrap();
     assert_eq!((c.last_access_ms, c.releasable_hot_bytes), (NOW, 600));
-    let leased = given::<WeightRevision>(with(ready_hot(), vec![granted(1, NOW + 5, NOW)])).state;
+    let leased =
+        given::<WeightRevision>(with(ready_hot(), vec![granted(1, NOW + 5, NOW)])).into_state();
     assert!(leased.auto_candidate(NOW, &limits()).is_none());
     assert!(
         leased.auto_candidate(NOW + 5, &limits()).is_some(),
         "an expired lease protects nothing"
     );
     assert!(given::<WeightRevision>(migrating_to_cold())
-        .state
+        .into_state()
         .auto_candidate(NOW, &limits())
         .is_none());
-    let manual =
-        given::<WeightRevision>(with_mode(MigrationMode::Manual, PreferredResidency::Hot)).state;
+    let manual = given::<WeightRevision>(with_mode(MigrationMode::Manual, PreferredResidency::Hot))
+        .into_state();
     assert!(manual.auto_candidate(NOW, &limits()).is_none());
 }
 
@@ -1151,7 +1152,7 @@ fn an_abandoned_import_can_be_removed() {
 
 #[test]
 fn is_exist_for_every_availability_and_while_migrating() {
-    let exists = |h: Vec<WeightRevisionEvent>| given::<WeightRevision>(h).state.is_exist();
+    let exists = |h: Vec<WeightRevisionEvent>| given::<WeightRevision>(h).into_state().is_exist();
     assert!(!exists(vec![]));
     assert!(!exists(vec![begun(hot_policy())]));
     assert!(exists(ready_hot()));
@@ -1197,7 +1198,7 @@ fn finished_operations_are_bounded() {
         h.push(finished(seq, 600, generation + 2));
         generation += 2;
     }
-    let s = given::<WeightRevision>(h).state;
+    let s = given::<WeightRevision>(h).into_state();
     assert_eq!(s.operations().len(), MAX_FINISHED_OPERATIONS);
     assert!(s.operation(&op_id(1)).is_none());
     assert!(s
