@@ -1,14 +1,12 @@
 //! `crescent --mesh M ...`: object commands routed to each object's authority cluster through
 //! [`MeshClient`], and `crescent mesh ls` (docs/scale-out.md).
 
-use std::io::Write;
-
 use clap::Subcommand;
 use crescent_client::{ClientError, MeshClient, PutOptions};
 use serde_json::json;
 
 use super::{Cli, Command};
-use crate::run::{io_err, print_json, read_input};
+use crate::run::{print_json, read_input};
 
 #[derive(Debug, Subcommand)]
 pub enum MeshCommand {
@@ -87,39 +85,11 @@ async fn get(
     let value = client.get(key).await?;
     // The lease release runs without waiting: let it finish before this process exits.
     client.settle().await;
-    match output {
-        Some(path) if path != "-" => {
-            std::fs::write(path, &value).map_err(io_err(format!("writing {path}")))?;
-            if json {
-                print_json(&json!({"key": key, "size": value.len(), "file": path}))?;
-            }
-            Ok(())
-        }
-        _ if json => {
-            let body = match std::str::from_utf8(&value) {
-                Ok(text) => json!({"key": key, "size": value.len(), "value_utf8": text}),
-                Err(_) => json!({"key": key, "size": value.len(),
-                    "value_hex": value.iter().map(|b| format!("{b:02x}")).collect::<String>()}),
-            };
-            print_json(&body)
-        }
-        _ => {
-            let mut out = std::io::stdout().lock();
-            out.write_all(&value)
-                .and_then(|()| out.flush())
-                .map_err(io_err("writing stdout"))
-        }
-    }
+    super::run::write_value(key, &value, output, json)
 }
 
 async fn exist(client: &MeshClient, key: &str, json: bool) -> Result<u8, ClientError> {
-    let exists = client.is_exist(key).await?;
-    if json {
-        print_json(&json!({"key": key, "exists": exists}))?;
-    } else {
-        outln!("{exists}")?;
-    }
-    Ok(if exists { 0 } else { 1 })
+    super::run::print_exists(key, client.is_exist(key).await?, json)
 }
 
 async fn rm(client: &MeshClient, key: &str, force: bool, json: bool) -> Result<(), ClientError> {

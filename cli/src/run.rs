@@ -246,16 +246,26 @@ async fn get(
     // The get released its lease without waiting for the answer: wait for it before
     // this process exits, so `crescent get K; crescent rm K` finds K unleased.
     client.settle().await;
+    write_value(key, &value, output, json)
+}
+
+/// A fetched value to `output` (a file, or `-`/none for stdout), raw or as JSON.
+pub(super) fn write_value(
+    key: &str,
+    value: &[u8],
+    output: Option<&str>,
+    json: bool,
+) -> Result<(), ClientError> {
     match output {
         Some(path) if path != "-" => {
-            std::fs::write(path, &value).map_err(io_err(format!("writing {path}")))?;
+            std::fs::write(path, value).map_err(io_err(format!("writing {path}")))?;
             if json {
                 print_json(&json!({"key": key, "size": value.len(), "file": path}))?;
             }
             Ok(())
         }
         _ if json => {
-            let body = match std::str::from_utf8(&value) {
+            let body = match std::str::from_utf8(value) {
                 Ok(text) => json!({"key": key, "size": value.len(), "value_utf8": text}),
                 Err(_) => json!({"key": key, "size": value.len(),
                     "value_hex": value.iter().map(|b| format!("{b:02x}")).collect::<String>()}),
@@ -264,7 +274,7 @@ async fn get(
         }
         _ => {
             let mut out = std::io::stdout().lock();
-            out.write_all(&value)
+            out.write_all(value)
                 .and_then(|()| out.flush())
                 .map_err(io_err("writing stdout"))
         }
@@ -273,7 +283,11 @@ async fn get(
 
 /// `crescent exist KEY`: exit status 0 when it exists, 1 when not.
 async fn exist(client: &CrescentClient, key: &str, json: bool) -> Result<u8, ClientError> {
-    let exists = client.is_exist(key).await?;
+    print_exists(key, client.is_exist(key).await?, json)
+}
+
+/// `exist`'s answer: printed, and the exit status (0 when it exists, 1 when not).
+pub(super) fn print_exists(key: &str, exists: bool, json: bool) -> Result<u8, ClientError> {
     if json {
         print_json(&json!({"key": key, "exists": exists}))?;
     } else {
