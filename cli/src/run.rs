@@ -87,22 +87,30 @@ impl StopSignals {
     }
 }
 
-pub(super) async fn run(cli: Cli) -> Result<u8, ClientError> {
+/// The commands answered without crescentd (completion, man pages, offline tokens) or by the
+/// mesh client; the rest get their `Cli` back.
+async fn run_unconnected(cli: Cli) -> Result<Result<u8, ClientError>, Cli> {
     match &cli.command {
-        Command::Completion { shell } => return super::docs_out::completion(*shell),
-        Command::Man { dir } => return super::docs_out::man_pages(dir, cli.json),
+        Command::Completion { shell } => return Ok(super::docs_out::completion(*shell)),
+        Command::Man { dir } => return Ok(super::docs_out::man_pages(dir, cli.json)),
+        Command::Token { command } => {
+            if let Some(done) = super::token::run_offline(command, cli.tenant.as_deref(), cli.json)
+            {
+                return Ok(done);
+            }
+        }
         _ => {}
     }
-    if let Command::Token { command } = &cli.command {
-        if let Some(done) = super::token::run_offline(command, cli.tenant.as_deref(), cli.json) {
-            return done;
-        }
-    }
     if cli.mesh.is_some() || matches!(cli.command, Command::Mesh { .. }) {
-        return super::mesh::run(cli).await;
+        return Ok(super::mesh::run(cli).await);
     }
-    // An owner with a metrics listener exports the client's families (its heartbeats,
-    // replays, transfers) on the registry it serves.
+    Err(cli)
+}
+
+/// The client of crescentd, in the CLI's tenant and domain, and the registry its metrics go to
+/// (only for an owner with a metrics listener: it exports the client's families, its
+/// heartbeats, replays and transfers, on the registry it serves).
+async fn connect(cli: &Cli) -> Result<(CrescentClient, Option<prometheus::Registry>), ClientError> {
     let registry = matches!(
         cli.command,
         Command::Owner {
@@ -118,6 +126,15 @@ pub(super) async fn run(cli: Cli) -> Result<u8, ClientError> {
         None => CrescentClient::connect(cli.client_options()).await?,
     }
     .with_scope(cli.tenant.as_deref(), cli.domain.as_deref())?;
+    Ok((client, registry))
+}
+
+pub(super) async fn run(cli: Cli) -> Result<u8, ClientError> {
+    let cli = match run_unconnected(cli).await {
+        Ok(done) => return done,
+        Err(cli) => cli,
+    };
+    let (client, registry) = connect(&cli).await?;
     let json = cli.json;
     match cli.command {
         // Answered before connecting, above.
