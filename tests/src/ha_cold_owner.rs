@@ -69,7 +69,8 @@ pub fn json_ok(node: &CrescentdProcess, args: &[&str]) -> Value {
 /// The owner device's `cold ls` row on `node` (null when not listed).
 pub fn owner_row(node: &CrescentdProcess) -> Value {
     let list = json_ok(node, &["cold", "ls"]);
-    list.as_array()
+    list["devices"]
+        .as_array()
         .unwrap()
         .iter()
         .find(|d| d["id"] == DEVICE)

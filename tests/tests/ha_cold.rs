@@ -120,7 +120,7 @@ async fn a_cold_only_object_is_read_from_the_shared_mount_after_failover() {
     assert_eq!(code, 0, "{}", log_tail(&standby.log_path, 40));
     assert!(got == data, "the restored bytes differ");
     let devices = json_ok(standby, As::Admin, &["cold", "ls"], None);
-    let device = &devices[0];
+    let device = &devices["devices"][0];
     assert_eq!(device["used"], data.len() as u64, "{devices}");
     assert_eq!(device["live_materialized_bytes"], data.len() as u64);
 }
