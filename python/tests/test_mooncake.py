@@ -106,7 +106,7 @@ def test_failures_are_negative_codes(prefix):
 
 
 def test_every_wire_code_has_a_mooncake_code():
-    source = (REPO / "wire" / "src" / "error.rs").read_text()
+    source = (REPO / "error-class" / "src" / "code.rs").read_text()
     wire_codes = set(re.findall(r'ErrorCode::\w+ => "([A-Z_]+)"', source))
     assert len(wire_codes) >= 19
     assert wire_codes <= set(mooncake.CODE_MAP), wire_codes - set(mooncake.CODE_MAP)
