@@ -147,6 +147,12 @@ fn rust_files(dir: &Path) -> Vec<PathBuf> {
 
 /// The plain string literals of Rust source (no raw strings), unescaped.
 fn string_literals(text: &str) -> Vec<String> {
+    literal_spans(text).into_iter().map(|(l, _, _)| l).collect()
+}
+
+/// Each plain string literal of Rust source, unescaped, with where it starts (its opening
+/// quote) and the index past it; comments and char literals skipped.
+fn literal_spans(text: &str) -> Vec<(String, usize, usize)> {
     let bytes = text.as_bytes();
     let mut out = Vec::new();
     let mut i = 0;
@@ -158,7 +164,7 @@ fn string_literals(text: &str) -> Vec<String> {
             b'\'' => i = skip_char_literal(bytes, i),
             b'"' => {
                 let (literal, end) = read_literal(text, i);
-                out.push(literal);
+                out.push((literal, i, end));
                 i = end;
             }
             _ => i += 1,
@@ -265,24 +271,8 @@ fn library_sources(root: &Path) -> Vec<(String, PathBuf)> {
 }
 
 fn definitions_in(text: &str, crate_name: &str) -> Vec<MetricDef> {
-    // (literal, start, end) of every literal, then `name, help` pairs among them.
-    let mut literals = Vec::new();
-    let bytes = text.as_bytes();
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'/' if bytes.get(i + 1) == Some(&b'/') => {
-                i = text[i..].find('\n').map_or(bytes.len(), |n| i + n);
-            }
-            b'\'' => i = skip_char_literal(bytes, i),
-            b'"' => {
-                let (literal, end) = read_literal(text, i);
-                literals.push((literal, i, end));
-                i = end;
-            }
-            _ => i += 1,
-        }
-    }
+    // `name, help` pairs among the literals.
+    let literals = literal_spans(text);
     // (definition, where its name starts, where its help ends)
     let mut defs: Vec<(MetricDef, usize, usize)> = Vec::new();
     for pair in literals.windows(2) {
