@@ -15,8 +15,10 @@
 //! order, which is what the tests below and crescentd's gate rely on.
 
 mod queue;
+mod thread_turns;
 
 pub use queue::{FairQueue, Popped};
+pub use thread_turns::{ThreadTurns, Turn};
 
 /// What one piece of work costs against a turn's budget.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

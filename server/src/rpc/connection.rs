@@ -223,106 +223,156 @@ impl HeldRelease {
     }
 }
 
+/// What one connection carries from frame to frame.
+struct ConnectionState {
+    session: Option<Session>,
+    /// Set once the credential expired or was revoked: the requests already buffered are
+    /// answered (refused), then the connection closes.
+    credential_ended: bool,
+    held: Option<HeldRelease>,
+    turns: crate::sched::ConnectionTurns,
+    out: Vec<u8>,
+}
+
 /// Serves frames until the peer closes or breaks the protocol.
 async fn frames<W: Wire>(
     state: &NodeState,
     mut input: W,
-    mut session: Option<Session>,
+    session: Option<Session>,
     limits: RpcLimits,
 ) -> Result<(), ConnectionEnd> {
-    // Set once the credential expired or was revoked: the requests already buffered are
-    // answered (refused), then the connection closes.
-    let mut credential_ended = false;
-    let mut held: Option<HeldRelease> = None;
-
+    let mut conn = ConnectionState {
+        session,
+        credential_ended: false,
+        held: None,
+        turns: Default::default(),
+        out: Vec::with_capacity(READ_BUFFER),
+    };
     let spin = Duration::from_micros(state.store_settings.rpc_busy_poll_us);
-    let mut out = Vec::with_capacity(READ_BUFFER);
     loop {
-        if !out.is_empty() && (!input.has_buffered() || out.len() >= FLUSH_AT) {
-            input.write_all(&out).await?;
-            out.clear();
-            if out.capacity() > KEEP_BUFFER {
-                out = Vec::with_capacity(READ_BUFFER);
-            }
-        }
-        if credential_ended && !input.has_buffered() {
+        flush_answers(&mut input, &mut conn.out).await?;
+        if conn.credential_ended && !input.has_buffered() {
             return Err(ConnectionEnd::Refused);
         }
-        let starts = input.next_frame_starts(spin);
-        let started = match limits.idle_timeout {
-            Some(idle) => within(idle, "idle", starts).await?,
-            None => starts.await?,
-        };
-        if !started {
-            if let Some(release) = held.take() {
-                release.run(state, session.as_mut(), &mut out).await;
+        let Some(header) = next_header(&mut input, &limits, spin).await? else {
+            if let Some(release) = conn.held.take() {
+                release
+                    .run(state, conn.session.as_mut(), &mut conn.out)
+                    .await;
             }
             return Ok(()); // closed between frames
-        }
-        let read = input.read_frame(limits.max_body, spin);
-        let header = match within(limits.frame_timeout, "frame", read).await {
-            Err(ConnectionEnd::Protocol(e @ RpcError::FrameLength { .. })) => {
-                refuse_oversized(&mut input, &e).await;
-                return Err(e.into());
-            }
-            other => other?,
         };
         let op = RpcOp::from_u8(header.tag)?;
         if !super::serves(&state.store_settings, op) {
             return Err(RpcError::UnknownOp(header.tag).into());
         }
-        if op.releases_leases() && held.is_none() {
+        if op.releases_leases() && conn.held.is_none() {
             let release = HeldRelease {
                 op,
                 request_id: header.request_id,
                 body: input.take_body(header.body_len).to_vec(),
             };
             if input.has_buffered() {
-                held = Some(release);
+                conn.held = Some(release);
             } else {
-                credential_ended |= release.run(state, session.as_mut(), &mut out).await;
+                conn.credential_ended |= release
+                    .run(state, conn.session.as_mut(), &mut conn.out)
+                    .await;
             }
             input.shrink(KEEP_BUFFER);
             continue;
         }
         let body = input.take_body(header.body_len);
-        if !op.only_reads() {
-            if let Some(release) = held.take() {
-                credential_ended |= release.run(state, session.as_mut(), &mut out).await;
-            }
-        }
-        let answer_at = out.len();
-        let permit = admit(state, op, body, session.as_ref()).await;
-        credential_ended |= dispatch::handle(
-            state,
-            op,
-            header.request_id,
-            body,
-            session.as_mut(),
-            &mut out,
-        );
-        drop(permit);
-        if matches!(op, RpcOp::Remove | RpcOp::BatchRemove) {
-            // Answered once what it removed is journaled (docs/rebuild.md); if that failed,
-            // the answer becomes the failure.
-            if let Err(e) = state.removals.wait_recorded().await {
-                out.truncate(answer_at);
-                crescent_wire::rpc::encode_response(
-                    &mut out,
-                    crescent_wire::rpc::RpcStatus::Error,
-                    header.request_id,
-                    &e,
-                )
-                .expect("an ApiError always encodes");
-            }
-        }
-        if let Some(release) = held.take() {
+        answer(state, &mut conn, op, header.request_id, body).await;
+        if let Some(release) = conn.held.take() {
             // The read is answered before its trailing release runs.
-            input.write_all(&out).await?;
-            out.clear();
-            credential_ended |= release.run(state, session.as_mut(), &mut out).await;
+            input.write_all(&conn.out).await?;
+            conn.out.clear();
+            conn.credential_ended |= release
+                .run(state, conn.session.as_mut(), &mut conn.out)
+                .await;
         }
         input.shrink(KEEP_BUFFER);
+    }
+}
+
+/// Writes the answers collected so far once no further request is buffered (or they grew
+/// past [`FLUSH_AT`]).
+async fn flush_answers<W: Wire>(input: &mut W, out: &mut Vec<u8>) -> Result<(), ConnectionEnd> {
+    if !out.is_empty() && (!input.has_buffered() || out.len() >= FLUSH_AT) {
+        input.write_all(out).await?;
+        out.clear();
+        if out.capacity() > KEEP_BUFFER {
+            *out = Vec::with_capacity(READ_BUFFER);
+        }
+    }
+    Ok(())
+}
+
+/// The next frame's header, within the idle and frame bounds of `[net]`; `None` when the peer
+/// closed between frames.
+async fn next_header<W: Wire>(
+    input: &mut W,
+    limits: &RpcLimits,
+    spin: Duration,
+) -> Result<Option<crescent_wire::rpc::FrameHeader>, ConnectionEnd> {
+    let starts = input.next_frame_starts(spin);
+    let started = match limits.idle_timeout {
+        Some(idle) => within(idle, "idle", starts).await?,
+        None => starts.await?,
+    };
+    if !started {
+        return Ok(None);
+    }
+    let read = input.read_frame(limits.max_body, spin);
+    match within(limits.frame_timeout, "frame", read).await {
+        Err(ConnectionEnd::Protocol(e @ RpcError::FrameLength { .. })) => {
+            refuse_oversized(input, &e).await;
+            Err(e.into())
+        }
+        other => other.map(Some),
+    }
+}
+
+/// Runs one request (after a held release, unless it only reads) in its tenant's turn of the
+/// thread and a slot of the gate, and appends its answer.
+async fn answer(
+    state: &NodeState,
+    conn: &mut ConnectionState,
+    op: RpcOp,
+    request_id: u64,
+    body: &[u8],
+) {
+    if !op.only_reads() {
+        if let Some(release) = conn.held.take() {
+            conn.credential_ended |= release
+                .run(state, conn.session.as_mut(), &mut conn.out)
+                .await;
+        }
+    }
+    if op != RpcOp::Heartbeat {
+        let own = conn.session.as_ref().and_then(Session::own_tenant);
+        conn.turns.take(&state.gate, op, body, own).await;
+    }
+    let answer_at = conn.out.len();
+    let permit = admit(state, op, body, conn.session.as_ref()).await;
+    conn.credential_ended |= dispatch::handle(
+        state,
+        op,
+        request_id,
+        body,
+        conn.session.as_mut(),
+        &mut conn.out,
+    );
+    drop(permit);
+    if matches!(op, RpcOp::Remove | RpcOp::BatchRemove) {
+        // Answered once what it removed is journaled (docs/rebuild.md); if that failed,
+        // the answer becomes the failure.
+        if let Err(e) = state.removals.wait_recorded().await {
+            conn.out.truncate(answer_at);
+            encode_response(&mut conn.out, RpcStatus::Error, request_id, &e)
+                .expect("an ApiError always encodes");
+        }
     }
 }
 

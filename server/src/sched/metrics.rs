@@ -14,6 +14,7 @@ pub struct SchedMetrics {
     waits: IntCounterVec,
     turns: IntCounterVec,
     wait_seconds: Histogram,
+    thread_yields: IntCounterVec,
 }
 
 impl SchedMetrics {
@@ -43,6 +44,15 @@ impl SchedMetrics {
             "crescent_sched_wait_seconds",
             "How long a store request waited for its turn",
         ))?;
+        let thread_yields = IntCounterVec::new(
+            Opts::new(
+                "crescent_sched_thread_yields_total",
+                "Store requests that yielded their RPC thread to wait for their tenant's \
+                 turn on it, by tenant",
+            ),
+            &["tenant"],
+        )?;
+        registry.register(Box::new(thread_yields.clone()))?;
         registry.register(Box::new(queued.clone()))?;
         registry.register(Box::new(waits.clone()))?;
         registry.register(Box::new(turns.clone()))?;
@@ -53,7 +63,14 @@ impl SchedMetrics {
             waits,
             turns,
             wait_seconds,
+            thread_yields,
         })
+    }
+
+    pub(super) fn thread_yielded(&self, tenant: &str) {
+        self.thread_yields
+            .with_label_values(&[self.label(tenant)])
+            .inc();
     }
 
     /// The label of `tenant`: its name when configured, else `other`.

@@ -9,6 +9,7 @@
 //! has a request waiting.
 
 mod metrics;
+pub mod thread_turns;
 pub mod ticket;
 
 use std::collections::{HashMap, HashSet};
@@ -21,6 +22,7 @@ use tokio::sync::oneshot;
 use tracing::Instrument;
 
 pub use metrics::SchedMetrics;
+pub use thread_turns::ConnectionTurns;
 pub use ticket::Ticket;
 
 /// A queued request: told through its channel when a slot is its own.
@@ -41,6 +43,9 @@ pub struct Gate {
     waiting: AtomicUsize,
     queue: Mutex<Queue>,
     metrics: SchedMetrics,
+    /// For the RPC threads' turns (`thread_turns`).
+    budget: Budget,
+    weights: HashMap<String, u32>,
 }
 
 /// A slot, held while the request runs; dropping it hands the slot on.
@@ -68,10 +73,12 @@ impl Gate {
             free: AtomicUsize::new(slots.max(1)),
             waiting: AtomicUsize::new(0),
             queue: Mutex::new(Queue {
-                fair: FairQueue::new(budget, weights),
+                fair: FairQueue::new(budget, weights.clone()),
                 last_turn: 0,
             }),
             metrics: SchedMetrics::register(registry, named)?,
+            budget,
+            weights,
         })
     }
 

@@ -86,3 +86,43 @@ async fn a_request_that_goes_away_gives_its_slot_back() {
     assert_eq!(gate.waiting.load(std::sync::atomic::Ordering::SeqCst), 0);
     drop(gate.admit(|| unreachable!("the slot is free again")).await);
 }
+
+/// Connections of one RPC thread (tasks of one current-thread runtime, each running its
+/// buffered requests without another await) share the thread by their tenants' budgets: while
+/// the quiet tenant has requests left, the noisy one's three connections together run at most
+/// its budget between two of the quiet tenant's turns.
+#[tokio::test(flavor = "current_thread")]
+async fn connections_of_one_thread_take_turns_by_tenant() {
+    let gate = gate(4, 2);
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let mut tasks = Vec::new();
+    for (tenant, requests) in [("noisy", 30), ("noisy", 30), ("noisy", 30), ("quiet", 10)] {
+        let (gate, order) = (gate.clone(), order.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut turns = super::ConnectionTurns::default();
+            for _ in 0..requests {
+                turns
+                    .take_as(&gate, Cost::new(1, 0), || tenant.to_string())
+                    .await;
+                order.lock().unwrap().push(tenant);
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let order = order.lock().unwrap().clone();
+    assert_eq!(order.len(), 100);
+    let last_quiet = order.iter().rposition(|t| *t == "quiet").unwrap();
+    let mut noisy_in_a_row = 0;
+    for tenant in &order[..last_quiet] {
+        if *tenant == "noisy" {
+            noisy_in_a_row += 1;
+            assert!(noisy_in_a_row <= 2, "noisy ran past its budget: {order:?}");
+        } else {
+            noisy_in_a_row = 0;
+        }
+    }
+    // Without the quiet tenant the noisy one is not held back: it ran everything.
+    assert_eq!(order.iter().filter(|t| **t == "noisy").count(), 90);
+}
