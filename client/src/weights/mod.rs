@@ -272,14 +272,7 @@ impl WeightStore {
         let started = Instant::now();
         let result = async {
             let reader = self.weight_open(id, holder).await?;
-            let read = async {
-                for object in &reader.manifest().objects {
-                    let (dst, offset) = place(reader.manifest(), object)?;
-                    reader.read_object_into(object, &dst, offset).await?;
-                }
-                Ok(())
-            }
-            .await;
+            let read = read_all_into(&reader, &mut place).await;
             let placed = PlacedWeights {
                 metadata: reader.metadata().clone(),
                 manifest: reader.manifest().clone(),
@@ -469,11 +462,41 @@ impl WeightStore {
 }
 
 /// Every payload object of an open revision, read into owned buffers.
+/// Payload objects weight_get reads at once: one object's round trips (lookup, lease release)
+/// overlap another's transfer and copy, so a load beats the same objects fetched one by one
+/// (docs/weights.md, "Benchmark and model round trip"). Few enough that a revision's reads do
+/// not crowd out other requests of the client.
+const READ_PIPELINE: usize = 4;
+
+/// Reads every payload object where `place` says (asked in manifest order, before any read),
+/// [`READ_PIPELINE`] at a time.
+async fn read_all_into<F>(reader: &WeightReader, place: &mut F) -> Result<(), ClientError>
+where
+    F: FnMut(&WeightManifest, &ManifestObject) -> Result<Placement, ClientError>,
+{
+    use futures::stream::{StreamExt, TryStreamExt};
+    let manifest = reader.manifest();
+    let placed = manifest
+        .objects
+        .iter()
+        .map(|object| Ok((object, place(manifest, object)?)))
+        .collect::<Result<Vec<_>, ClientError>>()?;
+    futures::stream::iter(placed)
+        .map(|(object, (dst, offset))| async move {
+            reader.read_object_into(object, &dst, offset).await
+        })
+        .buffered(READ_PIPELINE)
+        .try_for_each(|_| async { Ok(()) })
+        .await
+}
+
 async fn read_all(reader: &WeightReader) -> Result<LoadedWeights, ClientError> {
-    let mut objects = BTreeMap::new();
-    for o in &reader.manifest().objects {
-        objects.insert(o.key.clone(), reader.read_object(o).await?);
-    }
+    use futures::stream::{StreamExt, TryStreamExt};
+    let objects: BTreeMap<String, Vec<u8>> = futures::stream::iter(&reader.manifest().objects)
+        .map(|o| async move { Ok::<_, ClientError>((o.key.clone(), reader.read_object(o).await?)) })
+        .buffered(READ_PIPELINE)
+        .try_collect()
+        .await?;
     Ok(LoadedWeights {
         metadata: reader.metadata().clone(),
         manifest: reader.manifest().clone(),
