@@ -8,6 +8,7 @@
 //! budgets: a tenant flooding the node takes at most its budget per turn while another tenant
 //! has a request waiting.
 
+mod batch_len;
 mod metrics;
 pub mod thread_turns;
 pub mod ticket;

@@ -31,10 +31,10 @@ pub struct ConnectionTurns {
 
 impl ConnectionTurns {
     /// Waits until it is the turn of a store request's tenant on this thread and the request
-    /// fits what is left of it, yielding the thread meanwhile. A request costs one item and
-    /// its body's bytes.
+    /// fits what is left of it, yielding the thread meanwhile. A request costs its batch's
+    /// items (1 for a single operation) and its body's bytes.
     pub async fn take(&mut self, gate: &Gate, op: RpcOp, body: &[u8], own_tenant: Option<&str>) {
-        let cost = Cost::new(1, body.len() as u64);
+        let cost = Cost::new(super::batch_len::batch_items(body), body.len() as u64);
         self.take_as(gate, cost, || Ticket::of_rpc(op, body, own_tenant).tenant)
             .await;
     }
