@@ -13,6 +13,7 @@ use crate::auth::AuthKey;
 use crate::binaries::crescent_command;
 use crate::crescentd::{Auth, CrescentdProcess};
 use crate::ha_pair::{cluster_name, pair_key, start_node_on, wait_active, Backend};
+use crate::store_e2e::OwnerProcess;
 
 /// Lease of a standalone cluster's node: it never fails over in these tests, and a longer
 /// lease keeps it the active on a loaded machine (a lost lease restarts it, which empties its
@@ -69,10 +70,22 @@ impl Mesh {
         node: &str,
         weight: f64,
     ) -> (String, [CrescentdProcess; 2], usize) {
+        self.start_pair_on(dir, node, weight, true).await
+    }
+
+    /// [`Mesh::start_pair`], its objects on storage owners only when `embedded` is false
+    /// (start them with [`Mesh::start_owner`]): what survives a failover.
+    pub async fn start_pair_on(
+        &self,
+        dir: &Path,
+        node: &str,
+        weight: f64,
+        embedded: bool,
+    ) -> (String, [CrescentdProcess; 2], usize) {
         let cluster = cluster_name();
         let nodes = ["a", "b"].map(|n| {
             let name = format!("{node}-{n}");
-            self.write_config(dir, &name, PAIR_LEASE_SECS, weight);
+            self.write_config_on(dir, &name, PAIR_LEASE_SECS, weight, embedded);
             let auth = Auth::Key(self.key.clone());
             start_node_on(dir, &name, &cluster, true, auth, &self.backend)
         });
@@ -83,8 +96,20 @@ impl Mesh {
     /// Writes node `node`'s config file (`DIR/node.toml`, read by `start_node_on`): lease
     /// `lease_secs`, the embedded segment, this mesh with weight `weight`.
     fn write_config(&self, dir: &Path, node: &str, lease_secs: u64, weight: f64) {
+        self.write_config_on(dir, node, lease_secs, weight, true);
+    }
+
+    /// [`Mesh::write_config`], the embedded segment mounted only when `embedded`.
+    fn write_config_on(
+        &self,
+        dir: &Path,
+        node: &str,
+        lease_secs: u64,
+        weight: f64,
+        embedded: bool,
+    ) {
         let text = format!(
-            "[ha]\nlease_ttl_secs = {lease_secs}\nsync_timeout_ms = 1000\nembedded_segment = true\n\
+            "[ha]\nlease_ttl_secs = {lease_secs}\nsync_timeout_ms = 1000\nembedded_segment = {embedded}\n\
              [store]\nembedded_segment_bytes = {}\n[mesh]\nname = {:?}\nweight = {weight}\n",
             64 << 20,
             self.name
@@ -105,6 +130,15 @@ impl Mesh {
             Backend::Etcd(e) => ["--etcd".into(), e.clone()],
             Backend::Redis(r) => ["--redis".into(), r.clone()],
         }
+    }
+
+    /// A `crescent owner` process `owner_id` of `size` bytes following cluster `cluster`'s
+    /// leader through the mesh's backend. Spawn from the test's own thread (the child dies
+    /// with it).
+    pub fn start_owner(&self, cluster: &str, owner_id: &str, size: u64) -> OwnerProcess {
+        let [flag, endpoint] = self.backend_args();
+        let globals = [flag.as_str(), &endpoint, "--cluster", cluster];
+        OwnerProcess::start_with(&globals, Some(&self.key.owner(owner_id)), owner_id, size)
     }
 
     /// A mesh client with a `client` token of [`TENANT`].
