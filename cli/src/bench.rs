@@ -14,6 +14,8 @@ use crescent_client::ClientError;
 use crescent_client::CrescentClient;
 use crescent_owner::{Owner, OwnerConfig};
 
+use crate::progress::Progress;
+
 /// One timed phase of the benchmark (`bench --only`), named as its figure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Phase {
@@ -93,6 +95,8 @@ pub struct BenchConfig {
     pub owner_token: Option<crescent_client::BearerToken>,
     /// The storage owner's id (an `owner` token's); `None` picks a fresh one.
     pub owner_id: Option<String>,
+    /// A progress bar per phase (on stderr when stdout is a terminal; off with `--json`).
+    pub progress: bool,
 }
 
 impl Default for BenchConfig {
@@ -105,6 +109,7 @@ impl Default for BenchConfig {
             phases: Phase::ALL.to_vec(),
             owner_token: None,
             owner_id: None,
+            progress: false,
         }
     }
 }
@@ -112,6 +117,11 @@ impl Default for BenchConfig {
 impl BenchConfig {
     fn runs(&self, phase: Phase) -> bool {
         self.phases.contains(&phase)
+    }
+
+    /// The progress bar of a timed phase (a no-op unless drawn).
+    fn progress(&self, phase: Phase) -> Progress {
+        Progress::ops(phase.name(), self.n as u64, !self.progress)
     }
 }
 
@@ -234,46 +244,43 @@ async fn phases(
         ..BenchReport::default()
     };
     // The keys a selected reader needs but no selected writer puts, written untimed.
+    let untimed = Progress::hidden();
     if !config.runs(Phase::Put) && (config.runs(Phase::Get) || config.runs(Phase::Exist)) {
-        put_batches(client, &keys, &values).await?;
+        put_batches(client, &keys, &values, &untimed).await?;
     }
     if !config.runs(Phase::PutBatch) && config.runs(Phase::GetBatch) {
-        put_batches(client, &batch_keys, &values).await?;
+        put_batches(client, &batch_keys, &values, &untimed).await?;
     }
 
     if config.runs(Phase::Put) {
+        let progress = config.progress(Phase::Put);
         let t = Instant::now();
         for k in &keys {
             client
                 .put(k, &value)
                 .await
                 .map_err(|e| bench_failure("put", e))?;
+            progress.add(1);
         }
         report.put = Some(rate(n, t.elapsed()));
     }
 
     if config.runs(Phase::Get) {
+        let progress = config.progress(Phase::Get);
         let t = Instant::now();
-        for k in &keys {
-            let got = client.get(k).await.map_err(|e| bench_failure("get", e))?;
-            if got.len() != config.size {
-                return Err(ClientError::Protocol(format!(
-                    "get {k}: {} bytes, expected {}",
-                    got.len(),
-                    config.size
-                )));
-            }
-        }
+        get_all(client, &keys, config.size, &progress).await?;
         report.get = Some(rate(n, t.elapsed()));
     }
 
     if config.runs(Phase::PutBatch) {
+        let progress = config.progress(Phase::PutBatch);
         let t = Instant::now();
-        put_batches(client, &batch_keys, &values).await?;
+        put_batches(client, &batch_keys, &values, &progress).await?;
         report.put_batch = Some(rate(n, t.elapsed()));
     }
 
     if config.runs(Phase::GetBatch) {
+        let progress = config.progress(Phase::GetBatch);
         let t = Instant::now();
         for chunk in batch_keys.chunks(config.batch) {
             let items = client
@@ -290,11 +297,13 @@ async fn phases(
                     )));
                 }
             }
+            progress.add(chunk.len() as u64);
         }
         report.get_batch = Some(rate(n, t.elapsed()));
     }
 
     if config.runs(Phase::Exist) {
+        let progress = config.progress(Phase::Exist);
         let t = Instant::now();
         for k in &keys {
             if !client
@@ -304,10 +313,31 @@ async fn phases(
             {
                 return Err(ClientError::Protocol(format!("{k} reported absent")));
             }
+            progress.add(1);
         }
         report.exist = Some(rate(n, t.elapsed()));
     }
     Ok(report)
+}
+
+/// Gets every key, one at a time, each required to hold `size` bytes.
+async fn get_all(
+    client: &CrescentClient,
+    keys: &[String],
+    size: usize,
+    progress: &Progress,
+) -> Result<(), ClientError> {
+    for k in keys {
+        let got = client.get(k).await.map_err(|e| bench_failure("get", e))?;
+        if got.len() != size {
+            return Err(ClientError::Protocol(format!(
+                "get {k}: {} bytes, expected {size}",
+                got.len(),
+            )));
+        }
+        progress.add(1);
+    }
+    Ok(())
 }
 
 /// Puts `keys` in batches of `values.len()`, every item required to succeed.
@@ -315,6 +345,7 @@ async fn put_batches(
     client: &CrescentClient,
     keys: &[String],
     values: &[&[u8]],
+    progress: &Progress,
 ) -> Result<(), ClientError> {
     for chunk in keys.chunks(values.len()) {
         let items = client
@@ -324,6 +355,7 @@ async fn put_batches(
         for r in items {
             r.map_err(|e| bench_failure("put_batch item", e))?;
         }
+        progress.add(chunk.len() as u64);
     }
     Ok(())
 }

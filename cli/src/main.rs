@@ -16,6 +16,7 @@ mod cold;
 mod cold_bench;
 mod docs_out;
 mod mesh;
+mod progress;
 mod run;
 mod tenant;
 #[cfg(test)]
@@ -25,7 +26,6 @@ mod weights;
 mod weights_args;
 mod weights_bench;
 mod weights_get;
-mod weights_progress;
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -242,7 +242,8 @@ pub enum Command {
         #[command(subcommand)]
         command: weights::WeightsCommand,
     },
-    /// The five reference figures (put, get, put_batch, get_batch, exist; ops/s).
+    /// The five reference figures (put, get, put_batch, get_batch, exist; ops/s); on a terminal
+    /// each phase shows a progress bar on stderr.
     Bench {
         /// Keys per phase.
         #[arg(long, default_value_t = 20_000)]

@@ -217,6 +217,7 @@ pub(super) async fn run(cli: Cli) -> Result<u8, ClientError> {
                 phases: Phase::selected(&only),
                 owner_token: owner_token.map(crescent_client::BearerToken::new),
                 owner_id,
+                progress: !json,
             };
             run_bench(&client, &config, json).await?;
         }

@@ -8,9 +8,9 @@ use clap::Subcommand;
 use crescent_wire::weights as w;
 use serde_json::json;
 
+use super::progress::Progress;
 use super::weights_args::weight_id;
 use super::weights_args::{parse_policy, RevisionArgs, WeightIdArgs};
-use super::weights_progress::Progress;
 use crescent_client::weights::{WeightStore, WeightWriter};
 use crescent_client::ClientError;
 use crescent_client::CrescentClient;

@@ -19,7 +19,7 @@ use crescent_client::weights::{
 };
 use crescent_client::{ClientError, CrescentClient, RegisteredBuffer};
 
-use super::weights_progress::Progress;
+use super::progress::Progress;
 
 /// Bytes copied out of the registered buffer into the file per write.
 const WRITE_CHUNK: usize = 4 << 20;

@@ -1,9 +1,9 @@
 //! The `crescent` CLI against a real crescentd: put/get/exist/rm/ls with --json, exit codes,
-//! `admin snapshot`, and `bench --json`.
+//! `admin snapshot`, and `bench` (`--json`; progress bars on a terminal only).
 
 mod common;
 
-use common::{crescent, json, Server};
+use common::{crescent, crescent_bin, json, key_of, Server};
 
 #[test]
 fn put_get_exist_rm_ls() {
@@ -182,6 +182,73 @@ fn bench_json_has_the_five_figures() {
             .unwrap_or_else(|| panic!("{field} in {text}"));
         assert!(f > 0.0, "{field} = {f}");
     }
+}
+
+#[test]
+fn bench_draws_no_progress_when_stdout_is_not_a_terminal() {
+    let server = Server::start();
+    let (code, out, err) = crescent(&server.server(), &["bench", "--n", "300"], None);
+    assert_eq!(code, 0, "{err}");
+    let text = String::from_utf8(out).unwrap();
+    assert_eq!(text.lines().count(), 1, "the report line only: {text:?}");
+    assert!(
+        text.starts_with("crescent n=300 size=4096: put "),
+        "{text:?}"
+    );
+    for mark in ["ETA", " ops ", "["] {
+        assert!(
+            !err.contains(mark),
+            "progress on a pipe ({mark:?}): {err:?}"
+        );
+        assert!(
+            !text.contains(mark),
+            "progress on stdout ({mark:?}): {text:?}"
+        );
+    }
+}
+
+/// On a terminal (a pty from `script(1)`, when installed) each phase draws a bar on stderr;
+/// `--json` draws none there either.
+#[test]
+fn bench_on_a_terminal_draws_progress_unless_json() {
+    if std::process::Command::new("script")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("script(1) is not installed: no pty to run crescent on; skipped");
+        return;
+    }
+    let server = Server::start();
+    let s = server.server();
+    let on_a_pty = |args: &[&str]| {
+        let line = format!(
+            "{} --server {s} {}",
+            crescent_bin().display(),
+            args.join(" ")
+        );
+        let mut cmd = std::process::Command::new("script");
+        cmd.env_remove("CRESCENT_TOKEN");
+        if let Some(key) = key_of(&s) {
+            cmd.env("CRESCENT_TOKEN", key.token_for_cli(args));
+        }
+        let out = cmd.args(["-qec", &line, "/dev/null"]).output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(out.status.success(), "{args:?}: {text}");
+        text
+    };
+    // Enough operations that the bar is drawn at least once per phase (it redraws at most
+    // 20 times a second).
+    let text = on_a_pty(&["bench", "--n", "3000", "--only", "put,exist"]);
+    assert!(
+        text.contains("put ["),
+        "no put progress on a terminal: {text:?}"
+    );
+    assert!(text.contains(" ops "), "{text:?}");
+    assert!(text.contains("crescent n=3000 size=4096: put "), "{text:?}");
+    let text = on_a_pty(&["--json", "bench", "--n", "300", "--only", "put"]);
+    assert!(!text.contains("ETA"), "progress with --json: {text:?}");
+    assert!(text.contains("\"put\":"), "{text:?}");
 }
 
 #[test]

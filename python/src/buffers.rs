@@ -116,7 +116,7 @@ impl Store {
 
     /// Forgets a registered buffer; later transfers naming it fail.
     fn unregister_buffer(&self, py: Python<'_>, buffer: &Buffer) -> PyResult<()> {
-        check(py, py.allow_threads(|| buffer.unregister()))
+        check(py, py.detach(|| buffer.unregister()))
     }
 
     /// Stores `[offset, offset+size)` of a registered buffer under `key`, sent straight out

@@ -88,5 +88,5 @@ where
     Fut: Future,
     Fut::Output: Send,
 {
-    py.allow_threads(move || run(make()))
+    py.detach(move || run(make()))
 }

@@ -79,7 +79,7 @@ pub(crate) fn put_options(py: Python<'_>, replicas: u32, upsert: bool) -> PyResu
 /// The bytes of a value: `bytes` as they are (no copy), any other C-contiguous buffer
 /// (bytearray, memoryview, numpy array) copied once.
 pub(crate) fn value_bytes<'a>(value: &'a Bound<'_, PyAny>) -> PyResult<Cow<'a, [u8]>> {
-    if let Ok(b) = value.downcast::<PyBytes>() {
+    if let Ok(b) = value.cast::<PyBytes>() {
         return Ok(Cow::Borrowed(b.as_bytes()));
     }
     let buffer = byte_buffer(value)?;

@@ -249,19 +249,7 @@ impl Config {
             return Err(invalid("weights", e.to_string()));
         }
         self.validate_tenants()?;
-        let j = &self.journal;
-        if !(64 << 10..=1 << 34).contains(&j.segment_bytes) {
-            return Err(invalid(
-                "journal.segment_bytes",
-                format!("{} is outside 64 KiB..=16 GiB", j.segment_bytes),
-            ));
-        }
-        if !(4096..=1 << 30).contains(&j.max_record_bytes) {
-            return Err(invalid(
-                "journal.max_record_bytes",
-                format!("{} is outside 4 KiB..=1 GiB", j.max_record_bytes),
-            ));
-        }
+        self.journal.validate()?;
         let s = &self.snapshot;
         if s.every_events == 0 {
             return Err(invalid("snapshot.every_events", "must be at least 1"));
@@ -326,6 +314,33 @@ impl Config {
 #[cfg(test)]
 #[path = "config_tests.rs"]
 mod tests;
+
+impl JournalConfig {
+    fn validate(&self) -> Result<(), ConfigError> {
+        // The sled backend is a build option (docs/configuration.md "[journal]"): a binary
+        // built without it refuses the setting at startup instead of failing at first open.
+        if self.backend == JournalBackendKind::Sled && !cfg!(feature = "sled") {
+            return Err(invalid(
+                "journal.backend",
+                "\"sled\" needs a crescentd built with feature `sled` \
+                 (cargo build -p crescent-server --features sled)",
+            ));
+        }
+        if !(64 << 10..=1 << 34).contains(&self.segment_bytes) {
+            return Err(invalid(
+                "journal.segment_bytes",
+                format!("{} is outside 64 KiB..=16 GiB", self.segment_bytes),
+            ));
+        }
+        if !(4096..=1 << 30).contains(&self.max_record_bytes) {
+            return Err(invalid(
+                "journal.max_record_bytes",
+                format!("{} is outside 4 KiB..=1 GiB", self.max_record_bytes),
+            ));
+        }
+        Ok(())
+    }
+}
 
 impl Config {
     /// `[[tenants]]`: valid names, each once, limits within the aggregate's range.

@@ -45,10 +45,18 @@ fn partial_file_keeps_other_defaults() {
         "data_dir = \"/tmp/x\"\n[journal]\nbackend = \"sled\"\nrecovery_mode = \"absolute_consistency\"\n",
     )
     .unwrap();
-    c.validate().unwrap();
     assert_eq!(c.journal.backend, JournalBackendKind::Sled);
     assert_eq!(c.journal.recovery_mode, RecoveryMode::AbsoluteConsistency);
     assert_eq!(c.snapshot, SnapshotConfig::default());
+    // The sled backend is a build option: a build without it refuses the setting by name.
+    let with_sled = cfg!(feature = "sled");
+    match c.validate() {
+        Ok(()) => assert!(with_sled, "sled accepted by a build without it"),
+        Err(e) => {
+            assert!(!with_sled, "{e}");
+            assert!(e.to_string().contains("journal.backend"), "{e}");
+        }
+    }
 }
 
 #[test]

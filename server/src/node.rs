@@ -18,6 +18,7 @@ use crescent_actors::segment_registry::SegmentRegistry;
 use crescent_actors::{AggregateRegistry, Runtime};
 use crescent_journal::file::{FileBackend, FileOptions};
 use crescent_journal::metrics::JournalMetrics;
+#[cfg(feature = "sled")]
 use crescent_journal::sled_backend::SledBackend;
 use crescent_journal::{Journal, JournalBackend, JournalOptions};
 use crescent_snapshot::{
@@ -313,10 +314,19 @@ impl Node {
                     "file".to_string(),
                 )
             }
+            #[cfg(feature = "sled")]
             JournalBackendKind::Sled => (
                 Box::new(SledBackend::open(dir.journal_dir().join("sled"))?),
                 "sled".to_string(),
             ),
+            // Config::validate refuses the setting in a build without the backend.
+            #[cfg(not(feature = "sled"))]
+            JournalBackendKind::Sled => {
+                return Err(ServerError::Config(crate::config::invalid(
+                    "journal.backend",
+                    "\"sled\" needs a crescentd built with feature `sled`",
+                )))
+            }
         })
     }
 
