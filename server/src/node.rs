@@ -116,6 +116,11 @@ impl NodeState {
         }
     }
 
+    /// This cluster's role in its mesh, if it serves in one.
+    pub fn mesh_role(&self) -> Option<&crate::mesh::MeshRole> {
+        self.mesh.get().map(|m| &**m)
+    }
+
     /// Whether the directory holds a complete object `id`.
     pub fn holds(&self, id: &crescent_wire::store::ObjectId) -> bool {
         self.directory.exist(id, self.now_ms()).unwrap_or(false)

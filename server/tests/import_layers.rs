@@ -19,14 +19,13 @@ use std::path::Path;
 const TOP_LAYER: [&str; 3] = ["api", "node", "rpc"];
 
 /// Edges (from, to) that still reach into the top layer. `node::NodeState` is the state every
-/// handler shares; the cold tier, the embedded segment, housekeeping and the mesh take all of
-/// it, and the HA startup (`ha::run`) starts a node.
+/// handler shares; the cold tier, the embedded segment and housekeeping take all of it, and
+/// the HA startup (`ha::run`) starts a node.
 const KNOWN: &[(&str, &str)] = &[
     ("cold", "node"),
     ("embedded", "node"),
     ("ha", "node"),
     ("housekeeping", "node"),
-    ("mesh", "node"),
 ];
 
 /// The name of the top layer in the subsystem graph.

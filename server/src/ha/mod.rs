@@ -211,7 +211,15 @@ async fn promote(
     };
     // In a mesh: published and routing before the first request is answered.
     let started = match started {
-        Ok(()) => crate::mesh::join(config, &state).await,
+        Ok(()) => match crate::mesh::join(config, &state.metrics.registry).await {
+            Ok(role) => {
+                if let Some(role) = role {
+                    let _ = state.mesh.set(role);
+                }
+                Ok(())
+            }
+            Err(e) => Err(e),
+        },
         other => other,
     };
     if let Err(e) = started {
