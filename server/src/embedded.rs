@@ -63,13 +63,13 @@ impl EmbeddedSegment {
     /// Allocates the segment and starts serving it on `settings.transfer_listen`. Registering
     /// and mounting it is the caller's (through the segment mirror).
     pub fn start(settings: &StoreSettings, metrics: TransportMetrics) -> Result<Self, ServerError> {
-        Self::start_bounded(settings, &crate::config_net::NetConfig::default(), metrics)
+        Self::start_bounded(settings, &crate::config::net::NetConfig::default(), metrics)
     }
 
     /// [`EmbeddedSegment::start`] with the listener's bounds from `net`.
     pub fn start_bounded(
         settings: &StoreSettings,
-        net: &crate::config_net::NetConfig,
+        net: &crate::config::net::NetConfig,
         metrics: TransportMetrics,
     ) -> Result<Self, ServerError> {
         let size = settings.embedded_segment_bytes;
@@ -283,16 +283,4 @@ fn start_staging(state: &crate::node::NodeState, segment: &mut EmbeddedSegment) 
         Ok(staging) => segment.staging = Some(staging),
         Err(e) => tracing::warn!(error = %e, "remote restores stay inline: no staging region"),
     }
-}
-
-/// The staging pool of this node's embedded segment, if it serves one.
-pub fn staging_of(
-    state: &crate::node::NodeState,
-) -> Option<Arc<crate::cold::staging::StagedRestores>> {
-    state
-        .embedded
-        .lock()
-        .expect("embedded mutex")
-        .as_ref()
-        .and_then(|e| e.staging.clone())
 }

@@ -1,14 +1,42 @@
 //! `[net]`'s HTTP bounds (docs/configuration.md, "Network bounds"), applied alike to every
 //! HTTP listener of crescentd: the node's and the one a standby serves while it follows.
 
+/// How much of a request body is read, and for how long (`http.max_body_bytes`,
+/// `net.http_body_timeout_ms`); registered as app data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BodyLimits {
+    pub max_bytes: usize,
+    pub timeout: std::time::Duration,
+}
+
+impl Default for BodyLimits {
+    fn default() -> Self {
+        let net = crate::config::net::NetConfig::default();
+        BodyLimits {
+            max_bytes: crate::config::HttpConfig::default().max_body_bytes,
+            timeout: net.http_body_timeout(),
+        }
+    }
+}
+
+impl BodyLimits {
+    /// The bounds `config` sets.
+    pub fn of(config: &crate::config::Config) -> Self {
+        BodyLimits {
+            max_bytes: config.http.max_body_bytes,
+            timeout: config.net.http_body_timeout(),
+        }
+    }
+}
+
 /// `$server` (an `actix_web::HttpServer`) with `$workers` workers, the head timeout, the idle
-/// keep-alive limit and the connection cap of `$net` (a [`crate::config_net::NetConfig`]);
+/// keep-alive limit and the connection cap of `$net` (a [`crate::config::net::NetConfig`]);
 /// actix counts the cap per worker, so the whole cap is split between them. The body limit and
-/// body timeout are app data that the handlers read ([`crate::api::wire::BodyLimits`]).
+/// body timeout are app data that the handlers read ([`BodyLimits`]).
 /// (A macro: `HttpServer`'s type parameters name crates that crescentd does not depend on.)
 macro_rules! bounded_http_server {
     ($server:expr, $net:expr, $workers:expr) => {{
-        let net: &$crate::config_net::NetConfig = $net;
+        let net: &$crate::config::net::NetConfig = $net;
         let workers: usize = ($workers).max(1);
         $server
             .workers(workers)
@@ -52,8 +80,8 @@ const HTTP_BACKLOG: i32 = 1024;
 macro_rules! listen_http {
     ($server:expr, $listener:expr, $tls:expr, $net:expr) => {{
         let listener: &::std::net::TcpListener = $listener;
-        let tls: Option<&$crate::config_tls::LoadedTls> = $tls;
-        let net: &$crate::config_net::NetConfig = $net;
+        let tls: Option<&$crate::config::tls::LoadedTls> = $tls;
+        let net: &$crate::config::net::NetConfig = $net;
         let addr = listener
             .local_addr()
             .unwrap_or_else(|_| ::std::net::SocketAddr::from(([0, 0, 0, 0], 0)));

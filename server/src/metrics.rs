@@ -47,170 +47,172 @@ pub struct ServerMetrics {
 impl ServerMetrics {
     pub fn new() -> Self {
         let registry = Registry::new();
-        let http_requests = IntCounterVec::new(
-            Opts::new(
-                "crescent_http_requests_total",
-                "HTTP requests by route, method and code",
-            ),
-            &["route", "method", "code"],
-        )
-        .expect("valid metric");
-        let http_latency = HistogramVec::new(
-            HistogramOpts::new(
-                "crescent_http_request_seconds",
-                "HTTP request latency by route",
-            )
-            .buckets(prometheus::exponential_buckets(0.0001, 2.0, 18).expect("buckets")),
-            &["route"],
-        )
-        .expect("valid metric");
-        let up =
-            IntGauge::new("crescent_up", "1 while crescentd is serving").expect("valid metric");
-        let term = IntGauge::new("crescent_term", "The term this node writes under")
-            .expect("valid metric");
-        let last_seq = IntGauge::new("crescent_journal_last_seq", "Highest seq assigned")
-            .expect("valid metric");
-        let commit_seq = IntGauge::new(
-            "crescent_commit_seq",
-            "Commit watermark: the highest seq acknowledged to clients (in sync replication, \
-             durable on both nodes)",
-        )
-        .expect("valid metric");
-        let replication_lag_records = IntGauge::new(
-            "crescent_replication_lag_records",
-            "On an HA active: records durable here that the standby has not acknowledged",
-        )
-        .expect("valid metric");
-        let replication_lag_bytes = IntGauge::new(
-            "crescent_replication_lag_bytes",
-            "On an HA active: frame bytes of those records (in flight exactly, unsent ones at \
-             the average frame size)",
-        )
-        .expect("valid metric");
-        let owners_expired = IntCounter::new(
-            "crescent_owners_expired_total",
-            "Storage owners removed because they stopped heartbeating",
-        )
-        .expect("valid metric");
-        let rpc_requests = IntCounterVec::new(
-            Opts::new(
-                "crescent_rpc_requests_total",
-                "RPC fast-path requests by op and code",
-            ),
-            &["op", "code"],
-        )
-        .expect("valid metric");
-        let rpc_latency = HistogramVec::new(
-            HistogramOpts::new(
-                "crescent_rpc_request_seconds",
-                "RPC fast-path request handling time by op",
-            )
-            .buckets(prometheus::exponential_buckets(0.000_001, 2.0, 22).expect("buckets")),
-            &["op"],
-        )
-        .expect("valid metric");
-        let rpc_connections = IntGauge::new("crescent_rpc_connections", "Open RPC connections")
-            .expect("valid metric");
-        let rpc_accepted = IntCounterVec::new(
-            Opts::new(
-                "crescent_rpc_connections_accepted_total",
-                "RPC connections accepted, by socket (tcp, local)",
-            ),
-            &["socket"],
-        )
-        .expect("valid metric");
-        let rpc_protocol_errors = IntCounterVec::new(
-            Opts::new(
-                "crescent_rpc_protocol_errors_total",
-                "RPC connections closed for a protocol violation, by reason",
-            ),
-            &["reason"],
-        )
-        .expect("valid metric");
-        let accept_failures = IntCounterVec::new(
-            Opts::new(
-                "crescent_accept_failures_total",
-                "Failed accepts (out of descriptors and the like) by listener",
-            ),
-            &["listener"],
-        )
-        .expect("valid metric");
-        let connections_closed = IntCounterVec::new(
-            Opts::new(
-                "crescent_net_connections_closed_total",
-                "Connections closed on a [net] bound, by listener and reason",
-            ),
-            &["listener", "reason"],
-        )
-        .expect("valid metric");
-        let fd_reserve_available = IntGauge::new(
-            "crescent_fd_reserve_available",
-            "Spare descriptors held for the journal and snapshotter",
-        )
-        .expect("valid metric");
-        let fd_exhaustions = IntCounter::new(
-            "crescent_fd_exhaustions_total",
-            "File opens that found the process out of descriptors and used the reserve",
-        )
-        .expect("valid metric");
-        let tls_handshake_failures = IntCounterVec::new(
-            Opts::new(
-                "crescent_tls_handshake_failures_total",
-                "Failed TLS handshakes by listener and reason",
-            ),
-            &["listener", "reason"],
-        )
-        .expect("valid metric");
-        for c in [
-            Box::new(accept_failures.clone()) as Box<dyn prometheus::core::Collector>,
-            Box::new(tls_handshake_failures.clone()),
-            Box::new(connections_closed.clone()),
-            Box::new(fd_reserve_available.clone()),
-            Box::new(fd_exhaustions.clone()),
-            Box::new(http_requests.clone()),
-            Box::new(http_latency.clone()),
-            Box::new(up.clone()),
-            Box::new(term.clone()),
-            Box::new(last_seq.clone()),
-            Box::new(commit_seq.clone()),
-            Box::new(replication_lag_records.clone()),
-            Box::new(replication_lag_bytes.clone()),
-            Box::new(owners_expired.clone()),
-            Box::new(rpc_requests.clone()),
-            Box::new(rpc_latency.clone()),
-            Box::new(rpc_connections.clone()),
-            Box::new(rpc_accepted.clone()),
-            Box::new(rpc_protocol_errors.clone()),
-        ] {
-            registry.register(c).expect("metric registered once");
-        }
-        let process =
-            crate::process_metrics::ProcessMetrics::register(&registry).expect("valid metric");
+        let r = &registry;
+        let process = crate::process_metrics::ProcessMetrics::register(r).expect("valid metric");
+        let net = NetMetrics::register(r);
         Self {
             process,
+            http_requests: counter_vec(
+                r,
+                "crescent_http_requests_total",
+                "HTTP requests by route, method and code",
+                &["route", "method", "code"],
+            ),
+            http_latency: histogram_vec(
+                r,
+                HistogramOpts::new(
+                    "crescent_http_request_seconds",
+                    "HTTP request latency by route",
+                )
+                .buckets(prometheus::exponential_buckets(0.0001, 2.0, 18).expect("buckets")),
+                &["route"],
+            ),
+            up: gauge(r, "crescent_up", "1 while crescentd is serving"),
+            term: gauge(r, "crescent_term", "The term this node writes under"),
+            last_seq: gauge(r, "crescent_journal_last_seq", "Highest seq assigned"),
+            commit_seq: gauge(
+                r,
+                "crescent_commit_seq",
+                "Commit watermark: the highest seq acknowledged to clients (in sync \
+                 replication, durable on both nodes)",
+            ),
+            replication_lag_records: gauge(
+                r,
+                "crescent_replication_lag_records",
+                "On an HA active: records durable here that the standby has not acknowledged",
+            ),
+            replication_lag_bytes: gauge(
+                r,
+                "crescent_replication_lag_bytes",
+                "On an HA active: frame bytes of those records (in flight exactly, unsent ones \
+                 at the average frame size)",
+            ),
+            owners_expired: counter(
+                r,
+                "crescent_owners_expired_total",
+                "Storage owners removed because they stopped heartbeating",
+            ),
+            rpc_requests: net.rpc_requests,
+            rpc_latency: net.rpc_latency,
+            rpc_connections: net.rpc_connections,
+            rpc_accepted: net.rpc_accepted,
+            rpc_protocol_errors: net.rpc_protocol_errors,
+            accept_failures: net.accept_failures,
+            connections_closed: net.connections_closed,
+            fd_reserve_available: net.fd_reserve_available,
+            fd_exhaustions: net.fd_exhaustions,
+            tls_handshake_failures: net.tls_handshake_failures,
             registry,
-            http_requests,
-            http_latency,
-            up,
-            term,
-            last_seq,
-            commit_seq,
-            replication_lag_records,
-            replication_lag_bytes,
-            owners_expired,
-            rpc_requests,
-            rpc_latency,
-            rpc_connections,
-            rpc_accepted,
-            rpc_protocol_errors,
-            accept_failures,
-            connections_closed,
-            fd_reserve_available,
-            fd_exhaustions,
-            tls_handshake_failures,
         }
     }
+}
 
+/// The RPC fast path's and the listeners' metrics (a part of [`ServerMetrics`]).
+struct NetMetrics {
+    rpc_requests: IntCounterVec,
+    rpc_latency: HistogramVec,
+    rpc_connections: IntGauge,
+    rpc_accepted: IntCounterVec,
+    rpc_protocol_errors: IntCounterVec,
+    accept_failures: IntCounterVec,
+    connections_closed: IntCounterVec,
+    fd_reserve_available: IntGauge,
+    fd_exhaustions: IntCounter,
+    tls_handshake_failures: IntCounterVec,
+}
+
+impl NetMetrics {
+    fn register(r: &Registry) -> Self {
+        Self {
+            rpc_requests: counter_vec(
+                r,
+                "crescent_rpc_requests_total",
+                "RPC fast-path requests by op and code",
+                &["op", "code"],
+            ),
+            rpc_latency: histogram_vec(
+                r,
+                HistogramOpts::new(
+                    "crescent_rpc_request_seconds",
+                    "RPC fast-path request handling time by op",
+                )
+                .buckets(prometheus::exponential_buckets(0.000_001, 2.0, 22).expect("buckets")),
+                &["op"],
+            ),
+            rpc_connections: gauge(r, "crescent_rpc_connections", "Open RPC connections"),
+            rpc_accepted: counter_vec(
+                r,
+                "crescent_rpc_connections_accepted_total",
+                "RPC connections accepted, by socket (tcp, local)",
+                &["socket"],
+            ),
+            rpc_protocol_errors: counter_vec(
+                r,
+                "crescent_rpc_protocol_errors_total",
+                "RPC connections closed for a protocol violation, by reason",
+                &["reason"],
+            ),
+            accept_failures: counter_vec(
+                r,
+                "crescent_accept_failures_total",
+                "Failed accepts (out of descriptors and the like) by listener",
+                &["listener"],
+            ),
+            connections_closed: counter_vec(
+                r,
+                "crescent_net_connections_closed_total",
+                "Connections closed on a [net] bound, by listener and reason",
+                &["listener", "reason"],
+            ),
+            fd_reserve_available: gauge(
+                r,
+                "crescent_fd_reserve_available",
+                "Spare descriptors held for the journal and snapshotter",
+            ),
+            fd_exhaustions: counter(
+                r,
+                "crescent_fd_exhaustions_total",
+                "File opens that found the process out of descriptors and used the reserve",
+            ),
+            tls_handshake_failures: counter_vec(
+                r,
+                "crescent_tls_handshake_failures_total",
+                "Failed TLS handshakes by listener and reason",
+                &["listener", "reason"],
+            ),
+        }
+    }
+}
+
+fn counter(r: &Registry, name: &str, help: &str) -> IntCounter {
+    let c = IntCounter::new(name, help).expect("valid metric");
+    r.register(Box::new(c.clone()))
+        .expect("metric registered once");
+    c
+}
+
+fn gauge(r: &Registry, name: &str, help: &str) -> IntGauge {
+    let g = IntGauge::new(name, help).expect("valid metric");
+    r.register(Box::new(g.clone()))
+        .expect("metric registered once");
+    g
+}
+
+fn counter_vec(r: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
+    let c = IntCounterVec::new(Opts::new(name, help), labels).expect("valid metric");
+    r.register(Box::new(c.clone()))
+        .expect("metric registered once");
+    c
+}
+
+fn histogram_vec(r: &Registry, opts: HistogramOpts, labels: &[&str]) -> HistogramVec {
+    let h = HistogramVec::new(opts, labels).expect("valid metric");
+    r.register(Box::new(h.clone()))
+        .expect("metric registered once");
+    h
+}
+
+impl ServerMetrics {
     /// The Prometheus text exposition of everything registered.
     pub fn render(&self) -> String {
         self.refresh_fd_reserve();

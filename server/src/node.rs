@@ -53,7 +53,7 @@ pub struct NodeState {
     pub liveness: Arc<OwnerLiveness>,
     pub store_settings: StoreSettings,
     /// Listener bounds (`[net]`).
-    pub net_settings: crate::config_net::NetConfig,
+    pub net_settings: crate::config::net::NetConfig,
     pub transport_metrics: TransportMetrics,
     pub embedded: Mutex<Option<EmbeddedSegment>>,
     pub housekeeping: Mutex<Option<tokio::task::JoinHandle<()>>>,
@@ -79,7 +79,7 @@ pub struct NodeState {
     /// Credentials, the authorization guard's state and the revocation list.
     pub auth: Arc<crate::auth::AuthState>,
     /// `[tls]` loaded: HTTP, RPC and replication speak TLS only (docs/security.md "TLS").
-    pub tls: Option<crate::config_tls::LoadedTls>,
+    pub tls: Option<crate::config::tls::LoadedTls>,
     /// Admission of store requests by per-tenant turns (docs/tenants.md, "Soft isolation").
     pub gate: crate::sched::Gate,
 }
@@ -115,6 +115,11 @@ impl NodeState {
                 false => Err(e),
             }),
         }
+    }
+
+    /// This cluster's role in its mesh, if it serves in one.
+    pub fn mesh_role(&self) -> Option<&crate::mesh::MeshRole> {
+        self.mesh.get().map(|m| &**m)
     }
 
     /// Whether the directory holds a complete object `id`.
@@ -161,6 +166,15 @@ impl NodeState {
             .expect("rpc mutex")
             .as_ref()
             .and_then(|s| s.local_path().map(std::path::Path::to_path_buf))
+    }
+
+    /// The staging pool of this node's embedded segment, if it serves one.
+    pub fn embedded_staging(&self) -> Option<Arc<crate::cold::staging::StagedRestores>> {
+        self.embedded
+            .lock()
+            .expect("embedded mutex")
+            .as_ref()
+            .and_then(|e| e.staging.clone())
     }
 
     /// Updates gauges that are read rather than pushed.
@@ -383,90 +397,32 @@ impl Node {
             metrics,
         } = opened;
         let snapshots = SnapshotDir::new(dir.snapshot_dir());
-        let restored = restore(&snapshots, &journal, crescent_domain::standard_world())?;
-        let world = restored.state;
-        tracing::info!(
-            snapshot_seq = restored.snapshot.as_ref().map(|(_, p)| p.seq),
-            replayed = restored.replayed,
-            last_seq = world.last_seq(),
-            "state recovered"
-        );
-
-        let runtime_metrics = RuntimeMetrics::register(&metrics.registry)
-            .map_err(|e| ServerError::Recovery(format!("runtime metrics: {e}")))?;
-        let builder = Runtime::builder(journal.clone()).metrics(runtime_metrics);
-        let runtime = match leadership {
-            // Each standalone start writes under a fresh term, one above its journal's: owners
-            // see it change in heartbeat answers and replay their tables (the rebuild gate).
-            Leadership::Standalone => builder.term(journal.term() + 1),
-            // An active writes under the term it won in etcd, and replies once its commit
-            // watermark (local durable, and the standby's ack in sync mode) has passed.
-            Leadership::Active { term, commit } => {
-                builder.shared_term(term).commit_watermark(commit)
-            }
-        }
-        .build();
-        let states: BTreeMap<String, SegmentRegistry> = world
-            .iter::<SegmentRegistry>()
-            .map(|(id, s)| (id.clone(), s.clone()))
-            .collect();
+        let world = recover_world(&snapshots, &journal)?;
+        let runtime = start_runtime(&journal, &metrics, leadership)?;
+        let (segments, recovered_registry) = recover_segments(&runtime, &world);
         let cold_states: BTreeMap<String, crescent_cold::ColdDevice> = world
             .iter::<crescent_cold::ColdDevice>()
             .map(|(id, s)| (id.clone(), s.clone()))
             .collect();
         let cold_recovered = Mutex::new(Some((cold_states, world.last_seq())));
-        let recovered_registry = states
-            .get(crescent_actors::segment_registry::INSTANCE_ID)
-            .cloned()
-            .unwrap_or_default();
-        let segments = AggregateRegistry::<SegmentRegistry>::builder(runtime.clone())
-            .recovered(states, world.last_seq())
-            .build();
         let auth = Arc::new(crate::auth::AuthState::new(
             &config.auth,
             &runtime,
             &world,
             &metrics.registry,
         )?);
-
         let tls = config
             .tls
             .load()
             .map_err(|e| ServerError::Recovery(e.to_string()))?;
-
         let now_ms = runtime.clock().now_ms();
-        let store_metrics = StoreMetrics::register(&metrics.registry)
-            .map_err(|e| ServerError::Recovery(format!("store metrics: {e}")))?;
-        let directory = Arc::new(
-            ObjectDirectory::with_metrics(config.store.store_config(), store_metrics, now_ms)
-                .map_err(|e| ServerError::Recovery(format!("object directory: {e}")))?,
-        );
-        let incarnation = begin_incarnation(&journal, &world, runtime.term(), now_ms)?;
-        directory
-            .begin_incarnation(incarnation, runtime.term())
-            .map_err(|e| ServerError::Recovery(format!("incarnation {incarnation}: {e}")))?;
-        // Owners with mounted segments hold the objects: wait for their replays. The embedded
-        // segment's memory is new on every start, so its owner has nothing to replay.
-        let expected: std::collections::BTreeSet<String> = recovered_registry
-            .segments()
-            .map(|(_, s)| s.owner_id.clone())
-            .filter(|o| o != crate::embedded::EMBEDDED_OWNER_ID)
-            .collect();
-        tracing::info!(
-            incarnation,
-            term = runtime.term(),
-            expected_owners = expected.len(),
-            "rebuild gate"
-        );
-        let rebuild = Arc::new(crate::rebuild::Rebuild::new(
-            crescent_store::RebuildGate::begin(
-                runtime.term(),
-                expected,
-                now_ms,
-                config.store.rebuild_degraded_timeout_ms(),
-            ),
-            directory.clone(),
-        ));
+        let (directory, rebuild) = open_directory(
+            config,
+            (&journal, &world, &runtime),
+            &metrics,
+            &recovered_registry,
+            now_ms,
+        )?;
         let removals = recover_removals(&runtime, &world, directory.clone(), &metrics)?;
         let quotas = Arc::new(crate::quotas::TenantQuotas::recover(
             &runtime,
@@ -487,22 +443,7 @@ impl Node {
         let transport_metrics = TransportMetrics::register(&metrics.registry)
             .map_err(|e| ServerError::Recovery(format!("transport metrics: {e}")))?;
 
-        let snapshot_metrics = SnapshotMetrics::new();
-        snapshot_metrics
-            .register(&metrics.registry)
-            .map_err(|e| ServerError::Recovery(format!("snapshot metrics: {e}")))?;
-        let snapshotter = Snapshotter::start(
-            world,
-            journal.clone(),
-            snapshots,
-            SnapshotterConfig {
-                every_events: config.snapshot.every_events,
-                every: config.snapshot_interval(),
-                retain: config.snapshot.retain,
-                ..SnapshotterConfig::default()
-            },
-            snapshot_metrics,
-        )?;
+        let snapshotter = start_snapshotter(config, world, &journal, snapshots, &metrics)?;
         let gate = open_gate(config, &metrics.registry)?;
         metrics.up.set(1);
         Ok(Arc::new(NodeState {
@@ -632,6 +573,131 @@ impl Node {
             crate::http_bounds::listen_http!(server, listener, state.tls.as_ref(), &config.net)?;
         Ok(server.run())
     }
+}
+
+/// Restores every aggregate: the newest valid snapshot plus the journal tail.
+fn recover_world(
+    snapshots: &SnapshotDir,
+    journal: &Journal,
+) -> Result<crescent_actors::World, ServerError> {
+    let restored = restore(snapshots, journal, crescent_domain::standard_world())?;
+    tracing::info!(
+        snapshot_seq = restored.snapshot.as_ref().map(|(_, p)| p.seq),
+        replayed = restored.replayed,
+        last_seq = restored.state.last_seq(),
+        "state recovered"
+    );
+    Ok(restored.state)
+}
+
+/// The segment registry's actors, seeded with the recovered states, and the recovered
+/// registry instance.
+fn recover_segments(
+    runtime: &Runtime,
+    world: &crescent_actors::World,
+) -> (AggregateRegistry<SegmentRegistry>, SegmentRegistry) {
+    let states: BTreeMap<String, SegmentRegistry> = world
+        .iter::<SegmentRegistry>()
+        .map(|(id, s)| (id.clone(), s.clone()))
+        .collect();
+    let recovered = states
+        .get(crescent_actors::segment_registry::INSTANCE_ID)
+        .cloned()
+        .unwrap_or_default();
+    let segments = AggregateRegistry::<SegmentRegistry>::builder(runtime.clone())
+        .recovered(states, world.last_seq())
+        .build();
+    (segments, recovered)
+}
+
+/// The actor runtime over `journal`, writing under `leadership`.
+fn start_runtime(
+    journal: &Journal,
+    metrics: &ServerMetrics,
+    leadership: Leadership,
+) -> Result<Runtime, ServerError> {
+    let runtime_metrics = RuntimeMetrics::register(&metrics.registry)
+        .map_err(|e| ServerError::Recovery(format!("runtime metrics: {e}")))?;
+    let builder = Runtime::builder(journal.clone()).metrics(runtime_metrics);
+    Ok(match leadership {
+        // Each standalone start writes under a fresh term, one above its journal's: owners
+        // see it change in heartbeat answers and replay their tables (the rebuild gate).
+        Leadership::Standalone => builder.term(journal.term() + 1),
+        // An active writes under the term it won in etcd, and replies once its commit
+        // watermark (local durable, and the standby's ack in sync mode) has passed.
+        Leadership::Active { term, commit } => builder.shared_term(term).commit_watermark(commit),
+    }
+    .build())
+}
+
+/// The object directory of this start, under a newly journaled incarnation, and the rebuild
+/// gate that waits for the owners of `recovered`'s mounted segments to replay into it.
+fn open_directory(
+    config: &Config,
+    (journal, world, runtime): (&Journal, &crescent_actors::World, &Runtime),
+    metrics: &ServerMetrics,
+    recovered: &SegmentRegistry,
+    now_ms: i64,
+) -> Result<(Arc<ObjectDirectory>, Arc<crate::rebuild::Rebuild>), ServerError> {
+    let store_metrics = StoreMetrics::register(&metrics.registry)
+        .map_err(|e| ServerError::Recovery(format!("store metrics: {e}")))?;
+    let directory = Arc::new(
+        ObjectDirectory::with_metrics(config.store.store_config(), store_metrics, now_ms)
+            .map_err(|e| ServerError::Recovery(format!("object directory: {e}")))?,
+    );
+    let incarnation = begin_incarnation(journal, world, runtime.term(), now_ms)?;
+    directory
+        .begin_incarnation(incarnation, runtime.term())
+        .map_err(|e| ServerError::Recovery(format!("incarnation {incarnation}: {e}")))?;
+    // Owners with mounted segments hold the objects: wait for their replays. The embedded
+    // segment's memory is new on every start, so its owner has nothing to replay.
+    let expected: std::collections::BTreeSet<String> = recovered
+        .segments()
+        .map(|(_, s)| s.owner_id.clone())
+        .filter(|o| o != crate::embedded::EMBEDDED_OWNER_ID)
+        .collect();
+    tracing::info!(
+        incarnation,
+        term = runtime.term(),
+        expected_owners = expected.len(),
+        "rebuild gate"
+    );
+    let rebuild = Arc::new(crate::rebuild::Rebuild::new(
+        crescent_store::RebuildGate::begin(
+            runtime.term(),
+            expected,
+            now_ms,
+            config.store.rebuild_degraded_timeout_ms(),
+        ),
+        directory.clone(),
+    ));
+    Ok((directory, rebuild))
+}
+
+/// The shadow-replay snapshotter, from the recovered `world`.
+fn start_snapshotter(
+    config: &Config,
+    world: crescent_actors::World,
+    journal: &Journal,
+    snapshots: SnapshotDir,
+    metrics: &ServerMetrics,
+) -> Result<Snapshotter, ServerError> {
+    let snapshot_metrics = SnapshotMetrics::new();
+    snapshot_metrics
+        .register(&metrics.registry)
+        .map_err(|e| ServerError::Recovery(format!("snapshot metrics: {e}")))?;
+    Ok(Snapshotter::start(
+        world,
+        journal.clone(),
+        snapshots,
+        SnapshotterConfig {
+            every_events: config.snapshot.every_events,
+            every: config.snapshot_interval(),
+            retain: config.snapshot.retain,
+            ..SnapshotterConfig::default()
+        },
+        snapshot_metrics,
+    )?)
 }
 
 /// The admission gate of `[scheduling]`, with the `[[tenants]]` weights.

@@ -15,7 +15,7 @@ use crescent_store::ObjectDirectory;
 use crescent_wire::tenants::TenantQuota;
 use tracing::Instrument;
 
-use crate::api::error::{from_runtime, HttpError};
+use crate::error::CommandFailed;
 
 pub struct TenantQuotas {
     registry: AggregateRegistry<QuotaRoot>,
@@ -67,7 +67,7 @@ impl TenantQuotas {
         &self,
         tenant: &str,
         cmd: QuotaCommand,
-    ) -> Result<Vec<QuotaEvent>, HttpError> {
+    ) -> Result<Vec<QuotaEvent>, TenantQuotaError> {
         validate_scope_name("tenant", tenant)?;
         let span = tracing::debug_span!("quota", tenant, command = command_name(&cmd));
         let done = self
@@ -75,7 +75,7 @@ impl TenantQuotas {
             .execute(tenant, cmd)
             .instrument(span)
             .await
-            .map_err(from_runtime)?;
+            .map_err(CommandFailed::from)?;
         Ok(done.events)
     }
 
@@ -86,10 +86,12 @@ impl TenantQuotas {
         tenant: &str,
         limits: QuotaLimits,
         mode: PolicyMode,
-    ) -> Result<bool, HttpError> {
+    ) -> Result<bool, TenantQuotaError> {
         let cmd = QuotaCommand::SetPolicy { limits, mode };
         let changed = !self.execute(tenant, cmd).await?.is_empty();
-        self.install_stored(tenant).await.map_err(from_runtime)?;
+        self.install_stored(tenant)
+            .await
+            .map_err(CommandFailed::from)?;
         Ok(changed)
     }
 
@@ -153,19 +155,19 @@ impl TenantQuotas {
     }
 
     /// `tenant`'s policy, as committed, and its usage, as the directory holds it now.
-    pub async fn show(&self, tenant: &str) -> Result<TenantQuota, HttpError> {
+    pub async fn show(&self, tenant: &str) -> Result<TenantQuota, TenantQuotaError> {
         validate_scope_name("tenant", tenant)?;
         let name = tenant.to_string();
         let quota = self
             .registry
             .read(tenant, move |root| quota_of(name, root))
             .await
-            .map_err(from_runtime)?;
+            .map_err(CommandFailed::from)?;
         Ok(with_usage(quota, &self.directory.tenants().figures(tenant)))
     }
 
     /// Every tenant with a policy or with objects, by name.
-    pub async fn list(&self) -> Result<Vec<TenantQuota>, HttpError> {
+    pub async fn list(&self) -> Result<Vec<TenantQuota>, TenantQuotaError> {
         let mut out = Vec::new();
         for figures in self.directory.tenants().all() {
             let name = figures.tenant.clone();
@@ -173,7 +175,7 @@ impl TenantQuotas {
                 .registry
                 .read(&figures.tenant, move |root| quota_of(name, root))
                 .await
-                .map_err(from_runtime)?;
+                .map_err(CommandFailed::from)?;
             out.push(with_usage(quota, &figures));
         }
         Ok(out)
@@ -224,5 +226,45 @@ fn command_name(cmd: &QuotaCommand) -> &'static str {
         QuotaCommand::Abort { .. } => "abort",
         QuotaCommand::ExpireDue { .. } => "expire_due",
         QuotaCommand::PruneTerminal { .. } => "prune_terminal",
+    }
+}
+
+/// Why a tenant quota request was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum TenantQuotaError {
+    /// The tenant name is not a valid scope name.
+    #[error(transparent)]
+    Name(#[from] crescent_store::StoreError),
+    /// The quota root's command or read did not run.
+    #[error(transparent)]
+    Command(#[from] CommandFailed),
+}
+
+impl TenantQuotaError {
+    pub fn code(&self) -> crescent_wire::ErrorCode {
+        match self {
+            TenantQuotaError::Name(e) => e.wire_code(),
+            TenantQuotaError::Command(e) => e.code,
+        }
+    }
+}
+
+#[cfg(test)]
+mod error_tests {
+    use super::*;
+    use crescent_error_class::coverage::assert_wire_map;
+    use crescent_error_class::every_variant;
+    use crescent_wire::ErrorCode;
+
+    #[test]
+    fn every_refusal_has_a_code_other_than_internal() {
+        let all = every_variant!(TenantQuotaError {
+            Name => validate_scope_name("tenant", "").unwrap_err().into(),
+            Command => TenantQuotaError::Command(CommandFailed {
+                code: ErrorCode::QuotaExceeded,
+                message: "m".into(),
+            }),
+        });
+        assert_wire_map(&all, TenantQuotaError::code, &[]);
     }
 }

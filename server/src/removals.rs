@@ -99,7 +99,7 @@ impl DurableRemovals {
                 let cmd = RemovedPutsCommand::Remember(taken.by_owner.clone());
                 if let Err(e) = self.registry.execute(INSTANCE_ID, cmd).await {
                     log.restore(taken);
-                    let e = crate::api::error::from_runtime(e).0;
+                    let e = crate::error::CommandFailed::from(e);
                     return Err(ApiError::new(
                         e.code,
                         format!("the remove was not made durable: {}", e.message),

@@ -36,10 +36,17 @@ pub struct SegmentMirror {
     serial: tokio::sync::Mutex<()>,
 }
 
-fn wire_transport(
+/// A segment's transport as the wire names it (the directory's routes carry it).
+pub(crate) fn wire_transport(
     t: crescent_actors::segment_registry::TransportKind,
 ) -> crescent_wire::segments::TransportKind {
-    crate::api::segments::transport_to_wire(t)
+    use crescent_actors::segment_registry::TransportKind as Domain;
+    use crescent_wire::segments::TransportKind;
+    match t {
+        Domain::Tcp => TransportKind::Tcp,
+        Domain::TransferEngine => TransportKind::TransferEngine,
+        Domain::Embedded => TransportKind::Embedded,
+    }
 }
 
 impl SegmentMirror {

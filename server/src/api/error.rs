@@ -5,6 +5,8 @@ use actix_web::http::StatusCode;
 use actix_web::{HttpResponse, ResponseError};
 pub use crescent_wire::{ApiError, ErrorCode};
 
+use crate::error::CommandFailed;
+
 /// An [`ApiError`] as an actix-web error.
 #[derive(Debug)]
 pub struct HttpError(pub ApiError);
@@ -31,26 +33,57 @@ impl ResponseError for HttpError {
     }
 }
 
-/// The one conversion from runtime/domain errors to wire errors.
+/// Runtime/domain errors as wire errors (the codes: [`CommandFailed`]).
 pub fn from_runtime<E>(err: crescent_actors::runtime::RuntimeError<E>) -> HttpError
 where
     E: std::error::Error + crescent_actors::WireCoded,
 {
-    use crescent_actors::runtime::RuntimeError;
-    use crescent_journal::JournalError;
-    let api = match &err {
-        RuntimeError::Domain(e) => ApiError::new(e.wire_code(), e.to_string()),
-        RuntimeError::Journal(j) => match j {
-            JournalError::Fenced { .. } => ApiError::new(ErrorCode::Fenced, j.to_string()),
-            JournalError::RecordTooLarge { .. } => {
-                ApiError::new(ErrorCode::InvalidArgument, j.to_string())
-            }
-            JournalError::Closed => ApiError::new(ErrorCode::Unavailable, j.to_string()),
-            _ => ApiError::new(ErrorCode::DurabilityFailed, j.to_string()),
-        },
-        other => ApiError::new(ErrorCode::Unavailable, other.to_string()),
-    };
-    HttpError(api)
+    HttpError(CommandFailed::from(err).into())
+}
+
+impl From<CommandFailed> for ApiError {
+    fn from(e: CommandFailed) -> Self {
+        ApiError::new(e.code, e.message)
+    }
+}
+
+impl From<CommandFailed> for HttpError {
+    fn from(e: CommandFailed) -> Self {
+        HttpError(e.into())
+    }
+}
+
+/// Tenant quota refusals: a bad tenant name or the quota root's.
+impl From<crate::quotas::TenantQuotaError> for HttpError {
+    fn from(e: crate::quotas::TenantQuotaError) -> Self {
+        use crate::quotas::TenantQuotaError;
+        match e {
+            TenantQuotaError::Name(e) => e.into(),
+            TenantQuotaError::Command(e) => e.into(),
+        }
+    }
+}
+
+/// Weight service refusals: the code the service names, the message unchanged.
+impl From<crate::weights::WeightServiceError> for HttpError {
+    fn from(e: crate::weights::WeightServiceError) -> Self {
+        use crate::weights::WeightServiceError;
+        match e {
+            WeightServiceError::Command(e) => e.into(),
+            WeightServiceError::Domain(e) => HttpError(ApiError::new(e.code(), e.to_string())),
+            WeightServiceError::Refused(e) => HttpError(e),
+        }
+    }
+}
+
+/// Token revocations that were not journaled.
+impl From<crate::auth::RevocationsError> for HttpError {
+    fn from(e: crate::auth::RevocationsError) -> Self {
+        use crate::auth::RevocationsError;
+        match e {
+            RevocationsError::Command(e) => e.into(),
+        }
+    }
 }
 
 /// Object directory refusals: the store's own stable code for each.

@@ -1,6 +1,8 @@
 //! The HTTP API: `/v1/...` (msgpack or JSON bodies), `/healthz`, `/metrics`, `/stats`.
 
 pub mod admin;
+pub mod auth_guard;
+pub mod auth_target;
 pub mod cold;
 pub mod error;
 pub mod objects;
@@ -51,7 +53,7 @@ pub fn app(
         .app_data(state)
         .app_data(web::PayloadConfig::new(limits.max_bytes))
         .app_data(limits)
-        .wrap(crate::auth::guard::Guard {
+        .wrap(auth_guard::Guard {
             max_body: limits.max_bytes,
         })
         .wrap_fn(observe)

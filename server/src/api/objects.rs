@@ -110,7 +110,7 @@ pub(crate) async fn admit<'a, R: Scoped>(
     bytes: u64,
 ) -> crate::sched::Permit<'a> {
     node.gate
-        .admit(|| crate::sched::Ticket::of_typed(req, items, bytes))
+        .admit(|| crate::sched::Ticket::of_typed(|f| req.tenants(f), items, bytes))
         .await
 }
 

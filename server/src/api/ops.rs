@@ -229,7 +229,7 @@ pub fn batch_put_start(
     req: BatchRequest<PutStartRequest>,
 ) -> Result<BatchReply<PutStartReply>, ApiError> {
     state.rebuild.admit_object()?;
-    let (items, split) = Split::items(state, req.items, |r| &r.id);
+    let (items, split) = Split::items(state.mesh_role(), req.items, |r| &r.id);
     let items: Vec<PutStartRequest> = items
         .into_iter()
         .map(|r| with_default_placement(state, r))
@@ -251,7 +251,7 @@ pub fn batch_put_end(
     req: BatchRequest<PutEndRequest>,
 ) -> Result<BatchReply<Ack>, ApiError> {
     state.rebuild.admit_object()?;
-    let (items, split) = Split::items(state, req.items, |r| &r.id);
+    let (items, split) = Split::items(state.mesh_role(), req.items, |r| &r.id);
     let req = BatchRequest { items };
     let mut done = state.directory.batch_put_end(&req.items, state.now_ms())?;
     // Items whose old content has a materialized cold copy are refused by the directory
@@ -302,7 +302,12 @@ pub fn batch_get(
     req: BatchRequest<ObjectRequest>,
 ) -> Result<BatchReply<GetReply>, ApiError> {
     let open = state.rebuild.is_open();
-    let (items, split) = Split::reads(state, req.items, |r| &r.id);
+    let (items, split) = Split::reads(
+        state.mesh_role(),
+        |id| state.holds(id),
+        req.items,
+        |r| &r.id,
+    );
     let ids = ids(items);
     let mut done = state.directory.batch_get(&ids, state.now_ms())?;
     if !open {
@@ -376,7 +381,12 @@ pub fn batch_exist(
     req: BatchRequest<ObjectRequest>,
 ) -> Result<BatchReply<ExistReply>, ApiError> {
     let open = state.rebuild.is_open();
-    let (items, split) = Split::reads(state, req.items, |r| &r.id);
+    let (items, split) = Split::reads(
+        state.mesh_role(),
+        |id| state.holds(id),
+        req.items,
+        |r| &r.id,
+    );
     let done = state.directory.batch_exist(&ids(items), state.now_ms())?;
     let mut items = map_items(done, |exists| ExistReply { exists }).items;
     if !open {
@@ -413,7 +423,12 @@ pub fn batch_remove(
         .into());
     }
     let now = state.now_ms();
-    let (items, split) = Split::reads(state, req.items, |r| &r.id);
+    let (items, split) = Split::reads(
+        state.mesh_role(),
+        |id| state.holds(id),
+        req.items,
+        |r| &r.id,
+    );
     let items = items
         .iter()
         .map(|r| {

@@ -27,14 +27,6 @@ pub(crate) fn transport_to_domain(t: TransportKind) -> registry::TransportKind {
     }
 }
 
-pub(crate) fn transport_to_wire(t: registry::TransportKind) -> TransportKind {
-    match t {
-        registry::TransportKind::Tcp => TransportKind::Tcp,
-        registry::TransportKind::TransferEngine => TransportKind::TransferEngine,
-        registry::TransportKind::Embedded => TransportKind::Embedded,
-    }
-}
-
 fn command_reply(done: Executed<SegmentRegistryEvent>) -> CommandReply {
     CommandReply {
         events: done.events.iter().map(|e| e.kind().to_string()).collect(),
@@ -127,7 +119,7 @@ pub async fn list(state: State) -> Result<Reply<SegmentList>, HttpError> {
                     owner_id: s.owner_id.clone(),
                     base: s.base,
                     size: s.size,
-                    transport: transport_to_wire(s.transport),
+                    transport: crate::segment_mirror::wire_transport(s.transport),
                     mounted_at_ms: s.mounted_at_ms,
                 })
                 .collect(),

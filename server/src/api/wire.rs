@@ -11,8 +11,6 @@ use futures::future::LocalBoxFuture;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use std::time::Duration;
-
 use futures::StreamExt;
 
 use super::error::HttpError;
@@ -74,33 +72,7 @@ pub fn decode<T: DeserializeOwned>(format: Format, bytes: &[u8]) -> Result<T, Ap
     }
 }
 
-/// How much of a request body is read, and for how long (`http.max_body_bytes`,
-/// `net.http_body_timeout_ms`); registered as app data.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct BodyLimits {
-    pub max_bytes: usize,
-    pub timeout: Duration,
-}
-
-impl Default for BodyLimits {
-    fn default() -> Self {
-        let net = crate::config_net::NetConfig::default();
-        BodyLimits {
-            max_bytes: crate::config::HttpConfig::default().max_body_bytes,
-            timeout: net.http_body_timeout(),
-        }
-    }
-}
-
-impl BodyLimits {
-    /// The bounds `config` sets.
-    pub fn of(config: &crate::config::Config) -> Self {
-        BodyLimits {
-            max_bytes: config.http.max_body_bytes,
-            timeout: config.net.http_body_timeout(),
-        }
-    }
-}
+pub use crate::http_bounds::BodyLimits;
 
 /// The `Content-Length` header's value, when present and a number.
 fn declared_length(req: &HttpRequest) -> Option<u64> {

@@ -2,16 +2,14 @@
 //!
 //! [`AuthState`] holds the key set (none: the node runs open), the journaled revocation list
 //! and a copy of its ids that requests check without a round trip to the actor (updated only
-//! after a revocation is committed), and the refusal metric. [`guard`] is the HTTP middleware;
+//! after a revocation is committed), and the refusal metric. `crate::api::auth_guard` is the HTTP middleware;
 //! the RPC fast path checks the same credential at its handshake and again at every request
 //! (`crate::rpc::session`), against the same table ([`routes`]). [`peer`]: the tokens the
 //! two nodes of a pair prove themselves with (HTTP and the replication handshake).
 
 pub mod grants;
-pub mod guard;
 pub mod peer;
 pub mod routes;
-pub mod target;
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
@@ -26,8 +24,8 @@ use crescent_auth::{AuthError, Claims, KeySet, RevocationCommand, RevocationList
 pub use peer::peer_token;
 use prometheus::{IntCounterVec, Opts, Registry};
 
-use crate::api::error::{from_runtime, HttpError};
-use crate::config_auth::AuthSettings;
+use crate::config::auth::AuthSettings;
+use crate::error::CommandFailed;
 use crate::error::ServerError;
 
 /// A refused client address is logged at most once per this interval.
@@ -160,7 +158,7 @@ impl AuthState {
         &self,
         token_id: String,
         expires_secs: Option<u64>,
-    ) -> Result<bool, HttpError> {
+    ) -> Result<bool, RevocationsError> {
         let cmd = RevocationCommand::Revoke {
             token_id: token_id.clone(),
             expires_secs,
@@ -169,7 +167,7 @@ impl AuthState {
             .revocations
             .execute(INSTANCE_ID, cmd)
             .await
-            .map_err(from_runtime)?;
+            .map_err(CommandFailed::from)?;
         self.revoked
             .write()
             .expect("revoked set lock")
@@ -182,7 +180,7 @@ impl AuthState {
     /// without the list, so the list stays as long as the live revoked tokens, not all that
     /// were ever revoked): journals one prune when there is anything to drop, then drops it
     /// here. Returns how many entries went.
-    pub async fn prune_revocations(&self, now_secs: u64) -> Result<usize, HttpError> {
+    pub async fn prune_revocations(&self, now_secs: u64) -> Result<usize, RevocationsError> {
         let expired = |exp: &Option<u64>| exp.is_some_and(|e| e < now_secs);
         if !self
             .revoked
@@ -196,7 +194,7 @@ impl AuthState {
         self.revocations
             .execute(INSTANCE_ID, RevocationCommand::Prune { now_secs })
             .await
-            .map_err(from_runtime)?;
+            .map_err(CommandFailed::from)?;
         let mut revoked = self.revoked.write().expect("revoked set lock");
         let before = revoked.len();
         revoked.retain(|_, exp| !expired(exp));
@@ -250,5 +248,39 @@ pub fn log_mode(config: &crate::config::Config) {
              this port can read, write and administer the store");
     } else {
         tracing::info!("authentication off (no [auth] secret_file): loopback only");
+    }
+}
+
+/// Why a token revocation (or a prune of the list) was not journaled.
+#[derive(Debug, thiserror::Error)]
+pub enum RevocationsError {
+    #[error(transparent)]
+    Command(#[from] CommandFailed),
+}
+
+impl RevocationsError {
+    pub fn code(&self) -> crescent_wire::ErrorCode {
+        match self {
+            RevocationsError::Command(e) => e.code,
+        }
+    }
+}
+
+#[cfg(test)]
+mod error_tests {
+    use super::*;
+    use crescent_error_class::coverage::assert_wire_map;
+    use crescent_error_class::every_variant;
+    use crescent_wire::ErrorCode;
+
+    #[test]
+    fn every_refusal_has_a_code_other_than_internal() {
+        let all = every_variant!(RevocationsError {
+            Command => RevocationsError::Command(CommandFailed {
+                code: ErrorCode::DurabilityFailed,
+                message: "m".into(),
+            }),
+        });
+        assert_wire_map(&all, RevocationsError::code, &[]);
     }
 }

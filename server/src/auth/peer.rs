@@ -11,7 +11,7 @@ use crescent_auth::{authorize, AuthError, Claims, KeySet, Operation, Target};
 use crescent_journal::replication::{refusal, PeerCheck, PeerRefusal};
 
 use super::AuthState;
-use crate::config_auth::AuthSettings;
+use crate::config::auth::AuthSettings;
 
 /// How long a node's own peer token lives (minted afresh for each use).
 const PEER_TOKEN_TTL_SECS: u64 = 60;

@@ -32,14 +32,7 @@ pub fn health_after_probe(ok: bool, failures: u32) -> DeviceHealth {
     }
 }
 
-/// What the upkeep thread does, from `[cold]`.
-#[derive(Debug, Clone, Copy)]
-pub struct UpkeepSettings {
-    /// 0: no probe.
-    pub probe_interval_ms: u64,
-    /// Terminal records older than this are pruned (0: never).
-    pub prune_after_ms: u64,
-}
+pub use crate::config::cold::UpkeepSettings;
 
 impl ColdTier {
     /// One probe of every device (each journals its own health change).

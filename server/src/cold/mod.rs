@@ -33,7 +33,7 @@ use crescent_cold::restore::{RestoreKey, SingleFlight};
 use crescent_cold::{ColdDevice, ColdError};
 use crescent_store::{parse_cold_object_key, DirectoryRoutes};
 
-use crate::config_cold::ColdSettings;
+use crate::config::cold::ColdSettings;
 use crate::error::ServerError;
 use crate::node::NodeState;
 use ledger::{from_runtime, ActorLedger};
@@ -161,17 +161,7 @@ pub async fn start(
     let fail = |what: &str, e: ColdError| ServerError::Recovery(format!("cold tier: {what}: {e}"));
     let specs = settings.device_specs(data_dir);
     check_journaled_devices_configured(&recovered, &specs)?;
-    // Devices of storage owners come from the journal, not the config: they wait (not
-    // connected, so neither placed nor read) until their owner registers again.
-    let owner_devices: Vec<(String, String, std::path::PathBuf)> = recovered
-        .iter()
-        .filter(|(id, _)| !specs.iter().any(|s| &s.device_id == *id))
-        .filter_map(|(id, d)| {
-            let owner = d.owner()?;
-            let root = d.config()?.root.clone();
-            Some((id.clone(), owner.owner_id.clone(), root.into()))
-        })
-        .collect();
+    let owner_devices = owner_devices(&recovered, &specs);
     let mut opened = Vec::with_capacity(specs.len());
     for spec in &specs {
         let io = LocalDirDevice::open(&spec.device_id, &spec.root)
@@ -181,22 +171,7 @@ pub async fn start(
     let registry = AggregateRegistry::<ColdDevice>::builder(state.runtime.clone())
         .recovered(recovered, recovered_seq)
         .build();
-    for spec in &specs {
-        registry
-            .execute(
-                &spec.device_id,
-                ColdDeviceCommand::Configure {
-                    device_id: spec.device_id.clone(),
-                    kind: DeviceKind::LocalDir,
-                    root: spec.root.display().to_string(),
-                    capacity: spec.capacity_bytes,
-                    tags: spec.tags.clone(),
-                    schedulable: spec.schedulable,
-                },
-            )
-            .await
-            .map_err(|e| fail(&format!("configure {:?}", spec.device_id), from_runtime(e)))?;
-    }
+    configure_devices(&registry, &specs).await?;
     let metrics = ColdMetrics::register(&state.metrics.registry)
         .map_err(|e| ServerError::Recovery(format!("cold metrics: {e}")))?;
     let scheduler = crescent_cold::scheduler::OffloadScheduler::new(settings.scheduler())
@@ -214,58 +189,16 @@ pub async fn start(
         parallelism: settings.restore_parallelism,
         staging: settings.staging(),
     };
-    let reg = registry.clone();
     let me = state.clone();
     let tier = tokio::task::spawn_blocking(move || -> Result<ColdTier, ColdError> {
-        let mut devices = std::collections::BTreeMap::new();
-        for io in opened {
-            let ledger = ActorLedger::load(reg.clone(), io.device_id())?;
-            let root = io.root().to_path_buf();
-            let io: Arc<dyn crescent_cold::io::ColdIo> = io;
-            devices.insert(
-                io.device_id().to_string(),
-                Arc::new(devices::TierDevice::new(io, root, ledger)),
-            );
-        }
-        for (device_id, owner_id, root) in owner_devices {
-            let ledger = ActorLedger::load(reg.clone(), &device_id)?;
-            let io = Arc::new(owner_io::OwnerDeviceIo::new(
-                &device_id,
-                &owner_id,
-                metrics.owner_io.clone(),
-            ));
-            let device = devices::TierDevice::for_owner(io, root, ledger);
-            owner_device::await_owner(&device);
-            devices.insert(device_id, Arc::new(device));
-        }
-        let now = me.now_ms();
-        let mut installed = 0usize;
-        // Per object, the journaled route with the highest content operation of any device.
-        let journaled_routes = {
-            let ledgers: Vec<_> = devices
-                .values()
-                .map(|d| d.ledger.lock().expect("cold ledger lock"))
-                .collect();
-            driver::rebuild_cold_routes(ledgers.iter().map(|l| l.device()))
-        };
-        for (key, route) in journaled_routes {
-            let Ok(id) = parse_cold_object_key(&key) else {
-                tracing::warn!(key, "journaled cold route with an unparsable object key");
-                continue;
-            };
-            let object_route = hot::route_from_journal(&route);
-            match me.directory.install_cold_route(&id, &object_route, now) {
-                Ok(true) => installed += 1,
-                Ok(false) => {}
-                Err(e) => tracing::warn!(key, error = %e, "cold route not installed"),
-            }
-        }
+        let devices = load_devices(&registry, opened, owner_devices, &metrics)?;
+        let installed = install_journaled_routes(&me, &devices);
         for device in devices.values().filter(|d| d.owner_io.is_none()) {
             reconcile_device(&me, device)?;
         }
         tracing::info!(devices = devices.len(), installed, "cold tier reconciled");
         Ok(ColdTier {
-            registry: reg,
+            registry,
             devices: std::sync::RwLock::new(devices),
             metrics,
             flights: Mutex::new(SingleFlight::new(MAX_RESTORE_FLIGHTS, MAX_RESTORE_WAITERS)),
@@ -283,6 +216,12 @@ pub async fn start(
             "the cold tier was started twice".into(),
         ));
     }
+    spawn_services(state, settings)
+}
+
+/// Hands the tier to the weights (COLD and MIXED residency) and starts the offload worker, the
+/// promotion and the upkeep.
+fn spawn_services(state: &Arc<NodeState>, settings: &ColdSettings) -> Result<(), ServerError> {
     // Managed weights migrate to and from this tier (COLD and MIXED residency).
     state
         .weights
@@ -294,6 +233,113 @@ pub async fn start(
     maintenance::spawn(state.clone(), settings.upkeep())
         .map_err(|e| ServerError::Recovery(format!("cannot start the cold upkeep: {e}")))?;
     Ok(())
+}
+
+/// Devices of storage owners come from the journal, not the config: they wait (not
+/// connected, so neither placed nor read) until their owner registers again. As
+/// `(device, owner, root)`.
+fn owner_devices(
+    recovered: &std::collections::BTreeMap<String, ColdDevice>,
+    specs: &[crate::config::cold::DeviceSpec],
+) -> Vec<(String, String, std::path::PathBuf)> {
+    recovered
+        .iter()
+        .filter(|(id, _)| !specs.iter().any(|s| &s.device_id == *id))
+        .filter_map(|(id, d)| {
+            let owner = d.owner()?;
+            let root = d.config()?.root.clone();
+            Some((id.clone(), owner.owner_id.clone(), root.into()))
+        })
+        .collect()
+}
+
+/// Journals each configured device's settings (a no-op when unchanged).
+async fn configure_devices(
+    registry: &AggregateRegistry<ColdDevice>,
+    specs: &[crate::config::cold::DeviceSpec],
+) -> Result<(), ServerError> {
+    for spec in specs {
+        registry
+            .execute(
+                &spec.device_id,
+                ColdDeviceCommand::Configure {
+                    device_id: spec.device_id.clone(),
+                    kind: DeviceKind::LocalDir,
+                    root: spec.root.display().to_string(),
+                    capacity: spec.capacity_bytes,
+                    tags: spec.tags.clone(),
+                    schedulable: spec.schedulable,
+                },
+            )
+            .await
+            .map_err(|e| {
+                let what = format!("configure {:?}", spec.device_id);
+                ServerError::Recovery(format!("cold tier: {what}: {}", from_runtime(e)))
+            })?;
+    }
+    Ok(())
+}
+
+/// The tier's devices with their ledgers loaded from the journal: the configured local
+/// directories, then the owners' devices (waiting for their owner).
+fn load_devices(
+    registry: &AggregateRegistry<ColdDevice>,
+    opened: Vec<Arc<LocalDirDevice>>,
+    owner_devices: Vec<(String, String, std::path::PathBuf)>,
+    metrics: &ColdMetrics,
+) -> Result<std::collections::BTreeMap<String, Arc<devices::TierDevice>>, ColdError> {
+    let mut devices = std::collections::BTreeMap::new();
+    for io in opened {
+        let ledger = ActorLedger::load(registry.clone(), io.device_id())?;
+        let root = io.root().to_path_buf();
+        let io: Arc<dyn crescent_cold::io::ColdIo> = io;
+        devices.insert(
+            io.device_id().to_string(),
+            Arc::new(devices::TierDevice::new(io, root, ledger)),
+        );
+    }
+    for (device_id, owner_id, root) in owner_devices {
+        let ledger = ActorLedger::load(registry.clone(), &device_id)?;
+        let io = Arc::new(owner_io::OwnerDeviceIo::new(
+            &device_id,
+            &owner_id,
+            metrics.owner_io.clone(),
+        ));
+        let device = devices::TierDevice::for_owner(io, root, ledger);
+        owner_device::await_owner(&device);
+        devices.insert(device_id, Arc::new(device));
+    }
+    Ok(devices)
+}
+
+/// Installs, per object, the journaled route with the highest content operation of any
+/// device into the directory (readable with no owner replay); returns how many were new.
+fn install_journaled_routes(
+    state: &NodeState,
+    devices: &std::collections::BTreeMap<String, Arc<devices::TierDevice>>,
+) -> usize {
+    let now = state.now_ms();
+    let mut installed = 0usize;
+    let journaled_routes = {
+        let ledgers: Vec<_> = devices
+            .values()
+            .map(|d| d.ledger.lock().expect("cold ledger lock"))
+            .collect();
+        driver::rebuild_cold_routes(ledgers.iter().map(|l| l.device()))
+    };
+    for (key, route) in journaled_routes {
+        let Ok(id) = parse_cold_object_key(&key) else {
+            tracing::warn!(key, "journaled cold route with an unparsable object key");
+            continue;
+        };
+        let object_route = hot::route_from_journal(&route);
+        match state.directory.install_cold_route(&id, &object_route, now) {
+            Ok(true) => installed += 1,
+            Ok(false) => {}
+            Err(e) => tracing::warn!(key, error = %e, "cold route not installed"),
+        }
+    }
+    installed
 }
 
 /// Reconciles one device (resumes every operation and reclaim from its journaled state,
@@ -337,7 +383,7 @@ pub(crate) fn reconcile_device(
 /// unreadable and its operations unresumable, so the start is refused and says which.
 fn check_journaled_devices_configured(
     recovered: &std::collections::BTreeMap<String, ColdDevice>,
-    specs: &[crate::config_cold::DeviceSpec],
+    specs: &[crate::config::cold::DeviceSpec],
 ) -> Result<(), ServerError> {
     for (id, device) in recovered {
         // A storage owner's device comes back with its owner, not from the config.

@@ -121,7 +121,7 @@ pub fn restore_get(
         }
     }
     if let (true, Some(io)) = (accept_staged, staging_io(tier, &route)) {
-        if let Some(staging) = crate::embedded::staging_of(state) {
+        if let Some(staging) = state.embedded_staging() {
             let started = Instant::now();
             let staged = staging.stage(&*io, &route, state.now_ms());
             if !matches!(staged, Ok(Err(_))) {

@@ -50,36 +50,9 @@ pub const STAGE_OUTCOMES: [&str; 5] = ["staged", "shared", "busy", "small", "fai
 /// Outcomes of a staged reader's ack (the `outcome` label).
 pub const ACK_OUTCOMES: [&str; 4] = ["released", "repeat", "fenced", "unknown"];
 
-/// `[cold] staging_*`: the pool's size, unit, reader deadline and smallest staged payload.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct StagingSettings {
-    pub bytes: u64,
-    pub unit_bytes: u64,
-    pub ttl_ms: u64,
-    pub min_bytes: u64,
-}
+pub use crate::config::cold::StagingSettings;
 
 impl StagingSettings {
-    pub fn enabled(&self) -> bool {
-        self.bytes > 0
-    }
-
-    pub fn validate(&self) -> Result<(), String> {
-        if !self.enabled() {
-            return Ok(());
-        }
-        if !(4 << 10..=64 << 20).contains(&self.unit_bytes) {
-            return Err("staging_unit_bytes must be between 4 KiB and 64 MiB".into());
-        }
-        if self.bytes < self.unit_bytes || self.bytes > 64 << 30 {
-            return Err("staging_bytes must be 0 (off) or one unit to 64 GiB".into());
-        }
-        if !(100..=600_000).contains(&self.ttl_ms) {
-            return Err("staging_ttl_ms must be between 100 and 600000".into());
-        }
-        Ok(())
-    }
-
     fn pool_config(&self) -> StagingConfig {
         StagingConfig {
             capacity_bytes: self.bytes - self.bytes % self.unit_bytes,
@@ -453,7 +426,7 @@ pub fn ack_released(
     if own_tokens.is_empty() {
         return;
     }
-    let Some(staging) = crate::embedded::staging_of(state) else {
+    let Some(staging) = state.embedded_staging() else {
         return;
     };
     let now = state.now_ms();

@@ -9,14 +9,14 @@ use crescent_actors::World;
 use crescent_ha::LeaderFence;
 use crescent_journal::replication::{
     CommitMode, CommitTracker, OfferedSnapshot, ReplicationSource, SnapshotSource, SourceConfig,
-    SourceMetrics, SourceStatus,
+    SourceMetrics, SourceStatus, TermSource,
 };
 use crescent_journal::Journal;
 use crescent_snapshot::SnapshotDir;
 use prometheus::{IntCounter, IntGaugeVec, Opts};
 
 use crate::auth::AuthState;
-use crate::config_net::NetConfig;
+use crate::config::net::NetConfig;
 use crate::error::ServerError;
 use crate::metrics::ServerMetrics;
 
@@ -32,7 +32,7 @@ pub struct ReplicationListener<'a> {
     /// `[auth]` is on: a standby must prove a `peer` credential in its Hello.
     pub auth: bool,
     /// `[tls]`: the listener speaks TLS only, through [`super::tls_relay::AcceptRelay`].
-    pub tls: Option<&'a crate::config_tls::LoadedTls>,
+    pub tls: Option<&'a crate::config::tls::LoadedTls>,
     /// `DATA_DIR/snapshots`: what a reseeding standby is sent (docs/ha.md, "Reseeding").
     pub snapshot_dir: std::path::PathBuf,
     /// `ha.reseed_chunk_bytes`.
@@ -136,6 +136,46 @@ impl SyncMetrics {
     }
 }
 
+/// Fences `journal` at `term`: nothing may be appended under an older term from here on, nor
+/// under this one once the lease deadline has passed (checked under the journal's submission
+/// lock). Returns the runtime's term cell and the replication source's view of the term.
+fn fence_journal(journal: &Journal, term: u64, fence: LeaderFence) -> (Arc<AtomicU64>, TermSource) {
+    journal.fence(term);
+    let guard_fence = fence.clone();
+    journal.set_append_guard(Some(Arc::new(move |t| {
+        guard_fence.current_term() == Some(t)
+    })));
+    let term_cell = Arc::new(AtomicU64::new(term));
+    let cell = term_cell.clone();
+    let term_source = Arc::new(move || {
+        let t = cell.load(Ordering::Acquire);
+        (t != 0 && fence.current_term() == Some(t)).then_some(t)
+    });
+    (term_cell, term_source)
+}
+
+/// The TLS front on `listen` that relays to the replication source at `inner`.
+fn tls_front(
+    tls: &crate::config::tls::LoadedTls,
+    listen: SocketAddr,
+    inner: SocketAddr,
+    net: &NetConfig,
+    metrics: &ServerMetrics,
+) -> Result<super::tls_relay::AcceptRelay, ServerError> {
+    super::tls_relay::AcceptRelay::start(super::tls_relay::AcceptConfig {
+        listen,
+        inner,
+        acceptor: crescent_tls::TlsAcceptor::from(tls.server.clone()),
+        max_connections: net.replication_max_connections,
+        handshake_timeout: net.replication_handshake_timeout(),
+        metrics: metrics.clone(),
+    })
+    .map_err(|source| ServerError::Listen {
+        addr: listen,
+        source,
+    })
+}
+
 impl ActiveHa {
     /// Starts the replication listener for an active at `term`.
     pub fn start(
@@ -156,20 +196,8 @@ impl ActiveHa {
             reseed_chunk_bytes,
         } = listener;
         let registry = &metrics.registry;
-        // Nothing may be appended under an older term from here on, nor under this one once
-        // the lease deadline has passed (checked under the journal's submission lock).
-        journal.fence(term);
-        let guard_fence = fence.clone();
-        journal.set_append_guard(Some(Arc::new(move |t| {
-            guard_fence.current_term() == Some(t)
-        })));
+        let (term_cell, term_source) = fence_journal(&journal, term, fence);
         let tracker = CommitTracker::start(journal.durable());
-        let term_cell = Arc::new(AtomicU64::new(term));
-        let cell = term_cell.clone();
-        let term_source = Arc::new(move || {
-            let t = cell.load(Ordering::Acquire);
-            (t != 0 && fence.current_term() == Some(t)).then_some(t)
-        });
         let written = crescent_domain::standard_world().event_schemas();
         let peer_auth: Arc<OnceLock<Arc<AuthState>>> = Arc::default();
         let source_metrics = SourceMetrics::register(registry).ok().map(|m| {
@@ -206,20 +234,7 @@ impl ActiveHa {
             source,
         })?;
         let relay = match tls {
-            Some(tls) => Some(
-                super::tls_relay::AcceptRelay::start(super::tls_relay::AcceptConfig {
-                    listen,
-                    inner: source.local_addr(),
-                    acceptor: crescent_tls::TlsAcceptor::from(tls.server.clone()),
-                    max_connections: net.replication_max_connections,
-                    handshake_timeout: net.replication_handshake_timeout(),
-                    metrics: metrics.clone(),
-                })
-                .map_err(|source| ServerError::Listen {
-                    addr: listen,
-                    source,
-                })?,
-            ),
+            Some(tls) => Some(tls_front(tls, listen, source.local_addr(), net, metrics)?),
             None => None,
         };
         let port = match &relay {

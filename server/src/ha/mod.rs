@@ -28,12 +28,13 @@ use crescent_ha::{Elector, ElectorConfig, HaMetrics, Role};
 
 use crate::config::Config;
 use crate::error::ServerError;
-use crate::node::{Leadership, Node};
+use crate::node::{Leadership, Node, NodeState, OpenedJournal};
 
 /// Exit code of an active that lost its term (restart it: it comes back as a standby).
 pub const DEPOSED_EXIT_CODE: i32 = 75;
 
-/// Runs an HA node until it is deposed, or SIGTERM/SIGINT.
+/// Runs an HA node until it is deposed, or SIGTERM/SIGINT: prepare the data dir, campaign as a
+/// standby, promote once elected, serve the term.
 pub async fn run(config: Config) -> Result<(), ServerError> {
     if let Some((reason, count)) = restart::previous_restart() {
         tracing::info!(reason, count, "restarted in place; rejoining as a standby");
@@ -49,17 +50,45 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
     let node = identity::node_name(opened.dir.root())?;
     let span = tracing::info_span!("ha", node = %node, cluster = %config.ha.cluster);
     let _g = span.enter();
-    let metrics = HaMetrics::register(&opened.metrics.registry)
-        .map_err(|e| ServerError::Recovery(format!("ha metrics: {e}")))?;
     let reseed_metrics = reseed_fetch::ReseedMetrics::register(&opened.metrics.registry)
         .map_err(|e| ServerError::Recovery(format!("reseed metrics: {e}")))?;
     if reseeded.is_some() {
         reseed_metrics.count("installed");
     }
+    let elector = start_elector(&config, &opened, &node).await?;
+    let standby = standby::run(&config, &opened, &elector, &node, &listener, reseed_metrics);
+    let term = await_election(&config, &opened, &elector, standby.await).await?;
+    tracing::info!(
+        term,
+        last_seq = opened.journal.last_seq(),
+        "elected: promoting to active"
+    );
+    let (ha, state) = promote(&config, opened, &elector, &node, term).await?;
+    let deposed = serve_term(&config, &ha, &state, &elector, &listener, term).await?;
+    resign(elector).await;
+    if deposed {
+        restart::rejoin_as_standby(
+            restart::RestartReason::Deposed,
+            config.ha.restart_in_place,
+            DEPOSED_EXIT_CODE,
+        );
+    }
+    Ok(())
+}
+
+/// Starts campaigning in etcd (or Redis) as `node`, held back while the journal's tail is
+/// quarantined and starting terms above the journal's.
+async fn start_elector(
+    config: &Config,
+    opened: &OpenedJournal,
+    node: &str,
+) -> Result<Arc<Elector>, ServerError> {
+    let metrics = HaMetrics::register(&opened.metrics.registry)
+        .map_err(|e| ServerError::Recovery(format!("ha metrics: {e}")))?;
     let elector_config = ElectorConfig::with_coordination(
         config.ha.coordination(),
         config.ha.cluster.clone(),
-        node.clone(),
+        node.to_string(),
         // With [tls] the leader key carries the scheme, so clients and the standby following
         // etcd reach this node with TLS (docs/security.md, "TLS").
         match config.tls.enabled() {
@@ -81,45 +110,52 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
         let journal = opened.journal.clone();
         move || journal.term()
     });
-    let elector = Arc::new(
+    Ok(Arc::new(
         Elector::start(elector_config, metrics)
             .await
             .map_err(|e| ServerError::Recovery(format!("election: {e}")))?,
-    );
+    ))
+}
 
-    let standby = standby::run(&config, &opened, &elector, &node, &listener, reseed_metrics);
-    let term = match standby.await {
-        Ok(standby::Outcome::Elected(term)) => term,
+/// The term this node was elected for; a standby that must rewind or reseed its journal
+/// restarts instead (and does not return).
+async fn await_election(
+    config: &Config,
+    opened: &OpenedJournal,
+    elector: &Arc<Elector>,
+    outcome: Result<standby::Outcome, ServerError>,
+) -> Result<u64, ServerError> {
+    let (reason, exit_code) = match outcome {
+        Ok(standby::Outcome::Elected(term)) => return Ok(term),
         Ok(standby::Outcome::MustRewind) => {
-            resign(elector).await;
-            opened.journal.shutdown()?;
-            tracing::warn!("restarting to rewind the journal");
-            restart::rejoin_as_standby(
-                restart::RestartReason::Rewind,
-                config.ha.restart_in_place,
-                rewind::REWIND_EXIT_CODE,
-            );
+            (restart::RestartReason::Rewind, rewind::REWIND_EXIT_CODE)
         }
         Ok(standby::Outcome::MustReseed) => {
-            resign(elector).await;
-            opened.journal.shutdown()?;
-            restart::rejoin_as_standby(
-                restart::RestartReason::Reseed,
-                config.ha.restart_in_place,
-                reseed::RESEED_EXIT_CODE,
-            );
+            (restart::RestartReason::Reseed, reseed::RESEED_EXIT_CODE)
         }
         Err(e) => {
-            resign(elector).await;
+            resign(elector.clone()).await;
             return Err(e);
         }
     };
-    tracing::info!(
-        term,
-        last_seq = opened.journal.last_seq(),
-        "elected: promoting to active"
-    );
+    resign(elector.clone()).await;
+    opened.journal.shutdown()?;
+    if matches!(reason, restart::RestartReason::Rewind) {
+        tracing::warn!("restarting to rewind the journal");
+    }
+    restart::rejoin_as_standby(reason, config.ha.restart_in_place, exit_code);
+}
 
+/// Fences the journal at `term`, starts the replication listener and the node on it, then
+/// `[[tenants]]` policies, the cold tier on a shared mount (docs/cold-tier.md, "HA"), the
+/// embedded segment and, in a mesh, the join. Resigns on any failure.
+async fn promote(
+    config: &Config,
+    opened: OpenedJournal,
+    elector: &Arc<Elector>,
+    node: &str,
+    term: u64,
+) -> Result<(Arc<active::ActiveHa>, Arc<NodeState>), ServerError> {
     let advertise_host = config
         .ha
         .advertise
@@ -127,22 +163,20 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
         .map(|(h, _)| h.to_string())
         .unwrap_or_default();
     // The advertised host, not every interface, unless configured (docs/configuration.md).
-    let listen = match config.ha.replication_bind() {
-        Ok(listen) => listen,
-        Err(e) => {
-            resign(elector).await;
-            return Err(e.into());
-        }
-    };
-    let tls = match config.tls.load() {
-        Ok(tls) => tls,
-        Err(e) => {
-            resign(elector).await;
-            return Err(ServerError::Recovery(e.to_string()));
+    let listen = config.ha.replication_bind().map_err(ServerError::from);
+    let tls = config
+        .tls
+        .load()
+        .map_err(|e| ServerError::Recovery(e.to_string()));
+    let (listen, tls) = match (listen, tls) {
+        (Ok(listen), Ok(tls)) => (listen, tls),
+        (Err(e), _) | (_, Err(e)) => {
+            resign(elector.clone()).await;
+            return Err(e);
         }
     };
     let ha = active::ActiveHa::start(
-        &node,
+        node,
         term,
         opened.journal.clone(),
         elector.fence(),
@@ -158,7 +192,7 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
         },
     )?;
     let state = Node::start_on(
-        &config,
+        config,
         opened,
         Leadership::Active {
             term: ha.term_cell.clone(),
@@ -167,10 +201,8 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
     )?;
     let _ = state.ha.set(ha.clone());
     ha.set_auth(state.auth.clone());
-    // `[[tenants]]` policies, then the cold tier on a shared mount (docs/cold-tier.md, "HA"),
-    // then the embedded segment.
     let started = match state.quotas.bootstrap(&config.tenants).await {
-        Ok(()) => crate::cold::start_active(&state, &config).await,
+        Ok(()) => crate::cold::start_active(&state, config).await,
         Err(e) => Err(e),
     };
     let started = match started {
@@ -179,16 +211,37 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
     };
     // In a mesh: published and routing before the first request is answered.
     let started = match started {
-        Ok(()) => crate::mesh::join(&config, &state).await,
+        Ok(()) => match crate::mesh::join(config, &state.metrics.registry).await {
+            Ok(role) => {
+                if let Some(role) = role {
+                    let _ = state.mesh.set(role);
+                }
+                Ok(())
+            }
+            Err(e) => Err(e),
+        },
         other => other,
     };
     if let Err(e) = started {
         ha.step_down();
         Node::stop(&state);
-        resign(elector).await;
+        resign(elector.clone()).await;
         return Err(e);
     }
-    let server = Node::serve(&state, &config, &listener)?;
+    Ok((ha, state))
+}
+
+/// Serves until the term ends or the HTTP server stops (signal), then steps down and stops
+/// the node. `Ok(true)` when the term was lost.
+async fn serve_term(
+    config: &Config,
+    ha: &Arc<active::ActiveHa>,
+    state: &Arc<NodeState>,
+    elector: &Arc<Elector>,
+    listener: &std::net::TcpListener,
+    term: u64,
+) -> Result<bool, ServerError> {
+    let server = Node::serve(state, config, listener)?;
     let http = server.handle();
     let serving = actix_rt::spawn(server);
     let sync = actix_rt::spawn(sync::manage(
@@ -198,8 +251,6 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
         config.ha.sync_timeout(),
     ));
     tracing::info!(listen = %config.listen, term, replication = %ha.replication_address, "crescentd serving (active)");
-
-    // Serve until the term ends or the HTTP server stops (signal).
     let mut role = elector.subscribe();
     let fence = elector.fence();
     let deposed = loop {
@@ -221,16 +272,8 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
     ha.step_down();
     sync.abort();
     http.stop(!deposed).await;
-    Node::stop(&state);
-    resign(elector).await;
-    if deposed {
-        restart::rejoin_as_standby(
-            restart::RestartReason::Deposed,
-            config.ha.restart_in_place,
-            DEPOSED_EXIT_CODE,
-        );
-    }
-    Ok(())
+    Node::stop(state);
+    Ok(deposed)
 }
 
 async fn wait_finished<T>(handle: &actix_rt::task::JoinHandle<T>) {

@@ -173,7 +173,7 @@ async fn not_leader(view: web::Data<Arc<StandbyView>>, req: HttpRequest) -> Http
 async fn replication_address(
     http: &str,
     token: Option<String>,
-    tls: Option<&crate::config_tls::LoadedTls>,
+    tls: Option<&crate::config::tls::LoadedTls>,
 ) -> Option<ReplicationPeer> {
     #[derive(serde::Deserialize)]
     struct Info {
@@ -243,17 +243,51 @@ pub async fn run(
     listener: &std::net::TcpListener,
     reseed_metrics: super::reseed_fetch::ReseedMetrics,
 ) -> Result<Outcome, ServerError> {
-    let journal = opened.journal.clone();
     // Before the follower starts: every record above this seq comes from the active.
-    let mut repair = super::quarantine_repair::QuarantineRepair::new(
+    let repair = super::quarantine_repair::QuarantineRepair::new(
         &opened.dir.journal_dir(),
-        journal.last_seq(),
+        opened.journal.last_seq(),
     );
+    let snapshotter = start_replay(config, opened)?;
+    let following = follow(config, opened, elector, node)?;
+    let server = serve_standby(config, &following, listener)?;
+    let http = server.handle();
+    let http_task = actix_rt::spawn(server);
+    tracing::info!(listen = %config.listen, node, "crescentd standby: following the active");
+    let term = wait_for_election(config, opened, elector, &following, repair, reseed_metrics).await;
+
+    // Leave the standby phase: nothing more is appended from the old active once the follower
+    // has stopped, and the snapshotter is caught up (its state is dropped; promotion restores).
+    let follower = following
+        .view
+        .follower
+        .lock()
+        .expect("follower mutex")
+        .take();
+    if let Some(f) = follower {
+        let stopped = tokio::task::spawn_blocking(move || {
+            if let Ok(f) = Arc::try_unwrap(f) {
+                f.stop();
+            }
+        });
+        let _ = stopped.await;
+    }
+    http.stop(true).await;
+    let _ = http_task.await;
+    if let Err(e) = snapshotter.stop() {
+        tracing::warn!(error = %e, "standby snapshotter stopped with an error");
+    }
+    term
+}
+
+/// The shadow replay: restores from the newest snapshot and applies every replicated record.
+fn start_replay(config: &Config, opened: &OpenedJournal) -> Result<Snapshotter, ServerError> {
+    let journal = opened.journal.clone();
     let snapshots = SnapshotDir::new(opened.dir.snapshot_dir());
     let restored = restore(&snapshots, &journal, crescent_domain::standard_world())?;
-    let snapshotter = Snapshotter::start(
+    Ok(Snapshotter::start(
         restored.state,
-        journal.clone(),
+        journal,
         snapshots,
         SnapshotterConfig {
             every_events: config.snapshot.every_events,
@@ -262,8 +296,30 @@ pub async fn run(
             ..SnapshotterConfig::default()
         },
         SnapshotMetrics::new(),
-    )?;
+    )?)
+}
 
+/// The follower of the active's journal and what the standby phase needs around it.
+struct Following {
+    view: Arc<StandbyView>,
+    /// The active's replication listener, re-resolved while the standby waits.
+    leader_repl: Arc<Mutex<Option<ReplicationPeer>>>,
+    /// Where the follower dials (the relay with `[tls]`).
+    active_addr: Arc<dyn Fn() -> Option<SocketAddr> + Send + Sync>,
+    follower_config: FollowerConfig,
+    tls: Option<crate::config::tls::LoadedTls>,
+    /// Kept for the whole phase: the follower dials through it.
+    _relay: Option<super::tls_relay::DialRelay>,
+}
+
+/// Starts the follower (through the local TLS relay with `[tls]`) and the standby's view.
+fn follow(
+    config: &Config,
+    opened: &OpenedJournal,
+    elector: &Elector,
+    node: &str,
+) -> Result<Following, ServerError> {
+    let journal = opened.journal.clone();
     let leader_repl: Arc<Mutex<Option<ReplicationPeer>>> = Arc::default();
     let tls = config
         .tls
@@ -308,17 +364,32 @@ pub async fn run(
         Arc::new(move || dial_address(&leader_repl, relay_addr))
     };
     let follower = Follower::start(
-        journal.clone(),
+        journal,
         active_addr.clone(),
         Arc::new(|_| {}),
         follower_config.clone(),
     )
     .map_err(|e| ServerError::Recovery(format!("cannot start the follower: {e}")))?;
     *view.follower.lock().expect("follower mutex") = Some(Arc::new(follower));
+    Ok(Following {
+        view,
+        leader_repl,
+        active_addr,
+        follower_config,
+        tls,
+        _relay: relay,
+    })
+}
 
-    let data = web::Data::new(view.clone());
+/// The standby's HTTP server on `listener`: health, metrics, status, NOT_LEADER for the rest.
+fn serve_standby(
+    config: &Config,
+    following: &Following,
+    listener: &std::net::TcpListener,
+) -> Result<actix_web::dev::Server, ServerError> {
+    let data = web::Data::new(following.view.clone());
     let max_body = config.http.max_body_bytes;
-    let body_limits = crate::api::wire::BodyLimits {
+    let body_limits = crate::http_bounds::BodyLimits {
         max_bytes: max_body,
         timeout: config.net.http_body_timeout(),
     };
@@ -336,22 +407,31 @@ pub async fn run(
     .disable_signals();
     // The same `[net]` bounds as the active's listener, on one worker (docs/configuration.md).
     let server = crate::http_bounds::bounded_http_server!(server, &config.net, 1);
-    let server =
-        crate::http_bounds::listen_http!(server, listener, tls.as_ref(), &config.net)?.run();
-    let http = server.handle();
-    let http_task = actix_rt::spawn(server);
-    tracing::info!(listen = %config.listen, node, "crescentd standby: following the active");
+    let tls = following.tls.as_ref();
+    Ok(crate::http_bounds::listen_http!(server, listener, tls, &config.net)?.run())
+}
 
+/// Follows the active until this node is elected, its journal diverged (rewind) or must be
+/// reseeded, the elector stops, or a signal arrives.
+async fn wait_for_election(
+    config: &Config,
+    opened: &OpenedJournal,
+    elector: &Elector,
+    following: &Following,
+    mut repair: super::quarantine_repair::QuarantineRepair,
+    reseed_metrics: super::reseed_fetch::ReseedMetrics,
+) -> Result<Outcome, ServerError> {
+    let journal = &opened.journal;
     let mut role = elector.subscribe();
     let mut next_reseed = std::time::Instant::now();
-    let term = loop {
-        repair.poll(&journal);
+    loop {
+        repair.poll(journal);
         let current = role.borrow_and_update().clone();
-        let diverged = view.follower_status();
+        let diverged = following.view.follower_status();
         if let (Some((code, message)), Some(point)) = (&diverged.refused, &diverged.rewind_to) {
             if code == crescent_journal::replication::refusal::DIVERGED {
                 super::rewind::request(opened.dir.root(), point, message)?;
-                break Ok(Outcome::MustRewind);
+                return Ok(Outcome::MustRewind);
             }
         }
         let needs_reseed = diverged
@@ -359,67 +439,60 @@ pub async fn run(
             .as_ref()
             .is_some_and(|(code, _)| code == crescent_journal::replication::refusal::NEEDS_RESEED);
         if needs_reseed && std::time::Instant::now() >= next_reseed {
-            if let Some(addr) = active_addr() {
-                let fetch = {
-                    let (config, dir) = (follower_config.clone(), opened.dir.root().to_path_buf());
-                    let (progress, metrics) = (view.reseed.clone(), reseed_metrics.clone());
-                    tokio::task::spawn_blocking(move || {
-                        super::reseed_fetch::fetch(addr, &config, &dir, &progress, &metrics)
-                    })
-                };
-                tokio::select! {
-                    done = fetch => match done {
-                        Ok(Ok(_)) => break Ok(Outcome::MustReseed),
-                        // Logged and counted by the fetch; tried again after a pause.
-                        _ => next_reseed = std::time::Instant::now() + RESEED_RETRY,
-                    },
-                    _ = tokio::signal::ctrl_c() => {
-                        break Err(ServerError::Recovery("interrupted".into()));
-                    }
+            if let Some(addr) = (following.active_addr)() {
+                match reseed(opened, following, addr, &reseed_metrics).await? {
+                    true => return Ok(Outcome::MustReseed),
+                    // Logged and counted by the fetch; tried again after a pause.
+                    false => next_reseed = std::time::Instant::now() + RESEED_RETRY,
                 }
                 continue;
             }
         }
         match current {
-            Role::Leader { term } => break Ok(Outcome::Elected(term)),
+            Role::Leader { term } => return Ok(Outcome::Elected(term)),
             Role::Follower { leader } => {
                 let token = crate::auth::peer_token(&config.auth);
-                let addr = replication_address(&leader.address, token, tls.as_ref()).await;
-                *leader_repl.lock().expect("leader mutex") = addr;
+                let tls = following.tls.as_ref();
+                let addr = replication_address(&leader.address, token, tls).await;
+                *following.leader_repl.lock().expect("leader mutex") = addr;
             }
-            _ => *leader_repl.lock().expect("leader mutex") = None,
+            _ => *following.leader_repl.lock().expect("leader mutex") = None,
         }
         tokio::select! {
             changed = role.changed() => {
                 if changed.is_err() {
-                    break Err(ServerError::Recovery("the elector stopped".into()));
+                    return Err(ServerError::Recovery("the elector stopped".into()));
                 }
             }
             // re-resolve the active's replication address now and then (it may restart)
             _ = tokio::time::sleep(std::time::Duration::from_secs(2)) => {}
             _ = tokio::signal::ctrl_c() => {
-                break Err(ServerError::Recovery("interrupted".into()));
+                return Err(ServerError::Recovery("interrupted".into()));
             }
         }
-    };
+    }
+}
 
-    // Leave the standby phase: nothing more is appended from the old active once the follower
-    // has stopped, and the snapshotter is caught up (its state is dropped; promotion restores).
-    let follower = view.follower.lock().expect("follower mutex").take();
-    if let Some(f) = follower {
-        let stopped = tokio::task::spawn_blocking(move || {
-            if let Ok(f) = Arc::try_unwrap(f) {
-                f.stop();
-            }
-        });
-        let _ = stopped.await;
+/// Fetches the active's snapshot from `addr` into the reseed dir: `Ok(true)` once received.
+async fn reseed(
+    opened: &OpenedJournal,
+    following: &Following,
+    addr: SocketAddr,
+    reseed_metrics: &super::reseed_fetch::ReseedMetrics,
+) -> Result<bool, ServerError> {
+    let fetch = {
+        let config = following.follower_config.clone();
+        let dir = opened.dir.root().to_path_buf();
+        let progress = following.view.reseed.clone();
+        let metrics = reseed_metrics.clone();
+        tokio::task::spawn_blocking(move || {
+            super::reseed_fetch::fetch(addr, &config, &dir, &progress, &metrics)
+        })
+    };
+    tokio::select! {
+        done = fetch => Ok(matches!(done, Ok(Ok(_)))),
+        _ = tokio::signal::ctrl_c() => Err(ServerError::Recovery("interrupted".into())),
     }
-    http.stop(true).await;
-    let _ = http_task.await;
-    if let Err(e) = snapshotter.stop() {
-        tracing::warn!(error = %e, "standby snapshotter stopped with an error");
-    }
-    term
 }
 
 /// Pause between failed reseed attempts.
@@ -445,7 +518,7 @@ fn dial_address(
 
 /// The verification keys of `[auth]` (the same files the active loads), if it is on.
 fn standby_keys(
-    settings: &crate::config_auth::AuthSettings,
+    settings: &crate::config::auth::AuthSettings,
 ) -> Result<Option<crescent_auth::KeySet>, ServerError> {
     let Some(path) = &settings.secret_file else {
         return Ok(None);

@@ -5,7 +5,7 @@
 use crescent_wire::store::{ItemResult, ObjectId};
 use crescent_wire::ApiError;
 
-use crate::node::NodeState;
+use super::MeshRole;
 
 /// The items of a batch refused before it ran, by position in the request.
 #[derive(Debug, Default)]
@@ -14,33 +14,34 @@ pub struct Split {
 }
 
 impl Split {
-    /// Keeps the items this cluster is the authority of. Outside a mesh: every item, and
-    /// nothing else is done.
+    /// Keeps the items this cluster is the authority of in `mesh`. Outside a mesh (`None`):
+    /// every item, and nothing else is done.
     pub fn items<T>(
-        state: &NodeState,
+        mesh: Option<&MeshRole>,
         items: Vec<T>,
         id: impl Fn(&T) -> &ObjectId,
     ) -> (Vec<T>, Split) {
-        Self::keep(state, items, id, false)
+        Self::keep(mesh, |_| false, items, id)
     }
 
     /// [`Split::items`] for reads and removes: also keeps the items this cluster still holds
-    /// (`NodeState::read_authority`).
+    /// (`holds`, as `NodeState::read_authority`).
     pub fn reads<T>(
-        state: &NodeState,
+        mesh: Option<&MeshRole>,
+        holds: impl Fn(&ObjectId) -> bool,
         items: Vec<T>,
         id: impl Fn(&T) -> &ObjectId,
     ) -> (Vec<T>, Split) {
-        Self::keep(state, items, id, true)
+        Self::keep(mesh, holds, items, id)
     }
 
     fn keep<T>(
-        state: &NodeState,
+        mesh: Option<&MeshRole>,
+        held: impl Fn(&ObjectId) -> bool,
         items: Vec<T>,
         id: impl Fn(&T) -> &ObjectId,
-        held_too: bool,
     ) -> (Vec<T>, Split) {
-        let Some(mesh) = state.mesh.get() else {
+        let Some(mesh) = mesh else {
             return (items, Split::default());
         };
         let mut kept = Vec::with_capacity(items.len());
@@ -48,7 +49,7 @@ impl Split {
         for (i, item) in items.into_iter().enumerate() {
             let checked = mesh.check(id(&item));
             let checked = match checked {
-                Err(_) if held_too && state.holds(id(&item)) => Ok(()),
+                Err(_) if held(id(&item)) => Ok(()),
                 other => other,
             };
             match checked {

@@ -15,7 +15,6 @@ use tracing::Instrument;
 use super::{MeshMetrics, MeshRole};
 use crate::config::Config;
 use crate::error::ServerError;
-use crate::node::NodeState;
 
 /// Bound of each request to the coordination backend.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
@@ -24,11 +23,14 @@ const PUBLISH_DEADLINE: Duration = Duration::from_secs(20);
 /// Pause after a lost race or a failed request.
 const RETRY: Duration = Duration::from_millis(100);
 
-/// With `[mesh]`: publishes this cluster, starts following the record and installs the
-/// [`MeshRole`] in `state`, before the node serves. Without: nothing.
-pub async fn join(config: &Config, state: &Arc<NodeState>) -> Result<(), ServerError> {
+/// With `[mesh]`: publishes this cluster and starts following the record; the node installs
+/// the returned [`MeshRole`] before it serves. Without: `None`. Its metrics go to `registry`.
+pub async fn join(
+    config: &Config,
+    registry: &prometheus::Registry,
+) -> Result<Option<Arc<MeshRole>>, ServerError> {
     let Some(mesh) = config.mesh.name.as_deref() else {
-        return Ok(());
+        return Ok(None);
     };
     let span = tracing::info_span!("mesh.join", mesh = %mesh, cluster = %config.ha.cluster);
     async {
@@ -45,17 +47,14 @@ pub async fn join(config: &Config, state: &Arc<NodeState>) -> Result<(), ServerE
             },
             weight: config.mesh.weight,
         };
-        let metrics = MeshMetrics::register(&state.metrics.registry);
+        let metrics = MeshMetrics::register(registry);
         let held = publish(&store, mesh, &me, &metrics).await.map_err(failed)?;
         let watch = MembershipWatch::start(&endpoint, mesh, REQUEST_TIMEOUT)
             .await
             .map_err(failed)?;
         tracing::info!(generation = held.generation, weight = me.weight, leader = %me.leader,
             "serving in the mesh");
-        let _ = state
-            .mesh
-            .set(MeshRole::start(&me.name, &held, watch, metrics));
-        Ok(())
+        Ok(Some(MeshRole::start(&me.name, &held, watch, metrics)))
     }
     .instrument(span)
     .await

@@ -19,7 +19,7 @@ use tracing::Instrument;
 use super::dispatch;
 use super::session::Session;
 use super::wire::{Plain, Tls, Wire};
-use crate::config_net::RpcLimits;
+use crate::config::net::RpcLimits;
 use crate::node::NodeState;
 use crescent_transport::frame_input::{FrameInput, ReadFailure};
 

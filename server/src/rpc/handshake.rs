@@ -15,7 +15,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use super::connection::{within, ConnectionEnd};
 use super::session::{Session, HANDSHAKE_CLASS};
-use crate::config_net::RpcLimits;
+use crate::config::net::RpcLimits;
 use crate::node::NodeState;
 
 /// Runs the handshake: `Ok(None)` for an accepted connection of a node without `[auth]`,

@@ -18,7 +18,7 @@ use tokio::net::UnixListener;
 use tokio::runtime::Handle;
 
 use super::{connection, take_slot, ACCEPT_BACKOFF_MIN};
-use crate::config_net::RpcLimits;
+use crate::config::net::RpcLimits;
 use crate::node::NodeState;
 
 /// Mode of the socket file.

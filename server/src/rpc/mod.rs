@@ -30,8 +30,8 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::runtime::Handle;
 use tokio::sync::oneshot;
 
-use crate::config_net::RpcLimits;
-use crate::config_store::StoreSettings;
+use crate::config::net::RpcLimits;
+use crate::config::StoreSettings;
 use crate::error::ServerError;
 use crate::node::NodeState;
 

@@ -1,6 +1,6 @@
 //! What an RPC request body names, read from its decoded type: the tenant of each object it
 //! selects, or the owner id of an owner operation. The HTTP guard reads the same fields from
-//! the undecoded body (`crate::auth::target`); the tests below hold the two to the same
+//! the undecoded body (`crate::api::auth_target`); the tests below hold the two to the same
 //! answer for every op's request type. The compact bodies name their one tenant without a
 //! `key` beside it, which is why the fast path scopes the typed request.
 
@@ -85,8 +85,8 @@ impl Scoped for HeartbeatRequest {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::auth_target::Body;
     use crate::api::wire::Format;
-    use crate::auth::target::Body;
     use serde::de::DeserializeOwned;
     use serde::Serialize;
 

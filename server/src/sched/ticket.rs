@@ -8,8 +8,6 @@ use crescent_wire::rpc::RpcOp;
 use crescent_wire::store::DEFAULT_TENANT;
 use rmpv::Value;
 
-use crate::rpc::scoped::Scoped;
-
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Ticket {
     pub tenant: String,
@@ -24,10 +22,15 @@ impl Ticket {
         }
     }
 
-    /// The ticket of a decoded request (`items`, `bytes` given by its route).
-    pub(crate) fn of_typed<R: Scoped>(req: &mut R, items: u64, bytes: u64) -> Self {
+    /// The ticket of a decoded request (`items`, `bytes` given by its route) whose tenants
+    /// `tenants` walks (`crate::rpc::scoped::Scoped::tenants`).
+    pub(crate) fn of_typed(
+        tenants: impl FnOnce(&mut dyn FnMut(&mut Option<String>)),
+        items: u64,
+        bytes: u64,
+    ) -> Self {
         let mut first = None;
-        req.tenants(&mut |t| {
+        tenants(&mut |t| {
             if first.is_none() {
                 first = t.clone();
             }
@@ -128,11 +131,14 @@ mod tests {
 
     #[test]
     fn typed_requests_are_charged_their_first_tenant() {
-        let mut batch = BatchRequest {
-            items: vec![put(Some("b"), 3), put(Some("c"), 4)],
+        let batch = [Some("b"), Some("c")];
+        let walk = |f: &mut dyn FnMut(&mut Option<String>)| {
+            for t in batch {
+                f(&mut t.map(str::to_string));
+            }
         };
         assert_eq!(
-            Ticket::of_typed(&mut batch, 2, 7),
+            Ticket::of_typed(walk, 2, 7),
             Ticket::new(Some("b".into()), 2, 7)
         );
     }

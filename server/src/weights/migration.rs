@@ -18,14 +18,14 @@ use std::time::Duration;
 use crescent_weights::planner::{
     migration_moves, next_round, plan_target, MoveDirection, UnitMove,
 };
-use crescent_weights::revision::OperationKind;
+use crescent_weights::revision::{Operation, OperationKind};
 use crescent_weights::{AffinityUnit, ResidencyTarget, RevisionIdentity, WeightRevisionCommand};
-use crescent_wire::{ApiError, ErrorCode};
+use crescent_wire::ErrorCode;
 use tracing::Instrument;
 
+use super::error::WeightServiceError;
 use super::workflows::object_id;
 use super::{ColdResidency, WeightService};
-use crate::api::error::HttpError;
 
 /// Attempts of a migration whose cold steps keep failing before it ends FAILED (the data
 /// stays readable; an explicit migrate starts a new operation).
@@ -63,8 +63,8 @@ fn round_keys(units: &[AffinityUnit], moves: &[UnitMove]) -> Vec<String> {
         .collect()
 }
 
-fn domain(e: crescent_weights::WeightError) -> HttpError {
-    HttpError(ApiError::new(e.code(), e.to_string()))
+fn domain(e: crescent_weights::WeightError) -> WeightServiceError {
+    WeightServiceError::Domain(e)
 }
 
 impl WeightService {
@@ -124,7 +124,7 @@ impl WeightService {
         operation_id: &str,
         attempts: u64,
         error: String,
-    ) -> Result<bool, HttpError> {
+    ) -> Result<bool, WeightServiceError> {
         let terminal = attempts + 1 >= MAX_MIGRATION_ATTEMPTS;
         tracing::warn!(revision = %identity, operation = operation_id, attempt = attempts + 1,
             terminal, %error, "migration step failed");
@@ -148,128 +148,156 @@ impl WeightService {
         self: &Arc<Self>,
         identity: &RevisionIdentity,
         operation_id: &str,
-    ) -> Result<(), HttpError> {
-        let limits = self.config.migration_limits();
+    ) -> Result<(), WeightServiceError> {
         let units = self.read_units(identity).await?;
-        loop {
-            let state = self.read_revision(identity).await?;
-            let (Some(rec), Some(op)) = (
-                state.record(),
-                state
-                    .operation(operation_id)
-                    .filter(|o| o.is_running() && o.kind == OperationKind::Migrating),
-            ) else {
-                return Ok(());
-            };
-            let attempts = op.attempts;
-            let target = op.target.unwrap_or(ResidencyTarget::Hot);
-            let Some(units) = units.as_deref() else {
-                let error = "this revision has no recorded affinity units (committed by an older \
-                             crescentd): it can only stay HOT"
-                    .to_string();
-                return self
-                    .finish_without_units(identity, operation_id, target, &rec.group_id, error)
-                    .await;
-            };
-            let cold = self.cold_tier();
-            let plan = plan_target(units, target).map_err(domain)?;
-            let observed = self.observe(units, &plan.hot);
-            if !observed.lost.is_empty() {
-                let error = format!(
-                    "{} payload objects have no replica (first: {:?}); the migration waits for \
-                     them (an owner's replay) and gives up after {MAX_MIGRATION_ATTEMPTS} attempts",
-                    observed.lost.len(),
-                    observed.lost[0]
-                );
-                if self
-                    .migration_attempt_failed(identity, operation_id, attempts, error)
-                    .await?
-                {
-                    return Ok(());
-                }
-                continue;
-            }
-            let moves = migration_moves(units, &observed.hot, &plan).map_err(domain)?;
-            if op.progress.members_total.is_none() {
-                self.revision(
-                    identity,
-                    WeightRevisionCommand::PlanMigration {
-                        operation_id: operation_id.into(),
-                        members_total: moves.iter().map(|m| m.members).sum(),
-                        bytes_total: moves.iter().map(|m| m.bytes).sum(),
-                    },
-                )
+        while self
+            .migration_pass(identity, operation_id, units.as_deref())
+            .await?
+        {}
+        Ok(())
+    }
+
+    /// One pass of the driver: re-plans from the observed replicas and takes the next step.
+    /// `Ok(true)`: run another pass.
+    async fn migration_pass(
+        self: &Arc<Self>,
+        identity: &RevisionIdentity,
+        operation_id: &str,
+        units: Option<&[AffinityUnit]>,
+    ) -> Result<bool, WeightServiceError> {
+        let state = self.read_revision(identity).await?;
+        let (Some(rec), Some(op)) = (
+            state.record(),
+            state
+                .operation(operation_id)
+                .filter(|o| o.is_running() && o.kind == OperationKind::Migrating),
+        ) else {
+            return Ok(false);
+        };
+        let attempts = op.attempts;
+        let target = op.target.unwrap_or(ResidencyTarget::Hot);
+        let Some(units) = units else {
+            let error = "this revision has no recorded affinity units (committed by an older \
+                         crescentd): it can only stay HOT"
+                .to_string();
+            return self
+                .finish_without_units(identity, operation_id, target, &rec.group_id, error)
+                .await
+                .map(|()| false);
+        };
+        let cold = self.cold_tier();
+        let plan = plan_target(units, target).map_err(domain)?;
+        let observed = self.observe(units, &plan.hot);
+        if !observed.lost.is_empty() {
+            let error = format!(
+                "{} payload objects have no replica (first: {:?}); the migration waits for \
+                 them (an owner's replay) and gives up after {MAX_MIGRATION_ATTEMPTS} attempts",
+                observed.lost.len(),
+                observed.lost[0]
+            );
+            let terminal = self
+                .migration_attempt_failed(identity, operation_id, attempts, error)
                 .await?;
-                continue;
+            return Ok(!terminal);
+        }
+        let moves = migration_moves(units, &observed.hot, &plan).map_err(domain)?;
+        if op.progress.members_total.is_none() {
+            self.revision(
+                identity,
+                WeightRevisionCommand::PlanMigration {
+                    operation_id: operation_id.into(),
+                    members_total: moves.iter().map(|m| m.members).sum(),
+                    bytes_total: moves.iter().map(|m| m.bytes).sum(),
+                },
+            )
+            .await?;
+            return Ok(true);
+        }
+        let need_cold = op.pending_round.is_some() || !moves.is_empty();
+        if cold.is_none() && need_cold {
+            let error = "this crescentd has no cold tier: the revision cannot move between \
+                         memory and cold copies"
+                .to_string();
+            self.migration_attempt_failed(identity, operation_id, MAX_MIGRATION_ATTEMPTS, error)
+                .await?;
+            return Ok(false);
+        }
+        let step = MigrationStep {
+            op,
+            manifest_key: &rec.manifest_key,
+            units,
+            moves: &moves,
+            observed: &observed,
+        };
+        self.migration_step(identity, operation_id, step, cold)
+            .await
+    }
+
+    /// The step of a pass: release the pending round, complete, or copy the next round.
+    /// `Ok(true)`: run another pass.
+    async fn migration_step(
+        &self,
+        identity: &RevisionIdentity,
+        operation_id: &str,
+        step: MigrationStep<'_>,
+        cold: Option<Arc<dyn ColdResidency>>,
+    ) -> Result<bool, WeightServiceError> {
+        let MigrationStep {
+            op,
+            manifest_key,
+            units,
+            moves,
+            observed,
+        } = step;
+        let done = if let Some(pending) = &op.pending_round {
+            let cold = cold.expect("checked by the pass");
+            self.release_round(
+                identity,
+                operation_id,
+                pending.round,
+                units,
+                moves,
+                observed,
+                &cold,
+            )
+            .await
+        } else if moves.is_empty() {
+            self.revision(
+                identity,
+                WeightRevisionCommand::CompleteMigration {
+                    operation_id: operation_id.into(),
+                    hot_bytes: observed.hot_bytes,
+                },
+            )
+            .await?;
+            return Ok(false);
+        } else {
+            let cold = cold.expect("checked by the pass");
+            let round = op.progress.rounds_completed + 1;
+            let range = next_round(moves, 0, &self.config.migration_limits());
+            self.copy_round(
+                identity,
+                operation_id,
+                round,
+                units,
+                &moves[range],
+                manifest_key,
+                &cold,
+            )
+            .await
+        };
+        match done {
+            Ok(()) => Ok(true),
+            Err(RoundError::Busy) => {
+                tokio::time::sleep(LEASE_PAUSE).await;
+                Ok(true)
             }
-            let need_cold = op.pending_round.is_some() || !moves.is_empty();
-            let cold = match (cold, need_cold) {
-                (Some(c), _) => Some(c),
-                (None, false) => None,
-                (None, true) => {
-                    let error =
-                        "this crescentd has no cold tier: the revision cannot move between \
-                                 memory and cold copies"
-                            .to_string();
-                    self.migration_attempt_failed(
-                        identity,
-                        operation_id,
-                        MAX_MIGRATION_ATTEMPTS,
-                        error,
-                    )
+            Err(RoundError::Http(e)) => Err(e),
+            Err(RoundError::Cold(error)) => {
+                let terminal = self
+                    .migration_attempt_failed(identity, operation_id, op.attempts, error)
                     .await?;
-                    return Ok(());
-                }
-            };
-            let step = if let Some(pending) = &op.pending_round {
-                let cold = cold.expect("checked above");
-                self.release_round(
-                    identity,
-                    operation_id,
-                    pending.round,
-                    units,
-                    &moves,
-                    &observed,
-                    &cold,
-                )
-                .await
-            } else if moves.is_empty() {
-                self.revision(
-                    identity,
-                    WeightRevisionCommand::CompleteMigration {
-                        operation_id: operation_id.into(),
-                        hot_bytes: observed.hot_bytes,
-                    },
-                )
-                .await?;
-                return Ok(());
-            } else {
-                let cold = cold.expect("checked above");
-                let round = op.progress.rounds_completed + 1;
-                let range = next_round(&moves, 0, &limits);
-                self.copy_round(
-                    identity,
-                    operation_id,
-                    round,
-                    units,
-                    &moves[range],
-                    &rec.manifest_key,
-                    &cold,
-                )
-                .await
-            };
-            match step {
-                Ok(()) => {}
-                Err(RoundError::Busy) => tokio::time::sleep(LEASE_PAUSE).await,
-                Err(RoundError::Http(e)) => return Err(e),
-                Err(RoundError::Cold(error)) => {
-                    if self
-                        .migration_attempt_failed(identity, operation_id, attempts, error)
-                        .await?
-                    {
-                        return Ok(());
-                    }
-                }
+                Ok(!terminal)
             }
         }
     }
@@ -372,7 +400,7 @@ impl WeightService {
             .await
         {
             Ok(_) => {}
-            Err(e) if e.0.code == ErrorCode::Busy => return Err(RoundError::Busy),
+            Err(e) if e.code() == ErrorCode::Busy => return Err(RoundError::Busy),
             Err(e) => return Err(RoundError::Http(e)),
         }
         if !keys.is_empty() {
@@ -393,7 +421,7 @@ impl WeightService {
         target: ResidencyTarget,
         group_id: &str,
         error: String,
-    ) -> Result<(), HttpError> {
+    ) -> Result<(), WeightServiceError> {
         let state = self.read_revision(identity).await?;
         let rec = state
             .record()
@@ -438,6 +466,15 @@ impl WeightService {
     }
 }
 
+/// What a pass planned, for its step.
+struct MigrationStep<'a> {
+    op: &'a Operation,
+    manifest_key: &'a str,
+    units: &'a [AffinityUnit],
+    moves: &'a [UnitMove],
+    observed: &'a Observed,
+}
+
 /// Why a round did not finish.
 enum RoundError {
     /// An active lease blocks the release: wait and retry (not an attempt failure).
@@ -445,11 +482,11 @@ enum RoundError {
     /// A cold-tier step failed: an attempt failure.
     Cold(String),
     /// A journaled command failed.
-    Http(HttpError),
+    Http(WeightServiceError),
 }
 
-impl From<HttpError> for RoundError {
-    fn from(e: HttpError) -> Self {
+impl From<WeightServiceError> for RoundError {
+    fn from(e: WeightServiceError) -> Self {
         RoundError::Http(e)
     }
 }

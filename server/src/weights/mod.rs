@@ -9,6 +9,7 @@
 
 pub mod command_names;
 pub mod convert;
+pub mod error;
 mod groups;
 mod health;
 mod migration;
@@ -28,7 +29,8 @@ use crescent_weights::{
 use crescent_wire::{ApiError, ErrorCode};
 use futures::future::BoxFuture;
 
-use crate::api::error::{from_runtime, HttpError};
+use self::error::command;
+pub use self::error::WeightServiceError;
 use crate::error::ServerError;
 pub use groups::GroupTable;
 
@@ -201,27 +203,23 @@ impl WeightService {
         &self,
         identity: &RevisionIdentity,
         cmd: WeightRevisionCommand,
-    ) -> Result<WeightRevision, HttpError> {
+    ) -> Result<WeightRevision, WeightServiceError> {
         let id = identity.stream_id();
         let _serial = self.serial.lock().await;
         let before = self
             .revisions
             .read(&id, Clone::clone)
             .await
-            .map_err(from_runtime)?;
+            .map_err(command)?;
         let name = command_names::revision_command_name(&cmd);
         crescent_crash::command(points::WEIGHTS, Stage::Before, name);
-        let done = self
-            .revisions
-            .execute(&id, cmd)
-            .await
-            .map_err(from_runtime)?;
+        let done = self.revisions.execute(&id, cmd).await.map_err(command)?;
         crescent_crash::command(points::WEIGHTS, Stage::After, name);
         let after = self
             .revisions
             .read(&id, Clone::clone)
             .await
-            .map_err(from_runtime)?;
+            .map_err(command)?;
         if !done.is_noop() {
             self.metrics.observe_revision(&before, &after, &done.events);
         }
@@ -234,11 +232,11 @@ impl WeightService {
     pub async fn read_revision(
         &self,
         identity: &RevisionIdentity,
-    ) -> Result<WeightRevision, HttpError> {
+    ) -> Result<WeightRevision, WeightServiceError> {
         self.revisions
             .read(&identity.stream_id(), Clone::clone)
             .await
-            .map_err(from_runtime)
+            .map_err(command)
     }
 
     /// Runs a lineage command; returns the committed state.
@@ -246,29 +244,22 @@ impl WeightService {
         &self,
         lineage: &LineageId,
         cmd: LineageClaimCommand,
-    ) -> Result<LineageClaim, HttpError> {
+    ) -> Result<LineageClaim, WeightServiceError> {
         let id = lineage.stream_id();
         let _serial = self.serial.lock().await;
         let before = self
             .lineages
             .read(&id, Clone::clone)
             .await
-            .map_err(from_runtime)?;
+            .map_err(command)?;
         let name = command_names::lineage_command_name(&cmd);
         crescent_crash::command(points::WEIGHTS, Stage::Before, name);
-        let done = self
-            .lineages
-            .execute(&id, cmd)
-            .await
-            .map_err(from_runtime)?;
+        let done = self.lineages.execute(&id, cmd).await.map_err(command)?;
         crescent_crash::command(points::WEIGHTS, Stage::After, name);
         if !done.is_noop() {
             self.metrics.observe_lineage(&before, &done.events);
         }
-        self.lineages
-            .read(&id, Clone::clone)
-            .await
-            .map_err(from_runtime)
+        self.lineages.read(&id, Clone::clone).await.map_err(command)
     }
 
     /// The recorded affinity units of a revision (None: committed by a build that did not
@@ -276,11 +267,11 @@ impl WeightService {
     pub async fn read_units(
         &self,
         identity: &RevisionIdentity,
-    ) -> Result<Option<Vec<crescent_weights::AffinityUnit>>, HttpError> {
+    ) -> Result<Option<Vec<crescent_weights::AffinityUnit>>, WeightServiceError> {
         self.units
             .read(&identity.stream_id(), |u| u.units().map(<[_]>::to_vec))
             .await
-            .map_err(from_runtime)
+            .map_err(command)
     }
 
     /// Runs a units command.
@@ -288,19 +279,22 @@ impl WeightService {
         &self,
         identity: &RevisionIdentity,
         cmd: crescent_weights::WeightUnitsCommand,
-    ) -> Result<(), HttpError> {
+    ) -> Result<(), WeightServiceError> {
         self.units
             .execute(&identity.stream_id(), cmd)
             .await
-            .map_err(from_runtime)
+            .map_err(command)
             .map(|_| ())
     }
 
-    pub async fn read_lineage(&self, lineage: &LineageId) -> Result<LineageClaim, HttpError> {
+    pub async fn read_lineage(
+        &self,
+        lineage: &LineageId,
+    ) -> Result<LineageClaim, WeightServiceError> {
         self.lineages
             .read(&lineage.stream_id(), Clone::clone)
             .await
-            .map_err(from_runtime)
+            .map_err(command)
     }
 
     /// The revision of an operation id.

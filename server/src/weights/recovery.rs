@@ -18,9 +18,9 @@ use crescent_weights::{
 use crescent_store::StoreError;
 use crescent_wire::store::RemovePrefixRequest;
 
+use super::error::WeightServiceError;
 use super::workflows::{object_id, payload_prefix};
 use super::{WeightService, WEIGHTS_DOMAIN};
-use crate::api::error::HttpError;
 
 /// How often recovery looks at the rebuild gate while the owners replay.
 const GATE_POLL: Duration = Duration::from_millis(50);
@@ -32,7 +32,7 @@ impl WeightService {
         &self,
         identity: &RevisionIdentity,
         wanted: impl Fn(Availability) -> bool,
-    ) -> Result<Option<WeightRevision>, HttpError> {
+    ) -> Result<Option<WeightRevision>, WeightServiceError> {
         let state = self.read_revision(identity).await?;
         Ok(state
             .record()
@@ -109,7 +109,7 @@ impl WeightService {
     pub(super) async fn recover_members(
         self: &Arc<Self>,
         identity: &RevisionIdentity,
-    ) -> Result<(), HttpError> {
+    ) -> Result<(), WeightServiceError> {
         let Some(state) = self
             .recovered_revision(identity, |a| {
                 !matches!(a, Availability::Importing | Availability::Deleted)
@@ -160,7 +160,10 @@ impl WeightService {
     /// so a deleted revision's payloads and manifest can reappear, as ordinary objects of no
     /// group that nothing references any more. A deletion still running re-adopts them into
     /// its group instead ([`WeightService::recover_members`]) and removes them in its batches.
-    pub(super) fn purge_tombstone(&self, state: &WeightRevision) -> Result<u64, HttpError> {
+    pub(super) fn purge_tombstone(
+        &self,
+        state: &WeightRevision,
+    ) -> Result<u64, WeightServiceError> {
         let Some(rec) = state
             .record()
             .filter(|r| r.availability == Availability::Deleted)
@@ -201,7 +204,7 @@ impl WeightService {
         self: &Arc<Self>,
         identity: &RevisionIdentity,
         reason: AvailabilityReason,
-    ) -> Result<(), HttpError> {
+    ) -> Result<(), WeightServiceError> {
         let Some(state) = self
             .recovered_revision(identity, |a| {
                 matches!(a, Availability::Ready | Availability::Degraded)
@@ -241,7 +244,7 @@ impl WeightService {
         state: &WeightRevision,
         (lost, hot_bytes): (u64, u64),
         reason: AvailabilityReason,
-    ) -> Result<(), HttpError> {
+    ) -> Result<(), WeightServiceError> {
         tracing::warn!(revision = %identity, lost, hot_bytes, reason = reason.as_str(),
             "weight payloads have no replica and no cold copy: the revision is DEGRADED");
         // A migration cannot move what is gone: it ends FAILED before the report (a deletion
@@ -284,7 +287,7 @@ impl WeightService {
         identity: &RevisionIdentity,
         state: &WeightRevision,
         hot_bytes: u64,
-    ) -> Result<(), HttpError> {
+    ) -> Result<(), WeightServiceError> {
         let Some(rec) = state.record() else {
             return Ok(());
         };

@@ -17,8 +17,8 @@ use crescent_wire::store::{DataType, ObjectId};
 use crescent_wire::{ApiError, ErrorCode};
 use tracing::Instrument;
 
+use super::error::WeightServiceError;
 use super::{WeightService, WEIGHTS_DOMAIN};
-use crate::api::error::HttpError;
 
 /// Payloads deleted per recorded batch.
 pub const DELETION_BATCH: usize = 64;
@@ -53,8 +53,8 @@ fn member_row(o: &GroupObject, group_id: &str) -> GroupMember {
     }
 }
 
-fn code_of(e: &HttpError) -> ErrorCode {
-    e.0.code
+fn code_of(e: &WeightServiceError) -> ErrorCode {
+    e.code()
 }
 
 impl WeightService {
@@ -87,7 +87,7 @@ impl WeightService {
         expected: u64,
         manifest_sha256: String,
         units: Vec<crescent_weights::AffinityUnit>,
-    ) -> Result<WeightRevision, HttpError> {
+    ) -> Result<WeightRevision, WeightServiceError> {
         let state = self.read_revision(identity).await?;
         let rec = state.record().ok_or_else(|| not_found(identity))?.clone();
         let group_id = rec.group_id.clone();
@@ -135,7 +135,7 @@ impl WeightService {
         units: &[crescent_weights::AffinityUnit],
         digest: &str,
         availability: Availability,
-    ) -> Result<(), HttpError> {
+    ) -> Result<(), WeightServiceError> {
         let record = || WeightUnitsCommand::Record {
             units: units.to_vec(),
             affinity_digest: digest.to_string(),
@@ -154,13 +154,18 @@ impl WeightService {
     }
 
     /// Removes one member of the group being deleted (with its cold copy, if any).
-    async fn remove_member(&self, key: &str, group: GroupId, now: i64) -> Result<(), HttpError> {
+    async fn remove_member(
+        &self,
+        key: &str,
+        group: GroupId,
+        now: i64,
+    ) -> Result<(), WeightServiceError> {
         match self.cold_tier() {
             Some(cold) => cold
                 .remove_member(key.to_string(), group)
                 .await
                 .map(|_| ())
-                .map_err(|e| HttpError(ApiError::new(ErrorCode::Unavailable, e))),
+                .map_err(|e| WeightServiceError::refused(ErrorCode::Unavailable, e)),
             None => self
                 .directory
                 .remove_group_member(&object_id(key), group, now)
@@ -212,7 +217,7 @@ impl WeightService {
         self: &Arc<Self>,
         identity: &RevisionIdentity,
         operation_id: &str,
-    ) -> Result<(), HttpError> {
+    ) -> Result<(), WeightServiceError> {
         loop {
             let state = self.read_revision(identity).await?;
             let Some(rec) = state.record() else {
@@ -320,7 +325,7 @@ impl WeightService {
         }
     }
 
-    async fn claim_loop(self: &Arc<Self>, lineage: &LineageId) -> Result<(), HttpError> {
+    async fn claim_loop(self: &Arc<Self>, lineage: &LineageId) -> Result<(), WeightServiceError> {
         loop {
             let state = self.read_lineage(lineage).await?;
             let Some(claim) = state.active_claim().cloned() else {
@@ -367,7 +372,7 @@ impl WeightService {
                                 lineage,
                                 LineageClaimCommand::FailClaim {
                                     request_id: claim.request_id.clone(),
-                                    reason: e.0.message.clone(),
+                                    reason: e.message(),
                                 },
                             )
                             .await?;
@@ -414,17 +419,20 @@ impl WeightService {
     /// PUT_FIRST retires and deletes the base only while its READY target is intact: a
     /// target that lost payloads (DEGRADED after a restart) leaves the base serving and the
     /// claim in its phase until the target is repaired.
-    async fn check_target_intact(&self, target: &RevisionIdentity) -> Result<(), HttpError> {
+    async fn check_target_intact(
+        &self,
+        target: &RevisionIdentity,
+    ) -> Result<(), WeightServiceError> {
         let state = self.read_revision(target).await?;
         match state.record().map(|r| r.availability) {
             Some(Availability::Ready) => Ok(()),
-            other => Err(HttpError(ApiError::new(
+            other => Err(WeightServiceError::refused(
                 ErrorCode::NotReady,
                 format!(
                     "upsert target {target} is {}: the base is kept until the target is repaired",
                     other.map_or("missing", |a| a.as_str())
                 ),
-            ))),
+            )),
         }
     }
 
@@ -432,7 +440,7 @@ impl WeightService {
     pub async fn remove_and_drive(
         self: &Arc<Self>,
         identity: &RevisionIdentity,
-    ) -> Result<WeightRevision, HttpError> {
+    ) -> Result<WeightRevision, WeightServiceError> {
         loop {
             let state = self.read_revision(identity).await?;
             let Some(rec) = state.record() else {
@@ -487,9 +495,9 @@ impl WeightService {
     }
 }
 
-pub fn not_found(identity: &RevisionIdentity) -> HttpError {
-    HttpError(ApiError::new(
+pub fn not_found(identity: &RevisionIdentity) -> WeightServiceError {
+    WeightServiceError::refused(
         ErrorCode::NotFound,
         format!("weight revision {identity} not found"),
-    ))
+    )
 }

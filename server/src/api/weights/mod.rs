@@ -32,7 +32,7 @@ fn view(
     state
         .view(now_ms)
         .map(|v| convert::metadata(&v))
-        .ok_or_else(|| not_found(identity))
+        .ok_or_else(|| not_found(identity).into())
 }
 
 pub(super) fn domain(e: crescent_weights::WeightError) -> HttpError {
@@ -286,7 +286,7 @@ pub async fn size(
     let identity = convert::identity(&req.id)?;
     let s = state.weights.read_revision(&identity).await?;
     if s.record().is_none() {
-        return Err(not_found(&identity));
+        return Err(not_found(&identity).into());
     }
     Ok(Reply(w::WeightSizeReply {
         size: s.size().map_err(domain)?,
@@ -337,7 +337,7 @@ async fn current_generation(
     let s = state.weights.read_revision(identity).await?;
     s.record()
         .map(|r| r.metadata_generation)
-        .ok_or_else(|| not_found(identity))
+        .ok_or_else(|| not_found(identity).into())
 }
 
 pub async fn update_policy(

@@ -1,7 +1,7 @@
 //! The HTTP middleware: authenticate, find the route's operation class, check the table, and
 //! scope the body (a client's tenant, an owner's id) before the handler runs. Every refusal
 //! happens before anything runs and is counted and rate-limited in the log
-//! ([`super::AuthState::refused`]).
+//! ([`crate::auth::AuthState::refused`]).
 
 use std::rc::Rc;
 use std::sync::Arc;
@@ -13,10 +13,10 @@ use crescent_auth::{authorize, Claims, Denied, Operation, Role, Scope, Target};
 use crescent_wire::{ApiError, ErrorCode};
 use futures::future::{ready, LocalBoxFuture, Ready};
 
-use super::routes::{operation_of, PUBLIC};
-use super::target::Body;
+use super::auth_target::Body;
 use crate::api::error::HttpError;
 use crate::api::wire::Format;
+use crate::auth::routes::{operation_of, PUBLIC};
 use crate::node::NodeState;
 
 /// The middleware factory; `max_body` bounds the bodies it reads (as the handlers do).

@@ -10,8 +10,17 @@ use std::time::Duration;
 use crescent_journal::RecoveryMode;
 use serde::{Deserialize, Serialize};
 
-pub use crate::config_ha::{HaSettings, ReplicationMode};
-pub use crate::config_store::StoreSettings;
+pub mod auth;
+pub mod cold;
+mod ha;
+pub mod mesh;
+pub mod net;
+pub mod sched;
+mod store;
+pub mod tls;
+
+pub use self::ha::{HaSettings, ReplicationMode};
+pub use self::store::StoreSettings;
 
 /// Which journal backend stores the OpLog.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
@@ -46,20 +55,20 @@ pub struct Config {
     pub store: StoreSettings,
     pub ha: HaSettings,
     /// `[mesh]`: this cluster as one of a mesh (docs/scale-out.md).
-    pub mesh: crate::config_mesh::MeshSettings,
+    pub mesh: crate::config::mesh::MeshSettings,
     /// `[weights]`: managed weight revision defaults (validated at startup, fail closed).
     pub weights: crescent_weights::WeightConfig,
     /// The cold tier (`[cold]`).
-    pub cold: crate::config_cold::ColdSettings,
+    pub cold: crate::config::cold::ColdSettings,
     /// Listener bounds (`[net]`).
-    pub net: crate::config_net::NetConfig,
+    pub net: crate::config::net::NetConfig,
     /// Credentials (`[auth]`, docs/security.md).
-    pub auth: crate::config_auth::AuthSettings,
+    pub auth: crate::config::auth::AuthSettings,
     /// TLS on HTTP, RPC and replication (`[tls]`, docs/security.md "TLS").
-    pub tls: crate::config_tls::TlsSettings,
+    pub tls: crate::config::tls::TlsSettings,
     /// Per-tenant fair scheduling of store requests (`[scheduling]`, docs/tenants.md "Soft
     /// isolation").
-    pub scheduling: crate::config_sched::SchedulingSettings,
+    pub scheduling: crate::config::sched::SchedulingSettings,
     /// `[[tenants]]`: quota policies created if absent at startup (docs/tenants.md, "Policy
     /// bootstrap").
     pub tenants: Vec<TenantPolicyConfig>,
@@ -146,13 +155,13 @@ impl Default for Config {
             log: LogConfig::default(),
             store: StoreSettings::default(),
             ha: HaSettings::default(),
-            mesh: crate::config_mesh::MeshSettings::default(),
+            mesh: crate::config::mesh::MeshSettings::default(),
             weights: crescent_weights::WeightConfig::default(),
-            cold: crate::config_cold::ColdSettings::default(),
-            net: crate::config_net::NetConfig::default(),
-            auth: crate::config_auth::AuthSettings::default(),
-            tls: crate::config_tls::TlsSettings::default(),
-            scheduling: crate::config_sched::SchedulingSettings::default(),
+            cold: crate::config::cold::ColdSettings::default(),
+            net: crate::config::net::NetConfig::default(),
+            auth: crate::config::auth::AuthSettings::default(),
+            tls: crate::config::tls::TlsSettings::default(),
+            scheduling: crate::config::sched::SchedulingSettings::default(),
             tenants: Vec::new(),
         }
     }
@@ -312,7 +321,6 @@ impl Config {
 }
 
 #[cfg(test)]
-#[path = "config_tests.rs"]
 mod tests;
 
 impl JournalConfig {

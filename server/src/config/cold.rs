@@ -204,8 +204,8 @@ impl ColdSettings {
     }
 
     /// The remote-restore staging pool's settings.
-    pub fn staging(&self) -> crate::cold::staging::StagingSettings {
-        crate::cold::staging::StagingSettings {
+    pub fn staging(&self) -> StagingSettings {
+        StagingSettings {
             bytes: self.staging_bytes,
             unit_bytes: self.staging_unit_bytes,
             ttl_ms: self.staging_ttl_ms,
@@ -214,8 +214,8 @@ impl ColdSettings {
     }
 
     /// The upkeep thread's settings.
-    pub fn upkeep(&self) -> crate::cold::maintenance::UpkeepSettings {
-        crate::cold::maintenance::UpkeepSettings {
+    pub fn upkeep(&self) -> UpkeepSettings {
+        UpkeepSettings {
             probe_interval_ms: self.health_probe_interval_ms,
             prune_after_ms: self.prune_terminal_after_ms,
         }
@@ -432,6 +432,46 @@ fn validate_device(
     Ok(())
 }
 
+/// `[cold] staging_*`: the pool's size, unit, reader deadline and smallest staged payload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StagingSettings {
+    pub bytes: u64,
+    pub unit_bytes: u64,
+    pub ttl_ms: u64,
+    pub min_bytes: u64,
+}
+
+impl StagingSettings {
+    pub fn enabled(&self) -> bool {
+        self.bytes > 0
+    }
+
+    pub fn validate(&self) -> Result<(), String> {
+        if !self.enabled() {
+            return Ok(());
+        }
+        if !(4 << 10..=64 << 20).contains(&self.unit_bytes) {
+            return Err("staging_unit_bytes must be between 4 KiB and 64 MiB".into());
+        }
+        if self.bytes < self.unit_bytes || self.bytes > 64 << 30 {
+            return Err("staging_bytes must be 0 (off) or one unit to 64 GiB".into());
+        }
+        if !(100..=600_000).contains(&self.ttl_ms) {
+            return Err("staging_ttl_ms must be between 100 and 600000".into());
+        }
+        Ok(())
+    }
+}
+
+/// What the upkeep thread does, from `[cold]`.
+#[derive(Debug, Clone, Copy)]
+pub struct UpkeepSettings {
+    /// 0: no probe.
+    pub probe_interval_ms: u64,
+    /// Terminal records older than this are pruned (0: never).
+    pub prune_after_ms: u64,
+}
+
 #[cfg(test)]
-#[path = "config_cold_tests.rs"]
+#[path = "cold_tests.rs"]
 mod tests;

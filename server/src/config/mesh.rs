@@ -4,8 +4,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::config::ha::HaSettings;
 use crate::config::{invalid, ConfigError};
-use crate::config_ha::HaSettings;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
