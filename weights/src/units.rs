@@ -48,7 +48,9 @@ pub struct UnitsForgotten {
     pub at_ms: i64,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
+// Serialized as the variant's payload: what tools show as the event's data.
+#[serde(untagged)]
 pub enum WeightUnitsEvent {
     UnitsRecorded(UnitsRecorded),
     UnitsForgotten(UnitsForgotten),

@@ -41,7 +41,9 @@ pub struct ClaimFailed {
 
 // One claim start per upsert: the size of the rare large variant does not matter.
 #[allow(clippy::large_enum_variant)]
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
+// Serialized as the variant's payload: what tools show as the event's data.
+#[serde(untagged)]
 pub enum LineageClaimEvent {
     ClaimStarted(ClaimStarted),
     ClaimAdvanced(ClaimAdvanced),
