@@ -56,7 +56,13 @@ pub enum DecodeError {
 ///
 /// `encode` always writes the current version. `decode` accepts every version this binary has
 /// ever written and upcasts older ones to the current shape; stored bytes are never rewritten.
-pub trait DomainEvent: Clone + std::fmt::Debug + PartialEq + Send + Sync + 'static {
+///
+/// `Serialize` renders the event's data for tools (`World::event_json`, which
+/// `crescent-replay dump --decode` prints): an enum of one payload struct per kind derives it
+/// with `#[serde(untagged)]`, so the data is the payload's fields.
+pub trait DomainEvent:
+    Clone + std::fmt::Debug + PartialEq + Serialize + Send + Sync + 'static
+{
     /// The event's kind name as stored in the journal (snake_case, stable forever).
     fn kind(&self) -> &'static str;
 

@@ -8,6 +8,7 @@
 pub mod aggregate;
 #[cfg(feature = "runtime")]
 pub mod event_codec;
+pub mod event_macro;
 pub mod event_payload;
 pub mod incarnation;
 pub mod quota_root;

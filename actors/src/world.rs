@@ -180,6 +180,20 @@ impl World {
         self.tables.iter().map(|(k, t)| (*k, t.len())).collect()
     }
 
+    /// The event of `rec` decoded (and upcast) by its registered aggregate kind, as
+    /// `{"kind": ..., "version": <current version>, "data": {...fields...}}`: how tools show
+    /// an event, for every kind this world registers and every version it reads.
+    pub fn event_json(&self, rec: RecordRef<'_>) -> Result<serde_json::Value, WorldError> {
+        let table = self
+            .tables
+            .get(rec.stream_kind)
+            .ok_or_else(|| WorldError::UnknownStream {
+                seq: rec.seq,
+                kind: rec.stream_kind.to_string(),
+            })?;
+        table.event_json(&rec)
+    }
+
     /// `{"position": {"seq", "term", "digest"}, "aggregates": {kind: {id: state}}}`.
     pub fn to_json(&self) -> Result<serde_json::Value, WorldError> {
         let mut aggregates = serde_json::Map::new();

@@ -66,136 +66,168 @@ where
     I: IntoIterator<Item = Result<(u64, V)>>,
     V: AsRef<[u8]>,
 {
-    let mut first_key: Option<u64> = None;
-    let mut last: Option<Record> = None;
-    let mut max_term = 0;
-    // (seq expected at the damage, why it is damaged)
-    let mut damage: Option<(u64, String)> = None;
-    let mut drop_keys = Vec::new();
-    let mut dropped_bytes = 0u64;
-
+    let mut scan = KeyedScan {
+        location,
+        mode,
+        first_key: None,
+        last: None,
+        max_term: 0,
+        damage: None,
+        drop_keys: Vec::new(),
+        dropped_bytes: 0,
+    };
     for entry in entries {
         let (key, value) = entry?;
-        let value = value.as_ref();
-        first_key.get_or_insert(key);
-        let expected = last.as_ref().map_or(key, |r| r.seq + 1);
+        scan.visit(key, value.as_ref())?;
+    }
+    scan.finish()
+}
+
+/// The state of one [`recover_keyed`] pass over the values in key order.
+struct KeyedScan<'a> {
+    location: &'a Path,
+    mode: RecoveryMode,
+    first_key: Option<u64>,
+    last: Option<Record>,
+    max_term: u64,
+    /// (seq expected at the damage, why it is damaged)
+    damage: Option<(u64, String)>,
+    drop_keys: Vec<u64>,
+    dropped_bytes: u64,
+}
+
+impl KeyedScan<'_> {
+    /// Checks the value under `key`: a newer frame format or a valid record after the damage
+    /// or after a gap ends the scan with an error; anything else extends the intact prefix or
+    /// the damaged region.
+    fn visit(&mut self, key: u64, value: &[u8]) -> Result<()> {
+        self.first_key.get_or_insert(key);
+        let expected = self.last.as_ref().map_or(key, |r| r.seq + 1);
         let decoded = decode_exact(value);
         if let Err(FrameError::UnsupportedVersion(v)) = decoded {
-            let first = damage
+            let first = self
+                .damage
                 .as_ref()
                 .map_or(FaultClass::NewerFormat, |_| FaultClass::Frame);
             let seen = Seen {
                 newer_format_after: true,
                 ..Seen::at_end(first)
             };
-            debug_assert_eq!(judge(seen, mode), Verdict::NewerFormat);
+            debug_assert_eq!(judge(seen, self.mode), Verdict::NewerFormat);
             return Err(frame_error(
                 FrameError::UnsupportedVersion(v),
                 key,
-                location,
+                self.location,
             ));
         }
-        if let Some((bad_seq, reason)) = &damage {
+        if let Some((bad_seq, reason)) = &self.damage {
             if matches!(&decoded, Ok(r) if r.seq == key && key >= *bad_seq) {
-                let verdict = judge(Seen::followed_by_record(FaultClass::Frame), mode);
+                let verdict = judge(Seen::followed_by_record(FaultClass::Frame), self.mode);
                 debug_assert!(matches!(verdict, Verdict::Corrupt(_)));
                 return Err(JournalError::Corrupt {
                     seq: *bad_seq,
-                    location: location.to_path_buf(),
+                    location: self.location.to_path_buf(),
                     reason: format!("{reason}, yet a valid record with seq {key} follows"),
                 });
             }
-            drop_keys.push(key);
-            dropped_bytes += value.len() as u64;
-            continue;
+            self.count_damaged(key, value);
+            return Ok(());
         }
         match decoded {
             Ok(r) if r.seq == key && key == expected => {
-                max_term = max_term.max(r.term);
-                last = Some(r);
+                self.max_term = self.max_term.max(r.term);
+                self.last = Some(r);
             }
             Ok(r) if r.seq == key => {
                 // A valid record after a gap: the missing records were acknowledged.
-                let verdict = judge(Seen::followed_by_record(FaultClass::Frame), mode);
+                let verdict = judge(Seen::followed_by_record(FaultClass::Frame), self.mode);
                 debug_assert!(matches!(verdict, Verdict::Corrupt(_)));
                 return Err(JournalError::Corrupt {
                     seq: expected,
-                    location: location.to_path_buf(),
+                    location: self.location.to_path_buf(),
                     reason: format!("seq {expected} is missing but seq {key} follows"),
                 });
             }
             Ok(r) => {
-                damage = Some((expected, format!("key {key} holds seq {}", r.seq)));
-                drop_keys.push(key);
-                dropped_bytes += value.len() as u64;
+                self.damage = Some((expected, format!("key {key} holds seq {}", r.seq)));
+                self.count_damaged(key, value);
             }
             Err(e) => {
-                damage = Some((expected, format!("record {key}: {e}")));
-                drop_keys.push(key);
-                dropped_bytes += value.len() as u64;
+                self.damage = Some((expected, format!("record {key}: {e}")));
+                self.count_damaged(key, value);
             }
+        }
+        Ok(())
+    }
+
+    /// Counts the value under `key` into the damaged region.
+    fn count_damaged(&mut self, key: u64, value: &[u8]) {
+        self.drop_keys.push(key);
+        self.dropped_bytes += value.len() as u64;
+    }
+
+    /// The verdict on the damaged region once every value was seen: none, a tail to cut, or
+    /// an error (a refused tail, or damage no intact record continues).
+    fn truncation(&mut self) -> Result<Option<TruncationReport>> {
+        let Some((bad_seq, reason)) = self.damage.take() else {
+            return Ok(None);
+        };
+        let last_good_seq = self.last.as_ref().map_or(0, |r| r.seq);
+        let seen = Seen {
+            // With no intact record left, the chain before the damage is unknown unless the
+            // damage is at the journal's first seq.
+            chain_continues: self.last.is_some() || self.first_key.is_none_or(|k| k <= 1),
+            ..Seen::at_end(FaultClass::Frame)
+        };
+        match judge(seen, self.mode) {
+            Verdict::CutTail => Ok(Some(TruncationReport {
+                last_good_seq,
+                dropped_bytes: self.dropped_bytes,
+                reason,
+                quarantine: None,
+            })),
+            Verdict::RefuseTail => Err(JournalError::TailCorruption {
+                last_good_seq,
+                dropped_bytes: self.dropped_bytes,
+                reason,
+            }),
+            Verdict::Corrupt(_) | Verdict::NewerFormat => Err(JournalError::Corrupt {
+                seq: bad_seq,
+                location: self.location.to_path_buf(),
+                reason: format!("{reason}; no intact record remains to continue the chain"),
+            }),
         }
     }
 
-    let last_good_seq = last.as_ref().map_or(0, |r| r.seq);
-    let truncated = match damage {
-        None => None,
-        Some((bad_seq, reason)) => {
-            let seen = Seen {
-                // With no intact record left, the chain before the damage is unknown unless
-                // the damage is at the journal's first seq.
-                chain_continues: last.is_some() || first_key.is_none_or(|k| k <= 1),
-                ..Seen::at_end(FaultClass::Frame)
-            };
-            match judge(seen, mode) {
-                Verdict::CutTail => Some(TruncationReport {
-                    last_good_seq,
-                    dropped_bytes,
-                    reason,
-                    quarantine: None,
-                }),
-                Verdict::RefuseTail => {
-                    return Err(JournalError::TailCorruption {
-                        last_good_seq,
-                        dropped_bytes,
-                        reason,
-                    })
-                }
-                Verdict::Corrupt(_) | Verdict::NewerFormat => {
-                    return Err(JournalError::Corrupt {
-                        seq: bad_seq,
-                        location: location.to_path_buf(),
-                        reason: format!("{reason}; no intact record remains to continue the chain"),
-                    })
-                }
-            }
+    /// What the backend must do: the recovered position and the keys to delete.
+    fn finish(mut self) -> Result<KeyedRecovery> {
+        let truncated = self.truncation()?;
+        if truncated.is_none() {
+            self.drop_keys.clear();
         }
-    };
-    if truncated.is_none() {
-        drop_keys.clear();
+        let recovered = match &self.last {
+            Some(r) => Recovered {
+                first_seq: self.first_key.expect("a record was seen"),
+                last_seq: r.seq,
+                last_term: r.term,
+                max_term: self.max_term,
+                last_digest: r.digest,
+                truncated,
+                base: None,
+            },
+            None => Recovered {
+                first_seq: 1,
+                last_seq: 0,
+                last_term: 0,
+                max_term: 0,
+                last_digest: GENESIS_DIGEST,
+                truncated,
+                base: None,
+            },
+        };
+        Ok(KeyedRecovery {
+            recovered,
+            drop_keys: self.drop_keys,
+        })
     }
-    let recovered = match &last {
-        Some(r) => Recovered {
-            first_seq: first_key.expect("a record was seen"),
-            last_seq: r.seq,
-            last_term: r.term,
-            max_term,
-            last_digest: r.digest,
-            truncated,
-            base: None,
-        },
-        None => Recovered {
-            first_seq: 1,
-            last_seq: 0,
-            last_term: 0,
-            max_term: 0,
-            last_digest: GENESIS_DIGEST,
-            truncated,
-            base: None,
-        },
-    };
-    Ok(KeyedRecovery {
-        recovered,
-        drop_keys,
-    })
 }

@@ -20,7 +20,7 @@ pub mod source;
 pub mod walk;
 
 pub use datadir::{DataDirView, Marker};
-pub use decode::decode_event;
+pub use decode::{decode_event, EventDecoder};
 pub use error::{Result, ToolError, EXIT_FAULT, EXIT_OK, EXIT_USAGE};
 pub use fault::{Fault, FaultSource};
 pub use source::OfflineJournal;

@@ -11,9 +11,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crescent_actors::{Aggregate, Ctx, DecodeError, DomainEvent};
+use crescent_actors::{Aggregate, Ctx};
 
-use crate::codec::{check_version, current_version, from_msgpack, to_msgpack};
 use crate::error::WeightError;
 use crate::planner::{affinity_digest, AffinityUnit};
 
@@ -48,53 +47,12 @@ pub struct UnitsForgotten {
     pub at_ms: i64,
 }
 
-#[derive(Debug, Clone, PartialEq)]
-pub enum WeightUnitsEvent {
-    UnitsRecorded(UnitsRecorded),
-    UnitsForgotten(UnitsForgotten),
-}
-
-const UNITS_RECORDED: &str = "weight_units_recorded";
-const UNITS_FORGOTTEN: &str = "weight_units_forgotten";
-
-/// Version history: every kind is at v1.
-const SCHEMA: &[(&str, u16)] = &[(UNITS_RECORDED, 1), (UNITS_FORGOTTEN, 1)];
-
-impl DomainEvent for WeightUnitsEvent {
-    fn kind(&self) -> &'static str {
-        match self {
-            WeightUnitsEvent::UnitsRecorded(_) => UNITS_RECORDED,
-            WeightUnitsEvent::UnitsForgotten(_) => UNITS_FORGOTTEN,
-        }
-    }
-
-    fn version(&self) -> u16 {
-        current_version(SCHEMA, self.kind())
-    }
-
-    fn encode(&self) -> Vec<u8> {
-        match self {
-            WeightUnitsEvent::UnitsRecorded(e) => to_msgpack(e),
-            WeightUnitsEvent::UnitsForgotten(e) => to_msgpack(e),
-        }
-    }
-
-    fn decode(kind: &str, version: u16, payload: &[u8]) -> Result<Self, DecodeError> {
-        check_version(STREAM_KIND, SCHEMA, kind, version)?;
-        Ok(match kind {
-            UNITS_RECORDED => Self::UnitsRecorded(from_msgpack(kind, version, payload)?),
-            UNITS_FORGOTTEN => Self::UnitsForgotten(from_msgpack(kind, version, payload)?),
-            _ => {
-                return Err(DecodeError::UnknownKind {
-                    aggregate: STREAM_KIND,
-                    kind: kind.to_string(),
-                })
-            }
-        })
-    }
-
-    fn schema() -> &'static [(&'static str, u16)] {
-        SCHEMA
+crescent_actors::domain_events! {
+    /// Version history: every kind is at v1.
+    #[derive(Debug, Clone, PartialEq)]
+    pub enum WeightUnitsEvent for STREAM_KIND {
+        UnitsRecorded(UnitsRecorded): UNITS_RECORDED = "weight_units_recorded", version 1;
+        UnitsForgotten(UnitsForgotten): UNITS_FORGOTTEN = "weight_units_forgotten", version 1;
     }
 }
 
@@ -196,7 +154,7 @@ impl Aggregate for WeightUnits {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crescent_actors::ErrorCode;
+    use crescent_actors::{DecodeError, DomainEvent, ErrorCode};
 
     fn ctx() -> Ctx {
         Ctx::at(1_000)

@@ -44,7 +44,9 @@ pub struct IncarnationBegun {
     pub at_ms: i64,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+// Serialized as the variant's payload: what tools show as the event's data.
+#[serde(untagged)]
 pub enum IncarnationEvent {
     Begun(IncarnationBegun),
 }

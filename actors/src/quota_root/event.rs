@@ -86,7 +86,9 @@ pub struct TerminalPruned {
     pub op_ids: Vec<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+// Serialized as the variant's payload: what tools show as the event's data.
+#[serde(untagged)]
 pub enum QuotaEvent {
     PolicySet(PolicySet),
     Reserved(Reserved),

@@ -83,7 +83,9 @@ pub struct OwnerDropped {
     pub owner: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+// Serialized as the variant's payload: what tools show as the event's data.
+#[serde(untagged)]
 pub enum RemovedPutsEvent {
     Removed(OwnerPutIds),
     Settled(OwnerPutIds),

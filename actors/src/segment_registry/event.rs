@@ -137,7 +137,9 @@ pub(super) fn decode_for_replay<'a>(
     })
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+// Serialized as the variant's payload: what tools show as the event's data.
+#[serde(untagged)]
 pub enum SegmentRegistryEvent {
     OwnerRegistered(OwnerRegistered),
     SegmentMounted(SegmentMounted),

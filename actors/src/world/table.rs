@@ -78,6 +78,8 @@ pub(crate) trait AnyTable: Send {
     /// Replaces the content with a section body (`None`: the section was absent, start empty).
     fn load(&mut self, file: &Path, section: Option<Section>) -> Result<(), WorldError>;
     fn to_json(&self) -> Result<serde_json::Value, WorldError>;
+    /// The record's event decoded as this aggregate's event, rendered as JSON.
+    fn event_json(&self, rec: &RecordRef<'_>) -> Result<serde_json::Value, WorldError>;
     fn len(&self) -> usize;
     fn as_any(&self) -> &dyn Any;
     fn clone_box(&self) -> Box<dyn AnyTable>;
@@ -155,6 +157,26 @@ impl<A: Aggregate> AnyTable for Table<A> {
             kind: A::KIND.to_string(),
             reason: e.to_string(),
         })
+    }
+
+    fn event_json(&self, rec: &RecordRef<'_>) -> Result<serde_json::Value, WorldError> {
+        let event =
+            A::Event::decode(rec.event_kind, rec.event_version, rec.payload).map_err(|source| {
+                WorldError::Decode {
+                    seq: rec.seq,
+                    stream: StreamId::new(rec.stream_kind, rec.stream_id),
+                    source,
+                }
+            })?;
+        let data = serde_json::to_value(&event).map_err(|e| WorldError::Json {
+            kind: event.kind().to_string(),
+            reason: e.to_string(),
+        })?;
+        Ok(serde_json::json!({
+            "kind": event.kind(),
+            "version": event.version(),
+            "data": data,
+        }))
     }
 
     fn len(&self) -> usize {

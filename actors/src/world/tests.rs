@@ -94,6 +94,44 @@ fn undecodable_event_fails_closed() {
 }
 
 #[test]
+fn event_json_renders_the_upcast_event_of_a_registered_kind() {
+    let v1 = crate::segment_registry::SegmentMountedV1 {
+        segment_id: "s1".into(),
+        owner_id: "o1".into(),
+        base: 0,
+        size: 4096,
+        at_ms: 11,
+    };
+    let mut chain = RecordChain::default();
+    let rec = chain.push(
+        1,
+        NewRecord {
+            stream: StreamId::new(SegmentRegistry::KIND, INSTANCE_ID),
+            event: EventData {
+                kind: "segment_mounted".into(),
+                version: 1,
+                payload: crate::event_payload::to_msgpack(&v1),
+            },
+            timestamp_ms: 1,
+        },
+    );
+    let w = World::standard();
+    let json = w.event_json(rec.as_ref()).unwrap();
+    assert_eq!(json["kind"], "segment_mounted");
+    assert_eq!(json["version"], 2);
+    assert_eq!(json["data"]["segment_id"], "s1");
+    assert_eq!(json["data"]["transport"], "tcp");
+
+    let mut bad = rec.clone();
+    bad.event.version = 9;
+    let err = w.event_json(bad.as_ref()).unwrap_err();
+    assert!(matches!(err, WorldError::Decode { seq: 1, .. }), "{err}");
+    bad.stream = StreamId::new("weight_revision", "r1");
+    let err = w.event_json(bad.as_ref()).unwrap_err();
+    assert!(matches!(err, WorldError::UnknownStream { .. }), "{err}");
+}
+
+#[test]
 fn records_must_be_contiguous() {
     let recs = records(&[owner("o1"), owner("o2")]);
     let mut w = World::standard();

@@ -58,7 +58,9 @@ pub struct RevocationsPruned {
     pub expired_before_secs: u64,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+// Serialized as the variant's payload: what tools show as the event's data.
+#[serde(untagged)]
 pub enum RevocationEvent {
     Revoked(TokenRevoked),
     Pruned(RevocationsPruned),

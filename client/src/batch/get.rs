@@ -2,7 +2,9 @@
 //! preferred replica of each item (local first), per-item fallback to the other replicas, and
 //! the values the server returned inline (cold-only objects restored on read).
 
-use crescent_transport::{TransferDescriptor, TransferOp};
+use std::sync::Arc;
+
+use crescent_transport::{SegmentMemory, TransferDescriptor, TransferOp, Transport};
 use crescent_wire::rpc::RpcOp;
 use crescent_wire::rpc_compact::{
     check_version, expand_replica, CompactGetReply, COMPACT_VERSION, FEATURE_COMPACT_BATCH,
@@ -12,8 +14,9 @@ use serde::Serialize;
 use tracing::Instrument;
 
 use super::{item, object_ids, ItemResults};
+use crate::buffer::RegisteredBuffer;
 use crate::client::CrescentClient;
-use crate::dataplane::{grant_of, read_order, remote_for};
+use crate::dataplane::{grant_of, read_order, remote_for, LocalSegment};
 use crate::error::ClientError;
 use crate::lease::release_of;
 use crate::store::{inline_checked, read_replica, verify};
@@ -211,17 +214,75 @@ impl CrescentClient {
     ) -> Result<(), ClientError> {
         let transport = self.data.transport().await?;
         let staging = self.data.staging.take(transport, total)?;
-        let buf = staging.buffer();
         let local = self.data.local();
         // The first choice of each item, all in one submission.
         let own_memory = local.as_ref().and_then(|l| {
             let memory = l.memory.clone()?;
             Some((l.remote.segment_id.clone(), memory))
         });
+        let reads = BatchReads {
+            transport: transport.as_ref(),
+            local: local.as_ref(),
+            buf: staging.buffer(),
+            own_memory: own_memory.as_ref(),
+        };
+        let (descs, first) = reads.plan(&found);
+        let statuses = if descs.is_empty() {
+            Vec::new()
+        } else {
+            transport.submit(&descs).await?.statuses
+        };
+        for ((i, reply, off), choice) in found.into_iter().zip(first) {
+            let key = keys[i].as_ref();
+            let mut outcome = match choice {
+                FirstRead::Transfer(d) => match &statuses[d] {
+                    Ok(()) => reads.staged(key, &reply, off).await?,
+                    Err(e) => Err(ClientError::transfer(
+                        format!("reading segment {}", descs[d].remote.segment_id),
+                        e.clone(),
+                    )),
+                },
+                FirstRead::OwnSegment(offset) => reads.in_place(key, &reply, offset).await,
+                FirstRead::Nothing if reply.size == 0 => Ok(Vec::new()),
+                FirstRead::Nothing => Err(ClientError::item(
+                    crescent_wire::ErrorCode::NotReady,
+                    format!("key {key:?} has no readable replica"),
+                )),
+            };
+            if outcome.is_err() {
+                // Fall back, one replica at a time, to the others (rare).
+                let skip = usize::from(!matches!(choice, FirstRead::Nothing));
+                if let Some(value) = reads.fall_back(key, &reply, off, skip).await? {
+                    outcome = Ok(value);
+                }
+            }
+            results[i] = Some(outcome);
+        }
+        Ok(())
+    }
+}
+
+/// What every read of one batch get's copy shares.
+struct BatchReads<'a> {
+    transport: &'a dyn Transport,
+    local: Option<&'a LocalSegment>,
+    /// The staging buffer, `total` bytes: each found item at its offset.
+    buf: &'a RegisteredBuffer,
+    /// Our own segment's id and memory, read in place when it holds a replica.
+    own_memory: Option<&'a (Arc<str>, Arc<SegmentMemory>)>,
+}
+
+impl BatchReads<'_> {
+    /// The first read of each found item (`(item index, reply, offset in staging)`): the
+    /// descriptors of the one submission and how each item is read first.
+    fn plan(
+        &self,
+        found: &[(usize, GetReply, usize)],
+    ) -> (Vec<TransferDescriptor>, Vec<FirstRead>) {
         let mut descs = Vec::with_capacity(found.len());
         let mut first: Vec<FirstRead> = Vec::with_capacity(found.len());
-        for (_, reply, off) in &found {
-            let replica = read_order(&reply.replicas, local.as_ref())
+        for (_, reply, off) in found {
+            let replica = read_order(&reply.replicas, self.local)
                 .first()
                 .copied()
                 .filter(|r| reply.size > 0 && r.length == reply.size);
@@ -230,19 +291,19 @@ impl CrescentClient {
                 continue;
             };
             // Our own segment is read in place: no transfer into staging and copy out of it.
-            if let Some((own, _)) = &own_memory {
+            if let Some((own, _)) = self.own_memory {
                 if **own == *r.segment_id {
                     first.push(FirstRead::OwnSegment(r.offset));
                     continue;
                 }
             }
-            match remote_for(r, local.as_ref()) {
+            match remote_for(r, self.local) {
                 Ok(remote) => {
                     descs.push(TransferDescriptor {
                         op: TransferOp::Read,
                         remote,
                         remote_offset: r.offset,
-                        local: buf.handle,
+                        local: self.buf.handle,
                         local_offset: *off as u64,
                         length: reply.size,
                         grant: grant_of(r),
@@ -252,73 +313,75 @@ impl CrescentClient {
                 Err(_) => first.push(FirstRead::Nothing),
             }
         }
-        let statuses = if descs.is_empty() {
-            Vec::new()
-        } else {
-            transport.submit(&descs).await?.statuses
-        };
-        for ((i, reply, off), choice) in found.into_iter().zip(first) {
-            let key = keys[i].as_ref();
-            let size = reply.size as usize;
-            let checked = |value: Vec<u8>| match reply.checksum {
-                Some(_) => {
-                    verify(key, reply.checksum, crescent_checksum::crc32c(&value)).map(|()| value)
-                }
-                None => Ok(value),
-            };
-            let mut outcome = match choice {
-                FirstRead::Transfer(d) if statuses[d].is_ok() => {
-                    let mut value = vec![0u8; size];
-                    buf.read(off, &mut value).await?;
-                    checked(value)
-                }
-                FirstRead::Transfer(d) => Err(ClientError::transfer(
-                    format!("reading segment {}", descs[d].remote.segment_id),
-                    statuses[d].clone().expect_err("checked above"),
-                )),
-                FirstRead::OwnSegment(offset) => {
-                    let (own, memory) = own_memory.as_ref().expect("chosen only with memory");
-                    // Straight into a new vector: no zero-fill before the copy.
-                    match memory.read_to_vec(offset, reply.size).await {
-                        Ok(value) => checked(value),
-                        Err(e) => Err(ClientError::transfer(format!("reading segment {own}"), e)),
-                    }
-                }
-                FirstRead::Nothing if size == 0 => Ok(Vec::new()),
-                FirstRead::Nothing => Err(ClientError::item(
-                    crescent_wire::ErrorCode::NotReady,
-                    format!("key {key:?} has no readable replica"),
-                )),
-            };
-            if outcome.is_err() {
-                // Fall back, one replica at a time, to the others (rare).
-                let mut value = vec![0u8; size];
-                let skip = usize::from(!matches!(choice, FirstRead::Nothing));
-                for replica in read_order(&reply.replicas, local.as_ref())
-                    .into_iter()
-                    .skip(skip)
-                {
-                    let read = read_replica(
-                        transport.as_ref(),
-                        replica,
-                        local.as_ref(),
-                        buf,
-                        off,
-                        reply.size,
-                    )
-                    .await;
-                    if read.is_err() {
-                        continue;
-                    }
-                    buf.read(off, &mut value).await?;
-                    if verify(key, reply.checksum, crescent_checksum::crc32c(&value)).is_ok() {
-                        outcome = Ok(value);
-                        break;
-                    }
-                }
-            }
-            results[i] = Some(outcome);
+        (descs, first)
+    }
+
+    /// The value the submission read into staging at `off`, checked against its checksum.
+    async fn staged(
+        &self,
+        key: &str,
+        reply: &GetReply,
+        off: usize,
+    ) -> Result<Result<Vec<u8>, ClientError>, ClientError> {
+        let mut value = vec![0u8; reply.size as usize];
+        self.buf.read(off, &mut value).await?;
+        Ok(checked(key, reply, value))
+    }
+
+    /// The value read in place from our own segment's memory at `offset`, checked.
+    async fn in_place(
+        &self,
+        key: &str,
+        reply: &GetReply,
+        offset: u64,
+    ) -> Result<Vec<u8>, ClientError> {
+        let (own, memory) = self.own_memory.expect("chosen only with memory");
+        // Straight into a new vector: no zero-fill before the copy.
+        match memory.read_to_vec(offset, reply.size).await {
+            Ok(value) => checked(key, reply, value),
+            Err(e) => Err(ClientError::transfer(format!("reading segment {own}"), e)),
         }
-        Ok(())
+    }
+
+    /// The value from the first of the item's replicas after the first `skip` (in read order)
+    /// that reads and verifies, through staging at `off`; `None` if none does.
+    async fn fall_back(
+        &self,
+        key: &str,
+        reply: &GetReply,
+        off: usize,
+        skip: usize,
+    ) -> Result<Option<Vec<u8>>, ClientError> {
+        let mut value = vec![0u8; reply.size as usize];
+        for replica in read_order(&reply.replicas, self.local)
+            .into_iter()
+            .skip(skip)
+        {
+            let read = read_replica(
+                self.transport,
+                replica,
+                self.local,
+                self.buf,
+                off,
+                reply.size,
+            )
+            .await;
+            if read.is_err() {
+                continue;
+            }
+            self.buf.read(off, &mut value).await?;
+            if verify(key, reply.checksum, crescent_checksum::crc32c(&value)).is_ok() {
+                return Ok(Some(value));
+            }
+        }
+        Ok(None)
+    }
+}
+
+/// `value` if it matches the checksum `reply` carries (if any).
+fn checked(key: &str, reply: &GetReply, value: Vec<u8>) -> Result<Vec<u8>, ClientError> {
+    match reply.checksum {
+        Some(_) => verify(key, reply.checksum, crescent_checksum::crc32c(&value)).map(|()| value),
+        None => Ok(value),
     }
 }

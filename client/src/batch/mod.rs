@@ -6,6 +6,7 @@
 mod get;
 mod put;
 mod put_end;
+mod put_start;
 pub(crate) mod submission;
 
 use crescent_wire::rpc::RpcOp;

@@ -2,17 +2,13 @@
 //! every replica write, then batch put_end for the written items (`put_end.rs`) and
 //! put_revoke for the failed ones.
 
-use crescent_transport::TransferDescriptor;
+use std::ops::Range;
+
+use crescent_transport::{TransferDescriptor, TransportError};
 use crescent_wire::rpc::RpcOp;
-use crescent_wire::rpc_compact::{
-    check_version, expand_replica, CompactPutOptions, CompactPutStartReply, CompactPutStarted,
-    COMPACT_VERSION, FEATURE_COMPACT_BATCH,
-};
 use crescent_wire::store::{
-    Ack, ItemResult, ObjectId, PutEndRequest, PutStartReply, PutStartRequest, ReplicaDesc,
-    MAX_BATCH,
+    Ack, DataType, ItemResult, ObjectId, PutEndRequest, PutStartReply, PutStartRequest, ReplicaDesc,
 };
-use serde::Serialize;
 use tracing::Instrument;
 
 use super::{item, object_ids, ItemResults};
@@ -24,148 +20,7 @@ use crate::leader::Current;
 use crate::options::PutOptions;
 use crate::store::{write_descriptors, write_own_replicas, PutOutcome};
 
-/// A compact batch put_start body borrowing the keys (encodes exactly as
-/// `CompactPutStartRequest`).
-#[derive(Serialize)]
-struct CompactPutStartRef<'a> {
-    v: u16,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    tenant: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    domain: Option<&'a str>,
-    options: CompactPutOptions,
-    items: Vec<(&'a str, u64, Option<u32>)>,
-}
-
-/// The options of `req` that a compact body shares between its items.
-fn shared_options(req: &PutStartRequest) -> CompactPutOptions {
-    CompactPutOptions {
-        replicas: req.replicas,
-        placement: req.placement,
-        preferred_segment: req.preferred_segment.clone(),
-        data_type: req.data_type,
-        upsert: req.upsert,
-        soft_pin_secs: req.soft_pin_secs,
-        hard_pin: req.hard_pin,
-    }
-}
-
-/// Whether `a` and `b` agree on every option a compact body shares (what [`shared_options`]
-/// takes), compared in place: no copy per item.
-fn same_shared_options(a: &PutStartRequest, b: &PutStartRequest) -> bool {
-    // Destructured in full so that a new request field must be placed here (shared or per
-    // item) before this compiles.
-    let PutStartRequest {
-        id: _,
-        size: _,
-        checksum: _,
-        replicas,
-        placement,
-        preferred_segment,
-        data_type,
-        upsert,
-        soft_pin_secs,
-        hard_pin,
-    } = a;
-    *replicas == b.replicas
-        && *placement == b.placement
-        && *preferred_segment == b.preferred_segment
-        && *data_type == b.data_type
-        && *upsert == b.upsert
-        && *soft_pin_secs == b.soft_pin_secs
-        && *hard_pin == b.hard_pin
-}
-
-/// The classic answers of a compact batch put_start answer for items of `sizes` (a replica's
-/// length is its item's size); a malformed answer fails the batch.
-fn expand_put_reply(
-    reply: CompactPutStartReply,
-    sizes: &[u64],
-) -> Result<Vec<ItemResult<PutStartReply>>, ClientError> {
-    check_version(reply.v).map_err(|e| ClientError::Protocol(e.to_string()))?;
-    if reply.items.len() != sizes.len() {
-        return Err(ClientError::Protocol(format!(
-            "batch of {} items answered with {}",
-            sizes.len(),
-            reply.items.len()
-        )));
-    }
-    let segments = reply.segments;
-    let mut out = Vec::with_capacity(sizes.len());
-    for (item, &size) in reply.items.into_iter().zip(sizes) {
-        out.push(match item {
-            ItemResult::Ok(CompactPutStarted(put_id, already_exists, replicas, state)) => {
-                let replicas = replicas
-                    .into_iter()
-                    .map(|c| expand_replica(&segments, c, size, state))
-                    .collect::<Result<Vec<_>, _>>()
-                    .map_err(|e| ClientError::Protocol(e.to_string()))?;
-                ItemResult::Ok(PutStartReply {
-                    put_id,
-                    already_exists,
-                    replicas,
-                })
-            }
-            ItemResult::Err { code, message } => ItemResult::Err { code, message },
-        });
-    }
-    Ok(out)
-}
-
 impl CrescentClient {
-    /// The batch put_start: compact (one request per [`MAX_BATCH`] items) when the leader
-    /// serves it, else classic. Also returns the leader that answered every request, or
-    /// `None` if the leader changed between the requests of a long batch.
-    async fn batch_put_starts(
-        &self,
-        requests: Vec<PutStartRequest>,
-    ) -> Result<(Vec<ItemResult<PutStartReply>>, Option<Current>), ClientError> {
-        let shareable = requests.first().is_some_and(|first| {
-            requests.iter().all(|r| {
-                r.id.tenant == first.id.tenant
-                    && r.id.domain == first.id.domain
-                    && same_shared_options(r, first)
-            })
-        });
-        if shareable {
-            let first = &requests[0];
-            let mut out = Vec::with_capacity(requests.len());
-            let mut answered: Option<Current> = None;
-            let mut one_leader = true;
-            for chunk in requests.chunks(MAX_BATCH) {
-                let body = CompactPutStartRef {
-                    v: COMPACT_VERSION,
-                    tenant: first.id.tenant.as_deref(),
-                    domain: first.id.domain.as_deref(),
-                    options: shared_options(first),
-                    items: chunk
-                        .iter()
-                        .map(|r| (r.id.key.as_str(), r.size, r.checksum))
-                        .collect(),
-                };
-                let answer: Option<(CompactPutStartReply, Current)> = self
-                    .call_feature_at(FEATURE_COMPACT_BATCH, RpcOp::BatchPutStartCompact, &body)
-                    .await?;
-                let Some((reply, at)) = answer else {
-                    // Not served (only the first chunk can get here): go the classic way.
-                    break;
-                };
-                match &answered {
-                    Some(a) if a.epoch != at.epoch => one_leader = false,
-                    Some(_) => {}
-                    None => answered = Some(at),
-                }
-                let sizes: Vec<u64> = chunk.iter().map(|r| r.size).collect();
-                out.extend(expand_put_reply(reply, &sizes)?);
-            }
-            if out.len() == requests.len() {
-                return Ok((out, answered.filter(|_| one_leader)));
-            }
-        }
-        self.batch_call_to(RpcOp::BatchPutStart, requests, None)
-            .await
-    }
-
     /// Puts `value` in place on each replica: our own segment's replicas straight into its
     /// memory (range-locked, done when this returns), the others as write descriptors from
     /// staging (the value is copied there only then). Every replica must be the value's
@@ -242,6 +97,8 @@ impl CrescentClient {
         Ok(results)
     }
 
+    /// One sub-batch, phase by phase: the requests, batch put_start, the replica writes in
+    /// one submission, recording at the owners, put_revoke of the failed items, batch put_end.
     async fn put_batch_inner<K: AsRef<str>, V: AsRef<[u8]>>(
         &self,
         keys: &[K],
@@ -255,13 +112,172 @@ impl CrescentClient {
         let buf = staging.buffer();
         let local = self.data.local();
         let own = local.as_ref().map(|l| &*l.remote.segment_id);
+        let (mut batch, requests) = PutBatch::requests(self, keys, values, opts, own);
+        let (starts, leader) = self.batch_put_starts(requests).await?;
+        let Some(leader) = leader else {
+            // The leader changed between the requests of this batch: the started items cannot
+            // be ended on one leader. Their slots are reclaimed by each leader's discard
+            // timeout.
+            return Ok(batch.leader_changed(starts));
+        };
+        // Every replica write of every started item, in one submission.
+        let mut descs: Vec<TransferDescriptor> = Vec::new();
+        let writing = self
+            .place_started(&mut batch, starts, values, local.as_ref(), buf, &mut descs)
+            .await;
+        let statuses = if descs.is_empty() {
+            Vec::new()
+        } else {
+            transport.submit(&descs).await?.statuses
+        };
+        let (ending, ends) = batch.written(writing, &descs, &statuses);
+        let (ending, ends) = self.record_written(&mut batch, ending, ends).await;
+        self.revoke_puts(std::mem::take(&mut batch.revoke), &leader)
+            .await;
+        // Only the leader that started the puts knows them.
+        let ended = self.batch_put_ends(ends, &leader).await?;
+        Ok(batch.ended(self, &ending, ended))
+    }
+
+    /// Places the value of every started item (`starts`, one per sent request): its write
+    /// descriptors go to `descs`; returns the items being written as (position in `sent`, put
+    /// reply, descriptor range). An item that fails here is revoked.
+    async fn place_started<V: AsRef<[u8]>>(
+        &self,
+        batch: &mut PutBatch,
+        starts: Vec<ItemResult<PutStartReply>>,
+        values: &[V],
+        local: Option<&LocalSegment>,
+        buf: &RegisteredBuffer,
+        descs: &mut Vec<TransferDescriptor>,
+    ) -> Vec<Writing> {
+        let mut writing: Vec<Writing> = Vec::new();
+        for (pos, start) in starts.into_iter().enumerate() {
+            let (i, off, _) = batch.sent[pos];
+            let reply = match item(start) {
+                Ok(r) => r,
+                Err(e) => {
+                    batch.results[i] = Some(Err(e));
+                    continue;
+                }
+            };
+            if reply.already_exists {
+                batch.results[i] = Some(Ok(existed(&reply)));
+                continue;
+            }
+            let from = descs.len();
+            let value = values[i].as_ref();
+            let placed = self
+                .place_value(&reply.replicas, local, value, buf, off, descs)
+                .await;
+            match placed {
+                Ok(()) => writing.push((pos, reply, from..descs.len())),
+                Err(e) => {
+                    descs.truncate(from);
+                    batch.revoke.push(PutEndRequest {
+                        id: batch.ids[pos].clone(),
+                        put_id: reply.put_id,
+                    });
+                    batch.results[i] = Some(Err(e));
+                }
+            }
+        }
+        writing
+    }
+
+    /// Has the owners in other processes record the written items before they are ended; an
+    /// item one of them could not record is revoked (it would not survive a restart). Returns
+    /// the items still to end and their put_end requests.
+    async fn record_written(
+        &self,
+        batch: &mut PutBatch,
+        ending: Vec<Ending>,
+        ends: Vec<PutEndRequest>,
+    ) -> (Vec<Ending>, Vec<PutEndRequest>) {
+        let mut unrecorded = self
+            .data
+            .record_at_owners(
+                ending
+                    .iter()
+                    .map(|(pos, reply)| (batch.committed(*pos, reply), reply.replicas.as_slice())),
+            )
+            .await;
+        if unrecorded.is_empty() {
+            return (ending, ends);
+        }
+        let mut kept = Vec::with_capacity(ending.len());
+        let mut kept_ends = Vec::with_capacity(ends.len());
+        for (tag, (entry, end)) in ending.into_iter().zip(ends).enumerate() {
+            match unrecorded.remove(&tag) {
+                Some(e) => {
+                    batch.results[batch.sent[entry.0].0] = Some(Err(e));
+                    batch.revoke.push(end);
+                }
+                None => {
+                    kept.push(entry);
+                    kept_ends.push(end);
+                }
+            }
+        }
+        (kept, kept_ends)
+    }
+
+    /// Revokes the puts of the failed items on `leader`; a failed revoke is only logged (the
+    /// leader's discard timeout reclaims the slot).
+    async fn revoke_puts(&self, revoke: Vec<PutEndRequest>, leader: &Current) {
+        if revoke.is_empty() {
+            return;
+        }
+        match self
+            .batch_call_to::<_, Ack>(RpcOp::BatchPutRevoke, revoke, Some(leader))
+            .await
+        {
+            Ok((items, _)) => {
+                for r in items.into_iter().filter_map(|r| item(r).err()) {
+                    tracing::warn!(error = %r, "put_revoke failed");
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "batch put_revoke failed"),
+        }
+    }
+}
+
+/// An item being written: (position in `sent`, put reply, range of its write descriptors).
+type Writing = (usize, PutStartReply, Range<usize>);
+
+/// An item written and to be ended: (position in `sent`, put reply).
+type Ending = (usize, PutStartReply);
+
+/// The items of one sub-batch between its phases.
+struct PutBatch {
+    /// The outcome of each item, filled in by the phase that decides it.
+    results: Vec<Option<Result<PutOutcome, ClientError>>>,
+    /// (item index, offset in staging, length) of each item sent.
+    sent: Vec<(usize, usize, usize)>,
+    /// The id of each item sent.
+    ids: Vec<ObjectId>,
+    /// The checksum and data type of each item sent.
+    metas: Vec<(Option<u32>, DataType)>,
+    /// The puts to revoke: started, then failed.
+    revoke: Vec<PutEndRequest>,
+}
+
+impl PutBatch {
+    /// The put_start request of each item that can be sent, with its place in staging; an
+    /// item refused here (bad key or options) has its result already.
+    fn requests<K: AsRef<str>, V: AsRef<[u8]>>(
+        client: &CrescentClient,
+        keys: &[K],
+        values: &[V],
+        opts: &PutOptions,
+        own: Option<&str>,
+    ) -> (Self, Vec<PutStartRequest>) {
         let mut results: Vec<Option<Result<PutOutcome, ClientError>>> =
             (0..keys.len()).map(|_| None).collect();
-        // (item index, offset in staging, length) of each item sent.
         let mut sent: Vec<(usize, usize, usize)> = Vec::with_capacity(keys.len());
         let mut requests: Vec<PutStartRequest> = Vec::with_capacity(keys.len());
         let mut offset = 0;
-        for (i, id) in object_ids(self, keys).into_iter().enumerate() {
+        for (i, id) in object_ids(client, keys).into_iter().enumerate() {
             let value = values[i].as_ref();
             let checksum = opts.checksum.then(|| crescent_checksum::crc32c(value));
             match id.and_then(|id| opts.request(id, value.len() as u64, checksum, own)) {
@@ -276,94 +292,59 @@ impl CrescentClient {
         }
         let ids: Vec<ObjectId> = requests.iter().map(|r| r.id.clone()).collect();
         let metas: Vec<_> = requests.iter().map(|r| (r.checksum, r.data_type)).collect();
-        let (starts, leader) = self.batch_put_starts(requests).await?;
-        let Some(leader) = leader else {
-            // The leader changed between the requests of this batch: the started items cannot
-            // be ended on one leader. Their slots are reclaimed by each leader's discard
-            // timeout.
-            for (pos, start) in starts.into_iter().enumerate() {
-                let (i, ..) = sent[pos];
-                results[i] = Some(item(start).and_then(|reply| match reply.already_exists {
-                    true => Ok(PutOutcome {
-                        put_id: reply.put_id,
-                        already_existed: true,
-                        replicas: 0,
-                    }),
-                    false => Err(ClientError::Interrupted {
-                        op: "batch_put_end",
-                        detail: "the leader changed during the batch's put_start".into(),
-                    }),
-                }));
-            }
-            return Ok(results
-                .into_iter()
-                .map(|r| r.expect("every item gets a result"))
-                .collect());
+        let batch = PutBatch {
+            results,
+            sent,
+            ids,
+            metas,
+            revoke: Vec::new(),
         };
+        (batch, requests)
+    }
 
-        // Every replica write of every started item, in one submission.
-        let mut descs: Vec<TransferDescriptor> = Vec::new();
-        // (position in `sent`, put reply, descriptor range)
-        let mut writing: Vec<(usize, PutStartReply, std::ops::Range<usize>)> = Vec::new();
-        let mut revoke: Vec<PutEndRequest> = Vec::new();
+    /// The results when the leader changed during put_start: the items that already existed
+    /// are done, the others are interrupted.
+    fn leader_changed(mut self, starts: Vec<ItemResult<PutStartReply>>) -> ItemResults<PutOutcome> {
         for (pos, start) in starts.into_iter().enumerate() {
-            let (i, off, _) = sent[pos];
-            let reply = match item(start) {
-                Ok(r) => r,
-                Err(e) => {
-                    results[i] = Some(Err(e));
-                    continue;
-                }
-            };
-            if reply.already_exists {
-                results[i] = Some(Ok(PutOutcome {
-                    put_id: reply.put_id,
-                    already_existed: true,
-                    replicas: 0,
-                }));
-                continue;
-            }
-            let from = descs.len();
-            let value = values[i].as_ref();
-            let placed = self
-                .place_value(&reply.replicas, local.as_ref(), value, buf, off, &mut descs)
-                .await;
-            match placed {
-                Ok(()) => writing.push((pos, reply, from..descs.len())),
-                Err(e) => {
-                    descs.truncate(from);
-                    revoke.push(PutEndRequest {
-                        id: ids[pos].clone(),
-                        put_id: reply.put_id,
-                    });
-                    results[i] = Some(Err(e));
-                }
-            }
+            let (i, ..) = self.sent[pos];
+            self.results[i] = Some(item(start).and_then(|reply| match reply.already_exists {
+                true => Ok(existed(&reply)),
+                false => Err(ClientError::Interrupted {
+                    op: "batch_put_end",
+                    detail: "the leader changed during the batch's put_start".into(),
+                }),
+            }));
         }
-        let statuses = if descs.is_empty() {
-            Vec::new()
-        } else {
-            transport.submit(&descs).await?.statuses
-        };
-        let mut ending: Vec<(usize, PutStartReply)> = Vec::with_capacity(writing.len());
+        self.into_results()
+    }
+
+    /// Sorts the items being written by the submission's `statuses`: those whose every write
+    /// succeeded are to be ended (returned with their put_end requests), the others revoked.
+    fn written(
+        &mut self,
+        writing: Vec<Writing>,
+        descs: &[TransferDescriptor],
+        statuses: &[Result<(), TransportError>],
+    ) -> (Vec<Ending>, Vec<PutEndRequest>) {
+        let mut ending: Vec<Ending> = Vec::with_capacity(writing.len());
         let mut ends: Vec<PutEndRequest> = Vec::with_capacity(writing.len());
         for (pos, reply, range) in writing {
-            let (i, ..) = sent[pos];
+            let (i, ..) = self.sent[pos];
             let failed = statuses[range.clone()]
                 .iter()
                 .zip(&descs[range])
                 .find_map(|(s, d)| s.as_ref().err().map(|e| (e, d)));
             let end = PutEndRequest {
-                id: ids[pos].clone(),
+                id: self.ids[pos].clone(),
                 put_id: reply.put_id,
             };
             match failed {
                 Some((e, d)) => {
-                    results[i] = Some(Err(ClientError::transfer(
+                    self.results[i] = Some(Err(ClientError::transfer(
                         format!("writing segment {}", d.remote.segment_id),
                         e.clone(),
                     )));
-                    revoke.push(end);
+                    self.revoke.push(end);
                 }
                 None => {
                     ends.push(end);
@@ -371,63 +352,25 @@ impl CrescentClient {
                 }
             }
         }
-        // The owners in other processes record the written items before they are ended; an
-        // item one of them could not record is revoked (it would not survive a restart).
-        let unrecorded = self
-            .data
-            .record_at_owners(ending.iter().map(|(pos, reply)| {
-                let (checksum, data_type) = metas[*pos];
-                let put = Committed {
-                    id: &ids[*pos],
-                    put_id: reply.put_id,
-                    checksum,
-                    data_type,
-                };
-                (put, reply.replicas.as_slice())
-            }))
-            .await;
-        if !unrecorded.is_empty() {
-            let mut unrecorded = unrecorded;
-            let mut kept = Vec::with_capacity(ending.len());
-            let mut kept_ends = Vec::with_capacity(ends.len());
-            for (tag, (entry, end)) in ending.into_iter().zip(ends).enumerate() {
-                match unrecorded.remove(&tag) {
-                    Some(e) => {
-                        results[sent[entry.0].0] = Some(Err(e));
-                        revoke.push(end);
-                    }
-                    None => {
-                        kept.push(entry);
-                        kept_ends.push(end);
-                    }
-                }
-            }
-            ending = kept;
-            ends = kept_ends;
-        }
-        if !revoke.is_empty() {
-            match self
-                .batch_call_to::<_, Ack>(RpcOp::BatchPutRevoke, revoke, Some(&leader))
-                .await
-            {
-                Ok((items, _)) => {
-                    for r in items.into_iter().filter_map(|r| item(r).err()) {
-                        tracing::warn!(error = %r, "put_revoke failed");
-                    }
-                }
-                Err(e) => tracing::warn!(error = %e, "batch put_revoke failed"),
-            }
-        }
-        // Only the leader that started the puts knows them.
-        let ended = self.batch_put_ends(ends, &leader).await?;
+        (ending, ends)
+    }
+
+    /// The results once put_end answered (`ended`, one per `ending` item); the committed items
+    /// are recorded in our own segment's ownership table together (one lock for the batch).
+    fn ended(
+        mut self,
+        client: &CrescentClient,
+        ending: &[Ending],
+        ended: Vec<ItemResult<Ack>>,
+    ) -> ItemResults<PutOutcome> {
         let mut committed = Vec::with_capacity(ending.len());
         for ((pos, reply), end) in ending.iter().zip(ended) {
-            let (i, ..) = sent[*pos];
-            results[i] = Some(item(end).map(|_| {
-                let (checksum, data_type) = metas[*pos];
+            let (i, ..) = self.sent[*pos];
+            self.results[i] = Some(item(end).map(|_| {
+                let (checksum, data_type) = self.metas[*pos];
                 committed.push((
                     Committed {
-                        id: &ids[*pos],
+                        id: &self.ids[*pos],
                         put_id: reply.put_id,
                         checksum,
                         data_type,
@@ -441,11 +384,34 @@ impl CrescentClient {
                 }
             }));
         }
-        // Recorded together: one ownership-table lock for the whole batch.
-        self.data.committed_all(committed);
-        Ok(results
+        client.data.committed_all(committed);
+        self.into_results()
+    }
+
+    /// What the owners record for the item sent at `pos` under `reply`.
+    fn committed<'a>(&'a self, pos: usize, reply: &PutStartReply) -> Committed<'a> {
+        let (checksum, data_type) = self.metas[pos];
+        Committed {
+            id: &self.ids[pos],
+            put_id: reply.put_id,
+            checksum,
+            data_type,
+        }
+    }
+
+    fn into_results(self) -> ItemResults<PutOutcome> {
+        self.results
             .into_iter()
             .map(|r| r.expect("every item gets a result"))
-            .collect())
+            .collect()
+    }
+}
+
+/// The outcome of an item whose key already held an object.
+fn existed(reply: &PutStartReply) -> PutOutcome {
+    PutOutcome {
+        put_id: reply.put_id,
+        already_existed: true,
+        replicas: 0,
     }
 }

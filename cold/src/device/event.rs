@@ -138,7 +138,9 @@ pub struct TerminalPruned {
     pub at_ms: i64,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+// Serialized as the variant's payload: what tools show as the event's data.
+#[serde(untagged)]
 pub enum ColdDeviceEvent {
     DeviceConfigured(DeviceConfigured),
     DeviceHealthChanged(DeviceHealthChanged),

@@ -72,11 +72,13 @@ pub(super) fn recover_dir(dir: &Path, mode: RecoveryMode) -> Result<FileRecovery
             active: None,
         });
     }
-    let mut last: Option<LastRecord> = None;
-    let mut max_term = 0;
-    let mut records_per_segment = vec![0u64; segments.len()];
-    let mut damage: Option<ScanFault> = None;
-
+    let mut seen = DirScan {
+        mode,
+        last: None,
+        max_term: 0,
+        records_per_segment: vec![0u64; segments.len()],
+        damage: None,
+    };
     for entry in scan.entries(ScanOptions {
         verify_chain: false,
     }) {
@@ -86,66 +88,17 @@ pub(super) fn recover_dir(dir: &Path, mode: RecoveryMode) -> Result<FileRecovery
                 offset,
                 frame_len,
                 record,
-            } => {
-                if let Some(f) = &damage {
-                    if record.seq < f.expected_seq {
-                        continue; // stale bytes inside the damaged tail
-                    }
-                    let verdict = judge(Seen::followed_by_record(f.kind.class()), mode);
-                    debug_assert!(matches!(verdict, Verdict::Corrupt(_)));
-                    return Err(JournalError::Corrupt {
-                        seq: f.expected_seq,
-                        location: f.path.clone(),
-                        reason: format!(
-                            "{} at offset {}, yet valid record {} follows in {}",
-                            f.detail,
-                            f.offset,
-                            record.seq,
-                            segments[segment].path.display()
-                        ),
-                    });
-                }
-                max_term = max_term.max(record.term);
-                records_per_segment[segment] += 1;
-                last = Some(LastRecord {
-                    seq: record.seq,
-                    term: record.term,
-                    digest: record.digest,
-                    segment,
-                    end: offset + frame_len as u64,
-                });
-            }
-            ScanEntry::Fault(f) => {
-                let class = f.kind.class();
-                let seen = match &damage {
-                    None => Seen::at_end(class),
-                    Some(first) => Seen {
-                        newer_format_after: class == FaultClass::NewerFormat,
-                        ..Seen::at_end(first.kind.class())
-                    },
-                };
-                match judge(seen, mode) {
-                    Verdict::NewerFormat => return Err(unsupported(f)),
-                    Verdict::Corrupt(_) => {
-                        return Err(JournalError::Corrupt {
-                            seq: f.expected_seq,
-                            location: f.path,
-                            reason: f.detail,
-                        })
-                    }
-                    Verdict::RefuseTail | Verdict::CutTail => {
-                        damage.get_or_insert(f);
-                    }
-                }
-            }
+            } => seen.record(&segments, segment, offset + frame_len as u64, &record)?,
+            ScanEntry::Fault(f) => seen.fault(f)?,
         }
     }
 
     let mut truncated = None;
-    let active_index = match &damage {
+    let active_index = match &seen.damage {
         None => segments.len() - 1,
         Some(f) => {
-            let last_good_seq = last
+            let last_good_seq = seen
+                .last
                 .as_ref()
                 .map_or(f.expected_seq.saturating_sub(1), |l| l.seq);
             // The header of the damaged segment carries the chain: it always continues.
@@ -154,50 +107,136 @@ pub(super) fn recover_dir(dir: &Path, mode: RecoveryMode) -> Result<FileRecovery
             f.segment
         }
     };
+    seen.recovered(segments, active_index, truncated)
+}
 
-    let active_seg = segments[active_index].clone();
-    let write_pos = match &last {
-        Some(l) if l.segment == active_index => l.end,
-        _ => HEADER_LEN as u64,
-    };
-    let header = read_header(&active_seg)?;
-    let first_header = read_header(&segments[0])?;
-    // The first segment's header names the record before it: a reseeded or truncated journal
-    // can vouch for that position (docs/ha.md, "Reseeding").
-    let base = (first_header.first_seq > 1).then_some((
-        first_header.first_seq - 1,
-        first_header.prev_term,
-        first_header.prev_digest,
-    ));
-    let recovered = match &last {
-        Some(l) => Recovered {
-            first_seq: first_header.first_seq,
-            last_seq: l.seq,
-            last_term: l.term,
-            max_term: max_term.max(header.prev_term),
-            last_digest: l.digest,
-            truncated,
-            base,
-        },
-        None => Recovered {
-            first_seq: first_header.first_seq,
-            last_seq: header.first_seq - 1,
-            last_term: header.prev_term,
-            max_term: header.prev_term,
-            last_digest: header.prev_digest,
-            truncated,
-            base,
-        },
-    };
-    Ok(FileRecovery {
-        recovered,
-        segments,
-        active: Some(ActivePosition {
-            segment: active_seg,
-            write_pos,
-            records: records_per_segment[active_index],
-        }),
-    })
+/// What one scan of the directory saw: the last intact record, the highest term, the records
+/// of each segment, and the first fault that starts the damaged region.
+struct DirScan {
+    mode: RecoveryMode,
+    last: Option<LastRecord>,
+    max_term: u64,
+    records_per_segment: Vec<u64>,
+    damage: Option<ScanFault>,
+}
+
+impl DirScan {
+    /// Counts an intact record of `segment` that ends at `end`; after the damage it is either
+    /// stale bytes inside the damaged tail or proof that acknowledged data is damaged.
+    fn record(
+        &mut self,
+        segments: &[SegmentFile],
+        segment: usize,
+        end: u64,
+        record: &crate::record::Record,
+    ) -> Result<()> {
+        if let Some(f) = &self.damage {
+            if record.seq < f.expected_seq {
+                return Ok(()); // stale bytes inside the damaged tail
+            }
+            let verdict = judge(Seen::followed_by_record(f.kind.class()), self.mode);
+            debug_assert!(matches!(verdict, Verdict::Corrupt(_)));
+            return Err(JournalError::Corrupt {
+                seq: f.expected_seq,
+                location: f.path.clone(),
+                reason: format!(
+                    "{} at offset {}, yet valid record {} follows in {}",
+                    f.detail,
+                    f.offset,
+                    record.seq,
+                    segments[segment].path.display()
+                ),
+            });
+        }
+        self.max_term = self.max_term.max(record.term);
+        self.records_per_segment[segment] += 1;
+        self.last = Some(LastRecord {
+            seq: record.seq,
+            term: record.term,
+            digest: record.digest,
+            segment,
+            end,
+        });
+        Ok(())
+    }
+
+    /// Judges a fault: a newer format or corruption ends the scan with an error, a tail fault
+    /// starts the damaged region (the first one is kept).
+    fn fault(&mut self, f: ScanFault) -> Result<()> {
+        let class = f.kind.class();
+        let seen = match &self.damage {
+            None => Seen::at_end(class),
+            Some(first) => Seen {
+                newer_format_after: class == FaultClass::NewerFormat,
+                ..Seen::at_end(first.kind.class())
+            },
+        };
+        match judge(seen, self.mode) {
+            Verdict::NewerFormat => Err(unsupported(f)),
+            Verdict::Corrupt(_) => Err(JournalError::Corrupt {
+                seq: f.expected_seq,
+                location: f.path,
+                reason: f.detail,
+            }),
+            Verdict::RefuseTail | Verdict::CutTail => {
+                self.damage.get_or_insert(f);
+                Ok(())
+            }
+        }
+    }
+
+    /// The recovered journal and where appends continue: after the last record of the active
+    /// segment, or after its header if it holds none.
+    fn recovered(
+        self,
+        segments: Vec<SegmentFile>,
+        active_index: usize,
+        truncated: Option<TruncationReport>,
+    ) -> Result<FileRecovery> {
+        let active_seg = segments[active_index].clone();
+        let write_pos = match &self.last {
+            Some(l) if l.segment == active_index => l.end,
+            _ => HEADER_LEN as u64,
+        };
+        let header = read_header(&active_seg)?;
+        let first_header = read_header(&segments[0])?;
+        // The first segment's header names the record before it: a reseeded or truncated
+        // journal can vouch for that position (docs/ha.md, "Reseeding").
+        let base = (first_header.first_seq > 1).then_some((
+            first_header.first_seq - 1,
+            first_header.prev_term,
+            first_header.prev_digest,
+        ));
+        let recovered = match &self.last {
+            Some(l) => Recovered {
+                first_seq: first_header.first_seq,
+                last_seq: l.seq,
+                last_term: l.term,
+                max_term: self.max_term.max(header.prev_term),
+                last_digest: l.digest,
+                truncated,
+                base,
+            },
+            None => Recovered {
+                first_seq: first_header.first_seq,
+                last_seq: header.first_seq - 1,
+                last_term: header.prev_term,
+                max_term: header.prev_term,
+                last_digest: header.prev_digest,
+                truncated,
+                base,
+            },
+        };
+        Ok(FileRecovery {
+            recovered,
+            segments,
+            active: Some(ActivePosition {
+                segment: active_seg,
+                write_pos,
+                records: self.records_per_segment[active_index],
+            }),
+        })
+    }
 }
 
 /// Acts on the verdict about the damaged tail starting at `f`: refuses it

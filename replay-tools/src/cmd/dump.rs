@@ -11,7 +11,7 @@ use crescent_journal::file::JournalScan;
 use crescent_journal::Record;
 
 use crate::datadir::DataDirView;
-use crate::decode::decode_event;
+use crate::decode::EventDecoder;
 use crate::error::{Result, ToolError, EXIT_FAULT, EXIT_OK};
 use crate::records::{json_object, text_line};
 use crate::walk::{walk, Flow, Step};
@@ -90,6 +90,7 @@ pub fn run(args: &DumpArgs, out: &mut dyn Write) -> Result<u8> {
     let dir = DataDirView::open(&args.data_dir)?;
     let _span = tracing::info_span!("replay.dump", dir = %dir.root().display()).entered();
     let scan = JournalScan::open(dir.journal_dir())?;
+    let decoder = args.decode.then(EventDecoder::default);
     let mut decode_failures = 0u64;
     let mut shown = 0u64;
     let outcome = walk(&scan, true, |step| {
@@ -104,7 +105,7 @@ pub fn run(args: &DumpArgs, out: &mut dyn Write) -> Result<u8> {
             return Ok(Flow::Continue);
         }
         shown += 1;
-        let decoded = args.decode.then(|| decode_event(rec));
+        let decoded = decoder.as_ref().map(|d| d.decode(rec));
         if let Some(Err(_)) = &decoded {
             decode_failures += 1;
         }

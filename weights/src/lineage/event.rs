@@ -4,9 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crescent_actors::{DecodeError, DomainEvent};
-
-use crate::codec::{check_version, current_version, from_msgpack, to_msgpack};
+use super::STREAM_KIND;
 use crate::identity::RevisionIdentity;
 use crate::policy::WeightStoragePolicy;
 
@@ -39,58 +37,13 @@ pub struct ClaimFailed {
     pub at_ms: i64,
 }
 
-// One claim start per upsert: the size of the rare large variant does not matter.
-#[allow(clippy::large_enum_variant)]
-#[derive(Debug, Clone, PartialEq)]
-pub enum LineageClaimEvent {
-    ClaimStarted(ClaimStarted),
-    ClaimAdvanced(ClaimAdvanced),
-    ClaimFailed(ClaimFailed),
-}
-
-const CLAIM_STARTED: &str = "claim_started";
-const CLAIM_ADVANCED: &str = "claim_advanced";
-const CLAIM_FAILED: &str = "claim_failed";
-
-const SCHEMA: &[(&str, u16)] = &[(CLAIM_STARTED, 1), (CLAIM_ADVANCED, 1), (CLAIM_FAILED, 1)];
-
-impl DomainEvent for LineageClaimEvent {
-    fn kind(&self) -> &'static str {
-        match self {
-            LineageClaimEvent::ClaimStarted(_) => CLAIM_STARTED,
-            LineageClaimEvent::ClaimAdvanced(_) => CLAIM_ADVANCED,
-            LineageClaimEvent::ClaimFailed(_) => CLAIM_FAILED,
-        }
-    }
-
-    fn version(&self) -> u16 {
-        current_version(SCHEMA, self.kind())
-    }
-
-    fn encode(&self) -> Vec<u8> {
-        match self {
-            LineageClaimEvent::ClaimStarted(e) => to_msgpack(e),
-            LineageClaimEvent::ClaimAdvanced(e) => to_msgpack(e),
-            LineageClaimEvent::ClaimFailed(e) => to_msgpack(e),
-        }
-    }
-
-    fn decode(kind: &str, version: u16, payload: &[u8]) -> Result<Self, DecodeError> {
-        check_version(super::STREAM_KIND, SCHEMA, kind, version)?;
-        Ok(match kind {
-            CLAIM_STARTED => Self::ClaimStarted(from_msgpack(kind, version, payload)?),
-            CLAIM_ADVANCED => Self::ClaimAdvanced(from_msgpack(kind, version, payload)?),
-            CLAIM_FAILED => Self::ClaimFailed(from_msgpack(kind, version, payload)?),
-            _ => {
-                return Err(DecodeError::UnknownKind {
-                    aggregate: super::STREAM_KIND,
-                    kind: kind.to_string(),
-                })
-            }
-        })
-    }
-
-    fn schema() -> &'static [(&'static str, u16)] {
-        SCHEMA
+crescent_actors::domain_events! {
+    // One claim start per upsert: the size of the rare large variant does not matter.
+    #[allow(clippy::large_enum_variant)]
+    #[derive(Debug, Clone, PartialEq)]
+    pub enum LineageClaimEvent for STREAM_KIND {
+        ClaimStarted(ClaimStarted): CLAIM_STARTED = "claim_started", version 1;
+        ClaimAdvanced(ClaimAdvanced): CLAIM_ADVANCED = "claim_advanced", version 1;
+        ClaimFailed(ClaimFailed): CLAIM_FAILED = "claim_failed", version 1;
     }
 }

@@ -163,7 +163,9 @@ pub struct RevisionRetired {
     pub at_ms: i64,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
+// Serialized as the variant's payload: what tools show as the event's data.
+#[serde(untagged)]
 pub enum WeightRevisionEvent {
     ImportBegun(ImportBegun),
     ImportCommitted(ImportCommitted),
