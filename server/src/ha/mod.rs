@@ -163,6 +163,7 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
         Leadership::Active {
             term: ha.term_cell.clone(),
             commit: ha.tracker.commit(),
+            versions: ha.event_versions.clone(),
         },
     )?;
     let _ = state.ha.set(ha.clone());
