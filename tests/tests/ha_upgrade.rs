@@ -67,37 +67,45 @@ fn builds() -> Builds {
 
 fn build_new_release() -> PathBuf {
     let bin_dir = workspace_bin_dir();
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let mut cmd = Command::new(cargo);
-    cmd.current_dir(workspace_root()).args([
-        "build",
-        "-p",
-        "crescent-server",
-        "-p",
-        "crescent-replay-tools",
-        "--bin",
-        "crescentd",
-        "--bin",
-        "crescent-replay",
-        "--features",
-        "crescent-domain/upgrade-test-schema",
-    ]);
-    if let Some(target) = bin_dir.parent() {
-        cmd.arg("--target-dir").arg(target);
-    }
-    eprintln!("building the new release: {cmd:?}");
-    let out = cmd.output().expect("running cargo");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    cargo_build(
+        &bin_dir,
+        &["--features", "crescent-domain/upgrade-test-schema"],
     );
     let new_dir = bin_dir.join("upgrade-test");
     std::fs::create_dir_all(&new_dir).unwrap();
     for bin in ["crescentd", "crescent-replay"] {
         std::fs::copy(bin_dir.join(bin), new_dir.join(bin)).unwrap();
     }
+    // Put the default binaries back (even with CRESCENT_BIN_DIR set, which stops
+    // `ensure_workspace_binary` from building).
+    cargo_build(&bin_dir, &[]);
     new_dir
+}
+
+/// `cargo build` of crescentd and crescent-replay into `bin_dir`'s target dir, with `extra`.
+fn cargo_build(bin_dir: &Path, extra: &[&str]) {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut cmd = Command::new(cargo);
+    cmd.current_dir(workspace_root())
+        .args([
+            "build",
+            "-p",
+            "crescent-server",
+            "-p",
+            "crescent-replay-tools",
+        ])
+        .args(["--bin", "crescentd", "--bin", "crescent-replay"])
+        .args(extra);
+    if let Some(target) = bin_dir.parent() {
+        cmd.arg("--target-dir").arg(target);
+    }
+    eprintln!("building: {cmd:?}");
+    let out = cmd.output().expect("running cargo");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// The pair in a temp dir: nodes "a" and "b", each `None` while stopped.
