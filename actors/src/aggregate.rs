@@ -78,6 +78,22 @@ pub trait DomainEvent:
     /// Every (kind, highest version) this binary can replay: what a standby announces in the
     /// replication handshake.
     fn schema() -> &'static [(&'static str, u16)];
+
+    /// (kind, oldest version this build can still write) for each kind it can also write at an
+    /// older version than its current one, so an HA active can write what a standby of the
+    /// previous release reads (docs/ha.md, "Event versions in a mixed pair"). A kind not listed
+    /// is written at its current version only.
+    fn write_floor() -> &'static [(&'static str, u16)] {
+        &[]
+    }
+
+    /// The payload at `version`: every version from the kind's write floor (see
+    /// [`DomainEvent::write_floor`]) to its current one; `None` for any other. Writing an older
+    /// version never loses what the event means (an event that needs the newer form has no
+    /// older one to fall back to, and its kind is not in the write floor).
+    fn encode_at(&self, version: u16) -> Option<Vec<u8>> {
+        (version == self.version()).then(|| self.encode())
+    }
 }
 
 /// A consistency boundary whose state is rebuilt by folding its events.

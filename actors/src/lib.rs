@@ -10,6 +10,7 @@ pub mod aggregate;
 pub mod event_codec;
 pub mod event_macro;
 pub mod event_payload;
+pub mod event_versions;
 pub mod incarnation;
 pub mod quota_root;
 pub mod removed_puts;
@@ -25,6 +26,7 @@ pub mod world;
 pub use aggregate::{Aggregate, Ctx, DecodeError, DomainEvent, ErrorCode, WireCoded};
 /// How a caller should treat an aggregate's error (the same type as the journal's).
 pub use crescent_error_class::ErrorClass;
+pub use event_versions::{EventVersionPolicy, EventVersions, StartAt};
 #[cfg(feature = "runtime")]
 pub use runtime::{AggregateRegistry, Executed, Runtime, RuntimeError};
 pub use segment_registry::{

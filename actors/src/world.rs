@@ -17,6 +17,7 @@ use table::AnyTable;
 pub use table::Table;
 
 use crate::aggregate::Aggregate;
+use crate::event_versions::{EventVersionPolicy, StartAt};
 use crate::segment_registry::SegmentRegistry;
 
 /// Name of the required section holding the world's own position.
@@ -149,6 +150,18 @@ impl World {
             .flat_map(|t| t.event_schema().iter())
             .map(|(k, v)| (k.to_string(), *v))
             .collect()
+    }
+
+    /// The event version policy of this world's aggregates, starting at `start`
+    /// ([`crate::event_versions`]).
+    pub fn event_version_policy(&self, start: StartAt) -> EventVersionPolicy {
+        let floors: Vec<(String, u16)> = self
+            .tables
+            .values()
+            .flat_map(|t| t.event_write_floor().iter())
+            .map(|(k, v)| (k.to_string(), *v))
+            .collect();
+        EventVersionPolicy::new(&self.event_schemas(), &floors, start)
     }
 
     /// Whether a replayer with `capabilities` (event kind, newest version it decodes) can replay

@@ -306,6 +306,9 @@ pub enum Leadership {
     Active {
         term: Arc<std::sync::atomic::AtomicU64>,
         commit: crescent_journal::Watermark,
+        /// The event versions it writes, raised by the replication listener as its standby
+        /// allows (docs/ha.md, "Event versions in a mixed pair").
+        versions: crescent_actors::EventVersions,
     },
 }
 
@@ -625,7 +628,14 @@ fn start_runtime(
         Leadership::Standalone => builder.term(journal.term() + 1),
         // An active writes under the term it won in etcd, and replies once its commit
         // watermark (local durable, and the standby's ack in sync mode) has passed.
-        Leadership::Active { term, commit } => builder.shared_term(term).commit_watermark(commit),
+        Leadership::Active {
+            term,
+            commit,
+            versions,
+        } => builder
+            .shared_term(term)
+            .commit_watermark(commit)
+            .event_versions(versions),
     }
     .build())
 }

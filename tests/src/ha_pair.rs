@@ -101,7 +101,35 @@ pub fn start_node_with_env(
     env: &[(&str, &str)],
 ) -> CrescentdProcess {
     let bin = ensure_workspace_binary("crescent-server", "crescentd");
+    let args = node_args(dir, name, cluster, rpc, backend);
+    launch_node(&bin, dir, name, &args, auth, env)
+}
+
+/// [`start_node`] running the crescentd binary `bin` (another build: the rolling-upgrade test).
+pub fn start_node_bin(bin: &Path, dir: &Path, name: &str, cluster: &str) -> CrescentdProcess {
+    let args = node_args(dir, name, cluster, false, &Backend::Etcd(etcd()));
+    launch_node(bin, dir, name, &args, Auth::Key(pair_key(dir)), &[])
+}
+
+fn launch_node(
+    bin: &Path,
+    dir: &Path,
+    name: &str,
+    args: &[String],
+    auth: Auth,
+    env: &[(&str, &str)],
+) -> CrescentdProcess {
     let data = dir.join(name);
+    let log = dir.join(format!("{name}.log"));
+    let launch = Launch::new(bin, &data, &log)
+        .with_args(args)
+        .with_auth(auth)
+        .with_env(env);
+    CrescentdProcess::launch(&launch).unwrap_or_else(|e| panic!("starting {name}: {e}"))
+}
+
+/// The command line of node `name` (writing its default config if it has none).
+fn node_args(dir: &Path, name: &str, cluster: &str, rpc: bool, backend: &Backend) -> Vec<String> {
     let config = dir.join(format!("{name}.toml"));
     if !config.exists() {
         write_node_config(dir, name, "");
@@ -123,12 +151,7 @@ pub fn start_node_with_env(
     if !rpc {
         args.extend(["--rpc-listen".to_string(), "off".to_string()]);
     }
-    let log = dir.join(format!("{name}.log"));
-    let launch = Launch::new(&bin, &data, &log)
-        .with_args(&args)
-        .with_auth(auth)
-        .with_env(env);
-    CrescentdProcess::launch(&launch).unwrap_or_else(|e| panic!("starting {name}: {e}"))
+    args
 }
 
 /// `/healthz` of `addr`, or `None` if it does not answer within 500 ms.

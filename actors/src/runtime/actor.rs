@@ -12,13 +12,13 @@ use std::time::Instant;
 
 use actix::{Actor, ActorContext, Addr, AsyncContext, Context, Handler, Message, ResponseFuture};
 use crescent_journal::error::ErrorClass;
-use crescent_journal::{EventData, JournalError, NewRecord, StreamId};
+use crescent_journal::{JournalError, NewRecord, StreamId};
 use tracing::Instrument;
 
 use super::context::Runtime;
 use super::error::RuntimeError;
 use super::metrics::CommandOutcome;
-use crate::aggregate::{Aggregate, DomainEvent};
+use crate::aggregate::Aggregate;
 
 /// A command for the aggregate instance an actor owns.
 pub struct Execute<A: Aggregate> {
@@ -172,11 +172,7 @@ impl<A: Aggregate> AggregateActor<A> {
             .iter()
             .map(|e| NewRecord {
                 stream: self.stream.clone(),
-                event: EventData {
-                    kind: e.kind().to_owned(),
-                    version: e.version(),
-                    payload: e.encode(),
-                },
+                event: self.runtime.event_data(e),
                 timestamp_ms: ctx.now_ms,
             })
             .collect();

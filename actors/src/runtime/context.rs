@@ -4,11 +4,12 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use crescent_journal::{Journal, JournalError, StreamId, Watermark};
+use crescent_journal::{EventData, Journal, JournalError, StreamId, Watermark};
 
 use super::clock::{Clock, IdSource, RandomIds, SystemClock};
 use super::metrics::RuntimeMetrics;
-use crate::aggregate::Ctx;
+use crate::aggregate::{Ctx, DomainEvent};
+use crate::event_versions::EventVersions;
 
 /// Exit code of the process after a fatal journal failure (EX_SOFTWARE), distinct from a clean
 /// exit (0) and from a startup/config failure (1), so supervisors and crash tests can tell them
@@ -42,6 +43,7 @@ struct Inner {
     fatal: FatalHandler,
     fatal_fired: AtomicBool,
     metrics: RuntimeMetrics,
+    versions: Option<EventVersions>,
 }
 
 /// The context shared by all aggregate actors. Cheap to clone.
@@ -73,6 +75,7 @@ impl Runtime {
             ids: Arc::new(RandomIds),
             fatal: exit_process_on_fatal(),
             metrics: RuntimeMetrics::unregistered(),
+            versions: None,
         }
     }
 
@@ -118,6 +121,35 @@ impl Runtime {
         }
     }
 
+    /// The journal form of `event` at the version the event version policy chooses for its
+    /// kind (docs/ha.md, "Event versions in a mixed pair"); without a policy, or for a kind
+    /// with one version only, its current version.
+    pub fn event_data<E: DomainEvent>(&self, event: &E) -> EventData {
+        let kind = event.kind();
+        let chosen = self.inner.versions.as_ref().and_then(|v| v.writes(kind));
+        match chosen {
+            Some(version) if version != event.version() => EventData {
+                kind: kind.to_owned(),
+                version,
+                // The policy only chooses versions between the kind's write floor and its
+                // current one, which `encode_at` covers (each aggregate's codec tests).
+                payload: event
+                    .encode_at(version)
+                    .expect("encode_at covers every version from the write floor up"),
+            },
+            _ => EventData {
+                kind: kind.to_owned(),
+                version: event.version(),
+                payload: event.encode(),
+            },
+        }
+    }
+
+    /// The event version policy this runtime writes with, if it has one.
+    pub fn event_versions(&self) -> Option<&EventVersions> {
+        self.inner.versions.as_ref()
+    }
+
     /// True once a fatal journal failure has been reported.
     pub fn has_failed(&self) -> bool {
         self.inner.fatal_fired.load(Ordering::SeqCst)
@@ -143,6 +175,7 @@ pub struct RuntimeBuilder {
     ids: Arc<dyn IdSource>,
     fatal: FatalHandler,
     metrics: RuntimeMetrics,
+    versions: Option<EventVersions>,
 }
 
 impl RuntimeBuilder {
@@ -184,6 +217,13 @@ impl RuntimeBuilder {
         self
     }
 
+    /// Writes each event at the version `versions` chooses (an HA active; without it, every
+    /// event at its current version).
+    pub fn event_versions(mut self, versions: EventVersions) -> Self {
+        self.versions = Some(versions);
+        self
+    }
+
     pub fn build(self) -> Runtime {
         let commit = self.commit.unwrap_or_else(|| self.journal.durable());
         let term = self
@@ -199,7 +239,81 @@ impl RuntimeBuilder {
                 fatal: self.fatal,
                 fatal_fired: AtomicBool::new(false),
                 metrics: self.metrics,
+                versions: self.versions,
             }),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::aggregate::DecodeError;
+    use crate::event_versions::{EventVersionPolicy, StartAt};
+    use crescent_journal::memory::{MemoryBackend, MemoryStore};
+    use crescent_journal::JournalOptions;
+
+    /// An event written at v2, or at v1 (its write floor).
+    #[derive(Debug, Clone, PartialEq, serde::Serialize)]
+    struct Twice;
+
+    impl DomainEvent for Twice {
+        fn kind(&self) -> &'static str {
+            "twice"
+        }
+        fn version(&self) -> u16 {
+            2
+        }
+        fn encode(&self) -> Vec<u8> {
+            b"v2".to_vec()
+        }
+        fn decode(_: &str, _: u16, _: &[u8]) -> Result<Self, DecodeError> {
+            Ok(Twice)
+        }
+        fn schema() -> &'static [(&'static str, u16)] {
+            &[("twice", 2)]
+        }
+        fn write_floor() -> &'static [(&'static str, u16)] {
+            &[("twice", 1)]
+        }
+        fn encode_at(&self, version: u16) -> Option<Vec<u8>> {
+            match version {
+                1 => Some(b"v1".to_vec()),
+                2 => Some(self.encode()),
+                _ => None,
+            }
+        }
+    }
+
+    fn runtime(versions: Option<EventVersions>) -> Runtime {
+        let journal = Journal::open(
+            Box::new(MemoryBackend::new(MemoryStore::new())),
+            JournalOptions::default(),
+        )
+        .unwrap();
+        let builder = Runtime::builder(journal);
+        match versions {
+            Some(v) => builder.event_versions(v),
+            None => builder,
+        }
+        .build()
+    }
+
+    fn written(rt: &Runtime) -> (u16, Vec<u8>) {
+        let data = rt.event_data(&Twice);
+        assert_eq!(data.kind, "twice");
+        (data.version, data.payload)
+    }
+
+    #[test]
+    fn events_are_written_at_the_version_the_policy_chooses() {
+        assert_eq!(written(&runtime(None)), (2, b"v2".to_vec()));
+        let schema = [("twice".to_string(), 2)];
+        let floor = [("twice".to_string(), 1)];
+        let versions = EventVersions::new(EventVersionPolicy::new(&schema, &floor, StartAt::Floor));
+        let rt = runtime(Some(versions.clone()));
+        assert_eq!(written(&rt), (1, b"v1".to_vec()));
+        versions.follow(&[("twice".to_string(), 2)]).unwrap();
+        assert_eq!(written(&rt), (2, b"v2".to_vec()));
     }
 }

@@ -5,6 +5,8 @@
 //! - `segment_mounted` v1 had no `transport` (every segment was TCP); v2 added it. v1 payloads
 //!   are upcast to v2 with `transport = tcp`.
 //! - `segment_unmounted` v1, `owner_removed` v1: current.
+//! - With the test feature `upgrade-test-schema` only: `segment_mounted` v3 (event_v3.rs), and
+//!   v2 as its write floor.
 
 use serde::{Deserialize, Serialize};
 
@@ -152,12 +154,26 @@ const SEGMENT_MOUNTED: &str = "segment_mounted";
 const SEGMENT_UNMOUNTED: &str = "segment_unmounted";
 const OWNER_REMOVED: &str = "owner_removed";
 
+/// `segment_mounted`'s current version: 3 only in the rolling-upgrade test's "new" build.
+const SEGMENT_MOUNTED_VERSION: u16 = if cfg!(feature = "upgrade-test-schema") {
+    3
+} else {
+    2
+};
+
 const SCHEMA: &[(&str, u16)] = &[
     (OWNER_REGISTERED, 1),
-    (SEGMENT_MOUNTED, 2),
+    (SEGMENT_MOUNTED, SEGMENT_MOUNTED_VERSION),
     (SEGMENT_UNMOUNTED, 1),
     (OWNER_REMOVED, 1),
 ];
+
+/// v1 had no transport, so only v2 can stand for a current `segment_mounted`.
+const WRITE_FLOOR: &[(&str, u16)] = if cfg!(feature = "upgrade-test-schema") {
+    &[(SEGMENT_MOUNTED, 2)]
+} else {
+    &[]
+};
 
 impl DomainEvent for SegmentRegistryEvent {
     fn kind(&self) -> &'static str {
@@ -176,9 +192,21 @@ impl DomainEvent for SegmentRegistryEvent {
     fn encode(&self) -> Vec<u8> {
         match self {
             SegmentRegistryEvent::OwnerRegistered(e) => to_msgpack(e),
-            SegmentRegistryEvent::SegmentMounted(e) => to_msgpack(e),
+            SegmentRegistryEvent::SegmentMounted(e) => encode_mounted(e, SEGMENT_MOUNTED_VERSION)
+                .expect("the current version is always written"),
             SegmentRegistryEvent::SegmentUnmounted(e) => to_msgpack(e),
             SegmentRegistryEvent::OwnerRemoved(e) => to_msgpack(e),
+        }
+    }
+
+    fn write_floor() -> &'static [(&'static str, u16)] {
+        WRITE_FLOOR
+    }
+
+    fn encode_at(&self, version: u16) -> Option<Vec<u8>> {
+        match self {
+            SegmentRegistryEvent::SegmentMounted(e) => encode_mounted(e, version),
+            _ => (version == self.version()).then(|| self.encode()),
         }
     }
 
@@ -188,6 +216,10 @@ impl DomainEvent for SegmentRegistryEvent {
             (OWNER_REGISTERED, _) => Self::OwnerRegistered(from_msgpack(kind, version, payload)?),
             (SEGMENT_MOUNTED, 1) => Self::SegmentMounted(
                 from_msgpack::<SegmentMountedV1>(kind, version, payload)?.into(),
+            ),
+            #[cfg(feature = "upgrade-test-schema")]
+            (SEGMENT_MOUNTED, 3) => Self::SegmentMounted(
+                from_msgpack::<super::event_v3::SegmentMountedV3>(kind, version, payload)?.into(),
             ),
             (SEGMENT_MOUNTED, _) => Self::SegmentMounted(from_msgpack(kind, version, payload)?),
             (SEGMENT_UNMOUNTED, _) => Self::SegmentUnmounted(from_msgpack(kind, version, payload)?),
@@ -203,5 +235,71 @@ impl DomainEvent for SegmentRegistryEvent {
 
     fn schema() -> &'static [(&'static str, u16)] {
         SCHEMA
+    }
+}
+
+/// `segment_mounted` at `version`: v2 always, v3 in the test feature's build; `None` for v1
+/// (it cannot say the transport) and anything newer than this build writes.
+fn encode_mounted(e: &SegmentMounted, version: u16) -> Option<Vec<u8>> {
+    match version {
+        2 => Some(to_msgpack(e)),
+        #[cfg(feature = "upgrade-test-schema")]
+        3 => Some(to_msgpack(&super::event_v3::SegmentMountedV3::from(e))),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod write_version_tests {
+    use super::*;
+
+    fn mounted() -> SegmentRegistryEvent {
+        SegmentRegistryEvent::SegmentMounted(SegmentMounted {
+            segment_id: "seg-1".into(),
+            owner_id: "node-a".into(),
+            base: 4096,
+            size: 1 << 20,
+            transport: TransportKind::Tcp,
+            at_ms: 7,
+        })
+    }
+
+    #[test]
+    fn every_writable_version_decodes_to_the_same_event() {
+        let e = mounted();
+        let floor = schema_version(WRITE_FLOOR, SEGMENT_MOUNTED).unwrap_or(e.version());
+        for version in floor..=e.version() {
+            let bytes = e.encode_at(version).expect("writable");
+            let back = SegmentRegistryEvent::decode(SEGMENT_MOUNTED, version, &bytes).unwrap();
+            assert_eq!(back, e, "v{version}");
+        }
+        assert_eq!(e.encode_at(e.version()), Some(e.encode()));
+    }
+
+    #[test]
+    fn versions_outside_the_write_range_are_never_written() {
+        let e = mounted();
+        assert_eq!(e.encode_at(1), None, "v1 cannot say the transport");
+        assert_eq!(e.encode_at(e.version() + 1), None);
+        let removed = SegmentRegistryEvent::OwnerRemoved(OwnerRemoved {
+            owner_id: "node-a".into(),
+            reason: "gone".into(),
+            at_ms: 1,
+        });
+        assert_eq!(removed.encode_at(1), Some(removed.encode()));
+        assert_eq!(removed.encode_at(2), None);
+    }
+
+    #[cfg(feature = "upgrade-test-schema")]
+    #[test]
+    fn v3_is_a_different_payload_that_v2_cannot_decode() {
+        let e = mounted();
+        assert_eq!(e.version(), 3);
+        let v3 = e.encode_at(3).unwrap();
+        assert_ne!(v3, e.encode_at(2).unwrap());
+        assert!(matches!(
+            SegmentRegistryEvent::decode(SEGMENT_MOUNTED, 2, &v3),
+            Err(DecodeError::Malformed { .. })
+        ));
     }
 }

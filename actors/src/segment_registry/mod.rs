@@ -8,6 +8,8 @@
 mod command;
 mod error;
 mod event;
+#[cfg(feature = "upgrade-test-schema")]
+mod event_v3;
 #[cfg(test)]
 mod replay_tests;
 #[cfg(test)]

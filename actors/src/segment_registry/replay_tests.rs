@@ -67,7 +67,12 @@ fn every_event() -> Vec<SegmentRegistryEvent> {
 fn named_payload(event: &SegmentRegistryEvent) -> Vec<u8> {
     match event {
         SegmentRegistryEvent::OwnerRegistered(e) => rmp_serde::to_vec_named(e),
+        #[cfg(not(feature = "upgrade-test-schema"))]
         SegmentRegistryEvent::SegmentMounted(e) => rmp_serde::to_vec_named(e),
+        #[cfg(feature = "upgrade-test-schema")]
+        SegmentRegistryEvent::SegmentMounted(e) => {
+            rmp_serde::to_vec_named(&super::event_v3::SegmentMountedV3::from(e))
+        }
         SegmentRegistryEvent::SegmentUnmounted(e) => rmp_serde::to_vec_named(e),
         SegmentRegistryEvent::OwnerRemoved(e) => rmp_serde::to_vec_named(e),
     }

@@ -73,6 +73,9 @@ pub(crate) trait AnyTable: Send {
     fn schema(&self) -> u32;
     /// (event kind, current version) of every event this aggregate writes.
     fn event_schema(&self) -> &'static [(&'static str, u16)];
+    /// (event kind, oldest version it can still write) of the kinds it can write at more than
+    /// one version.
+    fn event_write_floor(&self) -> &'static [(&'static str, u16)];
     fn apply(&mut self, rec: &RecordRef<'_>) -> Result<(), WorldError>;
     fn encode(&self) -> Result<Vec<u8>, WorldError>;
     /// Replaces the content with a section body (`None`: the section was absent, start empty).
@@ -98,6 +101,10 @@ impl<A: Aggregate> AnyTable for Table<A> {
 
     fn event_schema(&self) -> &'static [(&'static str, u16)] {
         A::Event::schema()
+    }
+
+    fn event_write_floor(&self) -> &'static [(&'static str, u16)] {
+        A::Event::write_floor()
     }
 
     fn apply(&mut self, rec: &RecordRef<'_>) -> Result<(), WorldError> {

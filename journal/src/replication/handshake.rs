@@ -59,6 +59,8 @@ pub(super) struct Welcomed {
     pub node: String,
     pub term: u64,
     pub from_seq: u64,
+    /// (event kind, newest version it replays), from its Hello.
+    pub capabilities: Vec<(String, u16)>,
 }
 
 /// What a connection that passed the handshake gets.
@@ -217,6 +219,7 @@ pub(super) fn handshake(
         node,
         term,
         from_seq,
+        capabilities,
     }))
 }
 

@@ -26,5 +26,7 @@ pub use protocol::{
 };
 pub use reseed_client::{SnapshotOfferInfo, SnapshotReceiver};
 pub use reseed_source::{OfferedSnapshot, SnapshotSource};
-pub use source::{CapabilityCheck, ReplicationSource, SourceConfig, SourceStatus, TermSource};
+pub use source::{
+    CapabilityCheck, FollowHook, ReplicationSource, SourceConfig, SourceStatus, TermSource,
+};
 pub use window::SendWindow;

@@ -32,6 +32,29 @@ pub type TermSource = Arc<dyn Fn() -> Option<u64> + Send + Sync>;
 /// Whether a standby with these (event kind, newest replayable version) can follow.
 pub type CapabilityCheck = Arc<dyn Fn(&[(String, u16)]) -> Result<(), String> + Send + Sync>;
 
+/// Called when a welcomed standby (its name and capabilities) becomes the one that follows,
+/// after the session it replaces was told to stop and before anything is streamed to it: the
+/// node raises the event versions it writes for it (docs/ha.md, "Event versions in a mixed
+/// pair"). An error (it can no longer read what is written) ends the connection unstreamed.
+#[derive(Clone)]
+pub struct FollowHook(pub Arc<FollowFn>);
+
+type FollowFn = dyn Fn(&str, &[(String, u16)]) -> Result<(), String> + Send + Sync;
+
+impl FollowHook {
+    pub fn new(
+        f: impl Fn(&str, &[(String, u16)]) -> Result<(), String> + Send + Sync + 'static,
+    ) -> Self {
+        Self(Arc::new(f))
+    }
+}
+
+impl std::fmt::Debug for FollowHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("FollowHook(..)")
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct SourceConfig {
     /// This node's name (sent to standbys).
@@ -56,6 +79,8 @@ pub struct SourceConfig {
     /// Where a reseeding standby's snapshot comes from (`None`: reseeds are refused
     /// `NO_SNAPSHOT`).
     pub snapshots: Option<SnapshotSource>,
+    /// See [`FollowHook`] (`None`: nothing to do when a standby starts following).
+    pub on_follow: Option<FollowHook>,
     /// Most snapshot bytes per SnapshotChunk message.
     pub reseed_chunk_bytes: usize,
 }
@@ -72,6 +97,7 @@ impl Default for SourceConfig {
             max_connections: 8,
             peer_check: None,
             snapshots: None,
+            on_follow: None,
             reseed_chunk_bytes: 1 << 20,
         }
     }
@@ -289,6 +315,14 @@ fn serve_connection(shared: &Arc<Shared>, mut stream: TcpStream, peer: SocketAdd
     {
         old.store(true, Ordering::Release);
     }
+    if let Some(hook) = &shared.config.on_follow {
+        if let Err(why) = (hook.0)(&welcomed.node, &welcomed.capabilities) {
+            tracing::warn!(standby = %welcomed.node, %why, "standby not followed");
+            shared.status.lock().expect("status mutex").last_refusal =
+                Some((super::protocol::refusal::INCOMPATIBLE.to_string(), why));
+            return;
+        }
+    }
     if let Err(e) = run_session(shared, stream, &stop, welcomed) {
         tracing::warn!(error = %e, "replication session ended");
     }
@@ -307,6 +341,7 @@ fn run_session(
         node,
         term,
         from_seq,
+        ..
     } = welcomed;
     stream.set_read_timeout(Some(shared.config.io_timeout))?;
     stream.set_write_timeout(Some(shared.config.io_timeout))?;

@@ -69,6 +69,7 @@ pub async fn ha_replication(state: State) -> Result<HttpResponse, super::error::
             "term": ha.term,
             "version": crescent_journal::replication::PROTOCOL_VERSION,
             "tls": state.tls.is_some(),
+            "event_versions": ha.event_versions_json(),
         }))),
         _ => Err(super::error::HttpError(crescent_wire::ApiError::new(
             crescent_wire::ErrorCode::NotLeader,

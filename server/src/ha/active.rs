@@ -5,11 +5,11 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use crescent_actors::World;
+use crescent_actors::{EventVersions, StartAt};
 use crescent_ha::LeaderFence;
 use crescent_journal::replication::{
-    CommitMode, CommitTracker, OfferedSnapshot, ReplicationSource, SnapshotSource, SourceConfig,
-    SourceMetrics, SourceStatus, TermSource,
+    CommitMode, CommitTracker, FollowHook, OfferedSnapshot, ReplicationSource, SnapshotSource,
+    SourceConfig, SourceMetrics, SourceStatus, TermSource,
 };
 use crescent_journal::Journal;
 use crescent_snapshot::SnapshotDir;
@@ -82,7 +82,10 @@ pub struct ActiveHa {
     peer_auth: Arc<OnceLock<Arc<AuthState>>>,
     /// What this active last wrote in the etcd marker about its standby.
     marked: Mutex<MarkedStandby>,
-    metrics: SyncMetrics,
+    metrics: Arc<SyncMetrics>,
+    /// The event versions this active writes: shared with the runtime (docs/ha.md, "Event
+    /// versions in a mixed pair").
+    pub event_versions: EventVersions,
 }
 
 /// The standby the etcd replication marker names, as this active last wrote it.
@@ -101,6 +104,9 @@ struct SyncMetrics {
     out_of_sync_marks: IntCounter,
     standbys_named: IntCounter,
     state: IntGaugeVec,
+    /// `crescent_ha_event_write_version{kind}`: one series per event kind the build can write
+    /// at more than one version (none in a release without such a kind).
+    event_version: IntGaugeVec,
 }
 
 impl SyncMetrics {
@@ -124,16 +130,60 @@ impl SyncMetrics {
             &["state"],
         )
         .expect("valid metric");
+        let event_version = IntGaugeVec::new(
+            Opts::new(
+                "crescent_ha_event_write_version",
+                "The version the active writes of each event kind this build can write at more \
+                 than one version: the newest its standby has said it reads",
+            ),
+            &["kind"],
+        )
+        .expect("valid metric");
         // A re-registration (never in one process's life) keeps the first.
         let _ = registry.register(Box::new(out_of_sync_marks.clone()));
         let _ = registry.register(Box::new(standbys_named.clone()));
         let _ = registry.register(Box::new(state.clone()));
+        let _ = registry.register(Box::new(event_version.clone()));
         Self {
             out_of_sync_marks,
             standbys_named,
             state,
+            event_version,
         }
     }
+
+    fn publish_event_versions(&self, versions: &EventVersions) {
+        for (kind, v) in versions.policy().negotiable() {
+            self.event_version
+                .with_label_values(&[kind])
+                .set(i64::from(v.writes));
+        }
+    }
+}
+
+/// A new active's event versions, shown in its metrics: until a standby says what it reads,
+/// every kind at its write floor, which the previous release reads too: it may be the next node
+/// to join or to take over (docs/ha.md, "Event versions in a mixed pair").
+fn starting_event_versions(registry: &prometheus::Registry) -> (EventVersions, Arc<SyncMetrics>) {
+    let versions =
+        EventVersions::new(crescent_domain::standard_world().event_version_policy(StartAt::Floor));
+    let metrics = Arc::new(SyncMetrics::register(registry));
+    metrics.publish_event_versions(&versions);
+    (versions, metrics)
+}
+
+/// The listener's hook for a standby that starts following: raise the event versions written
+/// to what it reads (never lowering one; docs/ha.md, "Event versions in a mixed pair").
+fn follow_hook(versions: EventVersions, metrics: Arc<SyncMetrics>) -> FollowHook {
+    FollowHook::new(move |standby, reads| {
+        let raised = versions.follow(reads)?;
+        for r in &raised {
+            tracing::info!(%standby, kind = %r.kind, from = r.from, to = r.to,
+                "the standby reads a newer event version: writing it from now on");
+        }
+        metrics.publish_event_versions(&versions);
+        Ok(())
+    })
 }
 
 /// Fences `journal` at `term`: nothing may be appended under an older term from here on, nor
@@ -198,7 +248,8 @@ impl ActiveHa {
         let registry = &metrics.registry;
         let (term_cell, term_source) = fence_journal(&journal, term, fence);
         let tracker = CommitTracker::start(journal.durable());
-        let written = crescent_domain::standard_world().event_schemas();
+        let (versions, sync_metrics) = starting_event_versions(registry);
+        let check = versions.clone();
         let peer_auth: Arc<OnceLock<Arc<AuthState>>> = Arc::default();
         let source_metrics = SourceMetrics::register(registry).ok().map(|m| {
             m.with_listener_counters(
@@ -216,7 +267,7 @@ impl ActiveHa {
             source_listen,
             tracker.clone(),
             term_source,
-            Arc::new(move |caps: &[(String, u16)]| World::can_replay(&written, caps)),
+            Arc::new(move |caps: &[(String, u16)]| check.check_reader(caps)),
             SourceConfig {
                 node: node.to_string(),
                 metrics: source_metrics,
@@ -225,6 +276,7 @@ impl ActiveHa {
                 peer_check: auth
                     .then(|| crate::auth::peer::replication_peer_check(peer_auth.clone())),
                 snapshots: Some(snapshot_source(snapshot_dir)),
+                on_follow: Some(follow_hook(versions.clone(), sync_metrics.clone())),
                 reseed_chunk_bytes,
                 ..SourceConfig::default()
             },
@@ -254,7 +306,8 @@ impl ActiveHa {
             stepped_down: AtomicBool::new(false),
             peer_auth,
             marked: Mutex::new(MarkedStandby::default()),
-            metrics: SyncMetrics::register(registry),
+            metrics: sync_metrics,
+            event_versions: versions,
         }))
     }
 
@@ -379,6 +432,26 @@ impl ActiveHa {
             "standby_in_flight_bytes": s.window.in_flight_bytes(),
             "standby_sent_bytes": s.sent_bytes,
             "last_refusal": s.last_refusal.map(|(c, m)| serde_json::json!({"code": c, "message": m})),
+            "event_versions": self.event_versions_json(),
         })
+    }
+
+    /// Each event kind this build can write at more than one version: the version written now
+    /// and the range (`[]` when there is none to negotiate).
+    pub fn event_versions_json(&self) -> serde_json::Value {
+        let kinds: Vec<_> = self
+            .event_versions
+            .policy()
+            .negotiable()
+            .map(|(kind, v)| {
+                serde_json::json!({
+                    "kind": kind,
+                    "writes": v.writes,
+                    "oldest": v.oldest,
+                    "newest": v.newest,
+                })
+            })
+            .collect();
+        serde_json::Value::Array(kinds)
     }
 }

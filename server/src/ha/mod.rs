@@ -197,6 +197,7 @@ async fn promote(
         Leadership::Active {
             term: ha.term_cell.clone(),
             commit: ha.tracker.commit(),
+            versions: ha.event_versions.clone(),
         },
     )?;
     let _ = state.ha.set(ha.clone());
