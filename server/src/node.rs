@@ -21,9 +21,7 @@ use crescent_journal::metrics::JournalMetrics;
 #[cfg(feature = "sled")]
 use crescent_journal::sled_backend::SledBackend;
 use crescent_journal::{Journal, JournalBackend, JournalOptions};
-use crescent_snapshot::{
-    restore, SnapshotDir, SnapshotInfo, SnapshotMetrics, Snapshotter, SnapshotterConfig,
-};
+use crescent_snapshot::{restore, SnapshotDir, SnapshotInfo, SnapshotMetrics, Snapshotter};
 use crescent_store::{ObjectDirectory, StoreMetrics};
 use crescent_transport::TransportMetrics;
 
@@ -700,12 +698,7 @@ fn start_snapshotter(
         world,
         journal.clone(),
         snapshots,
-        SnapshotterConfig {
-            every_events: config.snapshot.every_events,
-            every: config.snapshot_interval(),
-            retain: config.snapshot.retain,
-            ..SnapshotterConfig::default()
-        },
+        config.snapshotter(),
         snapshot_metrics,
     )?)
 }

@@ -310,8 +310,15 @@ impl Config {
         self.tls.validate(self.ha.enabled())
     }
 
-    pub fn snapshot_interval(&self) -> Duration {
-        Duration::from_secs(self.snapshot.every_secs)
+    /// The snapshotter's settings from `[snapshot]` (the same on an active, a standalone node
+    /// and a standby).
+    pub fn snapshotter(&self) -> crescent_snapshot::SnapshotterConfig {
+        crescent_snapshot::SnapshotterConfig {
+            every_events: self.snapshot.every_events,
+            every: Duration::from_secs(self.snapshot.every_secs),
+            retain: self.snapshot.retain,
+            ..crescent_snapshot::SnapshotterConfig::default()
+        }
     }
 
     /// The configuration as TOML (for `crescentd --print-config`).

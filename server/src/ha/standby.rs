@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use actix_web::{web, App, HttpRequest, HttpResponse, HttpServer};
 use crescent_ha::{Elector, Role};
 use crescent_journal::replication::{Follower, FollowerConfig, FollowerStatus, PeerToken};
-use crescent_snapshot::{restore, SnapshotDir, SnapshotMetrics, Snapshotter, SnapshotterConfig};
+use crescent_snapshot::{restore, SnapshotDir, SnapshotMetrics, Snapshotter};
 use crescent_wire::{ApiError, ErrorCode};
 
 use crate::config::Config;
@@ -289,12 +289,7 @@ fn start_replay(config: &Config, opened: &OpenedJournal) -> Result<Snapshotter, 
         restored.state,
         journal,
         snapshots,
-        SnapshotterConfig {
-            every_events: config.snapshot.every_events,
-            every: config.snapshot_interval(),
-            retain: config.snapshot.retain,
-            ..SnapshotterConfig::default()
-        },
+        config.snapshotter(),
         SnapshotMetrics::new(),
     )?)
 }
