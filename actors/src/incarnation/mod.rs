@@ -11,14 +11,11 @@ mod tests;
 
 use serde::{Deserialize, Serialize};
 
-use crate::aggregate::{Aggregate, Ctx, DecodeError, DomainEvent, ErrorCode, WireCoded};
-use crate::event_payload::{check_version, from_msgpack, to_msgpack};
+use crate::aggregate::{Aggregate, Ctx, ErrorCode, WireCoded};
 
 /// Stream kind and the one instance id.
 pub const STREAM_KIND: &str = "node_incarnation";
 pub const INSTANCE_ID: &str = "node";
-/// Event kind (v1: current).
-pub const INCARNATION_BEGUN: &str = "incarnation_begun";
 /// Largest incarnation: put ids keep 24 bits for it.
 pub const MAX_INCARNATION: u32 = (1 << 24) - 1;
 
@@ -44,11 +41,12 @@ pub struct IncarnationBegun {
     pub at_ms: i64,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-// Serialized as the variant's payload: what tools show as the event's data.
-#[serde(untagged)]
-pub enum IncarnationEvent {
-    Begun(IncarnationBegun),
+crate::domain_events! {
+    /// Version history: `incarnation_begun` is at v1.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub enum IncarnationEvent for STREAM_KIND {
+        Begun(IncarnationBegun): pub INCARNATION_BEGUN = "incarnation_begun", version 1;
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -65,30 +63,6 @@ impl WireCoded for IncarnationError {
             IncarnationError::Exhausted(_) => ErrorCode::Unavailable,
             IncarnationError::StaleTerm { .. } => ErrorCode::Fenced,
         }
-    }
-}
-
-impl DomainEvent for IncarnationEvent {
-    fn kind(&self) -> &'static str {
-        INCARNATION_BEGUN
-    }
-
-    fn version(&self) -> u16 {
-        1
-    }
-
-    fn encode(&self) -> Vec<u8> {
-        let IncarnationEvent::Begun(e) = self;
-        to_msgpack(e)
-    }
-
-    fn decode(kind: &str, version: u16, payload: &[u8]) -> Result<Self, DecodeError> {
-        check_version(STREAM_KIND, Self::schema(), kind, version)?;
-        from_msgpack(kind, version, payload).map(IncarnationEvent::Begun)
-    }
-
-    fn schema() -> &'static [(&'static str, u16)] {
-        &[(INCARNATION_BEGUN, 1)]
     }
 }
 

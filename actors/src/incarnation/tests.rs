@@ -1,4 +1,5 @@
 use super::*;
+use crate::{DecodeError, DomainEvent};
 
 fn ctx(term: u64, now_ms: i64) -> Ctx {
     Ctx {

@@ -20,17 +20,11 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-use crate::aggregate::{Aggregate, Ctx, DecodeError, DomainEvent, ErrorCode, WireCoded};
-use crate::event_payload::{check_version, from_msgpack, to_msgpack};
+use crate::aggregate::{Aggregate, Ctx, ErrorCode, WireCoded};
 
 /// Stream kind and the one instance id.
 pub const STREAM_KIND: &str = "removed_puts";
 pub const INSTANCE_ID: &str = "cluster";
-/// Event kinds (all v1).
-pub const PUTS_REMOVED: &str = "puts_removed";
-pub const REMOVALS_SETTLED: &str = "removals_settled";
-pub const REMOVALS_SETTLED_BELOW: &str = "removals_settled_below";
-pub const OWNER_REMOVALS_DROPPED: &str = "owner_removals_dropped";
 
 /// Put ids removed from each owner's segments whose owner may still hold them.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -83,14 +77,15 @@ pub struct OwnerDropped {
     pub owner: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-// Serialized as the variant's payload: what tools show as the event's data.
-#[serde(untagged)]
-pub enum RemovedPutsEvent {
-    Removed(OwnerPutIds),
-    Settled(OwnerPutIds),
-    SettledBelow(SettledBelow),
-    OwnerDropped(OwnerDropped),
+crate::domain_events! {
+    /// Version history: every kind is at v1.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub enum RemovedPutsEvent for STREAM_KIND {
+        Removed(OwnerPutIds): pub PUTS_REMOVED = "puts_removed", version 1;
+        Settled(OwnerPutIds): pub REMOVALS_SETTLED = "removals_settled", version 1;
+        SettledBelow(SettledBelow): pub REMOVALS_SETTLED_BELOW = "removals_settled_below", version 1;
+        OwnerDropped(OwnerDropped): pub OWNER_REMOVALS_DROPPED = "owner_removals_dropped", version 1;
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -108,50 +103,6 @@ impl WireCoded for RemovedPutsError {
                 ErrorCode::InvalidArgument
             }
         }
-    }
-}
-
-impl DomainEvent for RemovedPutsEvent {
-    fn kind(&self) -> &'static str {
-        match self {
-            RemovedPutsEvent::Removed(_) => PUTS_REMOVED,
-            RemovedPutsEvent::Settled(_) => REMOVALS_SETTLED,
-            RemovedPutsEvent::SettledBelow(_) => REMOVALS_SETTLED_BELOW,
-            RemovedPutsEvent::OwnerDropped(_) => OWNER_REMOVALS_DROPPED,
-        }
-    }
-
-    fn version(&self) -> u16 {
-        1
-    }
-
-    fn encode(&self) -> Vec<u8> {
-        match self {
-            RemovedPutsEvent::Removed(e) | RemovedPutsEvent::Settled(e) => to_msgpack(e),
-            RemovedPutsEvent::SettledBelow(e) => to_msgpack(e),
-            RemovedPutsEvent::OwnerDropped(e) => to_msgpack(e),
-        }
-    }
-
-    fn decode(kind: &str, version: u16, payload: &[u8]) -> Result<Self, DecodeError> {
-        check_version(STREAM_KIND, Self::schema(), kind, version)?;
-        match kind {
-            PUTS_REMOVED => from_msgpack(kind, version, payload).map(RemovedPutsEvent::Removed),
-            REMOVALS_SETTLED => from_msgpack(kind, version, payload).map(RemovedPutsEvent::Settled),
-            REMOVALS_SETTLED_BELOW => {
-                from_msgpack(kind, version, payload).map(RemovedPutsEvent::SettledBelow)
-            }
-            _ => from_msgpack(kind, version, payload).map(RemovedPutsEvent::OwnerDropped),
-        }
-    }
-
-    fn schema() -> &'static [(&'static str, u16)] {
-        &[
-            (PUTS_REMOVED, 1),
-            (REMOVALS_SETTLED, 1),
-            (REMOVALS_SETTLED_BELOW, 1),
-            (OWNER_REMOVALS_DROPPED, 1),
-        ]
     }
 }
 

@@ -1,4 +1,5 @@
 use super::*;
+use crate::DomainEvent;
 
 fn given(events: &[RemovedPutsEvent]) -> RemovedPuts {
     crate::testing::state_after(events)
