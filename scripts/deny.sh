@@ -40,6 +40,10 @@ if [ "$(cat "$db/.crescent-source" 2>/dev/null)" != "$want" ]; then
   echo "$want" >"$db/.crescent-source"
 fi
 export CRESCENT_ADVISORY_DBS=$dbs
+# cargo-deny reads the whole graph through `cargo metadata`, which needs the manifest of every
+# package for every platform (windows-sys and the like, which a Linux build never downloads):
+# fetch them first, so the offline check below also works on a fresh machine.
+cargo fetch --locked --quiet
 date=$(sed -n 's/^date=//p' "$snapshot")
 age=$((($(date +%s) - $(date -d "$date" +%s)) / 86400))
 log "$($deny --version); advisories as of $date ($age days old; scripts/advisory-db.sh refreshes them)"
