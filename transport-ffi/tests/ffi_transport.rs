@@ -1,39 +1,18 @@
-//! The transfer-engine binding, end to end through dlopen: the tests compile
-//! `c/mini_transfer_engine.c` with the system C compiler into a temp dir and load it.
+//! The transfer-engine binding, end to end through dlopen: the tests compile the mini engine
+//! (`c/mini_transfer_engine*.c`) with the system C compiler into a temp dir and load it.
 
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 use std::sync::Arc;
 
+use common::mini_engine::{compile, mini_engine};
 use common::{buffer, contents, desc, random_bytes, write_and_read_back};
 use crescent_transport::ffi::{FfiConfig, FfiTransport};
 use crescent_transport::{
     build_transport, LocalHandle, RemoteSegment, SegmentMemory, TransferOp, Transport,
     TransportConfig, TransportError, TransportKind, TransportMetrics,
 };
-
-/// Compiles `source` into `dir/name` as a shared library.
-fn compile(source: &Path, dir: &Path, name: &str) -> PathBuf {
-    let out = dir.join(name);
-    let status = Command::new("cc")
-        .args([
-            "-shared", "-fPIC", "-O2", "-Wall", "-Wextra", "-Werror", "-o",
-        ])
-        .arg(&out)
-        .arg(source)
-        .arg("-lpthread")
-        .status()
-        .expect("the system C compiler `cc` runs");
-    assert!(status.success(), "cc failed on {}", source.display());
-    out
-}
-
-fn mini_engine(dir: &Path) -> PathBuf {
-    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("c/mini_transfer_engine.c");
-    compile(&source, dir, "libmini_transfer_engine.so")
-}
 
 fn ffi_config(library: &Path, name: &str) -> FfiConfig {
     FfiConfig {
@@ -197,7 +176,7 @@ fn a_missing_symbol_is_an_error_naming_it() {
         "#,
     )
     .unwrap();
-    let library = compile(&source, dir.path(), "libpartial.so");
+    let library = compile(&[&source], dir.path(), "libpartial.so");
     let err = FfiTransport::load(ffi_config(&library, "x"), TransportMetrics::unregistered())
         .unwrap_err();
     assert!(matches!(err, TransportError::LibraryLoad { .. }));
