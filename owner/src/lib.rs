@@ -43,6 +43,7 @@ pub mod cold_device;
 pub mod overwrite_check;
 pub mod owner;
 mod owner_cold;
+mod owner_engine;
 mod owner_notice;
 pub mod owner_staging;
 pub mod replayer;
