@@ -130,18 +130,50 @@ fn data(seed: u8, len: usize) -> Vec<u8> {
         .collect()
 }
 
-/// crescentd placing only on owners (no embedded segment), and the engine's files.
+/// The engine's files, and crescentd placing only on owners (no embedded segment) with the
+/// engine in its `[transport]` section.
 fn setup(dir: &Path) -> (Server, Engine) {
-    let config = dir.join("crescentd.toml");
-    std::fs::write(&config, "[store]\nembedded_segment_bytes = 0\n").unwrap();
-    let server = Server::start_with(&["--config", config.to_str().unwrap()]);
     let metadata = dir.join("engine-metadata");
     std::fs::create_dir(&metadata).unwrap();
     let engine = Engine {
         library: mini_engine(dir),
         metadata: format!("file://{}", metadata.display()),
     };
+    let config = dir.join("crescentd.toml");
+    let text = format!(
+        "[store]\nembedded_segment_bytes = 0\n\n[transport]\ntransfer_engine_lib = {:?}\n\
+         transfer_engine_metadata = {:?}\n",
+        engine.library.display().to_string(),
+        engine.metadata
+    );
+    std::fs::write(&config, text).unwrap();
+    let server = Server::start_with(&["--config", config.to_str().unwrap()]);
     (server, engine)
+}
+
+/// `crescent --json ARGS` (the harness's token for it): the parsed answer, once it succeeded.
+fn ok_json(server: &Server, args: &[&str]) -> serde_json::Value {
+    let mut full = vec!["--json"];
+    full.extend_from_slice(args);
+    let (code, out, err) = common::crescent(&server.server(), &full, None);
+    assert_eq!(code, 0, "{args:?}: {err}\n{}", server.log());
+    common::json(&out)
+}
+
+/// crescentd's own transfers through the engine (the cold tier's), in bytes.
+async fn crescentd_engine_bytes(server: &Server, op: &str) -> f64 {
+    let text = reqwest::get(format!("http://{}/metrics", server.server()))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let op = format!("op=\"{op}\"");
+    sample(
+        &text,
+        "crescent_transport_bytes_total",
+        &[&op, "transport=\"ffi\""],
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -234,4 +266,29 @@ async fn a_transfer_engine_segment_is_written_and_read_through_the_engine() {
         0.0,
         "{theirs}"
     );
+
+    // crescentd reaches the segment through its own engine: the cold tier reads the replica to
+    // offload it, and after an eviction writes the restored value back (the promotion). A key
+    // never read, so that no read lease holds its replica.
+    let (code, _, err) = crescent_with(&s, &["put", "te/cold", "-"], Some(&value), &env);
+    assert_eq!(code, 0, "put: {err}");
+    let stat = ok_json(&server, &["offload", "te/cold"]);
+    assert_eq!(stat["cold"]["state"], "materialized", "{stat}");
+    assert!(crescentd_engine_bytes(&server, "read").await >= value.len() as f64);
+    ok_json(&server, &["evict", "te/cold", "--hot"]);
+    let (code, got, err) = crescent_with(&s, &["get", "te/cold"], None, &env);
+    assert_eq!(code, 0, "cold get: {err}");
+    assert!(got == value, "the cold read returned other bytes");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while ok_json(&server, &["stat", "te/cold"])["replicas"]
+        .as_array()
+        .is_none_or(Vec::is_empty)
+    {
+        assert!(std::time::Instant::now() < deadline, "never promoted");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(crescentd_engine_bytes(&server, "write").await >= value.len() as f64);
+    let (code, got, err) = crescent_with(&s, &["get", "te/cold"], None, &env);
+    assert_eq!(code, 0, "get of the promoted replica: {err}");
+    assert!(got == value, "the promoted replica holds other bytes");
 }
