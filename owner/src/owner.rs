@@ -1,6 +1,7 @@
 //! The storage-owner role: this process lends a segment of its memory to the store.
 //!
-//! [`Owner::start`] allocates the segment, serves it through its own TCP transfer listener,
+//! [`Owner::start`] allocates the segment, serves it through its own TCP transfer listener (or
+//! a transfer engine, `OwnerConfig::transport`; the listener then still takes notices),
 //! registers the owner (endpoint = the advertised transfer address), mounts the segment, and
 //! heartbeats on the interval crescentd answers. While it runs, the client that started it
 //! places its puts on this segment first (`local_first`), reads local replicas first, and

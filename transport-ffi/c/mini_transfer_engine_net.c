@@ -133,17 +133,17 @@ static void *serve_connection(void *arg) {
 
 struct mte_listener {
     int fd;
-    volatile int stopping;
+    int stopping; /* read and written atomically */
     pthread_t thread;
 };
 
 static void *accept_loop(void *arg) {
     struct mte_listener *l = arg;
-    while (!l->stopping) {
+    while (!__atomic_load_n(&l->stopping, __ATOMIC_ACQUIRE)) {
         int fd = accept(l->fd, NULL, NULL);
         if (fd < 0) {
             if (errno == EINTR || errno == ECONNABORTED) continue;
-            if (l->stopping) break;
+            if (__atomic_load_n(&l->stopping, __ATOMIC_ACQUIRE)) break;
             usleep(10000); /* e.g. EMFILE: back off rather than spin */
             continue;
         }
@@ -226,7 +226,7 @@ struct mte_listener *mte_listener_start(const char *host, uint64_t port, char *e
 
 void mte_listener_stop(struct mte_listener *l) {
     if (!l) return;
-    l->stopping = 1;
+    __atomic_store_n(&l->stopping, 1, __ATOMIC_RELEASE);
     shutdown(l->fd, SHUT_RDWR); /* wakes accept() */
     pthread_join(l->thread, NULL);
     close(l->fd);

@@ -1,7 +1,7 @@
 //! `RoutedTransport`: one [`Transport`] over two, TCP and a transfer engine, for a process that
 //! reaches segments of both kinds (docs/transport.md, "Transfer-engine segments").
 //!
-//! Each descriptor goes where its segment is served ([`RemoteSegment::via`]); the two parts of
+//! Each descriptor goes where its segment is served ([`crate::RemoteSegment::via`]); the two parts of
 //! a batch run concurrently and their statuses come back in submission order. Local buffers are
 //! registered with both transports (this transport's handle is the TCP one). Serving segments
 //! is left to the TCP transport: an owner that serves through the engine holds its own
