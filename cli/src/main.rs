@@ -180,6 +180,10 @@ pub enum Command {
         /// IP:PORT (port 0: any free one; the ready line names it). Off when not given.
         #[arg(long)]
         metrics_listen: Option<std::net::SocketAddr>,
+        /// How peers reach the segment: `tcp` (this process's transfer listener), or
+        /// `transfer-engine` (the library named by CRESCENT_TRANSFER_ENGINE_LIB).
+        #[arg(long, value_enum, default_value = "tcp")]
+        transport: TransportArg,
     },
     /// Cold tier devices.
     Cold {

@@ -181,6 +181,7 @@ pub(super) async fn run(cli: Cli) -> Result<u8, ClientError> {
             cold_staging_bytes,
             cold_staging_ttl_ms,
             metrics_listen,
+            transport,
         } => {
             let config = OwnerConfig {
                 owner_id: id,
@@ -191,6 +192,7 @@ pub(super) async fn run(cli: Cli) -> Result<u8, ClientError> {
                 cold_devices: cold_device,
                 cold_staging_bytes,
                 cold_staging_ttl_ms,
+                transport: transport.into(),
                 ..OwnerConfig::default()
             };
             let metrics = match (metrics_listen, registry) {
@@ -496,7 +498,7 @@ async fn serve_owner(
         print_json(
             &json!({"owner_id": owner.owner_id(), "segment_id": owner.segment_id(),
             "endpoint": owner.endpoint(), "size": owner.size(),
-            "incarnation": owner.incarnation(),
+            "incarnation": owner.incarnation(), "transport": owner.transport(),
             "cold_devices": owner.cold_device_ids(),
             "metrics": metrics.map(|a| a.to_string())}),
         )?;

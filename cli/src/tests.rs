@@ -117,7 +117,9 @@ fn owner_and_bench_arguments() {
             cold_staging_bytes,
             cold_staging_ttl_ms,
             metrics_listen,
+            transport,
         } => {
+            assert_eq!(transport, TransportArg::Tcp, "tcp unless asked");
             assert!(cold_device.is_empty());
             assert_eq!(metrics_listen, None, "no metrics listener unless asked");
             assert_eq!(

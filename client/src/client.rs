@@ -159,7 +159,13 @@ impl CrescentClient {
             failover: Arc::new(options.failover.clone()),
             scope: Scope::new(token_tenant.as_deref(), None)?,
             token_tenant,
-            data: DataPlane::new(metrics),
+            data: DataPlane::new(
+                metrics,
+                options
+                    .transfer_engine
+                    .clone()
+                    .or_else(crescent_transport::ffi::FfiConfig::from_env),
+            ),
             submission: Arc::new(crate::batch::submission::Submission::new(options)),
             cold_restore: Arc::new(crate::cold_restore::LocalColdRestore::new(
                 !options.no_local_cold_restore,

@@ -45,6 +45,10 @@ pub struct ClientOptions {
     /// Most value bytes one tenant's batch puts on this client (all its handles) have in
     /// flight together (0: no bound); more wait until earlier ones complete or fail.
     pub max_inflight_bytes_per_tenant: u64,
+    /// The transfer engine to load beside TCP, for segments mounted with transport
+    /// `transfer_engine` (docs/transport.md, "Transfer-engine segments"). `None`: the one the
+    /// environment names (`CRESCENT_TRANSFER_ENGINE_LIB`, `FfiConfig::from_env`), if any.
+    pub transfer_engine: Option<crescent_transport::ffi::FfiConfig>,
 }
 
 /// A bearer token. Its `Debug` never shows it, so options can be logged.

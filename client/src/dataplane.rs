@@ -1,12 +1,16 @@
-//! The client's side of the data plane: one transport (started on first use), the staging
-//! pool, and — when this process is also a storage owner — which segment is its own, so puts
+//! The client's side of the data plane: one transport (started on first use: TCP, and beside
+//! it the transfer engine when one is configured, docs/transport.md "Transfer-engine
+//! segments"), the staging pool, and — when this process is also a storage owner — which segment is its own, so puts
 //! place there by default, gets read the local replica first, and commits land in the
 //! ownership table.
 
 use std::sync::{Arc, RwLock, Weak};
 
+use crescent_transport::ffi::{FfiConfig, FfiTransport};
 use crescent_transport::tcp::{TcpConfig, TcpTransport};
-use crescent_transport::{Grant, RemoteSegment, SegmentMemory, Transport, TransportError};
+use crescent_transport::{
+    Grant, RemoteSegment, RoutedTransport, SegmentMemory, Transport, TransportError,
+};
 use crescent_wire::rebuild::{OwnerNotice, OwnerNoticeReply, ReplayEntry};
 use crescent_wire::segments::{TransportKind, EMBEDDED_OWNER_ID};
 use crescent_wire::store::{DataType, ObjectId, ReplicaDesc, ReplicaState};
@@ -38,6 +42,8 @@ pub struct LocalSegment {
 pub(crate) struct DataPlane {
     tcp: OnceCell<Arc<TcpTransport>>,
     transport: OnceCell<Arc<dyn Transport>>,
+    /// The transfer engine for segments mounted with transport `transfer_engine`.
+    engine: Option<FfiConfig>,
     pub staging: StagingPool,
     local: RwLock<Option<LocalSegment>>,
     pub metrics: ClientMetrics,
@@ -101,13 +107,15 @@ impl std::fmt::Debug for DataPlane {
 }
 
 impl DataPlane {
-    /// A data plane (inside its `Arc`: the notice sender refers back to it weakly).
-    pub fn new(metrics: ClientMetrics) -> Arc<Self> {
+    /// A data plane (inside its `Arc`: the notice sender refers back to it weakly), with the
+    /// transfer engine `engine` beside TCP when given.
+    pub fn new(metrics: ClientMetrics, engine: Option<FfiConfig>) -> Arc<Self> {
         Arc::new_cyclic(|weak| {
             let sender = Arc::new(TransportNoticeSender { data: weak.clone() });
             Self {
                 tcp: OnceCell::new(),
                 transport: OnceCell::new(),
+                engine,
                 staging: StagingPool::default(),
                 local: RwLock::new(None),
                 notifier: Notifier::new(NotifyConfig::default(), sender, metrics.rebuild.clone()),
@@ -128,13 +136,25 @@ impl DataPlane {
 
     /// The client's transport: TCP without a listener of its own (owners serve through
     /// theirs). Transfers to a listener of this same process are copied in memory by the
-    /// transport's same-process fast path.
+    /// transport's same-process fast path. With a transfer engine configured, a
+    /// [`RoutedTransport`] sends the transfers of engine-served segments through it.
     pub async fn transport(&self) -> Result<&Arc<dyn Transport>, ClientError> {
         let tcp = self.tcp().await?;
-        Ok(self
-            .transport
-            .get_or_init(|| async { tcp.clone() as Arc<dyn Transport> })
-            .await)
+        self.transport
+            .get_or_try_init(|| async {
+                let Some(config) = &self.engine else {
+                    return Ok(tcp.clone() as Arc<dyn Transport>);
+                };
+                let engine = FfiTransport::load(config.clone(), self.metrics.transport.clone())?;
+                let routed = RoutedTransport::new(tcp.clone(), Arc::new(engine));
+                Ok::<_, ClientError>(Arc::new(routed) as Arc<dyn Transport>)
+            })
+            .await
+    }
+
+    /// The transfer engine this data plane loads beside TCP, if one is configured.
+    pub fn engine_config(&self) -> Option<&FfiConfig> {
+        self.engine.as_ref()
     }
 
     /// Before put_end: every owner of another process that holds one of these puts'
@@ -257,10 +277,13 @@ pub(crate) fn remote_for(
         }
     }
     if replica.transport == TransportKind::TransferEngine {
-        return Err(ClientError::InvalidArgument(format!(
-            "segment {} is served by a transfer engine; this client speaks the TCP transport",
-            replica.segment_id
-        )));
+        // The engine finds the segment by its id; without one loaded, the TCP transport
+        // refuses the transfer with INVALID_ARGUMENT.
+        let endpoint = replica.endpoint.as_deref().unwrap_or_default();
+        return Ok(RemoteSegment::transfer_engine(
+            endpoint,
+            replica.segment_id.as_str(),
+        ));
     }
     let endpoint = replica.endpoint.as_deref().ok_or_else(|| {
         ClientError::Protocol(format!(
@@ -373,18 +396,17 @@ mod tests {
     }
 
     #[test]
-    fn remote_for_uses_own_endpoint_and_refuses_unreachable_replicas() {
+    fn remote_for_uses_own_endpoint_routes_engine_segments_and_refuses_unreachable_ones() {
         let l = local("mine");
         let r = remote_for(&replica("mine", None, ReplicaState::Complete), Some(&l)).unwrap();
         assert_eq!(&*r.endpoint, "127.0.0.1:9");
         let r = remote_for(&replica("x", Some("h:1"), ReplicaState::Complete), Some(&l)).unwrap();
         assert_eq!((&*r.endpoint, &*r.segment_id), ("h:1", "x"));
         assert!(remote_for(&replica("x", None, ReplicaState::Complete), None).is_err());
-        let mut te = replica("x", Some("h:1"), ReplicaState::Complete);
+        let mut te = replica("x", None, ReplicaState::Complete);
         te.transport = TransportKind::TransferEngine;
-        assert_eq!(
-            remote_for(&te, None).unwrap_err().code_str(),
-            "INVALID_ARGUMENT"
-        );
+        let r = remote_for(&te, None).unwrap();
+        assert_eq!(r.via, crescent_transport::TransportKind::Ffi);
+        assert_eq!(&*r.segment_id, "x");
     }
 }

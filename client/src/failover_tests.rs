@@ -266,7 +266,7 @@ fn leaderless(timeout: Duration) -> CrescentClient {
         }),
         scope: crate::options::Scope::default(),
         token_tenant: None,
-        data: crate::dataplane::DataPlane::new(metrics),
+        data: crate::dataplane::DataPlane::new(metrics, None),
         submission: std::sync::Arc::new(crate::batch::submission::Submission::new(
             &crate::ClientOptions::default(),
         )),

@@ -87,6 +87,12 @@ impl CrescentClient {
         self.data.attach(segment);
     }
 
+    /// The transfer engine this client loads beside TCP (its options, else the environment):
+    /// what a storage owner on it serves a `transfer_engine` segment through.
+    pub fn transfer_engine_config(&self) -> Option<&crescent_transport::ffi::FfiConfig> {
+        self.data.engine_config()
+    }
+
     /// Forgets the own segment `segment_id` (no-op if another one has been attached since).
     pub fn detach_own_segment(&self, segment_id: &str) {
         self.data.detach(segment_id);

@@ -1,9 +1,10 @@
 //! Crescent's storage-owner role (`crescent owner`, or any process embedding it): this process
 //! lends a segment of its memory to the store.
 //!
-//! - [`Owner`]: allocates the segment, serves it on its own TCP transfer listener, registers
-//!   and mounts it with crescentd and heartbeats; the [`CrescentClient`] that started it then
-//!   places its puts there first and reads its replicas there first.
+//! - [`Owner`]: allocates the segment, serves it on its own TCP transfer listener (or through a
+//!   transfer engine, [`OwnerConfig::transport`]), registers and mounts it with crescentd and
+//!   heartbeats; the [`CrescentClient`] that started it then places its puts there first and
+//!   reads its replicas there first.
 //! - Its [`OwnershipTable`] (kept by the client library, which records this process's own
 //!   committed replicas in it) takes the notices of other writers (NOTIFY on the listener) and is
 //!   replayed to crescentd after a new leader term ([`replayer`]), once the replicas whose
@@ -43,6 +44,7 @@ pub mod cold_device;
 pub mod overwrite_check;
 pub mod owner;
 mod owner_cold;
+mod owner_engine;
 mod owner_notice;
 pub mod owner_staging;
 pub mod replayer;

@@ -1,6 +1,7 @@
 //! The storage-owner role: this process lends a segment of its memory to the store.
 //!
-//! [`Owner::start`] allocates the segment, serves it through its own TCP transfer listener,
+//! [`Owner::start`] allocates the segment, serves it through its own TCP transfer listener (or
+//! a transfer engine, `OwnerConfig::transport`; the listener then still takes notices),
 //! registers the owner (endpoint = the advertised transfer address), mounts the segment, and
 //! heartbeats on the interval crescentd answers. While it runs, the client that started it
 //! places its puts on this segment first (`local_first`), reads local replicas first, and
@@ -16,7 +17,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crescent_transport::tcp::{TcpConfig, TcpTransport};
-use crescent_transport::{RemoteSegment, SegmentMemory, Transport};
+use crescent_transport::{SegmentMemory, Transport};
 use crescent_wire::segments::{MountSegmentRequest, RegisterOwnerRequest, TransportKind};
 use crescent_wire::store::ReleasedReplica;
 use crescent_wire::ErrorCode;
@@ -25,6 +26,7 @@ use crescent_client::rebuild::WatchConfig;
 use crescent_client::{ClientError, CrescentClient, LocalSegment, OwnershipTable, RebuildMetrics};
 
 use crate::overwrite_check::forget_overwritten;
+use crate::owner_engine::SegmentServer;
 use crate::owner_notice::{install_data_key, notice_handler};
 use crate::replayer::{replay_table, ReplayConfig, ReplayReport};
 
@@ -64,6 +66,9 @@ pub struct OwnerConfig {
     pub cold_staging_bytes: u64,
     /// How long a remote reader may hold a staged payload before its token is fenced.
     pub cold_staging_ttl_ms: u64,
+    /// How peers reach the segment: the TCP listener (default), or a transfer engine loaded
+    /// from the client's engine configuration (docs/transport.md, "Transfer-engine segments").
+    pub transport: TransportKind,
 }
 
 impl Default for OwnerConfig {
@@ -81,6 +86,7 @@ impl Default for OwnerConfig {
             cold_devices: Vec::new(),
             cold_staging_bytes: crate::owner_staging::DEFAULT_OWNER_STAGING_BYTES,
             cold_staging_ttl_ms: crate::owner_staging::DEFAULT_OWNER_STAGING_TTL_MS,
+            transport: TransportKind::Tcp,
         }
     }
 }
@@ -117,6 +123,8 @@ pub struct Owner {
     incarnation: u64,
     size: u64,
     transport: Arc<TcpTransport>,
+    /// What serves the segment: `transport`, or a transfer engine.
+    server: SegmentServer,
     table: Arc<OwnershipTable>,
     heartbeat: Option<tokio::task::JoinHandle<()>>,
     state: Arc<HeartbeatState>,
@@ -192,6 +200,7 @@ impl Owner {
         let endpoint = transport
             .local_endpoint()
             .ok_or_else(|| ClientError::Protocol("transfer listener has no endpoint".into()))?;
+        let server = SegmentServer::for_kind(config.transport, client, &owner_id, &transport)?;
         let register = RegisterOwnerRequest {
             owner_id: owner_id.clone(),
             endpoint: endpoint.clone(),
@@ -202,13 +211,13 @@ impl Owner {
             segment_id: segment_id.clone(),
             base: memory.as_ptr() as u64,
             size: config.size,
-            transport: TransportKind::Tcp,
+            transport: server.kind(),
         };
         // Registered first: with `[auth]` the answer carries the key the listener then
         // requires grants with, before the segment is served or anything is placed in it.
         let registered = client.register_owner(&register).await?;
         install_data_key(&transport, registered.data_key.as_deref())?;
-        transport.serve_segment(&segment_id, memory.clone())?;
+        server.serve(&segment_id, memory.clone())?;
         client.mount_segment(&mount).await?;
         let table = Arc::new(OwnershipTable::new(
             client.metrics().owned_replicas().clone(),
@@ -222,7 +231,7 @@ impl Owner {
         let owner_id: Arc<str> = owner_id.into();
         let segment_id: Arc<str> = segment_id.into();
         client.attach_own_segment(LocalSegment {
-            remote: RemoteSegment::new(endpoint.as_str(), segment_id.clone()),
+            remote: server.own_remote(&endpoint, segment_id.clone()),
             table: table.clone(),
             memory: Some(memory.clone()),
         });
@@ -257,7 +266,8 @@ impl Owner {
             (config.cold_staging_bytes, config.cold_staging_ttl_ms),
         )
         .await?;
-        tracing::info!(%owner_id, %segment_id, %endpoint, size, incarnation, "storage owner started");
+        let via = server.kind();
+        tracing::info!(%owner_id, %segment_id, %endpoint, size, incarnation, ?via, "storage owner started");
         Ok(Owner {
             client: client.clone(),
             owner_id,
@@ -266,6 +276,7 @@ impl Owner {
             incarnation,
             size: config.size,
             transport,
+            server,
             table,
             heartbeat: Some(heartbeat),
             state,
@@ -291,6 +302,11 @@ impl Owner {
     /// The advertised transfer endpoint.
     pub fn endpoint(&self) -> &str {
         &self.endpoint
+    }
+
+    /// How peers reach the segment (the transport it is mounted with).
+    pub fn transport(&self) -> TransportKind {
+        self.server.kind()
     }
 
     pub fn incarnation(&self) -> u64 {
@@ -365,7 +381,7 @@ impl Owner {
         if let Some(staging) = self.cold_staging.take() {
             let _ = self.transport.withdraw_segment(staging.segment_id());
         }
-        self.transport.withdraw_segment(&self.segment_id)?;
+        self.server.withdraw(&self.segment_id)?;
         let dropped = self.table.forget_segment(&self.segment_id);
         tracing::info!(owner_id = %self.owner_id, dropped, "storage owner stopped");
         Ok(dropped)

@@ -53,6 +53,9 @@ pub struct NodeState {
     /// Listener bounds (`[net]`).
     pub net_settings: crate::config::net::NetConfig,
     pub transport_metrics: TransportMetrics,
+    /// The transfer engine crescentd loads beside TCP to reach segments mounted with transport
+    /// `transfer_engine` (`[transport]`, else the environment).
+    pub transfer_engine: Option<crescent_transport::ffi::FfiConfig>,
     pub embedded: Mutex<Option<EmbeddedSegment>>,
     pub housekeeping: Mutex<Option<tokio::task::JoinHandle<()>>>,
     /// The RPC fast path's listener, while it runs.
@@ -461,6 +464,7 @@ impl Node {
             store_settings: config.store.clone(),
             net_settings: config.net.clone(),
             transport_metrics,
+            transfer_engine: config.transport.transfer_engine(),
             embedded: Mutex::new(None),
             housekeeping: Mutex::new(None),
             rpc: Mutex::new(None),

@@ -1,19 +1,33 @@
 /*
- * mini_transfer_engine: a small, in-process implementation of the transfer-engine C API
- * (the shape of Mooncake's transfer_engine_c.h in which struct transfer_request has no
- * file_id member and registerLocalMemory takes no remote_atomic argument).
+ * mini_transfer_engine: a small implementation of the transfer-engine C API (the shape of
+ * Mooncake's transfer_engine_c.h in which struct transfer_request has no file_id member and
+ * registerLocalMemory takes no remote_atomic argument). Build both sources into one library:
+ *   cc -shared -fPIC -O2 -o libmini_transfer_engine.so \
+ *      mini_transfer_engine.c mini_transfer_engine_net.c -lpthread
  *
- * Transfers are memcpy between memory registered in this process. Conventions used by
- * Crescent's FfiTransport:
+ * Conventions used by Crescent's FfiTransport:
  *   - registerLocalMemory(engine, addr, len, location, remote_accessible = 1) exports the
  *     region as a segment named `location`, visible to every engine of the process;
  *   - registerLocalMemory(..., remote_accessible = 0) registers a plain local buffer;
  *   - openSegment(engine, name) returns a handle (>= 0) for an exported segment, -1 if unknown;
  *   - target_offset is the offset inside the segment.
+ *
+ * Across processes: createTransferEngine's metadata_conn_string "file:///abs/dir" names a
+ * metadata directory shared by the engines of every process (any other value, e.g.
+ * "P2PHANDSHAKE", keeps the engine in-process only). The first export then starts a listener
+ * thread on ip_or_host_name:rpc_port (port 0: an ephemeral one) and every export writes
+ * `dir/<segment name>` = "host:port" (see mini_transfer_engine_net.h for the file naming and
+ * the wire protocol); unregistering it, or destroying the engine, removes the entry.
+ * openSegment looks for a segment of this process first, then in the metadata directory.
+ * submitTransfer copies local segments at once and runs the remote tasks over TCP before it
+ * returns (so every status is final when it returns; getTransferStatus reports them).
+ *
  * Bounds are checked on both sides: a source outside the engine's registered memory, or a
- * target range outside the segment, completes the task with STATUS_INVALID; a segment that
- * was unregistered after openSegment completes it with STATUS_FAILED. Nothing is copied then.
- * Every call is thread-safe (one process-wide mutex).
+ * target range outside the segment (checked by the serving process for a remote segment),
+ * completes the task with STATUS_INVALID; a segment that was unregistered after openSegment,
+ * or a serving process that cannot be reached, completes it with STATUS_FAILED. Nothing is
+ * copied then. Every call is thread-safe (one process-wide mutex, never held across network
+ * IO). The listener has no authentication: serve only on networks trusted with the segments.
  */
 #ifndef MINI_TRANSFER_ENGINE_H
 #define MINI_TRANSFER_ENGINE_H

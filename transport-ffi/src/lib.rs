@@ -9,6 +9,7 @@
 //!   pipelined client connections; the frame layout is documented in [`tcp::protocol`].
 //! - [`ffi::FfiTransport`]: the same trait over a dlopened library with the C API of
 //!   Mooncake's `transfer_engine_c.h`; `c/mini_transfer_engine.c` is a small implementation.
+//! - [`RoutedTransport`]: both at once, each transfer sent where its segment is served.
 //! - [`TransportConfig`] selects one; [`TransportMetrics`] holds the Prometheus families.
 
 pub mod config;
@@ -19,6 +20,7 @@ pub mod grant;
 pub mod memory;
 pub mod metrics;
 mod range_lock;
+pub mod routed;
 pub mod tcp;
 pub mod transport;
 
@@ -27,6 +29,7 @@ pub use error::{ErrorClass, Result, TransportError};
 pub use grant::{Grant, GrantKey, GrantKeys, GrantRefusal};
 pub use memory::{page_size, SegmentMemory};
 pub use metrics::TransportMetrics;
+pub use routed::RoutedTransport;
 pub use transport::{
     BatchCompletion, BoxFuture, LocalHandle, RemoteSegment, TransferDescriptor, TransferOp,
     Transport, TransportKind,

@@ -65,17 +65,30 @@ impl TransferOp {
 /// A segment served by a storage owner: where to reach it and its id. Cheap to clone.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct RemoteSegment {
-    /// The owner's transfer listener, `host:port`.
+    /// The owner's transfer listener, `host:port` (for a transfer-engine segment, the owner's
+    /// registered endpoint: informational, the engine resolves the segment id itself).
     pub endpoint: Arc<str>,
     /// The segment id assigned by the control plane.
     pub segment_id: Arc<str>,
+    /// Which transport serves it: what [`crate::RoutedTransport`] sends its transfers through.
+    pub via: TransportKind,
 }
 
 impl RemoteSegment {
+    /// A segment served by a TCP transfer listener.
     pub fn new(endpoint: impl Into<Arc<str>>, segment_id: impl Into<Arc<str>>) -> Self {
         Self {
             endpoint: endpoint.into(),
             segment_id: segment_id.into(),
+            via: TransportKind::Tcp,
+        }
+    }
+
+    /// A segment served by a transfer engine (mounted with transport `transfer_engine`).
+    pub fn transfer_engine(endpoint: impl Into<Arc<str>>, segment_id: impl Into<Arc<str>>) -> Self {
+        Self {
+            via: TransportKind::Ffi,
+            ..Self::new(endpoint, segment_id)
         }
     }
 }
@@ -201,16 +214,26 @@ impl LocalRegistry {
 
     /// Resolves every descriptor's local buffer and checks the local and obvious remote
     /// arguments. One entry per descriptor: the buffer, or why the descriptor is refused.
+    /// `only_tcp`: a segment served by a transfer engine is refused (TCP cannot reach it).
     pub(crate) fn resolve_batch(
         &self,
         batch: &[TransferDescriptor],
         max_transfer_len: u64,
+        only_tcp: bool,
     ) -> Vec<Result<Arc<SegmentMemory>>> {
         let buffers = self.buffers.read().unwrap_or_else(|p| p.into_inner());
         batch
             .iter()
             .map(|d| {
                 check_segment_id(&d.remote.segment_id)?;
+                if only_tcp && d.remote.via == TransportKind::Ffi {
+                    return Err(TransportError::InvalidArgument(format!(
+                        "segment {} is served by a transfer engine and this process loaded \
+                         none (set {} or configure one)",
+                        d.remote.segment_id,
+                        crate::ffi::LIBRARY_ENV
+                    )));
+                }
                 if d.length > max_transfer_len {
                     return Err(TransportError::InvalidArgument(format!(
                         "transfer of {} bytes exceeds the limit of {max_transfer_len}",

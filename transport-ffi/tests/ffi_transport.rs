@@ -1,39 +1,18 @@
-//! The transfer-engine binding, end to end through dlopen: the tests compile
-//! `c/mini_transfer_engine.c` with the system C compiler into a temp dir and load it.
+//! The transfer-engine binding, end to end through dlopen: the tests compile the mini engine
+//! (`c/mini_transfer_engine*.c`) with the system C compiler into a temp dir and load it.
 
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 use std::sync::Arc;
 
+use common::mini_engine::{compile, mini_engine};
 use common::{buffer, contents, desc, random_bytes, write_and_read_back};
 use crescent_transport::ffi::{FfiConfig, FfiTransport};
 use crescent_transport::{
-    build_transport, LocalHandle, RemoteSegment, SegmentMemory, TransferOp, Transport,
-    TransportConfig, TransportError, TransportKind, TransportMetrics,
+    build_transport, LocalHandle, RemoteSegment, RoutedTransport, SegmentMemory, TransferOp,
+    Transport, TransportConfig, TransportError, TransportKind, TransportMetrics,
 };
-
-/// Compiles `source` into `dir/name` as a shared library.
-fn compile(source: &Path, dir: &Path, name: &str) -> PathBuf {
-    let out = dir.join(name);
-    let status = Command::new("cc")
-        .args([
-            "-shared", "-fPIC", "-O2", "-Wall", "-Wextra", "-Werror", "-o",
-        ])
-        .arg(&out)
-        .arg(source)
-        .arg("-lpthread")
-        .status()
-        .expect("the system C compiler `cc` runs");
-    assert!(status.success(), "cc failed on {}", source.display());
-    out
-}
-
-fn mini_engine(dir: &Path) -> PathBuf {
-    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("c/mini_transfer_engine.c");
-    compile(&source, dir, "libmini_transfer_engine.so")
-}
 
 fn ffi_config(library: &Path, name: &str) -> FfiConfig {
     FfiConfig {
@@ -197,7 +176,7 @@ fn a_missing_symbol_is_an_error_naming_it() {
         "#,
     )
     .unwrap();
-    let library = compile(&source, dir.path(), "libpartial.so");
+    let library = compile(&[&source], dir.path(), "libpartial.so");
     let err = FfiTransport::load(ffi_config(&library, "x"), TransportMetrics::unregistered())
         .unwrap_err();
     assert!(matches!(err, TransportError::LibraryLoad { .. }));
@@ -217,4 +196,63 @@ fn a_refused_protocol_is_an_engine_error() {
     };
     let err = FfiTransport::load(config, TransportMetrics::unregistered()).unwrap_err();
     assert!(err.to_string().contains("installTransport"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_routed_transport_sends_each_transfer_where_its_segment_is_served() {
+    let dir = tempfile::tempdir().unwrap();
+    let library = mini_engine(dir.path());
+    let (_tcp_owner, tcp_remote) = common::owner("tcp-seg", 1 << 20).await;
+    let engine_owner = FfiTransport::load(
+        ffi_config(&library, "engine-owner"),
+        TransportMetrics::unregistered(),
+    )
+    .unwrap();
+    let engine_segment = Arc::new(SegmentMemory::allocate(1 << 20).unwrap());
+    engine_owner
+        .serve_segment("engine-seg", engine_segment.clone())
+        .unwrap();
+    let engine_remote = RemoteSegment::transfer_engine("engine-owner", "engine-seg");
+
+    // TCP alone refuses an engine-served segment, with a stable code.
+    let tcp_only: Arc<dyn Transport> = Arc::new(common::client().await);
+    let (buf, _) = buffer(&*tcp_only, vec![1u8; 16]);
+    let done = tcp_only
+        .submit(&[desc(TransferOp::Write, &engine_remote, 0, buf, 0, 16)])
+        .await
+        .unwrap();
+    let refused = done.statuses[0].as_ref().unwrap_err();
+    assert_eq!(refused.code().as_str(), "INVALID_ARGUMENT", "{refused}");
+
+    let engine = FfiTransport::load(
+        ffi_config(&library, "router"),
+        TransportMetrics::unregistered(),
+    )
+    .unwrap();
+    let routed = RoutedTransport::new(
+        Arc::new(common::client().await) as Arc<dyn Transport>,
+        Arc::new(engine) as Arc<dyn Transport>,
+    );
+    let data = random_bytes(5, 8192);
+    let (src, _) = buffer(&routed, data.clone());
+    let batch = [
+        desc(TransferOp::Write, &tcp_remote, 0, src, 0, 4096),
+        desc(TransferOp::Write, &engine_remote, 100, src, 4096, 4096),
+        desc(TransferOp::Write, &engine_remote, (1 << 20) - 1, src, 0, 2),
+    ];
+    let codes: Vec<_> = routed
+        .submit(&batch)
+        .await
+        .unwrap()
+        .statuses
+        .iter()
+        .map(|s| s.as_ref().err().map(|e| e.code().as_str()))
+        .collect();
+    assert_eq!(codes, [None, None, Some("INVALID_ARGUMENT")]);
+    assert!(contents(&engine_segment, 100, 4096).await == data[4096..]);
+    for remote in [&tcp_remote, &engine_remote] {
+        let back = write_and_read_back(&routed, remote, 200_000, &data).await;
+        assert!(back == data, "round trip through {:?}", remote.via);
+    }
+    routed.unregister(src).unwrap();
 }

@@ -107,7 +107,7 @@ async fn replica_writes_and_reads_move_the_exact_bytes() {
     owner_table.serve_segment("s1", 1 << 20);
     served.set_notify_handler(Some(recording_notices(owner_table.clone())));
     local.table.serve_segment("s2", 1 << 20);
-    let data = crate::dataplane::DataPlane::new(crate::ClientMetrics::unregistered());
+    let data = crate::dataplane::DataPlane::new(crate::ClientMetrics::unregistered(), None);
     data.attach(local.clone());
     let id = ObjectId::new("k");
     let committed = crate::dataplane::Committed {

@@ -1,6 +1,8 @@
 //! The cold tier's side of the data plane: a client-only TCP transport (no listener) on its
 //! own small runtime, through which crescentd reads hot replicas from storage owners'
-//! segments (to offload them) and writes restored values into them (promotion).
+//! segments (to offload them) and writes restored values into them (promotion). With a
+//! transfer engine configured (`[transport]`), segments mounted with transport
+//! `transfer_engine` are reached through it ([`RoutedTransport`]).
 //!
 //! The cold driver runs synchronously (under a device lock, on blocking or HTTP/RPC worker
 //! threads), so every transfer is handed to the data-plane runtime and waited for with a
@@ -11,10 +13,11 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crescent_cold::ColdError;
+use crescent_transport::ffi::{FfiConfig, FfiTransport};
 use crescent_transport::tcp::{TcpConfig, TcpTransport};
 use crescent_transport::{
-    Grant, LocalHandle, RemoteSegment, SegmentMemory, TransferDescriptor, TransferOp, Transport,
-    TransportMetrics,
+    Grant, LocalHandle, RemoteSegment, RoutedTransport, SegmentMemory, TransferDescriptor,
+    TransferOp, Transport, TransportMetrics,
 };
 
 /// Worker threads of the data-plane runtime (transfers are IO-bound; two keep one slow owner
@@ -37,7 +40,7 @@ fn transfer_error(what: &str, remote: &RemoteSegment, offset: u64, reason: Strin
 /// The client transport of the cold tier, started on first use and shared by the process.
 pub struct ColdDataPlane {
     handle: tokio::runtime::Handle,
-    transport: Arc<TcpTransport>,
+    transport: Arc<dyn Transport>,
     batch_timeout: Duration,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<JoinHandle<()>>,
@@ -73,10 +76,14 @@ impl LazyDataPlane {
         }
     }
 
-    /// The data plane, started now if it was not yet.
-    pub fn get(&self, metrics: &TransportMetrics) -> Result<Arc<ColdDataPlane>, ColdError> {
+    /// The data plane, started now if it was not yet (with `engine` beside TCP, if given).
+    pub fn get(
+        &self,
+        metrics: &TransportMetrics,
+        engine: Option<&FfiConfig>,
+    ) -> Result<Arc<ColdDataPlane>, ColdError> {
         self.cell
-            .get_or_init(|| ColdDataPlane::start(metrics.clone()).map(Arc::new))
+            .get_or_init(|| ColdDataPlane::start(metrics.clone(), engine.cloned()).map(Arc::new))
             .clone()
             .map_err(|reason| ColdError::Io {
                 path: "cold data plane".into(),
@@ -87,8 +94,9 @@ impl LazyDataPlane {
 }
 
 impl ColdDataPlane {
-    /// Starts the runtime thread and a client-only TCP transport on it.
-    pub fn start(metrics: TransportMetrics) -> Result<Self, String> {
+    /// Starts the runtime thread and a client-only TCP transport on it, routed beside
+    /// `engine` when given.
+    pub fn start(metrics: TransportMetrics, engine: Option<FfiConfig>) -> Result<Self, String> {
         let config = TcpConfig::default();
         let batch_timeout = Duration::from_millis(config.batch_timeout_ms);
         let (started_tx, started_rx) = mpsc::channel();
@@ -110,9 +118,9 @@ impl ColdDataPlane {
                 };
                 let handle = rt.handle().clone();
                 rt.block_on(async move {
-                    match TcpTransport::start(config, metrics).await {
+                    match start_transport(config, engine, metrics).await {
                         Ok(t) => {
-                            if started_tx.send(Ok((handle, Arc::new(t)))).is_err() {
+                            if started_tx.send(Ok((handle, t))).is_err() {
                                 return;
                             }
                             let _ = shutdown_rx.await;
@@ -230,4 +238,20 @@ impl ColdDataPlane {
         self.transfer(TransferOp::Write, remote, offset, Arc::new(memory), grant)
             .map(|_| ())
     }
+}
+
+/// TCP, with `engine` beside it when given.
+async fn start_transport(
+    config: TcpConfig,
+    engine: Option<FfiConfig>,
+    metrics: TransportMetrics,
+) -> crescent_transport::Result<Arc<dyn Transport>> {
+    let tcp: Arc<dyn Transport> = Arc::new(TcpTransport::start(config, metrics.clone()).await?);
+    Ok(match engine {
+        None => tcp,
+        Some(engine) => {
+            let engine = Arc::new(FfiTransport::load(engine, metrics)?);
+            Arc::new(RoutedTransport::new(tcp, engine))
+        }
+    })
 }

@@ -51,7 +51,8 @@ impl NodeHot<'_> {
             .map(|e| (e.segment_id.clone(), e.memory().clone()))
     }
 
-    /// How to reach `replica` (`length` bytes): embedded memory or an owner's TCP listener.
+    /// How to reach `replica` (`length` bytes): embedded memory, an owner's TCP listener, or
+    /// the transfer engine serving its segment.
     fn place(&self, replica: &HotReplica, length: u64) -> Result<HotPlace, ColdError> {
         if let Some((id, memory)) = self.embedded() {
             if id == replica.segment_id {
@@ -63,9 +64,24 @@ impl NodeHot<'_> {
             .directory
             .describe_hot_replica(replica, length)
             .ok_or_else(|| unavailable(format!("segment {} is not mounted", replica.segment_id)))?;
+        if desc.transport == TransportKind::TransferEngine {
+            if self.state.transfer_engine.is_none() {
+                return Err(unavailable(format!(
+                    "segment {} is served by a transfer engine and crescentd loaded none \
+                     ([transport] transfer_engine_lib)",
+                    replica.segment_id
+                )));
+            }
+            // The engine resolves the segment by its id; the endpoint only names the owner.
+            let endpoint = desc.endpoint.unwrap_or_default();
+            return Ok(HotPlace::Remote(
+                RemoteSegment::transfer_engine(endpoint, replica.segment_id.as_str()),
+                desc.owner_id,
+            ));
+        }
         if desc.transport != TransportKind::Tcp {
             return Err(unavailable(format!(
-                "segment {} is served by a transfer engine, which the cold tier cannot reach",
+                "segment {} is not served over TCP",
                 replica.segment_id
             )));
         }
@@ -114,12 +130,12 @@ impl NodeHot<'_> {
             }
             HotPlace::Remote(remote, owner) => {
                 let grant = self.grant(&owner, &remote, TransferOp::Read, replica.offset, length);
-                DATA_PLANE.get(&self.state.transport_metrics)?.read(
-                    &remote,
-                    replica.offset,
-                    length,
-                    grant,
-                )
+                DATA_PLANE
+                    .get(
+                        &self.state.transport_metrics,
+                        self.state.transfer_engine.as_ref(),
+                    )?
+                    .read(&remote, replica.offset, length, grant)
             }
         }
     }
@@ -137,7 +153,10 @@ impl NodeHot<'_> {
         let owner = super::staging::staged_owner(segment_id);
         let grant = self.grant(owner, &remote, TransferOp::Read, offset, length);
         DATA_PLANE
-            .get(&self.state.transport_metrics)?
+            .get(
+                &self.state.transport_metrics,
+                self.state.transfer_engine.as_ref(),
+            )?
             .read(&remote, offset, length, grant)
     }
 
@@ -156,7 +175,10 @@ impl NodeHot<'_> {
                 let length = bytes.len() as u64;
                 let grant = self.grant(&owner, &remote, TransferOp::Write, offset, length);
                 DATA_PLANE
-                    .get(&self.state.transport_metrics)?
+                    .get(
+                        &self.state.transport_metrics,
+                        self.state.transfer_engine.as_ref(),
+                    )?
                     .write(&remote, offset, bytes, grant)
             }
         }

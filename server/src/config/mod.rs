@@ -18,6 +18,7 @@ pub mod net;
 pub mod sched;
 mod store;
 pub mod tls;
+pub mod transport;
 
 pub use self::ha::{HaSettings, ReplicationMode};
 pub use self::store::StoreSettings;
@@ -69,6 +70,8 @@ pub struct Config {
     /// Per-tenant fair scheduling of store requests (`[scheduling]`, docs/tenants.md "Soft
     /// isolation").
     pub scheduling: crate::config::sched::SchedulingSettings,
+    /// How crescentd reaches owners' segments (`[transport]`: a transfer engine beside TCP).
+    pub transport: crate::config::transport::TransportSettings,
     /// `[[tenants]]`: quota policies created if absent at startup (docs/tenants.md, "Policy
     /// bootstrap").
     pub tenants: Vec<TenantPolicyConfig>,
@@ -162,6 +165,7 @@ impl Default for Config {
             auth: crate::config::auth::AuthSettings::default(),
             tls: crate::config::tls::TlsSettings::default(),
             scheduling: crate::config::sched::SchedulingSettings::default(),
+            transport: crate::config::transport::TransportSettings::default(),
             tenants: Vec::new(),
         }
     }
@@ -301,6 +305,7 @@ impl Config {
         self.scheduling.validate()?;
         self.cold.validate()?;
         self.net.validate()?;
+        self.transport.validate()?;
         self.ha.validate()?;
         self.mesh.validate(&self.ha)?;
         let listeners: Vec<SocketAddr> = std::iter::once(self.listen)

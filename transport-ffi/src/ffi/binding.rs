@@ -133,7 +133,7 @@ impl FfiTransport {
         let timeout = Duration::from_millis(self.config.batch_timeout_ms);
         let resolved = self
             .locals
-            .resolve_batch(batch, self.config.max_transfer_len);
+            .resolve_batch(batch, self.config.max_transfer_len, false);
         let mut statuses: Vec<Option<Result<()>>> = vec![None; batch.len()];
         let mut work = Vec::with_capacity(batch.len());
         for (index, (d, local)) in batch.iter().zip(resolved).enumerate() {

@@ -6,6 +6,15 @@ mod binding;
 
 pub use binding::FfiTransport;
 
+/// The library of the transfer engine, for a client, owner or crescentd given none in its
+/// configuration (docs/configuration.md, "Transfer engine").
+pub const LIBRARY_ENV: &str = "CRESCENT_TRANSFER_ENGINE_LIB";
+/// Its `metadata_conn_string` (default `P2PHANDSHAKE`; the bundled engine reaches other
+/// processes with `file:///dir`).
+pub const METADATA_ENV: &str = "CRESCENT_TRANSFER_ENGINE_METADATA";
+/// The host the engine serves on and advertises (default 127.0.0.1).
+pub const HOST_ENV: &str = "CRESCENT_TRANSFER_ENGINE_HOST";
+
 use serde::{Deserialize, Serialize};
 
 /// Settings of the transfer-engine transport.
@@ -42,5 +51,27 @@ impl Default for FfiConfig {
             max_batch: 4096,
             max_transfer_len: 256 << 20,
         }
+    }
+}
+
+impl FfiConfig {
+    /// The engine the environment names ([`LIBRARY_ENV`], [`METADATA_ENV`], [`HOST_ENV`]);
+    /// `None` when [`LIBRARY_ENV`] is unset or empty. The server name is unique per process.
+    pub fn from_env() -> Option<FfiConfig> {
+        let library = std::env::var(LIBRARY_ENV).ok().filter(|l| !l.is_empty())?;
+        let defaults = FfiConfig::default();
+        let var = |name: &str, default: String| {
+            std::env::var(name)
+                .ok()
+                .filter(|v| !v.is_empty())
+                .unwrap_or(default)
+        };
+        Some(FfiConfig {
+            library,
+            metadata_conn_string: var(METADATA_ENV, defaults.metadata_conn_string.clone()),
+            ip_or_host_name: var(HOST_ENV, defaults.ip_or_host_name.clone()),
+            local_server_name: format!("crescent-{}", std::process::id()),
+            ..defaults
+        })
     }
 }

@@ -187,7 +187,7 @@ impl TcpTransport {
         let deadline = Instant::now() + batch_timeout;
         let resolved = self
             .locals
-            .resolve_batch(batch, self.config.max_transfer_len);
+            .resolve_batch(batch, self.config.max_transfer_len, true);
         let mut statuses: Vec<Option<Result<()>>> = vec![None; batch.len()];
         let mut groups: Vec<(Arc<str>, Vec<Item<'_>>)> = Vec::new();
         for (index, (desc, local)) in batch.iter().zip(&resolved).enumerate() {

@@ -1,6 +1,8 @@
 //! Helpers shared by the transport tests (TCP and the dlopened engine).
 #![allow(dead_code)]
 
+pub mod mini_engine;
+
 use std::sync::Arc;
 
 use crescent_transport::tcp::{TcpConfig, TcpTransport};

@@ -1,0 +1,294 @@
+//! A segment mounted with transport `transfer_engine`, end to end with real binaries and the
+//! bundled C engine (docs/transport.md, "Transfer-engine segments"): crescentd without an
+//! embedded segment, `crescent owner --transport transfer-engine`, `crescent put` and
+//! `crescent get` processes and a library client's batches, every byte through the engine.
+//! The owner's TCP listener serves none of them (its served-bytes counter stays at zero) and
+//! the library client counts its transfers under `transport="ffi"` only.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use common::{crescent_bin, key_of, with_token, Proc, Server};
+use crescent_client::ClientOptions;
+use crescent_transport::ffi::{FfiConfig, LIBRARY_ENV, METADATA_ENV};
+
+/// The bundled engine (`transport-ffi/c`), compiled with the system C compiler into `dir`.
+fn mini_engine(dir: &Path) -> PathBuf {
+    let c = Path::new(env!("CARGO_MANIFEST_DIR")).join("../transport-ffi/c");
+    let out = dir.join("libmini_transfer_engine.so");
+    let status = Command::new("cc")
+        .args(["-shared", "-fPIC", "-O2", "-o"])
+        .arg(&out)
+        .arg(c.join("mini_transfer_engine.c"))
+        .arg(c.join("mini_transfer_engine_net.c"))
+        .arg("-lpthread")
+        .status()
+        .expect("the system C compiler `cc` runs");
+    assert!(status.success(), "cc failed");
+    out
+}
+
+/// The engine's library and metadata directory, as every process of the test gets them.
+struct Engine {
+    library: PathBuf,
+    metadata: String,
+}
+
+impl Engine {
+    fn env(&self) -> [(&'static str, String); 2] {
+        [
+            (LIBRARY_ENV, self.library.display().to_string()),
+            (METADATA_ENV, self.metadata.clone()),
+        ]
+    }
+}
+
+/// `crescent --server S ARGS` with the harness token its command needs and `env`: (exit
+/// code, stdout, stderr).
+fn crescent_with(
+    server: &str,
+    args: &[&str],
+    stdin: Option<&[u8]>,
+    env: &[(&str, String)],
+) -> (i32, Vec<u8>, String) {
+    let mut cmd = Command::new(crescent_bin());
+    cmd.env_remove("CRESCENT_TOKEN")
+        .env_remove(LIBRARY_ENV)
+        .env_remove(METADATA_ENV);
+    if let Some(key) = key_of(server) {
+        cmd.env("CRESCENT_TOKEN", key.token_for_cli(args));
+    }
+    let mut child = cmd
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .arg("--server")
+        .arg(server)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawning crescent");
+    let mut input = child.stdin.take().unwrap();
+    input.write_all(stdin.unwrap_or_default()).unwrap();
+    drop(input);
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    (out.status.code().unwrap_or(-1), out.stdout, err)
+}
+
+/// `crescent owner --transport transfer-engine` with a metrics listener, once mounted: the
+/// process and its ready line.
+fn start_owner(server: &str, engine: &Engine) -> (Proc, serde_json::Value) {
+    let args = [
+        "--json",
+        "owner",
+        "--size",
+        "16M",
+        "--id",
+        "te-owner",
+        "--transport",
+        "transfer-engine",
+        "--metrics-listen",
+        "127.0.0.1:0",
+    ];
+    let mut cmd = Command::new(crescent_bin());
+    cmd.env_remove("CRESCENT_TOKEN");
+    if let Some(key) = key_of(server) {
+        cmd.env("CRESCENT_TOKEN", key.token_for_cli(&args));
+    }
+    let child = cmd
+        .envs(engine.env())
+        .arg("--server")
+        .arg(server)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawning crescent owner");
+    let mut proc = Proc(child);
+    let mut lines = BufReader::new(proc.0.stdout.take().unwrap()).lines();
+    let ready = lines.next().expect("owner ready line").unwrap();
+    std::thread::spawn(move || lines.for_each(drop));
+    (proc, common::json(ready.as_bytes()))
+}
+
+/// The sum of the samples of `family` whose labels contain every one of `labels`.
+fn sample(text: &str, family: &str, labels: &[&str]) -> f64 {
+    text.lines()
+        .filter(|l| l.starts_with(family) && labels.iter().all(|f| l.contains(f)))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+fn data(seed: u8, len: usize) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .collect()
+}
+
+/// The engine's files, and crescentd placing only on owners (no embedded segment) with the
+/// engine in its `[transport]` section.
+fn setup(dir: &Path) -> (Server, Engine) {
+    let metadata = dir.join("engine-metadata");
+    std::fs::create_dir(&metadata).unwrap();
+    let engine = Engine {
+        library: mini_engine(dir),
+        metadata: format!("file://{}", metadata.display()),
+    };
+    let config = dir.join("crescentd.toml");
+    let text = format!(
+        "[store]\nembedded_segment_bytes = 0\n\n[transport]\ntransfer_engine_lib = {:?}\n\
+         transfer_engine_metadata = {:?}\n",
+        engine.library.display().to_string(),
+        engine.metadata
+    );
+    std::fs::write(&config, text).unwrap();
+    let server = Server::start_with(&["--config", config.to_str().unwrap()]);
+    (server, engine)
+}
+
+/// `crescent --json ARGS` (the harness's token for it): the parsed answer, once it succeeded.
+fn ok_json(server: &Server, args: &[&str]) -> serde_json::Value {
+    let mut full = vec!["--json"];
+    full.extend_from_slice(args);
+    let (code, out, err) = common::crescent(&server.server(), &full, None);
+    assert_eq!(code, 0, "{args:?}: {err}\n{}", server.log());
+    common::json(&out)
+}
+
+/// crescentd's own transfers through the engine (the cold tier's), in bytes.
+async fn crescentd_engine_bytes(server: &Server, op: &str) -> f64 {
+    let text = reqwest::get(format!("http://{}/metrics", server.server()))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let op = format!("op=\"{op}\"");
+    sample(
+        &text,
+        "crescent_transport_bytes_total",
+        &[&op, "transport=\"ffi\""],
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_transfer_engine_segment_is_written_and_read_through_the_engine() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, engine) = setup(dir.path());
+    let s = server.server();
+
+    // Without the library the owner refuses to start, with a stable code.
+    let (code, _, err) = crescent_with(
+        &s,
+        &["owner", "--size", "1M", "--transport", "transfer-engine"],
+        None,
+        &[],
+    );
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("INVALID_ARGUMENT") && err.contains(LIBRARY_ENV),
+        "{err}"
+    );
+
+    let (_owner, ready) = start_owner(&s, &engine);
+    assert_eq!(ready["transport"], "transfer_engine", "{ready}");
+    let env = engine.env();
+
+    // `crescent put` and `crescent get` in processes of their own.
+    let value = data(7, 300_000);
+    let (code, _, err) = crescent_with(&s, &["put", "te/one", "-"], Some(&value), &env);
+    assert_eq!(code, 0, "put: {err}\n{}", server.log());
+    let (code, got, err) = crescent_with(&s, &["get", "te/one"], None, &env);
+    assert_eq!(code, 0, "get: {err}");
+    assert!(got == value, "get returned other bytes");
+
+    // A reader without the engine cannot reach the replica, and says why.
+    let (code, _, err) = crescent_with(&s, &["get", "te/one"], None, &[]);
+    assert_ne!(code, 0, "read a transfer-engine replica without the engine");
+    assert!(err.contains(LIBRARY_ENV), "{err}");
+
+    // Batches of a library client configured through its options.
+    let registry = prometheus::Registry::new();
+    let options = ClientOptions {
+        transfer_engine: Some(FfiConfig {
+            library: engine.library.display().to_string(),
+            metadata_conn_string: engine.metadata.clone(),
+            local_server_name: "te-test-client".into(),
+            ..FfiConfig::default()
+        }),
+        ..ClientOptions::servers(&s)
+    };
+    let token = server.client_token(common::auth::DEFAULT_TENANT);
+    let options = with_token(options, token);
+    let client = crescent_client::CrescentClient::connect_with_registry(options, &registry)
+        .await
+        .unwrap();
+    let keys: Vec<String> = (0..16).map(|i| format!("te/batch/{i}")).collect();
+    let values: Vec<Vec<u8>> = (0..16).map(|i| data(i as u8, 1000 + 4096 * i)).collect();
+    for r in client.put_batch(&keys, &values).await.unwrap() {
+        r.unwrap();
+    }
+    for (got, want) in client
+        .get_batch(&keys)
+        .await
+        .unwrap()
+        .into_iter()
+        .zip(&values)
+    {
+        assert!(&got.unwrap() == want, "batch get returned other bytes");
+    }
+    let encoder = prometheus::TextEncoder::new();
+    let ours = encoder.encode_to_string(&registry.gather()).unwrap();
+    let bytes = "crescent_transport_bytes_total";
+    let written: usize = values.iter().map(Vec::len).sum();
+    let through_engine = sample(&ours, bytes, &["op=\"write\"", "transport=\"ffi\""]);
+    assert_eq!(through_engine as usize, written, "{ours}");
+    assert!(sample(&ours, bytes, &["op=\"read\"", "transport=\"ffi\""]) >= written as f64);
+    assert_eq!(sample(&ours, bytes, &["transport=\"tcp\""]), 0.0, "{ours}");
+
+    // The owner's TCP listener moved none of these bytes.
+    let metrics = ready["metrics"]
+        .as_str()
+        .expect("the owner's metrics address");
+    let theirs = reqwest::get(format!("http://{metrics}/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(
+        sample(&theirs, "crescent_transport_served_bytes_total", &[]),
+        0.0,
+        "{theirs}"
+    );
+
+    // crescentd reaches the segment through its own engine: the cold tier reads the replica to
+    // offload it, and after an eviction writes the restored value back (the promotion). A key
+    // never read, so that no read lease holds its replica.
+    let (code, _, err) = crescent_with(&s, &["put", "te/cold", "-"], Some(&value), &env);
+    assert_eq!(code, 0, "put: {err}");
+    let stat = ok_json(&server, &["offload", "te/cold"]);
+    assert_eq!(stat["cold"]["state"], "materialized", "{stat}");
+    assert!(crescentd_engine_bytes(&server, "read").await >= value.len() as f64);
+    ok_json(&server, &["evict", "te/cold", "--hot"]);
+    let (code, got, err) = crescent_with(&s, &["get", "te/cold"], None, &env);
+    assert_eq!(code, 0, "cold get: {err}");
+    assert!(got == value, "the cold read returned other bytes");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while ok_json(&server, &["stat", "te/cold"])["replicas"]
+        .as_array()
+        .is_none_or(Vec::is_empty)
+    {
+        assert!(std::time::Instant::now() < deadline, "never promoted");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(crescentd_engine_bytes(&server, "write").await >= value.len() as f64);
+    let (code, got, err) = crescent_with(&s, &["get", "te/cold"], None, &env);
+    assert_eq!(code, 0, "get of the promoted replica: {err}");
+    assert!(got == value, "the promoted replica holds other bytes");
+}
