@@ -521,10 +521,16 @@ mod tests {
     #[test]
     fn a_round_weighs_both_orders_alike() {
         // weight_get 2 s first and 1 s second, plain gets 1 s first and 2 s second: a tie.
-        let r = round_of([(1 << 30, 2.0), (1 << 30, 1.0)], [(1 << 30, 2.0), (1 << 30, 1.0)]);
+        let r = round_of(
+            [(1 << 30, 2.0), (1 << 30, 1.0)],
+            [(1 << 30, 2.0), (1 << 30, 1.0)],
+        );
         assert!((r.ratio - 1.0).abs() < 1e-9, "{r:?}");
         assert!((r.weight_get_gib_s - 2.0 / 3.0).abs() < 1e-9);
-        let r = round_of([(1 << 30, 0.5), (1 << 30, 0.5)], [(1 << 30, 1.0), (1 << 30, 1.0)]);
+        let r = round_of(
+            [(1 << 30, 0.5), (1 << 30, 0.5)],
+            [(1 << 30, 1.0), (1 << 30, 1.0)],
+        );
         assert!((r.ratio - 2.0).abs() < 1e-9, "{r:?}");
     }
 
