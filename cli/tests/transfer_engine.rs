@@ -2,8 +2,10 @@
 //! bundled C engine (docs/transport.md, "Transfer-engine segments"): crescentd without an
 //! embedded segment, `crescent owner --transport transfer-engine`, `crescent put` and
 //! `crescent get` processes and a library client's batches, every byte through the engine.
-//! The owner's TCP listener serves none of them (its served-bytes counter stays at zero) and
-//! the library client counts its transfers under `transport="ffi"` only.
+//! The owner's TCP listener moves none of their bytes (its served-bytes counter stays at zero;
+//! it takes the writers' owner notices) and the library client counts its transfers under
+//! `transport="ffi"` only. Acknowledged puts survive a SIGKILL restart of crescentd: the owner
+//! recorded them and replays them (docs/rebuild.md, "Owners record before the ack").
 
 mod common;
 
@@ -160,6 +162,29 @@ fn ok_json(server: &Server, args: &[&str]) -> serde_json::Value {
     common::json(&out)
 }
 
+/// A library client of the default tenant with the engine in its options (its metrics in
+/// `registry`).
+async fn engine_client(
+    server: &Server,
+    engine: &Engine,
+    registry: &prometheus::Registry,
+) -> crescent_client::CrescentClient {
+    let options = ClientOptions {
+        transfer_engine: Some(FfiConfig {
+            library: engine.library.display().to_string(),
+            metadata_conn_string: engine.metadata.clone(),
+            local_server_name: "te-test-client".into(),
+            ..FfiConfig::default()
+        }),
+        ..ClientOptions::servers(&server.server())
+    };
+    let token = server.client_token(common::auth::DEFAULT_TENANT);
+    let options = with_token(options, token);
+    crescent_client::CrescentClient::connect_with_registry(options, registry)
+        .await
+        .unwrap()
+}
+
 /// crescentd's own transfers through the engine (the cold tier's), in bytes.
 async fn crescentd_engine_bytes(server: &Server, op: &str) -> f64 {
     let text = reqwest::get(format!("http://{}/metrics", server.server()))
@@ -214,20 +239,7 @@ async fn a_transfer_engine_segment_is_written_and_read_through_the_engine() {
 
     // Batches of a library client configured through its options.
     let registry = prometheus::Registry::new();
-    let options = ClientOptions {
-        transfer_engine: Some(FfiConfig {
-            library: engine.library.display().to_string(),
-            metadata_conn_string: engine.metadata.clone(),
-            local_server_name: "te-test-client".into(),
-            ..FfiConfig::default()
-        }),
-        ..ClientOptions::servers(&s)
-    };
-    let token = server.client_token(common::auth::DEFAULT_TENANT);
-    let options = with_token(options, token);
-    let client = crescent_client::CrescentClient::connect_with_registry(options, &registry)
-        .await
-        .unwrap();
+    let client = engine_client(&server, &engine, &registry).await;
     let keys: Vec<String> = (0..16).map(|i| format!("te/batch/{i}")).collect();
     let values: Vec<Vec<u8>> = (0..16).map(|i| data(i as u8, 1000 + 4096 * i)).collect();
     for r in client.put_batch(&keys, &values).await.unwrap() {
@@ -291,4 +303,54 @@ async fn a_transfer_engine_segment_is_written_and_read_through_the_engine() {
     let (code, got, err) = crescent_with(&s, &["get", "te/cold"], None, &env);
     assert_eq!(code, 0, "get of the promoted replica: {err}");
     assert!(got == value, "the promoted replica holds other bytes");
+}
+
+/// The object promise for a transfer-engine segment (docs/rebuild.md, "Owners record before
+/// the ack"): `crescent put` processes that exit at once and a library client's batch write
+/// through the engine, the owner records each put (a notice to its TCP listener) before it is
+/// acknowledged; crescentd is SIGKILLed and restarted on its data dir, the owner replays, and
+/// fresh `crescent get` processes read every object back byte-identical.
+#[test]
+fn acknowledged_puts_into_a_transfer_engine_segment_survive_a_crescentd_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, engine) = setup(dir.path());
+    let s = server.server();
+    let (_owner, ready) = start_owner(&s, &engine);
+    assert_eq!(ready["transport"], "transfer_engine", "{ready}");
+    let env = engine.env();
+
+    let mut objects = Vec::new();
+    for i in 0..4 {
+        let value = data(40 + i as u8, 1 + 90_000 * i);
+        let key = format!("te/durable/{i}");
+        let (code, _, err) = crescent_with(&s, &["put", &key, "-"], Some(&value), &env);
+        assert_eq!(code, 0, "put {key}: {err}\n{}", server.log());
+        objects.push((key, value));
+    }
+    let keys: Vec<String> = (0..8).map(|i| format!("te/durable/batch/{i}")).collect();
+    let values: Vec<Vec<u8>> = (0..8).map(|i| data(60 + i as u8, 500 + 8192 * i)).collect();
+    {
+        // The client and its runtime are gone before the kill.
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        rt.block_on(async {
+            let client = engine_client(&server, &engine, &prometheus::Registry::new()).await;
+            for r in client.put_batch(&keys, &values).await.unwrap() {
+                r.unwrap();
+            }
+        });
+    }
+    objects.extend(keys.into_iter().zip(values));
+
+    let server = server.kill_and_restart();
+    server.wait_serving();
+    for (key, value) in &objects {
+        let (code, got, err) = crescent_with(&server.server(), &["get", key], None, &env);
+        assert_eq!(
+            code,
+            0,
+            "{key} after a SIGKILL restart: {err}\n{}",
+            server.log()
+        );
+        assert!(got == *value, "{key} after a SIGKILL restart: bytes differ");
+    }
 }

@@ -300,14 +300,22 @@ pub(crate) fn grant_of(r: &ReplicaDesc) -> Option<Grant> {
     r.grant.as_deref().and_then(Grant::decode)
 }
 
-/// The owner to notify of replica `r`, if its segment's owner takes notices. Embedded and
-/// transfer-engine segments run no NOTIFY handler (the embedded one is served over TCP too,
-/// but crescentd itself holds its directory, and it dies with crescentd).
+/// The owner to notify of replica `r`, if its segment's owner takes notices
+/// (docs/rebuild.md, "Owners record before the ack"): an owner of a TCP segment, and an owner
+/// of a transfer-engine segment that registered an endpoint (`crescent owner --transport
+/// transfer-engine` answers notices on its TCP listener there; the bytes went through the
+/// engine). Embedded segments take none: crescentd itself holds their directory, and they die
+/// with it. An engine owner with no endpoint (mounted without registering, or registered with
+/// an empty one) runs no listener to notify.
 fn notice_target(r: &ReplicaDesc) -> Option<NoticeTarget> {
+    let takes_notices = match r.transport {
+        TransportKind::Tcp | TransportKind::TransferEngine => r.owner_id != EMBEDDED_OWNER_ID,
+        TransportKind::Embedded => false,
+    };
     let endpoint = r
         .endpoint
         .as_deref()
-        .filter(|_| r.transport == TransportKind::Tcp && r.owner_id != EMBEDDED_OWNER_ID)?;
+        .filter(|e| takes_notices && !e.is_empty())?;
     Some(NoticeTarget {
         endpoint: Arc::from(endpoint),
         owner_id: Arc::from(r.owner_id.as_str()),
@@ -408,5 +416,27 @@ mod tests {
         let r = remote_for(&te, None).unwrap();
         assert_eq!(r.via, crescent_transport::TransportKind::Ffi);
         assert_eq!(&*r.segment_id, "x");
+    }
+
+    #[test]
+    fn owners_of_tcp_and_engine_segments_with_an_endpoint_take_notices() {
+        let target = |r: &ReplicaDesc| notice_target(r).map(|t| t.endpoint.to_string());
+        let tcp = replica("a", Some("h:1"), ReplicaState::Complete);
+        assert_eq!(target(&tcp).as_deref(), Some("h:1"));
+        let mut te = replica("b", Some("h:2"), ReplicaState::Complete);
+        te.transport = TransportKind::TransferEngine;
+        assert_eq!(target(&te).as_deref(), Some("h:2"));
+        // An engine owner without a listener to notify: nothing is sent.
+        te.endpoint = None;
+        assert_eq!(target(&te), None);
+        te.endpoint = Some(String::new());
+        assert_eq!(target(&te), None);
+        // crescentd's embedded segment, by transport or by owner id.
+        let mut embedded = replica("c", Some("h:3"), ReplicaState::Complete);
+        embedded.transport = TransportKind::Embedded;
+        assert_eq!(target(&embedded), None);
+        let mut embedded = replica("c", Some("h:3"), ReplicaState::Complete);
+        embedded.owner_id = EMBEDDED_OWNER_ID.into();
+        assert_eq!(target(&embedded), None);
     }
 }
