@@ -17,44 +17,27 @@ use crescent_transport::TransportMetrics;
 use super::Leadership;
 use crate::config::Config;
 use crate::error::ServerError;
-use crate::journal_open::OpenedJournal;
 use crate::liveness::OwnerLiveness;
 use crate::metrics::ServerMetrics;
 use crate::segment_mirror::SegmentMirror;
 
-/// Journals this start's incarnation (one above the journal's last) and waits until it is
-/// durable: put ids of this run order after every replayed one.
+/// Journals this start's incarnation (one above the journal's last) through the runtime and
+/// waits until it is durable: put ids of this run order after every replayed one.
 fn begin_incarnation(
-    journal: &Journal,
+    runtime: &Runtime,
     world: &crescent_actors::World,
-    term: u64,
-    now_ms: i64,
 ) -> Result<u32, ServerError> {
     use crescent_actors::incarnation::{IncarnationCommand, NodeIncarnation, INSTANCE_ID};
-    use crescent_actors::Aggregate;
     let state = world
         .get::<NodeIncarnation>(INSTANCE_ID)
         .cloned()
         .unwrap_or_default();
-    let ctx = crescent_actors::Ctx {
-        now_ms,
-        fresh_id: uuid::Uuid::new_v4(),
-        term,
-    };
-    let events = state
-        .decide(&IncarnationCommand::Begin, &ctx)
-        .map_err(|e| ServerError::Recovery(format!("incarnation: {e}")))?;
-    let records = events
-        .iter()
-        .map(|e| {
-            crescent_actors::event_codec::new_record::<NodeIncarnation>(INSTANCE_ID, e, now_ms)
-        })
-        .collect();
-    journal.append_blocking(term, records)?;
-    let mut next = state;
-    for e in &events {
-        next.apply(e);
-    }
+    let (next, _) = runtime
+        .execute_blocking(INSTANCE_ID, &state, &IncarnationCommand::Begin)
+        .map_err(|e| match e {
+            crescent_actors::RuntimeError::Journal(e) => ServerError::Journal(e),
+            e => ServerError::Recovery(format!("incarnation: {e}")),
+        })?;
     Ok(next.incarnation)
 }
 
@@ -102,11 +85,10 @@ pub(super) struct Recovered {
 /// and managed weights.
 pub(super) fn recover_services(
     config: &Config,
-    opened: &OpenedJournal,
+    metrics: &ServerMetrics,
     world: &crescent_actors::World,
     runtime: Runtime,
 ) -> Result<Recovered, ServerError> {
-    let (journal, metrics) = (&opened.journal, &opened.metrics);
     let (segments, recovered_registry) = recover_segments(&runtime, world);
     let cold_states: BTreeMap<String, crescent_cold::ColdDevice> = world
         .iter::<crescent_cold::ColdDevice>()
@@ -126,7 +108,8 @@ pub(super) fn recover_services(
     let now_ms = runtime.clock().now_ms();
     let (directory, rebuild) = open_directory(
         config,
-        (journal, world, &runtime),
+        world,
+        &runtime,
         metrics,
         &recovered_registry,
         now_ms,
@@ -233,7 +216,8 @@ pub(super) fn start_runtime(
 /// gate that waits for the owners of `recovered`'s mounted segments to replay into it.
 pub(super) fn open_directory(
     config: &Config,
-    (journal, world, runtime): (&Journal, &crescent_actors::World, &Runtime),
+    world: &crescent_actors::World,
+    runtime: &Runtime,
     metrics: &ServerMetrics,
     recovered: &SegmentRegistry,
     now_ms: i64,
@@ -244,7 +228,7 @@ pub(super) fn open_directory(
         ObjectDirectory::with_metrics(config.store.store_config(), store_metrics, now_ms)
             .map_err(|e| ServerError::Recovery(format!("object directory: {e}")))?,
     );
-    let incarnation = begin_incarnation(journal, world, runtime.term(), now_ms)?;
+    let incarnation = begin_incarnation(runtime, world)?;
     directory
         .begin_incarnation(incarnation, runtime.term())
         .map_err(|e| ServerError::Recovery(format!("incarnation {incarnation}: {e}")))?;

@@ -61,7 +61,7 @@ impl Node {
         let snapshots = SnapshotDir::new(opened.dir.snapshot_dir());
         let world = recover_world(&snapshots, &opened.journal)?;
         let runtime = start_runtime(&opened.journal, &opened.metrics, leadership)?;
-        let services = recover_services(config, &opened, &world, runtime)?;
+        let services = recover_services(config, &opened.metrics, &world, runtime)?;
         let snapshotter =
             start_snapshotter(config, world, &opened.journal, snapshots, &opened.metrics)?;
         let gate = open_gate(config, &opened.metrics.registry)?;
