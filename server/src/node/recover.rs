@@ -4,7 +4,7 @@
 //! state (docs/architecture.md, docs/rebuild.md).
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use crescent_actors::runtime::RuntimeMetrics;
 use crescent_actors::segment_registry::SegmentRegistry;
@@ -77,7 +77,6 @@ pub(super) struct Recovered {
     pub auth: Arc<crate::auth::AuthState>,
     pub tls: Option<crate::config::tls::LoadedTls>,
     pub transport_metrics: TransportMetrics,
-    pub cold_recovered: crate::cold::ColdRecovered,
 }
 
 /// The services over the recovered `world`, under a newly journaled incarnation: segments,
@@ -90,11 +89,6 @@ pub(super) fn recover_services(
     runtime: Runtime,
 ) -> Result<Recovered, ServerError> {
     let (segments, recovered_registry) = recover_segments(&runtime, world);
-    let cold_states: BTreeMap<String, crescent_cold::ColdDevice> = world
-        .iter::<crescent_cold::ColdDevice>()
-        .map(|(id, s)| (id.clone(), s.clone()))
-        .collect();
-    let cold_recovered = Mutex::new(Some((cold_states, world.last_seq())));
     let auth = Arc::new(crate::auth::AuthState::new(
         &config.auth,
         &runtime,
@@ -146,8 +140,41 @@ pub(super) fn recover_services(
         auth,
         tls,
         transport_metrics,
-        cold_recovered,
     })
+}
+
+impl Recovered {
+    /// The cold tier's parts of the node: these services, the node's metrics `registry`, the
+    /// tier's cell, the embedded segment's cell and the recovered device states.
+    pub(super) fn cold_context(
+        &self,
+        registry: &prometheus::Registry,
+        cold: Arc<OnceLock<Arc<crate::cold::ColdTier>>>,
+        embedded: Arc<crate::embedded::EmbeddedCell>,
+        recovered: crate::cold::ColdRecovered,
+    ) -> crate::cold::ColdContext {
+        crate::cold::ColdContext {
+            directory: self.directory.clone(),
+            runtime: self.runtime.clone(),
+            registry: registry.clone(),
+            transport_metrics: self.transport_metrics.clone(),
+            auth: self.auth.clone(),
+            weights: self.weights.clone(),
+            cold,
+            recovered,
+            embedded,
+        }
+    }
+}
+
+/// The recovered `ColdDevice` states by device id, with the seq they were recovered through,
+/// until the cold tier takes them.
+pub(super) fn recover_cold(world: &crescent_actors::World) -> crate::cold::ColdRecovered {
+    let states: BTreeMap<String, crescent_cold::ColdDevice> = world
+        .iter::<crescent_cold::ColdDevice>()
+        .map(|(id, s)| (id.clone(), s.clone()))
+        .collect();
+    Mutex::new(Some((states, world.last_seq())))
 }
 
 /// Restores every aggregate: the newest valid snapshot plus the journal tail.

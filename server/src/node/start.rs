@@ -7,10 +7,10 @@ use actix_web::{web, HttpServer};
 use crescent_snapshot::SnapshotDir;
 
 use super::recover::{
-    open_gate, recover_services, recover_world, start_runtime, start_snapshotter, Recovered,
+    open_gate, recover_cold, recover_services, recover_world, start_runtime, start_snapshotter,
+    Recovered,
 };
 use super::NodeState;
-use crate::cold::ColdContext;
 use crate::config::Config;
 use crate::error::ServerError;
 use crate::journal_open::OpenedJournal;
@@ -61,18 +61,14 @@ impl Node {
         let snapshots = SnapshotDir::new(opened.dir.snapshot_dir());
         let world = recover_world(&snapshots, &opened.journal)?;
         let runtime = start_runtime(&opened.journal, &opened.metrics, leadership)?;
+        let cold_recovered = recover_cold(&world);
         let services = recover_services(config, &opened.metrics, &world, runtime)?;
         let snapshotter =
             start_snapshotter(config, world, &opened.journal, snapshots, &opened.metrics)?;
         let gate = open_gate(config, &opened.metrics.registry)?;
         opened.metrics.up.set(1);
-        Ok(Arc::new(node_state(
-            config,
-            opened,
-            services,
-            snapshotter,
-            gate,
-        )))
+        let state = node_state(config, opened, services, snapshotter, gate, cold_recovered);
+        Ok(Arc::new(state))
     }
 
     /// Stops the snapshotter and closes the journal (everything submitted becomes durable).
@@ -182,7 +178,16 @@ fn node_state(
     services: Recovered,
     snapshotter: crescent_snapshot::Snapshotter,
     gate: crate::sched::Gate,
+    cold_recovered: crate::cold::ColdRecovered,
 ) -> NodeState {
+    let cold = Arc::new(OnceLock::new());
+    let embedded = Arc::new(Mutex::new(None));
+    let cold_context = Arc::new(services.cold_context(
+        &opened.metrics.registry,
+        cold.clone(),
+        embedded.clone(),
+        cold_recovered,
+    ));
     let Recovered {
         runtime,
         segments,
@@ -196,21 +201,7 @@ fn node_state(
         auth,
         tls,
         transport_metrics,
-        cold_recovered,
     } = services;
-    let cold = Arc::new(OnceLock::new());
-    let embedded = Arc::new(Mutex::new(None));
-    let cold_context = Arc::new(ColdContext {
-        directory: directory.clone(),
-        runtime: runtime.clone(),
-        registry: opened.metrics.registry.clone(),
-        transport_metrics: transport_metrics.clone(),
-        auth: auth.clone(),
-        weights: weights.clone(),
-        cold: cold.clone(),
-        recovered: cold_recovered,
-        embedded: embedded.clone(),
-    });
     NodeState {
         journal_dir: opened.dir.journal_dir(),
         journal: opened.journal,
