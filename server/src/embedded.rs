@@ -7,9 +7,13 @@
 //! thread (dropping a runtime inside another runtime's context is not allowed).
 
 use std::sync::mpsc;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
+use crescent_actors::segment_registry::{
+    SegmentRegistry, SegmentRegistryCommand, TransportKind, INSTANCE_ID,
+};
+use crescent_actors::AggregateRegistry;
 use crescent_transport::tcp::{TcpConfig, TcpTransport};
 use crescent_transport::{SegmentMemory, Transport, TransportMetrics};
 
@@ -193,32 +197,62 @@ impl Drop for EmbeddedSegment {
     }
 }
 
+/// Where a node keeps its embedded segment while it serves one.
+pub type EmbeddedCell = Mutex<Option<EmbeddedSegment>>;
+
+/// The cold tier reads offloads from the segment's memory, writes restores into it and stages
+/// remote restores on its listener.
+impl crate::cold::EmbeddedHot for EmbeddedCell {
+    fn memory(&self) -> Option<(String, Arc<SegmentMemory>)> {
+        let guard = self.lock().expect("embedded mutex");
+        guard
+            .as_ref()
+            .map(|e| (e.segment_id.clone(), e.memory().clone()))
+    }
+
+    fn staging(&self) -> Option<Arc<crate::cold::staging::StagedRestores>> {
+        let guard = self.lock().expect("embedded mutex");
+        guard.as_ref().and_then(|e| e.staging.clone())
+    }
+}
+
+/// The node's parts mounting the embedded segment uses.
+pub struct EmbeddedDeps<'a> {
+    pub settings: &'a StoreSettings,
+    /// Listener bounds (`[net]`).
+    pub net: &'a crate::config::net::NetConfig,
+    /// The segment registry's actors (the recovered incarnation of the embedded owner).
+    pub segments: &'a AggregateRegistry<SegmentRegistry>,
+    /// Journals the segment's owner and mount, keeping the directory in step.
+    pub mirror: &'a crate::segment_mirror::SegmentMirror,
+    pub liveness: &'a crate::liveness::OwnerLiveness,
+    /// The cold tier's parts: its staging pool is served on the segment's listener, and its
+    /// clock, grants, metrics and transport metrics are the node's.
+    pub cold: &'a crate::cold::ColdContext,
+    /// Where the mounted segment is kept.
+    pub cell: &'a EmbeddedCell,
+}
+
 /// Starts the embedded segment (unless `store.embedded_segment_bytes` is 0) and journals it:
 /// RegisterOwner with the transfer endpoint, then MountSegment over TCP. The memory is new on
 /// every start, so the owner registers with the recovered registry's incarnation + 1, which
 /// unmounts the previous run's segment (and drops whatever the directory had placed there).
-pub async fn mount_embedded(state: &Arc<crate::node::NodeState>) -> Result<(), ServerError> {
-    use crescent_actors::segment_registry::TransportKind;
-    use crescent_actors::segment_registry::{SegmentRegistry, SegmentRegistryCommand, INSTANCE_ID};
-
-    let settings = &state.store_settings;
+pub async fn mount_embedded(deps: &EmbeddedDeps<'_>) -> Result<(), ServerError> {
+    let settings = deps.settings;
     if settings.embedded_segment_bytes == 0 {
         return Ok(());
     }
-    if state.embedded.lock().expect("embedded mutex").is_some() {
+    if deps.cell.lock().expect("embedded mutex").is_some() {
         return Ok(());
     }
-    let mut segment = EmbeddedSegment::start_bounded(
-        settings,
-        &state.net_settings,
-        state.transport_metrics.clone(),
-    )?;
-    if let (Some(grants), Some(transport)) = (state.auth.grants(), segment.transport()) {
+    let mut segment =
+        EmbeddedSegment::start_bounded(settings, deps.net, deps.cold.transport_metrics.clone())?;
+    if let (Some(grants), Some(transport)) = (deps.cold.auth.grants(), segment.transport()) {
         // Before the segment is registered: nothing can be placed in it while it is open.
         transport.install_grant_key(grants.owner_key(EMBEDDED_OWNER_ID));
     }
-    start_staging(state, &mut segment);
-    let recovered = state
+    start_staging(deps.cold, &mut segment);
+    let recovered = deps
         .segments
         .read(INSTANCE_ID, |r: &SegmentRegistry| {
             r.owner(EMBEDDED_OWNER_ID).map(|o| o.incarnation)
@@ -226,12 +260,25 @@ pub async fn mount_embedded(state: &Arc<crate::node::NodeState>) -> Result<(), S
         .await
         .map_err(|e| ServerError::Recovery(format!("reading the segment registry: {e}")))?;
     let incarnation = recovered.unwrap_or(0) + 1;
-    state.liveness.exempt(EMBEDDED_OWNER_ID);
+    deps.liveness.exempt(EMBEDDED_OWNER_ID);
+    journal_mount(deps.mirror, &segment, incarnation).await?;
+    segment.incarnation = incarnation;
+    tracing::info!(owner = EMBEDDED_OWNER_ID, incarnation, endpoint = %segment.endpoint,
+        size = segment.size, "embedded segment mounted");
+    *deps.cell.lock().expect("embedded mutex") = Some(segment);
+    Ok(())
+}
+
+/// Journals the segment's owner (at `incarnation`, with its transfer endpoint) and its mount.
+async fn journal_mount(
+    mirror: &crate::segment_mirror::SegmentMirror,
+    segment: &EmbeddedSegment,
+    incarnation: u64,
+) -> Result<(), ServerError> {
     let journal_err = |e: crate::segment_mirror::MirrorError| {
         ServerError::Recovery(format!("journaling the embedded segment: {e}"))
     };
-    state
-        .mirror
+    mirror
         .execute(SegmentRegistryCommand::RegisterOwner {
             owner_id: EMBEDDED_OWNER_ID.to_string(),
             endpoint: segment.endpoint.clone(),
@@ -239,8 +286,7 @@ pub async fn mount_embedded(state: &Arc<crate::node::NodeState>) -> Result<(), S
         })
         .await
         .map_err(journal_err)?;
-    state
-        .mirror
+    mirror
         .execute(SegmentRegistryCommand::MountSegment {
             segment_id: EMBEDDED_SEGMENT_ID.to_string(),
             owner_id: EMBEDDED_OWNER_ID.to_string(),
@@ -250,18 +296,14 @@ pub async fn mount_embedded(state: &Arc<crate::node::NodeState>) -> Result<(), S
         })
         .await
         .map_err(journal_err)?;
-    segment.incarnation = incarnation;
-    tracing::info!(owner = EMBEDDED_OWNER_ID, incarnation, endpoint = %segment.endpoint,
-        size = segment.size, "embedded segment mounted");
-    *state.embedded.lock().expect("embedded mutex") = Some(segment);
     Ok(())
 }
 
 /// Serves the cold tier's remote-restore staging region on the embedded segment's listener,
 /// when the tier is on and `[cold] staging_bytes` is not 0. A failure only leaves remote
 /// restores inline (logged).
-fn start_staging(state: &crate::node::NodeState, segment: &mut EmbeddedSegment) {
-    let Some(tier) = state.cold.get() else {
+fn start_staging(cold: &crate::cold::ColdContext, segment: &mut EmbeddedSegment) {
+    let Some(tier) = cold.cold.get() else {
         return;
     };
     let settings = tier.restore.staging;
@@ -272,12 +314,12 @@ fn start_staging(state: &crate::node::NodeState, segment: &mut EmbeddedSegment) 
         return;
     }
     // Ids unique to this run: a token from an earlier run is unknown here, never another's.
-    let first_id = (state.now_ms().max(1) as u64) << 16;
+    let first_id = (cold.now_ms().max(1) as u64) << 16;
     match crate::cold::staging::StagedRestores::start(
         settings,
         transport,
         segment.endpoint.clone(),
-        &state.metrics.registry,
+        &cold.registry,
         first_id,
     ) {
         Ok(staging) => segment.staging = Some(staging),

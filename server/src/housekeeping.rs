@@ -10,7 +10,43 @@ use std::time::Duration;
 use crescent_store::{EvictReport, TickReport};
 use tracing::Instrument;
 
-use crate::node::NodeState;
+use crescent_actors::Runtime;
+use crescent_store::ObjectDirectory;
+
+use crate::auth::AuthState;
+use crate::liveness::OwnerLiveness;
+use crate::metrics::ServerMetrics;
+use crate::rebuild::Rebuild;
+use crate::removals::DurableRemovals;
+use crate::segment_mirror::SegmentMirror;
+use crate::weights::WeightService;
+
+/// The node's parts housekeeping uses (the node builds it, docs/architecture.md "Server
+/// modules").
+pub struct Housekeeping {
+    pub directory: Arc<ObjectDirectory>,
+    /// The actor runtime, for the server clock.
+    pub runtime: Runtime,
+    pub liveness: Arc<OwnerLiveness>,
+    /// Owners removed for silence are journaled through it.
+    pub mirror: Arc<SegmentMirror>,
+    pub metrics: ServerMetrics,
+    /// The rebuild gate of this start or promotion.
+    pub rebuild: Arc<Rebuild>,
+    pub removals: Arc<DurableRemovals>,
+    pub weights: Arc<WeightService>,
+    /// Revocations whose tokens have expired are pruned from it.
+    pub auth: Arc<AuthState>,
+    /// Time between passes (`store.housekeeping_interval_ms`).
+    pub period: Duration,
+}
+
+impl Housekeeping {
+    /// The server clock (ms since the Unix epoch).
+    pub fn now_ms(&self) -> i64 {
+        self.runtime.clock().now_ms()
+    }
+}
 
 /// What one pass did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -23,13 +59,13 @@ pub struct PassReport {
 
 /// One housekeeping pass at `now_ms` (the periodic task passes the server clock; tests pass
 /// any time to exercise TTLs without waiting).
-pub async fn run_pass(state: &Arc<NodeState>, now_ms: i64) -> PassReport {
+pub async fn run_pass(state: &Housekeeping, now_ms: i64) -> PassReport {
     run_pass_inner(state, now_ms)
         .instrument(tracing::debug_span!("store.housekeeping"))
         .await
 }
 
-async fn run_pass_inner(state: &Arc<NodeState>, now_ms: i64) -> PassReport {
+async fn run_pass_inner(state: &Housekeeping, now_ms: i64) -> PassReport {
     let directory = state.directory.clone();
     // Tick and eviction walk every shard: keep them off the async thread.
     let (tick, evicted) = match tokio::task::spawn_blocking(move || {
@@ -89,7 +125,7 @@ async fn run_pass_inner(state: &Arc<NodeState>, now_ms: i64) -> PassReport {
 /// losses after an owner expired, repairs of DEGRADED revisions, AUTO demotion above the high
 /// watermark. Only once the rebuild gate is open: before, recovery's own check is pending and
 /// replaying owners' objects would look lost.
-fn check_weights(state: &Arc<NodeState>, report: &PassReport) {
+fn check_weights(state: &Housekeeping, report: &PassReport) {
     if !state.rebuild.is_open() {
         return;
     }
@@ -106,11 +142,11 @@ fn check_weights(state: &Arc<NodeState>, report: &PassReport) {
     });
 }
 
-/// Starts the periodic task on the current (actix) runtime; [`crate::Node::stop`] ends it.
-pub fn spawn(state: &Arc<NodeState>) {
-    let period = Duration::from_millis(state.store_settings.housekeeping_interval_ms);
-    let me = state.clone();
-    let handle = actix_rt::spawn(async move {
+/// Starts the periodic task on the current (actix) runtime; the node keeps the handle and
+/// aborts it when it stops.
+pub fn spawn(me: Arc<Housekeeping>) -> tokio::task::JoinHandle<()> {
+    let period = me.period;
+    actix_rt::spawn(async move {
         let mut interval = tokio::time::interval(period);
         interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         interval.tick().await;
@@ -130,6 +166,5 @@ pub fn spawn(state: &Arc<NodeState>) {
                 );
             }
         }
-    });
-    *state.housekeeping.lock().expect("housekeeping mutex") = Some(handle);
+    })
 }

@@ -15,6 +15,7 @@ pub mod ha;
 pub mod housekeeping;
 mod http_bounds;
 pub mod journal_health;
+pub mod journal_open;
 pub mod liveness;
 pub mod mesh;
 pub mod metrics;

@@ -50,7 +50,7 @@ async fn the_dashboard_and_the_alerts_name_only_exported_metrics() {
     c.cold.root = Some(t.path().join("cold"));
     c.cold.capacity_bytes = 1 << 20;
     let node = start(&c);
-    crescent_server::cold::start_node(&node, &c)
+    crescent_server::cold::start_node(&node.cold_context, &c)
         .await
         .expect("cold tier starts");
     let app = app_for(&node).await;

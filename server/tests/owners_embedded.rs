@@ -7,7 +7,7 @@ mod common;
 use std::sync::Arc;
 
 use common::*;
-use crescent_server::embedded::{mount_embedded, EMBEDDED_OWNER_ID, EMBEDDED_SEGMENT_ID};
+use crescent_server::embedded::{EMBEDDED_OWNER_ID, EMBEDDED_SEGMENT_ID};
 use crescent_server::housekeeping::run_pass;
 use crescent_server::node::Node;
 use crescent_transport::grant::Grant;
@@ -63,7 +63,7 @@ async fn silent_owners_expire_and_take_their_objects_with_them() {
     }
 
     // Within the TTL nothing expires.
-    let r = run_pass(&state, state.now_ms() + 500).await;
+    let r = run_pass(&state.housekeeping(), state.now_ms() + 500).await;
     assert!(r.owners_expired.is_empty(), "{r:?}");
 
     // "quiet" never heartbeats (its TTL runs from registration); "alive" does.
@@ -76,7 +76,7 @@ async fn silent_owners_expire_and_take_their_objects_with_them() {
     .await;
     assert_eq!(s, 200);
     let seq = state.journal.last_seq();
-    let r = run_pass(&state, state.now_ms() + 700).await;
+    let r = run_pass(&state.housekeeping(), state.now_ms() + 700).await;
     assert_eq!(r.owners_expired, vec!["quiet".to_string()]);
 
     // Journaled: the segment unmount and the owner removal.
@@ -181,7 +181,8 @@ async fn embedded_segment_serves_a_fresh_start_and_survives_restarts() {
     let first_endpoint;
     {
         let state = start(&c);
-        mount_embedded(&state)
+        state
+            .mount_embedded()
             .await
             .expect("embedded segment mounted");
         let app = app_for(&state).await;
@@ -234,7 +235,7 @@ async fn embedded_segment_serves_a_fresh_start_and_survives_restarts() {
         assert_eq!(back, value);
 
         // The embedded owner never heartbeats and never expires.
-        let r = run_pass(&state, state.now_ms() + 3_600_000).await;
+        let r = run_pass(&state.housekeeping(), state.now_ms() + 3_600_000).await;
         assert!(r.owners_expired.is_empty());
         // An external owner, journaled before the restart.
         owner_with_segment(&app, "ext", "s-ext", 1 << 20).await;
@@ -244,7 +245,8 @@ async fn embedded_segment_serves_a_fresh_start_and_survives_restarts() {
     let state = start(&c);
     // Recovered segments are in the directory as soon as the node is up.
     assert_eq!(state.directory.stats().segments, 2);
-    mount_embedded(&state)
+    state
+        .mount_embedded()
         .await
         .expect("embedded segment mounted again");
     let app = app_for(&state).await;
@@ -301,7 +303,7 @@ async fn embedded_segment_serves_a_fresh_start_and_survives_restarts() {
     let (_, b) = post(&app, "/v1/objects/put_start", json!({"id": {"key": "again"}, "size": 10, "placement": "local_first", "preferred_segment": EMBEDDED_SEGMENT_ID})).await;
     assert_eq!(b["replicas"][0]["endpoint"], embedded["endpoint"]);
     // The recovered external owner gets a fresh TTL window from startup, then expires.
-    let r = run_pass(&state, state.now_ms() + 5_000).await;
+    let r = run_pass(&state.housekeeping(), state.now_ms() + 5_000).await;
     assert_eq!(r.owners_expired, vec!["ext".to_string()]);
     Node::stop(&state);
 }

@@ -47,12 +47,12 @@ fn tier(state: &State) -> Result<Arc<ColdTier>, HttpError> {
 
 async fn blocking<T: Send + 'static>(
     state: State,
-    f: impl FnOnce(&crate::node::NodeState, &ColdTier) -> Result<T, crescent_cold::ColdError>
+    f: impl FnOnce(&crate::cold::ColdContext, &ColdTier) -> Result<T, crescent_cold::ColdError>
         + Send
         + 'static,
 ) -> Result<T, HttpError> {
     let cold = tier(&state)?;
-    let node = state.into_inner();
+    let node = state.cold_context.clone();
     Ok(web::block(move || f(&node, &cold))
         .await
         .map_err(from_blocking)??)
@@ -102,7 +102,7 @@ pub async fn register_owner_device(
     Wire(req): Wire<RegisterOwnerDeviceRequest>,
 ) -> Result<Reply<RegisterOwnerDeviceReply>, HttpError> {
     let cold = tier(&state)?;
-    let node = state.into_inner();
+    let node = state.cold_context.clone();
     Ok(Reply(
         web::block(move || cold.register_owner_device(&node, &req))
             .await

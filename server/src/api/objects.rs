@@ -141,7 +141,7 @@ pub async fn remove_prefix(
 ) -> Result<Reply<RemovePrefixReply>, HttpError> {
     state.rebuild.admit_object()?;
     let now = state.now_ms();
-    let node = state.clone();
+    let node = state.cold_context.clone();
     let reply = web::block(move || crate::cold::ops::remove_prefix(&node, &req, now))
         .await
         .map_err(from_blocking)??;

@@ -83,14 +83,14 @@ pub fn put_end(state: &NodeState, req: PutEndRequest) -> Result<Ack, ApiError> {
         // An overwrite makes the old content's cold copy obsolete: its reclaim is planned
         // before the swap and run after it.
         Some(cold) => cold
-            .with_reclaim(state, &req.id, || {
+            .with_reclaim(&state.cold_context, &req.id, || {
                 state.directory.put_end(&req, state.now_ms())
             })
             .map_err(from_cold)??,
         None => state.directory.put_end(&req, state.now_ms())?,
     }
     if let Some(cold) = state.cold.get() {
-        cold.put_completed(state, &req.id);
+        cold.put_completed(&state.cold_context, &req.id);
     }
     crescent_crash::point(points::PUT_END_AFTER_COMMIT);
     Ok(Ack {})
@@ -116,7 +116,7 @@ pub fn get(state: &NodeState, req: GetRequest) -> Result<GetReply, ApiError> {
     let mut reply = match state.cold.get() {
         // No hot replica: a cold-only object, restored (verified) on read.
         Some(cold) if reply.replicas.is_empty() => crate::cold::restore::restore_get(
-            state,
+            &state.cold_context,
             cold,
             &req.id,
             reply,
@@ -154,7 +154,7 @@ pub fn remove(state: &NodeState, req: RemoveRequest) -> Result<Ack, ApiError> {
         // A managed object is refused before a reclaim of its cold copy is planned.
         Some(cold) => {
             state.directory.refuse_if_managed(&req.id)?;
-            cold.with_reclaim(state, &req.id, || {
+            cold.with_reclaim(&state.cold_context, &req.id, || {
                 state.directory.remove(&req.id, req.force, state.now_ms())
             })
             .map_err(from_cold)??
@@ -167,7 +167,7 @@ pub fn remove(state: &NodeState, req: RemoveRequest) -> Result<Ack, ApiError> {
 /// Ends the caller's hold on a get's read lease. Not held back by the rebuild gate: a release
 /// only ever shortens a lease, and an object not replayed yet has none to release.
 pub fn release(state: &NodeState, req: ReleaseRequest) -> Result<ReleaseReply, ApiError> {
-    crate::cold::staging::ack_released(state, std::slice::from_ref(&req));
+    crate::cold::staging::ack_released(&state.cold_context, std::slice::from_ref(&req));
     let released = state.directory.release(&req, state.now_ms())?;
     Ok(ReleaseReply { released })
 }
@@ -279,7 +279,7 @@ pub fn batch_put_end(
     if let Some(cold) = state.cold.get() {
         for (item, result) in req.items.iter().zip(done.iter()) {
             if matches!(result, ItemResult::Ok(())) {
-                cold.put_completed(state, &item.id);
+                cold.put_completed(&state.cold_context, &item.id);
             }
         }
     }
@@ -342,7 +342,9 @@ pub fn batch_get(
             })
             .collect();
         if !cold_only.is_empty() {
-            for (i, restored) in crate::cold::restore_batch::restore_batch(state, cold, cold_only) {
+            for (i, restored) in
+                crate::cold::restore_batch::restore_batch(&state.cold_context, cold, cold_only)
+            {
                 done[i] = match restored {
                     Ok(r) => ItemResult::Ok(r),
                     Err(e) => {
@@ -371,7 +373,7 @@ pub fn batch_release(
     state: &NodeState,
     req: BatchRequest<ReleaseRequest>,
 ) -> Result<BatchReply<ReleaseReply>, ApiError> {
-    crate::cold::staging::ack_released(state, &req.items);
+    crate::cold::staging::ack_released(&state.cold_context, &req.items);
     let done = state.directory.batch_release(&req.items, state.now_ms())?;
     Ok(map_items(done, |released| ReleaseReply { released }))
 }
@@ -438,7 +440,7 @@ pub fn batch_remove(
                     .refuse_if_managed(&r.id)
                     .map_err(ApiError::from)
                     .and_then(|()| {
-                        cold.with_reclaim(state, &r.id, || {
+                        cold.with_reclaim(&state.cold_context, &r.id, || {
                             state.directory.remove(&r.id, r.force, now)
                         })
                         .map_err(from_cold)

@@ -12,8 +12,8 @@ use crescent_cold::ColdError;
 use crescent_transport::{Grant, RemoteSegment, TransferOp};
 use crescent_wire::segments::TransportKind;
 
+use super::context::ColdContext;
 use super::dataplane::LazyDataPlane;
-use crate::node::NodeState;
 
 /// Who `ActiveColdBacking::owner` names for devices of this node.
 pub const COLD_OWNER: &str = "crescentd";
@@ -33,7 +33,7 @@ fn unavailable(reason: impl Into<String>) -> ColdError {
 /// Hot reads and writes of this node's segments: the embedded one in memory, owners' ones
 /// over the transport.
 pub struct NodeHot<'a> {
-    pub state: &'a NodeState,
+    pub state: &'a ColdContext,
 }
 
 /// Where a replica's bytes are reachable from this process.
@@ -45,10 +45,7 @@ enum HotPlace {
 
 impl NodeHot<'_> {
     fn embedded(&self) -> Option<(String, Arc<crescent_transport::SegmentMemory>)> {
-        let guard = self.state.embedded.lock().expect("embedded mutex");
-        guard
-            .as_ref()
-            .map(|e| (e.segment_id.clone(), e.memory().clone()))
+        self.state.embedded.memory()
     }
 
     /// How to reach `replica` (`length` bytes): embedded memory, an owner's TCP listener, or

@@ -13,9 +13,9 @@ use std::time::Duration;
 use crescent_cold::device::{ColdDeviceCommand, DeviceHealth};
 use crescent_cold::driver::DeviceLedger;
 
+use super::context::ColdContext;
 use super::devices::TierDevice;
 use super::{mark_evictable, ColdTier};
-use crate::node::NodeState;
 
 /// Consecutive failed probes after which a degraded device is declared unavailable.
 pub const UNAVAILABLE_AFTER_FAILURES: u32 = 3;
@@ -36,7 +36,7 @@ pub use crate::config::cold::UpkeepSettings;
 
 impl ColdTier {
     /// One probe of every device (each journals its own health change).
-    pub fn probe_devices(&self, state: &NodeState) {
+    pub fn probe_devices(&self, state: &ColdContext) {
         for device in self.all_devices() {
             let failures = device.probe_failures.load(Ordering::Relaxed);
             let failures = self.probe_health(state, &device, failures);
@@ -46,7 +46,7 @@ impl ColdTier {
     }
 
     /// One probe of `device`; journals a health change. Returns the failures in a row.
-    fn probe_health(&self, state: &NodeState, device: &TierDevice, failures: u32) -> u32 {
+    fn probe_health(&self, state: &ColdContext, device: &TierDevice, failures: u32) -> u32 {
         let _span = tracing::debug_span!("cold.probe", device = %device.device_id).entered();
         let result = device.io.probe();
         let failures = if result.is_ok() { 0 } else { failures + 1 };
@@ -112,7 +112,7 @@ impl ColdTier {
 }
 
 /// Starts the upkeep thread (a no-op when both the probe and pruning are off).
-pub fn spawn(state: Arc<NodeState>, settings: UpkeepSettings) -> std::io::Result<()> {
+pub fn spawn(state: Arc<ColdContext>, settings: UpkeepSettings) -> std::io::Result<()> {
     if settings.probe_interval_ms == 0 && settings.prune_after_ms == 0 {
         return Ok(());
     }

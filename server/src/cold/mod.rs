@@ -6,6 +6,7 @@
 //! or an RPC thread, never on the actors' arbiter), so one device's operations, reclaims and
 //! reconciliation never interleave and the ledger's copy of the device stays exact.
 
+pub mod context;
 pub mod dataplane;
 pub mod devices;
 pub mod hot;
@@ -35,7 +36,7 @@ use crescent_store::{parse_cold_object_key, DirectoryRoutes};
 
 use crate::config::cold::ColdSettings;
 use crate::error::ServerError;
-use crate::node::NodeState;
+pub use context::{ColdContext, ColdRecovered, EmbeddedHot};
 use ledger::{from_runtime, ActorLedger};
 
 /// Who answers a restore's waiters.
@@ -74,9 +75,12 @@ pub struct RestoreSettings {
 }
 
 /// Starts the cold tier of a standalone node from its configuration and recovered state.
-pub async fn start_node(state: &Arc<NodeState>, config: &crate::Config) -> Result<(), ServerError> {
+pub async fn start_node(
+    state: &Arc<ColdContext>,
+    config: &crate::Config,
+) -> Result<(), ServerError> {
     let (recovered, seq) = state
-        .cold_recovered
+        .recovered
         .lock()
         .expect("cold recovered mutex")
         .take()
@@ -92,7 +96,7 @@ pub async fn start_node(state: &Arc<NodeState>, config: &crate::Config) -> Resul
 /// already knows the device means the shared mount is missing or another device's: refused
 /// here, rather than reconciling an empty directory against the journal.
 pub async fn start_active(
-    state: &Arc<NodeState>,
+    state: &Arc<ColdContext>,
     config: &crate::Config,
 ) -> Result<(), ServerError> {
     let settings = &config.cold;
@@ -109,7 +113,7 @@ pub async fn start_active(
     }
     for spec in &specs {
         let journaled = state
-            .cold_recovered
+            .recovered
             .lock()
             .expect("cold recovered mutex")
             .as_ref()
@@ -149,7 +153,7 @@ pub fn check_shared_root(
 /// replay), then reconciles the device (resumes every operation and reclaim, deletes orphan
 /// files). Runs before the node serves and before the embedded segment is mounted.
 pub async fn start(
-    state: &Arc<NodeState>,
+    state: &Arc<ColdContext>,
     settings: &ColdSettings,
     data_dir: &std::path::Path,
     recovered: std::collections::BTreeMap<String, ColdDevice>,
@@ -172,7 +176,7 @@ pub async fn start(
         .recovered(recovered, recovered_seq)
         .build();
     configure_devices(&registry, &specs).await?;
-    let metrics = ColdMetrics::register(&state.metrics.registry)
+    let metrics = ColdMetrics::register(&state.registry)
         .map_err(|e| ServerError::Recovery(format!("cold metrics: {e}")))?;
     let scheduler = crescent_cold::scheduler::OffloadScheduler::new(settings.scheduler())
         .map_err(|e| fail("offload queue", e))?;
@@ -221,7 +225,7 @@ pub async fn start(
 
 /// Hands the tier to the weights (COLD and MIXED residency) and starts the offload worker, the
 /// promotion and the upkeep.
-fn spawn_services(state: &Arc<NodeState>, settings: &ColdSettings) -> Result<(), ServerError> {
+fn spawn_services(state: &Arc<ColdContext>, settings: &ColdSettings) -> Result<(), ServerError> {
     // Managed weights migrate to and from this tier (COLD and MIXED residency).
     state
         .weights
@@ -315,7 +319,7 @@ fn load_devices(
 /// Installs, per object, the journaled route with the highest content operation of any
 /// device into the directory (readable with no owner replay); returns how many were new.
 fn install_journaled_routes(
-    state: &NodeState,
+    state: &ColdContext,
     devices: &std::collections::BTreeMap<String, Arc<devices::TierDevice>>,
 ) -> usize {
     let now = state.now_ms();
@@ -346,7 +350,7 @@ fn install_journaled_routes(
 /// deletes orphan files), runs the offloads still pending, and marks what may be evicted.
 /// At start for crescentd's own devices; when its owner registers for an owner device.
 pub(crate) fn reconcile_device(
-    me: &NodeState,
+    me: &ColdContext,
     device: &devices::TierDevice,
 ) -> Result<driver::ReconcileReport, ColdError> {
     let hot_source = hot::NodeHot { state: me };
@@ -406,7 +410,7 @@ fn check_journaled_devices_configured(
 
 /// Tells the directory which materialized backings allow the last-hot eviction
 /// (UsageCommitted on a readable device).
-pub(crate) fn mark_evictable(state: &NodeState, ledger: &ActorLedger) {
+pub(crate) fn mark_evictable(state: &ColdContext, ledger: &ActorLedger) {
     let device = ledger.device();
     for route in device.cold_routes() {
         let ok =

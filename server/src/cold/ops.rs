@@ -11,9 +11,9 @@ use crescent_store::{cold_object_key, DirectoryRoutes, StoreError};
 use crescent_wire::cold::{ColdBackingInfo, HotReplicaInfo, ObjectStat};
 use crescent_wire::store::{ObjectId, RemovePrefixReply, RemovePrefixRequest};
 
+use super::context::ColdContext;
 use super::hot::{NodeHot, COLD_OWNER};
 use super::{mark_evictable, ColdTier};
-use crate::node::NodeState;
 
 fn store_err(e: crescent_store::StoreError) -> ColdError {
     ColdError::InvalidArgument {
@@ -22,7 +22,7 @@ fn store_err(e: crescent_store::StoreError) -> ColdError {
     }
 }
 
-fn route_of(state: &NodeState, id: &ObjectId) -> Result<ObjectRoute, ColdError> {
+fn route_of(state: &ColdContext, id: &ObjectId) -> Result<ObjectRoute, ColdError> {
     state
         .directory
         .route(id)
@@ -35,7 +35,7 @@ fn route_of(state: &NodeState, id: &ObjectId) -> Result<ObjectRoute, ColdError> 
 
 impl ColdTier {
     /// `crescent stat KEY`: the route's replicas and cold backing (with its operation state).
-    pub fn stat(&self, state: &NodeState, id: &ObjectId) -> Result<ObjectStat, ColdError> {
+    pub fn stat(&self, state: &ColdContext, id: &ObjectId) -> Result<ObjectStat, ColdError> {
         let route = route_of(state, id)?;
         let op_state = route.cold.as_ref().and_then(|c| {
             self.device(c.device_id()).ok()?.read_ledger(|device| {
@@ -50,7 +50,7 @@ impl ColdTier {
     /// `crescent offload KEY`: plans an offload of the current content (intent first), attaches
     /// it to the route as pending, and runs it to its end now. An object already backed by a
     /// materialized copy answers as it is; a pending one is resumed.
-    pub fn offload_now(&self, state: &NodeState, id: &ObjectId) -> Result<ObjectStat, ColdError> {
+    pub fn offload_now(&self, state: &ColdContext, id: &ObjectId) -> Result<ObjectStat, ColdError> {
         let _span = tracing::info_span!("cold.offload", key = %id.key).entered();
         let new_op = ColdOpId::new(uuid::Uuid::new_v4());
         match self.offload(state, id, new_op, true)? {
@@ -70,7 +70,7 @@ impl ColdTier {
     /// worker instead retries and gives up only after its last attempt).
     pub(crate) fn offload(
         &self,
-        state: &NodeState,
+        state: &ColdContext,
         id: &ObjectId,
         new_op: ColdOpId,
         give_up: bool,
@@ -168,7 +168,13 @@ impl ColdTier {
     }
 
     /// The worker's last attempt failed: cancel the operation and drop its pending backing.
-    pub(crate) fn give_up(&self, state: &NodeState, id: &ObjectId, op_id: ColdOpId, e: &ColdError) {
+    pub(crate) fn give_up(
+        &self,
+        state: &ColdContext,
+        id: &ObjectId,
+        op_id: ColdOpId,
+        e: &ColdError,
+    ) {
         let pending_on = state.directory.route(id).ok().flatten().and_then(|r| {
             r.cold
                 .filter(|c| c.cold_op() == op_id)
@@ -188,7 +194,7 @@ impl ColdTier {
     /// backing, so the object can be offloaded again (the worker's `GiveUp`).
     pub(crate) fn give_up_pending(
         &self,
-        state: &NodeState,
+        state: &ColdContext,
         ledger: &mut dyn DeviceLedger,
         io: &dyn ColdIo,
         id: &ObjectId,
@@ -225,7 +231,7 @@ impl ColdTier {
     /// `crescent evict KEY --hot`: drops every hot replica, each a route CAS under the last-hot
     /// rule (refused unless the backing is materialized, UsageCommitted and readable); the
     /// allocator bytes are freed by the directory after each CAS.
-    pub fn evict_hot(&self, state: &NodeState, id: &ObjectId) -> Result<ObjectStat, ColdError> {
+    pub fn evict_hot(&self, state: &ColdContext, id: &ObjectId) -> Result<ObjectStat, ColdError> {
         let _span = tracing::info_span!("cold.evict_hot", key = %id.key).entered();
         let object_key = cold_object_key(id);
         // The last-hot rule reads the backing's device; without a backing any device's
@@ -257,7 +263,7 @@ impl ColdTier {
     /// lookup and the mutation is caught and the mutation retried with its reclaim.
     pub fn with_reclaim<T>(
         &self,
-        state: &NodeState,
+        state: &ColdContext,
         id: &ObjectId,
         mut mutate: impl FnMut() -> Result<T, StoreError>,
     ) -> Result<Result<T, StoreError>, ColdError> {
@@ -285,7 +291,7 @@ impl ColdTier {
 
     fn reclaim_around<T>(
         &self,
-        state: &NodeState,
+        state: &ColdContext,
         ledger: &mut dyn DeviceLedger,
         io: &dyn ColdIo,
         id: &ObjectId,
@@ -334,7 +340,7 @@ impl ColdTier {
 /// it skipped only for their cold backing are then removed one by one, each with its reclaim
 /// planned before and run after (like a single remove), and counted as removed.
 pub fn remove_prefix(
-    state: &NodeState,
+    state: &ColdContext,
     req: &RemovePrefixRequest,
     now_ms: i64,
 ) -> Result<RemovePrefixReply, StoreError> {

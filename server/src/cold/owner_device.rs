@@ -20,11 +20,11 @@ use crescent_wire::cold_owner::{
 use crescent_wire::segments::TransportKind;
 use crescent_wire::store::ReplicaDesc;
 
+use super::context::ColdContext;
 use super::devices::TierDevice;
 use super::ledger::{from_runtime, ActorLedger};
 use super::owner_io::{OwnerDeviceIo, POLL_WAIT};
 use super::{mark_evictable, reconcile_device, ColdTier};
-use crate::node::NodeState;
 
 fn check_version(version: u32) -> Result<(), ColdError> {
     if version != OWNER_DEVICE_WIRE_VERSION {
@@ -97,7 +97,7 @@ impl ColdTier {
     /// (waits for the device actor): run on a blocking thread.
     pub fn register_owner_device(
         &self,
-        state: &Arc<NodeState>,
+        state: &Arc<ColdContext>,
         req: &RegisterOwnerDeviceRequest,
     ) -> Result<RegisterOwnerDeviceReply, ColdError> {
         let _span = tracing::info_span!("cold.register_owner_device", device = %req.device_id,
@@ -206,7 +206,7 @@ impl ColdTier {
 
 /// After a registration: reconcile the device through its owner, then declare it healthy
 /// if the owner's probe agrees (the upkeep probes keep it so, or not, from then on).
-fn settle_registered_device(state: &NodeState, device: &TierDevice) {
+fn settle_registered_device(state: &ColdContext, device: &TierDevice) {
     match reconcile_device(state, device) {
         Ok(report) => {
             tracing::info!(device = %device.device_id, ?report, "owner cold device reconciled")
@@ -235,7 +235,7 @@ fn settle_registered_device(state: &NodeState, device: &TierDevice) {
 
 /// `route`'s hot replicas as an owner reads them for an offload: reachable over TCP, each
 /// with a read grant when crescentd runs with `[auth]`.
-fn hot_sources(state: &NodeState, route: &crescent_cold::route::ObjectRoute) -> Vec<ReplicaDesc> {
+fn hot_sources(state: &ColdContext, route: &crescent_cold::route::ObjectRoute) -> Vec<ReplicaDesc> {
     let mut out: Vec<ReplicaDesc> = route
         .replicas
         .iter()

@@ -27,10 +27,10 @@ use crescent_cold::route::ObjectRoute;
 use crescent_cold::ColdError;
 use crescent_wire::store::ObjectId;
 
+use super::context::ColdContext;
 use super::hot::NodeHot;
 use super::owner_staged::MAX_OWNER_INLINE_READ;
 use super::ColdTier;
-use crate::node::NodeState;
 
 /// How often an idle worker looks at the stop flag.
 const IDLE_POLL: Duration = Duration::from_millis(200);
@@ -217,7 +217,7 @@ impl PromotionQueue {
 }
 
 /// Starts the promotion worker of the node's cold tier.
-pub fn spawn(state: Arc<NodeState>) -> std::io::Result<()> {
+pub fn spawn(state: Arc<ColdContext>) -> std::io::Result<()> {
     if state.cold.get().is_none() {
         return Ok(());
     }
@@ -251,7 +251,7 @@ fn lower_thread_priority() {
 /// The promotion worker's nice value.
 const PROMOTION_NICE: libc::c_int = 10;
 
-fn run(state: &NodeState) {
+fn run(state: &ColdContext) {
     let tier = state.cold.get().expect("cold tier").clone();
     while !tier.queue.stopped() {
         let Some((key, job)) = tier.promotions.take(IDLE_POLL) else {
@@ -275,7 +275,7 @@ fn run(state: &NodeState) {
 
 /// Promotes one restored object if its route is still the one it was restored at; `Ok(false)`
 /// when the route moved on (nothing to do).
-fn promote_job(state: &NodeState, job: &PromotionJob) -> Result<bool, ColdError> {
+fn promote_job(state: &ColdContext, job: &PromotionJob) -> Result<bool, ColdError> {
     let _span =
         tracing::debug_span!("cold.promote_background", length = job.route.length).entered();
     let tier = state.cold.get().expect("cold tier");
@@ -303,7 +303,7 @@ fn promote_job(state: &NodeState, job: &PromotionJob) -> Result<bool, ColdError>
 /// flight as before; so is a payload that fits the poll when the owner's region is saturated
 /// (its readers go first).
 fn promotion_payload(
-    state: &NodeState,
+    state: &ColdContext,
     tier: &ColdTier,
     route: &ObjectRoute,
 ) -> Result<Arc<Vec<u8>>, ColdError> {

@@ -16,11 +16,11 @@ use crescent_cold::ColdError;
 use crescent_wire::cold::{ColdBackingRef, COLD_BACKING_REF_VERSION};
 use crescent_wire::store::{GetReply, ObjectId};
 
+use super::context::ColdContext;
 use super::hot::NodeHot;
 use super::promotion::PromotionJob;
 use super::staging::NotStaged;
 use super::ColdTier;
-use crate::node::NodeState;
 
 impl ColdTier {
     /// The verified payload of a materialized backing, read once however many ask at once.
@@ -91,7 +91,7 @@ impl ColdTier {
 /// data plane (`super::staging`); any other (or when the pool is saturated or off, or the payload
 /// small) gets the payload read and verified here, inline.
 pub fn restore_get(
-    state: &NodeState,
+    state: &ColdContext,
     tier: &ColdTier,
     id: &ObjectId,
     reply: GetReply,
@@ -158,7 +158,7 @@ pub fn restore_get(
 /// (inline). A saturated owner region is BUSY for a payload too large to carry inline (the
 /// reader retries), otherwise counted and answered inline.
 fn stage_on_owner(
-    state: &NodeState,
+    state: &ColdContext,
     tier: &ColdTier,
     route: &ObjectRoute,
 ) -> Result<Option<crescent_wire::store::StagedPayload>, ColdError> {
@@ -202,7 +202,7 @@ fn staging_io(tier: &ColdTier, route: &ObjectRoute) -> Option<Arc<dyn ColdIo>> {
 
 /// The route of `id` when it is cold-only.
 pub(crate) fn cold_only_route(
-    state: &NodeState,
+    state: &ColdContext,
     id: &ObjectId,
 ) -> Result<Option<ObjectRoute>, ColdError> {
     Ok(state
@@ -261,18 +261,13 @@ pub(crate) fn offer_promotion(tier: &ColdTier, id: &ObjectId, route: &ObjectRout
 /// given back on any failure. Best effort for reads (run by the background promotion
 /// worker); the weight migrations (`super::weights`) require it.
 pub(crate) fn promote(
-    state: &NodeState,
+    state: &ColdContext,
     id: &ObjectId,
     route: &ObjectRoute,
     bytes: &[u8],
 ) -> Result<(), ColdError> {
     let _span = tracing::debug_span!("cold.promote", length = route.length).entered();
-    let embedded = state
-        .embedded
-        .lock()
-        .expect("embedded mutex")
-        .as_ref()
-        .map(|e| e.segment_id.clone());
+    let embedded = state.embedded.memory().map(|(segment_id, _)| segment_id);
     let slot = state
         .directory
         .allocate_promotion(route.length, embedded.as_deref())

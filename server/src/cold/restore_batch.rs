@@ -17,9 +17,9 @@ use crescent_cold::route::ObjectRoute;
 use crescent_cold::ColdError;
 use crescent_wire::store::{GetReply, ObjectId};
 
+use super::context::ColdContext;
 use super::restore::{cold_only_route, inline_reply, offer_promotion};
 use super::ColdTier;
-use crate::node::NodeState;
 
 /// Restored bytes one batch reply carries at most: three quarters of the reply frame a client
 /// accepts, the rest left for the other items' descriptors.
@@ -39,7 +39,7 @@ struct Asked {
 /// Restores the items `(batch index, id, directory reply)` whose object is cold-only; other
 /// items come back with their reply unchanged. Answers in no particular order.
 pub fn restore_batch(
-    state: &NodeState,
+    state: &ColdContext,
     tier: &ColdTier,
     items: Vec<(usize, ObjectId, GetReply)>,
 ) -> Vec<(usize, Result<GetReply, ColdError>)> {

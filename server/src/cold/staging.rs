@@ -407,7 +407,7 @@ impl StagedRestores {
 /// Acks the staged tokens that lease releases name (the reader is done with the staged
 /// bytes). Runs before the releases themselves, whose outcome it never changes.
 pub fn ack_released(
-    state: &crate::node::NodeState,
+    state: &super::context::ColdContext,
     releases: &[crescent_wire::store::ReleaseRequest],
 ) {
     if releases.iter().all(|r| r.staged_token.is_none()) {

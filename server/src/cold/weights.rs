@@ -27,9 +27,9 @@ use crescent_store::GroupId;
 use crescent_wire::store::ObjectId;
 use futures::future::BoxFuture;
 
+use super::context::ColdContext;
 use super::hot::NodeHot;
 use super::ColdTier;
-use crate::node::NodeState;
 use crate::weights::workflows::object_id;
 use crate::weights::ColdResidency;
 
@@ -37,14 +37,14 @@ use crate::weights::ColdResidency;
 const LEASE_WAIT: Duration = Duration::from_secs(60);
 const LEASE_POLL: Duration = Duration::from_millis(50);
 
-/// The weights' view of the cold tier. Holds the node weakly (the node owns the weight
-/// service, which owns this).
+/// The weights' view of the cold tier. Holds the tier's context weakly (the context holds the
+/// weight service, which owns this).
 pub struct ColdWeights {
-    node: Weak<NodeState>,
+    node: Weak<ColdContext>,
 }
 
 impl ColdWeights {
-    pub fn new(node: &Arc<NodeState>) -> Self {
+    pub fn new(node: &Arc<ColdContext>) -> Self {
         Self {
             node: Arc::downgrade(node),
         }
@@ -55,7 +55,7 @@ impl ColdWeights {
         &self,
         what: &'static str,
         keys: Vec<String>,
-        f: fn(&NodeState, &ColdTier, &ObjectId) -> Result<T, ColdError>,
+        f: fn(&ColdContext, &ColdTier, &ObjectId) -> Result<T, ColdError>,
     ) -> BoxFuture<'static, Result<Vec<T>, String>> {
         let node = self.node.clone();
         Box::pin(async move {
@@ -82,7 +82,7 @@ impl ColdWeights {
     }
 }
 
-fn route_of(state: &NodeState, id: &ObjectId) -> Result<ObjectRoute, ColdError> {
+fn route_of(state: &ColdContext, id: &ObjectId) -> Result<ObjectRoute, ColdError> {
     state
         .directory
         .route(id)
@@ -97,7 +97,7 @@ fn route_of(state: &NodeState, id: &ObjectId) -> Result<ObjectRoute, ColdError> 
 }
 
 /// Offloads (idempotent) and reads the cold copy back, verified.
-fn copy_to_cold(state: &NodeState, tier: &ColdTier, id: &ObjectId) -> Result<(), ColdError> {
+fn copy_to_cold(state: &ColdContext, tier: &ColdTier, id: &ObjectId) -> Result<(), ColdError> {
     let route = route_of(state, id)?;
     if !route.cold.as_ref().is_some_and(|c| c.is_materialized()) {
         let op = ColdOpId::new(uuid::Uuid::new_v4());
@@ -125,7 +125,7 @@ fn copy_to_cold(state: &NodeState, tier: &ColdTier, id: &ObjectId) -> Result<(),
 
 /// Restores a cold-only object into memory (a no-op when it has a memory replica), then
 /// checks the new replica.
-fn copy_to_memory(state: &NodeState, tier: &ColdTier, id: &ObjectId) -> Result<(), ColdError> {
+fn copy_to_memory(state: &ColdContext, tier: &ColdTier, id: &ObjectId) -> Result<(), ColdError> {
     let route = route_of(state, id)?;
     if route.replicas.is_empty() {
         let bytes = tier.read_verified(&route)?;
@@ -137,7 +137,7 @@ fn copy_to_memory(state: &NodeState, tier: &ColdTier, id: &ObjectId) -> Result<(
 }
 
 /// Evicts every memory replica; waits out store read leases of recent readers.
-fn release_memory(state: &NodeState, tier: &ColdTier, id: &ObjectId) -> Result<(), ColdError> {
+fn release_memory(state: &ColdContext, tier: &ColdTier, id: &ObjectId) -> Result<(), ColdError> {
     let started = Instant::now();
     loop {
         match tier.evict_hot(state, id) {

@@ -20,7 +20,7 @@ use crescent_store::{cold_object_key, parse_cold_object_key};
 use crescent_wire::store::ObjectId;
 use crescent_wire::{ApiError, ErrorCode};
 
-use crate::node::NodeState;
+use super::context::ColdContext;
 
 /// Longest the worker sleeps without being woken.
 const IDLE_POLL: Duration = Duration::from_millis(200);
@@ -119,7 +119,7 @@ impl super::ColdTier {
     }
 
     /// Passthrough: queues a completed put for materialization.
-    pub fn put_completed(&self, state: &NodeState, id: &ObjectId) {
+    pub fn put_completed(&self, state: &ColdContext, id: &ObjectId) {
         if self.queue.mode != Some(OffloadMode::Passthrough) {
             return;
         }
@@ -137,7 +137,7 @@ impl super::ColdTier {
 }
 
 /// Starts the worker thread (a no-op without an offload mode).
-pub fn spawn(state: Arc<NodeState>) -> std::io::Result<()> {
+pub fn spawn(state: Arc<ColdContext>) -> std::io::Result<()> {
     let Some(tier) = state.cold.get().cloned() else {
         return Ok(());
     };
@@ -153,7 +153,7 @@ pub fn spawn(state: Arc<NodeState>) -> std::io::Result<()> {
         .map(|_| ())
 }
 
-fn run(state: &NodeState) {
+fn run(state: &ColdContext) {
     let tier = state.cold.get().expect("cold tier").clone();
     let queue = &tier.queue;
     tracing::info!(mode = ?queue.mode, "offload worker started");

@@ -16,7 +16,7 @@ use crescent_wire::{ApiError, ErrorCode};
 
 use crate::config::Config;
 use crate::error::ServerError;
-use crate::node::OpenedJournal;
+use crate::journal_open::OpenedJournal;
 
 /// What the standby's HTTP handlers read.
 pub struct StandbyView {
