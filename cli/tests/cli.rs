@@ -1,5 +1,6 @@
 //! The `crescent` CLI against a real crescentd: put/get/exist/rm/ls with --json, exit codes,
-//! `admin snapshot`, and `bench` (`--json`; progress bars on a terminal only).
+//! `admin snapshot`, `bench` (`--json`; progress bars on a terminal only), and every JSON shape
+//! docs/api.md ("CLI JSON") documents.
 
 mod common;
 
@@ -381,4 +382,88 @@ fn completion_scripts_and_man_pages_cover_every_command() {
         assert!(text.contains(".TH"), "{page} is not a man page");
     }
     assert_eq!(std::fs::read_dir(&target).unwrap().count(), written);
+}
+
+/// The commands and fields docs/api.md ("CLI JSON") names, as `(command, [fields])`: each
+/// `` `cmd` `{a, b, ...}` `` pair of that section. `...` (more fields may follow) is dropped.
+fn documented_json_shapes() -> Vec<(String, Vec<String>)> {
+    let api = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/api.md"))
+        .expect("docs/api.md");
+    let section = api
+        .split("### CLI JSON")
+        .nth(1)
+        .expect("a CLI JSON section")
+        .split("\n#")
+        .next()
+        .unwrap();
+    let flat = section.split_whitespace().collect::<Vec<_>>().join(" ");
+    let mut shapes = Vec::new();
+    let mut rest = flat.as_str();
+    // "`ls` `{count, keys}`": a code span, a space, a code span that opens with `{`.
+    while let Some(at) = rest.find("` `{") {
+        let command = rest[..at].rsplit('`').next().unwrap().to_string();
+        let body = &rest[at + 4..];
+        let end = body.find("}`").expect("a closed field list");
+        let fields = body[..end]
+            .split(',')
+            .map(str::trim)
+            .filter(|f| !f.is_empty() && *f != "...")
+            .map(String::from)
+            .collect();
+        shapes.push((command, fields));
+        rest = &body[end..];
+    }
+    shapes
+}
+
+#[test]
+fn every_documented_json_shape_is_what_the_command_prints() {
+    let server = Server::start();
+    let s = server.server();
+    let pages = tempfile::tempdir().unwrap();
+    let man_dir = pages.path().to_str().unwrap();
+    // How each documented command is run here; a documented command missing from this table
+    // fails the test, so the doc cannot name a shape nothing checks.
+    let runs: &[(&str, &[&str], Option<&[u8]>)] = &[
+        ("put", &["put", "shape/k", "-"], Some(b"value".as_slice())),
+        ("exist", &["exist", "shape/k"], None),
+        ("ls", &["ls", "shape/"], None),
+        ("rm", &["rm", "shape/k"], None),
+        ("segments ls", &["segments", "ls"], None),
+        ("cold ls", &["cold", "ls"], None),
+        ("tenant ls", &["tenant", "ls"], None),
+        ("status", &["status"], None),
+        ("man", &["man", "--dir", man_dir], None),
+    ];
+    let shapes = documented_json_shapes();
+    assert!(
+        shapes.len() >= 8,
+        "too few shapes read from docs/api.md: {shapes:?}"
+    );
+    for (command, fields) in &shapes {
+        let (_, args, stdin) = runs
+            .iter()
+            .find(|(name, _, _)| name == command)
+            .unwrap_or_else(|| panic!("docs/api.md documents `{command}`: add it to `runs`"));
+        let mut argv = vec!["--json"];
+        argv.extend_from_slice(args);
+        let (code, out, err) = crescent(&s, &argv, *stdin);
+        assert_eq!(code, 0, "{command}: {err}");
+        let printed = json(&out);
+        let object = printed
+            .as_object()
+            .unwrap_or_else(|| panic!("{command} printed no object: {printed}"));
+        for field in fields {
+            assert!(
+                object.contains_key(field),
+                "{command} lacks {field}: {printed}"
+            );
+        }
+    }
+    // Errors: one object too, `{"error": {code, message}}`.
+    let (code, out, _) = crescent(&s, &["--json", "get", "shape/absent"], None);
+    assert_ne!(code, 0);
+    let printed = json(&out);
+    assert!(printed["error"]["code"].is_string(), "{printed}");
+    assert!(printed["error"]["message"].is_string(), "{printed}");
 }

@@ -201,6 +201,8 @@ fn node_state(
         auth,
         tls,
         transport_metrics,
+        // The cold tier's, in `cold_context` above.
+        transfer_engine: _,
     } = services;
     NodeState {
         journal_dir: opened.dir.journal_dir(),
