@@ -416,6 +416,9 @@ fn documented_json_shapes() -> Vec<(String, Vec<String>)> {
     shapes
 }
 
+/// A documented command, the arguments that run it, and its standard input.
+type ShapeRun<'a> = (&'a str, &'a [&'a str], Option<&'a [u8]>);
+
 #[test]
 fn every_documented_json_shape_is_what_the_command_prints() {
     let server = Server::start();
@@ -424,7 +427,7 @@ fn every_documented_json_shape_is_what_the_command_prints() {
     let man_dir = pages.path().to_str().unwrap();
     // How each documented command is run here; a documented command missing from this table
     // fails the test, so the doc cannot name a shape nothing checks.
-    let runs: &[(&str, &[&str], Option<&[u8]>)] = &[
+    let runs: &[ShapeRun] = &[
         ("put", &["put", "shape/k", "-"], Some(b"value".as_slice())),
         ("exist", &["exist", "shape/k"], None),
         ("ls", &["ls", "shape/"], None),
