@@ -9,7 +9,7 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -96,25 +96,8 @@ fn start_owner(server: &str, engine: &Engine) -> (Proc, serde_json::Value) {
         "--metrics-listen",
         "127.0.0.1:0",
     ];
-    let mut cmd = Command::new(crescent_bin());
-    cmd.env_remove("CRESCENT_TOKEN");
-    if let Some(key) = key_of(server) {
-        cmd.env("CRESCENT_TOKEN", key.token_for_cli(&args));
-    }
-    let child = cmd
-        .envs(engine.env())
-        .arg("--server")
-        .arg(server)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("spawning crescent owner");
-    let mut proc = Proc(child);
-    let mut lines = BufReader::new(proc.0.stdout.take().unwrap()).lines();
-    let ready = lines.next().expect("owner ready line").unwrap();
-    std::thread::spawn(move || lines.for_each(drop));
+    let token = key_of(server).map(|key| key.token_for_cli(&args));
+    let (proc, ready) = common::spawn_owner(server, &args, &engine.env(), token);
     (proc, common::json(ready.as_bytes()))
 }
 

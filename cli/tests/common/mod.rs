@@ -557,16 +557,30 @@ impl DirNode {
 /// A `crescent owner` process serving a segment of `size` (e.g. "16M") as owner `id`; ready
 /// once it printed its ready line (JSON: segment_id, size, ...).
 pub fn start_owner(server: &str, id: &str, size: &str) -> (Proc, String) {
+    let token = key_of(server).map(|key| key.owner(id));
+    let args = ["--json", "owner", "--size", size, "--id", id];
+    spawn_owner(server, &args, &[], token)
+}
+
+/// `crescent --server S ARGS` (an `owner` command line) with `env` and, when given, `token`
+/// as its CRESCENT_TOKEN; returns the process once it printed its ready line, and that line.
+pub fn spawn_owner(
+    server: &str,
+    args: &[&str],
+    env: &[(&str, String)],
+    token: Option<String>,
+) -> (Proc, String) {
     use std::io::{BufRead, BufReader};
     let mut cmd = Command::new(crescent_bin());
     cmd.env_remove("CRESCENT_TOKEN");
-    if let Some(key) = key_of(server) {
-        cmd.env("CRESCENT_TOKEN", key.owner(id));
+    if let Some(token) = token {
+        cmd.env("CRESCENT_TOKEN", token);
     }
     let child = cmd
-        .args([
-            "--server", server, "--json", "owner", "--size", size, "--id", id,
-        ])
+        .envs(env.iter().map(|(k, v)| (*k, v)))
+        .arg("--server")
+        .arg(server)
+        .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
