@@ -1,4 +1,5 @@
 use super::*;
+use crescent_actors::{DecodeError, DomainEvent};
 
 fn revoke(id: &str, exp: Option<u64>) -> RevocationCommand {
     RevocationCommand::Revoke {
