@@ -4,8 +4,8 @@
 //! name) and the version this build writes, plus the older versions it upcasts from (the
 //! payload struct that version wrote, converted with `From`). The macro writes the enum
 //! (serialized as the variant's payload, for `World::event_json`), the kind constants, the
-//! schema table and `kind`, `version`, `encode`, `decode` and `schema`: what every aggregate
-//! used to write by hand, so a new kind or version is one line.
+//! schema table and `kind`, `version`, `encode`, `encode_at`, `decode` and `schema`: what every
+//! aggregate used to write by hand, so a new kind or version is one line.
 //!
 //! ```
 //! use crescent_actors::{domain_events, DomainEvent};
@@ -43,7 +43,7 @@
 //! constant expression, and an `upcast` entry, which names the struct a version other than the
 //! payload's own was stored as, may carry `#[cfg(...)]`: with the test feature
 //! `upgrade-test-schema`, `segment_mounted` is at v3, stored as another struct, and still
-//! written at v2 (segment_registry/event.rs; the unit tests below cover both forms).
+//! written at v2 (segment_registry/event.rs; this file's unit tests cover both).
 //!
 //! ```
 //! use crescent_actors::{domain_events, DomainEvent};
