@@ -20,7 +20,7 @@
 //! Given::state(state).when(remember).then(vec![]);
 //! ```
 
-use crate::aggregate::{Aggregate, Ctx};
+use crate::aggregate::{Aggregate, Ctx, DecodeError, DomainEvent};
 
 /// The `now_ms` of [`Given::when`].
 pub const NOW: i64 = 1_700_000_000_000;
@@ -125,4 +125,40 @@ where
     pub fn then_error(self, expected: A::Error) {
         assert_eq!(self.refusal(), expected);
     }
+}
+
+/// Asserts the journal form (kind, version, payload hex) of each of `events`, and that each
+/// expected payload decodes back to its event. A codec test lists forms captured from the build
+/// that first wrote them, so a changed kind name, version or payload byte fails it: stored bytes
+/// are never rewritten (docs/architecture.md, "Aggregates"). On a mismatch the message lists the
+/// forms this build writes, in the same shape.
+pub fn assert_journal_form<E: DomainEvent>(events: &[E], expected: &[(&str, u16, &str)]) {
+    let actual: Vec<(&str, u16, String)> = events
+        .iter()
+        .map(|e| (e.kind(), e.version(), hex::encode(e.encode())))
+        .collect();
+    let listing: String = actual
+        .iter()
+        .map(|(k, v, h)| format!("    (\"{k}\", {v}, \"{h}\"),\n"))
+        .collect();
+    let same = actual.len() == expected.len()
+        && actual
+            .iter()
+            .zip(expected)
+            .all(|((k, v, h), (ek, ev, eh))| k == ek && v == ev && h == eh);
+    assert!(same, "journal forms differ; this build writes:\n{listing}");
+    for (e, (kind, version, hex)) in events.iter().zip(expected) {
+        assert_eq!(
+            decode_hex::<E>(kind, *version, hex).as_ref(),
+            Ok(e),
+            "{kind} v{version}"
+        );
+    }
+}
+
+/// Decodes a payload given as hex: an older version's bytes, captured from the build that wrote
+/// them.
+pub fn decode_hex<E: DomainEvent>(kind: &str, version: u16, hex: &str) -> Result<E, DecodeError> {
+    let payload = hex::decode(hex).expect("test payloads are hex");
+    E::decode(kind, version, &payload)
 }

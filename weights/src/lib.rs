@@ -11,7 +11,6 @@
 //! Everything here is pure (no IO, clock or randomness); crescentd's actors journal the events
 //! and perform the physical steps. See docs/weights.md.
 
-mod codec;
 pub mod config;
 pub mod error;
 pub mod identity;

@@ -224,6 +224,33 @@ mod tests {
         assert!(run(&mut s, &WeightUnitsCommand::Forget).is_empty());
     }
 
+    /// The journal form is pinned: journals of earlier builds must replay
+    /// (docs/architecture.md, "Aggregates"), and the schema is what the HA handshake compares
+    /// (docs/ha.md, "Event versions in a mixed pair").
+    #[test]
+    fn the_schema_and_the_journal_form_of_every_kind_are_pinned() {
+        assert_eq!(
+            WeightUnitsEvent::schema(),
+            &[("weight_units_recorded", 1), ("weight_units_forgotten", 1)]
+        );
+        let units = [unit("u1", &["a", "b"], 7)];
+        let events = [
+            WeightUnitsEvent::UnitsRecorded(UnitsRecorded {
+                units: units.to_vec(),
+                affinity_digest: affinity_digest(&units),
+                at_ms: 3,
+            }),
+            WeightUnitsEvent::UnitsForgotten(UnitsForgotten { at_ms: 4 }),
+        ];
+        crescent_actors::testing::assert_journal_form(
+            &events,
+            &[
+                ("weight_units_recorded", 1, "939193a2753192a161a16207d9406461393833313238323964323563376332613564333062353934343434613932313832356634353861323565353238656264383432373939633062633037663603"),
+                ("weight_units_forgotten", 1, "9104"),
+            ],
+        );
+    }
+
     #[test]
     fn unknown_versions_fail_closed() {
         let e = WeightUnitsEvent::decode(UNITS_RECORDED, 2, &[]).unwrap_err();

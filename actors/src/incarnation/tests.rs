@@ -73,3 +73,17 @@ fn events_round_trip_and_unknown_versions_fail_closed() {
     ));
     assert!(IncarnationEvent::decode(INCARNATION_BEGUN, 1, b"\xc1").is_err());
 }
+
+/// The journal form is pinned: journals of earlier builds must replay (docs/architecture.md,
+/// "Aggregates"), and the schema is what the HA handshake compares (docs/ha.md, "Event versions
+/// in a mixed pair").
+#[test]
+fn the_schema_and_the_journal_form_of_every_kind_are_pinned() {
+    assert_eq!(IncarnationEvent::schema(), &[("incarnation_begun", 1)]);
+    let events = [IncarnationEvent::Begun(IncarnationBegun {
+        incarnation: 7,
+        term: 2,
+        at_ms: 5,
+    })];
+    crate::testing::assert_journal_form(&events, &[("incarnation_begun", 1, "93070205")]);
+}

@@ -1,29 +1,11 @@
-//! QuotaRoot events: msgpack (compact form), one schema version per kind.
+//! QuotaRoot events and their codec (`domain_events!`): compact msgpack, one version per kind.
 //!
 //! Version history: every kind is at v1.
 
 use serde::{Deserialize, Serialize};
 
-use crate::aggregate::{DecodeError, DomainEvent};
-use crate::event_payload::{check_version, from_msgpack, schema_version, to_msgpack};
-
 use super::state::{AbortReason, OpKind};
-
-pub const QUOTA_POLICY_SET: &str = "quota_policy_set";
-pub const QUOTA_RESERVED: &str = "quota_reserved";
-pub const QUOTA_PUBLISHING: &str = "quota_publishing";
-pub const QUOTA_FINALIZED: &str = "quota_finalized";
-pub const QUOTA_ABORTED: &str = "quota_aborted";
-pub const QUOTA_TERMINAL_PRUNED: &str = "quota_terminal_pruned";
-
-const SCHEMA: &[(&str, u16)] = &[
-    (QUOTA_POLICY_SET, 1),
-    (QUOTA_RESERVED, 1),
-    (QUOTA_PUBLISHING, 1),
-    (QUOTA_FINALIZED, 1),
-    (QUOTA_ABORTED, 1),
-    (QUOTA_TERMINAL_PRUNED, 1),
-];
+use super::STREAM_KIND;
 
 /// The policy was created (`policy_version` 1) or changed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -86,58 +68,15 @@ pub struct TerminalPruned {
     pub op_ids: Vec<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-// Serialized as the variant's payload: what tools show as the event's data.
-#[serde(untagged)]
-pub enum QuotaEvent {
-    PolicySet(PolicySet),
-    Reserved(Reserved),
-    Publishing(Publishing),
-    Finalized(Finalized),
-    Aborted(Aborted),
-    TerminalPruned(TerminalPruned),
-}
-
-impl DomainEvent for QuotaEvent {
-    fn kind(&self) -> &'static str {
-        match self {
-            QuotaEvent::PolicySet(_) => QUOTA_POLICY_SET,
-            QuotaEvent::Reserved(_) => QUOTA_RESERVED,
-            QuotaEvent::Publishing(_) => QUOTA_PUBLISHING,
-            QuotaEvent::Finalized(_) => QUOTA_FINALIZED,
-            QuotaEvent::Aborted(_) => QUOTA_ABORTED,
-            QuotaEvent::TerminalPruned(_) => QUOTA_TERMINAL_PRUNED,
-        }
-    }
-
-    fn version(&self) -> u16 {
-        schema_version(SCHEMA, self.kind()).expect("every kind is in SCHEMA")
-    }
-
-    fn encode(&self) -> Vec<u8> {
-        match self {
-            QuotaEvent::PolicySet(e) => to_msgpack(e),
-            QuotaEvent::Reserved(e) => to_msgpack(e),
-            QuotaEvent::Publishing(e) => to_msgpack(e),
-            QuotaEvent::Finalized(e) => to_msgpack(e),
-            QuotaEvent::Aborted(e) => to_msgpack(e),
-            QuotaEvent::TerminalPruned(e) => to_msgpack(e),
-        }
-    }
-
-    fn decode(kind: &str, version: u16, payload: &[u8]) -> Result<Self, DecodeError> {
-        check_version(super::STREAM_KIND, SCHEMA, kind, version)?;
-        Ok(match kind {
-            QUOTA_POLICY_SET => Self::PolicySet(from_msgpack(kind, version, payload)?),
-            QUOTA_RESERVED => Self::Reserved(from_msgpack(kind, version, payload)?),
-            QUOTA_PUBLISHING => Self::Publishing(from_msgpack(kind, version, payload)?),
-            QUOTA_FINALIZED => Self::Finalized(from_msgpack(kind, version, payload)?),
-            QUOTA_ABORTED => Self::Aborted(from_msgpack(kind, version, payload)?),
-            _ => Self::TerminalPruned(from_msgpack(kind, version, payload)?),
-        })
-    }
-
-    fn schema() -> &'static [(&'static str, u16)] {
-        SCHEMA
+crate::domain_events! {
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub enum QuotaEvent for STREAM_KIND {
+        PolicySet(PolicySet): pub QUOTA_POLICY_SET = "quota_policy_set", version 1;
+        Reserved(Reserved): pub QUOTA_RESERVED = "quota_reserved", version 1;
+        Publishing(Publishing): pub QUOTA_PUBLISHING = "quota_publishing", version 1;
+        Finalized(Finalized): pub QUOTA_FINALIZED = "quota_finalized", version 1;
+        Aborted(Aborted): pub QUOTA_ABORTED = "quota_aborted", version 1;
+        TerminalPruned(TerminalPruned):
+            pub QUOTA_TERMINAL_PRUNED = "quota_terminal_pruned", version 1;
     }
 }

@@ -93,3 +93,33 @@ fn the_state_round_trips_through_a_snapshot_and_json() {
     assert_eq!(json["objects"]["b"]["bytes"], 40);
     assert_eq!(json["operations"]["p4"]["state"], "publishing");
 }
+
+/// The journal form is pinned: journals of earlier builds must replay (docs/architecture.md,
+/// "Aggregates"), and the schema is what the HA handshake compares (docs/ha.md, "Event versions
+/// in a mixed pair").
+#[test]
+fn the_schema_and_the_journal_form_of_every_kind_are_pinned() {
+    assert_eq!(
+        QuotaEvent::schema(),
+        &[
+            ("quota_policy_set", 1),
+            ("quota_reserved", 1),
+            ("quota_publishing", 1),
+            ("quota_finalized", 1),
+            ("quota_aborted", 1),
+            ("quota_terminal_pruned", 1),
+        ]
+    );
+    crate::testing::assert_journal_form(
+        &every_event(),
+        &[
+            ("quota_policy_set", 1, "95cd03e8030101d94065613763323232646166316432643834343261386533656336376461353663326632353863303764303737643564396430626261396431383863383761656562"),
+            ("quota_reserved", 1, "99a26331a161a6637265617465cd012c00c0cd012c01cd1388"),
+            ("quota_publishing", 1, "93a2633107cd1770"),
+            ("quota_finalized", 1, "95a26331a16107cd012c01"),
+            ("quota_reserved", 1, "99a26431a161a664656c65746500cd012c070000cd1388"),
+            ("quota_aborted", 1, "95a26431a161a7657870697265640000"),
+            ("quota_terminal_pruned", 1, "9191a26331"),
+        ],
+    );
+}

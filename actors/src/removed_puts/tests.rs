@@ -130,3 +130,40 @@ fn events_round_trip_and_unknown_versions_fail_closed() {
     }
     assert!(RemovedPutsEvent::decode("nope", 1, &[]).is_err());
 }
+
+/// The journal form is pinned: journals of earlier builds must replay (docs/architecture.md,
+/// "Aggregates"), and the schema is what the HA handshake compares (docs/ha.md, "Event versions
+/// in a mixed pair").
+#[test]
+fn the_schema_and_the_journal_form_of_every_kind_are_pinned() {
+    assert_eq!(
+        RemovedPutsEvent::schema(),
+        &[
+            ("puts_removed", 1),
+            ("removals_settled", 1),
+            ("removals_settled_below", 1),
+            ("owner_removals_dropped", 1),
+        ]
+    );
+    let events = [
+        removed("a", &[1, 2]),
+        RemovedPutsEvent::Settled(OwnerPutIds {
+            owner: "a".into(),
+            put_ids: vec![2],
+        }),
+        RemovedPutsEvent::SettledBelow(SettledBelow {
+            owner: "a".into(),
+            below: 9,
+        }),
+        RemovedPutsEvent::OwnerDropped(OwnerDropped { owner: "a".into() }),
+    ];
+    crate::testing::assert_journal_form(
+        &events,
+        &[
+            ("puts_removed", 1, "92a161920102"),
+            ("removals_settled", 1, "92a1619102"),
+            ("removals_settled_below", 1, "92a16109"),
+            ("owner_removals_dropped", 1, "91a161"),
+        ],
+    );
+}

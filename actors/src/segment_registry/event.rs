@@ -1,4 +1,5 @@
-//! Segment registry events: msgpack with named fields, one schema version per kind.
+//! Segment registry events and their codec (`domain_events!`): compact msgpack (the named form
+//! of older writers still decodes), one schema version per kind.
 //!
 //! Version history:
 //! - `owner_registered` v1: current.
@@ -11,9 +12,9 @@
 use serde::{Deserialize, Serialize};
 
 use crate::aggregate::{DecodeError, DomainEvent};
-use crate::event_payload::{check_version, from_msgpack, schema_version, to_msgpack};
+use crate::event_payload::{from_msgpack, to_msgpack};
 
-use super::TransportKind;
+use super::{TransportKind, STREAM_KIND};
 
 /// Why a segment was unmounted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -139,34 +140,12 @@ pub(super) fn decode_for_replay<'a>(
     })
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-// Serialized as the variant's payload: what tools show as the event's data.
-#[serde(untagged)]
-pub enum SegmentRegistryEvent {
-    OwnerRegistered(OwnerRegistered),
-    SegmentMounted(SegmentMounted),
-    SegmentUnmounted(SegmentUnmounted),
-    OwnerRemoved(OwnerRemoved),
-}
-
-const OWNER_REGISTERED: &str = "owner_registered";
-const SEGMENT_MOUNTED: &str = "segment_mounted";
-const SEGMENT_UNMOUNTED: &str = "segment_unmounted";
-const OWNER_REMOVED: &str = "owner_removed";
-
 /// `segment_mounted`'s current version: 3 only in the rolling-upgrade test's "new" build.
 const SEGMENT_MOUNTED_VERSION: u16 = if cfg!(feature = "upgrade-test-schema") {
     3
 } else {
     2
 };
-
-const SCHEMA: &[(&str, u16)] = &[
-    (OWNER_REGISTERED, 1),
-    (SEGMENT_MOUNTED, SEGMENT_MOUNTED_VERSION),
-    (SEGMENT_UNMOUNTED, 1),
-    (OWNER_REMOVED, 1),
-];
 
 /// v1 had no transport, so only v2 can stand for a current `segment_mounted`.
 const WRITE_FLOOR: &[(&str, u16)] = if cfg!(feature = "upgrade-test-schema") {
@@ -175,66 +154,19 @@ const WRITE_FLOOR: &[(&str, u16)] = if cfg!(feature = "upgrade-test-schema") {
     &[]
 };
 
-impl DomainEvent for SegmentRegistryEvent {
-    fn kind(&self) -> &'static str {
-        match self {
-            SegmentRegistryEvent::OwnerRegistered(_) => OWNER_REGISTERED,
-            SegmentRegistryEvent::SegmentMounted(_) => SEGMENT_MOUNTED,
-            SegmentRegistryEvent::SegmentUnmounted(_) => SEGMENT_UNMOUNTED,
-            SegmentRegistryEvent::OwnerRemoved(_) => OWNER_REMOVED,
-        }
-    }
-
-    fn version(&self) -> u16 {
-        schema_version(SCHEMA, self.kind()).expect("every kind is in SCHEMA")
-    }
-
-    fn encode(&self) -> Vec<u8> {
-        match self {
-            SegmentRegistryEvent::OwnerRegistered(e) => to_msgpack(e),
-            SegmentRegistryEvent::SegmentMounted(e) => encode_mounted(e, SEGMENT_MOUNTED_VERSION)
-                .expect("the current version is always written"),
-            SegmentRegistryEvent::SegmentUnmounted(e) => to_msgpack(e),
-            SegmentRegistryEvent::OwnerRemoved(e) => to_msgpack(e),
-        }
-    }
-
-    fn write_floor() -> &'static [(&'static str, u16)] {
-        WRITE_FLOOR
-    }
-
-    fn encode_at(&self, version: u16) -> Option<Vec<u8>> {
-        match self {
-            SegmentRegistryEvent::SegmentMounted(e) => encode_mounted(e, version),
-            _ => (version == self.version()).then(|| self.encode()),
-        }
-    }
-
-    fn decode(kind: &str, version: u16, payload: &[u8]) -> Result<Self, DecodeError> {
-        check_version(super::STREAM_KIND, SCHEMA, kind, version)?;
-        Ok(match (kind, version) {
-            (OWNER_REGISTERED, _) => Self::OwnerRegistered(from_msgpack(kind, version, payload)?),
-            (SEGMENT_MOUNTED, 1) => Self::SegmentMounted(
-                from_msgpack::<SegmentMountedV1>(kind, version, payload)?.into(),
-            ),
-            #[cfg(feature = "upgrade-test-schema")]
-            (SEGMENT_MOUNTED, 3) => Self::SegmentMounted(
-                from_msgpack::<super::event_v3::SegmentMountedV3>(kind, version, payload)?.into(),
-            ),
-            (SEGMENT_MOUNTED, _) => Self::SegmentMounted(from_msgpack(kind, version, payload)?),
-            (SEGMENT_UNMOUNTED, _) => Self::SegmentUnmounted(from_msgpack(kind, version, payload)?),
-            (OWNER_REMOVED, _) => Self::OwnerRemoved(from_msgpack(kind, version, payload)?),
-            _ => {
-                return Err(DecodeError::UnknownKind {
-                    aggregate: super::STREAM_KIND,
-                    kind: kind.to_string(),
-                })
-            }
-        })
-    }
-
-    fn schema() -> &'static [(&'static str, u16)] {
-        SCHEMA
+crate::domain_events! {
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub enum SegmentRegistryEvent for STREAM_KIND, write_floor WRITE_FLOOR {
+        OwnerRegistered(OwnerRegistered): OWNER_REGISTERED = "owner_registered", version 1;
+        SegmentMounted(SegmentMounted): SEGMENT_MOUNTED = "segment_mounted",
+            version SEGMENT_MOUNTED_VERSION, written_by encode_mounted,
+            upcast {
+                1 => SegmentMountedV1,
+                #[cfg(feature = "upgrade-test-schema")]
+                3 => super::event_v3::SegmentMountedV3,
+            };
+        SegmentUnmounted(SegmentUnmounted): SEGMENT_UNMOUNTED = "segment_unmounted", version 1;
+        OwnerRemoved(OwnerRemoved): OWNER_REMOVED = "owner_removed", version 1;
     }
 }
 
@@ -252,6 +184,7 @@ fn encode_mounted(e: &SegmentMounted, version: u16) -> Option<Vec<u8>> {
 #[cfg(test)]
 mod write_version_tests {
     use super::*;
+    use crate::event_payload::schema_version;
 
     fn mounted() -> SegmentRegistryEvent {
         SegmentRegistryEvent::SegmentMounted(SegmentMounted {

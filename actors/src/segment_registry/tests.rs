@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::aggregate::{DecodeError, DomainEvent};
-use crate::testing::{given, NOW};
+use crate::testing::{decode_hex, given, NOW};
 
 fn registered(
     owner: &str,
@@ -447,4 +447,80 @@ fn payloads_are_compact_and_the_named_form_still_decodes() {
         SegmentRegistryEvent::decode(event.kind(), event.version(), &named),
         Ok(event)
     );
+}
+
+/// The journal form is pinned: journals of earlier builds must replay (docs/architecture.md,
+/// "Aggregates"), and the schema and write floor are what the HA handshake compares (docs/ha.md,
+/// "Event versions in a mixed pair"). `segment_mounted` is pinned at each version it was
+/// written at: v1 (decode only), v2, and v3 in the upgrade test's build.
+#[test]
+fn the_schema_and_the_journal_form_of_every_kind_are_pinned() {
+    let mounted_version = if cfg!(feature = "upgrade-test-schema") {
+        3
+    } else {
+        2
+    };
+    assert_eq!(
+        SegmentRegistryEvent::schema(),
+        &[
+            ("owner_registered", 1),
+            ("segment_mounted", mounted_version),
+            ("segment_unmounted", 1),
+            ("owner_removed", 1),
+        ]
+    );
+    let floor: &[(&str, u16)] = if cfg!(feature = "upgrade-test-schema") {
+        &[("segment_mounted", 2)]
+    } else {
+        &[]
+    };
+    assert_eq!(SegmentRegistryEvent::write_floor(), floor);
+    let others = [
+        registered("o1", Some("h:1"), 3, 1),
+        registered("o2", None, 1, 2),
+        unmounted("s1", "o1", UnmountReason::OwnerRestarted),
+        SegmentRegistryEvent::OwnerRemoved(OwnerRemoved {
+            owner_id: "o1".into(),
+            reason: "bye".into(),
+            at_ms: 4,
+        }),
+    ];
+    crate::testing::assert_journal_form(
+        &others,
+        &[
+            ("owner_registered", 1, "94a26f31a3683a310301"),
+            ("owner_registered", 1, "94a26f32c00102"),
+            (
+                "segment_unmounted",
+                1,
+                "94a27331a26f31af6f776e65725f726573746172746564cf0000018bcfe56800",
+            ),
+            ("owner_removed", 1, "93a26f31a362796504"),
+        ],
+    );
+    let engine = SegmentRegistryEvent::SegmentMounted(SegmentMounted {
+        transport: TransportKind::TransferEngine,
+        ..match mounted("s1", "o1", 4096, 64, 3) {
+            SegmentRegistryEvent::SegmentMounted(m) => m,
+            _ => unreachable!(),
+        }
+    });
+    let v2 = "96a27331a26f31cd100040af7472616e736665725f656e67696e6503";
+    assert_eq!(engine.encode_at(2).map(hex::encode).as_deref(), Some(v2));
+    assert_eq!(decode_hex("segment_mounted", 2, v2), Ok(engine.clone()));
+    // v1, in the named form its writers used and in the compact one.
+    for v1 in [
+        "85aa7365676d656e745f6964a27331a86f776e65725f6964a26f31a462617365cd1000a473697a6540a561745f6d7303",
+        "95a27331a26f31cd10004003",
+    ] {
+        let tcp = mounted("s1", "o1", 4096, 64, 3);
+        assert_eq!(decode_hex("segment_mounted", 1, v1), Ok(tcp));
+    }
+    #[cfg(feature = "upgrade-test-schema")]
+    {
+        let v3 = "95a27331a26f3192cd1000cd1040af7472616e736665725f656e67696e6503";
+        assert_eq!(engine.encode_at(3).map(hex::encode).as_deref(), Some(v3));
+        assert_eq!(decode_hex("segment_mounted", 3, v3), Ok(engine.clone()));
+    }
+    assert_eq!(engine.encode_at(mounted_version), Some(engine.encode()));
 }

@@ -9,16 +9,12 @@ mod tests;
 
 use std::collections::BTreeMap;
 
-use crescent_actors::aggregate::{Aggregate, Ctx, DecodeError, DomainEvent, ErrorCode, WireCoded};
-use crescent_actors::event_payload::{check_version, from_msgpack, to_msgpack};
+use crescent_actors::aggregate::{Aggregate, Ctx, ErrorCode, WireCoded};
 use serde::{Deserialize, Serialize};
 
 /// Stream kind and the one instance id.
 pub const STREAM_KIND: &str = "token_revocation";
 pub const INSTANCE_ID: &str = "tokens";
-/// Event kinds (v1: current).
-pub const TOKEN_REVOKED: &str = "token_revoked";
-pub const REVOCATIONS_PRUNED: &str = "revocations_pruned";
 /// Longest token id accepted (ids this build issues are UUIDs).
 pub const MAX_TOKEN_ID_BYTES: usize = 128;
 
@@ -58,12 +54,13 @@ pub struct RevocationsPruned {
     pub expired_before_secs: u64,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-// Serialized as the variant's payload: what tools show as the event's data.
-#[serde(untagged)]
-pub enum RevocationEvent {
-    Revoked(TokenRevoked),
-    Pruned(RevocationsPruned),
+crescent_actors::domain_events! {
+    /// Version history: every kind is at v1.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub enum RevocationEvent for STREAM_KIND {
+        Revoked(TokenRevoked): pub TOKEN_REVOKED = "token_revoked", version 1;
+        Pruned(RevocationsPruned): pub REVOCATIONS_PRUNED = "revocations_pruned", version 1;
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -77,38 +74,6 @@ impl WireCoded for RevocationError {
         match self {
             RevocationError::BadTokenId => ErrorCode::InvalidArgument,
         }
-    }
-}
-
-impl DomainEvent for RevocationEvent {
-    fn kind(&self) -> &'static str {
-        match self {
-            RevocationEvent::Revoked(_) => TOKEN_REVOKED,
-            RevocationEvent::Pruned(_) => REVOCATIONS_PRUNED,
-        }
-    }
-
-    fn version(&self) -> u16 {
-        1
-    }
-
-    fn encode(&self) -> Vec<u8> {
-        match self {
-            RevocationEvent::Revoked(e) => to_msgpack(e),
-            RevocationEvent::Pruned(e) => to_msgpack(e),
-        }
-    }
-
-    fn decode(kind: &str, version: u16, payload: &[u8]) -> Result<Self, DecodeError> {
-        check_version(STREAM_KIND, Self::schema(), kind, version)?;
-        match kind {
-            TOKEN_REVOKED => from_msgpack(kind, version, payload).map(RevocationEvent::Revoked),
-            _ => from_msgpack(kind, version, payload).map(RevocationEvent::Pruned),
-        }
-    }
-
-    fn schema() -> &'static [(&'static str, u16)] {
-        &[(TOKEN_REVOKED, 1), (REVOCATIONS_PRUNED, 1)]
     }
 }
 

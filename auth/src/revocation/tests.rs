@@ -1,4 +1,5 @@
 use super::*;
+use crescent_actors::{DecodeError, DomainEvent};
 
 fn revoke(id: &str, exp: Option<u64>) -> RevocationCommand {
     RevocationCommand::Revoke {
@@ -91,4 +92,30 @@ fn events_round_trip_and_unknown_versions_fail_closed() {
         Err(DecodeError::UnknownKind { .. })
     ));
     assert!(RevocationEvent::decode(TOKEN_REVOKED, 1, b"\xc1").is_err());
+}
+
+/// The journal form is pinned: journals of earlier builds must replay (docs/architecture.md,
+/// "Aggregates"), and the schema is what the HA handshake compares (docs/ha.md, "Event versions
+/// in a mixed pair").
+#[test]
+fn the_schema_and_the_journal_form_of_every_kind_are_pinned() {
+    assert_eq!(
+        RevocationEvent::schema(),
+        &[("token_revoked", 1), ("revocations_pruned", 1)]
+    );
+    let events = [
+        revoked("t1", Some(50), 7),
+        revoked("t2", None, 8),
+        RevocationEvent::Pruned(RevocationsPruned {
+            expired_before_secs: 50,
+        }),
+    ];
+    crescent_actors::testing::assert_journal_form(
+        &events,
+        &[
+            ("token_revoked", 1, "93a274313207"),
+            ("token_revoked", 1, "93a27432c008"),
+            ("revocations_pruned", 1, "9132"),
+        ],
+    );
 }

@@ -1216,6 +1216,55 @@ fn every_event_round_trips_at_its_version() {
     }
 }
 
+/// The journal form is pinned: journals of earlier builds must replay (docs/architecture.md,
+/// "Aggregates"), and the schema is what the HA handshake compares (docs/ha.md, "Event versions
+/// in a mixed pair").
+#[test]
+fn the_schema_and_the_journal_form_of_every_kind_are_pinned() {
+    let kinds: Vec<&str> = ColdDeviceEvent::schema().iter().map(|(k, _)| *k).collect();
+    assert_eq!(
+        kinds,
+        [
+            "cold_device_configured",
+            "cold_device_health_changed",
+            "cold_device_schedulable_changed",
+            "cold_op_planned",
+            "cold_capacity_reserved",
+            "cold_payload_written",
+            "cold_route_committed",
+            "cold_usage_committed",
+            "cold_op_cancelled",
+            "cold_reclaim_planned",
+            "cold_reclaim_cancelled",
+            "cold_backend_deleted",
+            "cold_usage_released",
+            "cold_terminal_pruned",
+            "cold_device_owner_assigned",
+        ]
+    );
+    assert!(ColdDeviceEvent::schema().iter().all(|(_, v)| *v == 1));
+    crescent_actors::testing::assert_journal_form(
+        &every_event(),
+        &[
+            ("cold_device_configured", 1, "97a464657631a96c6f63616c5f646972af2f646174612f636f6c642f64657631ce0010000091a3737364c301"),
+            ("cold_device_owner_assigned", 1, "93a66e6f64652d62ad31302e302e302e323a3730303001"),
+            ("cold_device_health_changed", 1, "93ab756e617661696c61626c65a2696f02"),
+            ("cold_device_schedulable_changed", 1, "92c203"),
+            ("cold_op_planned", 1, "96c41000000000000000000000000000000001a16b07cd1000cedeadbeefcf0000018bcfe56800"),
+            ("cold_capacity_reserved", 1, "93c41000000000000000000000000000000001cd1000cf0000018bcfe56800"),
+            ("cold_payload_written", 1, "96c41000000000000000000000000000000001d9306f626a656374732f30302f30303030303030303030303030303030303030303030303030303030303030312e636f6c64cd1000cedeadbeefc4200101010101010101010101010101010101010101010101010101010101010101cf0000018bcfe56800"),
+            ("cold_route_committed", 1, "93c4100000000000000000000000000000000103cf0000018bcfe56800"),
+            ("cold_usage_committed", 1, "93c41000000000000000000000000000000001cd1000cf0000018bcfe56800"),
+            ("cold_op_cancelled", 1, "94c41000000000000000000000000000000002a87265706c6163656400cf0000018bcfe56800"),
+            ("cold_reclaim_planned", 1, "94c4100000000000000000000000000000ff01c41000000000000000000000000000000001c2cf0000018bcfe56800"),
+            ("cold_reclaim_cancelled", 1, "93c4100000000000000000000000000000ff01c4100000000000000000000000000000000104"),
+            ("cold_backend_deleted", 1, "93c4100000000000000000000000000000ff01c41000000000000000000000000000000001cf0000018bcfe56800"),
+            ("cold_usage_released", 1, "95c4100000000000000000000000000000ff01c41000000000000000000000000000000001a475736564cd1000cf0000018bcfe56800"),
+            ("cold_terminal_pruned", 1, "940591c4100000000000000000000000000000000191c4100000000000000000000000000000ff0106"),
+        ],
+    );
+}
+
 #[test]
 fn events_use_the_compact_form_and_decode_the_named_form() {
     let e = OperationPlanned {

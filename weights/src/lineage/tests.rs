@@ -497,6 +497,38 @@ fn finished_claims_are_bounded() {
     assert!(s.claim(&format!("r{}", MAX_FINISHED_CLAIMS + 2)).is_some());
 }
 
+/// The journal form is pinned: journals of earlier builds must replay (docs/architecture.md,
+/// "Aggregates"), and the schema is what the HA handshake compares (docs/ha.md, "Event versions
+/// in a mixed pair").
+#[test]
+fn the_schema_and_the_journal_form_of_every_kind_are_pinned() {
+    assert_eq!(
+        LineageClaimEvent::schema(),
+        &[
+            ("claim_started", 1),
+            ("claim_advanced", 1),
+            ("claim_failed", 1),
+        ]
+    );
+    let events = [
+        claim_started("r1", 1, 2, UpsertMode::DeleteFirst, 3),
+        advanced("r1", ClaimPhase::BaseDeleted),
+        LineageClaimEvent::ClaimFailed(ClaimFailed {
+            request_id: "r1".into(),
+            reason: "x".into(),
+            at_ms: 5,
+        }),
+    ];
+    crescent_actors::testing::assert_journal_form(
+        &events,
+        &[
+            ("claim_started", 1, "98a2723195a764656661756c74a36c6c6da56c6c616d61a46d61696e0195a764656661756c74a36c6c6da56c6c616d61a46d61696e02ac44454c4554455f464952535404c003cf0000018bcfe56800"),
+            ("claim_advanced", 1, "93a27231ac424153455f44454c45544544cf0000018bcfe56800"),
+            ("claim_failed", 1, "93a27231a17805"),
+        ],
+    );
+}
+
 #[test]
 fn events_round_trip_and_bad_payloads_are_refused() {
     let events = vec![

@@ -1,18 +1,17 @@
-//! `WeightRevision` events: compact msgpack, one schema version per kind.
+//! `WeightRevision` events and their codec (`domain_events!`): compact msgpack, one schema
+//! version per kind.
 //!
 //! Version history: every kind is at v1. A later change of a kind's shape adds a version and
-//! an upcaster here; stored bytes are never rewritten.
+//! an `upcast` entry to its line below; stored bytes are never rewritten.
 
 use serde::{Deserialize, Serialize};
 
-use crescent_actors::{DecodeError, DomainEvent};
-
-use crate::codec::{check_version, current_version, from_msgpack, to_msgpack};
 use crate::identity::RevisionIdentity;
 use crate::planner::MoveDirection;
 use crate::policy::{ResidencyTarget, WeightStoragePolicy};
 
 use super::types::{OperationKind, OperationStatus, OperationTrigger, PayloadSummary};
+use super::STREAM_KIND;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ImportBegun {
@@ -163,155 +162,29 @@ pub struct RevisionRetired {
     pub at_ms: i64,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
-// Serialized as the variant's payload: what tools show as the event's data.
-#[serde(untagged)]
-pub enum WeightRevisionEvent {
-    ImportBegun(ImportBegun),
-    ImportCommitted(ImportCommitted),
-    OperationStarted(OperationStarted),
-    OperationPlanned(OperationPlanned),
-    PolicyUpdated(PolicyUpdated),
-    LeaseGranted(LeaseGranted),
-    LeaseRenewed(LeaseRenewed),
-    LeaseReleased(LeaseEnded),
-    LeaseExpired(LeaseEnded),
-    RoundCopied(RoundCopied),
-    RoundReleased(RoundReleased),
-    OperationAttemptFailed(OperationAttemptFailed),
-    OperationFinished(OperationFinished),
-    DeletionBatchDeleted(DeletionBatchDeleted),
-    ManifestDeleted(ManifestDeleted),
-    RevisionDeleted(RevisionDeleted),
-    MembersLost(MembersLost),
-    RevisionRetired(RevisionRetired),
-}
-
-const IMPORT_BEGUN: &str = "import_begun";
-const IMPORT_COMMITTED: &str = "import_committed";
-const OPERATION_STARTED: &str = "operation_started";
-const OPERATION_PLANNED: &str = "operation_planned";
-const POLICY_UPDATED: &str = "policy_updated";
-const LEASE_GRANTED: &str = "lease_granted";
-const LEASE_RENEWED: &str = "lease_renewed";
-const LEASE_RELEASED: &str = "lease_released";
-const LEASE_EXPIRED: &str = "lease_expired";
-const ROUND_COPIED: &str = "round_copied";
-const ROUND_RELEASED: &str = "round_released";
-const OPERATION_ATTEMPT_FAILED: &str = "operation_attempt_failed";
-const OPERATION_FINISHED: &str = "operation_finished";
-const DELETION_BATCH_DELETED: &str = "deletion_batch_deleted";
-const MANIFEST_DELETED: &str = "manifest_deleted";
-const REVISION_DELETED: &str = "revision_deleted";
-const MEMBERS_LOST: &str = "members_lost";
-const REVISION_RETIRED: &str = "revision_retired";
-
-const SCHEMA: &[(&str, u16)] = &[
-    (IMPORT_BEGUN, 1),
-    (IMPORT_COMMITTED, 1),
-    (OPERATION_STARTED, 1),
-    (OPERATION_PLANNED, 1),
-    (POLICY_UPDATED, 1),
-    (LEASE_GRANTED, 1),
-    (LEASE_RENEWED, 1),
-    (LEASE_RELEASED, 1),
-    (LEASE_EXPIRED, 1),
-    (ROUND_COPIED, 1),
-    (ROUND_RELEASED, 1),
-    (OPERATION_ATTEMPT_FAILED, 1),
-    (OPERATION_FINISHED, 1),
-    (DELETION_BATCH_DELETED, 1),
-    (MANIFEST_DELETED, 1),
-    (REVISION_DELETED, 1),
-    (MEMBERS_LOST, 1),
-    (REVISION_RETIRED, 1),
-];
-
-impl DomainEvent for WeightRevisionEvent {
-    fn kind(&self) -> &'static str {
-        use WeightRevisionEvent as E;
-        match self {
-            E::ImportBegun(_) => IMPORT_BEGUN,
-            E::ImportCommitted(_) => IMPORT_COMMITTED,
-            E::OperationStarted(_) => OPERATION_STARTED,
-            E::OperationPlanned(_) => OPERATION_PLANNED,
-            E::PolicyUpdated(_) => POLICY_UPDATED,
-            E::LeaseGranted(_) => LEASE_GRANTED,
-            E::LeaseRenewed(_) => LEASE_RENEWED,
-            E::LeaseReleased(_) => LEASE_RELEASED,
-            E::LeaseExpired(_) => LEASE_EXPIRED,
-            E::RoundCopied(_) => ROUND_COPIED,
-            E::RoundReleased(_) => ROUND_RELEASED,
-            E::OperationAttemptFailed(_) => OPERATION_ATTEMPT_FAILED,
-            E::OperationFinished(_) => OPERATION_FINISHED,
-            E::DeletionBatchDeleted(_) => DELETION_BATCH_DELETED,
-            E::ManifestDeleted(_) => MANIFEST_DELETED,
-            E::RevisionDeleted(_) => REVISION_DELETED,
-            E::MembersLost(_) => MEMBERS_LOST,
-            E::RevisionRetired(_) => REVISION_RETIRED,
-        }
-    }
-
-    fn version(&self) -> u16 {
-        current_version(SCHEMA, self.kind())
-    }
-
-    fn encode(&self) -> Vec<u8> {
-        use WeightRevisionEvent as E;
-        match self {
-            E::ImportBegun(e) => to_msgpack(e),
-            E::ImportCommitted(e) => to_msgpack(e),
-            E::OperationStarted(e) => to_msgpack(e),
-            E::OperationPlanned(e) => to_msgpack(e),
-            E::PolicyUpdated(e) => to_msgpack(e),
-            E::LeaseGranted(e) => to_msgpack(e),
-            E::LeaseRenewed(e) => to_msgpack(e),
-            E::LeaseReleased(e) | E::LeaseExpired(e) => to_msgpack(e),
-            E::RoundCopied(e) => to_msgpack(e),
-            E::RoundReleased(e) => to_msgpack(e),
-            E::OperationAttemptFailed(e) => to_msgpack(e),
-            E::OperationFinished(e) => to_msgpack(e),
-            E::DeletionBatchDeleted(e) => to_msgpack(e),
-            E::ManifestDeleted(e) => to_msgpack(e),
-            E::RevisionDeleted(e) => to_msgpack(e),
-            E::MembersLost(e) => to_msgpack(e),
-            E::RevisionRetired(e) => to_msgpack(e),
-        }
-    }
-
-    fn decode(kind: &str, version: u16, payload: &[u8]) -> Result<Self, DecodeError> {
-        use WeightRevisionEvent as E;
-        check_version(super::STREAM_KIND, SCHEMA, kind, version)?;
-        let p = payload;
-        Ok(match kind {
-            IMPORT_BEGUN => E::ImportBegun(from_msgpack(kind, version, p)?),
-            IMPORT_COMMITTED => E::ImportCommitted(from_msgpack(kind, version, p)?),
-            OPERATION_STARTED => E::OperationStarted(from_msgpack(kind, version, p)?),
-            OPERATION_PLANNED => E::OperationPlanned(from_msgpack(kind, version, p)?),
-            POLICY_UPDATED => E::PolicyUpdated(from_msgpack(kind, version, p)?),
-            LEASE_GRANTED => E::LeaseGranted(from_msgpack(kind, version, p)?),
-            LEASE_RENEWED => E::LeaseRenewed(from_msgpack(kind, version, p)?),
-            LEASE_RELEASED => E::LeaseReleased(from_msgpack(kind, version, p)?),
-            LEASE_EXPIRED => E::LeaseExpired(from_msgpack(kind, version, p)?),
-            ROUND_COPIED => E::RoundCopied(from_msgpack(kind, version, p)?),
-            ROUND_RELEASED => E::RoundReleased(from_msgpack(kind, version, p)?),
-            OPERATION_ATTEMPT_FAILED => E::OperationAttemptFailed(from_msgpack(kind, version, p)?),
-            OPERATION_FINISHED => E::OperationFinished(from_msgpack(kind, version, p)?),
-            DELETION_BATCH_DELETED => E::DeletionBatchDeleted(from_msgpack(kind, version, p)?),
-            MANIFEST_DELETED => E::ManifestDeleted(from_msgpack(kind, version, p)?),
-            REVISION_DELETED => E::RevisionDeleted(from_msgpack(kind, version, p)?),
-            MEMBERS_LOST => E::MembersLost(from_msgpack(kind, version, p)?),
-            REVISION_RETIRED => E::RevisionRetired(from_msgpack(kind, version, p)?),
-            _ => {
-                return Err(DecodeError::UnknownKind {
-                    aggregate: super::STREAM_KIND,
-                    kind: kind.to_string(),
-                })
-            }
-        })
-    }
-
-    fn schema() -> &'static [(&'static str, u16)] {
-        SCHEMA
+crescent_actors::domain_events! {
+    #[derive(Debug, Clone, PartialEq)]
+    pub enum WeightRevisionEvent for STREAM_KIND {
+        ImportBegun(ImportBegun): IMPORT_BEGUN = "import_begun", version 1;
+        ImportCommitted(ImportCommitted): IMPORT_COMMITTED = "import_committed", version 1;
+        OperationStarted(OperationStarted): OPERATION_STARTED = "operation_started", version 1;
+        OperationPlanned(OperationPlanned): OPERATION_PLANNED = "operation_planned", version 1;
+        PolicyUpdated(PolicyUpdated): POLICY_UPDATED = "policy_updated", version 1;
+        LeaseGranted(LeaseGranted): LEASE_GRANTED = "lease_granted", version 1;
+        LeaseRenewed(LeaseRenewed): LEASE_RENEWED = "lease_renewed", version 1;
+        LeaseReleased(LeaseEnded): LEASE_RELEASED = "lease_released", version 1;
+        LeaseExpired(LeaseEnded): LEASE_EXPIRED = "lease_expired", version 1;
+        RoundCopied(RoundCopied): ROUND_COPIED = "round_copied", version 1;
+        RoundReleased(RoundReleased): ROUND_RELEASED = "round_released", version 1;
+        OperationAttemptFailed(OperationAttemptFailed):
+            OPERATION_ATTEMPT_FAILED = "operation_attempt_failed", version 1;
+        OperationFinished(OperationFinished):
+            OPERATION_FINISHED = "operation_finished", version 1;
+        DeletionBatchDeleted(DeletionBatchDeleted):
+            DELETION_BATCH_DELETED = "deletion_batch_deleted", version 1;
+        ManifestDeleted(ManifestDeleted): MANIFEST_DELETED = "manifest_deleted", version 1;
+        RevisionDeleted(RevisionDeleted): REVISION_DELETED = "revision_deleted", version 1;
+        MembersLost(MembersLost): MEMBERS_LOST = "members_lost", version 1;
+        RevisionRetired(RevisionRetired): REVISION_RETIRED = "revision_retired", version 1;
     }
 }

@@ -1090,6 +1090,74 @@ fn every_event_kind_round_trips_and_is_in_the_schema() {
     }
 }
 
+/// The journal form is pinned: journals of earlier builds must replay (docs/architecture.md,
+/// "Aggregates"), and the schema is what the HA handshake compares (docs/ha.md, "Event versions
+/// in a mixed pair").
+#[test]
+fn the_schema_and_the_journal_form_of_every_kind_are_pinned() {
+    let kinds: Vec<&str> = WeightRevisionEvent::schema()
+        .iter()
+        .map(|(k, _)| *k)
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "import_begun",
+            "import_committed",
+            "operation_started",
+            "operation_planned",
+            "policy_updated",
+            "lease_granted",
+            "lease_renewed",
+            "lease_released",
+            "lease_expired",
+            "round_copied",
+            "round_released",
+            "operation_attempt_failed",
+            "operation_finished",
+            "deletion_batch_deleted",
+            "manifest_deleted",
+            "revision_deleted",
+            "members_lost",
+            "revision_retired",
+        ]
+    );
+    assert!(WeightRevisionEvent::schema().iter().all(|(_, v)| *v == 1));
+    let mut events = every_event();
+    // The field appended to `members_lost` v1, present.
+    events.push(WeightRevisionEvent::MembersLost(MembersLost {
+        lost_members: 2,
+        metadata_generation: 7,
+        at_ms: NOW,
+        hot_bytes: Some(100),
+    }));
+    crescent_actors::testing::assert_journal_form(
+        &events,
+        &[
+            ("import_begun", 1, "9695a764656661756c74a36c6c6daa6c6c616d612d332d3862a46d61696e01d925776772702d6237313234376538376561623635353765313161356136643933623237646131d92e776569676874732f64656661756c742f6c6c6d2f6c6c616d612d332d38622f6d61696e2f312f6d616e696665737493a56d69786564cb3fe0000000000000a46175746f01cf0000018bcfe56800"),
+            ("import_committed", 1, "9396d94031333961653138643066653734633132336261636435643165656532623138343137343237386434323934313033353338376336343666323361626166653232d9406361623535623239363663653166633065313230303866353165356162323132626562313835656533633836343836633861633662306332373564366134393105cd025803d9403432393031636639636563663361306466646333313334333061393234666137636464306465353639633533306335613162613435653533646130613139346402cf0000018bcfe56800"),
+            ("operation_started", 1, "98d9256f702d30303030303030303030303030303030303030303030303030303030303030302d31a94d4947524154494e4781a56d6978656491cb3fd3333333333333a7696e697469616cc0c002cf0000018bcfe56800"),
+            ("operation_planned", 1, "94d9256f702d30303030303030303030303030303030303030303030303030303030303030302d3103cd0190cf0000018bcfe56800"),
+            ("policy_updated", 1, "9393a3686f74cb3fe0000000000000a46175746f03cf0000018bcfe56800"),
+            ("lease_granted", 1, "94d9286c656173652d30303030303030303030303030303030303030303030303030303030303030302d31a8776f726b65722d30cf0000018bcfe56801cf0000018bcfe56800"),
+            ("lease_renewed", 1, "93d9286c656173652d30303030303030303030303030303030303030303030303030303030303030302d31cf0000018bcfe56802cf0000018bcfe56800"),
+            ("lease_released", 1, "92d9286c656173652d30303030303030303030303030303030303030303030303030303030303030302d31cf0000018bcfe56800"),
+            ("lease_expired", 1, "92d9286c656173652d30303030303030303030303030303030303030303030303030303030303030302d32cf0000018bcfe56800"),
+            ("round_copied", 1, "99d9256f702d30303030303030303030303030303030303030303030303030303030303030302d3101a664656d6f74650102ccc8cd025803cf0000018bcfe56800"),
+            ("round_released", 1, "95d9256f702d30303030303030303030303030303030303030303030303030303030303030302d3101cd019004cf0000018bcfe56800"),
+            ("operation_attempt_failed", 1, "93d9256f702d30303030303030303030303030303030303030303030303030303030303030302d31ae636f6c64207469657220646f776ecf0000018bcfe56800"),
+            ("operation_finished", 1, "96d9256f702d30303030303030303030303030303030303030303030303030303030303030302d31a9535543434545444544c0cd019005cf0000018bcfe56800"),
+            ("members_lost", 1, "930106cf0000018bcfe56800"),
+            ("revision_retired", 1, "94a1720207cf0000018bcfe56800"),
+            ("operation_started", 1, "98d9256f702d30303030303030303030303030303030303030303030303030303030303030302d32a844454c4554494e47c0a772656d6f76616c05cd025808cf0000018bcfe56800"),
+            ("deletion_batch_deleted", 1, "95d9256f702d30303030303030303030303030303030303030303030303030303030303030302d320105cd0258cf0000018bcfe56800"),
+            ("manifest_deleted", 1, "92d9256f702d30303030303030303030303030303030303030303030303030303030303030302d32cf0000018bcfe56800"),
+            ("revision_deleted", 1, "93d9256f702d30303030303030303030303030303030303030303030303030303030303030302d3209cf0000018bcfe56800"),
+            ("members_lost", 1, "940207cf0000018bcfe5680064"),
+        ],
+    );
+}
+
 #[test]
 fn the_named_form_decodes_and_unknown_kinds_versions_and_garbage_are_refused() {
     let WeightRevisionEvent::ImportBegun(inner) = begun(hot_policy()) else {
