@@ -11,7 +11,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 
 use common::mini_engine::mini_engine;
-use common::{buffer, contents, desc, random_bytes, write_and_read_back};
+use common::{buffer, contents, desc, random_bytes, status_codes, write_and_read_back};
 use crescent_transport::ffi::{FfiConfig, FfiTransport};
 use crescent_transport::{RemoteSegment, SegmentMemory, TransferOp, Transport, TransportMetrics};
 
@@ -170,14 +170,7 @@ async fn a_segment_served_by_another_process_is_read_and_written() {
         ),
         desc(TransferOp::Read, &remote, end - 10, dst, 0, 10),
     ];
-    let codes: Vec<_> = client
-        .submit(&bad)
-        .await
-        .unwrap()
-        .statuses
-        .iter()
-        .map(|s| s.as_ref().err().map(|e| e.code().as_str()))
-        .collect();
+    let codes = status_codes(&client.submit(&bad).await.unwrap());
     assert_eq!(
         codes,
         [

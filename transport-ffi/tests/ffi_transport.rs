@@ -7,7 +7,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use common::mini_engine::{compile, mini_engine};
-use common::{buffer, contents, desc, random_bytes, write_and_read_back};
+use common::{buffer, contents, desc, random_bytes, status_codes, write_and_read_back};
 use crescent_transport::ffi::{FfiConfig, FfiTransport};
 use crescent_transport::{
     build_transport, LocalHandle, RemoteSegment, RoutedTransport, SegmentMemory, TransferOp,
@@ -114,11 +114,7 @@ async fn engine_errors_are_clear_and_per_descriptor() {
         desc(TransferOp::Write, &remote, 0, LocalHandle(424242), 0, 1),
     ];
     let done = client.submit(&batch).await.unwrap();
-    let codes: Vec<_> = done
-        .statuses
-        .iter()
-        .map(|s| s.as_ref().err().map(|e| e.code().as_str()))
-        .collect();
+    let codes = status_codes(&done);
     assert_eq!(
         codes,
         [
@@ -240,14 +236,7 @@ async fn a_routed_transport_sends_each_transfer_where_its_segment_is_served() {
         desc(TransferOp::Write, &engine_remote, 100, src, 4096, 4096),
         desc(TransferOp::Write, &engine_remote, (1 << 20) - 1, src, 0, 2),
     ];
-    let codes: Vec<_> = routed
-        .submit(&batch)
-        .await
-        .unwrap()
-        .statuses
-        .iter()
-        .map(|s| s.as_ref().err().map(|e| e.code().as_str()))
-        .collect();
+    let codes = status_codes(&routed.submit(&batch).await.unwrap());
     assert_eq!(codes, [None, None, Some("INVALID_ARGUMENT")]);
     assert!(contents(&engine_segment, 100, 4096).await == data[4096..]);
     for remote in [&tcp_remote, &engine_remote] {

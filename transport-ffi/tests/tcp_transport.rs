@@ -124,11 +124,7 @@ async fn bad_descriptors_get_clear_errors_and_do_not_spoil_the_batch() {
         desc(TransferOp::Write, &remote, 1024, src, 0, 1024), // ok
     ];
     let done = c.submit(&batch).await.unwrap();
-    let codes: Vec<_> = done
-        .statuses
-        .iter()
-        .map(|s| s.as_ref().err().map(|e| e.code().as_str()))
-        .collect();
+    let codes = status_codes(&done);
     assert_eq!(
         codes,
         [

@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use crescent_transport::tcp::{TcpConfig, TcpTransport};
 use crescent_transport::{
-    LocalHandle, RemoteSegment, SegmentMemory, TransferDescriptor, TransferOp, Transport,
-    TransportMetrics,
+    BatchCompletion, LocalHandle, RemoteSegment, SegmentMemory, TransferDescriptor, TransferOp,
+    Transport, TransportMetrics,
 };
 use rand::{Rng, SeedableRng};
 
@@ -101,4 +101,12 @@ pub async fn write_and_read_back(
     t.unregister(src).unwrap();
     t.unregister(dst).unwrap();
     contents(&dst_mem, 0, data.len()).await
+}
+
+/// Each descriptor's outcome in `done`: `None` for success, else its error's stable code.
+pub fn status_codes(done: &BatchCompletion) -> Vec<Option<&'static str>> {
+    done.statuses
+        .iter()
+        .map(|s| s.as_ref().err().map(|e| e.code().as_str()))
+        .collect()
 }
