@@ -13,6 +13,14 @@ use crate::errors::{check, invalid, to_py};
 use crate::runtime::block;
 use crate::store::{put_options, value_bytes, Store};
 
+thread_local! {
+    /// Each thread's reused landing buffer for [`Store::get_batch`].
+    static ARENA: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// An arena larger than this (after a batch of large values) is freed rather than kept.
+const MAX_KEPT_ARENA: usize = 8 << 20;
+
 /// Per-item results as Python objects: `ok` for successes, exception instances for failures.
 fn items<'py, T>(
     py: Python<'py>,
@@ -61,8 +69,26 @@ impl Store {
         py: Python<'py>,
         keys: Vec<String>,
     ) -> PyResult<Vec<Bound<'py, PyAny>>> {
-        let results = check(py, block(py, || self.client.get_batch(&keys)))?;
-        items(py, results, |py, v| Ok(PyBytes::new(py, &v).into_any()))
+        // The values land in one reused arena while the GIL is released, and become `bytes`
+        // once it is held again: one copy into Python's memory and no allocation per item
+        // beyond the `bytes` object itself.
+        let mut arena = ARENA.with(|a| a.take());
+        arena.clear();
+        let results = block(py, || {
+            self.client.get_batch_with(&keys, |value| {
+                arena.extend_from_slice(value);
+                arena.len() - value.len()..arena.len()
+            })
+        });
+        let out = check(py, results).and_then(|results| {
+            items(py, results, |py, range| {
+                Ok(PyBytes::new(py, &arena[range]).into_any())
+            })
+        });
+        if arena.capacity() <= MAX_KEPT_ARENA {
+            ARENA.with(|a| a.replace(arena));
+        }
+        out
     }
 
     /// Whether each key holds a complete object.

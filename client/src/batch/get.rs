@@ -103,22 +103,59 @@ impl CrescentClient {
         &self,
         keys: &[K],
     ) -> Result<ItemResults<Vec<u8>>, ClientError> {
-        let operation = self
-            .get_batch_inner(keys)
-            .instrument(tracing::debug_span!("client.get_batch", items = keys.len()));
-        self.data
-            .metrics
-            .metered("get_batch", operation, |items| {
-                items.iter().flatten().map(|v| v.len() as u64).sum()
-            })
-            .await
+        self.get_batch_with(keys, |bytes| bytes.to_vec()).await
     }
 
-    async fn get_batch_inner<K: AsRef<str>>(
+    /// [`Self::get_batch`], handing each value to `take` while it is still borrowed (in place
+    /// in this process's own segment, or in the staging buffer), checked against its
+    /// checksum, instead of copying it into a new vector: `take` copies or decodes it where
+    /// the caller wants it. `take` runs once per found item, in the order the items are read.
+    ///
+    /// ```no_run
+    /// # async fn f(client: crescent_client::CrescentClient) -> Result<(), crescent_client::ClientError> {
+    /// // Every value appended to one buffer, each item's range in it.
+    /// let mut all = Vec::new();
+    /// let ranges = client
+    ///     .get_batch_with(&["a", "b"], |value| {
+    ///         all.extend_from_slice(value);
+    ///         all.len() - value.len()..all.len()
+    ///     })
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn get_batch_with<K, T, F>(
         &self,
         keys: &[K],
-    ) -> Result<ItemResults<Vec<u8>>, ClientError> {
-        let mut results: Vec<Option<Result<Vec<u8>, ClientError>>> =
+        take: F,
+    ) -> Result<ItemResults<T>, ClientError>
+    where
+        K: AsRef<str>,
+        F: FnMut(&[u8]) -> T + Send,
+        T: Send,
+    {
+        let mut take = take;
+        let mut moved = 0u64;
+        let counted = |bytes: &[u8]| {
+            moved += bytes.len() as u64;
+            take(bytes)
+        };
+        let started = std::time::Instant::now();
+        let result = self
+            .get_batch_inner(keys, counted)
+            .instrument(tracing::debug_span!("client.get_batch", items = keys.len()))
+            .await;
+        self.data
+            .metrics
+            .record("get_batch", started, &result, moved);
+        result
+    }
+
+    async fn get_batch_inner<K: AsRef<str>, T, F: FnMut(&[u8]) -> T + Send>(
+        &self,
+        keys: &[K],
+        mut take: F,
+    ) -> Result<ItemResults<T>, ClientError> {
+        let mut results: Vec<Option<Result<T, ClientError>>> =
             (0..keys.len()).map(|_| None).collect();
         let mut asked: Vec<usize> = Vec::with_capacity(keys.len());
         let mut ids = Vec::with_capacity(keys.len());
@@ -143,7 +180,7 @@ impl CrescentClient {
                         // A cold-only object the server restored and returned itself.
                         let key = keys[asked[pos]].as_ref();
                         let checked = inline_checked(key, r.size, r.checksum, &value);
-                        results[asked[pos]] = Some(checked.map(|()| value));
+                        results[asked[pos]] = Some(checked.map(|()| take(&value)));
                         continue;
                     }
                     let size = r.size as usize;
@@ -153,7 +190,9 @@ impl CrescentClient {
                 Err(e) => results[asked[pos]] = Some(Err(e)),
             }
         }
-        let copied = self.copy_found(keys, found, total, &mut results).await;
+        let copied = self
+            .copy_found(keys, found, total, &mut results, &mut take)
+            .await;
         // Whatever the copy did, the leases are no longer needed.
         self.release_leases(releases).await;
         copied?;
@@ -205,12 +244,13 @@ impl CrescentClient {
 
     /// Copies the objects a batch get found: the first choice of each in one submission, then
     /// the other replicas of those whose read failed.
-    async fn copy_found<K: AsRef<str>>(
+    async fn copy_found<K: AsRef<str>, T, F: FnMut(&[u8]) -> T + Send>(
         &self,
         keys: &[K],
         found: Vec<(usize, GetReply, usize)>,
         total: usize,
-        results: &mut [Option<Result<Vec<u8>, ClientError>>],
+        results: &mut [Option<Result<T, ClientError>>],
+        take: &mut F,
     ) -> Result<(), ClientError> {
         let transport = self.data.transport().await?;
         let staging = self.data.staging.take(transport, total)?;
@@ -236,14 +276,14 @@ impl CrescentClient {
             let key = keys[i].as_ref();
             let mut outcome = match choice {
                 FirstRead::Transfer(d) => match &statuses[d] {
-                    Ok(()) => reads.staged(key, &reply, off).await?,
+                    Ok(()) => reads.staged(key, &reply, off, take).await?,
                     Err(e) => Err(ClientError::transfer(
                         format!("reading segment {}", descs[d].remote.segment_id),
                         e.clone(),
                     )),
                 },
-                FirstRead::OwnSegment(offset) => reads.in_place(key, &reply, offset).await,
-                FirstRead::Nothing if reply.size == 0 => Ok(Vec::new()),
+                FirstRead::OwnSegment(offset) => reads.in_place(key, &reply, offset, take).await,
+                FirstRead::Nothing if reply.size == 0 => Ok(take(&[])),
                 FirstRead::Nothing => Err(ClientError::item(
                     crescent_wire::ErrorCode::NotReady,
                     format!("key {key:?} has no readable replica"),
@@ -253,7 +293,7 @@ impl CrescentClient {
                 // Fall back, one replica at a time, to the others (rare).
                 let skip = usize::from(!matches!(choice, FirstRead::Nothing));
                 if let Some(value) = reads.fall_back(key, &reply, off, skip).await? {
-                    outcome = Ok(value);
+                    outcome = Ok(take(&value));
                 }
             }
             results[i] = Some(outcome);
@@ -317,28 +357,34 @@ impl BatchReads<'_> {
     }
 
     /// The value the submission read into staging at `off`, checked against its checksum.
-    async fn staged(
+    async fn staged<T>(
         &self,
         key: &str,
         reply: &GetReply,
         off: usize,
-    ) -> Result<Result<Vec<u8>, ClientError>, ClientError> {
-        let mut value = vec![0u8; reply.size as usize];
-        self.buf.read(off, &mut value).await?;
-        Ok(checked(key, reply, value))
+        take: &mut (impl FnMut(&[u8]) -> T + Send),
+    ) -> Result<Result<T, ClientError>, ClientError> {
+        let memory = &self.buf.memory;
+        memory
+            .with_read(off as u64, reply.size, |bytes| {
+                checked(key, reply, bytes, take)
+            })
+            .await
+            .map_err(ClientError::from)
     }
 
     /// The value read in place from our own segment's memory at `offset`, checked.
-    async fn in_place(
+    async fn in_place<T>(
         &self,
         key: &str,
         reply: &GetReply,
         offset: u64,
-    ) -> Result<Vec<u8>, ClientError> {
+        take: &mut (impl FnMut(&[u8]) -> T + Send),
+    ) -> Result<T, ClientError> {
         let (own, memory) = self.own_memory.expect("chosen only with memory");
-        // Straight into a new vector: no zero-fill before the copy.
-        match memory.read_to_vec(offset, reply.size).await {
-            Ok(value) => checked(key, reply, value),
+        let read = memory.with_read(offset, reply.size, |bytes| checked(key, reply, bytes, take));
+        match read.await {
+            Ok(value) => value,
             Err(e) => Err(ClientError::transfer(format!("reading segment {own}"), e)),
         }
     }
@@ -378,10 +424,15 @@ impl BatchReads<'_> {
     }
 }
 
-/// `value` if it matches the checksum `reply` carries (if any).
-fn checked(key: &str, reply: &GetReply, value: Vec<u8>) -> Result<Vec<u8>, ClientError> {
-    match reply.checksum {
-        Some(_) => verify(key, reply.checksum, crescent_checksum::crc32c(&value)).map(|()| value),
-        None => Ok(value),
+/// `take(bytes)` if `bytes` match the checksum `reply` carries (if any).
+fn checked<T>(
+    key: &str,
+    reply: &GetReply,
+    bytes: &[u8],
+    take: &mut impl FnMut(&[u8]) -> T,
+) -> Result<T, ClientError> {
+    if reply.checksum.is_some() {
+        verify(key, reply.checksum, crescent_checksum::crc32c(bytes))?;
     }
+    Ok(take(bytes))
 }
