@@ -41,6 +41,7 @@ class Store:
         failover_timeout: float | None = None,
         owner_token: str | None = None,
         owner_id: str | None = None,
+        resident: bool = False,
     ) -> None: ...
     @property
     def tenant(self) -> str | None: ...

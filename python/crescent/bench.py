@@ -30,7 +30,7 @@ def _segment_size(n: int, size: int) -> int:
 
 
 def _native(server: str, n: int, size: int, batch: int, prefix: str) -> dict[str, float]:
-    s = Store(server, segment_size=_segment_size(n, size))
+    s = Store(server, segment_size=_segment_size(n, size), resident=True)
     val = os.urandom(size)
     keys = [f"{prefix}k{i}" for i in range(n)]
     bkeys = [f"{prefix}b{i}" for i in range(n)]

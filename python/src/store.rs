@@ -106,11 +106,13 @@ impl Store {
     /// runs with `[auth]`. `segment_size > 0`: this process also serves a segment of that many
     /// bytes (a storage owner, its transfer listener on `local_hostname`); with `[auth]` it
     /// mounts with `owner_token` (an `owner` token, for `owner_id`) when the client token
-    /// cannot.
+    /// cannot. `resident=True` commits the whole segment's memory now rather than page by page
+    /// on first write (no page fault on the write path; the full size is resident from the
+    /// start: docs/python.md).
     #[new]
     #[pyo3(signature = (server=None, *, etcd=None, cluster=None, tenant=None, domain=None,
         token=None, ca_file=None, segment_size=0, local_hostname="127.0.0.1",
-        failover_timeout=None, owner_token=None, owner_id=None))]
+        failover_timeout=None, owner_token=None, owner_id=None, resident=false))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -126,6 +128,7 @@ impl Store {
         failover_timeout: Option<f64>,
         owner_token: Option<&str>,
         owner_id: Option<&str>,
+        resident: bool,
     ) -> PyResult<Self> {
         let mut options = match (etcd, cluster) {
             (Some(e), Some(c)) => ClientOptions::etcd(e, c),
@@ -149,6 +152,7 @@ impl Store {
                     size,
                     listen: format!("{local_hostname}:0"),
                     owner_id: owner_id.map(str::to_string),
+                    resident,
                     ..OwnerConfig::default()
                 };
                 // The same data plane either way: puts still find the segment as their own.
