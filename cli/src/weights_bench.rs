@@ -87,6 +87,9 @@ pub struct WeightsBenchReport {
     /// Medians over the rounds.
     pub weight_get_gib_s: f64,
     pub plain_get_gib_s: f64,
+    /// The process's first weight_get (the check after the put): fresh memory, no earlier
+    /// load's region to reuse (docs/weights.md, "weight_get").
+    pub first_weight_get_gib_s: f64,
     /// Median of the rounds' ratios, weight_get / plain gets (targets: every round at least
     /// 0.9, the median at least 1.2).
     pub ratio: f64,
@@ -194,6 +197,8 @@ struct Bench<'a> {
     holder: String,
     lifecycle: Vec<LifecycleStep>,
     all_identical: bool,
+    /// Bytes and seconds of the first weight_get.
+    first_load: Option<(u64, f64)>,
 }
 
 impl Bench<'_> {
@@ -205,7 +210,11 @@ impl Bench<'_> {
         file: &[u8],
         started: Instant,
     ) -> Result<(), ClientError> {
+        let load_started = Instant::now();
         let loaded = self.store.weight_get(id, &self.holder).await?;
+        let seconds = load_started.elapsed().as_secs_f64();
+        self.first_load
+            .get_or_insert((loaded.manifest.payload_bytes(), seconds));
         let same = identical(&loaded, file)?;
         self.all_identical &= same;
         let meta = self.store.weight_get_metadata(id).await?;
@@ -420,6 +429,7 @@ async fn run_steps(
         holder: format!("crescent-weights-bench-{}", std::process::id()),
         lifecycle: Vec::new(),
         all_identical: true,
+        first_load: None,
     };
     let started = Instant::now();
     let mut writer = store.weight_put(id.clone(), Some(hot_manual())).await?;
@@ -491,6 +501,7 @@ async fn run_steps(
         rounds,
         weight_get_gib_s,
         plain_get_gib_s,
+        first_weight_get_gib_s: bench.first_load.map_or(0.0, |(b, s)| gib_s(b, s)),
         ratio,
         all_byte_identical: bench.all_identical,
     })

@@ -103,7 +103,7 @@ impl CrescentClient {
         self.register_memory(memory).await
     }
 
-    async fn register_memory(
+    pub(crate) async fn register_memory(
         &self,
         memory: SegmentMemory,
     ) -> Result<RegisteredBuffer, ClientError> {

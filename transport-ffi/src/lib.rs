@@ -16,6 +16,7 @@ pub mod config;
 pub mod error;
 pub mod ffi;
 pub mod frame_input;
+pub mod frozen;
 pub mod grant;
 pub mod memory;
 pub mod metrics;
@@ -26,6 +27,7 @@ pub mod transport;
 
 pub use config::{build_transport, TransportConfig};
 pub use error::{ErrorClass, Result, TransportError};
+pub use frozen::FrozenMemory;
 pub use grant::{Grant, GrantKey, GrantKeys, GrantRefusal};
 pub use memory::{page_size, SegmentMemory};
 pub use metrics::TransportMetrics;

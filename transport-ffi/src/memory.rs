@@ -75,6 +75,13 @@ impl SegmentMemory {
         Self::map(len, libc::MAP_POPULATE)
     }
 
+    /// The region as plain bytes, for good: taking `self` by value means no registration
+    /// (which holds an `Arc` of it), transfer or lock can reach it any more, so shared
+    /// references to its bytes are safe from here on.
+    pub fn freeze(self) -> crate::frozen::FrozenMemory {
+        crate::frozen::FrozenMemory::new(self)
+    }
+
     fn map(len: usize, extra_flags: libc::c_int) -> Result<Self> {
         if len == 0 {
             return Err(TransportError::InvalidArgument(

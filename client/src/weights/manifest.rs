@@ -203,16 +203,16 @@ pub fn parse_safetensors_head(
 }
 
 /// Rebuilds a safetensors file from its manifest entry and the payload objects it lists.
-pub fn assemble_file(
+pub fn assemble_file<V: AsRef<[u8]>>(
     file: &ManifestFile,
-    objects: &BTreeMap<String, Vec<u8>>,
+    objects: &BTreeMap<String, V>,
 ) -> Result<Vec<u8>, ClientError> {
     let data: u64 = file.segments.iter().map(|s| s.bytes).sum();
     let mut out = Vec::with_capacity(8 + file.header.len() + data as usize);
     out.extend_from_slice(&(file.header.len() as u64).to_le_bytes());
     out.extend_from_slice(file.header.as_bytes());
     for s in &file.segments {
-        let bytes = objects.get(&s.key).ok_or_else(|| {
+        let bytes = objects.get(&s.key).map(AsRef::as_ref).ok_or_else(|| {
             ClientError::Protocol(format!("object {:?} of {} was not read", s.key, file.name))
         })?;
         if bytes.len() as u64 != s.bytes {

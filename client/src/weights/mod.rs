@@ -9,6 +9,7 @@ mod layout_tests;
 mod lease;
 #[cfg(test)]
 mod lease_tests;
+mod loaded;
 pub mod manifest;
 #[cfg(test)]
 mod manifest_tests;
@@ -27,6 +28,7 @@ use serde::Serialize;
 use tracing::Instrument;
 
 pub use layout::{SplitRule, TargetLayout, TensorRule};
+pub use loaded::{LoadedWeights, WeightBytes, DEFAULT_REGION_CACHE_BYTES};
 pub use manifest::{assemble_file, ManifestObject, WeightManifest};
 pub use reader::{Placement, WeightReader};
 pub use shard::{ShardStats, ShardedFile, ShardedWeights, TensorShard};
@@ -52,32 +54,6 @@ fn object_id(key: &str) -> ObjectId {
     ObjectId::scoped(None, Some(WEIGHTS_DOMAIN), key)
 }
 
-/// A revision read by [`WeightStore::weight_get`]: its metadata at lease time, its verified
-/// manifest and every payload object by key.
-#[derive(Debug, Clone)]
-pub struct LoadedWeights {
-    pub metadata: w::WeightMetadata,
-    pub manifest: WeightManifest,
-    pub objects: BTreeMap<String, Vec<u8>>,
-}
-
-impl LoadedWeights {
-    /// The bytes of the object named `name` (a tensor `FILE:TENSOR` for safetensors).
-    pub fn object(&self, name: &str) -> Option<&[u8]> {
-        let o = self.manifest.objects.iter().find(|o| o.name == name)?;
-        self.objects.get(&o.key).map(Vec::as_slice)
-    }
-
-    /// The safetensors files of the revision, rebuilt byte-identical: `(file name, bytes)`.
-    pub fn files(&self) -> Result<Vec<(String, Vec<u8>)>, ClientError> {
-        self.manifest
-            .files
-            .iter()
-            .map(|f| Ok((f.name.clone(), assemble_file(f, &self.objects)?)))
-            .collect()
-    }
-}
-
 /// A revision read by [`WeightStore::weight_get_into`] into the caller's buffers: the metadata
 /// at lease time and the verified manifest (which object went where is the caller's).
 #[derive(Debug, Clone)]
@@ -92,6 +68,8 @@ pub struct WeightStore {
     client: CrescentClient,
     /// TTL of the revision lease a read takes (renewed after each third of it).
     read_lease: Duration,
+    /// The last weight_get's region, for the next one to reuse.
+    regions: std::sync::Arc<loaded::RegionCache>,
 }
 
 impl WeightStore {
@@ -99,6 +77,7 @@ impl WeightStore {
         Self {
             client: client.clone(),
             read_lease: Duration::from_millis(DEFAULT_READ_LEASE_MS),
+            regions: std::sync::Arc::new(loaded::RegionCache::new(DEFAULT_REGION_CACHE_BYTES)),
         }
     }
 
@@ -115,6 +94,16 @@ impl WeightStore {
         }
         self.read_lease = ttl;
         Ok(self)
+    }
+
+    /// The same store keeping, for its next [`Self::weight_get`], the region of a load whose
+    /// objects were all dropped, if it is at most `max_bytes` (default
+    /// [`DEFAULT_REGION_CACHE_BYTES`]; 0 keeps none, so every load's memory is freed when its
+    /// objects are). A kept region stays resident until a later load takes it or the store
+    /// (and every clone of it) is dropped.
+    pub fn with_region_cache(mut self, max_bytes: u64) -> Self {
+        self.regions = std::sync::Arc::new(loaded::RegionCache::new(max_bytes));
+        self
     }
 
     /// A weight command: not idempotent, so sent again after a failover only when crescentd
@@ -201,7 +190,7 @@ impl WeightStore {
         let started = Instant::now();
         let result = async {
             let reader = self.weight_open(id, holder).await?;
-            let read = read_all(&reader).await;
+            let read = loaded::read_all(&self.client, &self.regions, &reader).await;
             reader.finish(read).await
         }
         .instrument(tracing::debug_span!("weights.get"))
@@ -488,18 +477,4 @@ where
         .buffered(READ_PIPELINE)
         .try_for_each(|_| async { Ok(()) })
         .await
-}
-
-async fn read_all(reader: &WeightReader) -> Result<LoadedWeights, ClientError> {
-    use futures::stream::{StreamExt, TryStreamExt};
-    let objects: BTreeMap<String, Vec<u8>> = futures::stream::iter(&reader.manifest().objects)
-        .map(|o| async move { Ok::<_, ClientError>((o.key.clone(), reader.read_object(o).await?)) })
-        .buffered(READ_PIPELINE)
-        .try_collect()
-        .await?;
-    Ok(LoadedWeights {
-        metadata: reader.metadata().clone(),
-        manifest: reader.manifest().clone(),
-        objects,
-    })
 }
