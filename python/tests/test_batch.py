@@ -34,3 +34,35 @@ def test_mismatched_lengths_raise(store, prefix):
         assert e.code == "INVALID_ARGUMENT"
     else:
         raise AssertionError("mismatched batch accepted")
+
+
+def test_get_batch_values_of_mixed_sizes_stay_apart_across_calls_and_threads(server, prefix):
+    # get_batch lands every value in one reused per-thread buffer before making the bytes:
+    # each item must still get exactly its own bytes, call after call, thread beside thread.
+    import threading
+
+    with crescent.Store(server, segment_size=32 << 20, resident=True) as s:
+        keys = [f"{prefix}{i}" for i in range(300)]
+        values = [bytes([i % 251]) * (1 + (i * 997) % 20000) for i in range(300)]
+        assert s.put_batch(keys, values) == [None] * 300
+        failures = []
+
+        def read(offset):
+            for r in range(5):
+                order = keys[offset:] + keys[:offset]
+                want = values[offset:] + values[:offset]
+                got = s.get_batch(order + [prefix + "missing"])
+                if got[:-1] != want or not isinstance(got[-1], crescent.NotFoundError):
+                    failures.append((offset, r))
+
+        threads = [threading.Thread(target=read, args=(k * 37,)) for k in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert failures == []
+        # A batch of large values (past the kept buffer's bound) and a small one after it.
+        big = [prefix + "big0", prefix + "big1"]
+        assert s.put_batch(big, [b"a" * (6 << 20), b"b" * (5 << 20)]) == [None, None]
+        assert s.get_batch(big) == [b"a" * (6 << 20), b"b" * (5 << 20)]
+        assert s.get_batch(keys[:3]) == values[:3]
