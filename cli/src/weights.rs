@@ -412,12 +412,13 @@ async fn bench(
             )?;
         }
         outln!(
-            "weight_get {:.3} GiB/s, plain get {:.3} GiB/s, ratio {:.3}, first weight_get {:.3} \
-             GiB/s ({} objects, {} bytes)",
+            "weight_get {:.3} GiB/s, plain get {:.3} GiB/s, ratio {:.3}; first of each \
+             {:.3} / {:.3} GiB/s ({} objects, {} bytes)",
             report.weight_get_gib_s,
             report.plain_get_gib_s,
             report.ratio,
             report.first_weight_get_gib_s,
+            report.first_plain_get_gib_s,
             report.payload_objects,
             report.payload_bytes
         )?;

@@ -90,6 +90,8 @@ pub struct WeightsBenchReport {
     /// The process's first weight_get (the check after the put): fresh memory, no earlier
     /// load's region to reuse (docs/weights.md, "weight_get").
     pub first_weight_get_gib_s: f64,
+    /// The process's first pass of plain gets (the first round's first): fresh memory too.
+    pub first_plain_get_gib_s: f64,
     /// Median of the rounds' ratios, weight_get / plain gets (targets: every round at least
     /// 0.9, the median at least 1.2).
     pub ratio: f64,
@@ -311,20 +313,19 @@ impl Bench<'_> {
         Ok(target)
     }
 
-    /// One round: weight_get then plain gets, then plain gets then weight_get.
+    /// One round: weight_get then plain gets, then plain gets then weight_get. Also returns
+    /// the round's first plain pass (bytes, seconds).
     async fn time_round(
         &self,
         id: &w::WeightId,
         keys: &[(String, u64)],
-    ) -> Result<BenchRound, ClientError> {
+    ) -> Result<(BenchRound, (u64, f64)), ClientError> {
         let weights_first = self.time_weight_get(id).await?;
         let plain_second = self.time_plain_gets(keys).await?;
         let plain_first = self.time_plain_gets(keys).await?;
         let weights_second = self.time_weight_get(id).await?;
-        Ok(round_of(
-            [weights_first, weights_second],
-            [plain_first, plain_second],
-        ))
+        let round = round_of([weights_first, weights_second], [plain_first, plain_second]);
+        Ok((round, plain_second))
     }
 
     /// One weight_get of the revision; returns its payload bytes and seconds.
@@ -463,8 +464,10 @@ async fn run_steps(
     drop(loaded);
 
     let mut rounds = Vec::with_capacity(args.rounds);
+    let mut first_plain = None;
     for r in 0..args.rounds {
-        let round = bench.time_round(id, &keys).await?;
+        let (round, plain_pass) = bench.time_round(id, &keys).await?;
+        first_plain.get_or_insert(plain_pass);
         tracing::info!(round = r, ?round, "weights bench round");
         rounds.push(round);
     }
@@ -502,6 +505,7 @@ async fn run_steps(
         weight_get_gib_s,
         plain_get_gib_s,
         first_weight_get_gib_s: bench.first_load.map_or(0.0, |(b, s)| gib_s(b, s)),
+        first_plain_get_gib_s: first_plain.map_or(0.0, |(b, s)| gib_s(b, s)),
         ratio,
         all_byte_identical: bench.all_identical,
     })
