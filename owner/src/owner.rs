@@ -180,6 +180,53 @@ pub fn segment_id_for(owner_id: &str) -> String {
     format!("{owner_id}/seg0")
 }
 
+/// The owner's transfer listener (TCP; the transfer engine, if any, serves beside it) and
+/// the endpoint it advertises.
+async fn start_listener(
+    client: &CrescentClient,
+    config: &OwnerConfig,
+) -> Result<(Arc<TcpTransport>, String), ClientError> {
+    let tcp = TcpConfig {
+        listen: Some(config.listen.clone()),
+        advertise: config.advertise.clone(),
+        ..TcpConfig::default()
+    };
+    let transport = Arc::new(TcpTransport::start(tcp, client.metrics().transport().clone()).await?);
+    let endpoint = transport
+        .local_endpoint()
+        .ok_or_else(|| ClientError::Protocol("transfer listener has no endpoint".into()))?;
+    Ok((transport, endpoint))
+}
+
+/// Starts the heartbeat (re-registering and re-mounting after a crescentd restart) and the
+/// server watch that wakes it; the one handle returned stops both.
+fn spawn_heartbeat(
+    client: &CrescentClient,
+    (register, mount): (RegisterOwnerRequest, MountSegmentRequest),
+    served: ServedSegment,
+    state: &Arc<HeartbeatState>,
+    config: &OwnerConfig,
+) -> tokio::task::JoinHandle<()> {
+    let wake = Arc::new(tokio::sync::Notify::new());
+    let watch = tokio::spawn(client.watch_server(wake.clone(), config.watch.clone()));
+    let heartbeat = tokio::spawn(heartbeat_loop(
+        client.clone(),
+        register,
+        mount,
+        served,
+        state.clone(),
+        config.initial_heartbeat,
+        wake,
+    ));
+    // One handle for both: aborting it drops both guards, which abort both tasks; the watch
+    // only serves the heartbeat and also ends if the heartbeat task panics.
+    tokio::spawn(async move {
+        let _stop_watch = AbortOnDrop(watch);
+        let mut heartbeat = AbortOnDrop(heartbeat);
+        let _ = (&mut heartbeat.0).await;
+    })
+}
+
 impl Owner {
     /// Starts serving a segment and mounts it; `client` becomes its local client.
     pub async fn start(client: &CrescentClient, config: OwnerConfig) -> Result<Owner, ClientError> {
@@ -190,16 +237,7 @@ impl Owner {
             true => SegmentMemory::allocate_resident(size)?,
             false => SegmentMemory::allocate(size)?,
         });
-        let tcp = TcpConfig {
-            listen: Some(config.listen.clone()),
-            advertise: config.advertise.clone(),
-            ..TcpConfig::default()
-        };
-        let transport =
-            Arc::new(TcpTransport::start(tcp, client.metrics().transport().clone()).await?);
-        let endpoint = transport
-            .local_endpoint()
-            .ok_or_else(|| ClientError::Protocol("transfer listener has no endpoint".into()))?;
+        let (transport, endpoint) = start_listener(client, &config).await?;
         let server = SegmentServer::for_kind(config.transport, client, &owner_id, &transport)?;
         let register = RegisterOwnerRequest {
             owner_id: owner_id.clone(),
@@ -236,28 +274,12 @@ impl Owner {
             memory: Some(memory.clone()),
         });
         let state = Arc::new(HeartbeatState::default());
-        let wake = Arc::new(tokio::sync::Notify::new());
-        let watch = tokio::spawn(client.watch_server(wake.clone(), config.watch.clone()));
-        let heartbeat = tokio::spawn(heartbeat_loop(
-            client.clone(),
-            register,
-            mount,
-            ServedSegment {
-                table: table.clone(),
-                memory: memory.clone(),
-                transport: transport.clone(),
-            },
-            state.clone(),
-            config.initial_heartbeat,
-            wake,
-        ));
-        // One handle for both: aborting it drops both guards, which abort both tasks; the
-        // watch only serves the heartbeat and also ends if the heartbeat task panics.
-        let heartbeat = tokio::spawn(async move {
-            let _stop_watch = AbortOnDrop(watch);
-            let mut heartbeat = AbortOnDrop(heartbeat);
-            let _ = (&mut heartbeat.0).await;
-        });
+        let served = ServedSegment {
+            table: table.clone(),
+            memory: memory.clone(),
+            transport: transport.clone(),
+        };
+        let heartbeat = spawn_heartbeat(client, (register, mount), served, &state, &config);
         let (cold_devices, cold_staging) = crate::owner_cold::start_cold(
             client,
             &transport,
