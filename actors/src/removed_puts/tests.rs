@@ -21,6 +21,22 @@ fn remember(pairs: &[(&str, &[u64])]) -> RemovedPutsCommand {
     )
 }
 
+/// One event of each kind, in schema order.
+fn one_of_each_kind() -> [RemovedPutsEvent; 4] {
+    [
+        removed("a", &[1, 2]),
+        RemovedPutsEvent::Settled(OwnerPutIds {
+            owner: "a".into(),
+            put_ids: vec![2],
+        }),
+        RemovedPutsEvent::SettledBelow(SettledBelow {
+            owner: "a".into(),
+            below: 9,
+        }),
+        RemovedPutsEvent::OwnerDropped(OwnerDropped { owner: "a".into() }),
+    ]
+}
+
 fn when(s: &RemovedPuts, cmd: RemovedPutsCommand) -> Vec<RemovedPutsEvent> {
     s.decide(&cmd, &Ctx::at(0)).unwrap()
 }
@@ -112,18 +128,7 @@ fn a_completed_replay_settles_every_earlier_run() {
 
 #[test]
 fn events_round_trip_and_unknown_versions_fail_closed() {
-    for e in [
-        removed("a", &[1, 2]),
-        RemovedPutsEvent::Settled(OwnerPutIds {
-            owner: "a".into(),
-            put_ids: vec![2],
-        }),
-        RemovedPutsEvent::SettledBelow(SettledBelow {
-            owner: "a".into(),
-            below: 9,
-        }),
-        RemovedPutsEvent::OwnerDropped(OwnerDropped { owner: "a".into() }),
-    ] {
+    for e in one_of_each_kind() {
         let back = RemovedPutsEvent::decode(e.kind(), 1, &e.encode()).unwrap();
         assert_eq!(back, e);
         assert!(RemovedPutsEvent::decode(e.kind(), 2, &e.encode()).is_err());
@@ -145,20 +150,8 @@ fn the_schema_and_the_journal_form_of_every_kind_are_pinned() {
             ("owner_removals_dropped", 1),
         ]
     );
-    let events = [
-        removed("a", &[1, 2]),
-        RemovedPutsEvent::Settled(OwnerPutIds {
-            owner: "a".into(),
-            put_ids: vec![2],
-        }),
-        RemovedPutsEvent::SettledBelow(SettledBelow {
-            owner: "a".into(),
-            below: 9,
-        }),
-        RemovedPutsEvent::OwnerDropped(OwnerDropped { owner: "a".into() }),
-    ];
     crate::testing::assert_journal_form(
-        &events,
+        &one_of_each_kind(),
         &[
             ("puts_removed", 1, "92a161920102"),
             ("removals_settled", 1, "92a1619102"),

@@ -81,6 +81,19 @@ fn advanced(rid: &str, phase: ClaimPhase) -> LineageClaimEvent {
     })
 }
 
+/// One event of each kind, in schema order.
+fn one_of_each_kind() -> [LineageClaimEvent; 3] {
+    [
+        claim_started("r1", 1, 2, UpsertMode::DeleteFirst, 3),
+        advanced("r1", ClaimPhase::BaseDeleted),
+        LineageClaimEvent::ClaimFailed(ClaimFailed {
+            request_id: "r1".into(),
+            reason: "x".into(),
+            at_ms: 5,
+        }),
+    ]
+}
+
 fn busy_by(rid: &str, target: u64, phase: ClaimPhase) -> WeightError {
     WeightError::busy(format!(
         "the lineage's replacement claim {rid:?} (generation {target}) is in phase {phase:?}"
@@ -510,17 +523,8 @@ fn the_schema_and_the_journal_form_of_every_kind_are_pinned() {
             ("claim_failed", 1),
         ]
     );
-    let events = [
-        claim_started("r1", 1, 2, UpsertMode::DeleteFirst, 3),
-        advanced("r1", ClaimPhase::BaseDeleted),
-        LineageClaimEvent::ClaimFailed(ClaimFailed {
-            request_id: "r1".into(),
-            reason: "x".into(),
-            at_ms: 5,
-        }),
-    ];
     crescent_actors::testing::assert_journal_form(
-        &events,
+        &one_of_each_kind(),
         &[
             ("claim_started", 1, "98a2723195a764656661756c74a36c6c6da56c6c616d61a46d61696e0195a764656661756c74a36c6c6da56c6c616d61a46d61696e02ac44454c4554455f464952535404c003cf0000018bcfe56800"),
             ("claim_advanced", 1, "93a27231ac424153455f44454c45544544cf0000018bcfe56800"),
@@ -531,16 +535,7 @@ fn the_schema_and_the_journal_form_of_every_kind_are_pinned() {
 
 #[test]
 fn events_round_trip_and_bad_payloads_are_refused() {
-    let events = vec![
-        claim_started("r1", 1, 2, UpsertMode::DeleteFirst, 3),
-        advanced("r1", ClaimPhase::BaseDeleted),
-        LineageClaimEvent::ClaimFailed(ClaimFailed {
-            request_id: "r1".into(),
-            reason: "x".into(),
-            at_ms: 5,
-        }),
-    ];
-    for e in events {
+    for e in one_of_each_kind() {
         assert!(LineageClaimEvent::schema().contains(&(e.kind(), e.version())));
         assert_eq!(
             LineageClaimEvent::decode(e.kind(), e.version(), &e.encode()),
