@@ -126,14 +126,13 @@ impl CrescentClient {
     pub async fn get_batch_with<K, T, F>(
         &self,
         keys: &[K],
-        take: F,
+        mut take: F,
     ) -> Result<ItemResults<T>, ClientError>
     where
         K: AsRef<str>,
         F: FnMut(&[u8]) -> T + Send,
         T: Send,
     {
-        let mut take = take;
         let mut moved = 0u64;
         let counted = |bytes: &[u8]| {
             moved += bytes.len() as u64;
