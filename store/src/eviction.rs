@@ -305,9 +305,18 @@ impl ObjectDirectory {
                         self.free_replicas(&table, hot.as_slice(), e.size, e.put_id);
                         return true;
                     }
-                    self.free_replicas(&table, e.replicas.as_slice(), e.size, e.put_id);
                     // Complete with no put in progress (`Class::Incomplete` is never taken).
-                    usage.refund(e.size, 1);
+                    // Its quota is held until the eviction is journaled, like a remove's: a
+                    // crash before would replay it back and count it again (docs/tenants.md,
+                    // "Eviction").
+                    let refund = usage.hold_refund(e.size, 1);
+                    let replicas = e.replicas.as_slice();
+                    if let Some(r) =
+                        self.log_removal_holding(&table, replicas, e.put_id, Some(refund))
+                    {
+                        r.settle();
+                    }
+                    self.free_replicas(&table, replicas, e.size, e.put_id);
                     released.push(*slot);
                     false
                 });

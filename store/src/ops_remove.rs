@@ -115,7 +115,7 @@ impl ObjectDirectory {
 
     /// [`Self::log_removal`] with the quota the removal holds until it is journaled; returns
     /// `refund` if nothing was logged (to settle at once).
-    fn log_removal_holding(
+    pub(crate) fn log_removal_holding(
         &self,
         table: &SegmentTable,
         replicas: &[Replica],

@@ -110,7 +110,7 @@ fn a_value_larger_than_the_quota_fails_at_once_without_evicting() {
 }
 
 #[test]
-fn eviction_and_unmount_give_the_usage_back() {
+fn eviction_and_unmount_give_the_usage_back_eviction_once_journaled() {
     let d = dir_with(StoreConfig {
         shards: 4,
         ..Default::default()
@@ -121,8 +121,30 @@ fn eviction_and_unmount_give_the_usage_back() {
         put(&d, acme(&format!("k{i}")), 64, T0);
     }
     assert_eq!(figures(&d, "acme"), (150 * 64, 150, 0, 0));
+    d.tenants().set_limits("acme", Some(150 * 64), None);
     let report = d.evict(64 * 10, T0 + 1000, "test");
-    let left = 150 - report.evicted_objects;
+    let evicted = report.evicted_objects;
+    assert!(evicted > 0);
+    let left = 150 - evicted;
+    assert_eq!(figures(&d, "acme"), (left * 64, left, 0, 0));
+    // Until the eviction is journaled a crash would replay the evicted objects back: their
+    // quota stays taken, as a remove's does.
+    let f = d.tenants().figures("acme");
+    assert_eq!(
+        (f.removing_bytes, f.removing_objects),
+        (evicted * 64, evicted)
+    );
+    let e = d.put_start(&req(acme("new"), 64), T0 + 1000).unwrap_err();
+    assert_eq!(e.code(), "QUOTA_EXCEEDED");
+    let mut taken = d.removals().take();
+    let journaled: usize = taken.by_owner.values().map(Vec::len).sum();
+    assert_eq!(
+        journaled as u64, evicted,
+        "every evicted put id is journaled"
+    );
+    taken.settle_refunds();
+    put(&d, acme("new"), 64, T0 + 1000);
+    let left = left + 1;
     assert_eq!(figures(&d, "acme"), (left * 64, left, 0, 0));
     d.unmount_segment("s1", true, T0 + 1000).unwrap();
     let left = d.stats().objects;
