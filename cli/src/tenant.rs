@@ -58,7 +58,18 @@ fn print_quota(q: &TenantQuota) -> Result<(), ClientError> {
         q.pending_bytes,
         q.pending_operations,
         q.in_doubt_operations
-    )
+    )?;
+    if let Some(r) = &q.reconciliation {
+        outln!(
+            "  last reconciliation: recorded {} bytes in {} objects, rebuilt {} bytes in {} \
+             objects",
+            r.recorded_bytes,
+            r.recorded_objects,
+            r.rebuilt_bytes,
+            r.rebuilt_objects
+        )?;
+    }
+    Ok(())
 }
 
 pub async fn run(

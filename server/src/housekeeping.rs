@@ -2,7 +2,8 @@
 //! tick (expired leases, stale puts, deferred frees), eviction above the high watermark,
 //! expiry of owners that stopped heartbeating (journaled RemoveOwner, replicas dropped), the
 //! run-time checks of managed weights (losses, repairs, AUTO demotion: docs/weights.md), and
-//! the pruning of revocations whose tokens have expired (docs/security.md, "Revocation").
+//! the pruning of revocations whose tokens have expired (docs/security.md, "Revocation"), and
+//! the tenants' usage records (docs/tenants.md, "Journaled usage and reconciliation").
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,6 +17,7 @@ use crescent_store::ObjectDirectory;
 use crate::auth::AuthState;
 use crate::liveness::OwnerLiveness;
 use crate::metrics::ServerMetrics;
+use crate::quota_usage::UsageJournal;
 use crate::rebuild::Rebuild;
 use crate::removals::DurableRemovals;
 use crate::segment_mirror::SegmentMirror;
@@ -37,6 +39,8 @@ pub struct Housekeeping {
     pub weights: Arc<WeightService>,
     /// Revocations whose tokens have expired are pruned from it.
     pub auth: Arc<AuthState>,
+    /// The tenants' usage, recorded and reconciled once the gate is open.
+    pub usage_journal: Arc<UsageJournal>,
     /// Time between passes (`store.housekeeping_interval_ms`).
     pub period: Duration,
 }
@@ -105,6 +109,10 @@ async fn run_pass_inner(state: &Housekeeping, now_ms: i64) -> PassReport {
     }
     state.rebuild.poll(now_ms);
     check_weights(state, &report);
+    // Never before the gate opens: a partial directory is not the tenants' usage.
+    if state.rebuild.is_open() {
+        state.usage_journal.pass(now_ms).await;
+    }
     match state
         .auth
         .prune_revocations((now_ms / 1000).max(0) as u64)

@@ -21,6 +21,7 @@ pub mod mesh;
 pub mod metrics;
 pub mod node;
 pub use crescent_observe::process_metrics;
+pub mod quota_usage;
 pub mod quotas;
 pub mod rebuild;
 pub mod removals;

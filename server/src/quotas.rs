@@ -12,13 +12,15 @@ use crescent_actors::quota_root::{PolicyMode, QuotaCommand, QuotaEvent, QuotaLim
 use crescent_actors::{AggregateRegistry, Runtime, World};
 use crescent_store::identity::validate_scope_name;
 use crescent_store::ObjectDirectory;
-use crescent_wire::tenants::TenantQuota;
+use crescent_wire::tenants::{TenantQuota, UsageReconciliation};
 use tracing::Instrument;
 
 use crate::error::CommandFailed;
 
 pub struct TenantQuotas {
     registry: AggregateRegistry<QuotaRoot>,
+    /// The tenants whose recovered roots hold a usage record (what a run reconciles).
+    recorded_tenants: std::collections::BTreeSet<String>,
     directory: Arc<ObjectDirectory>,
     metrics: crate::tenant_metrics::TenantMetrics,
 }
@@ -45,6 +47,11 @@ impl TenantQuotas {
                 .tenants()
                 .set_limits(tenant, limits.max_bytes, limits.max_objects);
         }
+        let recorded_tenants = states
+            .iter()
+            .filter(|(_, root)| root.recorded_usage().is_some())
+            .map(|(tenant, _)| tenant.clone())
+            .collect();
         let registry = AggregateRegistry::<QuotaRoot>::builder(runtime.clone())
             .recovered(states, world.last_seq())
             .build();
@@ -52,9 +59,15 @@ impl TenantQuotas {
             .map_err(|e| crate::error::ServerError::Recovery(format!("tenant metrics: {e}")))?;
         Ok(Self {
             registry,
+            recorded_tenants,
             directory,
             metrics,
         })
+    }
+
+    /// The tenants whose recovered roots hold a usage record.
+    pub fn recorded_tenants(&self) -> std::collections::BTreeSet<String> {
+        self.recorded_tenants.clone()
     }
 
     /// Sets the per-tenant gauges from the directory's figures (at scrape time).
@@ -197,6 +210,13 @@ pub fn quota_of(tenant: String, root: &QuotaRoot) -> TenantQuota {
         pending_operations: root.pending_operations() as u64,
         in_doubt_operations: root.in_doubt_operations() as u64,
         removing_bytes: 0,
+        reconciliation: root.last_reconciliation().map(|r| UsageReconciliation {
+            recorded_bytes: r.recorded_bytes,
+            recorded_objects: r.recorded_objects,
+            rebuilt_bytes: r.rebuilt_bytes,
+            rebuilt_objects: r.rebuilt_objects,
+            at_ms: r.at_ms,
+        }),
     }
 }
 
@@ -226,6 +246,8 @@ fn command_name(cmd: &QuotaCommand) -> &'static str {
         QuotaCommand::Abort { .. } => "abort",
         QuotaCommand::ExpireDue { .. } => "expire_due",
         QuotaCommand::PruneTerminal { .. } => "prune_terminal",
+        QuotaCommand::RecordUsage { .. } => "record_usage",
+        QuotaCommand::ReconcileUsage { .. } => "reconcile_usage",
     }
 }
 

@@ -73,4 +73,21 @@ pub struct TenantQuota {
     /// addition: absent from older servers (0).
     #[serde(default)]
     pub removing_bytes: u64,
+    /// The last reconciliation of the journaled usage with the directory rebuilt after a
+    /// restart or a promotion (docs/tenants.md, "Journaled usage and reconciliation"); absent
+    /// until one ran. Wire addition: absent from older servers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reconciliation: Option<UsageReconciliation>,
+}
+
+/// The usage last journaled before a rebuild and the rebuilt one; they differ by objects that
+/// did not come back (negative) or that were written after the last record (positive).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UsageReconciliation {
+    pub recorded_bytes: u64,
+    pub recorded_objects: u64,
+    pub rebuilt_bytes: u64,
+    pub rebuilt_objects: u64,
+    /// Server clock, ms since the Unix epoch.
+    pub at_ms: i64,
 }

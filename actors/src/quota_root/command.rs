@@ -74,6 +74,19 @@ pub enum QuotaCommand {
     ExpireDue { now_ms: i64, limit: u32 },
     /// Forgets the oldest terminal operations beyond the newest `keep` (up to [`MAX_PAGE`]).
     PruneTerminal { keep: u32 },
+    /// Records the object directory's usage of the tenant (nothing if unchanged).
+    RecordUsage {
+        used_bytes: u64,
+        used_objects: u64,
+        at_ms: i64,
+    },
+    /// After a rebuild: compares the last record with the rebuilt usage, which becomes the
+    /// record.
+    ReconcileUsage {
+        rebuilt_bytes: u64,
+        rebuilt_objects: u64,
+        at_ms: i64,
+    },
 }
 
 pub(super) fn invalid(field: &'static str, reason: impl Into<String>) -> QuotaError {
@@ -151,7 +164,9 @@ impl QuotaCommand {
                 }
             }
             QuotaCommand::ExpireDue { limit, .. } => check_page("limit", *limit),
-            QuotaCommand::PruneTerminal { .. } => Ok(()),
+            QuotaCommand::PruneTerminal { .. }
+            | QuotaCommand::RecordUsage { .. }
+            | QuotaCommand::ReconcileUsage { .. } => Ok(()),
         }
     }
 }

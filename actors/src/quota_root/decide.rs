@@ -101,6 +101,16 @@ impl QuotaRoot {
                     false => vec![QuotaEvent::TerminalPruned(TerminalPruned { op_ids })],
                 })
             }
+            QuotaCommand::RecordUsage {
+                used_bytes,
+                used_objects,
+                at_ms,
+            } => Ok(self.decide_record_usage(*used_bytes, *used_objects, *at_ms)),
+            QuotaCommand::ReconcileUsage {
+                rebuilt_bytes,
+                rebuilt_objects,
+                at_ms,
+            } => Ok(self.decide_reconcile(*rebuilt_bytes, *rebuilt_objects, *at_ms)),
         }
     }
 

@@ -68,6 +68,25 @@ pub struct TerminalPruned {
     pub op_ids: Vec<String>,
 }
 
+/// The object directory's usage of the tenant, recorded write-behind (docs/tenants.md,
+/// "Journaled usage and reconciliation").
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UsageRecorded {
+    pub used_bytes: u64,
+    pub used_objects: u64,
+    pub at_ms: i64,
+}
+
+/// After a rebuild: the usage last recorded and the rebuilt one, which becomes the record.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UsageReconciled {
+    pub recorded_bytes: u64,
+    pub recorded_objects: u64,
+    pub rebuilt_bytes: u64,
+    pub rebuilt_objects: u64,
+    pub at_ms: i64,
+}
+
 crate::domain_events! {
     #[derive(Debug, Clone, PartialEq, Eq)]
     pub enum QuotaEvent for STREAM_KIND {
@@ -78,5 +97,8 @@ crate::domain_events! {
         Aborted(Aborted): pub QUOTA_ABORTED = "quota_aborted", version 1;
         TerminalPruned(TerminalPruned):
             pub QUOTA_TERMINAL_PRUNED = "quota_terminal_pruned", version 1;
+        UsageRecorded(UsageRecorded): pub QUOTA_USAGE_RECORDED = "quota_usage_recorded", version 1;
+        UsageReconciled(UsageReconciled):
+            pub QUOTA_USAGE_RECONCILED = "quota_usage_reconciled", version 1;
     }
 }

@@ -31,6 +31,9 @@ mod tests_batch;
 mod tests_codec;
 #[cfg(test)]
 mod tests_ops;
+#[cfg(test)]
+mod tests_usage;
+mod usage;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -44,13 +47,16 @@ pub use command::{
 };
 pub use error::{QuotaError, QuotaLimit};
 pub use event::{
-    Aborted, Finalized, PolicySet, Publishing, QuotaEvent, Reserved, TerminalPruned, QUOTA_ABORTED,
-    QUOTA_FINALIZED, QUOTA_POLICY_SET, QUOTA_PUBLISHING, QUOTA_RESERVED, QUOTA_TERMINAL_PRUNED,
+    Aborted, Finalized, PolicySet, Publishing, QuotaEvent, Reserved, TerminalPruned,
+    UsageReconciled, UsageRecorded, QUOTA_ABORTED, QUOTA_FINALIZED, QUOTA_POLICY_SET,
+    QUOTA_PUBLISHING, QUOTA_RESERVED, QUOTA_TERMINAL_PRUNED, QUOTA_USAGE_RECONCILED,
+    QUOTA_USAGE_RECORDED,
 };
 pub use state::{
     AbortReason, ObjectAccount, OpKind, OpState, QuotaLimits, QuotaOperation, QuotaPolicy,
     POLICY_SCHEMA,
 };
+pub use usage::{Reconciliation, RecordedUsage};
 
 /// Stream kind in the journal and section name in snapshots.
 pub const STREAM_KIND: &str = "quota_root";
@@ -75,6 +81,12 @@ pub struct QuotaRoot {
     /// Terminal operations in the order they ended: `PruneTerminal` forgets the oldest.
     terminal: BTreeMap<u64, String>,
     next_terminal: u64,
+    /// The directory's usage as last recorded (snapshot addition: absent before, `None`).
+    #[serde(default)]
+    recorded: Option<RecordedUsage>,
+    /// The last reconciliation after a rebuild (snapshot addition, like `recorded`).
+    #[serde(default)]
+    reconciliation: Option<Reconciliation>,
 }
 
 impl QuotaRoot {
@@ -231,6 +243,8 @@ impl Aggregate for QuotaRoot {
                     self.terminal.pop_first();
                 }
             }
+            QuotaEvent::UsageRecorded(e) => self.apply_usage_recorded(e),
+            QuotaEvent::UsageReconciled(e) => self.apply_usage_reconciled(e),
         }
     }
 }

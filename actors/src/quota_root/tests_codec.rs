@@ -20,6 +20,12 @@ fn every_event() -> Vec<QuotaEvent> {
     events.push(QuotaEvent::TerminalPruned(TerminalPruned {
         op_ids: vec!["c1".into()],
     }));
+    events.push(QuotaEvent::UsageRecorded(UsageRecorded {
+        used_bytes: 300,
+        used_objects: 1,
+        at_ms: 20,
+    }));
+    events.push(super::tests_usage::reconciled((300, 1), (0, 0), 30));
     events
 }
 
@@ -92,6 +98,19 @@ fn the_state_round_trips_through_a_snapshot_and_json() {
     );
     assert_eq!(json["objects"]["b"]["bytes"], 40);
     assert_eq!(json["operations"]["p4"]["state"], "publishing");
+    assert_eq!(
+        json["recorded"]["used_bytes"], 0,
+        "the reconciliation's rebuilt usage"
+    );
+    assert_eq!(json["reconciliation"]["recorded_bytes"], 300);
+    // A snapshot written before the usage record existed still reads (no record yet).
+    let policy_only = super::tests::with_a()[..1].to_vec();
+    let before = crate::testing::state_after::<QuotaRoot>(&policy_only);
+    let mut older = serde_json::to_value(&before).unwrap();
+    let fields = older.as_object_mut().unwrap();
+    assert!(fields.remove("recorded").is_some() && fields.remove("reconciliation").is_some());
+    let older = rmp_serde::to_vec_named(&older).unwrap();
+    assert_eq!(rmp_serde::from_slice::<QuotaRoot>(&older).unwrap(), before);
 }
 
 /// The journal form is pinned: journals of earlier builds must replay (docs/architecture.md,
@@ -108,6 +127,8 @@ fn the_schema_and_the_journal_form_of_every_kind_are_pinned() {
             ("quota_finalized", 1),
             ("quota_aborted", 1),
             ("quota_terminal_pruned", 1),
+            ("quota_usage_recorded", 1),
+            ("quota_usage_reconciled", 1),
         ]
     );
     crate::testing::assert_journal_form(
@@ -120,6 +141,8 @@ fn the_schema_and_the_journal_form_of_every_kind_are_pinned() {
             ("quota_reserved", 1, "99a26431a161a664656c65746500cd012c070000cd1388"),
             ("quota_aborted", 1, "95a26431a161a7657870697265640000"),
             ("quota_terminal_pruned", 1, "9191a26331"),
+            ("quota_usage_recorded", 1, "93cd012c0114"),
+            ("quota_usage_reconciled", 1, "95cd012c0100001e"),
         ],
     );
 }

@@ -24,6 +24,7 @@ impl NodeState {
             removals: self.removals.clone(),
             weights: self.weights.clone(),
             auth: self.auth.clone(),
+            usage_journal: self.usage_journal.clone(),
             period: Duration::from_millis(self.store_settings.housekeeping_interval_ms),
         })
     }

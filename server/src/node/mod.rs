@@ -70,6 +70,8 @@ pub struct NodeState {
     pub removals: Arc<crate::removals::DurableRemovals>,
     /// Tenant quota roots (docs/tenants.md).
     pub quotas: Arc<crate::quotas::TenantQuotas>,
+    /// The tenants' usage, journaled write-behind and reconciled after the rebuild.
+    pub usage_journal: Arc<crate::quota_usage::UsageJournal>,
     /// Managed weight revisions (registries, workflows, group guard).
     pub weights: Arc<crate::weights::WeightService>,
     /// The cold tier, once [`crate::cold::start`] has reconciled it (the cell is

@@ -71,6 +71,7 @@ pub(super) struct Recovered {
     pub rebuild: Arc<crate::rebuild::Rebuild>,
     pub removals: Arc<crate::removals::DurableRemovals>,
     pub quotas: Arc<crate::quotas::TenantQuotas>,
+    pub usage_journal: Arc<crate::quota_usage::UsageJournal>,
     pub liveness: Arc<OwnerLiveness>,
     pub mirror: Arc<SegmentMirror>,
     pub weights: Arc<crate::weights::WeightService>,
@@ -118,6 +119,10 @@ pub(super) fn recover_services(
         directory.clone(),
         &metrics.registry,
     )?);
+    let usage_journal =
+        crate::quota_usage::UsageJournal::new(quotas.clone(), directory.clone(), &metrics.registry)
+            .map(Arc::new)
+            .map_err(|e| ServerError::Recovery(format!("quota usage metrics: {e}")))?;
     let liveness = Arc::new(OwnerLiveness::new(config.store.client_ttl_ms()));
     let mirror = SegmentMirror::new(segments.clone(), directory.clone(), liveness.clone());
     mirror.mirror_recovered(&recovered_registry, now_ms);
@@ -137,6 +142,7 @@ pub(super) fn recover_services(
         rebuild,
         removals,
         quotas,
+        usage_journal,
         liveness,
         mirror: Arc::new(mirror),
         weights,
