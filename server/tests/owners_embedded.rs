@@ -79,8 +79,9 @@ async fn silent_owners_expire_and_take_their_objects_with_them() {
     let r = run_pass(&state.housekeeping(), state.now_ms() + 700).await;
     assert_eq!(r.owners_expired, vec!["quiet".to_string()]);
 
-    // Journaled: the segment unmount and the owner removal.
-    assert_eq!(state.journal.last_seq(), seq + 2);
+    // Journaled: the segment unmount, the owner removal, and the tenant's usage record (the
+    // objects went with the owner: docs/tenants.md, "Journaled usage and reconciliation").
+    assert_eq!(state.journal.last_seq(), seq + 3);
     let segs = get_json(&app, "/v1/segments").await;
     assert_eq!(segs["segments"].as_array().unwrap().len(), 1);
     assert_eq!(segs["segments"][0]["segment_id"], "s-alive");
