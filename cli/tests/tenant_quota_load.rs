@@ -109,6 +109,9 @@ fn acme_writer(s: &str, w: usize) -> Stored {
 }
 
 /// Polls `tenant show` of acme until `done`: how many polls, and those over a limit.
+/// `tenant show` loads the counters one by one (`TenantUsage::figures`, store/src/tenants.rs)
+/// while a put's commit adds to used before it takes from pending: a figure over the limit by
+/// no more than the puts then committing would be that read, not an admission past the limit.
 fn poll_acme_limits(s: &str, done: &AtomicBool) -> (usize, Vec<serde_json::Value>) {
     let (mut polls, mut over) = (0, Vec::new());
     while !done.load(Ordering::Acquire) {
