@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{crescent, json, start_owner, wait_readable, Server};
+use common::{crescent, start_owner, tenant, wait_readable, Server};
 
 const TENANT: &str = "acme";
 const MAX_BYTES: u64 = 3000;
@@ -34,14 +34,8 @@ fn dying(server: &str, args: &[&str], stdin: Option<&[u8]>) -> (i32, String) {
 
 /// `tenant show`: (used bytes, used objects, pending bytes, in doubt, removing bytes).
 fn usage(server: &str) -> (u64, u64, u64, u64, u64) {
-    let (code, out, err) = crescent(
-        server,
-        &["--json", "tenant", "show", "--tenant", TENANT],
-        None,
-    );
-    assert_eq!(code, 0, "{err}");
-    let q = json(&out);
-    let n = |f: &str| q[f].as_u64().unwrap_or_else(|| panic!("{f} in {q}"));
+    let q = tenant::show(server, TENANT);
+    let n = |f: &str| tenant::figure(&q, f);
     (
         n("used_bytes"),
         n("used_objects"),
@@ -53,41 +47,13 @@ fn usage(server: &str) -> (u64, u64, u64, u64, u64) {
 
 /// The tenant's objects as listed: (key, size), all complete.
 fn listed(server: &str) -> Vec<(String, u64)> {
-    let (code, out, err) = crescent(server, &["--tenant", TENANT, "--json", "ls"], None);
-    assert_eq!(code, 0, "{err}");
-    let listing = json(&out);
-    listing["keys"]
-        .as_array()
-        .expect("keys")
-        .iter()
-        .map(|k| {
-            assert_eq!(k["complete"], true, "{listing}");
-            (
-                k["key"].as_str().unwrap().to_string(),
-                k["size"].as_u64().unwrap(),
-            )
-        })
-        .collect()
+    tenant::listed(server, TENANT)
 }
 
 /// Usage equals the listing, with nothing pending or held, once the restarted node settled
 /// (a remove's held quota is given back by its journal write, which housekeeping makes).
 fn assert_usage_is_the_listing(server: &str) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    loop {
-        let objects = listed(server);
-        let bytes: u64 = objects.iter().map(|(_, size)| size).sum();
-        let want = (bytes, objects.len() as u64, 0, 0, 0);
-        let got = usage(server);
-        if got == want {
-            return;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "usage {got:?}, the listing {objects:?} wants {want:?}"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(200));
-    }
+    tenant::wait_usage_is_the_listing(server, TENANT);
 }
 
 /// The limit holds after the crash (puts until refused never pass it), and removing every

@@ -4,16 +4,10 @@
 
 mod common;
 
-use common::{crescent, json, wait_readable, Server};
+use common::{crescent, json, tenant, wait_readable, Server};
 
 fn show(server: &str, tenant: &str) -> serde_json::Value {
-    let (code, out, err) = crescent(
-        server,
-        &["--json", "tenant", "show", "--tenant", tenant],
-        None,
-    );
-    assert_eq!(code, 0, "{err}");
-    json(&out)
+    tenant::show(server, tenant)
 }
 
 fn set(server: &str, args: &[&str]) -> (i32, serde_json::Value) {
@@ -114,16 +108,7 @@ fn quota_policies_are_set_by_admins_journaled_and_shown_to_their_tenant() {
 }
 
 fn put(server: &str, tenant: &str, key: &str, bytes: usize) -> (i32, serde_json::Value) {
-    let value = vec![7u8; bytes];
-    let (code, out, err) = crescent(
-        server,
-        &["--json", "--tenant", tenant, "put", key, "-"],
-        Some(&value),
-    );
-    match out.is_empty() {
-        true => (code, serde_json::json!({ "stderr": err })),
-        false => (code, json(&out)),
-    }
+    tenant::put(server, tenant, key, &vec![7u8; bytes], false)
 }
 
 fn usage(server: &str, tenant: &str) -> (u64, u64, u64) {

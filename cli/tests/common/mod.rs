@@ -7,6 +7,7 @@
 
 pub mod cold;
 pub mod cold_owner;
+pub mod tenant;
 
 pub use crescent_testkit::auth;
 
