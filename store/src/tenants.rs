@@ -176,9 +176,11 @@ impl TenantUsage {
             return Ok(());
         }
         let before = pending.fetch_add(want, Ordering::AcqRel);
-        // `removing` first: a hold moves bytes into it before it takes them out of `used`.
-        let held = removing.load(Ordering::Acquire);
-        let used_now = used.load(Ordering::Acquire).saturating_add(held);
+        // `used` first, then `removing`: a hold adds its bytes to `removing` before it takes
+        // them out of `used`, so in this order a hold running between the two loads is seen
+        // in both (counted twice: the safe side), never in neither.
+        let used_before = used.load(Ordering::Acquire);
+        let used_now = used_before.saturating_add(removing.load(Ordering::Acquire));
         let total = used_now.saturating_add(before).saturating_add(want);
         if max != UNLIMITED && total > max {
             pending.fetch_sub(want, Ordering::AcqRel);
