@@ -288,3 +288,41 @@ fn tenants_in_the_config_are_created_if_absent_and_a_changed_config_is_not_ignor
         (Some(5000), Some(2))
     );
 }
+
+#[test]
+fn tenants_without_a_policy_are_held_to_the_configured_default() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("crescentd.toml");
+    let text = "[tenant_default]\nmax_bytes = 3000\nmax_objects = 2\n\n\
+        [[tenants]]\nname = \"big\"\nmax_bytes = 100000\n";
+    std::fs::write(&config, text).unwrap();
+    let server = Server::start_with(&["--config", config.to_str().unwrap()]);
+    let s = server.server();
+    let anyone = show(&s, "anyone");
+    assert_eq!(
+        (
+            &anyone["max_bytes"],
+            &anyone["max_objects"],
+            &anyone["policy_version"]
+        ),
+        (&3000.into(), &2.into(), &serde_json::Value::Null),
+        "the default limits, no policy: {anyone}"
+    );
+    let (code, reply) = put(&s, "anyone", "a", 2000);
+    assert_eq!(code, 0, "{reply}");
+    let (code, refused) = put(&s, "anyone", "b", 1500);
+    assert_eq!(code, 8, "{refused}");
+    assert_eq!(refused["error"]["code"], "QUOTA_EXCEEDED", "{refused}");
+    let (code, reply) = put(&s, "big", "a", 5000);
+    assert_eq!(code, 0, "a policy replaces the default: {reply}");
+    // An admin policy for a default-held tenant replaces the default for it alone.
+    let (code, _) = set(&s, &["--tenant", "anyone", "--max-bytes", "10000"]);
+    assert_eq!(code, 0);
+    let (code, reply) = put(&s, "anyone", "b", 1500);
+    assert_eq!(code, 0, "{reply}");
+    let (code, refused) = put(&s, "other", "a", 3001);
+    assert_eq!(
+        (code, &refused["error"]["code"]),
+        (8, &"QUOTA_EXCEEDED".into())
+    );
+}

@@ -32,8 +32,12 @@ impl TenantQuotas {
         runtime: &Runtime,
         world: &World,
         directory: Arc<ObjectDirectory>,
+        default: &crate::config::TenantDefaultConfig,
         metrics: &prometheus::Registry,
     ) -> Result<Self, crate::error::ServerError> {
+        directory
+            .tenants()
+            .set_default_limits(default.max_bytes, default.max_objects);
         let states: BTreeMap<String, QuotaRoot> = world
             .iter::<QuotaRoot>()
             .map(|(id, s)| (id.clone(), s.clone()))
@@ -224,7 +228,15 @@ pub fn quota_of(tenant: String, root: &QuotaRoot) -> TenantQuota {
 /// what they reserved and its removes not yet durable (beside the root's own accounting
 /// operations).
 fn with_usage(quota: TenantQuota, figures: &crescent_store::TenantFigures) -> TenantQuota {
+    // Without a policy the limits in force are the default ones (docs/tenants.md, "Default
+    // limits").
+    let (max_bytes, max_objects) = match quota.policy_version {
+        Some(_) => (quota.max_bytes, quota.max_objects),
+        None => (figures.max_bytes, figures.max_objects),
+    };
     TenantQuota {
+        max_bytes,
+        max_objects,
         used_bytes: figures.used_bytes,
         used_objects: figures.used_objects,
         pending_bytes: figures.pending_bytes,

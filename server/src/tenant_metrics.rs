@@ -1,6 +1,7 @@
 //! Per-tenant quota gauges (docs/tenants.md, "Metrics"), read from the directory's tenant
-//! ledger at scrape time. The `tenant` label is bounded: a tenant with a limit gets its own
-//! series, every other tenant is summed into `tenant="other"`.
+//! ledger at scrape time. The `tenant` label is bounded: a tenant with a policy gets its own
+//! series, every other tenant (also one held to the default limits) is summed into
+//! `tenant="other"`.
 
 use prometheus::{IntGaugeVec, Opts, Registry};
 
@@ -71,7 +72,8 @@ impl TenantMetrics {
         }
         let mut other = TenantFigures::default();
         for t in tenants {
-            if t.max_bytes.is_none() && t.max_objects.is_none() {
+            // Only tenants with a policy: the default limits may apply to any number.
+            if !t.has_policy {
                 other.used_bytes += t.used_bytes;
                 other.used_objects += t.used_objects;
                 other.pending_bytes += t.pending_bytes;
@@ -123,6 +125,7 @@ mod tests {
             used_bytes: used,
             used_objects: 1,
             max_bytes: max,
+            has_policy: max.is_some(),
             ..TenantFigures::default()
         }
     }

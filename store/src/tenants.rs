@@ -11,7 +11,7 @@
 //! [`TenantLedger::set_limits`].
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
 use crate::error::StoreError;
@@ -38,6 +38,9 @@ pub struct TenantUsage {
     removing_objects: AtomicU64,
     max_bytes: AtomicU64,
     max_objects: AtomicU64,
+    /// Whether the limits are the tenant's own policy ([`TenantLedger::set_limits`]) rather
+    /// than the default for tenants without one.
+    has_policy: AtomicBool,
     /// After an allocation-triggered eviction of this tenant's objects freed nothing, the
     /// next waits until this tick, so a tenant of protected objects does not sweep on every
     /// put (`eviction.rs`).
@@ -67,9 +70,12 @@ pub struct TenantFigures {
     /// Removed, and not yet durably: admission still counts these ([`HeldRefund`]).
     pub removing_bytes: u64,
     pub removing_objects: u64,
-    /// `None`: unlimited.
+    /// The limits in force. `None`: unlimited.
     pub max_bytes: Option<u64>,
     pub max_objects: Option<u64>,
+    /// True when they are the tenant's own policy, false when they are the default for
+    /// tenants without one.
+    pub has_policy: bool,
 }
 
 fn limit(v: u64) -> Option<u64> {
@@ -90,6 +96,7 @@ impl TenantUsage {
             removing_objects: AtomicU64::new(0),
             max_bytes: AtomicU64::new(max_bytes),
             max_objects: AtomicU64::new(max_objects),
+            has_policy: AtomicBool::new(false),
             evict_backoff_until: AtomicU32::new(0),
         }
     }
@@ -251,7 +258,13 @@ impl TenantUsage {
             removing_objects: self.removing_objects.load(Ordering::Acquire),
             max_bytes: limit(self.max_bytes.load(Ordering::Acquire)),
             max_objects: limit(self.max_objects.load(Ordering::Acquire)),
+            has_policy: self.has_policy.load(Ordering::Acquire),
         }
+    }
+
+    fn store_limits(&self, (max_bytes, max_objects): (u64, u64)) {
+        self.max_bytes.store(max_bytes, Ordering::Release);
+        self.max_objects.store(max_objects, Ordering::Release);
     }
 }
 
@@ -277,11 +290,23 @@ impl HeldRefund {
     }
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct LedgerState {
     by_tenant: HashMap<Arc<str>, Arc<TenantUsage>>,
     /// Indexed by scope id (ids are dense, from 0).
     by_scope: Vec<Arc<TenantUsage>>,
+    /// The limits of a tenant without a policy (`[tenant_default]`; unlimited by default).
+    default_limits: (u64, u64),
+}
+
+impl Default for LedgerState {
+    fn default() -> Self {
+        Self {
+            by_tenant: HashMap::new(),
+            by_scope: Vec::new(),
+            default_limits: (UNLIMITED, UNLIMITED),
+        }
+    }
 }
 
 /// Every tenant's [`TenantUsage`], found by name or by scope id.
@@ -316,7 +341,7 @@ impl TenantLedger {
         if let Some(u) = state.by_tenant.get(&tenant) {
             return u.clone();
         }
-        let usage = Arc::new(TenantUsage::new(tenant.clone(), (UNLIMITED, UNLIMITED)));
+        let usage = Arc::new(TenantUsage::new(tenant.clone(), state.default_limits));
         state.by_tenant.insert(tenant, usage.clone());
         usage
     }
@@ -327,26 +352,39 @@ impl TenantLedger {
     pub fn set_limits(&self, tenant: &str, max_bytes: Option<u64>, max_objects: Option<u64>) {
         let mut state = self.state.write().expect("ledger lock");
         let usage = Self::tenant_in(&mut state, Arc::from(tenant));
-        usage
-            .max_bytes
-            .store(max_bytes.unwrap_or(UNLIMITED), Ordering::Release);
-        usage
-            .max_objects
-            .store(max_objects.unwrap_or(UNLIMITED), Ordering::Release);
+        usage.has_policy.store(true, Ordering::Release);
+        usage.store_limits((
+            max_bytes.unwrap_or(UNLIMITED),
+            max_objects.unwrap_or(UNLIMITED),
+        ));
     }
 
-    /// One tenant's figures (zeros, unlimited, if it never stored anything nor had limits).
+    /// Installs the limits of every tenant without a policy (`None`: unlimited), the ones it
+    /// has already and the ones it gets later (docs/tenants.md, "Default limits").
+    pub fn set_default_limits(&self, max_bytes: Option<u64>, max_objects: Option<u64>) {
+        let limits = (
+            max_bytes.unwrap_or(UNLIMITED),
+            max_objects.unwrap_or(UNLIMITED),
+        );
+        let mut state = self.state.write().expect("ledger lock");
+        state.default_limits = limits;
+        for usage in state.by_tenant.values() {
+            if !usage.has_policy.load(Ordering::Acquire) {
+                usage.store_limits(limits);
+            }
+        }
+    }
+
+    /// One tenant's figures (zeros and the default limits if it never stored anything nor
+    /// had a policy).
     pub fn figures(&self, tenant: &str) -> TenantFigures {
-        match self
-            .state
-            .read()
-            .expect("ledger lock")
-            .by_tenant
-            .get(tenant)
-        {
+        let state = self.state.read().expect("ledger lock");
+        match state.by_tenant.get(tenant) {
             Some(u) => u.figures(),
             None => TenantFigures {
                 tenant: tenant.to_string(),
+                max_bytes: limit(state.default_limits.0),
+                max_objects: limit(state.default_limits.1),
                 ..TenantFigures::default()
             },
         }

@@ -279,3 +279,42 @@ fn a_removes_quota_is_held_until_the_remove_is_journaled() {
     put(&d, acme("b"), 500, T0);
     assert_eq!(figures(&d, "acme"), (500, 1, 0, 0));
 }
+
+#[test]
+fn a_tenant_without_a_policy_is_held_to_the_default_limits() {
+    let d = dir();
+    mount(&d, "s1", "o1", 1 << 20);
+    put(&d, acme("before"), 100, T0);
+    d.tenants().set_limits("policied", Some(10_000), None);
+    d.tenants().set_default_limits(Some(1000), Some(3));
+    // A tenant seen before the default, one seen after, and one with its own policy.
+    let f = d.tenants().figures("acme");
+    assert_eq!(
+        (f.max_bytes, f.max_objects, f.has_policy),
+        (Some(1000), Some(3), false)
+    );
+    let fresh = d.tenants().figures("fresh");
+    assert_eq!((fresh.max_bytes, fresh.max_objects), (Some(1000), Some(3)));
+    let e = d.put_start(&req(acme("big"), 901), T0).unwrap_err();
+    assert_eq!(e.code(), "QUOTA_EXCEEDED");
+    put(&d, id(Some("fresh"), None, "a"), 1000, T0);
+    let e = d
+        .put_start(&req(id(Some("fresh"), None, "b"), 1), T0)
+        .unwrap_err();
+    assert_eq!(
+        e.code(),
+        "QUOTA_EXCEEDED",
+        "a tenant first seen after the default"
+    );
+    put(&d, id(Some("policied"), None, "a"), 5000, T0);
+    let p = d.tenants().figures("policied");
+    assert_eq!(
+        (p.max_bytes, p.max_objects, p.has_policy),
+        (Some(10_000), None, true)
+    );
+    // A policy set later replaces the default for its tenant only.
+    d.tenants().set_limits("acme", None, None);
+    put(&d, acme("big"), 901, T0);
+    d.tenants().set_default_limits(None, None);
+    put(&d, id(Some("fresh"), None, "b"), 1, T0);
+}

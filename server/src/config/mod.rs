@@ -75,6 +75,17 @@ pub struct Config {
     /// `[[tenants]]`: quota policies created if absent at startup (docs/tenants.md, "Policy
     /// bootstrap").
     pub tenants: Vec<TenantPolicyConfig>,
+    /// `[tenant_default]`: the limits of every tenant without a policy (docs/tenants.md,
+    /// "Default limits"); unlimited when left out.
+    pub tenant_default: TenantDefaultConfig,
+}
+
+/// `[tenant_default]`: limits for tenants without a stored policy (left out: unlimited).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TenantDefaultConfig {
+    pub max_bytes: Option<u64>,
+    pub max_objects: Option<u64>,
 }
 
 /// One `[[tenants]]` entry: a tenant's hard limits (left out: unlimited) and its fairness
@@ -167,6 +178,7 @@ impl Default for Config {
             scheduling: crate::config::sched::SchedulingSettings::default(),
             transport: crate::config::transport::TransportSettings::default(),
             tenants: Vec::new(),
+            tenant_default: TenantDefaultConfig::default(),
         }
     }
 }
@@ -391,6 +403,15 @@ impl Config {
                 if v.is_some_and(|v| v > i64::MAX as u64) {
                     return Err(invalid(key, format!("{:?}: at most 2^63 - 1", t.name)));
                 }
+            }
+        }
+        let d = &self.tenant_default;
+        for (key, v) in [
+            ("tenant_default.max_bytes", d.max_bytes),
+            ("tenant_default.max_objects", d.max_objects),
+        ] {
+            if v.is_some_and(|v| v > i64::MAX as u64) {
+                return Err(invalid(key, "at most 2^63 - 1"));
             }
         }
         Ok(())

@@ -117,6 +117,7 @@ pub(super) fn recover_services(
         &runtime,
         world,
         directory.clone(),
+        &config.tenant_default,
         &metrics.registry,
     )?);
     let usage_journal =
