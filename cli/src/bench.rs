@@ -14,6 +14,7 @@ use crescent_client::ClientError;
 use crescent_client::CrescentClient;
 use crescent_owner::{Owner, OwnerConfig};
 
+use crate::bench_target::BenchTarget;
 use crate::progress::Progress;
 
 /// One timed phase of the benchmark (`bench --only`), named as its figure.
@@ -115,6 +116,55 @@ impl Default for BenchConfig {
 }
 
 impl BenchConfig {
+    /// The configuration `crescent bench`'s arguments describe (progress bars unless `json`).
+    pub fn from_args(
+        n: usize,
+        size: u64,
+        batch: usize,
+        only: &[Phase],
+        owner_token: Option<String>,
+        owner_id: Option<String>,
+        json: bool,
+    ) -> Result<Self, ClientError> {
+        let size = usize::try_from(size)
+            .map_err(|_| ClientError::InvalidArgument("value size too large".into()))?;
+        Ok(BenchConfig {
+            n,
+            size,
+            batch,
+            segment_size: None,
+            phases: Phase::selected(only),
+            owner_token: owner_token.map(crescent_client::BearerToken::new),
+            owner_id,
+            progress: !json,
+        })
+    }
+
+    /// Refuses a run that would time nothing.
+    pub(crate) fn validate(&self) -> Result<(), ClientError> {
+        if self.n == 0 || self.size == 0 || self.batch == 0 {
+            return Err(ClientError::InvalidArgument(
+                "bench needs n, size and batch of at least 1".into(),
+            ));
+        }
+        if self.phases.is_empty() {
+            return Err(ClientError::InvalidArgument(
+                "bench needs at least one phase".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The segment of an owner that receives `share` (0 to 1) of the keys: both key sets'
+    /// bytes of that share, a quarter more, and 64 MiB (`segment_size` when set).
+    pub(crate) fn segment_for(&self, share: f64) -> u64 {
+        if let Some(size) = self.segment_size {
+            return size;
+        }
+        let needed = (2.0 * self.n as f64 * self.size as f64 * share).ceil() as u64;
+        needed + needed / 4 + (64 << 20)
+    }
+
     fn runs(&self, phase: Phase) -> bool {
         self.phases.contains(&phase)
     }
@@ -141,6 +191,9 @@ pub struct BenchReport {
     pub exist: Option<f64>,
     pub n: usize,
     pub size: usize,
+    /// The serving clusters of the mesh benched through (`--mesh`); absent for one cluster.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub clusters: Option<usize>,
 }
 
 impl BenchReport {
@@ -162,8 +215,12 @@ impl BenchReport {
             .into_iter()
             .filter_map(|p| self.figure(p).map(|r| format!("{p} {r:.0}/s")))
             .collect();
+        let clusters = self
+            .clusters
+            .map(|c| format!(" clusters={c}"))
+            .unwrap_or_default();
         format!(
-            "crescent n={} size={}: {}",
+            "crescent n={} size={}{clusters}: {}",
             self.n,
             self.size,
             figures.join(" ")
@@ -186,25 +243,35 @@ pub async fn run(
     client: &CrescentClient,
     config: &BenchConfig,
 ) -> Result<BenchReport, ClientError> {
-    if config.n == 0 || config.size == 0 || config.batch == 0 {
-        return Err(ClientError::InvalidArgument(
-            "bench needs n, size and batch of at least 1".into(),
-        ));
-    }
-    if config.phases.is_empty() {
-        return Err(ClientError::InvalidArgument(
-            "bench needs at least one phase".into(),
-        ));
-    }
-    let needed = 2 * config.n as u64 * config.size as u64;
-    let segment = config
-        .segment_size
-        .unwrap_or(needed + needed / 4 + (64 << 20));
+    config.validate()?;
+    let owner = start_owner(client, config, config.segment_for(1.0)).await?;
+    let prefix = key_prefix();
+    let result = phases(client, config, &prefix).await;
+    let cleanup = client.remove_prefix(&prefix).await;
+    let stopped = owner.shutdown().await;
+    let report = result?;
+    cleanup?;
+    stopped?;
+    Ok(report)
+}
+
+/// The prefix of one run's keys (removed afterwards).
+pub(crate) fn key_prefix() -> String {
+    format!("bench-{:08x}/", rand::random::<u32>())
+}
+
+/// Starts the bench's storage owner on `client`'s cluster with a segment of `segment` bytes;
+/// `client` (and every client sharing its data plane) then places its puts there first.
+pub(crate) async fn start_owner(
+    client: &CrescentClient,
+    config: &BenchConfig,
+    segment: u64,
+) -> Result<Owner, ClientError> {
     let owner_client = match &config.owner_token {
         Some(token) => client.with_token(token.clone())?,
         None => client.clone(),
     };
-    let owner = Owner::start(
+    Owner::start(
         &owner_client,
         OwnerConfig {
             size: segment,
@@ -215,19 +282,11 @@ pub async fn run(
             ..OwnerConfig::default()
         },
     )
-    .await?;
-    let prefix = format!("bench-{:08x}/", rand::random::<u32>());
-    let result = phases(client, config, &prefix).await;
-    let cleanup = client.remove_prefix(&prefix).await;
-    let stopped = owner.shutdown().await;
-    let report = result?;
-    cleanup?;
-    stopped?;
-    Ok(report)
+    .await
 }
 
-async fn phases(
-    client: &CrescentClient,
+pub(crate) async fn phases<C: BenchTarget>(
+    client: &C,
     config: &BenchConfig,
     prefix: &str,
 ) -> Result<BenchReport, ClientError> {
@@ -321,8 +380,8 @@ async fn phases(
 }
 
 /// Gets every key, one at a time, each required to hold `size` bytes.
-async fn get_all(
-    client: &CrescentClient,
+async fn get_all<C: BenchTarget>(
+    client: &C,
     keys: &[String],
     size: usize,
     progress: &Progress,
@@ -341,8 +400,8 @@ async fn get_all(
 }
 
 /// Puts `keys` in batches of `values.len()`, every item required to succeed.
-async fn put_batches(
-    client: &CrescentClient,
+async fn put_batches<C: BenchTarget>(
+    client: &C,
     keys: &[String],
     values: &[&[u8]],
     progress: &Progress,

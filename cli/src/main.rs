@@ -12,10 +12,12 @@ macro_rules! outln {
 
 mod admin;
 mod bench;
+mod bench_target;
 mod cold;
 mod cold_bench;
 mod docs_out;
 mod mesh;
+mod mesh_bench;
 mod progress;
 mod run;
 mod tenant;
@@ -247,7 +249,8 @@ pub enum Command {
         command: weights::WeightsCommand,
     },
     /// The five reference figures (put, get, put_batch, get_batch, exist; ops/s); on a terminal
-    /// each phase shows a progress bar on stderr.
+    /// each phase shows a progress bar on stderr. With --mesh, through the mesh: a storage
+    /// owner in every serving cluster, each request to its key's authority.
     Bench {
         /// Keys per phase.
         #[arg(long, default_value_t = 20_000)]

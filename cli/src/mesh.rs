@@ -1,12 +1,14 @@
 //! `crescent --mesh M ...`: object commands routed to each object's authority cluster through
-//! [`MeshClient`], and `crescent mesh ls` (docs/scale-out.md).
+//! [`MeshClient`], `crescent --mesh M bench` (cli/src/mesh_bench.rs) and `crescent mesh ls`
+//! (docs/scale-out.md).
 
 use clap::Subcommand;
 use crescent_client::{ClientError, MeshClient, PutOptions};
 use serde_json::json;
 
 use super::{Cli, Command};
-use crate::run::{print_json, read_input};
+use crate::bench::BenchConfig;
+use crate::run::{print_bench, print_json, read_input};
 
 #[derive(Debug, Subcommand)]
 pub enum MeshCommand {
@@ -38,10 +40,23 @@ pub(super) async fn run(cli: Cli) -> Result<u8, ClientError> {
         Command::Mesh {
             command: MeshCommand::Ls,
         } => ls(&client, json).await?,
+        Command::Bench {
+            n,
+            size,
+            batch,
+            only,
+            owner_token,
+            owner_id,
+        } => {
+            let config =
+                BenchConfig::from_args(n, size, batch, &only, owner_token, owner_id, json)?;
+            let report = crate::mesh_bench::run(&client, &config).await?;
+            print_bench(&report, json)?;
+        }
         _ => {
             return Err(ClientError::InvalidArgument(
-                "through a mesh (--mesh) only put, get, exist, rm and mesh ls run; reach one \
-                 cluster with --cluster or --server for the rest"
+                "through a mesh (--mesh) only put, get, exist, rm, bench and mesh ls run; \
+                 reach one cluster with --cluster or --server for the rest"
                     .into(),
             ))
         }

@@ -7,7 +7,7 @@ use crescent_wire::segments::{MountSegmentRequest, SegmentList};
 use serde_json::{json, Value};
 
 use super::{Cli, Command, SegmentsCommand};
-use crate::bench::{self, BenchConfig, Phase};
+use crate::bench::{self, BenchConfig};
 use crescent_client::ClientError;
 use crescent_client::{CrescentClient, PutOptions};
 use crescent_owner::{Owner, OwnerConfig};
@@ -209,18 +209,8 @@ pub(super) async fn run(cli: Cli) -> Result<u8, ClientError> {
             owner_token,
             owner_id,
         } => {
-            let size = usize::try_from(size)
-                .map_err(|_| ClientError::InvalidArgument("value size too large".into()))?;
-            let config = BenchConfig {
-                n,
-                size,
-                batch,
-                segment_size: None,
-                phases: Phase::selected(&only),
-                owner_token: owner_token.map(crescent_client::BearerToken::new),
-                owner_id,
-                progress: !json,
-            };
+            let config =
+                BenchConfig::from_args(n, size, batch, &only, owner_token, owner_id, json)?;
             run_bench(&client, &config, json).await?;
         }
     }
@@ -369,9 +359,13 @@ async fn run_bench(
     config: &BenchConfig,
     json: bool,
 ) -> Result<(), ClientError> {
-    let r = bench::run(client, config).await?;
+    print_bench(&bench::run(client, config).await?, json)
+}
+
+/// A bench report as JSON or its one line of text.
+pub(crate) fn print_bench(r: &bench::BenchReport, json: bool) -> Result<(), ClientError> {
     if json {
-        print_json(&r)
+        print_json(r)
     } else {
         outln!("{}", r.text())
     }

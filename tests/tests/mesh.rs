@@ -2,7 +2,8 @@
 //! `CRESCENT_TEST_REDIS`; scripts/test.sh starts both): objects spread by weight, every object
 //! readable through the mesh (the Rust `MeshClient` and `crescent --mesh` processes), a
 //! request sent to the wrong cluster redirected over RPC and HTTP, and kill -9 of one cluster
-//! leaving the others' objects readable while its own fail at once with UNAVAILABLE.
+//! leaving the others' objects readable while its own fail at once with UNAVAILABLE;
+//! `crescent --mesh M bench` through two clusters.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -11,6 +12,7 @@ use crescent_client::{BearerToken, ClientOptions, CrescentClient, MeshClient};
 use crescent_tests::ha_pair::{etcd, Backend};
 use crescent_tests::mesh::{Mesh, TENANT};
 use crescent_tests::redis::test_redis;
+use crescent_tests::store_e2e::counter;
 use crescent_wire::ErrorCode;
 
 fn keys(n: usize) -> Vec<String> {
@@ -283,6 +285,58 @@ async fn objects_stay_readable_after_a_join() {
         row["objects"], held[&joined],
         "only the new object is there: {ls}"
     );
+}
+
+/// Every cluster's completed puts (`crescent_store_puts_total{outcome="completed"}`).
+async fn completed_puts(mesh: &Mesh) -> Vec<u64> {
+    let mut puts = Vec::new();
+    for (_, node) in &mesh.clusters {
+        let url = format!("http://{}", node.addr);
+        let done = r#"outcome="completed""#;
+        puts.push(counter(&url, "crescent_store_puts_total", done).await);
+    }
+    puts
+}
+
+/// `crescent --mesh M bench` through two clusters: all five figures, `clusters: 2`, both
+/// clusters completed puts of it, and the bench's objects are gone from both
+/// afterwards (it removes its keys and unmounts its owners' segments, as the single-cluster
+/// bench does).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn bench_through_two_clusters_on_etcd() {
+    let dir = tempfile::tempdir().unwrap();
+    let mesh = Mesh::start(dir.path(), Backend::Etcd(etcd()), &[1.0, 1.0]).await;
+    let before = completed_puts(&mesh).await;
+    let owner_token = mesh.key.owner("bench-owner");
+    let report = mesh.cli_json(&[
+        "bench",
+        "--n",
+        "200",
+        "--size",
+        "4096",
+        "--owner-token",
+        &owner_token,
+        "--owner-id",
+        "bench-owner",
+    ]);
+    for figure in ["put", "get", "put_batch", "get_batch", "exist"] {
+        let rate = report[figure].as_f64().unwrap_or(0.0);
+        assert!(rate > 0.0, "{figure}: {report}");
+    }
+    assert_eq!(
+        (&report["n"], &report["size"], &report["clusters"]),
+        (&200.into(), &4096.into(), &2.into()),
+        "{report}"
+    );
+    let after = completed_puts(&mesh).await;
+    for (i, (b, a)) in before.iter().zip(&after).enumerate() {
+        // 400 keys split by rendezvous between two equal clusters: each takes well over 100.
+        assert!(
+            a - b >= 100,
+            "cluster {i} completed puts {b} -> {a}: {report}"
+        );
+    }
+    assert_listed(&mesh, &BTreeMap::new(), 3);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
