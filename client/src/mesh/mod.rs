@@ -262,23 +262,12 @@ impl MeshClient {
     }
 }
 
-/// The cluster that held `id` before the newest membership change: the best of the serving
-/// and draining clusters but its authority. Rendezvous without the winner elects the
-/// runner-up, so after a join it is the authority from before the join; a draining cluster
-/// is the winner of the keys it still holds (docs/scale-out.md, "Reads after a membership
-/// change").
+/// The cluster that held `id` before the newest membership change
+/// ([`crescent_mesh::previous_authority`]: the runner-up among serving and draining clusters;
+/// docs/scale-out.md, "Reads after a membership change").
 pub(crate) fn previous_authority(routing: &Routing, id: &ObjectId) -> Option<String> {
-    use crescent_mesh::ClusterState::{Draining, Serving};
-    let authority = route(routing, id).ok()?;
-    let mut before = routing.membership.clone();
-    before
-        .clusters
-        .retain(|c| c.name != authority && matches!(c.state, Serving | Draining));
-    for c in &mut before.clusters {
-        c.state = Serving;
-    }
     let key = RouteKey::object(id.tenant(), id.domain.as_deref(), id.key.as_bytes());
-    RouteTable::new(&before).route(key).ok().map(str::to_string)
+    crescent_mesh::previous_authority(&routing.membership, &routing.table, key)
 }
 
 /// The authority cluster of `id` under `routing`.
