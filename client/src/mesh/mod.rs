@@ -156,6 +156,20 @@ impl MeshClient {
         self.client_for(&self.routing(), name)
     }
 
+    /// Waits up to `within` until the membership followed holds generation `generation` (a
+    /// change this process made itself, say); the generation held then.
+    pub async fn wait_for_generation(&self, generation: u64, within: Duration) -> u64 {
+        if let Err(e) = self
+            .shared
+            .watch
+            .wait_for_generation(generation, within)
+            .await
+        {
+            tracing::warn!(generation, error = %e, "the mesh generation did not arrive");
+        }
+        self.generation()
+    }
+
     /// Waits until the read leases every get released have been released (a process about to
     /// exit after gets, as `crescent get` does).
     pub async fn settle(&self) {
