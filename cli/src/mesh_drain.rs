@@ -14,6 +14,7 @@ use crescent_wire::scan::{ScanEntry, MAX_SCAN_PAGE};
 use crescent_wire::ErrorCode;
 use futures::StreamExt;
 use serde_json::json;
+use tracing::Instrument;
 
 use crate::run::print_json;
 
@@ -40,7 +41,7 @@ struct Tally {
 }
 
 /// What became of one object.
-enum Moved {
+enum Outcome {
     Moved,
     /// The authority held the key already: the object there is kept.
     SkippedNewer,
@@ -52,6 +53,18 @@ enum Moved {
 /// Runs the drain of `cluster`; its exit status (non-zero when an object failed to move or
 /// `C` still holds objects).
 pub(super) async fn drain(
+    client: &MeshClient,
+    endpoint: &CoordinationEndpoint,
+    cluster: &str,
+    json: bool,
+) -> Result<u8, ClientError> {
+    let span = tracing::info_span!("mesh.drain", mesh = %client.mesh(), cluster = %cluster);
+    drain_inner(client, endpoint, cluster, json)
+        .instrument(span)
+        .await
+}
+
+async fn drain_inner(
     client: &MeshClient,
     endpoint: &CoordinationEndpoint,
     cluster: &str,
@@ -139,17 +152,20 @@ async fn move_all(
     let mut cursor = None;
     loop {
         let page = source.scan_objects(cursor, Some(MAX_SCAN_PAGE)).await?;
-        let outcomes: Vec<Result<Moved, ClientError>> = futures::stream::iter(&page.objects)
-            .map(|o| move_with_retries(client, cluster, o))
+        let outcomes: Vec<Result<Outcome, ClientError>> = futures::stream::iter(&page.objects)
+            .map(|o| {
+                move_with_retries(client, cluster, o)
+                    .instrument(tracing::debug_span!("mesh.drain_object", tenant = %o.tenant))
+            })
             .buffer_unordered(PARALLEL)
             .collect()
             .await;
         for (o, outcome) in page.objects.iter().zip(outcomes) {
             match outcome {
-                Ok(Moved::Moved) => tally.moved += 1,
-                Ok(Moved::SkippedNewer) => tally.skipped_newer += 1,
+                Ok(Outcome::Moved) => tally.moved += 1,
+                Ok(Outcome::SkippedNewer) => tally.skipped_newer += 1,
                 // A put in progress is taken by a later pass, once complete (or revoked).
-                Ok(Moved::Gone | Moved::InProgress) => {}
+                Ok(Outcome::Gone | Outcome::InProgress) => {}
                 Err(e) => {
                     tally.failed += 1;
                     tracing::warn!(tenant = %o.tenant, key = %o.key, error = %e, "not moved");
@@ -176,7 +192,7 @@ async fn move_with_retries(
     client: &MeshClient,
     cluster: &str,
     o: &ScanEntry,
-) -> Result<Moved, ClientError> {
+) -> Result<Outcome, ClientError> {
     let mut attempt = 1;
     loop {
         match move_one(client, cluster, o).await {
@@ -192,24 +208,28 @@ async fn move_with_retries(
 
 /// Moves one object: read at `cluster`, put (without upsert) at its authority through the
 /// mesh, removed at `cluster`. An object the authority holds already is kept there.
-async fn move_one(client: &MeshClient, cluster: &str, o: &ScanEntry) -> Result<Moved, ClientError> {
+async fn move_one(
+    client: &MeshClient,
+    cluster: &str,
+    o: &ScanEntry,
+) -> Result<Outcome, ClientError> {
     if !o.complete {
-        return Ok(Moved::InProgress);
+        return Ok(Outcome::InProgress);
     }
     let scoped = client.with_scope(Some(&o.tenant), o.domain.as_deref())?;
     let source = scoped.cluster_client(cluster)?;
     let value = match source.get(&o.key).await {
         Ok(v) => v,
-        Err(e) if e.code() == Some(ErrorCode::NotFound) => return Ok(Moved::Gone),
+        Err(e) if e.code() == Some(ErrorCode::NotFound) => return Ok(Outcome::Gone),
         Err(e) => return Err(e),
     };
     let outcome = match scoped
         .put_with(&o.key, &value, &PutOptions::default())
         .await
     {
-        Ok(put) if put.already_existed => Moved::SkippedNewer,
-        Ok(_) => Moved::Moved,
-        Err(e) if e.code() == Some(ErrorCode::Conflict) => Moved::SkippedNewer,
+        Ok(put) if put.already_existed => Outcome::SkippedNewer,
+        Ok(_) => Outcome::Moved,
+        Err(e) if e.code() == Some(ErrorCode::Conflict) => Outcome::SkippedNewer,
         Err(e) => return Err(e),
     };
     // Forced: the value is safe at its authority, and this process's own read lease (released
