@@ -1,8 +1,9 @@
 //! `crescent mesh drain --cluster C` on meshes of standalone clusters on real etcd and
 //! redis-server (docs/scale-out.md, "Draining a cluster"): every object C held, of every
 //! tenant and domain, is moved to its authority and reads back with the same bytes; C holds no
-//! object and is `leaving` in `mesh ls`; an unknown, a leaving and the last serving cluster
-//! are refused with their codes.
+//! object and is `leaving` in `mesh ls`; a drain run again after stopping midway resumes and
+//! keeps the objects already at their authority; an unknown, a leaving and the last serving
+//! cluster are refused with their codes.
 
 use std::time::{Duration, Instant};
 
@@ -75,7 +76,7 @@ async fn put_objects(mesh: &Mesh, n: usize) -> Vec<Stored> {
 }
 
 /// Every object reads back with its bytes, through `fresh` clients (a new watch) too.
-async fn assert_readable(mesh: &Mesh, stored: &[Stored]) {
+async fn assert_readable<'a>(mesh: &Mesh, stored: impl IntoIterator<Item = &'a Stored>) {
     let fresh = admin_client(mesh).await;
     for s in stored {
         assert_eq!(s.client.get(&s.key).await.expect("readable"), s.value);
@@ -119,7 +120,13 @@ fn drain(mesh: &Mesh, cluster: &str) -> serde_json::Value {
 
 async fn drain_in_turn(backend: Backend, weights: &[f64]) {
     let dir = tempfile::tempdir().unwrap();
+    let started = Instant::now();
     let mesh = Mesh::start(dir.path(), backend, weights).await;
+    eprintln!(
+        "{} clusters serving after {:?}",
+        weights.len(),
+        started.elapsed()
+    );
     let stored = put_objects(&mesh, 60).await;
     assert_refused(&mesh, "no-such-cluster", "UNKNOWN_CLUSTER");
     let (last, drained) = mesh.clusters.split_last().unwrap();
@@ -148,6 +155,69 @@ async fn drain_in_turn(backend: Backend, weights: &[f64]) {
     );
     assert_refused(&mesh, &last.0, "LAST_SERVING_CLUSTER");
     assert_eq!(listed(&mesh, &last.0)["state"], "serving");
+    eprintln!("done after {:?}", started.elapsed());
+}
+
+/// A drain that stopped after marking the cluster draining, with two objects already at
+/// their new authority (one copied, one written anew since): running it resumes, keeps both
+/// objects at the authority (`skipped_newer`) and moves the rest.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_drain_resumes_and_keeps_newer_objects() {
+    let dir = tempfile::tempdir().unwrap();
+    let mesh = Mesh::start(dir.path(), Backend::Etcd(etcd()), &[1.0, 1.0]).await;
+    let client = mesh.client().await;
+    let stored = put_objects(&mesh, 40).await;
+    let cluster = mesh.clusters[0].0.clone();
+    let held: Vec<&Stored> = stored
+        .iter()
+        .filter(|s| s.tenant == TENANT && s.domain.is_none())
+        .filter(|s| client.authority(&s.key).unwrap() == cluster)
+        .collect();
+    assert!(held.len() >= 3, "{cluster} holds {}", held.len());
+    let total = listed(&mesh, &cluster)["objects"].as_u64().unwrap();
+
+    // What a drain that crashed after its first step leaves.
+    let endpoint = crescent_ha::CoordinationEndpoint::Etcd(vec![etcd()]);
+    let store =
+        crescent_ha::MembershipStore::connect(&endpoint, &mesh.name, Duration::from_secs(5))
+            .await
+            .unwrap();
+    let current = store.read().await.unwrap().unwrap();
+    let next = crescent_mesh::drain_step(&current.membership, &cluster)
+        .unwrap()
+        .unwrap();
+    let generation = store
+        .compare_and_set(Some(&current), next)
+        .await
+        .unwrap()
+        .membership
+        .generation;
+    client
+        .wait_for_generation(generation, Duration::from_secs(10))
+        .await;
+    assert_eq!(listed(&mesh, &cluster)["state"], "draining");
+    client.put(&held[0].key, &held[0].value).await.unwrap();
+    client
+        .put(&held[1].key, b"written after the drain began")
+        .await
+        .unwrap();
+
+    let out = drain(&mesh, &cluster);
+    assert_eq!(
+        (&out["failed"], &out["skipped_newer"]),
+        (&0.into(), &2.into()),
+        "{out}"
+    );
+    assert_eq!(out["moved"], total - 2, "{out}");
+    assert_eq!(out["state"], "leaving", "{out}");
+    let newer = client.get(&held[1].key).await.unwrap();
+    assert_eq!(newer, b"written after the drain began");
+    let newer_key = held[1].key.clone();
+    let rest = stored
+        .iter()
+        .filter(|s| !(s.tenant == TENANT && s.domain.is_none() && s.key == newer_key));
+    assert_readable(&mesh, rest).await;
+    assert_eq!(listed(&mesh, &cluster)["objects"], 0);
 }
 
 /// Three clusters on etcd: drain one, then another (objects moved once already move again),
