@@ -73,6 +73,7 @@ async fn drain_inner(
     let store = MembershipStore::connect(endpoint, client.mesh(), BACKEND_TIMEOUT)
         .await
         .map_err(refused)?;
+    preflight(&store, client, cluster).await?;
     let draining = step(&store, |m| crescent_mesh::drain_step(m, cluster)).await?;
     client
         .wait_for_generation(draining.generation, GENERATION_WAIT)
@@ -106,6 +107,25 @@ async fn drain_inner(
     } else {
         9
     })
+}
+
+/// Refuses a drain that would stop after its first step: the record refuses it, or `cluster`
+/// does not let this credential scan it (a client token: `PERMISSION_DENIED`), or cannot be
+/// reached. Nothing is written before this passes.
+async fn preflight(
+    store: &MembershipStore,
+    client: &MeshClient,
+    cluster: &str,
+) -> Result<(), ClientError> {
+    if let Some(current) = store.read().await.map_err(refused)? {
+        crescent_mesh::drain_step(&current.membership, cluster)
+            .map_err(ClientError::MeshRefused)?;
+    }
+    client
+        .cluster_client(cluster)?
+        .scan_objects(None, Some(1))
+        .await
+        .map(drop)
 }
 
 /// Applies `plan` to the stored record by compare-and-set until it lands or has nothing left

@@ -8,6 +8,7 @@
 use std::time::{Duration, Instant};
 
 use crescent_client::{BearerToken, ClientOptions, MeshClient};
+use crescent_tests::binaries::crescent_command;
 use crescent_tests::ha_pair::{etcd, Backend};
 use crescent_tests::mesh::{Mesh, TENANT};
 use crescent_tests::redis::test_redis;
@@ -110,6 +111,26 @@ fn assert_refused(mesh: &Mesh, cluster: &str, code: &str) {
     assert_eq!(body["error"]["code"], code, "{body}");
 }
 
+/// `mesh drain` with a client token: the scan is refused before anything is written.
+fn assert_client_token_refused(mesh: &Mesh, cluster: &str) {
+    let [flag, endpoint] = match &mesh.backend {
+        Backend::Etcd(e) => ["--etcd", e.as_str()],
+        Backend::Redis(r) => ["--redis", r.as_str()],
+    };
+    let token = mesh.key.client(TENANT);
+    let globals = [
+        flag, endpoint, "--mesh", &mesh.name, "--token", &token, "--json",
+    ];
+    let out = crescent_command(&globals)
+        .args(["mesh", "drain", "--cluster", cluster])
+        .output()
+        .expect("running crescent");
+    let body: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    assert_eq!(body["error"]["code"], "PERMISSION_DENIED", "{body}");
+    assert_eq!(out.status.code(), Some(10), "{body}");
+    assert_eq!(listed(mesh, cluster)["state"], "serving");
+}
+
 /// Drains `cluster` with the CLI; its JSON summary.
 fn drain(mesh: &Mesh, cluster: &str) -> serde_json::Value {
     let started = Instant::now();
@@ -129,6 +150,7 @@ async fn drain_in_turn(backend: Backend, weights: &[f64]) {
     );
     let stored = put_objects(&mesh, 60).await;
     assert_refused(&mesh, "no-such-cluster", "UNKNOWN_CLUSTER");
+    assert_client_token_refused(&mesh, &mesh.clusters[0].0);
     let (last, drained) = mesh.clusters.split_last().unwrap();
     let mut total_moved = 0;
     for (cluster, _) in drained {
