@@ -18,6 +18,7 @@ mod cold_bench;
 mod docs_out;
 mod mesh;
 mod mesh_bench;
+mod mesh_drain;
 mod progress;
 mod run;
 mod tenant;
@@ -60,9 +61,9 @@ pub struct Cli {
     /// and follow its leader there. Needs --cluster.
     #[arg(long, global = true, env = "CRESCENT_REDIS")]
     pub redis: Option<String>,
-    /// A mesh of clusters (with --etcd or --redis, without --cluster): each object request
-    /// goes to its authority cluster's leader (docs/scale-out.md).
-    #[arg(long, global = true, env = "CRESCENT_MESH", conflicts_with = "cluster")]
+    /// A mesh of clusters (with --etcd or --redis; --cluster only in `mesh drain --cluster C`):
+    /// each object request goes to its authority cluster's leader (docs/scale-out.md).
+    #[arg(long, global = true, env = "CRESCENT_MESH")]
     pub mesh: Option<String>,
     /// The HA pair's cluster name (with --etcd or --redis).
     #[arg(long, global = true, env = "CRESCENT_CLUSTER")]
@@ -238,7 +239,7 @@ pub enum Command {
         #[arg(long, default_value = ".")]
         dir: std::path::PathBuf,
     },
-    /// The mesh of clusters (with --mesh): `ls`.
+    /// The mesh of clusters (with --mesh): `ls`, `drain`.
     Mesh {
         #[command(subcommand)]
         command: mesh::MeshCommand,
@@ -360,7 +361,8 @@ const EXIT_CODES: &str = "\
 Exit status:
   0  success
   1  `exist`: the key does not exist
-  2  invalid argument or usage (INVALID_ARGUMENT)
+  2  invalid argument or usage (INVALID_ARGUMENT); a refused mesh change
+     (UNKNOWN_CLUSTER, ILLEGAL_TRANSITION, LAST_SERVING_CLUSTER)
   3  crescentd unreachable or not serving: connection refused, no leader, failover
      (UNAVAILABLE, NOT_LEADER, BUSY, NOT_READY, NO_LEADER, FAILOVER_INTERRUPTED,
      WRONG_CLUSTER)

@@ -15,6 +15,10 @@ pub enum MeshCommand {
     /// The mesh's clusters with name, leader, weight, state and objects (each cluster's
     /// stats), and the membership generation.
     Ls,
+    /// Drains cluster --cluster C out of the mesh: marks it draining, moves every object it
+    /// holds to its authority, then marks it leaving (docs/scale-out.md, "Draining a
+    /// cluster"). Run it again after a failure to resume.
+    Drain,
 }
 
 pub(super) async fn run(cli: Cli) -> Result<u8, ClientError> {
@@ -23,7 +27,22 @@ pub(super) async fn run(cli: Cli) -> Result<u8, ClientError> {
             "`crescent mesh` needs the mesh: --mesh M with --etcd or --redis".into(),
         ));
     }
-    let client = MeshClient::connect(cli.client_options())
+    let drain = matches!(
+        cli.command,
+        Command::Mesh {
+            command: MeshCommand::Drain
+        }
+    );
+    if cli.cluster.is_some() != drain {
+        return Err(ClientError::InvalidArgument(
+            "--cluster goes with --mesh only in `mesh drain --cluster C`, which needs it".into(),
+        ));
+    }
+    let options = crescent_client::ClientOptions {
+        cluster: None,
+        ..cli.client_options()
+    };
+    let client = MeshClient::connect(options.clone())
         .await?
         .with_scope(cli.tenant.as_deref(), cli.domain.as_deref())?;
     let json = cli.json;
@@ -53,13 +72,21 @@ pub(super) async fn run(cli: Cli) -> Result<u8, ClientError> {
             let report = crate::mesh_bench::run(&client, &config).await?;
             print_bench(&report, json)?;
         }
-        _ => {
-            return Err(ClientError::InvalidArgument(
-                "through a mesh (--mesh) only put, get, exist, rm, bench and mesh ls run; \
-                 reach one cluster with --cluster or --server for the rest"
-                    .into(),
-            ))
+        Command::Mesh {
+            command: MeshCommand::Drain,
+        } => {
+            let endpoint = match options.redis {
+                Some(url) => crescent_ha::CoordinationEndpoint::Redis(url),
+                None => crescent_ha::CoordinationEndpoint::Etcd(options.etcd_endpoints),
+            };
+            let cluster = cli.cluster.as_deref().unwrap_or_default();
+            return super::mesh_drain::drain(&client, &endpoint, cluster, json).await;
         }
+        _ => return Err(ClientError::InvalidArgument(
+            "through a mesh (--mesh) only put, get, exist, rm, bench, mesh ls and mesh drain run; \
+                 reach one cluster with --cluster or --server for the rest"
+                .into(),
+        )),
     }
     Ok(0)
 }

@@ -33,6 +33,22 @@ impl CrescentClient {
         self.get_from("stats", |r| &r.stats).await
     }
 
+    /// `POST /v1/objects/scan` (admin): one page of every object the server holds, across
+    /// every tenant and domain, after `cursor` (docs/api.md, "Scanning every object").
+    pub async fn scan_objects(
+        &self,
+        cursor: Option<crescent_wire::scan::ScanCursor>,
+        limit: Option<u32>,
+    ) -> Result<crescent_wire::scan::ScanReply, ClientError> {
+        self.post_route(
+            "scan",
+            Retry::Idempotent,
+            crescent_wire::scan::SCAN_ROUTE,
+            &crescent_wire::scan::ScanRequest::page(cursor, limit),
+        )
+        .await
+    }
+
     /// Registers (or re-registers) a storage owner. Idempotent for one incarnation, so it is
     /// retried across a failover.
     pub async fn register_owner(

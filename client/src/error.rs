@@ -83,6 +83,12 @@ pub enum ClientError {
     #[cfg(feature = "etcd")]
     #[error("leader discovery through etcd: {0}")]
     Discovery(#[source] crescent_ha::HaError),
+    /// A mesh membership change was refused by the update rule (docs/scale-out.md,
+    /// "Membership record"): the mesh's own code, e.g. `LAST_SERVING_CLUSTER`,
+    /// `UNKNOWN_CLUSTER`, `ILLEGAL_TRANSITION`.
+    #[cfg(feature = "etcd")]
+    #[error("mesh membership change refused: {0}")]
+    MeshRefused(#[source] crescent_mesh::MeshError),
     /// `crescent admin backup` refused or failed; its code and class are the backup's own
     /// (docs/operations.md, "Backup and restore"). The backup itself is the CLI's (it needs
     /// the journal crates, which a client library does not), so its error comes boxed.
@@ -198,6 +204,8 @@ impl ClientError {
             ClientError::Interrupted { .. } | ClientError::NoLeader { .. } => ErrorClass::Retryable,
             #[cfg(feature = "etcd")]
             ClientError::Discovery(e) => e.class(),
+            #[cfg(feature = "etcd")]
+            ClientError::MeshRefused(e) => e.class(),
             ClientError::Backup { class, .. } => *class,
         }
     }
@@ -223,6 +231,8 @@ impl ClientError {
                 ErrorClass::Retryable => ErrorCode::Unavailable,
                 ErrorClass::Fatal => ErrorCode::Internal,
             }),
+            #[cfg(feature = "etcd")]
+            ClientError::MeshRefused(e) => ScriptCode::Mesh(e.code()),
             ClientError::Backup { code, .. } => *code,
         }
     }

@@ -18,6 +18,9 @@ pub enum ScriptCode {
     /// `crescent admin backup`'s own codes (docs/operations.md, "Backup and restore"); a
     /// local IO failure of the backup is [`ScriptCode::IoError`].
     Backup(&'static str),
+    /// A refused mesh membership change: the mesh's own code (docs/scale-out.md, "Membership
+    /// record").
+    Mesh(&'static str),
 }
 
 impl ScriptCode {
@@ -29,7 +32,7 @@ impl ScriptCode {
             ScriptCode::IoError => "IO_ERROR",
             ScriptCode::FailoverInterrupted => "FAILOVER_INTERRUPTED",
             ScriptCode::NoLeader => "NO_LEADER",
-            ScriptCode::Backup(code) => code,
+            ScriptCode::Backup(code) | ScriptCode::Mesh(code) => code,
         }
     }
 
@@ -60,6 +63,7 @@ impl ScriptCode {
             ScriptCode::ChecksumMismatch => 6,
             ScriptCode::IoError => 7,
             ScriptCode::Backup(_) => 9,
+            ScriptCode::Mesh(_) => 2,
         }
     }
 }
@@ -109,6 +113,11 @@ mod tests {
             (ScriptCode::FailoverInterrupted, "FAILOVER_INTERRUPTED", 3),
             (ScriptCode::NoLeader, "NO_LEADER", 3),
             (ScriptCode::Backup("BACKUP_INVALID"), "BACKUP_INVALID", 9),
+            (
+                ScriptCode::Mesh("LAST_SERVING_CLUSTER"),
+                "LAST_SERVING_CLUSTER",
+                2,
+            ),
         ] {
             assert_eq!((code.as_str(), code.exit_code()), (name, exit));
         }

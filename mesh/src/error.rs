@@ -63,6 +63,10 @@ pub enum MeshError {
     #[error("the update leaves no cluster serving")]
     LastServingCluster,
 
+    /// A change names a cluster the record does not list.
+    #[error("mesh generation {generation} lists no cluster {cluster:?}")]
+    UnknownCluster { cluster: String, generation: u64 },
+
     /// Routing found no serving cluster in the membership.
     #[error("no cluster of mesh generation {generation} is serving")]
     NoServingCluster { generation: u64 },
@@ -87,6 +91,7 @@ impl MeshError {
             MeshError::StaleGeneration { .. } => "STALE_GENERATION",
             MeshError::IllegalTransition { .. } => "ILLEGAL_TRANSITION",
             MeshError::LastServingCluster => "LAST_SERVING_CLUSTER",
+            MeshError::UnknownCluster { .. } => "UNKNOWN_CLUSTER",
             MeshError::NoServingCluster { .. } => "NO_SERVING_CLUSTER",
         }
     }

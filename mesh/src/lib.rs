@@ -12,6 +12,7 @@
 //! Pure: no IO, clock or randomness. Publishing the record in etcd or Redis lives with the
 //! coordination backends (crescent-ha).
 
+mod drain;
 mod error;
 pub mod hash;
 mod membership;
@@ -19,6 +20,7 @@ mod publish;
 mod route;
 
 pub use crescent_error_class::ErrorClass;
+pub use drain::{drain_step, drained_step, previous_authority};
 pub use error::MeshError;
 pub use membership::{
     apply_update, validate_name, ClusterEntry, ClusterState, Membership, MAX_ADDRESS_LEN,

@@ -153,3 +153,54 @@ async fn open_mode_asks_for_no_token() {
     assert!(!e.exists);
     Node::stop(&state);
 }
+
+/// `POST /v1/objects/scan` lists every object of every tenant and domain for an admin, and
+/// is refused to a client, even for its own tenant (docs/api.md, "Scanning every object").
+#[actix_web::test]
+async fn a_scan_sees_every_scope_and_is_for_admins_only() {
+    let t = tempfile::tempdir().unwrap();
+    let state = start(&config(t.path()));
+    let app = app_for(&state).await;
+    owner_with_segment(&app, "o1", "seg1", 1 << 20).await;
+    let ids = [
+        json!({"key": "a"}),
+        json!({"key": "b", "tenant": "acme"}),
+        json!({"key": "c", "tenant": "acme", "domain": "d1"}),
+    ];
+    for id in &ids {
+        put(&app, id.clone(), 7).await;
+    }
+    let mut seen = Vec::new();
+    let mut body = json!({"limit": 1});
+    loop {
+        let (s, b) = post(&app, "/v1/objects/scan", body.clone()).await;
+        assert_eq!((s, &b["version"]), (200, &json!(1)), "{b}");
+        for o in b["objects"].as_array().unwrap() {
+            assert_eq!((&o["size"], &o["complete"]), (&json!(7), &json!(true)));
+            seen.push((o["tenant"].clone(), o["domain"].clone(), o["key"].clone()));
+        }
+        match b.get("next") {
+            Some(next) => body = json!({"limit": 1, "cursor": next}),
+            None => break,
+        }
+    }
+    seen.sort_by_key(|(_, _, k)| k.as_str().unwrap().to_string());
+    let d1 = json!("d1");
+    assert_eq!(
+        seen,
+        [
+            (json!("default"), json!(null), json!("a")),
+            (json!("acme"), json!(null), json!("b")),
+            (json!("acme"), d1, json!("c")),
+        ]
+    );
+    let acme = app.client_token("acme");
+    refused(
+        post_as(&app, "/v1/objects/scan", json!({}), acme).await,
+        403,
+        "PERMISSION_DENIED",
+    );
+    let (s, b) = post(&app, "/v1/objects/scan", json!({"version": 2})).await;
+    assert_eq!((s, &b["code"]), (400, &json!("INVALID_ARGUMENT")), "{b}");
+    Node::stop(&state);
+}

@@ -34,6 +34,7 @@ pub mod rebuild;
 pub mod releases;
 pub mod removals;
 mod route_change;
+mod scan;
 pub mod segments;
 mod shard;
 pub mod tenants;

@@ -13,6 +13,7 @@ pub mod rebuild;
 pub mod rpc;
 pub mod rpc_compact;
 pub mod rpc_handshake;
+pub mod scan;
 pub mod segments;
 pub mod store;
 pub mod tenants;

@@ -47,10 +47,12 @@ pub enum Operation {
     TenantQuotaSet,
     /// Every tenant's policy and usage.
     TenantList,
+    /// Every object of every tenant and domain, page by page (what a mesh drain moves).
+    ObjectScan,
 }
 
 impl Operation {
-    pub const ALL: [Operation; 19] = [
+    pub const ALL: [Operation; 20] = [
         Operation::Status,
         Operation::ObjectRead,
         Operation::ObjectWrite,
@@ -70,6 +72,7 @@ impl Operation {
         Operation::TenantRead,
         Operation::TenantQuotaSet,
         Operation::TenantList,
+        Operation::ObjectScan,
     ];
 
     /// A bounded metric label.
@@ -94,6 +97,7 @@ impl Operation {
             Operation::TenantRead => "tenant_read",
             Operation::TenantQuotaSet => "tenant_quota_set",
             Operation::TenantList => "tenant_list",
+            Operation::ObjectScan => "object_scan",
         }
     }
 
@@ -107,7 +111,7 @@ impl Operation {
             | RebuildComplete => &[Role::Owner],
             Replication => &[Role::Peer],
             WeightWrite | SegmentList | Cold | Snapshot | TokenRevoke | TenantQuotaSet
-            | TenantList => &[],
+            | TenantList | ObjectScan => &[],
         }
     }
 

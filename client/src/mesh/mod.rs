@@ -156,6 +156,20 @@ impl MeshClient {
         self.client_for(&self.routing(), name)
     }
 
+    /// Waits up to `within` until the membership followed holds generation `generation` (a
+    /// change this process made itself, say); the generation held then.
+    pub async fn wait_for_generation(&self, generation: u64, within: Duration) -> u64 {
+        if let Err(e) = self
+            .shared
+            .watch
+            .wait_for_generation(generation, within)
+            .await
+        {
+            tracing::warn!(generation, error = %e, "the mesh generation did not arrive");
+        }
+        self.generation()
+    }
+
     /// Waits until the read leases every get released have been released (a process about to
     /// exit after gets, as `crescent get` does).
     pub async fn settle(&self) {
@@ -262,23 +276,12 @@ impl MeshClient {
     }
 }
 
-/// The cluster that held `id` before the newest membership change: the best of the serving
-/// and draining clusters but its authority. Rendezvous without the winner elects the
-/// runner-up, so after a join it is the authority from before the join; a draining cluster
-/// is the winner of the keys it still holds (docs/scale-out.md, "Reads after a membership
-/// change").
+/// The cluster that held `id` before the newest membership change
+/// ([`crescent_mesh::previous_authority`]: the runner-up among serving and draining clusters;
+/// docs/scale-out.md, "Reads after a membership change").
 pub(crate) fn previous_authority(routing: &Routing, id: &ObjectId) -> Option<String> {
-    use crescent_mesh::ClusterState::{Draining, Serving};
-    let authority = route(routing, id).ok()?;
-    let mut before = routing.membership.clone();
-    before
-        .clusters
-        .retain(|c| c.name != authority && matches!(c.state, Serving | Draining));
-    for c in &mut before.clusters {
-        c.state = Serving;
-    }
     let key = RouteKey::object(id.tenant(), id.domain.as_deref(), id.key.as_bytes());
-    RouteTable::new(&before).route(key).ok().map(str::to_string)
+    crescent_mesh::previous_authority(&routing.membership, &routing.table, key)
 }
 
 /// The authority cluster of `id` under `routing`.

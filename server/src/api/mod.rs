@@ -103,6 +103,10 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 )
                 .route(rel(routes::LIST), web::post().to(objects::list))
                 .route(
+                    rel(crescent_wire::scan::SCAN_ROUTE),
+                    web::post().to(objects::scan),
+                )
+                .route(
                     rel(routes::BATCH_PUT_START),
                     web::post().to(objects_batch::put_start),
                 )

@@ -156,3 +156,13 @@ pub async fn list(
     state.rebuild.admit_object()?;
     Ok(Reply(state.directory.list(&req)?))
 }
+
+/// `POST /v1/objects/scan` (admin): a page of every object of every scope (docs/api.md,
+/// "Scanning every object"). Bounded by its page, like list.
+pub async fn scan(
+    state: State,
+    Wire(req): Wire<crescent_wire::scan::ScanRequest>,
+) -> Result<Reply<crescent_wire::scan::ScanReply>, HttpError> {
+    state.rebuild.admit_object()?;
+    Ok(Reply(state.directory.scan(&req)?))
+}
