@@ -19,6 +19,9 @@ pub enum MeshCommand {
     /// holds to its authority, then marks it leaving (docs/scale-out.md, "Draining a
     /// cluster"). Run it again after a failure to resume.
     Drain,
+    /// Moves every object a cluster holds without being its authority (after a join) to its
+    /// authority (docs/scale-out.md, "Rebalancing after a join").
+    Rebalance,
 }
 
 pub(super) async fn run(cli: Cli) -> Result<u8, ClientError> {
@@ -59,6 +62,9 @@ pub(super) async fn run(cli: Cli) -> Result<u8, ClientError> {
         Command::Mesh {
             command: MeshCommand::Ls,
         } => ls(&client, json).await?,
+        Command::Mesh {
+            command: MeshCommand::Rebalance,
+        } => return super::mesh_drain::rebalance(&client, json).await,
         Command::Bench {
             n,
             size,
@@ -83,7 +89,7 @@ pub(super) async fn run(cli: Cli) -> Result<u8, ClientError> {
             return super::mesh_drain::drain(&client, &endpoint, cluster, json).await;
         }
         _ => return Err(ClientError::InvalidArgument(
-            "through a mesh (--mesh) only put, get, exist, rm, bench, mesh ls and mesh drain run; \
+            "through a mesh (--mesh) only put, get, exist, rm, bench and mesh ls, drain and rebalance run; \
                  reach one cluster with --cluster or --server for the rest"
                 .into(),
         )),

@@ -4,6 +4,9 @@
 //!
 //! Client-side and idempotent: every step reads what is there now (the record, the objects `C`
 //! still holds), so running the command again after a crash resumes where it stopped.
+//!
+//! `crescent mesh rebalance` (docs/scale-out.md, "Rebalancing after a join") moves the same
+//! way every object that a serving or draining cluster holds but is not the authority of.
 
 use std::time::Duration;
 
@@ -48,6 +51,8 @@ enum Outcome {
     /// Gone from `C` before it was read (removed meanwhile, or moved by an earlier run).
     Gone,
     InProgress,
+    /// The cluster holding it is its authority: nothing to move.
+    InPlace,
 }
 
 /// Runs the drain of `cluster`; its exit status (non-zero when an object failed to move or
@@ -185,7 +190,7 @@ async fn move_all(
                 Ok(Outcome::Moved) => tally.moved += 1,
                 Ok(Outcome::SkippedNewer) => tally.skipped_newer += 1,
                 // A put in progress is taken by a later pass, once complete (or revoked).
-                Ok(Outcome::Gone | Outcome::InProgress) => {}
+                Ok(Outcome::Gone | Outcome::InProgress | Outcome::InPlace) => {}
                 Err(e) => {
                     tally.failed += 1;
                     tracing::warn!(tenant = %o.tenant, key = %o.key, error = %e, "not moved");
@@ -237,6 +242,10 @@ async fn move_one(
         return Ok(Outcome::InProgress);
     }
     let scoped = client.with_scope(Some(&o.tenant), o.domain.as_deref())?;
+    // Never the case in a drain (a draining cluster is no authority); in a rebalance, most.
+    if scoped.authority(&o.key)? == cluster {
+        return Ok(Outcome::InPlace);
+    }
     let source = scoped.cluster_client(cluster)?;
     let value = match source.get(&o.key).await {
         Ok(v) => v,
@@ -260,6 +269,43 @@ async fn move_one(
         Err(e) if e.code() == Some(ErrorCode::NotFound) => Ok(outcome),
         Err(e) => Err(e),
     }
+}
+
+/// Moves every object held away from its authority, cluster by cluster (serving and
+/// draining ones: a leaving cluster holds none); its exit status (non-zero when an object
+/// failed to move).
+pub(super) async fn rebalance(client: &MeshClient, json: bool) -> Result<u8, ClientError> {
+    let span = tracing::info_span!("mesh.rebalance", mesh = %client.mesh());
+    async {
+        let membership = client.membership();
+        let mut tally = Tally::default();
+        let holders = membership.clusters.iter().filter(|c| {
+            matches!(
+                c.state,
+                crescent_mesh::ClusterState::Serving | crescent_mesh::ClusterState::Draining
+            )
+        });
+        for c in holders {
+            move_all(client, &c.name, &mut tally, json).await?;
+        }
+        if json {
+            print_json(
+                &json!({"moved": tally.moved, "skipped_newer": tally.skipped_newer,
+                "failed": tally.failed, "generation": membership.generation}),
+            )?;
+        } else {
+            outln!(
+                "moved {}, kept newer {}, failed {} (generation {})",
+                tally.moved,
+                tally.skipped_newer,
+                tally.failed,
+                membership.generation
+            )?;
+        }
+        Ok(if tally.failed == 0 { 0 } else { 9 })
+    }
+    .instrument(span)
+    .await
 }
 
 /// `cluster`'s object count from its leader's stats.

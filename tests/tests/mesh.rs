@@ -285,6 +285,31 @@ async fn objects_stay_readable_after_a_join() {
         row["objects"], held[&joined],
         "only the new object is there: {ls}"
     );
+
+    // A rebalance moves what the join left at the previous authorities: afterwards every
+    // object is read at its authority itself, with no fallback.
+    let report = mesh.cli_json(&["mesh", "rebalance"]);
+    assert_eq!(report["failed"], 0, "{report}");
+    assert_eq!(
+        report["moved"],
+        moved.len() as u64 - 1,
+        "the removed one is gone: {report}"
+    );
+    for key in keys.iter().filter(|k| *k != moved[1]) {
+        let authority = client.authority(key).unwrap();
+        let at = client.cluster_client(&authority).unwrap();
+        let value = at
+            .get(key)
+            .await
+            .unwrap_or_else(|e| panic!("{key} at {authority}: {e}"));
+        assert_eq!(value, format!("v-{key}").into_bytes());
+    }
+    let again = mesh.cli_json(&["mesh", "rebalance"]);
+    assert_eq!(
+        (&again["moved"], &again["failed"]),
+        (&0.into(), &0.into()),
+        "{again}"
+    );
 }
 
 /// Every cluster's completed puts (`crescent_store_puts_total{outcome="completed"}`).
