@@ -91,6 +91,32 @@ fn cli_put(globals: &[&str], key: &str, value: &[u8], dir: &Path) {
     std::fs::remove_file(&in_file).ok();
 }
 
+fn wall_clock_ms() -> i64 {
+    let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+    since.expect("clock after 1970").as_millis() as i64
+}
+
+/// The default tenant's reconciliation made after `after_ms`: the new active's first
+/// housekeeping pass once its gate opened (docs/tenants.md, "Journaled usage and
+/// reconciliation").
+async fn reconciled_after(
+    admin: &CrescentClient,
+    after_ms: i64,
+) -> crescent_wire::tenants::UsageReconciliation {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let quota = admin.tenant_quota(DEFAULT_TENANT).await.unwrap();
+        match quota.reconciliation {
+            Some(r) if r.at_ms >= after_ms => return r,
+            other => assert!(
+                Instant::now() < deadline,
+                "no reconciliation after the failover: {other:?}"
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 fn check_all(what: &str, written: &[Written], read: &[Vec<u8>]) {
     for (w, got) in written.iter().zip(read) {
         if let Err(e) = check_value(&w.key, w.index, w.len, got) {
@@ -164,6 +190,7 @@ async fn owners_follow_a_failover_and_every_object_reads_back_byte_identical() {
         }
 
         let dead_addr = pair.node(active).addr;
+        let killed_ms = wall_clock_ms();
         let killed_at = Instant::now();
         pair.node_mut(active).guard.sigkill();
 
@@ -224,6 +251,17 @@ async fn owners_follow_a_failover_and_every_object_reads_back_byte_identical() {
                 used_bytes as u64
             ),
             "round {round}: the quota after the failover"
+        );
+        let r = reconciled_after(&admin, killed_ms).await;
+        assert_eq!(
+            (r.rebuilt_bytes, r.rebuilt_objects),
+            (used_bytes as u64, written.len() as u64),
+            "round {round}: everything came back: {r:?}"
+        );
+        // Written behind: the old active's last record may miss its last puts, never more.
+        assert!(
+            r.recorded_bytes <= r.rebuilt_bytes && r.recorded_objects <= r.rebuilt_objects,
+            "round {round}: {r:?}"
         );
 
         let static_list = format!("{dead_addr},{}", node.addr);
