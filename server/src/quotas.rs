@@ -12,7 +12,7 @@ use crescent_actors::quota_root::{PolicyMode, QuotaCommand, QuotaEvent, QuotaLim
 use crescent_actors::{AggregateRegistry, Runtime, World};
 use crescent_store::identity::validate_scope_name;
 use crescent_store::ObjectDirectory;
-use crescent_wire::tenants::{TenantQuota, UsageReconciliation};
+use crescent_wire::tenants::{RecordedUsage, TenantQuota, UsageReconciliation};
 use tracing::Instrument;
 
 use crate::error::CommandFailed;
@@ -219,6 +219,11 @@ pub fn quota_of(tenant: String, root: &QuotaRoot) -> TenantQuota {
             recorded_objects: r.recorded_objects,
             rebuilt_bytes: r.rebuilt_bytes,
             rebuilt_objects: r.rebuilt_objects,
+            at_ms: r.at_ms,
+        }),
+        recorded: root.recorded_usage().map(|r| RecordedUsage {
+            used_bytes: r.used_bytes,
+            used_objects: r.used_objects,
             at_ms: r.at_ms,
         }),
     }

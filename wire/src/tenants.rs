@@ -78,6 +78,20 @@ pub struct TenantQuota {
     /// until one ran. Wire addition: absent from older servers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reconciliation: Option<UsageReconciliation>,
+    /// The usage as the journal last recorded it, written behind the directory's (absent
+    /// until recorded). Wire addition: absent from older servers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recorded: Option<RecordedUsage>,
+}
+
+/// The tenant's usage as last journaled (docs/tenants.md, "Journaled usage and
+/// reconciliation").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecordedUsage {
+    pub used_bytes: u64,
+    pub used_objects: u64,
+    /// Server clock, ms since the Unix epoch.
+    pub at_ms: i64,
 }
 
 /// The usage last journaled before a rebuild and the rebuilt one; they differ by objects that
