@@ -5,23 +5,12 @@
 
 mod common;
 
-use common::{crescent, json, wait_readable, Server};
-
-fn show(server: &str, tenant: &str) -> serde_json::Value {
-    let (code, out, err) = crescent(
-        server,
-        &["--json", "tenant", "show", "--tenant", tenant],
-        None,
-    );
-    assert_eq!(code, 0, "{err}");
-    json(&out)
-}
+use common::tenant::{self, show};
+use common::{crescent, wait_readable, Server};
 
 fn put(server: &str, tenant: &str, key: &str, bytes: usize) {
-    let value = vec![3u8; bytes];
-    let args = ["--json", "--tenant", tenant, "put", key, "-"];
-    let (code, out, err) = crescent(server, &args, Some(&value));
-    assert_eq!(code, 0, "{} {err}", String::from_utf8_lossy(&out));
+    let (code, answer) = tenant::put(server, tenant, key, &vec![3u8; bytes], false);
+    assert_eq!(code, 0, "{answer}");
 }
 
 /// Waits until `done` holds of `tenant show` (housekeeping runs every 100 ms here).
