@@ -2,6 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::allowance::{check_cluster, Allowance};
 use super::error::QuotaError;
 use super::state::{AbortReason, QuotaLimits};
 
@@ -87,6 +88,14 @@ pub enum QuotaCommand {
         rebuilt_objects: u64,
         at_ms: i64,
     },
+    /// At the tenant's home cluster: what another cluster of the mesh may hold of the tenant
+    /// (nothing if it is the record already).
+    RecordAllowance {
+        cluster: String,
+        allowance: Allowance,
+    },
+    /// At the home: forgets another cluster's allowance.
+    ReleaseAllowance { cluster: String },
 }
 
 pub(super) fn invalid(field: &'static str, reason: impl Into<String>) -> QuotaError {
@@ -167,6 +176,11 @@ impl QuotaCommand {
             QuotaCommand::PruneTerminal { .. }
             | QuotaCommand::RecordUsage { .. }
             | QuotaCommand::ReconcileUsage { .. } => Ok(()),
+            QuotaCommand::RecordAllowance { cluster, allowance } => {
+                check_cluster(cluster)?;
+                check_limit("bytes", Some(allowance.bytes))
+            }
+            QuotaCommand::ReleaseAllowance { cluster } => check_cluster(cluster),
         }
     }
 }

@@ -111,6 +111,12 @@ impl QuotaRoot {
                 rebuilt_objects,
                 at_ms,
             } => Ok(self.decide_reconcile(*rebuilt_bytes, *rebuilt_objects, *at_ms)),
+            QuotaCommand::RecordAllowance { cluster, allowance } => {
+                Ok(self.decide_record_allowance(cluster, *allowance))
+            }
+            QuotaCommand::ReleaseAllowance { cluster } => {
+                Ok(self.decide_release_allowance(cluster))
+            }
         }
     }
 

@@ -87,6 +87,21 @@ pub struct UsageReconciled {
     pub at_ms: i64,
 }
 
+/// The home's record of what another cluster of the mesh may hold of the tenant (docs/tenants.md,
+/// "Quota across a mesh").
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AllowanceRecorded {
+    pub cluster: String,
+    pub bytes: u64,
+    pub objects: u64,
+}
+
+/// The home no longer counts an allowance of `cluster`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AllowanceReleased {
+    pub cluster: String,
+}
+
 crate::domain_events! {
     #[derive(Debug, Clone, PartialEq, Eq)]
     pub enum QuotaEvent for STREAM_KIND {
@@ -100,5 +115,9 @@ crate::domain_events! {
         UsageRecorded(UsageRecorded): pub QUOTA_USAGE_RECORDED = "quota_usage_recorded", version 1;
         UsageReconciled(UsageReconciled):
             pub QUOTA_USAGE_RECONCILED = "quota_usage_reconciled", version 1;
+        AllowanceRecorded(AllowanceRecorded):
+            pub QUOTA_ALLOWANCE_RECORDED = "quota_allowance_recorded", version 1;
+        AllowanceReleased(AllowanceReleased):
+            pub QUOTA_ALLOWANCE_RELEASED = "quota_allowance_released", version 1;
     }
 }

@@ -16,6 +16,7 @@
 //!   against, exactly once;
 //! - Publishing is never aborted and Aborted never published or finalized.
 
+mod allowance;
 mod command;
 mod decide;
 mod error;
@@ -25,6 +26,8 @@ mod prop_tests;
 mod state;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_allowance;
 #[cfg(test)]
 mod tests_batch;
 #[cfg(test)]
@@ -41,14 +44,16 @@ use serde::{Deserialize, Serialize};
 
 use crate::aggregate::{Aggregate, Ctx};
 
+pub use allowance::{Allowance, MAX_CLUSTER_NAME_BYTES};
 pub use command::{
     ObjectChange, PolicyMode, QuotaCommand, ReserveItem, MAX_BATCH_OPS, MAX_BYTES, MAX_KEY_BYTES,
     MAX_OP_ID_BYTES, MAX_PAGE,
 };
 pub use error::{QuotaError, QuotaLimit};
 pub use event::{
-    Aborted, Finalized, PolicySet, Publishing, QuotaEvent, Reserved, TerminalPruned,
-    UsageReconciled, UsageRecorded, QUOTA_ABORTED, QUOTA_FINALIZED, QUOTA_POLICY_SET,
+    Aborted, AllowanceRecorded, AllowanceReleased, Finalized, PolicySet, Publishing, QuotaEvent,
+    Reserved, TerminalPruned, UsageReconciled, UsageRecorded, QUOTA_ABORTED,
+    QUOTA_ALLOWANCE_RECORDED, QUOTA_ALLOWANCE_RELEASED, QUOTA_FINALIZED, QUOTA_POLICY_SET,
     QUOTA_PUBLISHING, QUOTA_RESERVED, QUOTA_TERMINAL_PRUNED, QUOTA_USAGE_RECONCILED,
     QUOTA_USAGE_RECORDED,
 };
@@ -87,6 +92,10 @@ pub struct QuotaRoot {
     /// The last reconciliation after a rebuild (snapshot addition, like `recorded`).
     #[serde(default)]
     reconciliation: Option<Reconciliation>,
+    /// At the tenant's home cluster of a mesh: what each other cluster may hold (snapshot
+    /// addition: absent before, empty).
+    #[serde(default)]
+    allowances: BTreeMap<String, Allowance>,
 }
 
 impl QuotaRoot {
@@ -245,6 +254,8 @@ impl Aggregate for QuotaRoot {
             }
             QuotaEvent::UsageRecorded(e) => self.apply_usage_recorded(e),
             QuotaEvent::UsageReconciled(e) => self.apply_usage_reconciled(e),
+            QuotaEvent::AllowanceRecorded(e) => self.apply_allowance_recorded(e),
+            QuotaEvent::AllowanceReleased(e) => self.apply_allowance_released(e),
         }
     }
 }

@@ -26,6 +26,8 @@ fn every_event() -> Vec<QuotaEvent> {
         at_ms: 20,
     }));
     events.push(super::tests_usage::reconciled((300, 1), (0, 0), 30));
+    events.push(super::tests_allowance::recorded("east-2", 4000, 3));
+    events.push(super::tests_allowance::released("east-2"));
     events
 }
 
@@ -129,6 +131,8 @@ fn the_schema_and_the_journal_form_of_every_kind_are_pinned() {
             ("quota_terminal_pruned", 1),
             ("quota_usage_recorded", 1),
             ("quota_usage_reconciled", 1),
+            ("quota_allowance_recorded", 1),
+            ("quota_allowance_released", 1),
         ]
     );
     crate::testing::assert_journal_form(
@@ -143,6 +147,8 @@ fn the_schema_and_the_journal_form_of_every_kind_are_pinned() {
             ("quota_terminal_pruned", 1, "9191a26331"),
             ("quota_usage_recorded", 1, "93cd012c0114"),
             ("quota_usage_reconciled", 1, "95cd012c0100001e"),
+            ("quota_allowance_recorded", 1, "93a6656173742d32cd0fa003"),
+            ("quota_allowance_released", 1, "91a6656173742d32"),
         ],
     );
 }
