@@ -37,6 +37,12 @@ pub enum StoreError {
     #[error("QUOTA_EXCEEDED: tenant {tenant}: {reason}")]
     QuotaExceeded { tenant: String, reason: String },
 
+    /// In a mesh, this cluster's allowance of the tenant's quota has no room for the value
+    /// while the mesh as a whole may (docs/tenants.md, "Quota across a mesh"): the server
+    /// asks the tenant's home for more and the client sends the put again.
+    #[error("unavailable: ALLOWANCE_SHORT: tenant {tenant}: {reason}")]
+    AllowanceShort { tenant: String, reason: String },
+
     /// Nothing to place the value on: no segment is mounted.
     #[error("unavailable: {reason}")]
     Unavailable { reason: String },
@@ -111,7 +117,9 @@ impl StoreError {
             // the tenant's quota: QUOTA_EXCEEDED, docs/tenants.md).
             StoreError::NoSpace { .. } | StoreError::LimitReached { .. } => ErrorCode::OutOfSpace,
             StoreError::QuotaExceeded { .. } => ErrorCode::QuotaExceeded,
-            StoreError::Unavailable { .. } => ErrorCode::Unavailable,
+            StoreError::Unavailable { .. } | StoreError::AllowanceShort { .. } => {
+                ErrorCode::Unavailable
+            }
             StoreError::StaleTerm { .. } => ErrorCode::StaleGeneration,
             StoreError::Rebuilding { .. } => ErrorCode::Unavailable,
             StoreError::Internal { .. } => ErrorCode::Internal,
@@ -136,6 +144,7 @@ impl StoreError {
             StoreError::NoSpace { .. } => "no_space",
             StoreError::QuotaExceeded { .. } => "quota_exceeded",
             StoreError::Unavailable { .. } => "unavailable",
+            StoreError::AllowanceShort { .. } => "allowance_short",
             StoreError::LimitReached { .. } => "limit_reached",
             StoreError::StaleTerm { .. } => "stale_term",
             StoreError::Rebuilding { .. } => "rebuilding",
@@ -159,6 +168,7 @@ impl StoreError {
             | StoreError::ColdBacked { .. }
             | StoreError::NoSpace { .. }
             | StoreError::Unavailable { .. }
+            | StoreError::AllowanceShort { .. }
             | StoreError::Rebuilding { .. } => ErrorClass::Retryable,
             StoreError::Internal { .. } => ErrorClass::Fatal,
         }
@@ -173,6 +183,8 @@ impl From<&StoreError> for ApiError {
             StoreError::Rebuilding { .. } => {
                 api.refused_before_running(Some(crescent_wire::rebuild::REBUILDING_STATE))
             }
+            // Refused before the put took anything: sent again once the allowance grew.
+            StoreError::AllowanceShort { .. } => api.refused_before_running(None),
             _ => api,
         }
     }
@@ -212,6 +224,7 @@ mod tests {
             NoSpace => StoreError::NoSpace { requested: 1, reason: reason() },
             QuotaExceeded => StoreError::QuotaExceeded { tenant: "t".into(), reason: reason() },
             Unavailable => StoreError::Unavailable { reason: reason() },
+            AllowanceShort => StoreError::AllowanceShort { tenant: "t".into(), reason: reason() },
             LimitReached => StoreError::LimitReached { reason: reason() },
             StaleTerm => StoreError::StaleTerm { reason: reason() },
             Rebuilding => StoreError::Rebuilding { term: 1, completed: 0, expected: 1 },

@@ -76,7 +76,11 @@ mod tests {
     use super::*;
 
     fn tenant(name: &str) -> Arc<TenantUsage> {
-        Arc::new(TenantUsage::new(Arc::from(name), (u64::MAX, u64::MAX)))
+        Arc::new(TenantUsage::new(
+            Arc::from(name),
+            (u64::MAX, u64::MAX),
+            (u64::MAX, u64::MAX),
+        ))
     }
 
     #[test]

@@ -37,6 +37,7 @@ mod route_change;
 mod scan;
 pub mod segments;
 mod shard;
+pub mod tenant_allowance;
 pub mod tenants;
 pub mod time;
 

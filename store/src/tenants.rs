@@ -38,6 +38,15 @@ pub struct TenantUsage {
     removing_objects: AtomicU64,
     max_bytes: AtomicU64,
     max_objects: AtomicU64,
+    /// At the tenant's home cluster of a mesh: what the other clusters may hold, counted by
+    /// admission against the limits like usage (docs/tenants.md, "Quota across a mesh").
+    pub(crate) granted_bytes: AtomicU64,
+    pub(crate) granted_objects: AtomicU64,
+    /// In a mesh: the most this cluster may hold of the tenant (its allowance, or what it
+    /// holds while it waits for one); [`UNLIMITED`] outside a mesh and at a ready home. A put
+    /// past it is refused `AllowanceShort`, not `QUOTA_EXCEEDED`: the mesh may have room.
+    pub(crate) cap_bytes: AtomicU64,
+    pub(crate) cap_objects: AtomicU64,
     /// Whether the limits are the tenant's own policy ([`TenantLedger::set_limits`]) rather
     /// than the default for tenants without one.
     has_policy: AtomicBool,
@@ -73,9 +82,41 @@ pub struct TenantFigures {
     /// The limits in force. `None`: unlimited.
     pub max_bytes: Option<u64>,
     pub max_objects: Option<u64>,
+    /// At the tenant's home cluster of a mesh: what the other clusters may hold.
+    pub granted_bytes: u64,
+    pub granted_objects: u64,
+    /// In a mesh: the most this cluster may hold (`None`: no cap).
+    pub cap_bytes: Option<u64>,
+    pub cap_objects: Option<u64>,
     /// True when they are the tenant's own policy, false when they are the default for
     /// tenants without one.
     pub has_policy: bool,
+}
+
+/// One of the two quantities a quota limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Dimension {
+    Bytes,
+    Objects,
+}
+
+impl Dimension {
+    fn as_str(self) -> &'static str {
+        match self {
+            Dimension::Bytes => "bytes",
+            Dimension::Objects => "objects",
+        }
+    }
+}
+
+/// The counters of one [`Dimension`] of a tenant.
+pub(crate) struct Counters<'a> {
+    pub used: &'a AtomicU64,
+    pub removing: &'a AtomicU64,
+    pub pending: &'a AtomicU64,
+    pub granted: &'a AtomicU64,
+    pub max: &'a AtomicU64,
+    pub cap: &'a AtomicU64,
 }
 
 fn limit(v: u64) -> Option<u64> {
@@ -83,7 +124,11 @@ fn limit(v: u64) -> Option<u64> {
 }
 
 impl TenantUsage {
-    pub(crate) fn new(name: Arc<str>, (max_bytes, max_objects): (u64, u64)) -> Self {
+    pub(crate) fn new(
+        name: Arc<str>,
+        (max_bytes, max_objects): (u64, u64),
+        (cap_bytes, cap_objects): (u64, u64),
+    ) -> Self {
         Self {
             name,
             used_bytes: AtomicU64::new(0),
@@ -96,6 +141,10 @@ impl TenantUsage {
             removing_objects: AtomicU64::new(0),
             max_bytes: AtomicU64::new(max_bytes),
             max_objects: AtomicU64::new(max_objects),
+            granted_bytes: AtomicU64::new(0),
+            granted_objects: AtomicU64::new(0),
+            cap_bytes: AtomicU64::new(cap_bytes),
+            cap_objects: AtomicU64::new(cap_objects),
             has_policy: AtomicBool::new(false),
             evict_backoff_until: AtomicU32::new(0),
         }
@@ -145,21 +194,8 @@ impl TenantUsage {
                 reason: format!("a {size}-byte value is over the limit of {max_bytes} bytes"),
             });
         }
-        self.admit(
-            &self.pending_bytes,
-            [&self.used_bytes, &self.removing_bytes],
-            max_bytes,
-            want.bytes,
-            "bytes",
-        )?;
-        let max_objects = self.max_objects.load(Ordering::Acquire);
-        let admitted = self.admit(
-            &self.pending_objects,
-            [&self.used_objects, &self.removing_objects],
-            max_objects,
-            want.objects,
-            "objects",
-        );
+        self.admit(Dimension::Bytes, want.bytes, true)?;
+        let admitted = self.admit(Dimension::Objects, want.objects, true);
         match admitted {
             Ok(()) => self.pending_puts.fetch_add(1, Ordering::AcqRel),
             Err(_) => self.pending_bytes.fetch_sub(want.bytes, Ordering::AcqRel),
@@ -167,39 +203,63 @@ impl TenantUsage {
         admitted
     }
 
-    /// Adds `want` to `pending` unless `used + removing + pending + want` would pass `max`. The
-    /// reservation is taken first and given back on refusal, so two concurrent ones can never
-    /// both fit where only one does (one of them may be refused where, a moment later, it
-    /// would fit: that is the safe side).
-    fn admit(
-        &self,
-        pending: &AtomicU64,
-        [used, removing]: [&AtomicU64; 2],
-        max: u64,
-        want: u64,
-        what: &str,
-    ) -> Result<(), StoreError> {
+    /// Adds `want` to the pending count of `dim` unless `used + removing + pending + want`
+    /// would pass the limit less what other clusters were granted (`QUOTA_EXCEEDED`) or, when
+    /// `capped`, this cluster's cap (`AllowanceShort`). The reservation is taken first and
+    /// given back on refusal, so two concurrent ones can never both fit where only one does
+    /// (one of them may be refused where, a moment later, it would fit: that is the safe side).
+    pub(crate) fn admit(&self, dim: Dimension, want: u64, capped: bool) -> Result<(), StoreError> {
         if want == 0 {
             return Ok(());
         }
-        let before = pending.fetch_add(want, Ordering::AcqRel);
+        let c = self.counters(dim);
+        // SeqCst with the cap's store in `tenant_allowance.rs`: a cap lowered after this
+        // reservation's load of the old cap always sees the reservation in its re-read.
+        let before = c.pending.fetch_add(want, Ordering::SeqCst);
         // `used` first, then `removing`: a hold adds its bytes to `removing` before it takes
         // them out of `used`, so in this order a hold running between the two loads is seen
-        // in both (counted twice: the safe side), never in neither.
-        let used_before = used.load(Ordering::Acquire);
-        let used_now = used_before.saturating_add(removing.load(Ordering::Acquire));
-        let total = used_now.saturating_add(before).saturating_add(want);
-        if max != UNLIMITED && total > max {
-            pending.fetch_sub(want, Ordering::AcqRel);
-            return Err(StoreError::QuotaExceeded {
+        // in both (counted twice: the safe side), never in neither. A grant adds to `granted`
+        // before it leaves `pending`: the same.
+        let used_before = c.used.load(Ordering::SeqCst);
+        let used_now = used_before.saturating_add(c.removing.load(Ordering::SeqCst));
+        let held = used_now.saturating_add(before).saturating_add(want);
+        let granted = c.granted.load(Ordering::SeqCst);
+        let max = c.max.load(Ordering::Acquire);
+        let cap = match capped {
+            true => c.cap.load(Ordering::SeqCst),
+            false => UNLIMITED,
+        };
+        let refusal = if max != UNLIMITED && held.saturating_add(granted) > max {
+            Some(StoreError::QuotaExceeded {
                 tenant: self.name.to_string(),
                 reason: format!(
-                    "{what}: used {used_now} + pending {before} + {want} is over the limit of \
-                     {max}"
+                    "{}: used {used_now} + pending {before} + {want}{} is over the limit of {max}",
+                    dim.as_str(),
+                    match granted {
+                        0 => String::new(),
+                        g => format!(" + {g} held by other clusters"),
+                    }
                 ),
-            });
+            })
+        } else if cap != UNLIMITED && held > cap {
+            Some(StoreError::AllowanceShort {
+                tenant: self.name.to_string(),
+                reason: format!(
+                    "{}: used {used_now} + pending {before} + {want} is over this cluster's \
+                     allowance of {cap}",
+                    dim.as_str()
+                ),
+            })
+        } else {
+            None
+        };
+        match refusal {
+            Some(e) => {
+                c.pending.fetch_sub(want, Ordering::SeqCst);
+                Err(e)
+            }
+            None => Ok(()),
         }
-        Ok(())
     }
 
     /// A put of a `size`-byte value ended: its reservation leaves pending, and its version
@@ -258,7 +318,32 @@ impl TenantUsage {
             removing_objects: self.removing_objects.load(Ordering::Acquire),
             max_bytes: limit(self.max_bytes.load(Ordering::Acquire)),
             max_objects: limit(self.max_objects.load(Ordering::Acquire)),
+            granted_bytes: self.granted_bytes.load(Ordering::Acquire),
+            granted_objects: self.granted_objects.load(Ordering::Acquire),
+            cap_bytes: limit(self.cap_bytes.load(Ordering::Acquire)),
+            cap_objects: limit(self.cap_objects.load(Ordering::Acquire)),
             has_policy: self.has_policy.load(Ordering::Acquire),
+        }
+    }
+
+    pub(crate) fn counters(&self, dim: Dimension) -> Counters<'_> {
+        match dim {
+            Dimension::Bytes => Counters {
+                used: &self.used_bytes,
+                removing: &self.removing_bytes,
+                pending: &self.pending_bytes,
+                granted: &self.granted_bytes,
+                max: &self.max_bytes,
+                cap: &self.cap_bytes,
+            },
+            Dimension::Objects => Counters {
+                used: &self.used_objects,
+                removing: &self.removing_objects,
+                pending: &self.pending_objects,
+                granted: &self.granted_objects,
+                max: &self.max_objects,
+                cap: &self.cap_objects,
+            },
         }
     }
 
@@ -291,12 +376,15 @@ impl HeldRefund {
 }
 
 #[derive(Debug)]
-struct LedgerState {
-    by_tenant: HashMap<Arc<str>, Arc<TenantUsage>>,
+pub(crate) struct LedgerState {
+    pub(crate) by_tenant: HashMap<Arc<str>, Arc<TenantUsage>>,
     /// Indexed by scope id (ids are dense, from 0).
     by_scope: Vec<Arc<TenantUsage>>,
     /// The limits of a tenant without a policy (`[tenant_default]`; unlimited by default).
     default_limits: (u64, u64),
+    /// The cap of a tenant seen for the first time: unlimited, or nothing in a mesh until
+    /// the tenant's home answered (`tenant_allowance.rs`).
+    pub(crate) default_cap: (u64, u64),
 }
 
 impl Default for LedgerState {
@@ -305,6 +393,7 @@ impl Default for LedgerState {
             by_tenant: HashMap::new(),
             by_scope: Vec::new(),
             default_limits: (UNLIMITED, UNLIMITED),
+            default_cap: (UNLIMITED, UNLIMITED),
         }
     }
 }
@@ -312,7 +401,7 @@ impl Default for LedgerState {
 /// Every tenant's [`TenantUsage`], found by name or by scope id.
 #[derive(Debug, Default)]
 pub struct TenantLedger {
-    state: RwLock<LedgerState>,
+    pub(crate) state: RwLock<LedgerState>,
 }
 
 impl TenantLedger {
@@ -337,11 +426,15 @@ impl TenantLedger {
         state.by_scope[scope as usize].clone()
     }
 
-    fn tenant_in(state: &mut LedgerState, tenant: Arc<str>) -> Arc<TenantUsage> {
+    pub(crate) fn tenant_in(state: &mut LedgerState, tenant: Arc<str>) -> Arc<TenantUsage> {
         if let Some(u) = state.by_tenant.get(&tenant) {
             return u.clone();
         }
-        let usage = Arc::new(TenantUsage::new(tenant.clone(), state.default_limits));
+        let usage = Arc::new(TenantUsage::new(
+            tenant.clone(),
+            state.default_limits,
+            state.default_cap,
+        ));
         state.by_tenant.insert(tenant, usage.clone());
         usage
     }
@@ -385,6 +478,8 @@ impl TenantLedger {
                 tenant: tenant.to_string(),
                 max_bytes: limit(state.default_limits.0),
                 max_objects: limit(state.default_limits.1),
+                cap_bytes: limit(state.default_cap.0),
+                cap_objects: limit(state.default_cap.1),
                 ..TenantFigures::default()
             },
         }

@@ -3,7 +3,11 @@ use std::sync::Arc;
 use super::*;
 
 fn usage(max_bytes: u64, max_objects: u64) -> TenantUsage {
-    TenantUsage::new(Arc::from("t"), (max_bytes, max_objects))
+    TenantUsage::new(
+        Arc::from("t"),
+        (max_bytes, max_objects),
+        (UNLIMITED, UNLIMITED),
+    )
 }
 
 fn create(bytes: u64) -> Reservation {
