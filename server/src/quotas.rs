@@ -8,7 +8,9 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crescent_actors::quota_root::{PolicyMode, QuotaCommand, QuotaEvent, QuotaLimits, QuotaRoot};
+use crescent_actors::quota_root::{
+    Allowance, PolicyMode, QuotaCommand, QuotaEvent, QuotaLimits, QuotaRoot,
+};
 use crescent_actors::{AggregateRegistry, Runtime, World};
 use crescent_store::identity::validate_scope_name;
 use crescent_store::ObjectDirectory;
@@ -50,6 +52,14 @@ impl TenantQuotas {
             directory
                 .tenants()
                 .set_limits(tenant, limits.max_bytes, limits.max_objects);
+            // What this cluster granted other clusters of a mesh stays charged across a
+            // restart (docs/tenants.md, "Quota across a mesh").
+            let granted = root.allowances_total();
+            if granted != Allowance::default() {
+                directory
+                    .tenants()
+                    .add_granted(tenant, (granted.bytes, granted.objects));
+            }
         }
         let recorded_tenants = states
             .iter()
@@ -171,6 +181,22 @@ impl TenantQuotas {
         Ok(())
     }
 
+    /// The allowances `tenant`'s root records for other clusters of a mesh, by cluster.
+    pub async fn allowances(
+        &self,
+        tenant: &str,
+    ) -> Result<BTreeMap<String, Allowance>, TenantQuotaError> {
+        validate_scope_name("tenant", tenant)?;
+        self.registry
+            .read(tenant, |root| {
+                root.allowances()
+                    .map(|(c, a)| (c.clone(), *a))
+                    .collect::<BTreeMap<_, _>>()
+            })
+            .await
+            .map_err(|e| CommandFailed::from(e).into())
+    }
+
     /// `tenant`'s policy, as committed, and its usage, as the directory holds it now.
     pub async fn show(&self, tenant: &str) -> Result<TenantQuota, TenantQuotaError> {
         validate_scope_name("tenant", tenant)?;
@@ -265,6 +291,8 @@ fn command_name(cmd: &QuotaCommand) -> &'static str {
         QuotaCommand::PruneTerminal { .. } => "prune_terminal",
         QuotaCommand::RecordUsage { .. } => "record_usage",
         QuotaCommand::ReconcileUsage { .. } => "reconcile_usage",
+        QuotaCommand::RecordAllowance { .. } => "record_allowance",
+        QuotaCommand::ReleaseAllowance { .. } => "release_allowance",
     }
 }
 
@@ -285,6 +313,12 @@ impl TenantQuotaError {
             TenantQuotaError::Name(e) => e.wire_code(),
             TenantQuotaError::Command(e) => e.code,
         }
+    }
+}
+
+impl From<TenantQuotaError> for crescent_wire::ApiError {
+    fn from(e: TenantQuotaError) -> Self {
+        crescent_wire::ApiError::new(e.code(), e.to_string())
     }
 }
 

@@ -5,6 +5,10 @@ use crescent_wire::error::{ApiError, ErrorCode};
 /// How a caller should treat an error: the one classification of every Crescent crate.
 pub use crescent_error_class::ErrorClass;
 
+/// In the message of every [`StoreError::AllowanceShort`] (and of a batch item refused so,
+/// whose result keeps only the code and the message).
+pub const ALLOWANCE_SHORT: &str = "ALLOWANCE_SHORT";
+
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum StoreError {
     /// Malformed input: bad key, tenant or domain syntax, size over the maximum, batch or
@@ -79,6 +83,11 @@ pub enum StoreError {
 }
 
 impl StoreError {
+    /// Whether a batch item's refusal is an [`StoreError::AllowanceShort`].
+    pub fn is_allowance_short_item(code: ErrorCode, message: &str) -> bool {
+        code == ErrorCode::Unavailable && message.contains(ALLOWANCE_SHORT)
+    }
+
     pub(crate) fn invalid(field: &'static str, reason: impl Into<String>) -> Self {
         StoreError::InvalidArgument {
             field,

@@ -93,9 +93,10 @@ fn a_reported_holding_is_counted_even_past_the_limit() {
 }
 
 #[test]
-fn an_unlimited_tenant_is_granted_nothing() {
+fn what_has_no_limit_is_granted_in_full() {
     let ledger = TenantLedger::default();
-    assert_eq!(ledger.grant("u", (10, 1)), (0, 0));
+    ledger.set_limits("t", Some(100), None);
+    assert_eq!(ledger.grant("t", (500, 7)), (100, 7));
 }
 
 #[test]

@@ -9,6 +9,7 @@ pub mod cold;
 pub mod cold_owner;
 pub mod error;
 pub mod health;
+pub mod mesh_quota;
 pub mod rebuild;
 pub mod rpc;
 pub mod rpc_compact;

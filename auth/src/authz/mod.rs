@@ -49,10 +49,13 @@ pub enum Operation {
     TenantList,
     /// Every object of every tenant and domain, page by page (what a mesh drain moves).
     ObjectScan,
+    /// Another cluster of a mesh reporting what it holds of a tenant's quota and asking the
+    /// tenant's home for room (docs/tenants.md, "Quota across a mesh").
+    MeshQuota,
 }
 
 impl Operation {
-    pub const ALL: [Operation; 20] = [
+    pub const ALL: [Operation; 21] = [
         Operation::Status,
         Operation::ObjectRead,
         Operation::ObjectWrite,
@@ -73,6 +76,7 @@ impl Operation {
         Operation::TenantQuotaSet,
         Operation::TenantList,
         Operation::ObjectScan,
+        Operation::MeshQuota,
     ];
 
     /// A bounded metric label.
@@ -98,6 +102,7 @@ impl Operation {
             Operation::TenantQuotaSet => "tenant_quota_set",
             Operation::TenantList => "tenant_list",
             Operation::ObjectScan => "object_scan",
+            Operation::MeshQuota => "mesh_quota",
         }
     }
 
@@ -109,7 +114,7 @@ impl Operation {
             ObjectRead | ObjectWrite | WeightRead | TenantRead => &[Role::Client],
             OwnerRegister | OwnerHeartbeat | SegmentMount | SegmentUnmount | RebuildReplay
             | RebuildComplete => &[Role::Owner],
-            Replication => &[Role::Peer],
+            Replication | MeshQuota => &[Role::Peer],
             WeightWrite | SegmentList | Cold | Snapshot | TokenRevoke | TenantQuotaSet
             | TenantList | ObjectScan => &[],
         }

@@ -80,6 +80,10 @@ fn an_owner_touches_only_its_own_segments_and_a_peer_only_replicates() {
         authorize(&p, Operation::Replication, Target::default()),
         Ok(Scope::All)
     );
+    assert_eq!(
+        authorize(&p, Operation::MeshQuota, Target::default()),
+        Ok(Scope::All)
+    );
     assert!(authorize(&p, Operation::ObjectWrite, Target::default()).is_err());
     let a = principal(Role::Admin, None, None);
     for op in Operation::ALL {
@@ -174,7 +178,10 @@ proptest! {
                         prop_assert!(named_owner.is_none() || named_owner == who.owner.as_deref());
                     }
                 }
-                Role::Peer => prop_assert!(matches!(op, Operation::Replication | Operation::Status)),
+                Role::Peer => prop_assert!(matches!(
+                    op,
+                    Operation::Replication | Operation::Status | Operation::MeshQuota
+                )),
                 Role::Admin => {}
             }
         }

@@ -1,6 +1,7 @@
 //! The HTTP API: `/v1/...` (msgpack or JSON bodies), `/healthz`, `/metrics`, `/stats`.
 
 pub mod admin;
+mod allowance;
 pub mod auth_guard;
 pub mod auth_target;
 pub mod cold;
@@ -157,6 +158,10 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 .route(
                     rel(crescent_wire::tenants::routes::STATS),
                     web::get().to(tenants::stats),
+                )
+                .route(
+                    rel(crescent_wire::mesh_quota::EXCHANGE_ROUTE),
+                    web::post().to(tenants::mesh_exchange),
                 )
                 .configure(cold::configure),
         );

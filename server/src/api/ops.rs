@@ -39,7 +39,7 @@ pub fn put_start(state: &NodeState, req: PutStartRequest) -> Result<PutStartRepl
         cold.admit_put()?;
     }
     let now = state.now_ms();
-    let mut reply = state.directory.put_start(&req, now)?;
+    let mut reply = super::allowance::put_start(state, &req, now)?;
     crescent_crash::point(points::PUT_START_AFTER_RESERVE);
     grant_put(state, &req.id, &mut reply, now);
     Ok(reply)
@@ -236,6 +236,7 @@ pub fn batch_put_start(
         .collect();
     let now = state.now_ms();
     let mut done = state.directory.batch_put_start(&items, now)?;
+    super::allowance::batch_items(state, &items, &mut done, now);
     for (req, item) in items.iter().zip(done.iter_mut()) {
         if let ItemResult::Ok(reply) = item {
             grant_put(state, &req.id, reply, now);

@@ -30,6 +30,24 @@ pub async fn set_quota(
     Ok(Reply(SetTenantQuotaReply { changed, quota }))
 }
 
+/// `POST /v1/mesh/quota/exchange` (`peer` or admin): another cluster of the mesh reports what
+/// it holds of tenants homed here and asks for room (docs/tenants.md, "Quota across a mesh").
+/// Refused while the rebuild gate is closed: usage is not known until it opens.
+pub async fn mesh_exchange(
+    state: State,
+    Wire(req): Wire<crescent_wire::mesh_quota::ExchangeRequest>,
+) -> Result<Reply<crescent_wire::mesh_quota::ExchangeReply>, HttpError> {
+    let Some(quota) = state.mesh_quota.get() else {
+        return Err(crescent_wire::ApiError::new(
+            crescent_wire::ErrorCode::InvalidArgument,
+            "this cluster is not in a mesh",
+        )
+        .into());
+    };
+    state.rebuild.admit_object()?;
+    Ok(Reply(quota.exchange(req).await?))
+}
+
 pub async fn show(
     state: State,
     Wire(req): Wire<ShowTenantRequest>,

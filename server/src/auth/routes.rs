@@ -65,6 +65,7 @@ pub fn operation_of(pattern: &str) -> Option<Operation> {
         crescent_wire::tenants::routes::QUOTA_SET => TenantQuotaSet,
         crescent_wire::tenants::routes::LIST | crescent_wire::tenants::routes::STATS => TenantList,
         crescent_wire::scan::SCAN_ROUTE => ObjectScan,
+        crescent_wire::mesh_quota::EXCHANGE_ROUTE => MeshQuota,
         _ => return None,
     };
     Some(op)

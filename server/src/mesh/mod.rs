@@ -7,6 +7,7 @@
 mod batch;
 mod join;
 mod metrics;
+pub mod quota;
 
 use std::sync::{Arc, OnceLock, RwLock};
 
@@ -25,7 +26,10 @@ pub use metrics::MeshMetrics;
 /// newest membership generation it holds.
 pub struct MeshRole {
     cluster: String,
+    mesh: String,
     routes: RwLock<Arc<RouteTable>>,
+    /// The record of the generation routed by (written under `routes`' write lock).
+    membership: RwLock<Arc<Membership>>,
     metrics: MeshMetrics,
     /// Applies every newer generation of the watch to `routes` (it owns the watch).
     follower: OnceLock<JoinHandle<()>>,
@@ -52,7 +56,9 @@ impl MeshRole {
         metrics.observe(held);
         let role = Arc::new(MeshRole {
             cluster: cluster.to_string(),
+            mesh: held.mesh.clone(),
             routes: RwLock::new(Arc::new(RouteTable::new(held))),
+            membership: RwLock::new(Arc::new(held.clone())),
             metrics,
             follower: OnceLock::new(),
         });
@@ -91,7 +97,25 @@ impl MeshRole {
             "routing by a new mesh generation"
         );
         *routes = Arc::new(RouteTable::new(m));
+        *self.membership.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(m.clone());
         self.metrics.observe(m);
+    }
+
+    /// The route table and the record of the generation routed by, consistent with each
+    /// other.
+    pub fn view(&self) -> (Arc<RouteTable>, Arc<Membership>) {
+        let routes = self.routes.read().unwrap_or_else(|p| p.into_inner());
+        let membership = self
+            .membership
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        (routes.clone(), membership)
+    }
+
+    /// The mesh's name.
+    pub fn mesh(&self) -> &str {
+        &self.mesh
     }
 
     /// The generation routed by.

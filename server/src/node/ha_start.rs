@@ -134,6 +134,17 @@ async fn start_services(config: &Config, state: &Arc<NodeState>) -> Result<(), S
         state.mount_embedded().await?;
     }
     if let Some(role) = crate::mesh::join(config, &state.metrics.registry).await? {
+        let parts = crate::mesh::quota::QuotaParts {
+            directory: state.directory.clone(),
+            quotas: state.quotas.clone(),
+            rebuild: state.rebuild.clone(),
+            auth: config.auth.clone(),
+            tls_client: state.tls.as_ref().and_then(|t| t.client.clone()),
+            registry: state.metrics.registry.clone(),
+        };
+        let quota = crate::mesh::quota::MeshQuota::start(role.clone(), parts)
+            .map_err(ServerError::Recovery)?;
+        let _ = state.mesh_quota.set(quota);
         let _ = state.mesh.set(role);
     }
     Ok(())

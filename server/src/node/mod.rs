@@ -64,6 +64,9 @@ pub struct NodeState {
     /// Set when this node's cluster serves in a mesh (`[mesh]`): object requests are checked
     /// against the mesh's routing (docs/scale-out.md).
     pub mesh: OnceLock<Arc<crate::mesh::MeshRole>>,
+    /// With `mesh`: the exchange of tenants' quota with the other clusters (docs/tenants.md,
+    /// "Quota across a mesh").
+    pub mesh_quota: OnceLock<Arc<crate::mesh::quota::MeshQuota>>,
     /// The rebuild gate of this start or promotion.
     pub rebuild: Arc<crate::rebuild::Rebuild>,
     /// Removes wait here until what they removed from owners' segments is journaled.

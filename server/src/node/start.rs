@@ -224,6 +224,7 @@ fn node_state(
         rpc: Mutex::new(None),
         ha: OnceLock::new(),
         mesh: OnceLock::new(),
+        mesh_quota: OnceLock::new(),
         rebuild,
         removals,
         quotas,
