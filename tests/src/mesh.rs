@@ -1,7 +1,9 @@
 //! A mesh of standalone clusters for the mesh tests (docs/scale-out.md): each cluster one
 //! crescentd (an HA node without a peer, so it is the active of its cluster) with the embedded
 //! segment, all in one mesh on etcd or Redis, `[auth]` on with one key, and `crescent --mesh`
-//! processes and [`MeshClient`]s routing through it.
+//! processes and [`MeshClient`]s routing through it. [`Mesh::start_with`] adds config text to
+//! every node (a `[[tenants]]` policy, say) and can keep the objects on storage owners only, so
+//! that a cluster killed and started again with [`Mesh::restart`] gets them back.
 
 use std::path::Path;
 use std::process::Output;
@@ -12,7 +14,7 @@ use crescent_client::{BearerToken, ClientOptions, MeshClient};
 use crate::auth::AuthKey;
 use crate::binaries::crescent_command;
 use crate::crescentd::{Auth, CrescentdProcess};
-use crate::ha_pair::{cluster_name, pair_key, start_node_on, wait_active, Backend};
+use crate::ha_pair::{cluster_name, pair_key, start_node_on, wait_active, wait_gate, Backend};
 use crate::store_e2e::OwnerProcess;
 
 /// Lease of a standalone cluster's node: it never fails over in these tests, and a longer
@@ -32,16 +34,35 @@ pub struct Mesh {
     pub key: AuthKey,
     /// (cluster name, its crescentd)
     pub clusters: Vec<(String, CrescentdProcess)>,
+    /// TOML appended to every node's config.
+    extra_config: String,
+    /// Nodes mount the embedded segment (else their objects live on storage owners only).
+    embedded: bool,
 }
 
 impl Mesh {
     /// Starts one cluster per weight, each serving before the next starts.
     pub async fn start(dir: &Path, backend: Backend, weights: &[f64]) -> Mesh {
+        Self::start_with(dir, backend, weights, "", true).await
+    }
+
+    /// [`Mesh::start`] with `extra_config` (TOML) appended to every node's config, clusters
+    /// included later; the embedded segment mounted only when `embedded` (else a cluster takes
+    /// puts once a storage owner joined it: [`Mesh::start_owner`]).
+    pub async fn start_with(
+        dir: &Path,
+        backend: Backend,
+        weights: &[f64],
+        extra_config: &str,
+        embedded: bool,
+    ) -> Mesh {
         let mut mesh = Mesh {
             name: cluster_name(),
             backend,
             key: pair_key(dir),
             clusters: Vec::new(),
+            extra_config: extra_config.to_string(),
+            embedded,
         };
         for w in weights {
             mesh.add(dir, *w).await;
@@ -52,8 +73,8 @@ impl Mesh {
     /// Starts one more standalone cluster (node `cN`) of weight `weight` and waits until it
     /// serves; returns its name.
     pub async fn add(&mut self, dir: &Path, weight: f64) -> String {
-        let node = format!("c{}", self.clusters.len());
-        self.write_config(dir, &node, STANDALONE_LEASE_SECS, weight);
+        let node = standalone_node(self.clusters.len());
+        self.write_config_on(dir, &node, STANDALONE_LEASE_SECS, weight, self.embedded);
         let cluster = cluster_name();
         let auth = Auth::Key(self.key.clone());
         let p = start_node_on(dir, &node, &cluster, true, auth, &self.backend);
@@ -93,13 +114,30 @@ impl Mesh {
         (cluster, nodes, active)
     }
 
-    /// Writes node `node`'s config file (`DIR/node.toml`, read by `start_node_on`): lease
-    /// `lease_secs`, the embedded segment, this mesh with weight `weight`.
-    fn write_config(&self, dir: &Path, node: &str, lease_secs: u64, weight: f64) {
-        self.write_config_on(dir, node, lease_secs, weight, true);
+    /// Kills cluster `index`'s crescentd with SIGKILL. Its lease stays in the backend until it
+    /// expires, so [`Mesh::restart`] takes about a lease to serve again.
+    pub fn kill(&mut self, index: usize) {
+        self.clusters[index].1.guard.sigkill();
     }
 
-    /// [`Mesh::write_config`], the embedded segment mounted only when `embedded`.
+    /// Starts cluster `index`'s crescentd again on its data dir and config (`DIR/cN`,
+    /// `DIR/cN.toml`), on a new port (clients and owners find it through the backend), and
+    /// waits until it is the active with its rebuild gate `SERVING` (its owners replayed
+    /// into it). Call it from the test's own thread: the child dies with the thread that
+    /// spawned it.
+    pub async fn restart(&mut self, dir: &Path, index: usize) {
+        let node = standalone_node(index);
+        let auth = Auth::Key(self.key.clone());
+        let cluster = self.clusters[index].0.clone();
+        let p = start_node_on(dir, &node, &cluster, true, auth, &self.backend);
+        wait_active(&p, Duration::from_secs(30)).await;
+        wait_gate(&p, "SERVING", Duration::from_secs(30)).await;
+        self.clusters[index].1 = p;
+    }
+
+    /// Writes node `node`'s config file (`DIR/node.toml`, read by `start_node_on`): lease
+    /// `lease_secs`, the embedded segment mounted only when `embedded`, this mesh with weight
+    /// `weight`, then the mesh's extra config.
     fn write_config_on(
         &self,
         dir: &Path,
@@ -110,9 +148,10 @@ impl Mesh {
     ) {
         let text = format!(
             "[ha]\nlease_ttl_secs = {lease_secs}\nsync_timeout_ms = 1000\nembedded_segment = {embedded}\n\
-             [store]\nembedded_segment_bytes = {}\n[mesh]\nname = {:?}\nweight = {weight}\n",
+             [store]\nembedded_segment_bytes = {}\n[mesh]\nname = {:?}\nweight = {weight}\n{}",
             64 << 20,
-            self.name
+            self.name,
+            self.extra_config
         );
         std::fs::write(dir.join(format!("{node}.toml")), text).expect("writing the node config");
     }
@@ -161,20 +200,23 @@ impl Mesh {
             Some(&"mesh") => self.key.admin(),
             _ => self.key.client(TENANT),
         };
-        let [flag, endpoint] = self.backend_args();
-        let globals = [
-            flag.as_str(),
-            &endpoint,
-            "--mesh",
-            &self.name,
-            "--token",
-            &token,
-            "--json",
-        ];
+        let globals = self.cli_globals(&token);
+        let globals: Vec<&str> = globals.iter().map(String::as_str).collect();
         crescent_command(&globals)
             .args(args)
             .output()
             .expect("running crescent")
+    }
+
+    /// The global arguments of [`Mesh::cli`] with `token`: `--ETCD|REDIS URL --mesh M --token
+    /// T --json`, for tests that run `crescent` processes without borrowing the mesh.
+    pub fn cli_globals(&self, token: &str) -> Vec<String> {
+        let [flag, endpoint] = self.backend_args();
+        let rest = ["--mesh", &self.name, "--token", token, "--json"];
+        [flag, endpoint]
+            .into_iter()
+            .chain(rest.iter().map(|s| s.to_string()))
+            .collect()
     }
 
     /// [`Mesh::cli`] expecting success; its JSON output.
@@ -187,4 +229,10 @@ impl Mesh {
         );
         serde_json::from_slice(&out.stdout).expect("JSON output")
     }
+}
+
+/// The node name of the standalone cluster at `index` (its data dir and config in the mesh's
+/// dir are named after it).
+fn standalone_node(index: usize) -> String {
+    format!("c{index}")
 }
