@@ -151,9 +151,14 @@ impl MeshQuota {
             bytes: figures.max_bytes.unwrap_or(u64::MAX),
             objects: figures.max_objects.unwrap_or(u64::MAX),
         };
-        // A sender without a cap holds what it holds (it caps itself at that on this answer
-        // and reports again); with one, it may hold up to its cap.
-        let base = holding.cap.unwrap_or(holding.held);
+        // A sender may hold up to its cap, and holds at least what it holds: a cluster that
+        // restarted capped itself before its rebuild brought its objects back. Without a cap
+        // it holds what it holds (it caps itself at that on this answer and reports again).
+        let held = holding.held;
+        let base = holding.cap.map_or(held, |cap| Amount {
+            bytes: cap.bytes.max(held.bytes),
+            objects: cap.objects.max(held.objects),
+        });
         let old = self
             .quotas
             .allowances(&tenant)
