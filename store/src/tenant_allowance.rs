@@ -32,6 +32,17 @@ fn held(c: &Counters<'_>) -> u64 {
 }
 
 impl TenantUsage {
+    /// In a mesh: a tenant given limits `max` while it had no cap is capped at what it holds
+    /// until its home answers.
+    pub(crate) fn cap_if_limited(&self, max: Amount) {
+        let uncapped =
+            both(|d| self.counters(d).cap.load(Ordering::SeqCst)) == (UNLIMITED, UNLIMITED);
+        if uncapped && max != (UNLIMITED, UNLIMITED) {
+            self.lower_cap(Dimension::Bytes, 0);
+            self.lower_cap(Dimension::Objects, 0);
+        }
+    }
+
     /// Lowers the cap of `dim` to what is held plus `room` (never raises it) and returns the
     /// cap in force: at least everything held or admitted, since an admission that read the
     /// old cap had already reserved before the new one was stored (both SeqCst).
@@ -90,14 +101,15 @@ impl TenantLedger {
         Self::tenant_in(&mut state, Arc::from(tenant))
     }
 
-    /// In a mesh: every tenant seen from now on, and every one seen so far without a cap,
-    /// admits nothing until its home answered (a cap of nothing, lowered to what it holds).
-    pub fn close_caps(&self) {
+    /// This cluster is in a mesh: every tenant with limits (its policy or the default), now
+    /// and from now on, admits nothing beyond what it holds until its home answered. A tenant
+    /// without limits is not capped: its home names it if it has limits there.
+    pub fn join_mesh(&self) {
         let mut state = self.state.write().expect("ledger lock");
-        state.default_cap = (0, 0);
+        state.in_mesh = true;
         for usage in state.by_tenant.values() {
-            usage.lower_cap(Dimension::Bytes, 0);
-            usage.lower_cap(Dimension::Objects, 0);
+            let max = both(|d| usage.counters(d).max.load(Ordering::Acquire));
+            usage.cap_if_limited(max);
         }
     }
 

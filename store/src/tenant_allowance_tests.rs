@@ -20,7 +20,7 @@ fn ledger_with_limits(max_bytes: u64, max_objects: u64) -> TenantLedger {
 #[test]
 fn a_closed_cap_refuses_allowance_short_until_raised() {
     let ledger = ledger_with_limits(1000, 10);
-    ledger.close_caps();
+    ledger.join_mesh();
     let u = ledger.usage("t");
     let e = u.reserve(10, create(10), 0).unwrap_err();
     assert_eq!(e.code(), "UNAVAILABLE");
@@ -38,7 +38,7 @@ fn a_closed_cap_refuses_allowance_short_until_raised() {
 #[test]
 fn the_limit_refuses_before_the_cap() {
     let ledger = ledger_with_limits(100, 10);
-    ledger.close_caps();
+    ledger.join_mesh();
     ledger.raise_cap("t", Some((1000, 10)));
     let e = ledger.usage("t").reserve(200, create(200), 0).unwrap_err();
     assert_eq!(e.code(), "QUOTA_EXCEEDED");
@@ -159,5 +159,23 @@ fn concurrent_puts_never_pass_a_lowered_cap() {
     assert!(
         reported.windows(2).all(|w| w[0] <= w[1] + 30),
         "{reported:?}"
+    );
+}
+
+#[test]
+fn in_a_mesh_only_tenants_with_limits_are_capped() {
+    let ledger = TenantLedger::default();
+    ledger.set_limits("limited", Some(1000), None);
+    ledger.join_mesh();
+    assert_eq!(ledger.cap("limited"), Some((0, 0)));
+    assert_eq!(ledger.cap("free"), None, "no limit: no cap");
+    ledger.set_limits("later", None, Some(5));
+    assert_eq!(ledger.cap("later"), Some((0, 0)), "a policy set later caps");
+    ledger.set_default_limits(Some(10), None);
+    assert_eq!(ledger.cap("free"), Some((0, 0)), "a finite default caps");
+    assert_eq!(
+        ledger.cap("new"),
+        Some((0, 0)),
+        "and every tenant seen later"
     );
 }

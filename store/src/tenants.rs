@@ -382,9 +382,20 @@ pub(crate) struct LedgerState {
     by_scope: Vec<Arc<TenantUsage>>,
     /// The limits of a tenant without a policy (`[tenant_default]`; unlimited by default).
     default_limits: (u64, u64),
-    /// The cap of a tenant seen for the first time: unlimited, or nothing in a mesh until
-    /// the tenant's home answered (`tenant_allowance.rs`).
-    pub(crate) default_cap: (u64, u64),
+    /// In a mesh, a tenant with limits admits nothing beyond its cap until its home answered
+    /// (`tenant_allowance.rs`).
+    pub(crate) in_mesh: bool,
+}
+
+impl LedgerState {
+    /// The cap of a tenant seen for the first time: none, or in a mesh with default limits,
+    /// nothing until its home answered.
+    pub(crate) fn new_cap(&self) -> (u64, u64) {
+        match self.in_mesh && self.default_limits != (UNLIMITED, UNLIMITED) {
+            true => (0, 0),
+            false => (UNLIMITED, UNLIMITED),
+        }
+    }
 }
 
 impl Default for LedgerState {
@@ -393,7 +404,7 @@ impl Default for LedgerState {
             by_tenant: HashMap::new(),
             by_scope: Vec::new(),
             default_limits: (UNLIMITED, UNLIMITED),
-            default_cap: (UNLIMITED, UNLIMITED),
+            in_mesh: false,
         }
     }
 }
@@ -433,7 +444,7 @@ impl TenantLedger {
         let usage = Arc::new(TenantUsage::new(
             tenant.clone(),
             state.default_limits,
-            state.default_cap,
+            state.new_cap(),
         ));
         state.by_tenant.insert(tenant, usage.clone());
         usage
@@ -446,10 +457,14 @@ impl TenantLedger {
         let mut state = self.state.write().expect("ledger lock");
         let usage = Self::tenant_in(&mut state, Arc::from(tenant));
         usage.has_policy.store(true, Ordering::Release);
-        usage.store_limits((
+        let limits = (
             max_bytes.unwrap_or(UNLIMITED),
             max_objects.unwrap_or(UNLIMITED),
-        ));
+        );
+        usage.store_limits(limits);
+        if state.in_mesh {
+            usage.cap_if_limited(limits);
+        }
     }
 
     /// Installs the limits of every tenant without a policy (`None`: unlimited), the ones it
@@ -464,6 +479,9 @@ impl TenantLedger {
         for usage in state.by_tenant.values() {
             if !usage.has_policy.load(Ordering::Acquire) {
                 usage.store_limits(limits);
+                if state.in_mesh {
+                    usage.cap_if_limited(limits);
+                }
             }
         }
     }
@@ -478,8 +496,8 @@ impl TenantLedger {
                 tenant: tenant.to_string(),
                 max_bytes: limit(state.default_limits.0),
                 max_objects: limit(state.default_limits.1),
-                cap_bytes: limit(state.default_cap.0),
-                cap_objects: limit(state.default_cap.1),
+                cap_bytes: limit(state.new_cap().0),
+                cap_objects: limit(state.new_cap().1),
                 ..TenantFigures::default()
             },
         }

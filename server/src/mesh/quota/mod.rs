@@ -75,7 +75,7 @@ pub struct MeshQuota {
 }
 
 impl MeshQuota {
-    /// Closes every tenant's cap until its home answered, and starts the passes.
+    /// Caps every tenant with limits until its home answered, and starts the passes.
     pub fn start(role: Arc<MeshRole>, parts: QuotaParts) -> Result<Arc<MeshQuota>, String> {
         let mut http = reqwest::Client::builder().timeout(EXCHANGE_TIMEOUT);
         if let Some(tls) = parts.tls_client {
@@ -84,7 +84,7 @@ impl MeshQuota {
         let http = http
             .build()
             .map_err(|e| format!("quota exchange client: {e}"))?;
-        parts.directory.tenants().close_caps();
+        parts.directory.tenants().join_mesh();
         let epoch = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(1, |d| d.as_millis() as u64);
