@@ -21,6 +21,10 @@ use crescent_wire::{ApiError, ErrorCode};
 use super::home::holders;
 use super::MeshQuota;
 
+/// An exchange that asks for nothing is sent at most this often to each home (it reports
+/// room given back, is heard for the home's readiness, and learns the tenants it limits);
+/// one that asks for room, or follows a new generation, goes at once.
+const HEARTBEAT: Duration = Duration::from_secs(1);
 /// How long a home's "no room left" answers puts at once with QUOTA_EXCEEDED.
 const EXHAUSTED_FOR: Duration = Duration::from_secs(1);
 /// A cluster asks for a share of the limit this many times smaller than its fair share, so
@@ -37,6 +41,10 @@ pub(super) struct HolderState {
     known: Mutex<HashMap<String, (Amount, bool)>>,
     /// The route table of the previous pass (a tenant whose home moved is capped again).
     last_routes: Mutex<Option<Arc<RouteTable>>>,
+    /// Per home: when this cluster last exchanged with it, at which generation.
+    last_sent: Mutex<HashMap<String, (Instant, u64)>>,
+    /// When the tenants homed here were last tended, at which generation.
+    last_tended: Mutex<Option<(Instant, u64)>>,
 }
 
 impl HolderState {
@@ -52,8 +60,39 @@ impl HolderState {
         e.get(tenant).is_some_and(|at| at.elapsed() < EXHAUSTED_FOR)
     }
 
+    /// Whether the home's last answer for `tenant` had no room for what a put asked (until an
+    /// answer with room): no room is asked for it again but by a put.
+    fn was_short(&self, tenant: &str) -> bool {
+        let e = self.exhausted.lock().expect("exhausted lock");
+        e.contains_key(tenant)
+    }
+
     fn take_demand(&self) -> HashMap<String, Amount> {
         std::mem::take(&mut *self.demand.lock().expect("demand lock"))
+    }
+
+    /// Whether an exchange with `home` that asks for nothing is due at `generation`; if so,
+    /// it counts as sent now.
+    fn heartbeat_due(&self, home: &str, generation: u64) -> bool {
+        let mut sent = self.last_sent.lock().expect("sent lock");
+        let due = sent
+            .get(home)
+            .is_none_or(|(at, g)| *g != generation || at.elapsed() >= HEARTBEAT);
+        if due {
+            sent.insert(home.to_string(), (Instant::now(), generation));
+        }
+        due
+    }
+
+    /// Whether the tenants homed here are due to be tended at `generation`; if so, they
+    /// count as tended now.
+    fn tend_due(&self, generation: u64) -> bool {
+        let mut last = self.last_tended.lock().expect("tended lock");
+        let due = last.is_none_or(|(at, g)| g != generation || at.elapsed() >= HEARTBEAT);
+        if due {
+            *last = Some((Instant::now(), generation));
+        }
+        due
     }
 }
 
@@ -80,7 +119,9 @@ impl MeshQuota {
     pub(super) async fn pass(&self) {
         let (routes, membership) = self.role.view();
         self.follow_homes(&routes).await;
-        self.tend_homed_here(&routes, &membership).await;
+        if self.holder.tend_due(routes.generation()) {
+            self.tend_homed_here(&routes, &membership).await;
+        }
         let mut by_home: BTreeMap<&str, Vec<String>> = holders(&membership, &self.cluster)
             .map(|c| (c, Vec::new()))
             .collect();
@@ -97,12 +138,14 @@ impl MeshQuota {
         }
         let demand = self.holder.take_demand();
         let clusters = membership.clusters.len() as u64;
-        let exchanges = by_home.into_iter().map(|(home, tenants)| {
+        let exchanges = by_home.into_iter().filter_map(|(home, tenants)| {
             let holdings: Vec<Holding> = tenants
                 .iter()
                 .map(|t| self.plan(t, demand.get(t).copied(), clusters))
                 .collect();
-            self.exchange_with(&membership, home, holdings, &demand)
+            let asks = holdings.iter().any(|h| h.want != Amount::default());
+            let due = self.holder.heartbeat_due(home, membership.generation);
+            (asks || due).then(|| self.exchange_with(&membership, home, holdings, &demand))
         });
         futures::future::join_all(exchanges).await;
     }
@@ -205,11 +248,14 @@ impl MeshQuota {
             bytes: b.saturating_sub(held.bytes),
             objects: o.saturating_sub(held.objects),
         });
-        let want_of =
-            |room: u64, keep: u64, demand: u64| match room < keep.div_ceil(2) || demand > 0 {
-                true => keep.saturating_sub(room).saturating_add(demand),
-                false => 0,
-            };
+        // After the home had no room, only a put asks again (not every pass).
+        let refill = !self.holder.was_short(tenant);
+        let want_of = |room: u64, keep: u64, demand: u64| match (refill && room < keep.div_ceil(2))
+            || demand > 0
+        {
+            true => keep.saturating_sub(room).saturating_add(demand),
+            false => 0,
+        };
         Holding {
             tenant: tenant.to_string(),
             cap: cap.map(amount),
