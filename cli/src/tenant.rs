@@ -69,6 +69,16 @@ fn print_quota(q: &TenantQuota) -> Result<(), ClientError> {
             r.rebuilt_objects
         )?;
     }
+    if let Some(m) = &q.mesh {
+        outln!(
+            "  in the mesh: this cluster may hold {} bytes, {} objects; other clusters hold \
+             {} bytes, {} objects of it here",
+            limit(m.cap_bytes),
+            limit(m.cap_objects),
+            m.granted_bytes,
+            m.granted_objects
+        )?;
+    }
     Ok(())
 }
 

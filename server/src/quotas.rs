@@ -14,7 +14,7 @@ use crescent_actors::quota_root::{
 use crescent_actors::{AggregateRegistry, Runtime, World};
 use crescent_store::identity::validate_scope_name;
 use crescent_store::ObjectDirectory;
-use crescent_wire::tenants::{RecordedUsage, TenantQuota, UsageReconciliation};
+use crescent_wire::tenants::{MeshShare, RecordedUsage, TenantQuota, UsageReconciliation};
 use tracing::Instrument;
 
 use crate::error::CommandFailed;
@@ -252,6 +252,7 @@ pub fn quota_of(tenant: String, root: &QuotaRoot) -> TenantQuota {
             used_objects: r.used_objects,
             at_ms: r.at_ms,
         }),
+        mesh: None,
     }
 }
 
@@ -274,8 +275,21 @@ fn with_usage(quota: TenantQuota, figures: &crescent_store::TenantFigures) -> Te
         pending_operations: quota.pending_operations + figures.pending_puts,
         in_doubt_operations: quota.in_doubt_operations + figures.removing_objects,
         removing_bytes: figures.removing_bytes,
+        mesh: mesh_share(figures),
         ..quota
     }
+}
+
+/// In a mesh, what this cluster holds of the tenant's quota: only a cluster that granted or
+/// was capped has a share to show.
+fn mesh_share(f: &crescent_store::TenantFigures) -> Option<MeshShare> {
+    let share = MeshShare {
+        granted_bytes: f.granted_bytes,
+        granted_objects: f.granted_objects,
+        cap_bytes: f.cap_bytes,
+        cap_objects: f.cap_objects,
+    };
+    (share != MeshShare::default()).then_some(share)
 }
 
 /// A bounded name for the command (tracing).

@@ -473,8 +473,38 @@ fn assert_exact(q: &QuotaMesh, logs: &[WriterLog]) -> (u64, u64) {
 /// The checks every test makes after its load: first what holds with or without a quota
 /// across clusters (exactness, refusals, both clusters written), then the limits over the
 /// clusters, during the load and at the end.
+/// What the clusters report of their shares (docs/tenants.md, "Quota across a mesh"): the home
+/// counts at least what the other cluster uses as held there, and that cluster's cap covers
+/// what it uses.
+fn assert_shares(q: &QuotaMesh) {
+    let token = q.mesh.key.client(TENANT);
+    let show = |i: usize| -> serde_json::Value {
+        let args = ["--json", "tenant", "show", "--tenant", TENANT];
+        let (code, out, err) = crescent_cli(&q.addr(i), Some(&token), &args);
+        assert_eq!(code, 0, "tenant show at cluster {i}: {err}");
+        serde_json::from_slice(&out).unwrap()
+    };
+    let (home, other) = (show(q.home), show(1 - q.home));
+    let field = |v: &serde_json::Value, f: &str| v["mesh"][f].as_u64();
+    for (used, granted, cap) in [
+        ("used_bytes", "granted_bytes", "cap_bytes"),
+        ("used_objects", "granted_objects", "cap_objects"),
+    ] {
+        let used = other[used].as_u64().unwrap();
+        assert!(
+            field(&home, granted).unwrap_or(0) >= used,
+            "the home counts less than the other cluster uses: {home} / {other}"
+        );
+        assert!(
+            field(&other, cap).is_some_and(|c| c >= used),
+            "the other cluster's cap does not cover its usage: {other}"
+        );
+    }
+}
+
 fn assert_quota_held(q: &QuotaMesh, logs: &[WriterLog], polls: &PollLog) {
     let total = assert_exact(q, logs);
+    assert_shares(q);
     let refusals: usize = logs.iter().map(|l| l.refusals).sum();
     assert!(refusals > 0, "no put was refused");
     let clusters: BTreeSet<&String> = logs

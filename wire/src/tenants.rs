@@ -82,6 +82,24 @@ pub struct TenantQuota {
     /// until recorded). Wire addition: absent from older servers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recorded: Option<RecordedUsage>,
+    /// In a mesh: what this cluster holds of the tenant's quota across the mesh
+    /// (docs/tenants.md, "Quota across a mesh"); absent outside one. Wire addition.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mesh: Option<MeshShare>,
+}
+
+/// A tenant's quota as one cluster of a mesh holds it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MeshShare {
+    /// At the tenant's home: what the other clusters may hold, counted by its admission.
+    pub granted_bytes: u64,
+    pub granted_objects: u64,
+    /// The most this cluster may hold (its allowance); `None`: no cap (the home, once every
+    /// other cluster reported, or a tenant without limits).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cap_bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cap_objects: Option<u64>,
 }
 
 /// The tenant's usage as last journaled (docs/tenants.md, "Journaled usage and

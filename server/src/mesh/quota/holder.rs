@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crescent_mesh::{Membership, RouteKey, RouteTable};
+use crescent_mesh::{ClusterState, Membership, RouteKey, RouteTable};
 use crescent_store::tenant_allowance::Amount as Pair;
 use crescent_wire::mesh_quota::{
     Amount, Answer, ExchangeReply, ExchangeRequest, Holding, EXCHANGE_ROUTE, EXCHANGE_WIRE_VERSION,
@@ -118,6 +118,13 @@ impl MeshQuota {
     /// with every other cluster.
     pub(super) async fn pass(&self) {
         let (routes, membership) = self.role.view();
+        let member = membership.clusters.iter().any(|c| {
+            c.name == self.cluster
+                && matches!(c.state, ClusterState::Serving | ClusterState::Draining)
+        });
+        if !member {
+            return; // joining or leaving: no authority of any object, nothing to report
+        }
         self.follow_homes(&routes).await;
         if self.holder.tend_due(routes.generation()) {
             self.tend_homed_here(&routes, &membership).await;

@@ -78,6 +78,15 @@ impl MeshQuota {
     pub async fn exchange(&self, req: ExchangeRequest) -> Result<ExchangeReply, ApiError> {
         let (routes, membership) = self.role.view();
         check_request(&req, self.role.mesh(), routes.generation())?;
+        if !holders(&membership, &self.cluster).any(|c| c == req.from) {
+            return Err(ApiError::new(
+                ErrorCode::InvalidArgument,
+                format!(
+                    "{:?} is not another serving or draining cluster of the mesh at generation                      {}: it holds nothing to report",
+                    req.from, membership.generation
+                ),
+            ));
+        }
         let sender = self.sender_lock(&req.from);
         let mut newest = sender.lock().await;
         if (req.epoch, req.seq) < *newest {
