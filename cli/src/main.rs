@@ -22,6 +22,7 @@ mod mesh_drain;
 mod progress;
 mod run;
 mod tenant;
+mod tenant_mesh;
 #[cfg(test)]
 mod tests;
 mod token;

@@ -65,6 +65,9 @@ pub(super) async fn run(cli: Cli) -> Result<u8, ClientError> {
         Command::Mesh {
             command: MeshCommand::Rebalance,
         } => return super::mesh_drain::rebalance(&client, json).await,
+        Command::Tenant { command } => {
+            return crate::tenant_mesh::run(&client, cli.tenant.as_deref(), command, json).await
+        }
         Command::Bench {
             n,
             size,
@@ -89,8 +92,9 @@ pub(super) async fn run(cli: Cli) -> Result<u8, ClientError> {
             return super::mesh_drain::drain(&client, &endpoint, cluster, json).await;
         }
         _ => return Err(ClientError::InvalidArgument(
-            "through a mesh (--mesh) only put, get, exist, rm, bench and mesh ls, drain and rebalance run; \
-                 reach one cluster with --cluster or --server for the rest"
+            "through a mesh (--mesh) only put, get, exist, rm, bench, tenant show and quota set, \
+                 and mesh ls, drain and rebalance run; reach one cluster with --cluster or \
+                 --server for the rest"
                 .into(),
         )),
     }

@@ -43,7 +43,7 @@ fn limit(v: Option<u64>) -> String {
     v.map_or_else(|| "unlimited".to_string(), |n| n.to_string())
 }
 
-fn print_quota(q: &TenantQuota) -> Result<(), ClientError> {
+pub(crate) fn print_quota(q: &TenantQuota) -> Result<(), ClientError> {
     let policy = q
         .policy_version
         .map_or_else(|| "no policy".to_string(), |v| format!("policy v{v}"));
