@@ -30,6 +30,7 @@ mod weights;
 mod weights_args;
 mod weights_bench;
 mod weights_get;
+mod weights_mesh;
 
 use std::io::Write;
 use std::process::ExitCode;

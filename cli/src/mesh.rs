@@ -68,6 +68,9 @@ pub(super) async fn run(cli: Cli) -> Result<u8, ClientError> {
         Command::Tenant { command } => {
             return crate::tenant_mesh::run(&client, cli.tenant.as_deref(), command, json).await
         }
+        Command::Weights { command } => {
+            return crate::weights_mesh::run(&client, cli.tenant.as_deref(), command, json).await
+        }
         Command::Bench {
             n,
             size,
@@ -92,9 +95,9 @@ pub(super) async fn run(cli: Cli) -> Result<u8, ClientError> {
             return super::mesh_drain::drain(&client, &endpoint, cluster, json).await;
         }
         _ => return Err(ClientError::InvalidArgument(
-            "through a mesh (--mesh) only put, get, exist, rm, bench, tenant show and quota set, \
-                 and mesh ls, drain and rebalance run; reach one cluster with --cluster or \
-                 --server for the rest"
+            "through a mesh (--mesh) only put, get, exist, rm, bench, weights (but its bench), \
+                 tenant show and quota set, and mesh ls, drain and rebalance run; reach one \
+                 cluster with --cluster or --server for the rest"
                 .into(),
         )),
     }

@@ -199,7 +199,7 @@ async fn write_files(
     Ok(())
 }
 
-fn print_meta(m: &w::WeightMetadata, json_out: bool) -> Result<(), ClientError> {
+pub(crate) fn print_meta(m: &w::WeightMetadata, json_out: bool) -> Result<(), ClientError> {
     if json_out {
         outln!("{}", serde_json::to_string(m).expect("json output"))?;
     } else {

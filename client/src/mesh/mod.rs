@@ -151,6 +151,32 @@ impl MeshClient {
         Ok(route(&self.routing(), &id)?.to_string())
     }
 
+    /// The authority cluster of a weight revision of this client's tenant: its lineage routes
+    /// every generation, manifest and payload of it (docs/scale-out.md, "Authority by
+    /// rendezvous").
+    pub fn revision_authority(
+        &self,
+        namespace: &str,
+        resource_id: &str,
+        revision: &str,
+    ) -> Result<String, ClientError> {
+        let lineage = crescent_mesh::Lineage {
+            tenant: self
+                .scope
+                .tenant()
+                .unwrap_or(crescent_wire::store::DEFAULT_TENANT),
+            namespace,
+            resource_id,
+            revision,
+        };
+        let routing = self.routing();
+        let cluster = routing
+            .table
+            .route(RouteKey::revision(&lineage))
+            .map_err(|e| ClientError::Api(ApiError::new(ErrorCode::Unavailable, e.to_string())))?;
+        Ok(cluster.to_string())
+    }
+
     /// A client of cluster `name` (its leader as the membership names it), in this scope.
     pub fn cluster_client(&self, name: &str) -> Result<CrescentClient, ClientError> {
         self.client_for(&self.routing(), name)

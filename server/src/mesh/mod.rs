@@ -12,7 +12,7 @@ pub mod quota;
 use std::sync::{Arc, OnceLock, RwLock};
 
 use crescent_ha::MembershipWatch;
-use crescent_mesh::{Membership, RouteKey, RouteTable};
+use crescent_mesh::{Lineage, Membership, RouteKey, RouteTable};
 use crescent_wire::store::ObjectId;
 use crescent_wire::{ApiError, ErrorCode, Redirect};
 use tokio::task::JoinHandle;
@@ -131,20 +131,42 @@ impl MeshRole {
     }
 
     /// `Ok` when this cluster is the authority of `id`; else WRONG_CLUSTER naming the
-    /// generation and the authority (UNAVAILABLE when no cluster serves).
+    /// generation and the authority (UNAVAILABLE when no cluster serves). The objects of
+    /// managed weight revisions are routed with their revision ([`Self::check_revision`]),
+    /// not by key: they are created only through the weight routes, at the revision's
+    /// authority, so the object paths take them wherever they are.
     pub fn check(&self, id: &ObjectId) -> Result<(), ApiError> {
+        if id.domain.as_deref() == Some(crate::weights::WEIGHTS_DOMAIN) {
+            return Ok(());
+        }
+        let key = RouteKey::object(id.tenant(), id.domain.as_deref(), id.key.as_bytes());
+        self.check_key(key, || format!("object {}", id.key))
+    }
+
+    /// [`Self::check`] for a weight revision: its lineage routes every generation, manifest
+    /// and payload of it to one cluster (docs/scale-out.md, "Authority by rendezvous").
+    pub fn check_revision(&self, lineage: &Lineage<'_>) -> Result<(), ApiError> {
+        let key = RouteKey::revision(lineage);
+        self.check_key(key, || {
+            format!(
+                "weight revision {}/{}/{}",
+                lineage.namespace, lineage.resource_id, lineage.revision
+            )
+        })
+    }
+
+    fn check_key(&self, key: RouteKey, what: impl FnOnce() -> String) -> Result<(), ApiError> {
         let routes = self
             .routes
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .clone();
-        let key = RouteKey::object(id.tenant(), id.domain.as_deref(), id.key.as_bytes());
         match routes.route(key) {
             Ok(c) if c == self.cluster => Ok(()),
             Ok(c) => {
                 self.metrics.redirects.inc();
-                tracing::debug!(key = %id.key, authority = c, generation = routes.generation(),
-                    "redirected: another cluster's object");
+                tracing::debug!(what = %what(), authority = c, generation = routes.generation(),
+                    "redirected: another cluster's");
                 Err(ApiError::wrong_cluster(Redirect {
                     generation: routes.generation(),
                     cluster: c.to_string(),

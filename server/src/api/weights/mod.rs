@@ -35,6 +35,22 @@ fn view(
         .ok_or_else(|| not_found(identity).into())
 }
 
+/// The revision `id` names; in a mesh, refused WRONG_CLUSTER when its lineage routes to another
+/// cluster (docs/scale-out.md, "Authority by rendezvous"): a revision's generations, manifest
+/// and payloads stay in one cluster.
+pub(super) fn identity(state: &NodeState, id: &w::WeightId) -> Result<RevisionIdentity, HttpError> {
+    let identity = convert::identity(id)?;
+    if let Some(mesh) = state.mesh_role() {
+        mesh.check_revision(&crescent_mesh::Lineage {
+            tenant: &identity.tenant_id,
+            namespace: &identity.namespace,
+            resource_id: &identity.resource_id,
+            revision: &identity.revision,
+        })?;
+    }
+    Ok(identity)
+}
+
 pub(super) fn domain(e: crescent_weights::WeightError) -> HttpError {
     HttpError(ApiError::new(e.code(), e.to_string()))
 }
@@ -62,7 +78,7 @@ pub async fn put_begin(
 ) -> Result<Reply<w::PutBeginReply>, HttpError> {
     require_mutations(&state, false)?;
     let svc = &state.weights;
-    let identity = convert::identity(&req.id)?;
+    let identity = identity(&state, &req.id)?;
     let cluster = svc.config.cluster_default_policy();
     let put = req.policy.as_ref().map(convert::policy_override);
     let policy = resolve_policy(put.as_ref(), None, &cluster).map_err(domain)?;
@@ -97,7 +113,7 @@ pub async fn put_object(
 ) -> Result<Reply<PutStartReply>, HttpError> {
     require_mutations(&state, false)?;
     let svc = &state.weights;
-    let identity = convert::identity(&req.id)?;
+    let identity = identity(&state, &req.id)?;
     let current = svc.read_revision(&identity).await?;
     let rec = current.record().ok_or_else(|| not_found(&identity))?;
     if rec.availability != crescent_weights::Availability::Importing {
@@ -138,13 +154,47 @@ pub async fn put_object(
     };
     let group = svc.groups.intern(&rec.group_id);
     let now = state.now_ms();
-    let directory = state.directory.clone();
     let id = put.id.clone();
-    let mut reply = web::block(move || directory.put_start_in_group(&put, Some(group), now))
-        .await
-        .map_err(super::error::from_blocking)??;
+    let mut reply = start_in_group(&state, put, group, now).await?;
     crate::api::ops::grant_put(&state, &id, &mut reply, now);
     Ok(Reply(reply))
+}
+
+/// The directory's put_start in the revision's group, off the async threads; a refusal for
+/// want of this cluster's allowance in a mesh goes to the quota exchange like a plain put's
+/// (docs/tenants.md, "Quota across a mesh").
+async fn start_in_group(
+    state: &NodeState,
+    put: PutStartRequest,
+    group: crescent_store::GroupId,
+    now: i64,
+) -> Result<PutStartReply, HttpError> {
+    let put = Arc::new(put);
+    for _ in 0..2 {
+        let (directory, req) = (state.directory.clone(), put.clone());
+        let started = web::block(move || directory.put_start_in_group(&req, Some(group), now))
+            .await
+            .map_err(super::error::from_blocking)?;
+        let short = match started {
+            Err(e @ crescent_store::StoreError::AllowanceShort { .. }) => e,
+            other => return Ok(other?),
+        };
+        let Some(quota) = state.mesh_quota.get() else {
+            return Err(short.into());
+        };
+        let want = crescent_wire::mesh_quota::Amount {
+            bytes: put.size,
+            objects: 1,
+        };
+        if let crate::mesh::quota::Short::Refuse(e) = quota.on_short(put.id.tenant(), want) {
+            return Err(e.into());
+        }
+    }
+    Err(
+        ApiError::new(ErrorCode::Unavailable, "the allowance is short again")
+            .refused_before_running(None)
+            .into(),
+    )
 }
 
 /// weight_put, last step: whole-group validation, READY + HOT.
@@ -154,7 +204,7 @@ pub async fn put_commit(
 ) -> Result<Reply<w::WeightMetadata>, HttpError> {
     require_mutations(&state, false)?;
     let svc = state.weights.clone();
-    let identity = convert::identity(&req.id)?;
+    let identity = identity(&state, &req.id)?;
     let units = req
         .affinity_units
         .into_iter()
@@ -181,7 +231,7 @@ pub async fn lease_acquire(
 ) -> Result<Reply<w::LeaseReply>, HttpError> {
     require_mutations(&state, false)?;
     let svc = &state.weights;
-    let identity = convert::identity(&req.id)?;
+    let identity = identity(&state, &req.id)?;
     let before = svc.read_revision(&identity).await?;
     let known: std::collections::BTreeSet<String> = before.leases().keys().cloned().collect();
     let after = svc
@@ -218,7 +268,7 @@ pub async fn lease_renew(
     Wire(req): Wire<w::LeaseRenewRequest>,
 ) -> Result<Reply<w::LeaseReply>, HttpError> {
     require_mutations(&state, false)?;
-    let identity = convert::identity(&req.id)?;
+    let identity = identity(&state, &req.id)?;
     let after = state
         .weights
         .revision(
@@ -246,7 +296,7 @@ pub async fn lease_release(
     state: State,
     Wire(req): Wire<w::LeaseReleaseRequest>,
 ) -> Result<Reply<crescent_wire::store::Ack>, HttpError> {
-    let identity = convert::identity(&req.id)?;
+    let identity = identity(&state, &req.id)?;
     state
         .weights
         .revision(
@@ -263,7 +313,7 @@ pub async fn exist(
     state: State,
     Wire(req): Wire<w::WeightRequest>,
 ) -> Result<Reply<w::WeightExistReply>, HttpError> {
-    let identity = convert::identity(&req.id)?;
+    let identity = identity(&state, &req.id)?;
     let s = state.weights.read_revision(&identity).await?;
     Ok(Reply(w::WeightExistReply {
         exists: s.is_exist(),
@@ -274,7 +324,7 @@ pub async fn metadata(
     state: State,
     Wire(req): Wire<w::WeightRequest>,
 ) -> Result<Reply<w::WeightMetadata>, HttpError> {
-    let identity = convert::identity(&req.id)?;
+    let identity = identity(&state, &req.id)?;
     let s = state.weights.read_revision(&identity).await?;
     Ok(Reply(view(&s, state.now_ms(), &identity)?))
 }
@@ -283,7 +333,7 @@ pub async fn size(
     state: State,
     Wire(req): Wire<w::WeightRequest>,
 ) -> Result<Reply<w::WeightSizeReply>, HttpError> {
-    let identity = convert::identity(&req.id)?;
+    let identity = identity(&state, &req.id)?;
     let s = state.weights.read_revision(&identity).await?;
     if s.record().is_none() {
         return Err(not_found(&identity).into());
@@ -346,7 +396,7 @@ pub async fn update_policy(
 ) -> Result<Reply<w::WeightMetadata>, HttpError> {
     require_mutations(&state, false)?;
     let svc = &state.weights;
-    let identity = convert::identity(&req.id)?;
+    let identity = identity(&state, &req.id)?;
     let s = svc.read_revision(&identity).await?;
     let rec = s.record().ok_or_else(|| not_found(&identity))?;
     let policy = resolve_policy(
@@ -375,7 +425,7 @@ pub async fn migrate(
 ) -> Result<Reply<w::OperationReply>, HttpError> {
     require_mutations(&state, false)?;
     let svc = state.weights.clone();
-    let identity = convert::identity(&req.id)?;
+    let identity = identity(&state, &req.id)?;
     let s = svc.read_revision(&identity).await?;
     let rec = s.record().ok_or_else(|| not_found(&identity))?;
     let target = convert::target(req.to, req.hot_ratio, &rec.policy);
@@ -435,7 +485,7 @@ pub async fn remove(
 ) -> Result<Reply<w::OperationReply>, HttpError> {
     require_mutations(&state, false)?;
     let svc = state.weights.clone();
-    let identity = convert::identity(&req.id)?;
+    let identity = identity(&state, &req.id)?;
     let expected = current_generation(&state, &identity, req.expected_metadata_generation).await?;
     let after = svc
         .revision(

@@ -48,7 +48,7 @@ pub async fn upsert(
 ) -> Result<Reply<w::UpsertReply>, HttpError> {
     super::require_mutations(&state, true)?;
     let svc = state.weights.clone();
-    let base = convert::identity(&req.base)?;
+    let base = super::identity(&state, &req.base)?;
     let target = base.lineage().at_generation(req.target_generation);
     if let Some(reply) = resume_same_upsert(&svc, &req, &base, &target).await? {
         return Ok(Reply(reply));

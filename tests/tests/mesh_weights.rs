@@ -1,0 +1,189 @@
+//! Managed weight revisions through a mesh on real etcd (docs/scale-out.md, "Clients"): each
+//! revision lives at the cluster its lineage routes to, with every generation, manifest and
+//! payload of it; `crescent --mesh M weights put/get/meta/ls/rm` reach it there, and the other
+//! cluster refuses it WRONG_CLUSTER naming the authority.
+
+use std::path::Path;
+use std::time::Duration;
+
+use crescent_client::{BearerToken, ClientOptions, MeshClient};
+use crescent_mesh::{Lineage, RouteKey, RouteTable};
+use crescent_tests::binaries::crescent_command;
+use crescent_tests::ha_pair::{etcd, Backend};
+use crescent_tests::mesh::Mesh;
+use crescent_tests::store_e2e::crescent_cli;
+use serde_json::Value;
+
+/// An HA node is replicated: weight mutations need the operator's confirmation.
+const GATES: &str = "[weights]\nweight_management_oplog_capability_confirmed = true\n";
+
+/// A safetensors file of `tensors` U8 tensors of `len` bytes each, deterministic in `seed`.
+fn safetensors(tensors: usize, len: usize, seed: u8) -> Vec<u8> {
+    let mut header = serde_json::Map::new();
+    for t in 0..tensors {
+        let offsets = [t * len, (t + 1) * len];
+        header.insert(
+            format!("layer.{t}.weight"),
+            serde_json::json!({"dtype": "U8", "shape": [len], "data_offsets": offsets}),
+        );
+    }
+    let mut text = serde_json::to_string(&header).unwrap();
+    while !text.len().is_multiple_of(8) {
+        text.push(' ');
+    }
+    let mut file = (text.len() as u64).to_le_bytes().to_vec();
+    file.extend_from_slice(text.as_bytes());
+    file.extend((0..tensors * len).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed)));
+    file
+}
+
+/// `crescent --etcd URL --mesh M --token ADMIN --json ARGS`: exit code and JSON output.
+fn mesh_cli(mesh: &Mesh, args: &[&str]) -> (i32, Value, String) {
+    let globals = mesh.cli_globals(&mesh.key.admin());
+    let globals: Vec<&str> = globals.iter().map(String::as_str).collect();
+    let out = crescent_command(&globals).args(args).output().unwrap();
+    let body = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    (out.status.code().unwrap_or(-1), body, err)
+}
+
+fn id_args(resource: &str) -> Vec<String> {
+    [
+        "--namespace",
+        "llama",
+        "--resource",
+        resource,
+        "--revision",
+        "main",
+        "--generation",
+        "1",
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
+/// Two resources whose revisions each cluster is the authority of (admin token: the default
+/// tenant), in cluster order.
+fn resources_per_cluster(client: &MeshClient, mesh: &Mesh) -> Vec<(String, String)> {
+    let table = RouteTable::new(&client.membership());
+    let authority = |resource: &str| {
+        let lineage = Lineage {
+            tenant: "default",
+            namespace: "llama",
+            resource_id: resource,
+            revision: "main",
+        };
+        table
+            .route(RouteKey::revision(&lineage))
+            .unwrap()
+            .to_string()
+    };
+    let mut out = Vec::new();
+    for (cluster, _) in &mesh.clusters {
+        let mine = (0..)
+            .map(|i| format!("model-{i}"))
+            .filter(|r| authority(r) == *cluster)
+            .take(2);
+        out.extend(mine.map(|r| (r, cluster.clone())));
+    }
+    out
+}
+
+#[test]
+fn weight_revisions_live_at_their_lineage_authority() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let mesh = rt.block_on(Mesh::start_with(
+        dir.path(),
+        Backend::Etcd(etcd()),
+        &[1.0, 1.0],
+        GATES,
+        true,
+    ));
+    let client = rt.block_on(async {
+        let options = ClientOptions::etcd_mesh(&etcd(), &mesh.name)
+            .with_token(BearerToken::new(mesh.key.admin()))
+            .with_failover_timeout(Duration::from_secs(3));
+        MeshClient::connect(options).await.unwrap()
+    });
+    let revisions = resources_per_cluster(&client, &mesh);
+    for (i, (resource, cluster)) in revisions.iter().enumerate() {
+        put_and_read_back(&mesh, dir.path(), resource, cluster, i as u8);
+    }
+    // Every revision is listed once, where it lives.
+    let (code, ls, err) = mesh_cli(&mesh, &["weights", "ls"]);
+    assert_eq!(code, 0, "{err}");
+    let listed: Vec<(String, String)> = ls["revisions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let resource = r["id"]["resource_id"].as_str().unwrap().to_string();
+            (resource, r["cluster"].as_str().unwrap().to_string())
+        })
+        .collect();
+    let mut want = revisions.clone();
+    want.sort();
+    let mut got = listed;
+    got.sort();
+    assert_eq!(got, want, "{ls}");
+    // A removal through the mesh deletes it at its authority (listed DELETED there).
+    let (resource, _) = &revisions[0];
+    let mut rm = vec!["weights".to_string(), "rm".to_string()];
+    rm.extend(id_args(resource));
+    let rm: Vec<&str> = rm.iter().map(String::as_str).collect();
+    let (code, _, err) = mesh_cli(&mesh, &rm);
+    assert_eq!(code, 0, "rm {resource}: {err}");
+    let (_, ls, _) = mesh_cli(&mesh, &["weights", "ls"]);
+    let deleted: Vec<&str> = ls["revisions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["availability"] == "DELETED")
+        .map(|r| r["id"]["resource_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(deleted, [resource.as_str()], "{ls}");
+}
+
+/// Puts revision `resource` through the mesh, reads it back byte-identical through the mesh,
+/// finds its metadata at `cluster` and a WRONG_CLUSTER refusal naming `cluster` at the other.
+fn put_and_read_back(mesh: &Mesh, dir: &Path, resource: &str, cluster: &str, seed: u8) {
+    let model = safetensors(4, 8 << 10, seed);
+    let src = dir.join(format!("{resource}-src"));
+    std::fs::create_dir_all(&src).unwrap();
+    std::fs::write(src.join("model.safetensors"), &model).unwrap();
+    let with = |cmd: &str, tail: &[&str]| -> Vec<String> {
+        let mut args = vec!["weights".to_string(), cmd.to_string()];
+        args.extend(id_args(resource));
+        args.extend(tail.iter().map(|s| s.to_string()));
+        args
+    };
+    let put = with("put", &["--policy", "hot", src.to_str().unwrap()]);
+    let (code, meta, err) = mesh_cli(mesh, &put.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(code, 0, "put {resource}: {err}");
+    assert_eq!(meta["availability"], "READY", "{meta}");
+    let out = dir.join(format!("{resource}-out"));
+    let get = with("get", &["-o", out.to_str().unwrap()]);
+    let (code, _, err) = mesh_cli(mesh, &get.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(code, 0, "get {resource}: {err}");
+    assert_eq!(std::fs::read(out.join("model.safetensors")).unwrap(), model);
+    let admin = mesh.key.admin();
+    let meta = with("meta", &[]);
+    let meta: Vec<&str> = std::iter::once("--json")
+        .chain(meta.iter().map(String::as_str))
+        .collect();
+    for (name, node) in &mesh.clusters {
+        let (code, body, err) = crescent_cli(&node.addr.to_string(), Some(&admin), &meta);
+        let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+        if name == cluster {
+            assert_eq!(code, 0, "meta {resource} at its authority {name}: {err}");
+        } else {
+            assert_ne!(code, 0, "{resource} answered at {name}, not its authority");
+            assert_eq!(body["error"]["code"], "WRONG_CLUSTER", "{body} {err}");
+            assert!(
+                err.contains(cluster) || body.to_string().contains(cluster),
+                "{body}"
+            );
+        }
+    }
+}
