@@ -221,7 +221,11 @@ async fn move_with_retries(
     let mut attempt = 1;
     loop {
         match move_one(client, cluster, o).await {
-            Err(e) if attempt < ATTEMPTS && e.code() != Some(ErrorCode::PermissionDenied) => {
+            Err(e)
+                if attempt < ATTEMPTS
+                    && e.code() != Some(ErrorCode::PermissionDenied)
+                    && !matches!(e, ClientError::InvalidArgument(_)) =>
+            {
                 tracing::debug!(key = %o.key, attempt, error = %e, "moving again");
                 tokio::time::sleep(Duration::from_millis(200 * u64::from(attempt))).await;
                 attempt += 1;
@@ -240,6 +244,15 @@ async fn move_one(
 ) -> Result<Outcome, ClientError> {
     if !o.complete {
         return Ok(Outcome::InProgress);
+    }
+    // A managed weight revision's objects move only with their revision (routed by its
+    // lineage, docs/scale-out.md): a plain copy would be an unmanaged object elsewhere.
+    if o.domain.as_deref() == Some(crescent_client::weights::WEIGHTS_DOMAIN) {
+        return Err(ClientError::InvalidArgument(format!(
+            "{} belongs to a managed weight revision: move the revision (weights get, put at its \
+             authority, rm here), then drain again",
+            o.key
+        )));
     }
     let scoped = client.with_scope(Some(&o.tenant), o.domain.as_deref())?;
     // Never the case in a drain (a draining cluster is no authority); in a rebalance, most.
