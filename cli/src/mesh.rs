@@ -17,8 +17,14 @@ pub enum MeshCommand {
     Ls,
     /// Drains cluster --cluster C out of the mesh: marks it draining, moves every object it
     /// holds to its authority, then marks it leaving (docs/scale-out.md, "Draining a
-    /// cluster"). Run it again after a failure to resume.
-    Drain,
+    /// cluster"). Run it again after a failure to resume; --cancel makes a draining cluster
+    /// serve again.
+    Drain {
+        /// Cancel the drain: the draining cluster serves again (objects already moved stay
+        /// at their authorities until `mesh rebalance`).
+        #[arg(long)]
+        cancel: bool,
+    },
     /// Moves every object a cluster holds without being its authority (after a join) to its
     /// authority (docs/scale-out.md, "Rebalancing after a join").
     Rebalance,
@@ -33,7 +39,7 @@ pub(super) async fn run(cli: Cli) -> Result<u8, ClientError> {
     let drain = matches!(
         cli.command,
         Command::Mesh {
-            command: MeshCommand::Drain
+            command: MeshCommand::Drain { .. }
         }
     );
     if cli.cluster.is_some() != drain {
@@ -85,13 +91,16 @@ pub(super) async fn run(cli: Cli) -> Result<u8, ClientError> {
             print_bench(&report, json)?;
         }
         Command::Mesh {
-            command: MeshCommand::Drain,
+            command: MeshCommand::Drain { cancel },
         } => {
             let endpoint = match options.redis {
                 Some(url) => crescent_ha::CoordinationEndpoint::Redis(url),
                 None => crescent_ha::CoordinationEndpoint::Etcd(options.etcd_endpoints),
             };
             let cluster = cli.cluster.as_deref().unwrap_or_default();
+            if cancel {
+                return super::mesh_drain::cancel(&client, &endpoint, cluster, json).await;
+            }
             return super::mesh_drain::drain(&client, &endpoint, cluster, json).await;
         }
         _ => return Err(ClientError::InvalidArgument(

@@ -114,6 +114,32 @@ async fn drain_inner(
     })
 }
 
+/// `mesh drain --cancel --cluster C`: a draining `C` serves again (a serving one is no
+/// change); refused like a drain for a cluster the record does not list or one leaving.
+pub(super) async fn cancel(
+    client: &MeshClient,
+    endpoint: &CoordinationEndpoint,
+    cluster: &str,
+    json: bool,
+) -> Result<u8, ClientError> {
+    let store = MembershipStore::connect(endpoint, client.mesh(), BACKEND_TIMEOUT)
+        .await
+        .map_err(refused)?;
+    let serving = step(&store, |m| crescent_mesh::cancel_drain_step(m, cluster)).await?;
+    tracing::info!(cluster, generation = serving.generation, "drain cancelled");
+    if json {
+        print_json(&json!({"cluster": cluster, "state": "serving",
+            "generation": serving.generation}))?;
+    } else {
+        outln!(
+            "cluster {cluster} serving in generation {}; run `crescent mesh rebalance` to bring \
+             back the objects the drain moved",
+            serving.generation
+        )?;
+    }
+    Ok(0)
+}
+
 /// Refuses a drain that would stop after its first step: the record refuses it, or `cluster`
 /// does not let this credential scan it (a client token: `PERMISSION_DENIED`), or cannot be
 /// reached. Nothing is written before this passes.
@@ -246,8 +272,17 @@ async fn move_one(
         return Ok(Outcome::InProgress);
     }
     // A managed weight revision's objects move only with their revision (routed by its
-    // lineage, docs/scale-out.md): a plain copy would be an unmanaged object elsewhere.
+    // lineage, docs/scale-out.md): a plain copy would be an unmanaged object elsewhere. At a
+    // serving cluster they are where their revision is; a draining one cannot leave with
+    // them.
     if o.domain.as_deref() == Some(crescent_client::weights::WEIGHTS_DOMAIN) {
+        let draining = client
+            .membership()
+            .cluster(cluster)
+            .is_some_and(|c| c.state == crescent_mesh::ClusterState::Draining);
+        if !draining {
+            return Ok(Outcome::InPlace);
+        }
         return Err(ClientError::InvalidArgument(format!(
             "{} belongs to a managed weight revision: move the revision (weights get, put at its \
              authority, rm here), then drain again",

@@ -36,6 +36,24 @@ pub fn drained_step(current: &Membership, cluster: &str) -> Result<Option<Member
     }
 }
 
+/// The record with a draining `cluster` serving again (a drain cancelled), or `None` when it
+/// serves already. Objects the drain moved stay at their authorities: `cluster` finds them as
+/// a join does, through the runner-up, until a rebalance brings them back.
+pub fn cancel_drain_step(
+    current: &Membership,
+    cluster: &str,
+) -> Result<Option<Membership>, MeshError> {
+    match state_of(current, cluster)? {
+        ClusterState::Serving => Ok(None),
+        ClusterState::Draining => next_with(current, cluster, ClusterState::Serving).map(Some),
+        from => Err(MeshError::IllegalTransition {
+            cluster: cluster.to_string(),
+            from: Some(from),
+            to: Some(ClusterState::Serving),
+        }),
+    }
+}
+
 fn state_of(m: &Membership, cluster: &str) -> Result<ClusterState, MeshError> {
     m.cluster(cluster)
         .map(|c| c.state)
@@ -120,6 +138,21 @@ mod tests {
             (6, Leaving)
         );
         assert_eq!(drained_step(&leaving, "b").unwrap(), None);
+    }
+
+    #[test]
+    fn a_draining_cluster_serves_again_once_and_a_leaving_one_never() {
+        use ClusterState::*;
+        let m = record(&[("a", Serving), ("b", Draining), ("c", Leaving)]);
+        let back = cancel_drain_step(&m, "b").unwrap().expect("a step");
+        assert_eq!(
+            (back.generation, back.cluster("b").unwrap().state),
+            (5, Serving)
+        );
+        assert_eq!(cancel_drain_step(&back, "b").unwrap(), None);
+        let code = |r: Result<Option<Membership>, MeshError>| r.unwrap_err().code();
+        assert_eq!(code(cancel_drain_step(&m, "c")), "ILLEGAL_TRANSITION");
+        assert_eq!(code(cancel_drain_step(&m, "x")), "UNKNOWN_CLUSTER");
     }
 
     #[test]

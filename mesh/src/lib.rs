@@ -20,7 +20,7 @@ mod publish;
 mod route;
 
 pub use crescent_error_class::ErrorClass;
-pub use drain::{drain_step, drained_step, previous_authority};
+pub use drain::{cancel_drain_step, drain_step, drained_step, previous_authority};
 pub use error::MeshError;
 pub use membership::{
     apply_update, validate_name, ClusterEntry, ClusterState, Membership, MAX_ADDRESS_LEN,
