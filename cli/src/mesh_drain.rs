@@ -300,10 +300,15 @@ async fn move_one(
         Err(e) if e.code() == Some(ErrorCode::NotFound) => return Ok(Outcome::Gone),
         Err(e) => return Err(e),
     };
-    let outcome = match scoped
-        .put_with(&o.key, &value, &PutOptions::default())
-        .await
-    {
+    // The copy keeps what the object was put with: its replica count, data type and hard
+    // pin (a soft pin's remaining time is not carried).
+    let opts = PutOptions {
+        replicas: o.replicas.max(1),
+        data_type: o.data_type,
+        hard_pin: o.hard_pin,
+        ..PutOptions::default()
+    };
+    let outcome = match scoped.put_with(&o.key, &value, &opts).await {
         Ok(put) if put.already_existed => Outcome::SkippedNewer,
         Ok(_) => Outcome::Moved,
         Err(e) if e.code() == Some(ErrorCode::Conflict) => Outcome::SkippedNewer,

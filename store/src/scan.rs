@@ -100,6 +100,9 @@ impl ObjectDirectory {
                     key: String::from_utf8_lossy(k).into_owned(),
                     size,
                     complete,
+                    replicas: e.replicas.as_slice().len() as u32,
+                    data_type: e.data_type,
+                    hard_pin: e.hard_pinned(),
                 });
                 if out.len() >= limit {
                     return Some(ScanCursor {

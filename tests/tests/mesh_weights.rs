@@ -6,12 +6,13 @@
 use std::path::Path;
 use std::time::Duration;
 
-use crescent_client::{BearerToken, ClientOptions, MeshClient};
+use crescent_client::{BearerToken, ClientOptions, MeshClient, PutOptions};
 use crescent_mesh::{Lineage, RouteKey, RouteTable};
 use crescent_tests::binaries::crescent_command;
 use crescent_tests::ha_pair::{etcd, Backend};
 use crescent_tests::mesh::Mesh;
 use crescent_tests::store_e2e::crescent_cli;
+use crescent_wire::store::DataType;
 use serde_json::Value;
 
 /// An HA node is replicated: weight mutations need the operator's confirmation.
@@ -215,9 +216,23 @@ fn a_drain_stopped_by_a_weight_revision_is_cancelled() {
         .unwrap();
     put_and_read_back(&mesh, dir.path(), &resource, &drained, 3);
     let keys: Vec<String> = (0..24).map(|i| format!("plain-{i}")).collect();
+    // One of the drained cluster's objects put hard-pinned, as metadata: its copy keeps both.
+    let pinned = keys
+        .iter()
+        .find(|k| client.authority(k).unwrap() == drained)
+        .unwrap()
+        .clone();
     rt.block_on(async {
         for k in &keys {
-            client.put(k, k.as_bytes()).await.unwrap();
+            let opts = PutOptions {
+                hard_pin: *k == pinned,
+                data_type: match *k == pinned {
+                    true => DataType::Metadata,
+                    false => DataType::Kvcache,
+                },
+                ..PutOptions::default()
+            };
+            client.put_with(k, k.as_bytes(), &opts).await.unwrap();
         }
     });
     let state_of = |name: &str| -> String {
@@ -240,6 +255,20 @@ fn a_drain_stopped_by_a_weight_revision_is_cancelled() {
     assert_eq!(summary["state"], "draining", "{summary}");
     assert!(summary["failed"].as_u64().unwrap() >= 1, "{summary}");
     assert_eq!(state_of(&drained), "draining");
+    let moved = rt.block_on(async {
+        let other = client.cluster_client(&mesh.clusters[0].0).unwrap();
+        other.scan_objects(None, Some(1000)).await.unwrap()
+    });
+    let copy = moved
+        .objects
+        .iter()
+        .find(|o| o.key == pinned)
+        .expect("moved");
+    assert_eq!(
+        (copy.hard_pin, copy.data_type),
+        (true, DataType::Metadata),
+        "{copy:?}"
+    );
     let cancelled = mesh.cli_json(&["mesh", "drain", "--cancel", "--cluster", &drained]);
     assert_eq!(cancelled["state"], "serving", "{cancelled}");
     assert_eq!(state_of(&drained), "serving");

@@ -62,6 +62,16 @@ pub struct ScanEntry {
     pub key: String,
     pub size: u64,
     pub complete: bool,
+    /// The complete version's replicas (0 for one held only in the cold tier). Wire
+    /// addition: absent from older servers (0).
+    #[serde(default)]
+    pub replicas: u32,
+    /// Wire addition: absent from older servers (`kvcache`).
+    #[serde(default)]
+    pub data_type: crate::store::DataType,
+    /// Kept out of eviction for good. Wire addition: absent from older servers (false).
+    #[serde(default)]
+    pub hard_pin: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
