@@ -19,6 +19,7 @@ mod docs_out;
 mod mesh;
 mod mesh_bench;
 mod mesh_drain;
+mod objects;
 mod progress;
 mod run;
 mod tenant;

@@ -149,11 +149,11 @@ async fn get(
     let value = client.get(key).await?;
     // The lease release runs without waiting: let it finish before this process exits.
     client.settle().await;
-    super::run::write_value(key, &value, output, json)
+    crate::objects::write_value(key, &value, output, json)
 }
 
 async fn exist(client: &MeshClient, key: &str, json: bool) -> Result<u8, ClientError> {
-    super::run::print_exists(key, client.is_exist(key).await?, json)
+    crate::objects::print_exists(key, client.is_exist(key).await?, json)
 }
 
 async fn rm(client: &MeshClient, key: &str, force: bool, json: bool) -> Result<(), ClientError> {

@@ -8,8 +8,9 @@ use serde_json::{json, Value};
 
 use super::{Cli, Command, SegmentsCommand};
 use crate::bench::{self, BenchConfig};
+use crate::objects;
 use crescent_client::ClientError;
-use crescent_client::{CrescentClient, PutOptions};
+use crescent_client::CrescentClient;
 use crescent_owner::{Owner, OwnerConfig};
 
 pub(crate) fn print_json(v: &impl serde::Serialize) -> Result<(), ClientError> {
@@ -151,14 +152,16 @@ pub(super) async fn run(cli: Cli) -> Result<u8, ClientError> {
             upsert,
             replicas,
         } => {
-            put(&client, &key, &file, upsert, replicas, json).await?;
+            objects::put(&client, &key, &file, upsert, replicas, json).await?;
         }
         Command::Get { key, output } => {
-            get(&client, &key, output.as_deref(), json).await?;
+            objects::get(&client, &key, output.as_deref(), json).await?;
         }
-        Command::Exist { key } => return exist(&client, &key, json).await,
-        Command::Rm { key, force } => rm(&client, &key, force, json).await?,
-        Command::Ls { prefix } => ls(&client, prefix.as_deref().unwrap_or(""), json).await?,
+        Command::Exist { key } => return objects::exist(&client, &key, json).await,
+        Command::Rm { key, force } => objects::rm(&client, &key, force, json).await?,
+        Command::Ls { prefix } => {
+            objects::ls(&client, prefix.as_deref().unwrap_or(""), json).await?
+        }
         Command::Segments { command } => segments(&client, command, json).await?,
         Command::Admin { command } => return super::admin::run(&client, command, json).await,
         Command::Token { command } => return super::token::run(&client, command, json).await,
@@ -168,7 +171,7 @@ pub(super) async fn run(cli: Cli) -> Result<u8, ClientError> {
         Command::Status => status(&client, json).await?,
         Command::Cold { command } => return super::cold::cold(&client, command, json).await,
         Command::Offload { key } => super::cold::print_object(&client.offload(&key).await?, json)?,
-        Command::Evict { key, hot } => evict(&client, &key, hot, json).await?,
+        Command::Evict { key, hot } => objects::evict(&client, &key, hot, json).await?,
         Command::Stat { key } => super::cold::print_object(&client.stat(&key).await?, json)?,
         Command::Health => print_json(&client.health().await?)?,
         Command::Owner {
@@ -215,142 +218,6 @@ pub(super) async fn run(cli: Cli) -> Result<u8, ClientError> {
         }
     }
     Ok(0)
-}
-
-/// `crescent put KEY FILE`: stores the file (or stdin) under `key`.
-async fn put(
-    client: &CrescentClient,
-    key: &str,
-    file: &str,
-    upsert: bool,
-    replicas: u32,
-    json: bool,
-) -> Result<(), ClientError> {
-    let value = read_input(file)?;
-    let opts = PutOptions {
-        upsert,
-        replicas,
-        ..PutOptions::default()
-    };
-    let out = client.put_with(key, &value, &opts).await?;
-    if json {
-        print_json(
-            &json!({"key": key, "size": value.len(), "put_id": out.put_id,
-            "already_existed": out.already_existed, "replicas": out.replicas}),
-        )
-    } else if out.already_existed {
-        outln!("{key}: already holds this content ({} bytes)", value.len())
-    } else {
-        outln!("{key}: stored {} bytes", value.len())
-    }
-}
-
-/// `crescent get KEY [-o FILE]`: the value to a file, as JSON, or raw to stdout.
-async fn get(
-    client: &CrescentClient,
-    key: &str,
-    output: Option<&str>,
-    json: bool,
-) -> Result<(), ClientError> {
-    let value = client.get(key).await?;
-    // The get released its lease without waiting for the answer: wait for it before
-    // this process exits, so `crescent get K; crescent rm K` finds K unleased.
-    client.settle().await;
-    write_value(key, &value, output, json)
-}
-
-/// A fetched value to `output` (a file, or `-`/none for stdout), raw or as JSON.
-pub(super) fn write_value(
-    key: &str,
-    value: &[u8],
-    output: Option<&str>,
-    json: bool,
-) -> Result<(), ClientError> {
-    match output {
-        Some(path) if path != "-" => {
-            std::fs::write(path, value).map_err(io_err(format!("writing {path}")))?;
-            if json {
-                print_json(&json!({"key": key, "size": value.len(), "file": path}))?;
-            }
-            Ok(())
-        }
-        _ if json => {
-            let body = match std::str::from_utf8(value) {
-                Ok(text) => json!({"key": key, "size": value.len(), "value_utf8": text}),
-                Err(_) => json!({"key": key, "size": value.len(),
-                    "value_hex": value.iter().map(|b| format!("{b:02x}")).collect::<String>()}),
-            };
-            print_json(&body)
-        }
-        _ => {
-            let mut out = std::io::stdout().lock();
-            out.write_all(value)
-                .and_then(|()| out.flush())
-                .map_err(io_err("writing stdout"))
-        }
-    }
-}
-
-/// `crescent exist KEY`: exit status 0 when it exists, 1 when not.
-async fn exist(client: &CrescentClient, key: &str, json: bool) -> Result<u8, ClientError> {
-    print_exists(key, client.is_exist(key).await?, json)
-}
-
-/// `exist`'s answer: printed, and the exit status (0 when it exists, 1 when not).
-pub(super) fn print_exists(key: &str, exists: bool, json: bool) -> Result<u8, ClientError> {
-    if json {
-        print_json(&json!({"key": key, "exists": exists}))?;
-    } else {
-        outln!("{exists}")?;
-    }
-    Ok(if exists { 0 } else { 1 })
-}
-
-/// `crescent rm KEY [--force]`.
-async fn rm(
-    client: &CrescentClient,
-    key: &str,
-    force: bool,
-    json: bool,
-) -> Result<(), ClientError> {
-    match force {
-        true => client.remove_forced(key).await?,
-        false => client.remove(key).await?,
-    }
-    if json {
-        print_json(&json!({"key": key, "removed": true}))
-    } else {
-        outln!("removed {key}")
-    }
-}
-
-/// `crescent ls [PREFIX]`: every key, with its size and whether its put is still running.
-async fn ls(client: &CrescentClient, prefix: &str, json: bool) -> Result<(), ClientError> {
-    let keys = client.list_all(prefix).await?;
-    if json {
-        return print_json(&json!({"count": keys.len(), "keys": keys}));
-    }
-    for k in &keys {
-        let state = if k.complete { "" } else { "  (in progress)" };
-        outln!("{:>12}  {}{state}", k.size, k.key)?;
-    }
-    Ok(())
-}
-
-/// `crescent evict KEY --hot`: drops the hot replicas of an object whose cold copy is
-/// materialized.
-async fn evict(
-    client: &CrescentClient,
-    key: &str,
-    hot: bool,
-    json: bool,
-) -> Result<(), ClientError> {
-    if !hot {
-        return Err(ClientError::InvalidArgument(
-            "evict needs --hot (the only tier that can be evicted)".into(),
-        ));
-    }
-    super::cold::print_object(&client.evict_hot(key).await?, json)
 }
 
 /// `crescent bench`: runs the phases and shows the report.

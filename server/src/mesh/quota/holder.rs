@@ -135,7 +135,7 @@ impl MeshQuota {
         let ledger = self.directory.tenants();
         for tenant in ledger.names() {
             if ledger.cap(&tenant).is_none() {
-                continue; // admitted without a cap: its home said it has no limit
+                continue; // no cap: no limits here, or its home said it has none
             }
             if let Ok(home) = routes.route(RouteKey::quota_home(&tenant)) {
                 if let Some(list) = by_home.get_mut(home) {
