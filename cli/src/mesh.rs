@@ -161,11 +161,7 @@ async fn rm(client: &MeshClient, key: &str, force: bool, json: bool) -> Result<(
         true => client.remove_forced(key).await?,
         false => client.remove(key).await?,
     }
-    if json {
-        print_json(&json!({"key": key, "removed": true}))
-    } else {
-        outln!("removed {key}")
-    }
+    crate::objects::print_removed(key, json)
 }
 
 /// One cluster's objects from its leader's stats, or why they could not be read.

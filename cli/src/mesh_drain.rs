@@ -75,9 +75,7 @@ async fn drain_inner(
     cluster: &str,
     json: bool,
 ) -> Result<u8, ClientError> {
-    let store = MembershipStore::connect(endpoint, client.mesh(), BACKEND_TIMEOUT)
-        .await
-        .map_err(refused)?;
+    let store = membership_store(client, endpoint).await?;
     preflight(&store, client, cluster).await?;
     let draining = step(&store, |m| crescent_mesh::drain_step(m, cluster)).await?;
     client
@@ -122,9 +120,7 @@ pub(super) async fn cancel(
     cluster: &str,
     json: bool,
 ) -> Result<u8, ClientError> {
-    let store = MembershipStore::connect(endpoint, client.mesh(), BACKEND_TIMEOUT)
-        .await
-        .map_err(refused)?;
+    let store = membership_store(client, endpoint).await?;
     let serving = step(&store, |m| crescent_mesh::cancel_drain_step(m, cluster)).await?;
     tracing::info!(cluster, generation = serving.generation, "drain cancelled");
     if json {
@@ -182,6 +178,16 @@ async fn step(
         ErrorCode::Unavailable,
         "the membership record kept changing; run the drain again".to_string(),
     )))
+}
+
+/// The mesh's membership record in its coordination backend.
+async fn membership_store(
+    client: &MeshClient,
+    endpoint: &CoordinationEndpoint,
+) -> Result<MembershipStore, ClientError> {
+    MembershipStore::connect(endpoint, client.mesh(), BACKEND_TIMEOUT)
+        .await
+        .map_err(refused)
 }
 
 /// A backend error: a refusal of the update rule keeps the mesh's code.
@@ -332,12 +338,10 @@ pub(super) async fn rebalance(client: &MeshClient, json: bool) -> Result<u8, Cli
     async {
         let membership = client.membership();
         let mut tally = Tally::default();
-        let holders = membership.clusters.iter().filter(|c| {
-            matches!(
-                c.state,
-                crescent_mesh::ClusterState::Serving | crescent_mesh::ClusterState::Draining
-            )
-        });
+        let holders = membership
+            .clusters
+            .iter()
+            .filter(|c| c.state.holds_objects());
         for c in holders {
             move_all(client, &c.name, &mut tally, json).await?;
         }

@@ -112,6 +112,11 @@ pub(crate) async fn rm(
         true => client.remove_forced(key).await?,
         false => client.remove(key).await?,
     }
+    print_removed(key, json)
+}
+
+/// `rm`'s answer.
+pub(crate) fn print_removed(key: &str, json: bool) -> Result<(), ClientError> {
     if json {
         print_json(&json!({"key": key, "removed": true}))
     } else {

@@ -4,7 +4,7 @@
 //! so the limits hold from the next put everywhere.
 
 use crescent_client::{ClientError, MeshClient};
-use crescent_mesh::{ClusterState, Membership, RouteKey, RouteTable};
+use crescent_mesh::{Membership, RouteKey, RouteTable};
 use crescent_wire::tenants::TenantQuota;
 use serde_json::json;
 
@@ -25,7 +25,7 @@ fn clusters_home_first(m: &Membership, tenant: &str) -> Result<Vec<String>, Clie
     let mut names: Vec<String> = m
         .clusters
         .iter()
-        .filter(|c| matches!(c.state, ClusterState::Serving | ClusterState::Draining))
+        .filter(|c| c.state.holds_objects())
         .map(|c| c.name.clone())
         .filter(|n| *n != home)
         .collect();

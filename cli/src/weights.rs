@@ -427,6 +427,22 @@ async fn bench(
 }
 
 /// `crescent weights ls`: every page of the listing.
+/// Every revision of `tenant` (and of `namespace` and `resource_id` when named), from the
+/// first page on.
+pub(crate) fn list_request(
+    tenant: Option<&str>,
+    namespace: Option<String>,
+    resource_id: Option<String>,
+) -> w::WeightListRequest {
+    w::WeightListRequest {
+        tenant: tenant.map(str::to_string),
+        namespace,
+        resource_id,
+        after: None,
+        limit: None,
+    }
+}
+
 async fn list(
     store: &WeightStore,
     tenant: Option<&str>,
@@ -434,13 +450,7 @@ async fn list(
     resource_id: Option<String>,
     json_out: bool,
 ) -> Result<(), ClientError> {
-    let req = w::WeightListRequest {
-        tenant: tenant.map(str::to_string),
-        namespace,
-        resource_id,
-        after: None,
-        limit: None,
-    };
+    let req = list_request(tenant, namespace, resource_id);
     let all = store.weight_list_all(&req).await?;
     if json_out {
         return outln!("{}", json!({"revisions": all}));

@@ -6,8 +6,6 @@
 
 use crescent_client::weights::WeightStore;
 use crescent_client::{ClientError, MeshClient};
-use crescent_mesh::ClusterState;
-use crescent_wire::weights as w;
 use crescent_wire::ErrorCode;
 use serde_json::json;
 
@@ -34,7 +32,7 @@ fn holders(client: &MeshClient) -> Vec<String> {
         .membership()
         .clusters
         .into_iter()
-        .filter(|c| matches!(c.state, ClusterState::Serving | ClusterState::Draining))
+        .filter(|c| c.state.holds_objects())
         .map(|c| c.name)
         .collect()
 }
@@ -58,11 +56,14 @@ pub async fn run(
             namespace,
             resource,
         } => list(client, tenant, namespace, resource, json).await,
-        WeightsCommand::Op { .. } => {
+        WeightsCommand::Op { operation_id } => {
             let mut last = None;
             for cluster in holders(client) {
                 let at = client.cluster_client(&cluster)?;
-                match crate::weights::run(&at, tenant, json, clone_op(&command)).await {
+                let op = WeightsCommand::Op {
+                    operation_id: operation_id.clone(),
+                };
+                match crate::weights::run(&at, tenant, json, op).await {
                     Err(e) if e.code() == Some(ErrorCode::NotFound) => last = Some(e),
                     done => return done,
                 }
@@ -77,15 +78,6 @@ pub async fn run(
     }
 }
 
-fn clone_op(command: &WeightsCommand) -> WeightsCommand {
-    match command {
-        WeightsCommand::Op { operation_id } => WeightsCommand::Op {
-            operation_id: operation_id.clone(),
-        },
-        _ => unreachable!("only op is asked of every cluster"),
-    }
-}
-
 /// Every serving and draining cluster's revisions, each listed where it lives.
 async fn list(
     client: &MeshClient,
@@ -94,13 +86,7 @@ async fn list(
     resource_id: Option<String>,
     json_out: bool,
 ) -> Result<u8, ClientError> {
-    let req = w::WeightListRequest {
-        tenant: tenant.map(str::to_string),
-        namespace,
-        resource_id,
-        after: None,
-        limit: None,
-    };
+    let req = crate::weights::list_request(tenant, namespace, resource_id);
     let mut all = Vec::new();
     for cluster in holders(client) {
         let at = client.cluster_client(&cluster)?;

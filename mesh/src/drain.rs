@@ -90,14 +90,13 @@ pub fn previous_authority(
     table: &RouteTable,
     key: RouteKey,
 ) -> Option<String> {
-    use ClusterState::{Draining, Serving};
     let authority = table.route(key).ok()?;
     let mut before = membership.clone();
     before
         .clusters
-        .retain(|c| c.name != authority && matches!(c.state, Serving | Draining));
+        .retain(|c| c.name != authority && c.state.holds_objects());
     for c in &mut before.clusters {
-        c.state = Serving;
+        c.state = ClusterState::Serving;
     }
     RouteTable::new(&before).route(key).ok().map(str::to_string)
 }

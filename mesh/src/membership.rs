@@ -45,6 +45,12 @@ impl ClusterState {
             ClusterState::Leaving => "leaving",
         }
     }
+
+    /// Whether a cluster in this state may hold objects: serving (the authority of its keys)
+    /// or draining (its objects not all moved yet). Joining and leaving ones hold none.
+    pub fn holds_objects(self) -> bool {
+        matches!(self, ClusterState::Serving | ClusterState::Draining)
+    }
 }
 
 /// One cluster of the mesh.

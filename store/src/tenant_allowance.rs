@@ -96,7 +96,18 @@ fn sub_saturating(counter: &std::sync::atomic::AtomicU64, by: u64) {
 }
 
 impl TenantLedger {
+    /// `tenant`'s counters, created if it has none. The read lock first: the exchange asks
+    /// for every tenant each pass, and a write lock would stall the puts' lookups.
     fn usage(&self, tenant: &str) -> Arc<TenantUsage> {
+        if let Some(u) = self
+            .state
+            .read()
+            .expect("ledger lock")
+            .by_tenant
+            .get(tenant)
+        {
+            return u.clone();
+        }
         let mut state = self.state.write().expect("ledger lock");
         Self::tenant_in(&mut state, Arc::from(tenant))
     }

@@ -20,6 +20,23 @@ fn want(req: &PutStartRequest) -> Amount {
     }
 }
 
+/// What to do after the directory refused `req` for want of this cluster's allowance
+/// (`short`): `Ok` to run it again now (the home lifted its own cap), else the answer, the
+/// exchange's refusal (or `short` itself outside a mesh).
+pub fn after_short(
+    state: &NodeState,
+    req: &PutStartRequest,
+    short: StoreError,
+) -> Result<(), ApiError> {
+    match state.mesh_quota.get() {
+        Some(quota) => match quota.on_short(req.id.tenant(), want(req)) {
+            Short::Retry => Ok(()),
+            Short::Refuse(refusal) => Err(refusal),
+        },
+        None => Err(short.into()),
+    }
+}
+
 /// The directory's put_start, with a refusal for want of allowance handed to the exchange.
 pub fn put_start(
     state: &NodeState,
@@ -27,13 +44,10 @@ pub fn put_start(
     now: i64,
 ) -> Result<PutStartReply, ApiError> {
     match state.directory.put_start(req, now) {
-        Err(e @ StoreError::AllowanceShort { .. }) => match state.mesh_quota.get() {
-            Some(quota) => match quota.on_short(req.id.tenant(), want(req)) {
-                Short::Retry => Ok(state.directory.put_start(req, now)?),
-                Short::Refuse(refusal) => Err(refusal),
-            },
-            None => Err(e.into()),
-        },
+        Err(e @ StoreError::AllowanceShort { .. }) => {
+            after_short(state, req, e)?;
+            Ok(state.directory.put_start(req, now)?)
+        }
         other => Ok(other?),
     }
 }
@@ -46,9 +60,9 @@ pub fn batch_items(
     done: &mut [ItemResult<PutStartReply>],
     now: i64,
 ) {
-    let Some(quota) = state.mesh_quota.get() else {
+    if state.mesh_quota.get().is_none() {
         return;
-    };
+    }
     for (req, result) in items.iter().zip(done.iter_mut()) {
         let ItemResult::Err { code, message } = result else {
             continue;
@@ -56,12 +70,16 @@ pub fn batch_items(
         if !StoreError::is_allowance_short_item(*code, message) {
             continue;
         }
-        *result = match quota.on_short(req.id.tenant(), want(req)) {
-            Short::Retry => match state.directory.put_start(req, now) {
+        let short = StoreError::AllowanceShort {
+            tenant: req.id.tenant().to_string(),
+            reason: message.clone(),
+        };
+        *result = match after_short(state, req, short) {
+            Ok(()) => match state.directory.put_start(req, now) {
                 Ok(reply) => ItemResult::Ok(reply),
                 Err(e) => e.into(),
             },
-            Short::Refuse(refusal) => ItemResult::Err {
+            Err(refusal) => ItemResult::Err {
                 code: refusal.code,
                 message: refusal.message,
             },

@@ -1,7 +1,7 @@
 //! The HTTP API: `/v1/...` (msgpack or JSON bodies), `/healthz`, `/metrics`, `/stats`.
 
 pub mod admin;
-mod allowance;
+pub(crate) mod allowance;
 pub mod auth_guard;
 pub mod auth_target;
 pub mod cold;

@@ -175,19 +175,11 @@ async fn start_in_group(
         let started = web::block(move || directory.put_start_in_group(&req, Some(group), now))
             .await
             .map_err(super::error::from_blocking)?;
-        let short = match started {
-            Err(e @ crescent_store::StoreError::AllowanceShort { .. }) => e,
+        match started {
+            Err(e @ crescent_store::StoreError::AllowanceShort { .. }) => {
+                crate::api::allowance::after_short(state, &put, e)?
+            }
             other => return Ok(other?),
-        };
-        let Some(quota) = state.mesh_quota.get() else {
-            return Err(short.into());
-        };
-        let want = crescent_wire::mesh_quota::Amount {
-            bytes: put.size,
-            objects: 1,
-        };
-        if let crate::mesh::quota::Short::Refuse(e) = quota.on_short(put.id.tenant(), want) {
-            return Err(e.into());
         }
     }
     Err(

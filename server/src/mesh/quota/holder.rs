@@ -10,8 +10,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crescent_mesh::{ClusterState, Membership, RouteKey, RouteTable};
-use crescent_store::tenant_allowance::Amount as Pair;
+use crescent_mesh::{Membership, RouteKey, RouteTable};
 use crescent_wire::mesh_quota::{
     Amount, Answer, ExchangeReply, ExchangeRequest, Holding, EXCHANGE_ROUTE, EXCHANGE_WIRE_VERSION,
     MAX_EXCHANGE_TENANTS,
@@ -19,7 +18,7 @@ use crescent_wire::mesh_quota::{
 use crescent_wire::{ApiError, ErrorCode};
 
 use super::home::holders;
-use super::MeshQuota;
+use super::{amount, pair, MeshQuota};
 
 /// An exchange that asks for nothing is sent at most this often to each home (it reports
 /// room given back, is heard for the home's readiness, and learns the tenants it limits);
@@ -96,14 +95,6 @@ impl HolderState {
     }
 }
 
-fn pair(a: Amount) -> Pair {
-    (a.bytes, a.objects)
-}
-
-fn amount((bytes, objects): Pair) -> Amount {
-    Amount { bytes, objects }
-}
-
 /// The room this cluster keeps of a limit shared by `clusters`: a fraction of its share.
 fn keep_of(limits: Amount, clusters: u64) -> Amount {
     let share = |limit: u64| (limit / clusters.max(1) / SHARE_DIVISOR).max(1);
@@ -118,10 +109,10 @@ impl MeshQuota {
     /// with every other cluster.
     pub(super) async fn pass(&self) {
         let (routes, membership) = self.role.view();
-        let member = membership.clusters.iter().any(|c| {
-            c.name == self.cluster
-                && matches!(c.state, ClusterState::Serving | ClusterState::Draining)
-        });
+        let member = membership
+            .clusters
+            .iter()
+            .any(|c| c.name == self.cluster && c.state.holds_objects());
         if !member {
             return; // joining or leaving: no authority of any object, nothing to report
         }

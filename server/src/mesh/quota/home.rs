@@ -14,14 +14,14 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crescent_actors::quota_root::{Allowance, QuotaCommand};
-use crescent_mesh::{ClusterState, Membership, RouteKey, RouteTable};
+use crescent_mesh::{Membership, RouteKey, RouteTable};
 use crescent_wire::mesh_quota::{
     Amount, Answer, ExchangeReply, ExchangeRequest, Holding, EXCHANGE_WIRE_VERSION,
     MAX_EXCHANGE_TENANTS,
 };
 use crescent_wire::{ApiError, ErrorCode};
 
-use super::MeshQuota;
+use super::{amount, pair, MeshQuota};
 
 /// How long a refused or partial grant marks a tenant under pressure (holders give back room
 /// they do not use).
@@ -51,18 +51,8 @@ pub(super) fn holders<'a>(
     membership
         .clusters
         .iter()
-        .filter(move |c| {
-            c.name != me && matches!(c.state, ClusterState::Serving | ClusterState::Draining)
-        })
+        .filter(move |c| c.name != me && c.state.holds_objects())
         .map(|c| c.name.as_str())
-}
-
-fn amount((bytes, objects): (u64, u64)) -> Amount {
-    Amount { bytes, objects }
-}
-
-fn pair(a: Amount) -> (u64, u64) {
-    (a.bytes, a.objects)
 }
 
 impl MeshQuota {

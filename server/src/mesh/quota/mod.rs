@@ -172,6 +172,16 @@ impl MeshQuota {
     }
 }
 
+/// The wire's amount as the ledger's (bytes, objects).
+fn pair(a: Amount) -> crescent_store::tenant_allowance::Amount {
+    (a.bytes, a.objects)
+}
+
+/// The ledger's (bytes, objects) as the wire's amount.
+fn amount((bytes, objects): crescent_store::tenant_allowance::Amount) -> Amount {
+    Amount { bytes, objects }
+}
+
 fn not_run(message: String) -> ApiError {
     ApiError::new(ErrorCode::Unavailable, message).refused_before_running(None)
 }
