@@ -39,6 +39,7 @@ pub mod mesh;
 pub mod mount_load;
 pub mod net_probe;
 pub mod redis;
+pub mod safetensors;
 pub mod segment_model;
 pub mod store_e2e;
 pub mod tls_node;

@@ -182,11 +182,20 @@ impl Mesh {
 
     /// A mesh client with a `client` token of [`TENANT`].
     pub async fn client(&self) -> MeshClient {
+        self.client_with(self.key.client(TENANT)).await
+    }
+
+    /// A mesh client with the `admin` token: it acts in any tenant.
+    pub async fn admin_client(&self) -> MeshClient {
+        self.client_with(self.key.admin()).await
+    }
+
+    async fn client_with(&self, token: String) -> MeshClient {
         let options = match &self.backend {
             Backend::Etcd(e) => ClientOptions::etcd_mesh(e, &self.name),
             Backend::Redis(r) => ClientOptions::redis_mesh(r, &self.name),
         }
-        .with_token(BearerToken::new(self.key.client(TENANT)))
+        .with_token(BearerToken::new(token))
         .with_failover_timeout(Duration::from_secs(3));
         MeshClient::connect(options)
             .await

@@ -7,7 +7,7 @@
 
 use std::time::{Duration, Instant};
 
-use crescent_client::{BearerToken, ClientOptions, MeshClient};
+use crescent_client::MeshClient;
 use crescent_tests::binaries::crescent_command;
 use crescent_tests::ha_pair::{etcd, Backend};
 use crescent_tests::mesh::{Mesh, TENANT};
@@ -23,21 +23,10 @@ struct Stored {
     value: Vec<u8>,
 }
 
-/// A mesh client with the admin token: it acts in any tenant.
-async fn admin_client(mesh: &Mesh) -> MeshClient {
-    let options = match &mesh.backend {
-        Backend::Etcd(e) => ClientOptions::etcd_mesh(e, &mesh.name),
-        Backend::Redis(r) => ClientOptions::redis_mesh(r, &mesh.name),
-    }
-    .with_token(BearerToken::new(mesh.key.admin()))
-    .with_failover_timeout(Duration::from_secs(3));
-    MeshClient::connect(options).await.expect("connecting")
-}
-
 /// `n` objects in the client's tenant, a tenth in a domain of it, a tenth in another tenant.
 async fn put_objects(mesh: &Mesh, n: usize) -> Vec<Stored> {
     let client = mesh.client().await;
-    let admin = admin_client(mesh).await;
+    let admin = mesh.admin_client().await;
     let namespaces = [
         (client.clone(), TENANT, None),
         (
@@ -78,7 +67,7 @@ async fn put_objects(mesh: &Mesh, n: usize) -> Vec<Stored> {
 
 /// Every object reads back with its bytes, through `fresh` clients (a new watch) too.
 async fn assert_readable<'a>(mesh: &Mesh, stored: impl IntoIterator<Item = &'a Stored>) {
-    let fresh = admin_client(mesh).await;
+    let fresh = mesh.admin_client().await;
     for s in stored {
         assert_eq!(s.client.get(&s.key).await.expect("readable"), s.value);
         let scope = fresh.with_scope(Some(s.tenant), s.domain).unwrap();

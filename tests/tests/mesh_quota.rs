@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crescent_client::{BearerToken, ClientOptions, MeshClient};
+use crescent_client::MeshClient;
 use crescent_mesh::{RouteKey, RouteTable};
 use crescent_tests::binaries::crescent_command;
 use crescent_tests::ha_pair::{etcd, Backend};
@@ -94,7 +94,7 @@ impl QuotaMesh {
             .map(|i| mesh.start_owner(&mesh.clusters[i].0, &format!("owner-{i}"), OWNER_SEGMENT))
             .collect();
         let home = rt.block_on(async {
-            let probe = admin_client(&mesh).await.with_scope(Some("probe"), None);
+            let probe = mesh.admin_client().await.with_scope(Some("probe"), None);
             let probe = probe.unwrap();
             for (cluster, _) in &mesh.clusters {
                 wait_writable(&probe, cluster).await;
@@ -126,14 +126,6 @@ impl QuotaMesh {
     fn addr(&self, i: usize) -> String {
         self.addrs.lock().unwrap()[i].to_string()
     }
-}
-
-/// A mesh client with the admin token: it acts in any tenant.
-async fn admin_client(mesh: &Mesh) -> MeshClient {
-    let options = ClientOptions::etcd_mesh(&etcd(), &mesh.name)
-        .with_token(BearerToken::new(mesh.key.admin()))
-        .with_failover_timeout(Duration::from_secs(3));
-    MeshClient::connect(options).await.expect("connecting")
 }
 
 /// Waits until a put to `cluster` succeeds (its owner's segment is mounted), in the probe

@@ -4,13 +4,13 @@
 //! cluster refuses it WRONG_CLUSTER naming the authority.
 
 use std::path::Path;
-use std::time::Duration;
 
-use crescent_client::{BearerToken, ClientOptions, MeshClient, PutOptions};
+use crescent_client::{MeshClient, PutOptions};
 use crescent_mesh::{Lineage, RouteKey, RouteTable};
 use crescent_tests::binaries::crescent_command;
 use crescent_tests::ha_pair::{etcd, Backend};
 use crescent_tests::mesh::Mesh;
+use crescent_tests::safetensors::safetensors;
 use crescent_tests::store_e2e::crescent_cli;
 use crescent_wire::store::DataType;
 use serde_json::Value;
@@ -18,24 +18,14 @@ use serde_json::Value;
 /// An HA node is replicated: weight mutations need the operator's confirmation.
 const GATES: &str = "[weights]\nweight_management_oplog_capability_confirmed = true\n";
 
-/// A safetensors file of `tensors` U8 tensors of `len` bytes each, deterministic in `seed`.
-fn safetensors(tensors: usize, len: usize, seed: u8) -> Vec<u8> {
-    let mut header = serde_json::Map::new();
-    for t in 0..tensors {
-        let offsets = [t * len, (t + 1) * len];
-        header.insert(
-            format!("layer.{t}.weight"),
-            serde_json::json!({"dtype": "U8", "shape": [len], "data_offsets": offsets}),
-        );
-    }
-    let mut text = serde_json::to_string(&header).unwrap();
-    while !text.len().is_multiple_of(8) {
-        text.push(' ');
-    }
-    let mut file = (text.len() as u64).to_le_bytes().to_vec();
-    file.extend_from_slice(text.as_bytes());
-    file.extend((0..tensors * len).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed)));
-    file
+/// Two standalone clusters on etcd (embedded segments, the weight gates confirmed), and an
+/// admin mesh client of them, on the returned runtime.
+fn two_clusters(dir: &Path) -> (tokio::runtime::Runtime, Mesh, MeshClient) {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let backend = Backend::Etcd(etcd());
+    let mesh = rt.block_on(Mesh::start_with(dir, backend, &[1.0, 1.0], GATES, true));
+    let client = rt.block_on(mesh.admin_client());
+    (rt, mesh, client)
 }
 
 /// `crescent --etcd URL --mesh M --token ADMIN --json ARGS`: exit code and JSON output.
@@ -93,20 +83,7 @@ fn resources_per_cluster(client: &MeshClient, mesh: &Mesh) -> Vec<(String, Strin
 #[test]
 fn weight_revisions_live_at_their_lineage_authority() {
     let dir = tempfile::tempdir().unwrap();
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let mesh = rt.block_on(Mesh::start_with(
-        dir.path(),
-        Backend::Etcd(etcd()),
-        &[1.0, 1.0],
-        GATES,
-        true,
-    ));
-    let client = rt.block_on(async {
-        let options = ClientOptions::etcd_mesh(&etcd(), &mesh.name)
-            .with_token(BearerToken::new(mesh.key.admin()))
-            .with_failover_timeout(Duration::from_secs(3));
-        MeshClient::connect(options).await.unwrap()
-    });
+    let (_rt, mesh, client) = two_clusters(dir.path());
     let revisions = resources_per_cluster(&client, &mesh);
     for (i, (resource, cluster)) in revisions.iter().enumerate() {
         put_and_read_back(&mesh, dir.path(), resource, cluster, i as u8);
@@ -195,20 +172,7 @@ fn put_and_read_back(mesh: &Mesh, dir: &Path, resource: &str, cluster: &str, see
 #[test]
 fn a_drain_stopped_by_a_weight_revision_is_cancelled() {
     let dir = tempfile::tempdir().unwrap();
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let mesh = rt.block_on(Mesh::start_with(
-        dir.path(),
-        Backend::Etcd(etcd()),
-        &[1.0, 1.0],
-        GATES,
-        true,
-    ));
-    let client = rt.block_on(async {
-        let options = ClientOptions::etcd_mesh(&etcd(), &mesh.name)
-            .with_token(BearerToken::new(mesh.key.admin()))
-            .with_failover_timeout(Duration::from_secs(3));
-        MeshClient::connect(options).await.unwrap()
-    });
+    let (rt, mesh, client) = two_clusters(dir.path());
     let drained = mesh.clusters[1].0.clone();
     let (resource, _) = resources_per_cluster(&client, &mesh)
         .into_iter()
@@ -279,12 +243,7 @@ fn a_drain_stopped_by_a_weight_revision_is_cancelled() {
     );
     // Everything readable: the revision at its authority again, the plain objects where the
     // drain left them (found through the runner-up), then at their authorities.
-    let fresh = rt.block_on(async {
-        let options = ClientOptions::etcd_mesh(&etcd(), &mesh.name)
-            .with_token(BearerToken::new(mesh.key.admin()))
-            .with_failover_timeout(Duration::from_secs(3));
-        MeshClient::connect(options).await.unwrap()
-    });
+    let fresh = rt.block_on(mesh.admin_client());
     let read_all = |c: &MeshClient| {
         rt.block_on(async {
             for k in &keys {

@@ -9,29 +9,11 @@ use std::time::{Duration, Instant};
 
 use crescent_tests::binaries::ensure_workspace_binary;
 use crescent_tests::crescentd::{log_tail, CrescentdProcess};
+use crescent_tests::safetensors::safetensors;
 use crescent_tests::store_e2e::{counter, crescent_cli, OwnerProcess};
 use serde_json::Value;
 
 const OWNER_SEGMENT: u64 = 16 << 20;
-
-/// A safetensors file of `tensors` U8 tensors of `len` bytes each, deterministic in `seed`.
-fn safetensors(tensors: usize, len: usize, seed: u8) -> Vec<u8> {
-    let mut header = serde_json::Map::new();
-    for t in 0..tensors {
-        header.insert(
-            format!("layer.{t}.weight"),
-            serde_json::json!({"dtype": "U8", "shape": [len], "data_offsets": [t * len, (t + 1) * len]}),
-        );
-    }
-    let mut text = serde_json::to_string(&header).unwrap();
-    while !text.len().is_multiple_of(8) {
-        text.push(' ');
-    }
-    let mut file = (text.len() as u64).to_le_bytes().to_vec();
-    file.extend_from_slice(text.as_bytes());
-    file.extend((0..tensors * len).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed)));
-    file
-}
 
 struct Node {
     crescentd: CrescentdProcess,
